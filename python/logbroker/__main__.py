@@ -1,0 +1,5 @@
+import sys
+
+from logbroker.cli import main
+
+sys.exit(main())

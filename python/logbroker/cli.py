@@ -1,0 +1,84 @@
+"""The `logbroker` command.
+
+    logbroker serve [--data-dir DIR] [--listen HOST:PORT] [--config FILE] [--set key=value ...]
+
+Prints one line on stdout when the broker accepts connections, logs to stderr, and
+shuts down cleanly (logs flushed and closed, checkpoints written) on SIGINT or SIGTERM.
+Exit codes: 0 clean stop, 2 bad configuration or arguments, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from logbroker.config import BrokerConfig, ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="logbroker", description="A Kafka-compatible commit-log broker.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run a broker (one node, combined broker and controller)")
+    s.add_argument("--data-dir", help="data directory (config key log.dirs; default ./logbroker-data)")
+    s.add_argument("--listen", help="HOST:PORT to listen on (config key listeners; default 127.0.0.1:9092)")
+    s.add_argument("--config", help="Java-properties file with broker config keys")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    sub.add_parser("config-keys", help="list the broker configuration keys with defaults")
+    return p
+
+
+async def _serve(config: BrokerConfig) -> None:
+    from logbroker.broker import BrokerServer
+
+    server = BrokerServer(config)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(server.run)
+            assert server.advertised is not None
+            print(
+                f"logbroker ready: node {config.node_id} listening on {host}:{port}, "
+                f"data dir {config.data_dir}, cluster {server.cluster_id}",
+                flush=True,
+            )
+            async for signum in signals:
+                logging.getLogger("logbroker").info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "config-keys":
+        from logbroker.config import BROKER_KEYS
+
+        for key in BROKER_KEYS.values():
+            print(f"{key.name} = {key.default}\n    {key.doc}")
+        return 0
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen})
+    except ConfigError as e:
+        print(f"logbroker: bad configuration: {e}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(_serve, config)
+    except ConfigError as e:
+        print(f"logbroker: bad configuration: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"logbroker: cannot start: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

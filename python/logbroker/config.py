@@ -1,0 +1,293 @@
+"""Broker and topic configuration.
+
+Keys use Apache Kafka's names. A broker reads, in order of precedence (last wins):
+built-in defaults, a Java-properties file (`--config FILE`), and `--set key=value`
+overrides. Unknown keys and values that do not parse are rejected at start-up with an
+error that names the key, the value and what was expected; a broker never starts on a
+configuration it half understood.
+
+Topic-level keys (`segment.bytes`, `retention.ms`, ...) are resolved per topic: a
+topic's own override (CreateTopics configs, IncrementalAlterConfigs) wins over the
+broker default (`log.segment.bytes`, `log.retention.ms`, ...), which wins over
+Kafka's default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+from typing import Callable
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that the broker cannot accept."""
+
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+def _parse_int(lo: int = -(2**63), hi: int = LONG_MAX) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise ConfigError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"value {value} is outside [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _parse_bool(text: str) -> bool:
+    t = str(text).strip().lower()
+    if t in ("true", "1", "yes"):
+        return True
+    if t in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"expected true or false, got {text!r}")
+
+
+def _parse_str(text: str) -> str:
+    return str(text).strip()
+
+
+def _parse_choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        t = str(text).strip()
+        if t not in choices:
+            raise ConfigError(f"expected one of {', '.join(choices)}, got {text!r}")
+        return t
+
+    return parse
+
+
+def _parse_listener(text: str) -> str:
+    host, port = split_host_port(text)
+    return f"{host}:{port}"
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    t = str(text).strip()
+    if "://" in t:
+        t = t.split("://", 1)[1]
+    if "," in t:
+        raise ConfigError(f"only one listener is supported, got {text!r}")
+    host, sep, port_text = t.rpartition(":")
+    if not sep:
+        raise ConfigError(f"expected HOST:PORT, got {text!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"port in {text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"port {port} in {text!r} is outside [0, 65535]")
+    return host, port
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    parse: Callable[[str], object]
+    default: str
+    doc: str
+    topic_key: str | None = None  # the topic-level key this broker key sets the default of
+
+
+_BROKER_KEYS: list[ConfigKey] = [
+    ConfigKey("node.id", _parse_int(0, INT_MAX), "1", "This broker's id (Kafka: node.id / broker.id)."),
+    ConfigKey("log.dirs", _parse_str, "./logbroker-data", "Data directory holding one directory per partition."),
+    ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on (PLAINTEXT://HOST:PORT also accepted)."),
+    ConfigKey("advertised.listeners", _parse_str, "", "HOST:PORT given to clients in Metadata; defaults to the bound listener."),
+    ConfigKey("cluster.id", _parse_str, "", "Cluster id; generated and stored in meta.properties on first start when empty."),
+    ConfigKey("auto.create.topics.enable", _parse_bool, "true", "Create a topic when Metadata asks for an unknown one."),
+    ConfigKey("delete.topic.enable", _parse_bool, "true", "Allow DeleteTopics."),
+    ConfigKey("num.partitions", _parse_int(1, 1_000_000), "1", "Partitions of an auto-created topic."),
+    ConfigKey("default.replication.factor", _parse_int(1, 32767), "1", "Replication factor of an auto-created topic."),
+    ConfigKey("socket.request.max.bytes", _parse_int(1024, INT_MAX), "104857600", "Largest request frame accepted; larger frames close the connection."),
+    ConfigKey("connections.max.idle.ms", _parse_int(-1), "600000", "Close connections idle this long (-1: never)."),
+    ConfigKey("log.retention.check.interval.ms", _parse_int(1), "300000", "How often retention runs."),
+    ConfigKey("log.flush.scheduler.interval.ms", _parse_int(1), "1000", "How often the flush.ms / segment.ms policies are checked."),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", _parse_int(1), "60000", "How often the recovery-point checkpoint is written."),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", _parse_int(1), "5000", "How often the high-watermark checkpoint is written."),
+    ConfigKey("message.max.bytes", _parse_int(0, INT_MAX), "1048588", "Largest record batch accepted (default of the topic key max.message.bytes).", "max.message.bytes"),
+    ConfigKey("log.segment.bytes", _parse_int(14, INT_MAX), "1073741824", "Segment size before a roll.", "segment.bytes"),
+    ConfigKey("log.roll.ms", _parse_int(1), "604800000", "Segment age before a roll.", "segment.ms"),
+    ConfigKey("log.index.size.max.bytes", _parse_int(4, INT_MAX), "10485760", "Maximum offset-index size per segment.", "segment.index.bytes"),
+    ConfigKey("log.index.interval.bytes", _parse_int(0, INT_MAX), "4096", "Bytes between offset-index entries.", "index.interval.bytes"),
+    ConfigKey("log.retention.ms", _parse_int(-1), "604800000", "Delete segments older than this (-1: keep forever).", "retention.ms"),
+    ConfigKey("log.retention.bytes", _parse_int(-1), "-1", "Delete old segments while a partition is larger (-1: no limit).", "retention.bytes"),
+    ConfigKey("log.flush.interval.messages", _parse_int(1), str(LONG_MAX), "fsync after this many messages (default: rely on the page cache).", "flush.messages"),
+    ConfigKey("log.flush.interval.ms", _parse_int(0), str(LONG_MAX), "fsync after this many ms (default: rely on the page cache).", "flush.ms"),
+    ConfigKey("log.message.timestamp.type", _parse_choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp type of appended batches.", "message.timestamp.type"),
+    ConfigKey("producer.id.expiration.ms", _parse_int(1, INT_MAX), "86400000", "Forget idle producer ids after this long.", "producer.id.expiration.ms"),
+    ConfigKey("log.cleanup.policy", _parse_choice("delete"), "delete", "Only delete is supported (compaction is not implemented yet).", "cleanup.policy"),
+    ConfigKey("min.insync.replicas", _parse_int(1, 32767), "1", "Smallest ISR that accepts acks=all writes.", "min.insync.replicas"),
+]
+
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_KEYS}
+
+# Aliases Kafka users type; mapped onto the canonical key.
+_ALIASES = {
+    "broker.id": "node.id",
+    "log.dir": "log.dirs",
+    "log.roll.hours": "log.roll.ms",
+    "log.retention.hours": "log.retention.ms",
+    "log.retention.minutes": "log.retention.ms",
+}
+_ALIAS_SCALE = {"log.roll.hours": 3_600_000, "log.retention.hours": 3_600_000, "log.retention.minutes": 60_000}
+
+# Topic-level keys: name -> (parser, broker key giving the default).
+TOPIC_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
+    k.topic_key: (k.parse, k.name) for k in _BROKER_KEYS if k.topic_key
+}
+# Topic keys the Rust log engine understands (the rest are broker-side policies).
+LOG_ENGINE_KEYS = (
+    "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
+    "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
+    "message.timestamp.type", "producer.id.expiration.ms",
+)
+
+
+def _engine_name(topic_key: str) -> str:
+    # Kafka's topic key is max.message.bytes; the engine calls it message.max.bytes.
+    return "message.max.bytes" if topic_key == "max.message.bytes" else topic_key
+
+
+def parse_properties(text: str, source: str) -> dict[str, str]:
+    """Parse Java-properties text (key=value or key: value, # and ! comments)."""
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                break
+        else:
+            raise ConfigError(f"{source}:{lineno}: expected key=value, got {raw!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class BrokerConfig:
+    """Resolved broker configuration: every key in BROKER_KEYS has a parsed value."""
+
+    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+        self.explicit: dict[str, str] = {}
+        values: dict[str, object] = {k: v.parse(v.default) for k, v in BROKER_KEYS.items()}
+        for key, text in (overrides or {}).items():
+            canonical = _ALIASES.get(key, key)
+            spec = BROKER_KEYS.get(canonical)
+            if spec is None:
+                raise ConfigError(f"unknown configuration key {key!r} (value {text!r})")
+            try:
+                value = spec.parse(text)
+            except ConfigError as e:
+                raise ConfigError(f"configuration key {key!r} = {text!r}: {e}") from None
+            if key in _ALIAS_SCALE:
+                value = int(value) * _ALIAS_SCALE[key]  # type: ignore[arg-type]
+            values[canonical] = value
+            self.explicit[canonical] = str(value)
+        self._values = values
+
+    @classmethod
+    def load(cls, config_file: str | None = None, sets: list[str] | None = None, **kwargs: object) -> BrokerConfig:
+        merged: dict[str, str] = {}
+        if config_file:
+            path = Path(config_file)
+            try:
+                text = path.read_text()
+            except OSError as e:
+                raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+            merged.update(parse_properties(text, str(path)))
+        for item in sets or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--set expects key=value, got {item!r}")
+            merged[key.strip()] = value.strip()
+        for key, value in kwargs.items():
+            if value is not None:
+                merged[key] = str(value)
+        return cls(merged)
+
+    def __getitem__(self, key: str) -> object:
+        return self._values[key]
+
+    def get_int(self, key: str) -> int:
+        return int(self._values[key])  # type: ignore[arg-type]
+
+    def get_bool(self, key: str) -> bool:
+        return bool(self._values[key])
+
+    def get_str(self, key: str) -> str:
+        return str(self._values[key])
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.get_str("log.dirs").split(",")[0])
+
+    @property
+    def listen(self) -> tuple[str, int]:
+        return split_host_port(self.get_str("listeners"))
+
+    def items(self) -> list[tuple[str, object]]:
+        return sorted(self._values.items())
+
+    # --- topic-level resolution -------------------------------------------------
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-level key -> broker default value, as strings."""
+        out = {}
+        for topic_key, (_parse, broker_key) in TOPIC_KEYS.items():
+            out[topic_key] = _to_str(self._values[broker_key])
+        return out
+
+    def resolve_topic(self, overrides: dict[str, str]) -> dict[str, str]:
+        merged = self.topic_defaults()
+        merged.update(overrides)
+        return merged
+
+    def engine_config(self, topic_overrides: dict[str, str]) -> dict[str, str]:
+        """The string map handed to the Rust Log for one topic."""
+        resolved = self.resolve_topic(topic_overrides)
+        out = {_engine_name(k): resolved[k] for k in LOG_ENGINE_KEYS}
+        out["message.max.bytes"] = resolved["max.message.bytes"]
+        return out
+
+
+def validate_topic_config(configs: dict[str, str | None]) -> dict[str, str]:
+    """Check topic-level overrides; raise ConfigError naming the bad key/value."""
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        if key not in TOPIC_KEYS:
+            raise ConfigError(f"unknown topic configuration key {key!r}")
+        if value is None:
+            raise ConfigError(f"topic configuration key {key!r} has a null value")
+        parse, _ = TOPIC_KEYS[key]
+        try:
+            out[key] = _to_str(parse(value))
+        except ConfigError as e:
+            raise ConfigError(f"topic configuration {key!r} = {value!r}: {e}") from None
+    return out
+
+
+def _to_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,1 @@
+"""The control plane: metadata image, controller, (later) ISR management and groups."""

@@ -1,0 +1,164 @@
+"""The metadata image: what the cluster knows about brokers, topics and partitions.
+
+The controller is the only writer; brokers read the current image. Every partition
+carries the fields the replicated wave needs (leader, leader epoch, replicas, ISR,
+partition epoch) even though a single-node cluster always has itself as leader and ISR.
+
+On disk (owned by `MetadataStore`):
+    <log.dirs>/meta.properties            Kafka-style: version=1, cluster.id, node.id
+    <log.dirs>/__cluster_metadata/image.json
+        {"version": 1, "cluster_id": str, "next_producer_id": int,
+         "topics": [{"name", "topic_id" (uuid hex), "configs": {k: v},
+                     "partitions": [{"partition", "leader", "leader_epoch", "replicas",
+                                     "isr", "partition_epoch"}]}]}
+    Written whole to image.json.tmp, fsynced, then renamed over image.json, so a crash
+    leaves either the old or the new image. (The controller quorum of the next wave
+    replaces this file with a replicated metadata log; the image shape stays.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+
+TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+TOPIC_NAME_MAX = 249
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why `name` is not a legal Kafka topic name, or None if it is."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name {name!r} is not allowed"
+    if len(name) > TOPIC_NAME_MAX:
+        return f"topic name is {len(name)} characters, the limit is {TOPIC_NAME_MAX}"
+    if not TOPIC_NAME_RE.match(name):
+        return f"topic name {name!r} has characters outside [a-zA-Z0-9._-]"
+    return None
+
+
+@dataclasses.dataclass
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    partition_epoch: int = 0
+
+
+@dataclasses.dataclass
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str]
+
+
+@dataclasses.dataclass
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclasses.dataclass
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerRegistration]
+    topics: dict[str, TopicState]
+    next_producer_id: int = 0
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self.next_producer_id,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": t.topic_id.hex,
+                    "configs": dict(sorted(t.configs.items())),
+                    "partitions": [dataclasses.asdict(p) for _, p in sorted(t.partitions.items())],
+                }
+                for _, t in sorted(self.topics.items())
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict, controller_id: int, brokers: dict[int, BrokerRegistration]) -> MetadataImage:
+        topics = {}
+        for t in doc.get("topics", []):
+            parts = {p["partition"]: PartitionState(**p) for p in t["partitions"]}
+            topics[t["name"]] = TopicState(t["name"], uuid.UUID(hex=t["topic_id"]), parts, dict(t.get("configs", {})))
+        return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)))
+
+
+class MetadataStore:
+    """Persists the metadata image of a single-voter controller (see module doc)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.dir = data_dir / "__cluster_metadata"
+        self.path = self.dir / "image.json"
+
+    def load(self) -> dict | None:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise RuntimeError(f"metadata image {self.path} is not valid JSON: {e}") from None
+
+    def save(self, image: MetadataImage) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        data = json.dumps(image.to_json(), indent=1).encode()
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.dir)
+
+    def read_meta_properties(self) -> dict[str, str]:
+        path = self.data_dir / "meta.properties"
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                out[k.strip()] = v.strip()
+        return out
+
+    def write_meta_properties(self, cluster_id: str, node_id: int) -> None:
+        path = self.data_dir / "meta.properties"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"#logbroker\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+        os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,87 @@
+"""Request handlers, one module per Kafka API, and the table the server dispatches on.
+
+`HANDLERS[api_key]` gives the version range this broker serves (and advertises in
+ApiVersions), the generated request class, and `async handle(ctx, request)` returning
+the response object (or None when the protocol sends no response, as Produce with
+acks=0). Every advertised API is implemented for its whole advertised range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from logbroker.protocol import REQUESTS, RequestHeader
+
+if TYPE_CHECKING:
+    from logbroker.broker import BrokerServer
+
+
+@dataclasses.dataclass
+class RequestContext:
+    broker: BrokerServer
+    header: RequestHeader
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def replicas(self):
+        return self.broker.replicas
+
+    @property
+    def controller(self):
+        return self.broker.controller
+
+
+@dataclasses.dataclass(frozen=True)
+class HandlerEntry:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Callable[[RequestContext, Any], Awaitable[Any]]
+
+    @property
+    def request_class(self) -> type:
+        return REQUESTS[self.api_key]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _build() -> dict[int, HandlerEntry]:
+    from logbroker.handlers import (
+        admin_configs,
+        api_versions,
+        create_partitions,
+        create_topics,
+        delete_records,
+        delete_topics,
+        describe_cluster,
+        describe_producers,
+        fetch,
+        init_producer_id,
+        list_offsets,
+        metadata,
+        offset_for_leader_epoch,
+        produce,
+    )
+
+    modules = [
+        produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
+        delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
+        describe_cluster, describe_producers,
+    ]
+    table = {}
+    for m in modules:
+        table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
+    for key, lo, hi, fn in admin_configs.ENTRIES:
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    return table
+
+
+HANDLERS: dict[int, HandlerEntry] = _build()

@@ -1,0 +1,159 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Topic resources (type 2) are fully supported: describe gives every topic-level key
+with its value and source (topic override or broker default, with synonyms when
+asked); alter sets or removes overrides through the controller, and the topic's logs
+pick the change up at once. Broker resources (type 4) can be described; altering them
+is refused with INVALID_REQUEST, since broker configs are static (read at start-up)
+in this broker, like Kafka's non-dynamic keys.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from logbroker.config import BROKER_KEYS, TOPIC_KEYS
+from logbroker.coord.controller import ControllerError
+from logbroker.protocol import RESPONSES, ErrorCode
+
+log = logging.getLogger("logbroker.admin")
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# ConfigSource
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+# ConfigType
+BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+DescribeResponse = RESPONSES[32]
+AlterResponse = RESPONSES[33]
+IncrementalResponse = RESPONSES[44]
+
+
+def _type_of(value: str) -> int:
+    if value in ("true", "false"):
+        return BOOLEAN
+    try:
+        int(value)
+        return LONG
+    except ValueError:
+        return STRING
+
+
+def _describe_topic(ctx, name: str, keys, synonyms: bool, docs: bool, version: int) -> tuple[int, str | None, list]:
+    topic = ctx.controller.image.topics.get(name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", []
+    cfg = ctx.broker.config
+    resolved = cfg.resolve_topic(topic.configs)
+    out = []
+    for key in sorted(TOPIC_KEYS):
+        if keys is not None and key not in keys:
+            continue
+        broker_key = TOPIC_KEYS[key][1]
+        source = DYNAMIC_TOPIC_CONFIG if key in topic.configs else (
+            STATIC_BROKER_CONFIG if broker_key in cfg.explicit else DEFAULT_CONFIG
+        )
+        syn = []
+        if synonyms:
+            if key in topic.configs:
+                syn.append(DescribeResponse.DescribeConfigsSynonym(name=key, value=topic.configs[key], source=DYNAMIC_TOPIC_CONFIG))
+            if broker_key in cfg.explicit:
+                syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=cfg.explicit[broker_key], source=STATIC_BROKER_CONFIG))
+            syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=BROKER_KEYS[broker_key].default, source=DEFAULT_CONFIG))
+        out.append(
+            DescribeResponse.DescribeConfigsResourceResult(
+                name=key, value=resolved[key], read_only=False, config_source=source, is_sensitive=False,
+                synonyms=syn, config_type=_type_of(resolved[key]),
+                documentation=BROKER_KEYS[broker_key].doc if docs else None,
+            )
+        )
+    return ErrorCode.NONE, None, out
+
+
+def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[int, str | None, list]:
+    if name not in ("", str(ctx.broker.node_id)):
+        return ErrorCode.INVALID_REQUEST, f"broker {name!r} is not this broker ({ctx.broker.node_id})", []
+    cfg = ctx.broker.config
+    out = []
+    for key, spec in sorted(BROKER_KEYS.items()):
+        if keys is not None and key not in keys:
+            continue
+        value = str(cfg[key]).lower() if isinstance(cfg[key], bool) else str(cfg[key])
+        source = STATIC_BROKER_CONFIG if key in cfg.explicit else DEFAULT_CONFIG
+        syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=value, source=source)] if synonyms else []
+        out.append(
+            DescribeResponse.DescribeConfigsResourceResult(
+                name=key, value=value, read_only=True, config_source=source, is_sensitive=False,
+                synonyms=syn, config_type=_type_of(value), documentation=spec.doc if docs else None,
+            )
+        )
+    return ErrorCode.NONE, None, out
+
+
+async def describe_configs(ctx, request):
+    results = []
+    version = ctx.version
+    for r in request.resources:
+        keys = None if r.configuration_keys is None else set(r.configuration_keys)
+        if r.resource_type == TOPIC:
+            code, msg, configs = _describe_topic(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation, version)
+        elif r.resource_type == BROKER:
+            code, msg, configs = _describe_broker(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
+        else:
+            code, msg, configs = ErrorCode.INVALID_REQUEST, f"resource type {r.resource_type} is not supported", []
+        results.append(
+            DescribeResponse.DescribeConfigsResult(
+                error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name, configs=configs
+            )
+        )
+    return DescribeResponse(throttle_time_ms=0, results=results)
+
+
+async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, validate_only: bool) -> tuple[int, str | None]:
+    if resource.resource_type == BROKER:
+        return ErrorCode.INVALID_REQUEST, "broker configs are static in logbroker; set them in the config file or with --set"
+    if resource.resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
+    try:
+        await ctx.controller.alter_topic_configs(resource.resource_name, changes, replace, validate_only)
+    except ControllerError as e:
+        log.warning("altering configs of topic %s from %s failed: %s", resource.resource_name, ctx.peer, e.message)
+        return e.code, e.message
+    return ErrorCode.NONE, None
+
+
+async def alter_configs(ctx, request):
+    out = []
+    for r in request.resources:
+        changes = {c.name: c.value for c in r.configs}
+        code, msg = await _alter(ctx, r, changes, True, request.validate_only)
+        out.append(AlterResponse.AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+    return AlterResponse(throttle_time_ms=0, responses=out)
+
+
+async def incremental_alter_configs(ctx, request):
+    out = []
+    for r in request.resources:
+        changes: dict[str, str | None] = {}
+        code, msg = ErrorCode.NONE, None
+        for c in r.configs:
+            if c.config_operation == SET:
+                changes[c.name] = c.value
+            elif c.config_operation == DELETE:
+                changes[c.name] = None
+            elif c.config_operation in (APPEND, SUBTRACT):
+                code, msg = ErrorCode.INVALID_CONFIG, f"config {c.name!r} is not a list; APPEND/SUBTRACT do not apply"
+            else:
+                code, msg = ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation} for {c.name!r}"
+        if code == ErrorCode.NONE:
+            code, msg = await _alter(ctx, r, changes, False, request.validate_only)
+        out.append(IncrementalResponse.AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
+    return IncrementalResponse(throttle_time_ms=0, responses=out)
+
+
+ENTRIES = [
+    (32, 1, 4, describe_configs),
+    (33, 0, 2, alter_configs),
+    (44, 0, 1, incremental_alter_configs),
+]

@@ -1,0 +1,26 @@
+"""CreatePartitions (37): grow a topic's partition count."""
+
+from __future__ import annotations
+
+from logbroker.coord.controller import ControllerError
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+Response = RESPONSES[API_KEY]
+
+
+async def handle(ctx, request):
+    results = []
+    for t in request.topics:
+        res = Response.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
+        results.append(res)
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            await ctx.controller.create_partitions(t.name, t.count, assignments, request.validate_only)
+        except ControllerError as e:
+            res.error_code = e.code
+            res.error_message = e.message
+    return Response(throttle_time_ms=0, results=results)

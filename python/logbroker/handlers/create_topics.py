@@ -1,0 +1,66 @@
+"""CreateTopics (19): create topics through the controller (validate_only honoured)."""
+
+from __future__ import annotations
+
+import logging
+
+from logbroker.config import TOPIC_KEYS
+from logbroker.coord.controller import ControllerError
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+Response = RESPONSES[API_KEY]
+log = logging.getLogger("logbroker.admin")
+
+# DescribeConfigs / CreateTopics config sources (Kafka's ConfigSource ids)
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+def config_entries(ctx, overrides: dict[str, str]) -> list:
+    resolved = ctx.broker.config.resolve_topic(overrides)
+    return [
+        Response.CreatableTopicConfigs(
+            name=k, value=resolved[k], read_only=False,
+            config_source=SOURCE_TOPIC if k in overrides else SOURCE_DEFAULT, is_sensitive=False,
+        )
+        for k in sorted(TOPIC_KEYS)
+    ]
+
+
+async def handle(ctx, request):
+    results = []
+    seen: set[str] = set()
+    for t in request.topics:
+        res = Response.CreatableTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
+        results.append(res)
+        if t.name in seen:
+            res.error_code = ErrorCode.INVALID_REQUEST
+            res.error_message = f"topic {t.name!r} appears more than once in the request"
+            continue
+        seen.add(t.name)
+        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+        if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+            res.error_code = ErrorCode.INVALID_REQUEST
+            res.error_message = "both replica assignments and num_partitions/replication_factor were given"
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        try:
+            topic = await ctx.controller.create_topic(
+                t.name, t.num_partitions, t.replication_factor, assignments, configs, request.validate_only
+            )
+        except ControllerError as e:
+            res.error_code = e.code
+            res.error_message = e.message
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("CreateTopics %s from %s failed: %s", t.name, ctx.peer, e.message)
+            continue
+        res.topic_id = topic.topic_id
+        res.num_partitions = len(topic.partitions)
+        res.replication_factor = len(topic.partitions[0].replicas)
+        res.configs = config_entries(ctx, topic.configs)
+    return Response(throttle_time_ms=0, topics=results)

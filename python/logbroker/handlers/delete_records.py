@@ -1,0 +1,51 @@
+"""DeleteRecords (21): advance a partition's log start offset (offset -1 means the HW).
+Whole segments below the new log start are deleted; reads below it fail with
+OFFSET_OUT_OF_RANGE."""
+
+from __future__ import annotations
+
+import trio
+
+from logbroker import _core
+from logbroker.errors import error_code_for
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 21
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+Response = RESPONSES[API_KEY]
+
+
+async def handle(ctx, request):
+    jobs = []
+    topics = []
+    for t in request.topics:
+        parts = []
+        topics.append(Response.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        for p in t.partitions:
+            r = Response.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
+            parts.append(r)
+            part = ctx.replicas.get(t.name, p.partition_index)
+            if part is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                jobs.append((r, part, p.offset))
+
+    def work() -> None:
+        for r, part, offset in jobs:
+            hw = part.log.high_watermark
+            target = hw if offset == -1 else offset
+            if target < 0 or target > hw:
+                r.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            try:
+                r.low_watermark = part.log.delete_records_before(target)
+            except (_core.LogBrokerError, OSError) as e:
+                r.error_code = error_code_for(e)
+
+    if jobs:
+        await trio.to_thread.run_sync(work)
+    return Response(throttle_time_ms=0, topics=topics)

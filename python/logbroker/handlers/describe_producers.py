@@ -1,0 +1,33 @@
+"""DescribeProducers (61): the idempotent producers a partition's log is tracking."""
+
+from __future__ import annotations
+
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 61
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+Response = RESPONSES[API_KEY]
+
+
+async def handle(ctx, request):
+    topics = []
+    for t in request.topics:
+        parts = []
+        topics.append(Response.TopicResponse(name=t.name, partitions=parts))
+        for idx in t.partition_indexes:
+            part = ctx.replicas.get(t.name, idx)
+            r = Response.PartitionResponse(partition_index=idx, error_code=ErrorCode.NONE, error_message=None, active_producers=[])
+            parts.append(r)
+            if part is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                r.active_producers = [
+                    Response.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
+                                           coordinator_epoch=-1, current_txn_start_offset=-1)
+                    for pid, epoch, seq, ts, _first in part.log.active_producers()
+                ]
+    return Response(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,82 @@
+"""ListOffsets (2): offsets by time.
+
+Timestamp -2 (EARLIEST) gives the log start offset, -1 (LATEST) the high watermark
+(read_committed: the last stable offset, equal to the HW without transactions), -3
+(MAX_TIMESTAMP, v7+) the offset of the record with the largest timestamp, and t >= 0
+the first offset whose timestamp is >= t (via the time index), or -1 when none below
+the HW is.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from logbroker import _core
+from logbroker.errors import error_code_for
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 7
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+Response = RESPONSES[API_KEY]
+
+
+def _lookup(part, timestamp: int, version: int) -> tuple[int, int, int, int]:
+    """(error, timestamp, offset, leader_epoch) — runs on a worker thread."""
+    lg = part.log
+    hw = lg.high_watermark
+    epoch = part.leader_epoch
+    if timestamp == EARLIEST:
+        return ErrorCode.NONE, -1, lg.log_start_offset, epoch
+    if timestamp == LATEST:
+        return ErrorCode.NONE, -1, hw, epoch
+    if timestamp == MAX_TIMESTAMP and version >= 7:
+        ts, off = lg.max_timestamp()
+        if off < 0 or off >= hw:
+            return ErrorCode.NONE, -1, -1, -1
+        return ErrorCode.NONE, ts, off, epoch
+    if timestamp < 0:
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1
+    found = lg.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= hw:
+        return ErrorCode.NONE, -1, -1, -1
+    return ErrorCode.NONE, found[1], found[0], epoch
+
+
+async def handle(ctx, request):
+    version = ctx.version
+    jobs = []
+    out_topics = []
+    for t in request.topics:
+        parts_out = []
+        out_topics.append(Response.ListOffsetsTopicResponse(name=t.name, partitions=parts_out))
+        for p in t.partitions:
+            entry = Response.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1
+            )
+            parts_out.append(entry)
+            part = ctx.replicas.get(t.name, p.partition_index)
+            if part is None:
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif version >= 4 and p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
+                entry.error_code = (
+                    ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+            else:
+                jobs.append((entry, part, p.timestamp))
+
+    def work() -> None:
+        for entry, part, ts in jobs:
+            try:
+                entry.error_code, entry.timestamp, entry.offset, entry.leader_epoch = _lookup(part, ts, version)
+            except (_core.LogBrokerError, OSError) as e:
+                entry.error_code = error_code_for(e)
+
+    if jobs:
+        await trio.to_thread.run_sync(work)
+    return Response(throttle_time_ms=0, topics=out_topics)

@@ -1,0 +1,45 @@
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, from the log's
+leader-epoch cache (consumers use it to detect log truncation, KIP-320; followers,
+next wave, to find where to truncate)."""
+
+from __future__ import annotations
+
+import trio
+
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 23
+MIN_VERSION = 2
+MAX_VERSION = 4
+
+Response = RESPONSES[API_KEY]
+
+
+async def handle(ctx, request):
+    jobs = []
+    topics = []
+    for t in request.topics:
+        parts = []
+        topics.append(Response.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        for p in t.partitions:
+            r = Response.EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            parts.append(r)
+            part = ctx.replicas.get(t.topic, p.partition)
+            if part is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
+                r.error_code = (
+                    ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+            else:
+                jobs.append((r, part, p.leader_epoch))
+
+    def work() -> None:
+        for r, part, epoch in jobs:
+            r.leader_epoch, r.end_offset = part.log.end_offset_for_epoch(epoch)
+
+    if jobs:
+        await trio.to_thread.run_sync(work)
+    return Response(throttle_time_ms=0, topics=topics)

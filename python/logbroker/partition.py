@@ -1,0 +1,104 @@
+"""A partition replica on this broker: its log plus the replication state around it.
+
+State (Kafka's names):
+    leader, leader_epoch, replicas, isr   from the metadata image (controller-owned)
+    log.log_end_offset (LEO)              owned by the Rust Log
+    high watermark (HW)                   owned here, stored in the Rust Log: the minimum LEO
+                                          over the ISR, so with a one-replica ISR it equals
+                                          the leader's LEO right after every append
+    follower LEOs                         reported by follower fetches (next wave)
+
+Invariants:
+    log_start_offset <= HW <= LEO; consumers never read at or above the HW;
+    every leader change arrives with a higher leader epoch, which the log records in its
+    leader-epoch cache the first time a batch is appended under it.
+
+Waiting: Fetch long-polls and acks=all produces wait for the HW to move. A waiter
+registers a trio.Event with every partition it cares about (`add_waiter`); `notify`
+sets and forgets them all, and the waiter re-checks its own condition.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import trio
+
+from logbroker._core import Log
+from logbroker.coord.metadata import PartitionState
+
+
+class Partition:
+    def __init__(self, topic: str, topic_id: uuid.UUID, state: PartitionState, log: Log, node_id: int) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = state.partition
+        self.node_id = node_id
+        self.log = log
+        self.follower_leos: dict[int, int] = {}
+        self._waiters: set[trio.Event] = set()
+        self.state = state
+        self.apply_state(state)
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index}, epoch {self.leader_epoch}, HW {self.log.high_watermark}, LEO {self.log.log_end_offset})"
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    def apply_state(self, state: PartitionState) -> None:
+        self.state = state
+        self.leader = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        if self.is_leader:
+            self.maybe_increment_hw()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def maybe_increment_hw(self) -> bool:
+        """HW = min LEO over the ISR (the leader's own LEO counts for itself)."""
+        leo = self.log.log_end_offset
+        candidates = [leo]
+        for replica in self.isr:
+            if replica != self.node_id:
+                candidates.append(self.follower_leos.get(replica, self.log.log_start_offset))
+        new_hw = min(candidates)
+        old_hw = self.log.high_watermark
+        if new_hw > old_hw:
+            self.log.update_high_watermark(new_hw)
+            self.notify()
+            return True
+        return False
+
+    def notify(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for event in waiters:
+            event.set()
+
+    def add_waiter(self, event: trio.Event) -> None:
+        self._waiters.add(event)
+
+    def remove_waiter(self, event: trio.Event) -> None:
+        self._waiters.discard(event)
+
+    async def wait_for_hw(self, offset: int, deadline: float) -> bool:
+        """Wait until HW >= offset or the trio-clock deadline passes; True if reached."""
+        with trio.move_on_at(deadline):
+            while self.log.high_watermark < offset:
+                event = trio.Event()
+                self.add_waiter(event)
+                try:
+                    await event.wait()
+                finally:
+                    self.remove_waiter(event)
+            return True
+        return self.log.high_watermark >= offset

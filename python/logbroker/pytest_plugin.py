@@ -1,0 +1,30 @@
+"""pytest plugin (entry point `pytest11`): a real logbroker broker for your tests.
+
+    def test_roundtrip(logbroker_broker):
+        producer = confluent_kafka.Producer({"bootstrap.servers": logbroker_broker.bootstrap_servers})
+
+`logbroker_broker` is function-scoped: each test gets a fresh broker with a temporary
+data directory on a free loopback port, started in-process (no JVM, no container)
+and stopped (data removed) after the test. `logbroker_session_broker` is one broker
+shared by a whole session.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from logbroker.broker import Broker
+
+
+@pytest.fixture
+def logbroker_broker() -> Iterator[Broker]:
+    with Broker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def logbroker_session_broker() -> Iterator[Broker]:
+    with Broker() as broker:
+        yield broker

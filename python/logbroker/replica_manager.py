@@ -1,0 +1,223 @@
+"""The replica manager: the partitions this broker hosts, their logs, and the
+periodic work on them (retention, flush, segment.ms rolls, checkpoints).
+
+Data directory layout (`log.dirs`, one directory today):
+    meta.properties                       cluster.id and node.id (coord/metadata.py)
+    __cluster_metadata/image.json         the metadata image (coord/metadata.py)
+    <topic>-<partition>/                  one Rust `Log` per partition (rust/src/log.rs)
+    replication-offset-checkpoint         HW per partition, Kafka's text format
+    recovery-point-offset-checkpoint      recovery point per partition: on an unclean
+                                          start only segments past it are re-validated
+
+All blocking calls on logs go through `trio.to_thread.run_sync`, one thread hop per
+request (never per partition or per record); the Rust side releases the GIL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import trio
+
+from logbroker import _core
+from logbroker.config import BrokerConfig
+from logbroker.coord.metadata import MetadataImage
+from logbroker.partition import Partition
+
+log = logging.getLogger("logbroker.replicas")
+
+HW_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.data_dir = config.data_dir
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._image: MetadataImage | None = None
+        self._closed = False
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def _open_log(self, topic: str, partition: int, configs: dict[str, str], recovery_point: int | None) -> _core.Log:
+        path = self.data_dir / partition_dir_name(topic, partition)
+        return _core.Log.open(str(path), topic, partition, self.config.engine_config(configs), recovery_point, now_ms())
+
+    async def startup(self, image: MetadataImage) -> None:
+        """Open every local replica's log (recovering it if the last stop was unclean)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        hw = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / HW_CHECKPOINT))}
+        rp = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / RECOVERY_CHECKPOINT))}
+        wanted = []
+        for topic in image.topics.values():
+            for state in topic.partitions.values():
+                if self.node_id in state.replicas:
+                    wanted.append((topic, state))
+
+        def open_all() -> list[_core.Log]:
+            logs = []
+            for topic, state in wanted:
+                lg = self._open_log(topic.name, state.partition, topic.configs, rp.get((topic.name, state.partition)))
+                saved_hw = hw.get((topic.name, state.partition))
+                if saved_hw is not None:
+                    lg.update_high_watermark(saved_hw)
+                logs.append(lg)
+            return logs
+
+        logs = await trio.to_thread.run_sync(open_all)
+        for (topic, state), lg in zip(wanted, logs):
+            self.partitions[(topic.name, state.partition)] = Partition(topic.name, topic.topic_id, state, lg, self.node_id)
+        self._image = image
+        known = {partition_dir_name(t, p) for (t, p) in self.partitions}
+        for entry in self.data_dir.iterdir():
+            if entry.is_dir() and not entry.name.startswith("__") and entry.name not in known:
+                log.warning("directory %s does not belong to any topic in the metadata image; left untouched", entry)
+
+    async def apply_metadata(self, image: MetadataImage) -> None:
+        """Reconcile local partitions with a new image: open new replicas, apply leader
+        and ISR changes, delete replicas of deleted topics."""
+        current = self.partitions
+        wanted: dict[tuple[str, int], tuple] = {}
+        for topic in image.topics.values():
+            for state in topic.partitions.values():
+                if self.node_id in state.replicas:
+                    wanted[(topic.name, state.partition)] = (topic, state)
+        to_open = [(k, v) for k, v in wanted.items() if k not in current or current[k].topic_id != v[0].topic_id]
+        to_delete = [p for k, p in current.items() if k not in wanted or wanted[k][0].topic_id != p.topic_id]
+        config_changed = []
+        if self._image is not None:
+            for k, p in current.items():
+                if k in wanted and wanted[k][0].topic_id == p.topic_id:
+                    old = self._image.topics.get(k[0])
+                    if old is not None and old.configs != wanted[k][0].configs:
+                        config_changed.append((p, wanted[k][0].configs))
+
+        def work() -> list[_core.Log]:
+            for p in to_delete:
+                p.log.delete()
+            for p, configs in config_changed:
+                p.log.update_config(self.config.engine_config(configs))
+            opened = []
+            for (name, idx), (topic, _state) in to_open:
+                path = self.data_dir / partition_dir_name(name, idx)
+                if path.exists():
+                    # Left over from an earlier topic of the same name: not this topic's data.
+                    shutil.rmtree(path)
+                opened.append(self._open_log(name, idx, topic.configs, None))
+            return opened
+
+        opened = await trio.to_thread.run_sync(work)
+        for p in to_delete:
+            self.partitions.pop((p.topic, p.index), None)
+            p.notify()
+        for ((name, idx), (topic, state)), lg in zip(to_open, opened):
+            self.partitions[(name, idx)] = Partition(name, topic.topic_id, state, lg, self.node_id)
+        for key, (topic, state) in wanted.items():
+            p = self.partitions.get(key)
+            if p is not None and p.state != state:
+                p.apply_state(state)
+        self._image = image
+
+    async def shutdown(self) -> None:
+        """Flush and close every log, then write the checkpoints."""
+        if self._closed:
+            return
+        self._closed = True
+        parts = list(self.partitions.values())
+
+        def close_all() -> None:
+            errors = []
+            for p in parts:
+                try:
+                    p.log.close()
+                except Exception as e:  # keep closing the others
+                    errors.append(e)
+                    log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e)
+            self._write_checkpoints(parts)
+
+        await trio.to_thread.run_sync(close_all)
+
+    def _write_checkpoints(self, parts: list[Partition]) -> None:
+        _core.write_offset_checkpoint(
+            str(self.data_dir / HW_CHECKPOINT), [(p.topic, p.index, p.log.high_watermark) for p in parts]
+        )
+        _core.write_offset_checkpoint(
+            str(self.data_dir / RECOVERY_CHECKPOINT), [(p.topic, p.index, p.log.recovery_point) for p in parts]
+        )
+
+    # --- lookups --------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    # --- periodic work --------------------------------------------------------------
+
+    async def run_background(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Retention, flush/roll and checkpoint schedulers; runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._every, self.config.get_int("log.retention.check.interval.ms"), self._retention)
+            nursery.start_soon(self._every, self.config.get_int("log.flush.scheduler.interval.ms"), self._flush_and_roll)
+            nursery.start_soon(
+                self._every, self.config.get_int("replica.high.watermark.checkpoint.interval.ms"), self._checkpoint
+            )
+            task_status.started()
+
+    async def _every(self, interval_ms: int, job) -> None:
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:
+                log.exception("periodic job %s failed", job.__name__)
+
+    async def _retention(self) -> None:
+        parts = list(self.partitions.values())
+
+        def work() -> None:
+            now = now_ms()
+            for p in parts:
+                try:
+                    deleted = p.log.enforce_retention(now)
+                except _core.LogBrokerError as e:
+                    log.error("retention on %s failed: %s", p.name, e)
+                    continue
+                if deleted:
+                    log.info(
+                        "retention deleted %d segment(s) of %s; log start offset now %d",
+                        deleted, p.name, p.log.log_start_offset,
+                    )
+
+        await trio.to_thread.run_sync(work)
+
+    async def _flush_and_roll(self) -> None:
+        parts = list(self.partitions.values())
+
+        def work() -> None:
+            now = now_ms()
+            for p in parts:
+                try:
+                    p.log.maybe_roll(now)
+                    p.log.maybe_flush(now)
+                except _core.LogBrokerError as e:
+                    log.error("flush/roll of %s failed: %s", p.name, e)
+
+        await trio.to_thread.run_sync(work)
+
+    async def _checkpoint(self) -> None:
+        parts = list(self.partitions.values())
+        await trio.to_thread.run_sync(self._write_checkpoints, parts)
+
