@@ -3,6 +3,30 @@
 //! This file is a table of contents: engine modules never import pyo3; every
 //! `#[pyclass]`/`#[pyfunction]` lives under `py/`.
 
+// Engine: record batches.
+pub mod batch;
+pub mod builder;
+pub mod compression;
+pub mod varint;
+
+// Engine: storage.
+pub mod config;
+pub mod error;
+pub mod file_region;
+pub mod index_file;
+pub mod leader_epoch_cache;
+pub mod log;
+pub mod offset_checkpoint;
+pub mod offset_index;
+pub mod producer_state;
+pub mod recovery;
+pub mod segment;
+pub mod time_index;
+
+// The only module allowed `unsafe` (sendfile, write on raw fds).
+pub mod sys;
+
+// The pyo3 binding layer.
 pub mod py;
 
 use pyo3::prelude::*;

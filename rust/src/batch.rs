@@ -1,0 +1,803 @@
+//! RecordBatch v2 (magic 2): header layout, validation, and the one framing loop.
+//!
+//! # Byte layout (big-endian, 61-byte header)
+//! ```text
+//!  0 baseOffset i64 | 8 batchLength i32 | 12 partitionLeaderEpoch i32 | 16 magic i8
+//! 17 crc u32 (CRC-32C of bytes 21..end) | 21 attributes i16 | 23 lastOffsetDelta i32
+//! 27 baseTimestamp i64 | 35 maxTimestamp i64 | 43 producerId i64 | 51 producerEpoch i16
+//! 53 baseSequence i32 | 57 recordsCount i32 | 61 records (compressed as one stream if codec != 0)
+//! ```
+//! Total size = batchLength + 12. The CRC leaves out baseOffset, batchLength,
+//! partitionLeaderEpoch and magic, so the leader rewrites those in place without touching the
+//! CRC; changing attributes/maxTimestamp (LogAppendTime) recomputes it.
+//!
+//! # Records (zigzag varints, see `varint.rs`)
+//! `length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
+//!  keyLength varint | key | valueLength varint | value | headersCount varint | headers`
+//! with each header `keyLength varint (>= 0) | key | valueLength varint (>= -1) | value`.
+//!
+//! # Two forms (STYLE 7)
+//! [`BatchHeader`] + the untouched bytes ([`RawBatch`]) is what append, index, replicate and
+//! fetch handle. Record-level decoding ([`for_each_record`], [`RecordView`]) is only used by
+//! validation and by ListOffsets-by-timestamp, never on the fetch path.
+//!
+//! # One framing loop (STYLE 8)
+//! [`scan`] is the single batch iterator: leader and follower append validation, recovery,
+//! index rebuild, producer-state rebuild and offset translation all call it, with a
+//! [`Check`] level (header framing only, or full CRC + records walk) and a visitor returning
+//! [`Control`]. It stops at the first torn or invalid batch and reports where the valid
+//! prefix ends, which is exactly what recovery truncates to.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::compression::{self, Codec};
+use crate::error::{IoContext, LogError, Result};
+use crate::varint::{read_varint, read_varlong};
+
+pub const HEADER_LEN: usize = 61;
+/// baseOffset + batchLength: the bytes not counted by batchLength.
+pub const LOG_OVERHEAD: usize = 12;
+pub const MAGIC_V2: i8 = 2;
+
+pub const BASE_OFFSET_AT: usize = 0;
+pub const LENGTH_AT: usize = 8;
+pub const PARTITION_LEADER_EPOCH_AT: usize = 12;
+pub const MAGIC_AT: usize = 16;
+pub const CRC_AT: usize = 17;
+pub const ATTRIBUTES_AT: usize = 21;
+pub const LAST_OFFSET_DELTA_AT: usize = 23;
+pub const BASE_TIMESTAMP_AT: usize = 27;
+pub const MAX_TIMESTAMP_AT: usize = 35;
+pub const PRODUCER_ID_AT: usize = 43;
+pub const PRODUCER_EPOCH_AT: usize = 51;
+pub const BASE_SEQUENCE_AT: usize = 53;
+pub const RECORDS_COUNT_AT: usize = 57;
+
+pub const CODEC_MASK: i16 = 0x07;
+pub const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+pub const TRANSACTIONAL_BIT: i16 = 0x10;
+pub const CONTROL_BIT: i16 = 0x20;
+
+/// Upper bound on a decompressed records region (zip-bomb guard). Producers cap batches at
+/// `batch.size` (16 KiB default) of uncompressed data, so 128 MiB is far above legitimate use.
+pub const DECOMPRESS_LIMIT: usize = 128 << 20;
+
+#[inline]
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+#[inline]
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+#[inline]
+fn be_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+#[inline]
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+/// The fixed 61-byte header, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    /// Decodes the header from the first 61 bytes of `b` (panics if shorter: callers check).
+    pub fn parse(b: &[u8]) -> BatchHeader {
+        assert!(b.len() >= HEADER_LEN, "BatchHeader::parse needs {HEADER_LEN} bytes, got {}", b.len());
+        BatchHeader {
+            base_offset: be_i64(b, BASE_OFFSET_AT),
+            batch_length: be_i32(b, LENGTH_AT),
+            partition_leader_epoch: be_i32(b, PARTITION_LEADER_EPOCH_AT),
+            #[allow(clippy::cast_possible_wrap)]
+            magic: b[MAGIC_AT] as i8,
+            crc: be_u32(b, CRC_AT),
+            attributes: be_i16(b, ATTRIBUTES_AT),
+            last_offset_delta: be_i32(b, LAST_OFFSET_DELTA_AT),
+            base_timestamp: be_i64(b, BASE_TIMESTAMP_AT),
+            max_timestamp: be_i64(b, MAX_TIMESTAMP_AT),
+            producer_id: be_i64(b, PRODUCER_ID_AT),
+            producer_epoch: be_i16(b, PRODUCER_EPOCH_AT),
+            base_sequence: be_i32(b, BASE_SEQUENCE_AT),
+            records_count: be_i32(b, RECORDS_COUNT_AT),
+        }
+    }
+
+    /// Total bytes of the batch on disk (batchLength + 12). Only meaningful after framing checks.
+    pub fn size(&self) -> u64 {
+        u64::try_from(i64::from(self.batch_length) + LOG_OVERHEAD as i64).unwrap_or(0)
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + i64::from(self.last_offset_delta)
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+
+    pub fn codec(&self) -> Option<Codec> {
+        Codec::from_attributes(self.attributes)
+    }
+
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & TIMESTAMP_TYPE_BIT != 0
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_BIT != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_BIT != 0
+    }
+
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id >= 0
+    }
+
+    /// Sequence of the last record: baseSequence + lastOffsetDelta, wrapping at i32::MAX to 0.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence < 0 {
+            return -1;
+        }
+        add_sequence(self.base_sequence, self.last_offset_delta)
+    }
+}
+
+/// `seq + delta` in sequence space: wraps from i32::MAX to 0 as Kafka's producers do.
+pub fn add_sequence(seq: i32, delta: i32) -> i32 {
+    let s = i64::from(seq) + i64::from(delta);
+    #[allow(clippy::cast_possible_truncation)]
+    let r = (s % (i64::from(i32::MAX) + 1)) as i32;
+    r
+}
+
+/// A batch in wire form: its decoded header plus the untouched bytes (header included).
+#[derive(Debug, Clone, Copy)]
+pub struct RawBatch<'a> {
+    pub header: BatchHeader,
+    pub bytes: &'a [u8],
+}
+
+/// One record, borrowed from a (decompressed) records region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers_count: i32,
+    /// The raw header entries (for callers that want them; validated by the walk).
+    pub headers: &'a [u8],
+}
+
+/// What the full validation learned from the records (beyond the header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsSummary {
+    /// Largest record timestamp (baseTimestamp + timestampDelta), or -1 with no records.
+    pub max_record_timestamp: i64,
+    /// Offset delta of the first record carrying `max_record_timestamp`.
+    pub offset_delta_of_max: i32,
+}
+
+/// How much of each batch `scan` checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Header only: batchLength sane, magic == 2, batch fits in the data. Reads 61 bytes per
+    /// batch (producer-state rebuild, offset translation, index tail scans).
+    Framing,
+    /// Framing + CRC-32C + codec + recordsCount/lastOffsetDelta + a walk of every record
+    /// (after decompression). Append validation, recovery, index rebuild.
+    Full,
+}
+
+/// What the visitor tells the loop after each batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    Stop,
+}
+
+/// A batch handed to the visitor.
+#[derive(Debug, Clone, Copy)]
+pub struct Visited<'a> {
+    /// Byte position of the batch in the source.
+    pub position: u64,
+    pub header: BatchHeader,
+    /// The whole batch; only present under `Check::Full` (header-only scans do not read it).
+    pub bytes: Option<&'a [u8]>,
+    /// Only present under `Check::Full`.
+    pub records: Option<RecordsSummary>,
+}
+
+/// Why and where a scan ended.
+#[derive(Debug)]
+pub struct ScanEnd {
+    /// End of the last batch accepted by the loop (and the visitor): the valid prefix.
+    pub valid_end: u64,
+    /// Batches visited.
+    pub batches: u64,
+    /// `Some` when the scan stopped at an invalid batch rather than at the end of the data
+    /// or at the visitor's request.
+    pub error: Option<LogError>,
+    /// True when the invalid "batch" was simply cut short by the end of the data (a torn
+    /// write, or a fetch response that ends mid-batch).
+    pub torn: bool,
+}
+
+/// Random-access bytes the framing loop reads from: a slice (request buffer) or a file.
+pub trait BatchSource {
+    fn len(&self) -> u64;
+    /// Exactly `len` bytes at `pos`; callers guarantee `pos + len <= self.len()`.
+    fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]>;
+}
+
+pub struct SliceSource<'a>(pub &'a [u8]);
+
+impl BatchSource for SliceSource<'_> {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
+        #[allow(clippy::cast_possible_truncation)]
+        let p = pos as usize;
+        Ok(&self.0[p..p + len])
+    }
+}
+
+/// Reads a file through a sliding window so header-only scans cost one `pread` per window,
+/// not per batch.
+pub struct FileSource<'f> {
+    file: &'f File,
+    path: &'f Path,
+    len: u64,
+    window: Vec<u8>,
+    window_pos: u64,
+}
+
+const WINDOW: usize = 256 * 1024;
+
+impl<'f> FileSource<'f> {
+    /// `len` is the number of valid bytes to consider (the segment's logical size).
+    pub fn new(file: &'f File, path: &'f Path, len: u64) -> Self {
+        FileSource { file, path, len, window: Vec::new(), window_pos: 0 }
+    }
+}
+
+impl BatchSource for FileSource<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
+        let in_window = pos >= self.window_pos && pos + len as u64 <= self.window_pos + self.window.len() as u64;
+        if !in_window {
+            #[allow(clippy::cast_possible_truncation)]
+            let want = (len.max(WINDOW) as u64).min(self.len - pos) as usize;
+            self.window.resize(want, 0);
+            self.file.read_exact_at(&mut self.window, pos).ctx(self.path)?;
+            self.window_pos = pos;
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        let at = (pos - self.window_pos) as usize;
+        Ok(&self.window[at..at + len])
+    }
+}
+
+/// Checks the framing fields of the header at `position` and returns the batch size.
+/// `available` is how many bytes the source has from `position` on.
+fn check_framing(h: &BatchHeader, position: u64, available: u64) -> Result<u64, (LogError, bool)> {
+    if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+        return Err((
+            LogError::corrupt(
+                position,
+                format!("batchLength {} is below the minimum {}", h.batch_length, HEADER_LEN - LOG_OVERHEAD),
+            ),
+            false,
+        ));
+    }
+    if h.magic != MAGIC_V2 {
+        return Err((LogError::corrupt(position, format!("magic byte is {}, expected 2", h.magic)), false));
+    }
+    let size = h.size();
+    if size > available {
+        return Err((
+            LogError::corrupt(position, format!("batch of {size} bytes is cut short: only {available} bytes remain")),
+            true,
+        ));
+    }
+    Ok(size)
+}
+
+/// Full validation of one complete batch (`bytes` is exactly the batch).
+pub fn validate_batch(bytes: &[u8], position: u64) -> Result<(BatchHeader, RecordsSummary)> {
+    if bytes.len() < HEADER_LEN {
+        return Err(LogError::corrupt(position, format!("{} bytes is shorter than a batch header", bytes.len())));
+    }
+    let h = BatchHeader::parse(bytes);
+    let size = check_framing(&h, position, bytes.len() as u64).map_err(|(e, _)| e)?;
+    if size != bytes.len() as u64 {
+        return Err(LogError::corrupt(position, format!("batchLength says {size} bytes, buffer has {}", bytes.len())));
+    }
+    validate_body(&h, bytes, position)
+}
+
+fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64) -> Result<(BatchHeader, RecordsSummary)> {
+    let computed = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
+    if computed != h.crc {
+        return Err(LogError::CrcMismatch { tp: Default::default(), position, expected: h.crc, computed });
+    }
+    let Some(codec) = h.codec() else {
+        return Err(LogError::invalid(position, format!("unknown compression codec id {}", h.attributes & CODEC_MASK)));
+    };
+    if h.records_count <= 0 {
+        return Err(LogError::invalid(position, format!("recordsCount is {}; a batch must hold records", h.records_count)));
+    }
+    if i64::from(h.last_offset_delta) != i64::from(h.records_count) - 1 {
+        return Err(LogError::invalid(
+            position,
+            format!(
+                "lastOffsetDelta {} does not match recordsCount {} (expected {})",
+                h.last_offset_delta,
+                h.records_count,
+                i64::from(h.records_count) - 1
+            ),
+        ));
+    }
+    let region = &bytes[HEADER_LEN..];
+    let summary = if codec == Codec::None {
+        walk_records(region, h, position, |_| {})?
+    } else {
+        let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT)
+            .map_err(|e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())))?;
+        walk_records(&plain, h, position, |_| {})?
+    };
+    Ok((*h, summary))
+}
+
+/// Walks the (uncompressed) records region: every length varint, every field, offset deltas
+/// 0..n-1 in order, the count matching, no trailing bytes. No allocation.
+pub fn walk_records<'r>(
+    region: &'r [u8],
+    h: &BatchHeader,
+    position: u64,
+    mut each: impl FnMut(&RecordView<'r>),
+) -> Result<RecordsSummary> {
+    let mut p = 0usize;
+    let mut max_ts = -1i64;
+    let mut delta_of_max = 0i32;
+    for i in 0..h.records_count {
+        let (len, n) = read_varint(&region[p..])
+            .ok_or_else(|| LogError::corrupt(position, format!("record {i}: truncated or over-long length varint")))?;
+        p += n;
+        let len = usize::try_from(len).map_err(|_| LogError::corrupt(position, format!("record {i}: negative length {len}")))?;
+        if len > region.len() - p {
+            return Err(LogError::corrupt(
+                position,
+                format!("record {i}: length {len} overruns the records region ({} bytes left)", region.len() - p),
+            ));
+        }
+        let rec = parse_record(&region[p..p + len])
+            .map_err(|why| LogError::corrupt(position, format!("record {i} (length {len}): {why}")))?;
+        if rec.offset_delta != i {
+            return Err(LogError::invalid(position, format!("record {i} has offsetDelta {}, expected {i}", rec.offset_delta)));
+        }
+        let ts = h.base_timestamp.wrapping_add(rec.timestamp_delta);
+        if i == 0 || ts > max_ts {
+            max_ts = ts;
+            delta_of_max = i;
+        }
+        each(&rec);
+        p += len;
+    }
+    if p != region.len() {
+        return Err(LogError::corrupt(
+            position,
+            format!("{} trailing bytes after {} records", region.len() - p, h.records_count),
+        ));
+    }
+    Ok(RecordsSummary { max_record_timestamp: max_ts, offset_delta_of_max: delta_of_max })
+}
+
+fn parse_record(r: &[u8]) -> Result<RecordView<'_>, String> {
+    fn varint(r: &[u8], p: &mut usize, what: &str) -> Result<i32, String> {
+        let (v, n) = read_varint(&r[*p..]).ok_or_else(|| format!("truncated {what} varint"))?;
+        *p += n;
+        Ok(v)
+    }
+    fn bytes<'r>(r: &'r [u8], p: &mut usize, len: i32, what: &str, nullable: bool) -> Result<Option<&'r [u8]>, String> {
+        if len == -1 && nullable {
+            return Ok(None);
+        }
+        let n = usize::try_from(len).map_err(|_| format!("{what} length {len} is invalid"))?;
+        if n > r.len() - *p {
+            return Err(format!("{what} length {len} overruns the record ({} bytes left)", r.len() - *p));
+        }
+        let s = &r[*p..*p + n];
+        *p += n;
+        Ok(Some(s))
+    }
+    let mut p = 0usize;
+    let Some(&attr) = r.first() else { return Err("empty record".into()) };
+    p += 1;
+    let (timestamp_delta, n) = read_varlong(&r[p..]).ok_or("truncated timestampDelta varlong")?;
+    p += n;
+    let offset_delta = varint(r, &mut p, "offsetDelta")?;
+    let kl = varint(r, &mut p, "keyLength")?;
+    let key = bytes(r, &mut p, kl, "key", true)?;
+    let vl = varint(r, &mut p, "valueLength")?;
+    let value = bytes(r, &mut p, vl, "value", true)?;
+    let headers_count = varint(r, &mut p, "headersCount")?;
+    if headers_count < 0 {
+        return Err(format!("headersCount {headers_count} is negative"));
+    }
+    let headers_start = p;
+    for j in 0..headers_count {
+        let hk = varint(r, &mut p, "header key length")?;
+        bytes(r, &mut p, hk, &format!("header {j} key"), false)?;
+        let hv = varint(r, &mut p, "header value length")?;
+        bytes(r, &mut p, hv, &format!("header {j} value"), true)?;
+    }
+    if p != r.len() {
+        return Err(format!("{} bytes left over after the last field", r.len() - p));
+    }
+    #[allow(clippy::cast_possible_wrap)]
+    Ok(RecordView {
+        attributes: attr as i8,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        headers_count,
+        headers: &r[headers_start..],
+    })
+}
+
+/// Calls `each(offset, timestamp)` for every record of a complete, already validated batch
+/// (decompressing if needed). Under LogAppendTime every record carries the batch maxTimestamp.
+pub fn for_each_record_timestamp(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64) -> Control) -> Result<()> {
+    let h = BatchHeader::parse(bytes);
+    let codec = h.codec().ok_or_else(|| LogError::invalid(position, "unknown compression codec"))?;
+    let owned;
+    let region = if codec == Codec::None {
+        &bytes[HEADER_LEN..]
+    } else {
+        owned = compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT)
+            .map_err(|e| LogError::corrupt(position, e))?;
+        &owned[..]
+    };
+    let mut stop = false;
+    walk_records(region, &h, position, |r| {
+        if stop {
+            return;
+        }
+        let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
+        if each(h.base_offset + i64::from(r.offset_delta), ts) == Control::Stop {
+            stop = true;
+        }
+    })?;
+    Ok(())
+}
+
+/// The framing loop. Reads batches from `start` until the end of `src`, an invalid batch,
+/// or the visitor's `Stop`. With `contiguous_from = Some(o)`, the first batch must start at
+/// offset `o` and each following one right after its predecessor (offsets are dense).
+///
+/// Batch errors (torn, corrupt, CRC, invalid) end the scan and are returned in
+/// [`ScanEnd::error`]; I/O errors and errors returned by the visitor propagate as `Err`.
+pub fn scan<S: BatchSource>(
+    src: &mut S,
+    start: u64,
+    check: Check,
+    contiguous_from: Option<i64>,
+    mut visit: impl FnMut(&Visited<'_>) -> Result<Control>,
+) -> Result<ScanEnd> {
+    let mut pos = start;
+    let mut batches = 0u64;
+    let mut expected = contiguous_from;
+    let end = src.len();
+    let stop = |pos, batches, e, torn| Ok(ScanEnd { valid_end: pos, batches, error: Some(e), torn });
+    while pos < end {
+        let available = end - pos;
+        if available < HEADER_LEN as u64 {
+            let e = LogError::corrupt(pos, format!("{available} bytes left, less than a batch header"));
+            return stop(pos, batches, e, true);
+        }
+        let header = BatchHeader::parse(src.read_at(pos, HEADER_LEN)?);
+        let size = match check_framing(&header, pos, available) {
+            Ok(s) => s,
+            Err((e, torn)) => return stop(pos, batches, e, torn),
+        };
+        if let Some(exp) = expected {
+            if header.base_offset != exp {
+                let e = LogError::corrupt(pos, format!("batch base offset {} where offset {exp} was expected", header.base_offset));
+                return stop(pos, batches, e, false);
+            }
+        }
+        let visited = match check {
+            Check::Framing => {
+                if header.last_offset_delta < 0 {
+                    let e = LogError::corrupt(pos, format!("negative lastOffsetDelta {}", header.last_offset_delta));
+                    return stop(pos, batches, e, false);
+                }
+                Visited { position: pos, header, bytes: None, records: None }
+            }
+            Check::Full => {
+                #[allow(clippy::cast_possible_truncation)]
+                let bytes = src.read_at(pos, size as usize)?;
+                match validate_body(&header, bytes, pos) {
+                    Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
+                    Err(e) => return stop(pos, batches, e, false),
+                }
+            }
+        };
+        let control = visit(&visited)?;
+        batches += 1;
+        pos += size;
+        expected = expected.map(|_| header.next_offset());
+        if control == Control::Stop {
+            break;
+        }
+    }
+    Ok(ScanEnd { valid_end: pos, batches, error: None, torn: false })
+}
+
+/// Rewrites baseOffset in place (not covered by the CRC).
+pub fn set_base_offset(batch: &mut [u8], offset: i64) {
+    batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&offset.to_be_bytes());
+}
+
+/// Rewrites partitionLeaderEpoch in place (not covered by the CRC).
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PARTITION_LEADER_EPOCH_AT..PARTITION_LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Applies LogAppendTime: maxTimestamp = `now_ms`, timestamp-type bit set, CRC recomputed.
+pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let attrs = be_i16(batch, ATTRIBUTES_AT) | TIMESTAMP_TYPE_BIT;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{BatchBuilder, Rec};
+
+    fn batch(n: usize) -> Vec<u8> {
+        let mut b = BatchBuilder::new().base_timestamp(1000);
+        for i in 0..n {
+            b = b.record(Rec::kv(format!("k{i}").as_bytes(), format!("value-{i}").as_bytes()).ts_delta(i as i64));
+        }
+        b.build()
+    }
+
+    fn expect_err(bytes: &[u8]) -> LogError {
+        validate_batch(bytes, 0).expect_err("batch should be rejected")
+    }
+
+    fn recrc(b: &mut [u8]) {
+        let crc = crc32c::crc32c(&b[ATTRIBUTES_AT..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    #[test]
+    fn valid_batch_accepted_with_summary() {
+        let b = batch(3);
+        let (h, s) = validate_batch(&b, 0).unwrap();
+        assert_eq!(h.records_count, 3);
+        assert_eq!(h.last_offset_delta, 2);
+        assert_eq!(h.size(), b.len() as u64);
+        assert_eq!(s.max_record_timestamp, 1002);
+        assert_eq!(s.offset_delta_of_max, 2);
+    }
+
+    #[test]
+    fn every_codec_validates() {
+        for codec in Codec::ALL {
+            let b = BatchBuilder::new().codec(codec).record(Rec::kv(b"a", b"b")).record(Rec::value(b"c")).build();
+            let (h, _) = validate_batch(&b, 0).unwrap_or_else(|e| panic!("{}: {e}", codec.name()));
+            assert_eq!(h.codec(), Some(codec));
+        }
+    }
+
+    #[test]
+    fn bad_crc_rejected() {
+        let mut b = batch(2);
+        let last = b.len() - 1;
+        b[last] ^= 0xFF;
+        assert!(matches!(expect_err(&b), LogError::CrcMismatch { .. }));
+    }
+
+    #[test]
+    fn bad_magic_rejected() {
+        let mut b = batch(1);
+        b[MAGIC_AT] = 1;
+        assert!(matches!(expect_err(&b), LogError::CorruptBatch { reason, .. } if reason.contains("magic")));
+    }
+
+    #[test]
+    fn short_batch_length_rejected() {
+        let mut b = batch(1);
+        b[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&10i32.to_be_bytes());
+        assert!(matches!(expect_err(&b), LogError::CorruptBatch { reason, .. } if reason.contains("minimum")));
+    }
+
+    #[test]
+    fn batch_length_beyond_buffer_is_torn() {
+        let b = batch(2);
+        let mut src = SliceSource(&b[..b.len() - 1]);
+        let end = scan(&mut src, 0, Check::Full, None, |_| Ok(Control::Continue)).unwrap();
+        assert!(end.torn);
+        assert_eq!(end.valid_end, 0);
+    }
+
+    #[test]
+    fn last_offset_delta_mismatch_rejected() {
+        let mut b = batch(3);
+        b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&5i32.to_be_bytes());
+        recrc(&mut b);
+        assert!(matches!(expect_err(&b), LogError::InvalidRecord { reason, .. } if reason.contains("lastOffsetDelta")));
+    }
+
+    #[test]
+    fn records_count_mismatch_rejected() {
+        let mut b = batch(3);
+        b[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&2i32.to_be_bytes());
+        b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&1i32.to_be_bytes());
+        recrc(&mut b);
+        assert!(matches!(expect_err(&b), LogError::CorruptBatch { reason, .. } if reason.contains("trailing")));
+    }
+
+    #[test]
+    fn empty_batch_rejected() {
+        let mut b = batch(1);
+        b[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&0i32.to_be_bytes());
+        recrc(&mut b);
+        assert!(matches!(expect_err(&b), LogError::InvalidRecord { .. }));
+    }
+
+    #[test]
+    fn out_of_order_offset_delta_rejected() {
+        let b = BatchBuilder::new().record(Rec::value(b"a")).record(Rec::value(b"b").offset_delta(5)).build();
+        assert!(matches!(expect_err(&b), LogError::InvalidRecord { reason, .. } if reason.contains("offsetDelta")));
+    }
+
+    #[test]
+    fn record_length_overrun_rejected() {
+        let mut b = batch(1);
+        // First record's length varint is the first byte of the records region.
+        b[HEADER_LEN] = 0x7E; // zigzag 63: far beyond the record
+        recrc(&mut b);
+        assert!(matches!(expect_err(&b), LogError::CorruptBatch { reason, .. } if reason.contains("overruns")));
+    }
+
+    #[test]
+    fn negative_key_length_rejected() {
+        let b = BatchBuilder::new().record(Rec::value(b"a").raw_key_len(-5)).build_unchecked(1);
+        assert!(matches!(expect_err(&b), LogError::CorruptBatch { reason, .. } if reason.contains("key length")));
+    }
+
+    #[test]
+    fn unknown_codec_rejected() {
+        let mut b = batch(1);
+        b[ATTRIBUTES_AT + 1] |= 5;
+        recrc(&mut b);
+        assert!(matches!(expect_err(&b), LogError::InvalidRecord { reason, .. } if reason.contains("codec")));
+    }
+
+    #[test]
+    fn undecompressable_records_rejected() {
+        let mut b = batch(2);
+        b[ATTRIBUTES_AT + 1] |= 1; // claims gzip, holds plain records
+        recrc(&mut b);
+        assert!(matches!(expect_err(&b), LogError::CorruptBatch { reason, .. } if reason.contains("decompress")));
+    }
+
+    #[test]
+    fn scan_checks_contiguity() {
+        let mut data = batch(2);
+        let mut second = batch(2);
+        set_base_offset(&mut second, 5);
+        data.extend_from_slice(&second);
+        let end = scan(&mut SliceSource(&data), 0, Check::Full, Some(0), |_| Ok(Control::Continue)).unwrap();
+        assert_eq!(end.batches, 1);
+        assert!(!end.torn);
+        assert!(end.error.unwrap().to_string().contains("expected"));
+    }
+
+    #[test]
+    fn scan_framing_only_skips_bodies() {
+        let mut data = batch(2);
+        let mut second = batch(3);
+        set_base_offset(&mut second, 2);
+        let n = second.len();
+        second[n - 1] ^= 1; // bad CRC: invisible to a header-only scan
+        data.extend_from_slice(&second);
+        let mut seen = vec![];
+        let end = scan(&mut SliceSource(&data), 0, Check::Framing, Some(0), |v| {
+            seen.push(v.header.base_offset);
+            Ok(Control::Continue)
+        })
+        .unwrap();
+        assert_eq!(seen, [0, 2]);
+        assert!(end.error.is_none());
+        let end = scan(&mut SliceSource(&data), 0, Check::Full, Some(0), |_| Ok(Control::Continue)).unwrap();
+        assert!(matches!(end.error, Some(LogError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn file_source_matches_slice_source() {
+        let mut data = Vec::new();
+        for i in 0..50 {
+            let mut b = batch(1 + i % 7);
+            set_base_offset(&mut b, data.len() as i64);
+            data.extend_from_slice(&b);
+        }
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, &data).unwrap();
+        let mut a = vec![];
+        scan(&mut SliceSource(&data), 0, Check::Full, None, |v| {
+            a.push((v.position, v.header));
+            Ok(Control::Continue)
+        })
+        .unwrap();
+        let mut b = vec![];
+        let path = f.path().to_owned();
+        scan(&mut FileSource::new(f.as_file(), &path, data.len() as u64), 0, Check::Full, None, |v| {
+            b.push((v.position, v.header));
+            Ok(Control::Continue)
+        })
+        .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 50);
+    }
+
+    #[test]
+    fn log_append_time_rewrite_keeps_crc_valid() {
+        let mut b = batch(2);
+        set_log_append_time(&mut b, 99_999);
+        set_base_offset(&mut b, 1234);
+        set_partition_leader_epoch(&mut b, 7);
+        let (h, _) = validate_batch(&b, 0).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!((h.max_timestamp, h.base_offset, h.partition_leader_epoch), (99_999, 1234, 7));
+        let mut seen = vec![];
+        for_each_record_timestamp(&b, 0, |o, t| {
+            seen.push((o, t));
+            Control::Continue
+        })
+        .unwrap();
+        assert_eq!(seen, [(1234, 99_999), (1235, 99_999)]);
+    }
+
+    #[test]
+    fn sequence_wraps() {
+        assert_eq!(add_sequence(i32::MAX, 1), 0);
+        assert_eq!(add_sequence(i32::MAX - 1, 3), 1);
+        assert_eq!(add_sequence(5, 2), 7);
+    }
+}

@@ -1,0 +1,219 @@
+//! `LeaderEpochCache`: which leader epoch started at which offset, for OffsetForLeaderEpoch
+//! and follower truncation (KIP-101/KIP-279).
+//!
+//! # File
+//! `leader-epoch-checkpoint` in the partition directory, Kafka's text format:
+//! ```text
+//! 0            <- version
+//! 2            <- entries
+//! 0 0          <- epoch start_offset
+//! 3 1500
+//! ```
+//! Rewritten atomically (tmp + fsync + rename + dir fsync) on every change; changes are rare
+//! (once per leader change, truncation or log-start move).
+//!
+//! # Invariants
+//! Epochs and start offsets both strictly increase. `assign(epoch, start)` is called on each
+//! append whose batches carry a new epoch; an entry that contradicts a new one (same-or-later
+//! epoch or start offset) is dropped first, as Kafka does.
+//!
+//! # Concurrency
+//! Not synchronized; owned by the `Log`, used under its mutex.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{LogError, Result};
+use crate::offset_checkpoint::write_atomically;
+
+pub const FILE_NAME: &str = "leader-epoch-checkpoint";
+
+#[derive(Debug)]
+pub struct LeaderEpochCache {
+    path: PathBuf,
+    entries: Vec<(i32, i64)>,
+}
+
+impl LeaderEpochCache {
+    /// Loads the checkpoint in `dir` (missing file: empty cache).
+    pub fn load(dir: &Path) -> Result<LeaderEpochCache> {
+        let path = dir.join(FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LeaderEpochCache { path, entries: vec![] }),
+            Err(e) => return Err(LogError::io(&path, e)),
+        };
+        let corrupt = |reason: String| LogError::CorruptIndex { path: path.clone(), reason };
+        let mut lines = text.lines();
+        if lines.next().map(str::trim) != Some("0") {
+            return Err(corrupt("unsupported version".into()));
+        }
+        let count: usize = lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| corrupt("bad entry count".into()))?;
+        let mut entries = Vec::with_capacity(count);
+        for line in lines.filter(|l| !l.trim().is_empty()) {
+            let mut it = line.split_whitespace();
+            let (Some(e), Some(o), None) = (it.next(), it.next(), it.next()) else {
+                return Err(corrupt(format!("malformed line {line:?}")));
+            };
+            let e: i32 = e.parse().map_err(|_| corrupt(format!("bad epoch in {line:?}")))?;
+            let o: i64 = o.parse().map_err(|_| corrupt(format!("bad offset in {line:?}")))?;
+            if let Some(&(pe, po)) = entries.last() {
+                if e <= pe || o < po {
+                    return Err(corrupt(format!("entry {e} {o} does not follow {pe} {po}")));
+                }
+            }
+            entries.push((e, o));
+        }
+        if entries.len() != count {
+            return Err(corrupt(format!("header says {count} entries, file has {}", entries.len())));
+        }
+        Ok(LeaderEpochCache { path, entries })
+    }
+
+    pub fn entries(&self) -> &[(i32, i64)] {
+        &self.entries
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|e| e.0)
+    }
+
+    fn persist(&self) -> Result<()> {
+        let mut s = format!("0\n{}\n", self.entries.len());
+        for (e, o) in &self.entries {
+            s.push_str(&format!("{e} {o}\n"));
+        }
+        write_atomically(&self.path, s.as_bytes())
+    }
+
+    /// Records that `epoch` starts at `start_offset`. No-op if `epoch` is already the latest
+    /// or older than it (a stale batch), or if the epoch is negative (unset).
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<()> {
+        if epoch < 0 {
+            return Ok(());
+        }
+        if let Some(&(le, _)) = self.entries.last() {
+            if epoch <= le {
+                return Ok(());
+            }
+        }
+        self.entries.retain(|&(e, o)| e < epoch && o < start_offset);
+        self.entries.push((epoch, start_offset));
+        self.persist()
+    }
+
+    /// Kafka's `endOffsetFor`: `(epoch, end_offset)` where end_offset is the start of the next
+    /// higher epoch (or `log_end_offset` for the latest); `(-1, -1)` when unknown.
+    pub fn end_offset_for(&self, requested: i32, log_end_offset: i64) -> (i32, i64) {
+        if requested < 0 || self.entries.is_empty() {
+            return (-1, -1);
+        }
+        if self.latest_epoch() == Some(requested) {
+            return (requested, log_end_offset);
+        }
+        let Some(higher) = self.entries.iter().find(|e| e.0 > requested) else { return (-1, -1) };
+        match self.entries.iter().rev().find(|e| e.0 <= requested) {
+            None => (requested, higher.1),
+            Some(floor) => (floor.0, higher.1),
+        }
+    }
+
+    /// Drops entries whose start offset is >= `end_offset` (log truncated to `end_offset`).
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<()> {
+        let before = self.entries.len();
+        self.entries.retain(|e| e.1 < end_offset);
+        if self.entries.len() != before {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Log start moved to `start_offset`: entries below it collapse into one that starts there.
+    pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<()> {
+        let below = self.entries.iter().take_while(|e| e.1 < start_offset).count();
+        if below == 0 {
+            return Ok(());
+        }
+        let keep = self.entries[below - 1].0;
+        self.entries.drain(..below);
+        if self.entries.first().map(|e| e.1) != Some(start_offset) {
+            self.entries.insert(0, (keep, start_offset));
+        }
+        self.persist()
+    }
+
+    /// Forgets everything (truncate fully).
+    pub fn clear(&mut self) -> Result<()> {
+        self.entries.clear();
+        self.persist()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assign_persist_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochCache::load(dir.path()).unwrap();
+        c.assign(0, 0).unwrap();
+        c.assign(0, 10).unwrap(); // same epoch: ignored
+        c.assign(2, 15).unwrap();
+        c.assign(1, 20).unwrap(); // older epoch: ignored
+        assert_eq!(c.entries(), [(0, 0), (2, 15)]);
+        let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert_eq!(text, "0\n2\n0 0\n2 15\n");
+        let re = LeaderEpochCache::load(dir.path()).unwrap();
+        assert_eq!(re.entries(), c.entries());
+    }
+
+    #[test]
+    fn assign_drops_conflicting_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochCache::load(dir.path()).unwrap();
+        c.assign(1, 0).unwrap();
+        c.assign(2, 50).unwrap();
+        c.assign(3, 40).unwrap(); // starts below epoch 2's start: epoch 2 is dropped
+        assert_eq!(c.entries(), [(1, 0), (3, 40)]);
+    }
+
+    #[test]
+    fn end_offset_for_follows_kafka() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochCache::load(dir.path()).unwrap();
+        assert_eq!(c.end_offset_for(0, 100), (-1, -1));
+        c.assign(2, 10).unwrap();
+        c.assign(4, 30).unwrap();
+        c.assign(7, 60).unwrap();
+        assert_eq!(c.end_offset_for(7, 100), (7, 100), "latest epoch ends at LEO");
+        assert_eq!(c.end_offset_for(4, 100), (4, 60));
+        assert_eq!(c.end_offset_for(5, 100), (4, 60), "unknown epoch between: floor epoch, next start");
+        assert_eq!(c.end_offset_for(1, 100), (1, 10), "below all: requested epoch, first start");
+        assert_eq!(c.end_offset_for(8, 100), (-1, -1), "above all");
+        assert_eq!(c.end_offset_for(-1, 100), (-1, -1));
+    }
+
+    #[test]
+    fn truncation_from_both_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochCache::load(dir.path()).unwrap();
+        for (e, o) in [(1, 0), (2, 10), (3, 20), (4, 30)] {
+            c.assign(e, o).unwrap();
+        }
+        c.truncate_from_end(20).unwrap();
+        assert_eq!(c.entries(), [(1, 0), (2, 10)]);
+        c.truncate_from_start(15).unwrap();
+        assert_eq!(c.entries(), [(2, 15)]);
+        c.truncate_from_start(15).unwrap();
+        assert_eq!(c.entries(), [(2, 15)]);
+        assert_eq!(LeaderEpochCache::load(dir.path()).unwrap().entries(), [(2, 15)]);
+    }
+
+    #[test]
+    fn corrupt_file_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "0\n2\n3 10\n1 20\n").unwrap();
+        let e = LeaderEpochCache::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains(FILE_NAME), "{e}");
+    }
+}

@@ -1,0 +1,833 @@
+//! `Log`: one partition replica's log: its segments, offsets and per-partition state.
+//!
+//! # Concurrency contract
+//! A `Log` is shared by several OS threads (Python calls it through `trio.to_thread`, with the
+//! GIL released). One `Mutex` protects all mutable state (segments, offsets, epoch cache,
+//! producer state, config). Every public method is thread-safe and takes `&self`:
+//! - appends validate the request (CRC, records walk, decompression) *before* taking the
+//!   lock, then hold it for producer checks, offset assignment and the single `pwrite`;
+//! - reads hold it only to compute a region (offset index lookup plus a few header reads);
+//!   the returned [`FileRegion`] holds an `Arc<File>` and is sent after the lock is released,
+//!   so it stays valid even if retention deletes or `close` closes the segment meanwhile;
+//! - `flush`/`maybe_flush` collect file handles under the lock and `fsync` outside it; the
+//!   recovery point only advances if no truncation happened in between (a generation count);
+//! - nothing inside reads the wall clock: callers pass `now_ms` (the injected clock).
+//!
+//! # Directory (`<data>/<topic>-<partition>/`)
+//! ```text
+//! 00000000000000000000.log / .index / .timeindex   segments (see segment.rs)
+//! leader-epoch-checkpoint                           epoch → start offset (leader_epoch_cache.rs)
+//! log-start-offset-checkpoint                       "0\n<log start offset>\n" (offset_checkpoint.rs)
+//! recovery-point-checkpoint                         "0\n<recovery point>\n": all below is fsynced
+//! producer-state.snapshot                           only between a clean close and the next open
+//! .clean-shutdown                                   marker written last by close(), removed by open
+//! ```
+//!
+//! # Invariants
+//! - `log_start_offset <= high_watermark <= log_end_offset`; offsets are dense from the first
+//!   segment's base offset to the LEO, and never reused (truncation excepted, for followers).
+//! - The active segment is the last one; only it is appended to.
+//! - An append is all-or-nothing: every batch of the request is validated, producer state is
+//!   staged, and a failed write is cut back (`Segment::append`).
+//! - The log start offset is persisted before the segments below it are deleted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::batch::{self, Check, Control, SliceSource};
+use crate::config::{LogConfig, TimestampType};
+use crate::error::{LogError, Result};
+use crate::file_region::FileRegion;
+use crate::leader_epoch_cache::LeaderEpochCache;
+use crate::offset_checkpoint::{sync_dir, write_single_offset};
+use crate::producer_state::{ProducerAppend, ProducerBatch, ProducerStateManager};
+use crate::recovery;
+use crate::segment::{AppendedBatch, Segment};
+
+pub const LOG_START_FILE: &str = "log-start-offset-checkpoint";
+pub const RECOVERY_POINT_FILE: &str = "recovery-point-checkpoint";
+pub const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+
+/// What an append did (or, for a duplicate, what the original append did).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendResult {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub record_count: i64,
+    pub batch_count: i64,
+    pub max_timestamp: i64,
+    /// The broker time stamped on the batches under LogAppendTime; -1 under CreateTime.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    /// True when the request was a retry of an idempotent batch already in the log.
+    pub duplicate: bool,
+    pub size_bytes: u64,
+}
+
+/// What opening the log had to repair.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub clean_shutdown: bool,
+    pub segments_recovered: usize,
+    pub bytes_truncated: u64,
+    pub segments_dropped: usize,
+    /// Description of the first invalid batch found, if any.
+    pub first_error: Option<String>,
+}
+
+pub struct Log {
+    topic: String,
+    partition: i32,
+    tp: String,
+    dir: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub config: Arc<LogConfig>,
+    pub segments: Vec<Segment>,
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+    pub recovery_point: i64,
+    pub epochs: LeaderEpochCache,
+    pub producers: ProducerStateManager,
+    pub unflushed_messages: i64,
+    pub last_flush_ms: i64,
+    pub closed: bool,
+    pub generation: u64,
+    pub report: RecoveryReport,
+}
+
+impl Inner {
+    pub fn leo(&self) -> i64 {
+        self.active().next_offset
+    }
+    fn active(&self) -> &Segment {
+        self.segments.last().expect("a log always has an active segment")
+    }
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.last_mut().expect("a log always has an active segment")
+    }
+}
+
+/// Per-batch facts gathered by validation, before offsets are assigned.
+struct Validated {
+    position: u64,
+    size: u64,
+    header: batch::BatchHeader,
+    offset_delta_of_max: i32,
+}
+
+impl Log {
+    /// Opens (creating if needed) the partition directory `dir`, recovering it if the last
+    /// shutdown was not clean. See `recovery.rs`.
+    pub fn open(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        recovery_point: Option<i64>,
+        now_ms: i64,
+    ) -> Result<Log> {
+        let tp = format!("{topic}-{partition}");
+        let inner = recovery::load(dir, config, recovery_point, now_ms).map_err(|e| e.in_partition(&tp))?;
+        Ok(Log { topic: topic.to_owned(), partition, tp, dir: dir.to_owned(), inner: Mutex::new(inner) })
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn name(&self) -> &str {
+        &self.tp
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock is a bug; the state is still the last consistent one
+        // for every operation that completed, so keep serving rather than wedge the broker.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_open(&self) -> Result<MutexGuard<'_, Inner>> {
+        let g = self.lock();
+        if g.closed {
+            return Err(LogError::Closed { tp: Default::default(), dir: self.dir.clone() }.in_partition(&self.tp));
+        }
+        Ok(g)
+    }
+
+    fn err(&self, e: LogError) -> LogError {
+        e.in_partition(&self.tp)
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.lock().log_start_offset
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.lock().leo()
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.lock().high_watermark
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.lock().recovery_point
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.lock().segments.iter().map(|s| s.size).sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.lock().segments.len()
+    }
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.lock().segments.iter().map(|s| s.base_offset).collect()
+    }
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.lock().report.clone()
+    }
+    pub fn config(&self) -> Arc<LogConfig> {
+        Arc::clone(&self.lock().config)
+    }
+
+    /// Sets the HW, clamped to `[log_start_offset, log_end_offset]`; returns the new value.
+    pub fn update_high_watermark(&self, hw: i64) -> i64 {
+        let mut g = self.lock();
+        let v = hw.clamp(g.log_start_offset, g.leo());
+        g.high_watermark = v;
+        v
+    }
+
+    /// Validates every batch of `records` (no lock held). Batch errors carry the partition.
+    fn validate(&self, records: &[u8], max_batch: u64, follower: bool) -> Result<(Vec<Validated>, u64)> {
+        let mut out = Vec::new();
+        let mut src = SliceSource(records);
+        let end = batch::scan(&mut src, 0, Check::Full, None, |v| {
+            let h = v.header;
+            if !follower && h.size() > max_batch {
+                return Err(LogError::RecordTooLarge { tp: Default::default(), size: h.size(), max: max_batch });
+            }
+            let summary = v.records.expect("full check summarizes records");
+            out.push(Validated { position: v.position, size: h.size(), header: h, offset_delta_of_max: summary.offset_delta_of_max });
+            Ok(Control::Continue)
+        })
+        .map_err(|e| self.err(e))?;
+        if let Some(e) = end.error {
+            // A fetch response may end with a partial batch; a follower ignores it.
+            if !(follower && end.torn) {
+                return Err(self.err(e));
+            }
+        }
+        Ok((out, end.valid_end))
+    }
+
+    /// Appends a producer's request as the leader: validates every batch (all-or-nothing),
+    /// checks idempotent-producer sequences, assigns offsets and the leader epoch in place,
+    /// applies LogAppendTime, and writes the request with one `pwrite`.
+    pub fn append_as_leader(&self, mut records: Vec<u8>, leader_epoch: i32, now_ms: i64) -> Result<AppendResult> {
+        let config = self.config();
+        if records.len() as u64 > config.segment_bytes {
+            return Err(self.err(LogError::RecordTooLarge { tp: Default::default(), size: records.len() as u64, max: config.segment_bytes }));
+        }
+        let (batches, _) = self.validate(&records, config.max_message_bytes, false)?;
+        if batches.is_empty() {
+            return Err(self.err(LogError::invalid(0, "the request holds no record batches")));
+        }
+        let log_append = config.timestamp_type == TimestampType::LogAppendTime;
+
+        let mut g = self.lock_open()?;
+        let config = Arc::clone(&g.config);
+        let base = g.leo();
+        let mut next = base;
+        let mut producer_append = ProducerAppend::default();
+        let mut appended = Vec::with_capacity(batches.len());
+        let mut record_count = 0i64;
+        let mut max_timestamp = -1i64;
+        for v in &batches {
+            let h = v.header;
+            let first = next;
+            let last = first + i64::from(h.last_offset_delta);
+            next = last + 1;
+            let ts = if log_append { now_ms } else { h.max_timestamp };
+            if h.has_producer_id() {
+                let pb = ProducerBatch {
+                    producer_id: h.producer_id,
+                    epoch: h.producer_epoch,
+                    first_seq: h.base_sequence,
+                    last_seq: h.last_sequence(),
+                    first_offset: first,
+                    last_offset: last,
+                    timestamp: ts,
+                    control: h.is_control(),
+                };
+                if let Some(dup) = producer_append.check(&g.producers, &pb).map_err(|e| self.err(e))? {
+                    return Ok(AppendResult {
+                        base_offset: dup.first_offset,
+                        last_offset: dup.last_offset,
+                        record_count: dup.last_offset - dup.first_offset + 1,
+                        batch_count: 1,
+                        max_timestamp: dup.timestamp,
+                        log_append_time: if log_append { dup.timestamp } else { -1 },
+                        log_start_offset: g.log_start_offset,
+                        duplicate: true,
+                        size_bytes: 0,
+                    });
+                }
+                producer_append.stage(&g.producers, &pb);
+            }
+            record_count += i64::from(h.records_count);
+            max_timestamp = max_timestamp.max(ts);
+            appended.push(AppendedBatch {
+                rel_position: v.position,
+                size: v.size,
+                base_offset: first,
+                last_offset: last,
+                max_timestamp: ts,
+                offset_of_max_timestamp: if log_append { first } else { first + i64::from(v.offset_delta_of_max) },
+            });
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        for (v, a) in batches.iter().zip(&appended) {
+            let b = &mut records[v.position as usize..(v.position + v.size) as usize];
+            batch::set_base_offset(b, a.base_offset);
+            batch::set_partition_leader_epoch(b, leader_epoch);
+            if log_append {
+                batch::set_log_append_time(b, now_ms);
+            }
+        }
+        let last_offset = next - 1;
+        self.write_locked(&mut g, &records, &appended, last_offset, now_ms, &config)?;
+        g.epochs.assign(leader_epoch, base).map_err(|e| self.err(e))?;
+        g.producers.commit(producer_append);
+        g.unflushed_messages += record_count;
+        let result = AppendResult {
+            base_offset: base,
+            last_offset,
+            record_count,
+            batch_count: appended.len() as i64,
+            max_timestamp,
+            log_append_time: if log_append { now_ms } else { -1 },
+            log_start_offset: g.log_start_offset,
+            duplicate: false,
+            size_bytes: records.len() as u64,
+        };
+        let flush_now = g.unflushed_messages >= config.flush_messages;
+        drop(g);
+        if flush_now {
+            self.flush_scope(true, now_ms)?;
+        }
+        Ok(result)
+    }
+
+    /// Rolls if needed, then writes to the active segment.
+    fn write_locked(
+        &self,
+        g: &mut Inner,
+        records: &[u8],
+        appended: &[AppendedBatch],
+        last_offset: i64,
+        now_ms: i64,
+        config: &LogConfig,
+    ) -> Result<()> {
+        if g.active().should_roll(records.len() as u64, last_offset, now_ms, config) {
+            self.roll_locked(g).map_err(|e| self.err(e))?;
+        }
+        g.active_mut().append(records, appended, now_ms, config).map_err(|e| self.err(e))
+    }
+
+    /// Starts a new active segment at the LEO.
+    fn roll_locked(&self, g: &mut Inner) -> Result<()> {
+        let base = g.leo();
+        g.active_mut().on_become_inactive()?;
+        let seg = Segment::create(&self.dir, base, &g.config)?;
+        g.segments.push(seg);
+        sync_dir(&self.dir)
+    }
+
+    /// Appends batches fetched from the leader, keeping their offsets; they must continue the
+    /// log exactly. A partial batch at the end of the data is ignored (fetch responses may
+    /// end mid-batch). Empty data appends nothing.
+    pub fn append_as_follower(&self, records: Vec<u8>) -> Result<AppendResult> {
+        let (batches, valid_end) = self.validate(&records, u64::MAX, true)?;
+        let mut g = self.lock_open()?;
+        let config = Arc::clone(&g.config);
+        let leo = g.leo();
+        if batches.is_empty() {
+            return Ok(AppendResult {
+                base_offset: leo,
+                last_offset: leo - 1,
+                record_count: 0,
+                batch_count: 0,
+                max_timestamp: -1,
+                log_append_time: -1,
+                log_start_offset: g.log_start_offset,
+                duplicate: false,
+                size_bytes: 0,
+            });
+        }
+        let mut expected = leo;
+        let mut appended = Vec::with_capacity(batches.len());
+        let mut record_count = 0i64;
+        let mut max_timestamp = -1i64;
+        for v in &batches {
+            let h = v.header;
+            if h.base_offset != expected {
+                return Err(self.err(LogError::NonContiguousAppend { tp: Default::default(), expected, received: h.base_offset }));
+            }
+            expected = h.next_offset();
+            record_count += i64::from(h.records_count);
+            max_timestamp = max_timestamp.max(h.max_timestamp);
+            appended.push(AppendedBatch {
+                rel_position: v.position,
+                size: v.size,
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                max_timestamp: h.max_timestamp,
+                offset_of_max_timestamp: if h.is_log_append_time() {
+                    h.base_offset
+                } else {
+                    h.base_offset + i64::from(v.offset_delta_of_max)
+                },
+            });
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        let data = &records[..valid_end as usize];
+        // Followers have no clock argument: the batches' own timestamps age the segment.
+        let now_ms = max_timestamp.max(0);
+        for v in &batches {
+            g.epochs.assign(v.header.partition_leader_epoch, v.header.base_offset).map_err(|e| self.err(e))?;
+        }
+        self.write_locked(&mut g, data, &appended, expected - 1, now_ms, &config)?;
+        for v in &batches {
+            if v.header.has_producer_id() {
+                g.producers.apply(&ProducerBatch::from_header(&v.header));
+            }
+        }
+        g.unflushed_messages += record_count;
+        let result = AppendResult {
+            base_offset: leo,
+            last_offset: expected - 1,
+            record_count,
+            batch_count: batches.len() as i64,
+            max_timestamp,
+            log_append_time: -1,
+            log_start_offset: g.log_start_offset,
+            duplicate: false,
+            size_bytes: valid_end,
+        };
+        let flush_now = g.unflushed_messages >= config.flush_messages;
+        drop(g);
+        if flush_now {
+            self.flush_scope(true, now_ms)?;
+        }
+        Ok(result)
+    }
+
+    /// Whole batches from `fetch_offset`: up to `max_bytes` (but the first batch whole if
+    /// `min_one_message`), ending below `max_offset` (exclusive; the HW for consumers, the LEO
+    /// if `None`). `None` when nothing is available. Out of `[log start, LEO]` is an error.
+    pub fn read(&self, fetch_offset: i64, max_bytes: u64, max_offset: Option<i64>, min_one_message: bool) -> Result<Option<FileRegion>> {
+        let g = self.lock_open()?;
+        let leo = g.leo();
+        if fetch_offset < g.log_start_offset || fetch_offset > leo {
+            return Err(self.err(LogError::OffsetOutOfRange {
+                tp: Default::default(),
+                offset: fetch_offset,
+                log_start: g.log_start_offset,
+                log_end: leo,
+            }));
+        }
+        let upper = max_offset.unwrap_or(leo).min(leo);
+        if fetch_offset >= upper {
+            return Ok(None);
+        }
+        let first = g.segments.partition_point(|s| s.base_offset <= fetch_offset).saturating_sub(1);
+        for seg in &g.segments[first..] {
+            if seg.base_offset >= upper {
+                break;
+            }
+            let from = fetch_offset.max(seg.base_offset);
+            if let Some(r) = seg.read(from, max_bytes, upper, min_one_message).map_err(|e| self.err(e))? {
+                return Ok(Some(r));
+            }
+            if from < seg.next_offset {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets by timestamp: the first record at or after the log start whose timestamp
+    /// is >= `timestamp_ms`, as `(offset, timestamp)`.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>> {
+        let g = self.lock_open()?;
+        for seg in &g.segments {
+            if seg.next_offset <= g.log_start_offset || seg.max_timestamp < timestamp_ms {
+                continue;
+            }
+            if let Some(found) = seg.find_offset_by_timestamp(timestamp_ms, g.log_start_offset).map_err(|e| self.err(e))? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `(timestamp, offset)` of the record with the largest timestamp (first such record);
+    /// `(-1, -1)` for an empty log. ListOffsets MAX_TIMESTAMP (-3).
+    pub fn max_timestamp(&self) -> (i64, i64) {
+        let g = self.lock();
+        let mut best = (-1i64, -1i64);
+        for seg in &g.segments {
+            if seg.size > 0 && seg.next_offset > g.log_start_offset && seg.max_timestamp > best.0 {
+                best = (seg.max_timestamp, seg.offset_of_max_timestamp);
+            }
+        }
+        best
+    }
+
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let g = self.lock();
+        let leo = g.leo();
+        g.epochs.end_offset_for(epoch, leo)
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.lock().epochs.latest_epoch()
+    }
+
+    pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.lock().epochs.entries().to_vec()
+    }
+
+    /// Removes everything from `offset` on (at a batch boundary: a batch holding `offset` goes
+    /// whole). A follower calls this after OffsetForLeaderEpoch. Below the log start, the log
+    /// is emptied and restarted at `offset`.
+    pub fn truncate_to(&self, offset: i64) -> Result<()> {
+        let mut g = self.lock_open()?;
+        if offset >= g.leo() {
+            return Ok(());
+        }
+        if offset < g.log_start_offset {
+            return self.truncate_fully_locked(&mut g, offset);
+        }
+        self.truncate_locked(&mut g, offset).map_err(|e| self.err(e))
+    }
+
+    fn truncate_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
+        let keep = g.segments.partition_point(|s| s.base_offset < offset).max(1);
+        let removed: Vec<Segment> = g.segments.drain(keep..).collect();
+        for s in &removed {
+            s.delete_files()?;
+        }
+        let was_active = removed.is_empty();
+        let config = Arc::clone(&g.config);
+        let last = g.active_mut();
+        last.truncate_to(offset)?;
+        if !was_active {
+            last.make_active(&config)?;
+        }
+        let leo = g.leo();
+        g.epochs.truncate_from_end(leo)?;
+        g.high_watermark = g.high_watermark.min(leo);
+        g.generation += 1;
+        if g.recovery_point > leo {
+            g.recovery_point = leo;
+            write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
+        }
+        g.producers = recovery::rebuild_producer_state(&g.segments, g.log_start_offset)?;
+        Ok(())
+    }
+
+    /// Deletes all data and restarts the log empty at `offset` (log start = LEO = HW = offset).
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        let mut g = self.lock_open()?;
+        self.truncate_fully_locked(&mut g, offset)
+    }
+
+    fn truncate_fully_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
+        let run = |g: &mut Inner| -> Result<()> {
+            if offset < 0 {
+                return Err(LogError::OffsetOutOfRange { tp: Default::default(), offset, log_start: g.log_start_offset, log_end: g.leo() });
+            }
+            write_single_offset(&self.dir.join(LOG_START_FILE), offset)?;
+            for s in g.segments.drain(..) {
+                s.delete_files()?;
+            }
+            let seg = Segment::create(&self.dir, offset, &g.config)?;
+            g.segments.push(seg);
+            g.log_start_offset = offset;
+            g.high_watermark = offset;
+            g.recovery_point = offset;
+            g.generation += 1;
+            write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
+            g.epochs.clear()?;
+            g.producers.clear();
+            sync_dir(&self.dir)
+        };
+        run(g).map_err(|e| self.err(e))
+    }
+
+    /// DeleteRecords: raises the log start offset to `offset` (`-1` means the HW), which must
+    /// not exceed the HW, and deletes the segments entirely below it. Returns the log start.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        let mut g = self.lock_open()?;
+        let offset = if offset == -1 { g.high_watermark } else { offset };
+        if offset < 0 || offset > g.high_watermark {
+            return Err(self.err(LogError::OffsetOutOfRange {
+                tp: Default::default(),
+                offset,
+                log_start: g.log_start_offset,
+                log_end: g.high_watermark,
+            }));
+        }
+        if offset > g.log_start_offset {
+            self.set_log_start_locked(&mut g, offset).map_err(|e| self.err(e))?;
+            self.delete_oldest_while(&mut g, |_, next_base, _| next_base.is_some_and(|nb| nb <= offset))
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(g.log_start_offset)
+    }
+
+    /// Persists a higher log start offset and trims the state that hangs off it.
+    fn set_log_start_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
+        if offset <= g.log_start_offset {
+            return Ok(());
+        }
+        write_single_offset(&self.dir.join(LOG_START_FILE), offset)?;
+        g.log_start_offset = offset;
+        g.high_watermark = g.high_watermark.max(offset);
+        g.epochs.truncate_from_start(offset)?;
+        g.producers.truncate_head(offset);
+        Ok(())
+    }
+
+    /// Deletes segments from the oldest while `pred(segment, next segment's base, running
+    /// total size)` holds; never the active one. Returns how many went.
+    fn delete_oldest_while(&self, g: &mut Inner, mut pred: impl FnMut(&Segment, Option<i64>, u64) -> bool) -> Result<usize> {
+        let mut total: u64 = g.segments.iter().map(|s| s.size).sum();
+        let mut n = 0;
+        while n + 1 < g.segments.len() {
+            let s = &g.segments[n];
+            if !pred(s, Some(g.segments[n + 1].base_offset), total) {
+                break;
+            }
+            total -= s.size;
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let new_start = g.segments[n].base_offset;
+        self.set_log_start_locked(g, new_start)?;
+        for s in g.segments.drain(..n) {
+            s.delete_files()?;
+        }
+        Ok(n)
+    }
+
+    /// Retention: deletes whole segments below the log start offset, older than
+    /// `retention.ms` (by their largest timestamp) or beyond `retention.bytes`, oldest first,
+    /// never the active segment and never a segment not entirely below the HW. Also expires
+    /// idle producer ids. Returns the number of segments deleted.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
+        let mut g = self.lock_open()?;
+        let config = Arc::clone(&g.config);
+        let hw = g.high_watermark;
+        let log_start = g.log_start_offset;
+        let run = |g: &mut Inner| -> Result<usize> {
+            let mut deleted = self.delete_oldest_while(g, |_, nb, _| nb.is_some_and(|nb| nb <= log_start))?;
+            if config.retention_ms >= 0 {
+                deleted += self.delete_oldest_while(g, |s, nb, _| {
+                    nb.is_some_and(|nb| nb <= hw) && now_ms.saturating_sub(s.largest_timestamp()) > config.retention_ms
+                })?;
+            }
+            if config.retention_bytes >= 0 {
+                let limit = u64::try_from(config.retention_bytes).unwrap_or(0);
+                deleted += self.delete_oldest_while(g, |s, nb, total| {
+                    nb.is_some_and(|nb| nb <= hw) && total.saturating_sub(limit) >= s.size && total > limit
+                })?;
+            }
+            g.producers.expire(now_ms, config.producer_id_expiration_ms);
+            Ok(deleted)
+        };
+        run(&mut g).map_err(|e| self.err(e))
+    }
+
+    /// Rolls the active segment if it is non-empty and `segment.ms` has elapsed.
+    pub fn maybe_roll(&self, now_ms: i64) -> Result<bool> {
+        let mut g = self.lock_open()?;
+        let config = Arc::clone(&g.config);
+        let a = g.active();
+        if a.size > 0 && a.rolling_base_ms.is_some_and(|t| now_ms - t >= config.segment_ms) {
+            self.roll_locked(&mut g).map_err(|e| self.err(e))?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Flushes if `flush.messages` or `flush.ms` says so, and always flushes segments that
+    /// were rolled since the last flush (Kafka flushes them asynchronously after a roll) so the
+    /// recovery point keeps up. Returns whether anything was fsynced.
+    pub fn maybe_flush(&self, now_ms: i64) -> Result<bool> {
+        let (due, rolled_dirty) = {
+            let g = self.lock_open()?;
+            let c = &g.config;
+            let due = g.unflushed_messages > 0
+                && (g.unflushed_messages >= c.flush_messages || now_ms.saturating_sub(g.last_flush_ms) >= c.flush_ms);
+            let n = g.segments.len();
+            let rolled_dirty = g.segments[..n - 1].iter().any(|s| s.unflushed_bytes > 0);
+            (due, rolled_dirty)
+        };
+        if due {
+            self.flush_scope(true, now_ms)?;
+            Ok(true)
+        } else if rolled_dirty {
+            self.flush_scope(false, now_ms)?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// fsyncs everything appended so far and advances the recovery point to the LEO.
+    pub fn flush(&self) -> Result<()> {
+        let now = self.lock().last_flush_ms;
+        self.flush_scope(true, now)
+    }
+
+    /// fsync outside the lock: all segments (`include_active`) or only the rolled ones.
+    fn flush_scope(&self, include_active: bool, now_ms: i64) -> Result<()> {
+        let (handles, target, generation) = {
+            let mut g = self.lock_open()?;
+            let n = g.segments.len();
+            let upto = if include_active { n } else { n - 1 };
+            let mut handles = Vec::new();
+            for s in &mut g.segments[..upto] {
+                if s.unflushed_bytes > 0 || include_active {
+                    handles.push(s.file_handle());
+                    s.unflushed_bytes = 0;
+                }
+            }
+            let target = if include_active { g.leo() } else { g.active().base_offset };
+            if include_active {
+                g.unflushed_messages = 0;
+                g.last_flush_ms = now_ms;
+            }
+            (handles, target, g.generation)
+        };
+        for (file, path) in &handles {
+            if let Err(e) = file.sync_data() {
+                let mut g = self.lock();
+                for s in &mut g.segments {
+                    s.unflushed_bytes = s.size;
+                }
+                return Err(self.err(LogError::io(path.as_path(), e)));
+            }
+        }
+        let mut g = self.lock();
+        if g.generation == generation && target > g.recovery_point && !g.closed {
+            g.recovery_point = target;
+            write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), target).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the configuration (existing segments keep their index sizes until rolled).
+    pub fn update_config(&self, overrides: &HashMap<String, String>) -> Result<()> {
+        let config = LogConfig::from_map(overrides).map_err(|e| self.err(e))?;
+        let mut g = self.lock();
+        g.config = Arc::new(config);
+        Ok(())
+    }
+
+    /// `(epoch, last_seq, last_offset)` of a producer id.
+    pub fn producer_state(&self, producer_id: i64) -> Option<(i16, i32, i64)> {
+        let g = self.lock();
+        g.producers.get(producer_id).map(|e| (e.epoch, e.last_seq(), e.last_offset()))
+    }
+
+    /// `(producer_id, epoch, last_seq, last_timestamp, first offset of last batch)`, by id.
+    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, i64)> {
+        let g = self.lock();
+        g.producers
+            .entries()
+            .into_iter()
+            .map(|e| (e.producer_id, e.epoch, e.last_seq(), e.last_timestamp, e.first_offset_of_last_batch()))
+            .collect()
+    }
+
+    /// Flushes, writes the producer snapshot, the recovery point and the clean-shutdown
+    /// marker (last). Idempotent. Offsets stay readable afterwards; operations fail.
+    pub fn close(&self) -> Result<()> {
+        let mut g = self.lock();
+        if g.closed {
+            return Ok(());
+        }
+        let run = |g: &mut Inner| -> Result<()> {
+            g.active_mut().on_become_inactive()?;
+            for s in &mut g.segments {
+                s.flush()?;
+            }
+            let leo = g.leo();
+            g.producers.write_snapshot(&self.dir, leo)?;
+            g.recovery_point = leo;
+            write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
+            write_single_offset(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo)?;
+            Ok(())
+        };
+        let r = run(&mut g).map_err(|e| self.err(e));
+        g.closed = true;
+        r
+    }
+
+    /// Closes the log and removes its directory (DeleteTopics). Regions already handed out
+    /// keep their files open until dropped.
+    pub fn delete(&self) -> Result<()> {
+        {
+            let mut g = self.lock();
+            g.closed = true;
+        }
+        match std::fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(LogError::io(&self.dir, e)).ctx_tp(&self.tp),
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Index entry counts of every segment (offset index, time index), for tests and metrics.
+    pub fn index_entry_counts(&self) -> Vec<(usize, usize)> {
+        self.lock().segments.iter().map(|s| (s.offset_index_len(), s.time_index_len())).collect()
+    }
+}
+
+trait TpContext<T> {
+    fn ctx_tp(self, tp: &str) -> Result<T>;
+}
+
+impl<T> TpContext<T> for Result<T> {
+    fn ctx_tp(self, tp: &str) -> Result<T> {
+        self.map_err(|e| e.in_partition(tp))
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        // No implicit close: an unclosed log is recovered on the next open, which is the
+        // behaviour a crash would produce anyway. Index files of the active segment stay
+        // preallocated until then.
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Log>();
+}

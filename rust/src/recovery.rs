@@ -1,0 +1,210 @@
+//! Opening a partition directory: load segments, recover what a crash may have torn.
+//!
+//! # Steps
+//! 1. Create the directory if missing; delete stray `.cleaned`, `.deleted`, `.swap` and
+//!    `.tmp` files (left by an interrupted compaction/deletion/atomic write) and index files
+//!    whose `.log` is gone.
+//! 2. Clean shutdown = the `.clean-shutdown` marker exists (written last by `Log::close`).
+//! 3. Each segment, oldest first, is opened trusting its indexes if they pass their sanity
+//!    checks. It is *recovered* (every batch validated with the full framing loop from
+//!    `batch.rs`, the file truncated at the first torn/corrupt batch, both indexes rebuilt)
+//!    when the shutdown was unclean and the segment is not entirely below the recovery point,
+//!    or whenever its indexes are missing/corrupt or its tail does not frame.
+//! 4. After a segment had to be truncated, or if a segment does not start where the previous
+//!    one ended, every later segment is deleted: the recovered log must be a *prefix* of
+//!    what was written.
+//! 5. Log start offset = max(first segment base, `log-start-offset-checkpoint`); the leader
+//!    epoch cache is trimmed to `[log start, LEO]`; producer state comes from the snapshot
+//!    (clean shutdown, matching LEO) or a header-only rebuild.
+//! 6. Recovered segments are fsynced, the recovery point becomes the LEO, the marker is
+//!    removed (so a crash from now on is detected).
+//!
+//! The recovery point used is the smaller of the caller's value (the broker's per-directory
+//! `recovery-point-offset-checkpoint`) and the partition's own `recovery-point-checkpoint`:
+//! both only claim "everything below is on disk", so the smaller claim is the safe one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::LogConfig;
+use crate::error::{IoContext, LogError, Result};
+use crate::leader_epoch_cache::LeaderEpochCache;
+use crate::log::{Inner, RecoveryReport, CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE};
+use crate::offset_checkpoint::{read_single_offset, sync_dir, write_single_offset};
+use crate::producer_state::{ProducerBatch, ProducerStateManager, SNAPSHOT_FILE};
+use crate::segment::Segment;
+
+const STRAY_SUFFIXES: &[&str] = &[".cleaned", ".deleted", ".swap", ".tmp"];
+
+fn parse_base(name: &str, suffix: &str) -> Option<i64> {
+    let stem = name.strip_suffix(suffix)?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit())).then(|| stem.parse().ok()).flatten()
+}
+
+fn remove(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LogError::io(path, e)),
+    }
+}
+
+pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
+    std::fs::create_dir_all(dir).ctx(dir)?;
+    let mut bases = Vec::new();
+    let mut index_files = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx(dir)? {
+        let entry = entry.ctx(dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if STRAY_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+            remove(&entry.path())?;
+        } else if let Some(b) = parse_base(&name, ".log") {
+            bases.push(b);
+        } else if let Some(b) = parse_base(&name, ".index").or_else(|| parse_base(&name, ".timeindex")) {
+            index_files.push((b, entry.path()));
+        }
+    }
+    bases.sort_unstable();
+    for (b, p) in index_files {
+        if bases.binary_search(&b).is_err() {
+            remove(&p)?;
+        }
+    }
+
+    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+    let clean = marker.exists();
+    let log_start_cp = read_single_offset(&dir.join(LOG_START_FILE))?;
+    let rp_file = read_single_offset(&dir.join(RECOVERY_POINT_FILE)).unwrap_or(None);
+    let rp = match (recovery_point, rp_file) {
+        (Some(a), Some(f)) => a.min(f),
+        (Some(a), None) => a,
+        (None, Some(f)) => f,
+        (None, None) => 0,
+    };
+
+    let mut report = RecoveryReport { clean_shutdown: clean, ..RecoveryReport::default() };
+    let mut segments: Vec<Segment> = Vec::with_capacity(bases.len().max(1));
+    let mut recovered_any = false;
+    let mut drop_rest = false;
+    for (i, &base) in bases.iter().enumerate() {
+        if drop_rest {
+            drop_segment_files(dir, base)?;
+            report.segments_dropped += 1;
+            continue;
+        }
+        if let Some(prev) = segments.last() {
+            if prev.next_offset != base {
+                report.first_error.get_or_insert_with(|| {
+                    format!("segment {base} does not continue the previous one, which ends at offset {}", prev.next_offset)
+                });
+                drop_segment_files(dir, base)?;
+                report.segments_dropped += 1;
+                drop_rest = true;
+                continue;
+            }
+        }
+        let (mut seg, suspicious) = Segment::open(dir, base, &config, now_ms)?;
+        let next_base = bases.get(i + 1).copied();
+        let unflushed = !clean && next_base.is_none_or(|nb| nb > rp);
+        if suspicious || unflushed {
+            let r = seg.recover(&config, now_ms)?;
+            report.segments_recovered += 1;
+            report.bytes_truncated += r.truncated_bytes;
+            recovered_any = true;
+            if let Some(e) = r.error {
+                report.first_error.get_or_insert_with(|| format!("{}: {e}", seg.log_path.display()));
+                drop_rest = true;
+            }
+            if next_base.is_some() && !drop_rest {
+                seg.on_become_inactive()?;
+            }
+        }
+        segments.push(seg);
+    }
+    if segments.is_empty() {
+        let base = log_start_cp.unwrap_or(0).max(0);
+        segments.push(Segment::create(dir, base, &config)?);
+    }
+    let n = segments.len();
+    for s in &mut segments[..n - 1] {
+        // Trimmed already unless just recovered as the last survivor of a dropped tail.
+        s.on_become_inactive()?;
+    }
+    segments[n - 1].make_active(&config)?;
+    if recovered_any {
+        for s in &mut segments {
+            s.flush()?;
+        }
+    }
+
+    let leo = segments[n - 1].next_offset;
+    let first_base = segments[0].base_offset;
+    let log_start = log_start_cp.unwrap_or(first_base).max(first_base).min(leo);
+    if log_start_cp.is_some_and(|c| c != log_start) {
+        write_single_offset(&dir.join(LOG_START_FILE), log_start)?;
+    }
+
+    let mut epochs = LeaderEpochCache::load(dir)?;
+    epochs.truncate_from_end(leo)?;
+    epochs.truncate_from_start(log_start)?;
+
+    let snapshot = if clean { ProducerStateManager::read_snapshot(dir, leo) } else { None };
+    let producers = match snapshot {
+        Some(p) => p,
+        None => rebuild_producer_state(&segments, log_start)?,
+    };
+    remove(&dir.join(SNAPSHOT_FILE))?;
+
+    write_single_offset(&dir.join(RECOVERY_POINT_FILE), leo)?;
+    remove(&marker)?;
+    sync_dir(dir)?;
+
+    Ok(Inner {
+        config: Arc::new(config),
+        segments,
+        log_start_offset: log_start,
+        high_watermark: log_start,
+        recovery_point: leo,
+        epochs,
+        producers,
+        unflushed_messages: 0,
+        last_flush_ms: now_ms,
+        closed: false,
+        generation: 0,
+        report,
+    })
+}
+
+fn drop_segment_files(dir: &Path, base: i64) -> Result<()> {
+    for suffix in [".log", ".index", ".timeindex"] {
+        remove(&dir.join(crate::segment::file_name(base, suffix)))?;
+    }
+    Ok(())
+}
+
+/// Producer state from a header-only scan of every segment (61 bytes per batch).
+pub(crate) fn rebuild_producer_state(segments: &[Segment], log_start: i64) -> Result<ProducerStateManager> {
+    let mut m = ProducerStateManager::new();
+    for s in segments {
+        s.scan_headers(|h| {
+            if h.has_producer_id() {
+                m.apply(&ProducerBatch::from_header(h));
+            }
+        })?;
+    }
+    m.truncate_head(log_start);
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_segment_names() {
+        assert_eq!(parse_base("00000000000000000042.log", ".log"), Some(42));
+        assert_eq!(parse_base("0000000000000000042.log", ".log"), None);
+        assert_eq!(parse_base("0000000000000000004x.log", ".log"), None);
+        assert_eq!(parse_base("00000000000000000042.index", ".log"), None);
+    }
+}
