@@ -33,6 +33,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::batch::{self, Check, Control, SliceSource};
@@ -82,6 +84,51 @@ pub struct Log {
     tp: String,
     dir: PathBuf,
     inner: Mutex<Inner>,
+    /// Lock-free copies of the offsets, republished whenever a lock guard is dropped, so the
+    /// event loop can read LEO/HW/log start without contending with an append.
+    published: Published,
+}
+
+#[derive(Default)]
+struct Published {
+    log_start_offset: AtomicI64,
+    log_end_offset: AtomicI64,
+    high_watermark: AtomicI64,
+    recovery_point: AtomicI64,
+}
+
+/// The lock guard: derefs to `Inner`, republishes the offsets when dropped.
+struct Guard<'a> {
+    g: MutexGuard<'a, Inner>,
+    p: &'a Published,
+}
+
+impl Deref for Guard<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.g
+    }
+}
+
+impl DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.g
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.p.store(&self.g);
+    }
+}
+
+impl Published {
+    fn store(&self, g: &Inner) {
+        self.log_start_offset.store(g.log_start_offset, Ordering::Release);
+        self.log_end_offset.store(g.leo(), Ordering::Release);
+        self.high_watermark.store(g.high_watermark, Ordering::Release);
+        self.recovery_point.store(g.recovery_point, Ordering::Release);
+    }
 }
 
 pub(crate) struct Inner {
@@ -132,7 +179,9 @@ impl Log {
     ) -> Result<Log> {
         let tp = format!("{topic}-{partition}");
         let inner = recovery::load(dir, config, recovery_point, now_ms).map_err(|e| e.in_partition(&tp))?;
-        Ok(Log { topic: topic.to_owned(), partition, tp, dir: dir.to_owned(), inner: Mutex::new(inner) })
+        let published = Published::default();
+        published.store(&inner);
+        Ok(Log { topic: topic.to_owned(), partition, tp, dir: dir.to_owned(), inner: Mutex::new(inner), published })
     }
 
     pub fn topic(&self) -> &str {
@@ -148,13 +197,13 @@ impl Log {
         &self.tp
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> Guard<'_> {
         // A panic while holding the lock is a bug; the state is still the last consistent one
         // for every operation that completed, so keep serving rather than wedge the broker.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        Guard { g: self.inner.lock().unwrap_or_else(PoisonError::into_inner), p: &self.published }
     }
 
-    fn lock_open(&self) -> Result<MutexGuard<'_, Inner>> {
+    fn lock_open(&self) -> Result<Guard<'_>> {
         let g = self.lock();
         if g.closed {
             return Err(LogError::Closed { tp: Default::default(), dir: self.dir.clone() }.in_partition(&self.tp));
@@ -166,17 +215,21 @@ impl Log {
         e.in_partition(&self.tp)
     }
 
+    /// Lock-free (published after every locked operation).
     pub fn log_start_offset(&self) -> i64 {
-        self.lock().log_start_offset
+        self.published.log_start_offset.load(Ordering::Acquire)
     }
+    /// Lock-free (published after every locked operation).
     pub fn log_end_offset(&self) -> i64 {
-        self.lock().leo()
+        self.published.log_end_offset.load(Ordering::Acquire)
     }
+    /// Lock-free (published after every locked operation).
     pub fn high_watermark(&self) -> i64 {
-        self.lock().high_watermark
+        self.published.high_watermark.load(Ordering::Acquire)
     }
+    /// Lock-free (published after every locked operation).
     pub fn recovery_point(&self) -> i64 {
-        self.lock().recovery_point
+        self.published.recovery_point.load(Ordering::Acquire)
     }
     pub fn size_bytes(&self) -> u64 {
         self.lock().segments.iter().map(|s| s.size).sum()
@@ -831,3 +884,7 @@ fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<Log>();
 }
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;

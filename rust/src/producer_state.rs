@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn staged_state_is_discarded_unless_committed() {
-        let mut m = ProducerStateManager::new();
+        let m = ProducerStateManager::new();
         let mut a = ProducerAppend::default();
         a.stage(&m, &pb(1, 0, 0, 1, 0));
         // A second batch in the same request sees the staged first one.

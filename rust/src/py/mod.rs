@@ -1,7 +1,28 @@
 //! The pyo3 binding layer: the only place that knows about Python.
+//!
+//! - `errors.rs`: the exception hierarchy and the single `LogError` → `PyErr` conversion;
+//! - `gil.rs`: the single GIL-release helper (`enter_core`);
+//! - `log.rs`: `Log`, `AppendResult`, `FileRegion`;
+//! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`.
+//!
+//! The signatures are mirrored in `python/logbroker/_core.pyi`.
 use pyo3::prelude::*;
+
+mod errors;
+mod functions;
+mod gil;
+mod log;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_class::<log::PyLog>()?;
+    m.add_class::<log::PyAppendResult>()?;
+    m.add_class::<log::PyFileRegion>()?;
+    m.add_function(wrap_pyfunction!(functions::write_offset_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::validate_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
     Ok(())
 }

@@ -1,0 +1,540 @@
+//! Unit tests of `Log` (the partition log), built on the `LogBuilder` fixture.
+use std::collections::HashMap;
+
+use super::*;
+use crate::batch::{self as b, BatchHeader};
+use crate::builder::{read_all_values, BatchBuilder, LogBuilder, Rec};
+use crate::compression::Codec;
+
+fn small(segment_bytes: u64) -> LogConfig {
+    LogConfig { segment_bytes, index_interval_bytes: 256, segment_index_bytes: 1024, ..LogConfig::default() }
+}
+
+fn reopen(lb: &mut LogBuilder, dir: &Path, config: LogConfig) {
+    let log = Log::open(dir, "test", 0, config, None, lb.now_ms).unwrap();
+    lb.log = log;
+}
+
+fn values_from(lb: &LogBuilder, from: i64) -> Vec<Vec<u8>> {
+    read_all_values(&lb.log, from).unwrap().into_iter().map(|(_, v)| v).collect()
+}
+
+fn model_from(lb: &LogBuilder, from: i64) -> Vec<Vec<u8>> {
+    lb.model[usize::try_from(from - lb.model_start).unwrap()..].to_vec()
+}
+
+#[test]
+fn append_assigns_dense_offsets_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    let r = lb.append(2, 3, 10).unwrap();
+    assert_eq!((r.base_offset, r.last_offset, r.record_count, r.batch_count), (0, 5, 6, 2));
+    let r = lb.append(1, 4, 10).unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (6, 9));
+    assert_eq!(lb.log.log_end_offset(), 10);
+    assert_eq!(values_from(&lb, 0), lb.model);
+    assert_eq!(values_from(&lb, 7), model_from(&lb, 7));
+}
+
+#[test]
+fn every_codec_appends_and_reads() {
+    for codec in Codec::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+        lb.codec = codec;
+        lb.append(3, 5, 50).unwrap();
+        assert_eq!(values_from(&lb, 0), lb.model, "{}", codec.name());
+    }
+}
+
+#[test]
+fn stored_batches_carry_offsets_and_leader_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    lb.append(1, 2, 1).unwrap();
+    let (batch, _) = lb.make_batch(3, 1);
+    lb.log.append_as_leader(batch, 7, 5_000).unwrap();
+    let region = lb.log.read(2, 1 << 20, None, true).unwrap().unwrap();
+    let bytes = region.read_to_vec().unwrap();
+    let (h, _) = b::validate_batch(&bytes, 0).unwrap();
+    assert_eq!((h.base_offset, h.partition_leader_epoch, h.last_offset_delta), (2, 7, 2));
+    assert_eq!(lb.log.epoch_entries(), vec![(0, 0), (7, 2)]);
+    assert_eq!(lb.log.end_offset_for_epoch(0), (0, 2));
+    assert_eq!(lb.log.end_offset_for_epoch(7), (7, 5));
+    assert_eq!(lb.log.latest_epoch(), Some(7));
+}
+
+#[test]
+fn bad_batch_rejects_whole_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    let (good, _) = lb.make_batch(2, 1);
+    let (mut bad, _) = lb.make_batch(2, 1);
+    let n = bad.len();
+    bad[n - 1] ^= 0x55;
+    let mut req = good.clone();
+    req.extend_from_slice(&bad);
+    let e = lb.log.append_as_leader(req, 0, 0).unwrap_err();
+    assert!(matches!(e, LogError::CrcMismatch { .. }), "{e}");
+    assert!(e.to_string().contains("test-0"), "{e}");
+    assert_eq!(lb.log.log_end_offset(), 0);
+    assert_eq!(lb.log.size_bytes(), 0);
+    let e = lb.log.append_as_leader(good[..good.len() - 3].to_vec(), 0, 0).unwrap_err();
+    assert!(matches!(e, LogError::CorruptBatch { .. }), "{e}");
+    assert!(matches!(lb.log.append_as_leader(vec![], 0, 0), Err(LogError::InvalidRecord { .. })));
+}
+
+#[test]
+fn oversized_batch_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { max_message_bytes: 200, ..small(1 << 20) };
+    let mut lb = LogBuilder::open(dir.path(), config).unwrap();
+    let (big, _) = lb.make_batch(1, 500);
+    let e = lb.log.append_as_leader(big, 0, 0).unwrap_err();
+    assert!(matches!(e, LogError::RecordTooLarge { max: 200, .. }), "{e}");
+}
+
+#[test]
+fn log_append_time_stamps_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { timestamp_type: TimestampType::LogAppendTime, ..small(1 << 20) };
+    let mut lb = LogBuilder::open(dir.path(), config).unwrap();
+    let (batch, _) = lb.make_batch(3, 1);
+    let r = lb.log.append_as_leader(batch, 0, 777_000).unwrap();
+    assert_eq!((r.log_append_time, r.max_timestamp), (777_000, 777_000));
+    let bytes = lb.log.read(0, 1 << 20, None, true).unwrap().unwrap().read_to_vec().unwrap();
+    let (h, _) = b::validate_batch(&bytes, 0).expect("CRC recomputed");
+    assert!(h.is_log_append_time());
+    assert_eq!(h.max_timestamp, 777_000);
+    assert_eq!(lb.log.offset_for_timestamp(777_000).unwrap(), Some((0, 777_000)));
+}
+
+#[test]
+fn segments_roll_by_size_and_reads_cross_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1000)).unwrap();
+    for _ in 0..20 {
+        lb.append(1, 3, 40).unwrap();
+    }
+    assert!(lb.log.segment_count() > 3, "{}", lb.log.segment_count());
+    let bases = lb.log.segment_base_offsets();
+    assert!(bases.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(values_from(&lb, 0), lb.model);
+    // A read never spans two segments; from a segment's base it starts there.
+    let r = lb.log.read(bases[1], 1 << 20, None, true).unwrap().unwrap();
+    assert_eq!(r.position, 0);
+    for name in [crate::segment::file_name(bases[1], ".log"), crate::segment::file_name(bases[1], ".index")] {
+        assert!(dir.path().join(name).exists());
+    }
+}
+
+#[test]
+fn upper_bound_and_min_one_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    lb.append(1, 2, 10).unwrap(); // 0..1
+    lb.append(1, 2, 10).unwrap(); // 2..3
+    let per = lb.log.size_bytes() / 2;
+    let r = lb.log.read(0, 1 << 20, Some(2), true).unwrap().unwrap();
+    assert_eq!(r.length, per, "stops below the HW");
+    assert!(lb.log.read(2, 1 << 20, Some(2), true).unwrap().is_none(), "nothing at the HW");
+    assert!(lb.log.read(0, 10, None, false).unwrap().is_none());
+    assert_eq!(lb.log.read(0, 10, None, true).unwrap().unwrap().length, per);
+    assert!(lb.log.read(4, 100, None, true).unwrap().is_none(), "at the LEO: nothing");
+    assert!(matches!(lb.log.read(5, 100, None, true), Err(LogError::OffsetOutOfRange { .. })));
+}
+
+#[test]
+fn clean_reopen_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(600)).unwrap();
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    let (leo, segs, epochs) = (lb.log.log_end_offset(), lb.log.segment_count(), lb.log.epoch_entries());
+    lb.log.close().unwrap();
+    lb.log.close().unwrap();
+    assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
+    reopen(&mut lb, dir.path(), small(600));
+    let rep = lb.log.recovery_report();
+    assert!(rep.clean_shutdown);
+    assert_eq!(rep.segments_recovered, 0);
+    assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "marker removed on open");
+    assert_eq!((lb.log.log_end_offset(), lb.log.segment_count(), lb.log.epoch_entries()), (leo, segs, epochs));
+    assert_eq!(values_from(&lb, 0), lb.model);
+    lb.append(1, 2, 30).unwrap();
+    assert_eq!(values_from(&lb, 0), lb.model);
+}
+
+#[test]
+fn unclean_reopen_recovers_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    for _ in 0..5 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    let size = lb.log.size_bytes();
+    drop(std::mem::replace(&mut lb.log, Log::open(&dir.path().join("other"), "x", 0, small(1 << 20), None, 0).unwrap()));
+    let seg = dir.path().join(crate::segment::file_name(0, ".log"));
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(size - 7).unwrap();
+    reopen(&mut lb, dir.path(), small(1 << 20));
+    let rep = lb.log.recovery_report();
+    assert!(!rep.clean_shutdown);
+    assert_eq!(rep.bytes_truncated, size / 5 - 7);
+    assert_eq!(lb.log.log_end_offset(), 8);
+    lb.model.truncate(8);
+    assert_eq!(values_from(&lb, 0), lb.model);
+}
+
+#[test]
+fn recovery_rebuilds_missing_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    for _ in 0..20 {
+        lb.append(1, 2, 60).unwrap();
+    }
+    let before = lb.log.index_entry_counts();
+    lb.log.close().unwrap();
+    std::fs::remove_file(dir.path().join(crate::segment::file_name(0, ".index"))).unwrap();
+    reopen(&mut lb, dir.path(), small(1 << 20));
+    assert_eq!(lb.log.recovery_report().segments_recovered, 1);
+    assert_eq!(lb.log.index_entry_counts()[0].0, before[0].0);
+    assert_eq!(values_from(&lb, 13), model_from(&lb, 13));
+}
+
+#[test]
+fn truncate_to_mid_segment_and_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    for e in 0..12 {
+        let (batch, v) = lb.make_batch(2, 30);
+        lb.log.append_as_leader(batch, e / 4, 0).unwrap();
+        lb.model.extend(v);
+    }
+    lb.log.update_high_watermark(24);
+    let segs = lb.log.segment_count();
+    assert!(segs >= 3);
+    lb.log.truncate_to(9).unwrap(); // mid batch 8..9: the whole batch goes
+    assert_eq!(lb.log.log_end_offset(), 8);
+    assert_eq!(lb.log.high_watermark(), 8);
+    assert!(lb.log.segment_count() < segs);
+    assert_eq!(lb.log.epoch_entries(), vec![(0, 0), (1, 8)].into_iter().filter(|e| e.1 < 8).collect::<Vec<_>>());
+    lb.model.truncate(8);
+    assert_eq!(values_from(&lb, 0), lb.model);
+    lb.append(1, 2, 30).unwrap();
+    assert_eq!(values_from(&lb, 0), lb.model);
+    // Survives an unclean reopen too.
+    reopen(&mut lb, dir.path(), small(700));
+    assert_eq!(values_from(&lb, 0), lb.model);
+}
+
+#[test]
+fn truncate_fully_and_start_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    lb.append(5, 2, 30).unwrap();
+    lb.log.truncate_fully_and_start_at(100).unwrap();
+    assert_eq!((lb.log.log_start_offset(), lb.log.log_end_offset(), lb.log.high_watermark()), (100, 100, 100));
+    assert_eq!(lb.log.segment_base_offsets(), vec![100]);
+    let (batch, v) = lb.make_batch(1, 5);
+    let mut batch = batch;
+    b::set_base_offset(&mut batch, 100);
+    lb.log.append_as_follower(batch).unwrap();
+    lb.model = v;
+    lb.model_start = 100;
+    assert_eq!(values_from(&lb, 100), lb.model);
+    reopen(&mut lb, dir.path(), small(700));
+    assert_eq!(lb.log.log_start_offset(), 100);
+}
+
+#[test]
+fn follower_append_keeps_offsets_and_checks_contiguity() {
+    let dir = tempfile::tempdir().unwrap();
+    let lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    let mut batch = BatchBuilder::new().leader_epoch(3).record(Rec::value(b"a")).record(Rec::value(b"b")).build();
+    let r = lb.log.append_as_follower(batch.clone()).unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (0, 1));
+    assert_eq!(lb.log.epoch_entries(), vec![(3, 0)]);
+    let e = lb.log.append_as_follower(batch.clone()).unwrap_err();
+    assert!(matches!(e, LogError::NonContiguousAppend { expected: 2, received: 0, .. }), "{e}");
+    b::set_base_offset(&mut batch, 2);
+    let mut data = batch.clone();
+    data.extend_from_slice(&batch[..30]); // a fetch response cut mid-batch
+    let r = lb.log.append_as_follower(data).unwrap();
+    assert_eq!((r.batch_count, lb.log.log_end_offset()), (1, 4));
+    assert_eq!(lb.log.append_as_follower(vec![]).unwrap().batch_count, 0);
+}
+
+#[test]
+fn retention_by_bytes_keeps_log_start_correct() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    for _ in 0..30 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    let segs = lb.log.segment_count();
+    let config = LogConfig { retention_bytes: 1500, ..small(700) };
+    lb.log.update_config(&config_map(&config)).unwrap();
+    assert_eq!(lb.log.enforce_retention(lb.now_ms).unwrap(), 0, "nothing deletable above the HW");
+    lb.log.update_high_watermark(60);
+    let deleted = lb.log.enforce_retention(lb.now_ms).unwrap();
+    assert!(deleted > 0 && lb.log.segment_count() == segs - deleted);
+    assert!(lb.log.size_bytes() >= 1500 - 700 && lb.log.size_bytes() <= 1500 + 700, "{}", lb.log.size_bytes());
+    let start = lb.log.log_start_offset();
+    assert_eq!(start, lb.log.segment_base_offsets()[0]);
+    assert_eq!(values_from(&lb, start), model_from(&lb, start));
+    assert!(matches!(lb.log.read(start - 1, 100, None, true), Err(LogError::OffsetOutOfRange { .. })));
+    reopen(&mut lb, dir.path(), config);
+    assert_eq!(lb.log.log_start_offset(), start);
+}
+
+fn config_map(c: &LogConfig) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    m.insert("segment.bytes".into(), c.segment_bytes.to_string());
+    m.insert("index.interval.bytes".into(), c.index_interval_bytes.to_string());
+    m.insert("segment.index.bytes".into(), c.segment_index_bytes.to_string());
+    m.insert("retention.bytes".into(), c.retention_bytes.to_string());
+    m.insert("retention.ms".into(), c.retention_ms.to_string());
+    m
+}
+
+#[test]
+fn retention_by_time_never_deletes_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    lb.now_ms = 1_000;
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    lb.now_ms = 50_000;
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    lb.log.update_high_watermark(i64::MAX);
+    let config = LogConfig { retention_ms: 10_000, ..small(700) };
+    lb.log.update_config(&config_map(&config)).unwrap();
+    let deleted = lb.log.enforce_retention(55_000).unwrap();
+    assert!(deleted > 0);
+    let start = lb.log.log_start_offset();
+    assert!(start > 0 && start <= 20, "old segments (timestamps ~1000) go: {start}");
+    assert_eq!(values_from(&lb, start), model_from(&lb, start));
+    let deleted = lb.log.enforce_retention(1_000_000).unwrap();
+    assert!(deleted > 0);
+    assert_eq!(lb.log.segment_count(), 1, "the active segment stays");
+}
+
+#[test]
+fn delete_records_before_moves_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    for _ in 0..20 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    assert!(matches!(lb.log.delete_records_before(5), Err(LogError::OffsetOutOfRange { .. })), "above HW");
+    lb.log.update_high_watermark(40);
+    let segs = lb.log.segment_count();
+    assert_eq!(lb.log.delete_records_before(15).unwrap(), 15);
+    assert!(lb.log.segment_count() < segs);
+    assert_eq!(values_from(&lb, 15), model_from(&lb, 15));
+    assert_eq!(lb.log.offset_for_timestamp(0).unwrap().map(|x| x.0), Some(15));
+    assert_eq!(lb.log.delete_records_before(3).unwrap(), 15, "never moves back");
+    lb.log.close().unwrap();
+    reopen(&mut lb, dir.path(), small(700));
+    assert_eq!(lb.log.log_start_offset(), 15);
+    assert_eq!(lb.log.delete_records_before(-1).unwrap(), 15, "-1 is the HW, which starts at log start");
+}
+
+#[test]
+fn offset_for_timestamp_and_max_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    for i in 0..10 {
+        lb.now_ms = 1000 * (i + 1);
+        lb.append(1, 3, 30).unwrap(); // timestamps now, now+1, now+2
+    }
+    assert_eq!(lb.log.offset_for_timestamp(0).unwrap(), Some((0, 1000)));
+    assert_eq!(lb.log.offset_for_timestamp(5001).unwrap(), Some((13, 5001)));
+    assert_eq!(lb.log.offset_for_timestamp(5003).unwrap(), Some((15, 6000)));
+    assert_eq!(lb.log.offset_for_timestamp(10_003).unwrap(), None);
+    assert_eq!(lb.log.max_timestamp(), (10_002, 29));
+}
+
+#[test]
+fn idempotent_producer_duplicate_and_fencing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    let batch = |epoch: i16, seq: i32, n: usize| {
+        BatchBuilder::new().producer(42, epoch, seq).records((0..n).map(|i| Rec::value(&[i as u8]))).build()
+    };
+    let r = lb.log.append_as_leader(batch(0, 0, 3), 0, 0).unwrap();
+    assert_eq!((r.base_offset, r.duplicate), (0, false));
+    let r = lb.log.append_as_leader(batch(0, 3, 2), 0, 0).unwrap();
+    assert_eq!(r.base_offset, 3);
+    let r = lb.log.append_as_leader(batch(0, 0, 3), 0, 0).unwrap();
+    assert!(r.duplicate);
+    assert_eq!((r.base_offset, r.last_offset, r.size_bytes), (0, 2, 0));
+    assert_eq!(lb.log.log_end_offset(), 5, "duplicate wrote nothing");
+    assert!(matches!(lb.log.append_as_leader(batch(0, 9, 1), 0, 0), Err(LogError::OutOfOrderSequence { expected: 5, .. })));
+    lb.log.append_as_leader(batch(1, 0, 1), 0, 0).unwrap();
+    assert!(matches!(lb.log.append_as_leader(batch(0, 5, 1), 0, 0), Err(LogError::InvalidProducerEpoch { .. })));
+    assert_eq!(lb.log.producer_state(42), Some((1, 0, 5)));
+    assert_eq!(lb.log.active_producers(), vec![(42, 1, 0, 0, 5)]);
+    // The state is rebuilt from batch headers after an unclean reopen, and from the snapshot
+    // after a clean one.
+    drop(lb);
+    let log = Log::open(dir.path(), "test", 0, small(1 << 20), None, 0).unwrap();
+    assert_eq!(log.producer_state(42), Some((1, 0, 5)));
+    log.close().unwrap();
+    let log = Log::open(dir.path(), "test", 0, small(1 << 20), None, 0).unwrap();
+    assert_eq!(log.producer_state(42), Some((1, 0, 5)));
+    let r = log.append_as_leader(batch(1, 0, 1), 0, 0).unwrap();
+    assert!(r.duplicate);
+}
+
+#[test]
+fn producer_state_follows_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    for seq in 0..4 {
+        let batch = BatchBuilder::new().producer(1, 0, seq).record(Rec::value(b"x")).build();
+        lb.log.append_as_leader(batch, 0, 0).unwrap();
+    }
+    lb.log.truncate_to(2).unwrap();
+    assert_eq!(lb.log.producer_state(1), Some((0, 1, 1)));
+    let batch = BatchBuilder::new().producer(1, 0, 2).record(Rec::value(b"x")).build();
+    assert!(!lb.log.append_as_leader(batch, 0, 0).unwrap().duplicate);
+}
+
+#[test]
+fn flush_advances_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { flush_messages: 4, ..small(700) };
+    let mut lb = LogBuilder::open(dir.path(), config).unwrap();
+    lb.append(1, 2, 10).unwrap();
+    assert_eq!(lb.log.recovery_point(), 0);
+    lb.append(1, 2, 10).unwrap();
+    assert_eq!(lb.log.recovery_point(), 4, "flush.messages reached");
+    lb.append(1, 1, 10).unwrap();
+    assert!(!lb.log.maybe_flush(lb.now_ms).unwrap());
+    lb.log.flush().unwrap();
+    assert_eq!(lb.log.recovery_point(), 5);
+    assert_eq!(crate::offset_checkpoint::read_single_offset(&dir.path().join(RECOVERY_POINT_FILE)).unwrap(), Some(5));
+}
+
+#[test]
+fn rolled_segments_are_flushed_by_maybe_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(400)).unwrap();
+    for _ in 0..6 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    assert!(lb.log.segment_count() > 1);
+    assert!(lb.log.maybe_flush(lb.now_ms).unwrap());
+    assert_eq!(lb.log.recovery_point(), *lb.log.segment_base_offsets().last().unwrap());
+    assert!(!lb.log.maybe_flush(lb.now_ms).unwrap());
+}
+
+#[test]
+fn maybe_roll_by_segment_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { segment_ms: 1000, ..small(1 << 20) };
+    let mut lb = LogBuilder::open(dir.path(), config).unwrap();
+    assert!(!lb.log.maybe_roll(10_000).unwrap(), "empty segment does not roll");
+    lb.now_ms = 5_000;
+    lb.append(1, 1, 1).unwrap();
+    assert!(!lb.log.maybe_roll(5_500).unwrap());
+    assert!(lb.log.maybe_roll(6_000).unwrap());
+    assert_eq!(lb.log.segment_base_offsets(), vec![0, 1]);
+}
+
+#[test]
+fn closed_log_refuses_work_but_reports_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    lb.append(1, 2, 1).unwrap();
+    lb.log.close().unwrap();
+    assert_eq!(lb.log.log_end_offset(), 2);
+    assert!(matches!(lb.append(1, 1, 1), Err(LogError::Closed { .. })));
+    assert!(matches!(lb.log.read(0, 10, None, true), Err(LogError::Closed { .. })));
+}
+
+#[test]
+fn region_survives_segment_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(400)).unwrap();
+    for _ in 0..6 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    let region = lb.log.read(0, 1 << 20, None, true).unwrap().unwrap();
+    let before = region.read_to_vec().unwrap();
+    lb.log.update_high_watermark(i64::MAX);
+    lb.log.delete_records_before(lb.log.log_end_offset()).unwrap();
+    assert!(!dir.path().join(crate::segment::file_name(0, ".log")).exists());
+    assert_eq!(region.read_to_vec().unwrap(), before);
+    let h = BatchHeader::parse(&before);
+    assert_eq!(h.base_offset, 0);
+}
+
+#[test]
+fn delete_removes_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let mut lb = LogBuilder::open(&dir, small(1 << 20)).unwrap();
+    lb.append(1, 1, 1).unwrap();
+    lb.log.delete().unwrap();
+    assert!(!dir.exists());
+    assert!(lb.log.is_closed());
+}
+
+#[test]
+fn stray_files_removed_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("00000000000000000000.log.deleted"), b"x").unwrap();
+    std::fs::write(dir.path().join("00000000000000000000.log.cleaned"), b"x").unwrap();
+    std::fs::write(dir.path().join("00000000000000000000.log.swap"), b"x").unwrap();
+    std::fs::write(dir.path().join("00000000000000000077.index"), b"").unwrap();
+    let _lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.ends_with(".deleted") && !n.ends_with(".cleaned") && !n.ends_with(".swap")), "{names:?}");
+    assert!(!names.contains(&"00000000000000000077.index".to_owned()));
+}
+
+#[test]
+fn update_high_watermark_clamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    lb.append(1, 5, 1).unwrap();
+    assert_eq!(lb.log.update_high_watermark(100), 5);
+    assert_eq!(lb.log.update_high_watermark(-3), 0);
+    assert_eq!(lb.log.update_high_watermark(3), 3);
+}
+
+#[test]
+fn concurrent_appends_and_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let lb = LogBuilder::open(dir.path(), small(4000)).unwrap();
+    let log = &lb.log;
+    std::thread::scope(|s| {
+        for t in 0..3u8 {
+            s.spawn(move || {
+                for i in 0..50u8 {
+                    let batch = BatchBuilder::new().record(Rec::kv(&[t], &[i])).record(Rec::kv(&[t], &[i])).build();
+                    log.append_as_leader(batch, 0, 0).unwrap();
+                }
+            });
+        }
+        s.spawn(|| {
+            for _ in 0..200 {
+                let leo = log.log_end_offset();
+                if leo > 0 {
+                    let _ = log.read(leo / 2, 1000, None, true).unwrap();
+                }
+            }
+        });
+    });
+    assert_eq!(log.log_end_offset(), 300);
+    let all = read_all_values(log, 0).unwrap();
+    assert_eq!(all.len(), 300);
+    assert!(all.iter().enumerate().all(|(i, (o, _))| *o == i as i64));
+}

@@ -1,0 +1,71 @@
+//! The exception hierarchy of `logbroker._core` and the one `LogError` → `PyErr` conversion.
+//!
+//! ```text
+//! LogBrokerError(Exception)
+//! ├── CorruptRecordError         CorruptBatch, CrcMismatch
+//! ├── RecordTooLargeError        RecordTooLarge
+//! ├── InvalidRecordError         InvalidRecord, NonContiguousAppend
+//! ├── OffsetOutOfRangeError      OffsetOutOfRange
+//! ├── OutOfOrderSequenceError    OutOfOrderSequence
+//! ├── InvalidProducerEpochError  InvalidProducerEpoch
+//! ├── KafkaStorageError          Io (incl. ENOSPC), CorruptIndex, Closed
+//! └── InvalidConfigError         InvalidConfig
+//! ```
+//! `args[0]` is the engine's message (topic-partition, offset, file, values). I/O errors stay
+//! `KafkaStorageError` whatever their `io::ErrorKind`, so the broker catches one base class
+//! for every storage failure (Kafka answers all of them with KAFKA_STORAGE_ERROR); the OS
+//! error number is kept as the `errno` attribute.
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use crate::error::LogError;
+
+create_exception!(logbroker._core, LogBrokerError, PyException, "Base class of every storage-engine error.");
+create_exception!(logbroker._core, CorruptRecordError, LogBrokerError, "A record batch is torn, mis-framed or fails its CRC.");
+create_exception!(logbroker._core, RecordTooLargeError, LogBrokerError, "A batch exceeds message.max.bytes (or a request exceeds segment.bytes).");
+create_exception!(logbroker._core, InvalidRecordError, LogBrokerError, "A well-framed batch breaks a rule (offset deltas, empty batch, codec, contiguity).");
+create_exception!(logbroker._core, OffsetOutOfRangeError, LogBrokerError, "An offset outside [log start offset, log end offset].");
+create_exception!(logbroker._core, OutOfOrderSequenceError, LogBrokerError, "An idempotent producer's sequence number does not continue its last batch.");
+create_exception!(logbroker._core, InvalidProducerEpochError, LogBrokerError, "A producer epoch older than the current one (fenced).");
+create_exception!(logbroker._core, KafkaStorageError, LogBrokerError, "An I/O failure (including a full disk), a corrupt index or checkpoint, or a closed log.");
+create_exception!(logbroker._core, InvalidConfigError, LogBrokerError, "A configuration key with a bad value, or an unknown key.");
+
+impl From<LogError> for PyErr {
+    fn from(e: LogError) -> PyErr {
+        let msg = e.to_string();
+        match e {
+            LogError::CorruptBatch { .. } | LogError::CrcMismatch { .. } => CorruptRecordError::new_err(msg),
+            LogError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
+            LogError::InvalidRecord { .. } | LogError::NonContiguousAppend { .. } => InvalidRecordError::new_err(msg),
+            LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
+            LogError::OutOfOrderSequence { .. } => OutOfOrderSequenceError::new_err(msg),
+            LogError::InvalidProducerEpoch { .. } => InvalidProducerEpochError::new_err(msg),
+            LogError::InvalidConfig { .. } => InvalidConfigError::new_err(msg),
+            LogError::Io { source, .. } => {
+                let err = KafkaStorageError::new_err(msg);
+                if let Some(code) = source.raw_os_error() {
+                    Python::attach(|py| {
+                        let _ = err.value(py).setattr("errno", code);
+                    });
+                }
+                err
+            }
+            LogError::CorruptIndex { .. } | LogError::Closed { .. } => KafkaStorageError::new_err(msg),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("LogBrokerError", py.get_type::<LogBrokerError>())?;
+    m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
+    m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
+    m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;
+    m.add("OffsetOutOfRangeError", py.get_type::<OffsetOutOfRangeError>())?;
+    m.add("OutOfOrderSequenceError", py.get_type::<OutOfOrderSequenceError>())?;
+    m.add("InvalidProducerEpochError", py.get_type::<InvalidProducerEpochError>())?;
+    m.add("KafkaStorageError", py.get_type::<KafkaStorageError>())?;
+    m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! Module-level functions: checkpoint files, CRC-32C, batch validation.
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::gil::EnterCore;
+use super::log::extract_bytes;
+use crate::batch::{self, Check, Control, SliceSource};
+use crate::builder::{BatchBuilder, Rec};
+use crate::compression::Codec;
+use crate::error::LogError;
+use crate::offset_checkpoint;
+
+/// Writes Kafka's offset checkpoint file atomically: "0\n<count>\n<topic> <partition> <offset>\n"...
+#[pyfunction]
+pub fn write_offset_checkpoint(py: Python<'_>, path: PathBuf, entries: Vec<(String, i32, i64)>) -> PyResult<()> {
+    py.enter_core(|| offset_checkpoint::write_offset_checkpoint(&path, &entries))
+}
+
+/// Reads Kafka's offset checkpoint file; a missing file is `[]`.
+#[pyfunction]
+pub fn read_offset_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Vec<(String, i32, i64)>> {
+    py.enter_core(|| offset_checkpoint::read_offset_checkpoint(&path))
+}
+
+/// CRC-32C (Castagnoli) of a bytes-like object.
+#[pyfunction]
+pub fn crc32c(data: &Bound<'_, PyAny>) -> PyResult<u32> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return Ok(::crc32c::crc32c(b.as_bytes()));
+    }
+    Ok(::crc32c::crc32c(&extract_bytes(data)?))
+}
+
+/// Fully validates every batch (CRC, records walk, decompression) and returns, per batch,
+/// `(base_offset, last_offset_delta, record_count, producer_id, base_sequence)`.
+#[pyfunction]
+pub fn validate_batches(py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Vec<(i64, i32, i32, i64, i32)>> {
+    let bytes = extract_bytes(records)?;
+    py.enter_core(move || {
+        let mut out = Vec::new();
+        let end = batch::scan(&mut SliceSource(&bytes), 0, Check::Full, None, |v| {
+            let h = v.header;
+            out.push((h.base_offset, h.last_offset_delta, h.records_count, h.producer_id, h.base_sequence));
+            Ok(Control::Continue)
+        })?;
+        match end.error {
+            Some(e) => Err::<_, LogError>(e),
+            None => Ok(out),
+        }
+    })
+}
+
+/// Encodes one v2 batch (for tests, benchmarks and clients): `records` are
+/// `(key, value, timestamp_delta, headers)` with `headers` a list of `(key, value)`.
+#[pyfunction]
+#[pyo3(signature = (records, base_timestamp=0, compression="none", producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn encode_batch<'py>(
+    py: Python<'py>,
+    records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>, i64, Vec<(Vec<u8>, Option<Vec<u8>>)>)>,
+    base_timestamp: i64,
+    compression: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let codec = Codec::ALL.into_iter().find(|c| c.name() == compression).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("unknown compression {compression:?}: none, gzip, snappy, lz4 or zstd"))
+    })?;
+    let mut b = BatchBuilder::new()
+        .codec(codec)
+        .base_timestamp(base_timestamp)
+        .producer(producer_id, producer_epoch, base_sequence)
+        .transactional(transactional);
+    for (key, value, ts_delta, headers) in records {
+        let mut r = Rec::default().ts_delta(ts_delta);
+        r.key = key;
+        r.value = value;
+        r.headers = headers;
+        b = b.record(r);
+    }
+    let bytes = py.detach(|| b.build());
+    Ok(PyBytes::new(py, &bytes))
+}

@@ -1,0 +1,314 @@
+//! `Log`, `AppendResult` and `FileRegion` as Python classes. Thin: extract arguments, enter
+//! the core with the GIL released, wrap the result. Semantics live in `crate::log`.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes};
+
+use super::gil::EnterCore;
+use crate::config::LogConfig;
+use crate::file_region::FileRegion;
+use crate::log::{AppendResult, Log};
+
+/// Copies any bytes-like object into an owned buffer (the leader rewrites offsets in place,
+/// so a private copy is needed anyway). bytes and bytearray are copied directly; other
+/// buffer objects (memoryview, ...) go through `bytes(obj)` because the buffer protocol is
+/// not in the Python 3.10 stable ABI.
+pub fn extract_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(b.to_vec());
+    }
+    let b = obj.py().get_type::<PyBytes>().call1((obj,))?;
+    Ok(b.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+/// A partition's log (see `rust/src/log.rs` for the contract). Thread-safe: every method may
+/// be called from any thread; blocking ones release the GIL.
+#[pyclass(name = "Log", module = "logbroker._core", frozen)]
+pub struct PyLog {
+    log: Arc<Log>,
+}
+
+fn non_negative(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+#[pymethods]
+impl PyLog {
+    #[staticmethod]
+    #[pyo3(signature = (dir, topic, partition, config, recovery_point=None, now_ms=0))]
+    fn open(
+        py: Python<'_>,
+        dir: PathBuf,
+        topic: String,
+        partition: i32,
+        config: HashMap<String, String>,
+        recovery_point: Option<i64>,
+        now_ms: i64,
+    ) -> PyResult<PyLog> {
+        let log = py.enter_core(|| {
+            let config = LogConfig::from_map(&config)?;
+            Log::open(&dir, &topic, partition, config, recovery_point, now_ms)
+        })?;
+        Ok(PyLog { log: Arc::new(log) })
+    }
+
+    #[getter]
+    fn topic(&self) -> &str {
+        self.log.topic()
+    }
+    #[getter]
+    fn partition(&self) -> i32 {
+        self.log.partition()
+    }
+    #[getter]
+    fn dir(&self) -> String {
+        self.log.dir().to_string_lossy().into_owned()
+    }
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+    #[getter]
+    fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+    #[getter]
+    fn high_watermark(&self) -> i64 {
+        self.log.high_watermark()
+    }
+    #[getter]
+    fn recovery_point(&self) -> i64 {
+        self.log.recovery_point()
+    }
+    #[getter]
+    fn size_bytes(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.log.size_bytes())
+    }
+    #[getter]
+    fn segment_count(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.log.segment_count())
+    }
+    /// Base offsets of the segments, oldest first (for tests and tooling).
+    #[getter]
+    fn segment_base_offsets(&self, py: Python<'_>) -> Vec<i64> {
+        py.detach(|| self.log.segment_base_offsets())
+    }
+    /// `(clean_shutdown, segments_recovered, bytes_truncated, segments_dropped, first_error)`
+    /// from the last open.
+    #[getter]
+    fn recovery_report(&self, py: Python<'_>) -> (bool, usize, u64, usize, Option<String>) {
+        let r = py.detach(|| self.log.recovery_report());
+        (r.clean_shutdown, r.segments_recovered, r.bytes_truncated, r.segments_dropped, r.first_error)
+    }
+
+    fn update_high_watermark(&self, py: Python<'_>, hw: i64) -> i64 {
+        py.detach(|| self.log.update_high_watermark(hw))
+    }
+
+    fn append_as_leader(&self, py: Python<'_>, records: &Bound<'_, PyAny>, leader_epoch: i32, now_ms: i64) -> PyResult<PyAppendResult> {
+        let bytes = extract_bytes(records)?;
+        let r = py.enter_core(|| self.log.append_as_leader(bytes, leader_epoch, now_ms))?;
+        Ok(PyAppendResult(r))
+    }
+
+    fn append_as_follower(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PyAppendResult> {
+        let bytes = extract_bytes(records)?;
+        let r = py.enter_core(|| self.log.append_as_follower(bytes))?;
+        Ok(PyAppendResult(r))
+    }
+
+    #[pyo3(signature = (fetch_offset, max_bytes, max_offset=None, min_one_message=true))]
+    fn read(&self, py: Python<'_>, fetch_offset: i64, max_bytes: i64, max_offset: Option<i64>, min_one_message: bool) -> PyResult<Option<PyFileRegion>> {
+        let r = py.enter_core(|| self.log.read(fetch_offset, non_negative(max_bytes), max_offset, min_one_message))?;
+        Ok(r.map(PyFileRegion))
+    }
+
+    fn offset_for_timestamp(&self, py: Python<'_>, timestamp_ms: i64) -> PyResult<Option<(i64, i64)>> {
+        py.enter_core(|| self.log.offset_for_timestamp(timestamp_ms))
+    }
+
+    fn max_timestamp(&self, py: Python<'_>) -> (i64, i64) {
+        py.detach(|| self.log.max_timestamp())
+    }
+
+    fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> (i32, i64) {
+        py.detach(|| self.log.end_offset_for_epoch(epoch))
+    }
+
+    fn latest_epoch(&self, py: Python<'_>) -> Option<i32> {
+        py.detach(|| self.log.latest_epoch())
+    }
+
+    /// `[(epoch, start_offset), ...]` of the leader-epoch cache.
+    fn epoch_entries(&self, py: Python<'_>) -> Vec<(i32, i64)> {
+        py.detach(|| self.log.epoch_entries())
+    }
+
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        py.enter_core(|| self.log.truncate_to(offset))
+    }
+
+    fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        py.enter_core(|| self.log.truncate_fully_and_start_at(offset))
+    }
+
+    fn delete_records_before(&self, py: Python<'_>, offset: i64) -> PyResult<i64> {
+        py.enter_core(|| self.log.delete_records_before(offset))
+    }
+
+    fn enforce_retention(&self, py: Python<'_>, now_ms: i64) -> PyResult<usize> {
+        py.enter_core(|| self.log.enforce_retention(now_ms))
+    }
+
+    fn maybe_roll(&self, py: Python<'_>, now_ms: i64) -> PyResult<bool> {
+        py.enter_core(|| self.log.maybe_roll(now_ms))
+    }
+
+    fn maybe_flush(&self, py: Python<'_>, now_ms: i64) -> PyResult<bool> {
+        py.enter_core(|| self.log.maybe_flush(now_ms))
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        py.enter_core(|| self.log.flush())
+    }
+
+    fn update_config(&self, py: Python<'_>, config: HashMap<String, String>) -> PyResult<()> {
+        py.enter_core(|| self.log.update_config(&config))
+    }
+
+    fn producer_state(&self, py: Python<'_>, producer_id: i64) -> Option<(i16, i32, i64)> {
+        py.detach(|| self.log.producer_state(producer_id))
+    }
+
+    fn active_producers(&self, py: Python<'_>) -> Vec<(i64, i16, i32, i64, i64)> {
+        py.detach(|| self.log.active_producers())
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.enter_core(|| self.log.close())
+    }
+
+    fn delete(&self, py: Python<'_>) -> PyResult<()> {
+        py.enter_core(|| self.log.delete())
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.log.is_closed()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Log({}, log_start_offset={}, high_watermark={}, log_end_offset={})",
+            self.log.name(),
+            self.log.log_start_offset(),
+            self.log.high_watermark(),
+            self.log.log_end_offset()
+        )
+    }
+}
+
+/// What an append did. Read-only.
+#[pyclass(name = "AppendResult", module = "logbroker._core", frozen)]
+pub struct PyAppendResult(AppendResult);
+
+#[pymethods]
+impl PyAppendResult {
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.0.base_offset
+    }
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        self.0.last_offset
+    }
+    #[getter]
+    fn record_count(&self) -> i64 {
+        self.0.record_count
+    }
+    #[getter]
+    fn batch_count(&self) -> i64 {
+        self.0.batch_count
+    }
+    #[getter]
+    fn max_timestamp(&self) -> i64 {
+        self.0.max_timestamp
+    }
+    #[getter]
+    fn log_append_time(&self) -> i64 {
+        self.0.log_append_time
+    }
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.0.log_start_offset
+    }
+    #[getter]
+    fn duplicate(&self) -> bool {
+        self.0.duplicate
+    }
+    #[getter]
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes
+    }
+    fn __repr__(&self) -> String {
+        let r = &self.0;
+        format!(
+            "AppendResult(base_offset={}, last_offset={}, record_count={}, batch_count={}, max_timestamp={}, log_append_time={}, log_start_offset={}, duplicate={}, size_bytes={})",
+            r.base_offset,
+            r.last_offset,
+            r.record_count,
+            r.batch_count,
+            r.max_timestamp,
+            r.log_append_time,
+            r.log_start_offset,
+            if r.duplicate { "True" } else { "False" },
+            r.size_bytes
+        )
+    }
+}
+
+/// A slice of a segment file, held open (`Arc<File>`) so it outlives retention and close.
+#[pyclass(name = "FileRegion", module = "logbroker._core", frozen)]
+pub struct PyFileRegion(FileRegion);
+
+#[pymethods]
+impl PyFileRegion {
+    #[getter]
+    fn fd(&self) -> i32 {
+        self.0.fd()
+    }
+    #[getter]
+    fn position(&self) -> u64 {
+        self.0.position
+    }
+    #[getter]
+    fn length(&self) -> u64 {
+        self.0.length
+    }
+    fn __len__(&self) -> usize {
+        usize::try_from(self.0.length).unwrap_or(usize::MAX)
+    }
+    /// sendfile(2) from `position + offset`, up to `count` bytes, to a non-blocking socket.
+    /// Returns bytes sent; raises BlockingIOError when nothing could be sent.
+    fn send(&self, py: Python<'_>, sock_fd: i32, offset: u64, count: u64) -> PyResult<u64> {
+        py.enter_core(|| self.0.send(sock_fd, offset, count))
+    }
+    /// Same contract as `send`, copying through a buffer (pread + write).
+    fn write_to(&self, py: Python<'_>, sock_fd: i32, offset: u64, count: u64) -> PyResult<u64> {
+        py.enter_core(|| self.0.write_to(sock_fd, offset, count))
+    }
+    /// The region's bytes (a copy).
+    fn read<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = py.enter_core(|| self.0.read_to_vec())?;
+        Ok(PyBytes::new(py, &v))
+    }
+    fn __repr__(&self) -> String {
+        format!("FileRegion({}, position={}, length={})", self.0.path.display(), self.0.position, self.0.length)
+    }
+}
