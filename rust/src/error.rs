@@ -38,9 +38,9 @@ pub enum LogError {
     )]
     CrcMismatch { tp: Tp, position: u64, expected: u32, computed: u32 },
 
-    /// A batch is larger than `message.max.bytes`.
-    #[error("record batch of {size} bytes in {tp} exceeds message.max.bytes = {max}")]
-    RecordTooLarge { tp: Tp, size: u64, max: u64 },
+    /// A batch larger than `message.max.bytes`, or a request larger than `segment.bytes`.
+    #[error("record batch of {size} bytes in {tp} exceeds {limit} = {max}")]
+    RecordTooLarge { tp: Tp, size: u64, max: u64, limit: &'static str },
 
     /// The bytes are well framed but break a rule of what a producer or follower may send.
     #[error("invalid record batch in {tp} at byte position {position}: {reason}")]

@@ -262,7 +262,7 @@ impl Log {
         let end = batch::scan(&mut src, 0, Check::Full, None, |v| {
             let h = v.header;
             if !follower && h.size() > max_batch {
-                return Err(LogError::RecordTooLarge { tp: Default::default(), size: h.size(), max: max_batch });
+                return Err(LogError::RecordTooLarge { tp: Default::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
             }
             let summary = v.records.expect("full check summarizes records");
             out.push(Validated { position: v.position, size: h.size(), header: h, offset_delta_of_max: summary.offset_delta_of_max });
@@ -284,7 +284,12 @@ impl Log {
     pub fn append_as_leader(&self, mut records: Vec<u8>, leader_epoch: i32, now_ms: i64) -> Result<AppendResult> {
         let config = self.config();
         if records.len() as u64 > config.segment_bytes {
-            return Err(self.err(LogError::RecordTooLarge { tp: Default::default(), size: records.len() as u64, max: config.segment_bytes }));
+            return Err(self.err(LogError::RecordTooLarge {
+                tp: Default::default(),
+                size: records.len() as u64,
+                max: config.segment_bytes,
+                limit: "segment.bytes",
+            }));
         }
         let (batches, _) = self.validate(&records, config.max_message_bytes, false)?;
         if batches.is_empty() {

@@ -195,7 +195,7 @@ fn update_entry(entry: &mut ProducerEntry, b: &ProducerBatch) {
             entry.batches.pop_front();
         }
     }
-    entry.last_timestamp = entry.last_timestamp.max(b.timestamp);
+    entry.last_timestamp = b.timestamp;
 }
 
 impl ProducerStateManager {
