@@ -73,7 +73,9 @@ async def handle(ctx, request):
     def work() -> None:
         for entry, part, ts in jobs:
             try:
-                entry.error_code, entry.timestamp, entry.offset, entry.leader_epoch = _lookup(part, ts, version)
+                entry.error_code, entry.timestamp, entry.offset, epoch = _lookup(part, ts, version)
+                if version >= 4:  # LeaderEpoch exists from v4 on
+                    entry.leader_epoch = epoch
             except (_core.LogBrokerError, OSError) as e:
                 entry.error_code = error_code_for(e)
 

@@ -294,6 +294,12 @@ impl PyFileRegion {
     fn __len__(&self) -> usize {
         usize::try_from(self.0.length).unwrap_or(usize::MAX)
     }
+    /// Marks this object for the protocol codec's `Writer`: a `records` value that is
+    /// sent with sendfile, not copied into the response buffer.
+    #[getter]
+    fn is_file_region(&self) -> bool {
+        true
+    }
     /// sendfile(2) from `position + offset`, up to `count` bytes, to a non-blocking socket.
     /// Returns bytes sent; raises BlockingIOError when nothing could be sent.
     fn send(&self, py: Python<'_>, sock_fd: i32, offset: u64, count: u64) -> PyResult<u64> {
