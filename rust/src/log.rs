@@ -572,7 +572,14 @@ impl Log {
         if offset < g.log_start_offset {
             return self.truncate_fully_locked(&mut g, offset);
         }
-        self.truncate_locked(&mut g, offset).map_err(|e| self.err(e))
+        self.truncate_locked(&mut g, offset).map_err(|e| self.err(e))?;
+        if g.leo() < g.log_start_offset {
+            // The batch holding `offset` started below the log start (DeleteRecords moved it
+            // mid-batch): nothing at or above the log start survives.
+            let start = g.log_start_offset;
+            self.truncate_fully_locked(&mut g, start)?;
+        }
+        Ok(())
     }
 
     fn truncate_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
