@@ -41,6 +41,8 @@ def make_records(n: int, partitions: int, tag: str = "r") -> list[Rec]:
     for i in range(n):
         key = None if i % 17 == 5 else f"{tag}-key-{i}".encode()
         value = None if i % 23 == 7 else (f"{tag}-value-{i}-".encode() * (1 + i % 9))
+        if key is None and value is None:  # some clients refuse a record with neither
+            key = f"{tag}-key-{i}".encode()
         headers = tuple((f"h{j}", f"{tag}-{i}-{j}".encode()) for j in range(i % 3))
         out.append(Rec(i % partitions, key, value, headers))
     return out

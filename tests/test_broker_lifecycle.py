@@ -16,9 +16,8 @@ from logbroker import Broker
 
 
 def _create(bootstrap: str, name: str, partitions: int) -> None:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1)]
-    )[name].result(10)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(10)
 
 
 def test_in_process_broker_starts_fast(tmp_path):

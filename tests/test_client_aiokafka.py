@@ -50,9 +50,8 @@ def test_roundtrip_every_codec_idempotent(broker, codec):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = f"aio-{codec}"
-    AdminClient({"bootstrap.servers": broker.bootstrap_servers}).create_topics(
-        [NewTopic(topic, num_partitions=3, replication_factor=1)]
-    )[topic].result(10)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(10)
     records = make_records(400, 3, tag=codec)
     got = asyncio.run(_roundtrip(broker.bootstrap_servers, topic, codec, records))
     check_partition_records(records, got)
