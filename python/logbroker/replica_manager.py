@@ -79,6 +79,15 @@ class ReplicaManager:
             return logs
 
         logs = await trio.to_thread.run_sync(open_all)
+        for lg in logs:
+            clean, recovered, truncated, dropped, first_error = lg.recovery_report
+            if not clean:
+                log.warning(
+                    "log %s-%d in %s was not shut down cleanly: recovered %d segment(s), truncated %d byte(s), "
+                    "dropped %d segment(s)%s; log end offset now %d",
+                    lg.topic, lg.partition, lg.dir, recovered, truncated, dropped,
+                    f", first problem: {first_error}" if first_error else "", lg.log_end_offset,
+                )
         for (topic, state), lg in zip(wanted, logs):
             self.partitions[(topic.name, state.partition)] = Partition(topic.name, topic.topic_id, state, lg, self.node_id)
         self._image = image
