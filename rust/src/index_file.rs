@@ -16,12 +16,13 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{IoContext, LogError, Result};
 
 pub struct IndexFile {
     pub path: PathBuf,
-    file: File,
+    file: Arc<File>,
     entry_size: usize,
     /// Entries (encoded) currently in memory; `written` of them are on disk.
     buf: Vec<u8>,
@@ -36,7 +37,7 @@ impl IndexFile {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).ctx(path)?;
         let max_entries = usize::try_from(max_bytes).unwrap_or(usize::MAX) / entry_size;
         file.set_len((max_entries * entry_size) as u64).ctx(path)?;
-        Ok(IndexFile { path: path.to_owned(), file, entry_size, buf: Vec::new(), written: 0, max_entries })
+        Ok(IndexFile { path: path.to_owned(), file: Arc::new(file), entry_size, buf: Vec::new(), written: 0, max_entries })
     }
 
     /// Opens an existing (trimmed) file and reads all its entries. A length that is not a
@@ -54,7 +55,7 @@ impl IndexFile {
         file.read_exact_at(&mut buf, 0).ctx(path)?;
         let written = buf.len();
         let max_entries = (usize::try_from(max_bytes).unwrap_or(usize::MAX) / entry_size).max(written / entry_size);
-        Ok(IndexFile { path: path.to_owned(), file, entry_size, buf, written, max_entries })
+        Ok(IndexFile { path: path.to_owned(), file: Arc::new(file), entry_size, buf, written, max_entries })
     }
 
     pub fn len(&self) -> usize {
@@ -114,6 +115,11 @@ impl IndexFile {
     pub fn preallocate(&mut self, max_bytes: u64) -> Result<()> {
         self.max_entries = (usize::try_from(max_bytes).unwrap_or(usize::MAX) / self.entry_size).max(self.len());
         self.file.set_len((self.max_entries * self.entry_size) as u64).ctx(&self.path)
+    }
+
+    /// The file, for an fsync outside the log lock (after `write_pending`).
+    pub fn handle(&self) -> Arc<File> {
+        Arc::clone(&self.file)
     }
 
     pub fn sync(&mut self) -> Result<()> {

@@ -771,9 +771,9 @@ impl Log {
             let n = g.segments.len();
             let upto = if include_active { n } else { n - 1 };
             let mut handles = Vec::new();
-            for s in &mut g.segments[..upto] {
-                if s.unflushed_bytes > 0 || include_active {
-                    handles.push(s.file_handle());
+            for (i, s) in g.segments[..upto].iter_mut().enumerate() {
+                if s.unflushed_bytes > 0 || (include_active && i + 1 == n) {
+                    handles.extend(s.file_handles());
                     s.unflushed_bytes = 0;
                 }
             }
@@ -790,7 +790,7 @@ impl Log {
                 for s in &mut g.segments {
                     s.unflushed_bytes = s.size;
                 }
-                return Err(self.err(LogError::io(path.as_path(), e)));
+                return Err(self.err(LogError::io(path, e)));
             }
         }
         let mut g = self.lock();

@@ -173,6 +173,9 @@ impl OffsetIndex {
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
     }
+    pub fn handle(&self) -> std::sync::Arc<std::fs::File> {
+        self.file.handle()
+    }
 }
 
 #[cfg(test)]

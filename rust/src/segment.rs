@@ -489,9 +489,14 @@ impl Segment {
         Ok(())
     }
 
-    /// A handle for fsync outside the log lock.
-    pub fn file_handle(&self) -> (Arc<File>, Arc<PathBuf>) {
-        (Arc::clone(&self.file), Arc::clone(&self.path_arc))
+    /// Handles of the log and both index files, for fsync outside the log lock (index
+    /// entries are written at the end of every append, so the files are complete).
+    pub fn file_handles(&self) -> [(Arc<File>, PathBuf); 3] {
+        [
+            (Arc::clone(&self.file), self.log_path.clone()),
+            (self.offset_index.handle(), self.offset_index.path().to_owned()),
+            (self.time_index.handle(), self.time_index.path().to_owned()),
+        ]
     }
 
     /// Largest timestamp for retention.ms; falls back to the file's mtime when the segment

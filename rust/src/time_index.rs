@@ -151,6 +151,9 @@ impl TimeIndex {
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
     }
+    pub fn handle(&self) -> std::sync::Arc<std::fs::File> {
+        self.file.handle()
+    }
 }
 
 #[cfg(test)]
