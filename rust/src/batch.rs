@@ -33,7 +33,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::compression::{self, Codec};
-use crate::error::{IoContext, LogError, Result};
+use crate::error::{IoContext, LogError, Result, Tp};
 use crate::varint::{read_varint, read_varlong};
 
 pub const HEADER_LEN: usize = 61;
@@ -125,7 +125,7 @@ impl BatchHeader {
 
     /// Total bytes of the batch on disk (batchLength + 12). Only meaningful after framing checks.
     pub fn size(&self) -> u64 {
-        u64::try_from(i64::from(self.batch_length) + LOG_OVERHEAD as i64).unwrap_or(0)
+        u64::try_from(self.batch_length).map_or(0, |l| l + LOG_OVERHEAD as u64)
     }
 
     pub fn last_offset(&self) -> i64 {
@@ -250,6 +250,9 @@ pub struct ScanEnd {
 /// Random-access bytes the framing loop reads from: a slice (request buffer) or a file.
 pub trait BatchSource {
     fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Exactly `len` bytes at `pos`; callers guarantee `pos + len <= self.len()`.
     fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]>;
 }
@@ -308,6 +311,7 @@ impl BatchSource for FileSource<'_> {
 /// Checks the framing fields of the header at `position` and returns the batch size.
 /// `available` is how many bytes the source has from `position` on.
 fn check_framing(h: &BatchHeader, position: u64, available: u64) -> Result<u64, (LogError, bool)> {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
     if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
         return Err((
             LogError::corrupt(
@@ -346,7 +350,7 @@ pub fn validate_batch(bytes: &[u8], position: u64) -> Result<(BatchHeader, Recor
 fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64) -> Result<(BatchHeader, RecordsSummary)> {
     let computed = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
     if computed != h.crc {
-        return Err(LogError::CrcMismatch { tp: Default::default(), position, expected: h.crc, computed });
+        return Err(LogError::CrcMismatch { tp: Tp::default(), position, expected: h.crc, computed });
     }
     let Some(codec) = h.codec() else {
         return Err(LogError::invalid(position, format!("unknown compression codec id {}", h.attributes & CODEC_MASK)));
@@ -583,6 +587,7 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 mod tests {
     use super::*;
     use crate::builder::{BatchBuilder, Rec};

@@ -20,6 +20,7 @@
 //! # Concurrency
 //! Not synchronized; owned by the `Log`, used under its mutex.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{LogError, Result};
@@ -80,7 +81,7 @@ impl LeaderEpochCache {
     fn persist(&self) -> Result<()> {
         let mut s = format!("0\n{}\n", self.entries.len());
         for (e, o) in &self.entries {
-            s.push_str(&format!("{e} {o}\n"));
+            let _ = writeln!(s, "{e} {o}");
         }
         write_atomically(&self.path, s.as_bytes())
     }

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::batch::{self, Check, Control, SliceSource};
 use crate::config::{LogConfig, TimestampType};
-use crate::error::{LogError, Result};
+use crate::error::{LogError, Result, Tp};
 use crate::file_region::FileRegion;
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::offset_checkpoint::{sync_dir, write_single_offset};
@@ -206,7 +206,7 @@ impl Log {
     fn lock_open(&self) -> Result<Guard<'_>> {
         let g = self.lock();
         if g.closed {
-            return Err(LogError::Closed { tp: Default::default(), dir: self.dir.clone() }.in_partition(&self.tp));
+            return Err(LogError::Closed { tp: Tp::default(), dir: self.dir.clone() }.in_partition(&self.tp));
         }
         Ok(g)
     }
@@ -262,7 +262,7 @@ impl Log {
         let end = batch::scan(&mut src, 0, Check::Full, None, |v| {
             let h = v.header;
             if !follower && h.size() > max_batch {
-                return Err(LogError::RecordTooLarge { tp: Default::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
+                return Err(LogError::RecordTooLarge { tp: Tp::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
             }
             let summary = v.records.expect("full check summarizes records");
             out.push(Validated { position: v.position, size: h.size(), header: h, offset_delta_of_max: summary.offset_delta_of_max });
@@ -285,7 +285,7 @@ impl Log {
         let config = self.config();
         if records.len() as u64 > config.segment_bytes {
             return Err(self.err(LogError::RecordTooLarge {
-                tp: Default::default(),
+                tp: Tp::default(),
                 size: records.len() as u64,
                 max: config.segment_bytes,
                 limit: "segment.bytes",
@@ -366,7 +366,7 @@ impl Log {
             base_offset: base,
             last_offset,
             record_count,
-            batch_count: appended.len() as i64,
+            batch_count: i64::try_from(appended.len()).unwrap_or(i64::MAX),
             max_timestamp,
             log_append_time: if log_append { now_ms } else { -1 },
             log_start_offset: g.log_start_offset,
@@ -409,6 +409,7 @@ impl Log {
     /// Appends batches fetched from the leader, keeping their offsets; they must continue the
     /// log exactly. A partial batch at the end of the data is ignored (fetch responses may
     /// end mid-batch). Empty data appends nothing.
+    #[allow(clippy::needless_pass_by_value)] // same ownership contract as append_as_leader
     pub fn append_as_follower(&self, records: Vec<u8>) -> Result<AppendResult> {
         let (batches, valid_end) = self.validate(&records, u64::MAX, true)?;
         let mut g = self.lock_open()?;
@@ -434,7 +435,7 @@ impl Log {
         for v in &batches {
             let h = v.header;
             if h.base_offset != expected {
-                return Err(self.err(LogError::NonContiguousAppend { tp: Default::default(), expected, received: h.base_offset }));
+                return Err(self.err(LogError::NonContiguousAppend { tp: Tp::default(), expected, received: h.base_offset }));
             }
             expected = h.next_offset();
             record_count += i64::from(h.records_count);
@@ -470,7 +471,7 @@ impl Log {
             base_offset: leo,
             last_offset: expected - 1,
             record_count,
-            batch_count: batches.len() as i64,
+            batch_count: i64::try_from(batches.len()).unwrap_or(i64::MAX),
             max_timestamp,
             log_append_time: -1,
             log_start_offset: g.log_start_offset,
@@ -493,7 +494,7 @@ impl Log {
         let leo = g.leo();
         if fetch_offset < g.log_start_offset || fetch_offset > leo {
             return Err(self.err(LogError::OffsetOutOfRange {
-                tp: Default::default(),
+                tp: Tp::default(),
                 offset: fetch_offset,
                 log_start: g.log_start_offset,
                 log_end: leo,
@@ -616,7 +617,7 @@ impl Log {
     fn truncate_fully_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
         let run = |g: &mut Inner| -> Result<()> {
             if offset < 0 {
-                return Err(LogError::OffsetOutOfRange { tp: Default::default(), offset, log_start: g.log_start_offset, log_end: g.leo() });
+                return Err(LogError::OffsetOutOfRange { tp: Tp::default(), offset, log_start: g.log_start_offset, log_end: g.leo() });
             }
             write_single_offset(&self.dir.join(LOG_START_FILE), offset)?;
             for s in g.segments.drain(..) {
@@ -643,7 +644,7 @@ impl Log {
         let offset = if offset == -1 { g.high_watermark } else { offset };
         if offset < 0 || offset > g.high_watermark {
             return Err(self.err(LogError::OffsetOutOfRange {
-                tp: Default::default(),
+                tp: Tp::default(),
                 offset,
                 log_start: g.log_start_offset,
                 log_end: g.high_watermark,

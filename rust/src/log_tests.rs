@@ -1,4 +1,6 @@
 //! Unit tests of `Log` (the partition log), built on the `LogBuilder` fixture.
+#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
+#![allow(clippy::case_sensitive_file_extension_comparisons)]
 use std::collections::HashMap;
 
 use super::*;

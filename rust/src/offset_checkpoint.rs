@@ -22,6 +22,7 @@
 //! from a crash is ignored (and overwritten next time).
 
 use std::fs::{self, File, OpenOptions};
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
@@ -61,7 +62,7 @@ pub fn write_offset_checkpoint(path: &Path, entries: &[(String, i32, i64)]) -> R
         if topic.is_empty() || topic.contains(char::is_whitespace) {
             return Err(corrupt(path, format!("topic name {topic:?} cannot be written to a checkpoint file")));
         }
-        s.push_str(&format!("{topic} {partition} {offset}\n"));
+        let _ = writeln!(s, "{topic} {partition} {offset}");
     }
     write_atomically(path, s.as_bytes())
 }

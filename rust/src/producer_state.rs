@@ -34,7 +34,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
 use crate::batch::{add_sequence, BatchHeader};
-use crate::error::{LogError, Result};
+use crate::error::{LogError, Result, Tp};
 use crate::offset_checkpoint::write_atomically;
 
 pub const MAX_CACHED_BATCHES: usize = 5;
@@ -122,7 +122,7 @@ impl ProducerAppend {
         let Some(e) = self.current(m, b.producer_id) else { return Ok(None) };
         if b.epoch < e.epoch {
             return Err(LogError::InvalidProducerEpoch {
-                tp: Default::default(),
+                tp: Tp::default(),
                 producer_id: b.producer_id,
                 current: e.epoch,
                 received: b.epoch,
@@ -134,7 +134,7 @@ impl ProducerAppend {
         if b.epoch > e.epoch {
             if b.first_seq != 0 {
                 return Err(LogError::OutOfOrderSequence {
-                    tp: Default::default(),
+                    tp: Tp::default(),
                     producer_id: b.producer_id,
                     epoch: b.epoch,
                     expected: 0,
@@ -153,7 +153,7 @@ impl ProducerAppend {
         let expected = add_sequence(last, 1);
         if b.first_seq != expected {
             return Err(LogError::OutOfOrderSequence {
-                tp: Default::default(),
+                tp: Tp::default(),
                 producer_id: b.producer_id,
                 epoch: b.epoch,
                 expected,

@@ -49,6 +49,7 @@ fn remove(path: &Path) -> Result<()> {
     }
 }
 
+#[allow(clippy::too_many_lines)] // one linear procedure, the steps of the module docs
 pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
     std::fs::create_dir_all(dir).ctx(dir)?;
     let mut bases = Vec::new();

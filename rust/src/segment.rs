@@ -554,6 +554,7 @@ const _: () = {
 };
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 mod tests {
     use super::*;
     use crate::builder::{BatchBuilder, Rec};

@@ -2,6 +2,7 @@
 //! would: cut the `.log` at a random byte, or flip random bytes in its tail; reopen without
 //! the clean-shutdown marker. The recovered log must be a prefix of what was written, its
 //! indexes must serve reads from any offset, and appends must continue from the new LEO.
+#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
 
 use _core::builder::{read_all_values, BatchBuilder, Rec};
 use _core::compression::Codec;

@@ -33,10 +33,13 @@ pub fn crc32c(data: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(::crc32c::crc32c(&extract_bytes(data)?))
 }
 
+/// `(base_offset, last_offset_delta, record_count, producer_id, base_sequence)`.
+type BatchSummaryTuple = (i64, i32, i32, i64, i32);
+
 /// Fully validates every batch (CRC, records walk, decompression) and returns, per batch,
 /// `(base_offset, last_offset_delta, record_count, producer_id, base_sequence)`.
 #[pyfunction]
-pub fn validate_batches(py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Vec<(i64, i32, i32, i64, i32)>> {
+pub fn validate_batches(py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Vec<BatchSummaryTuple>> {
     let bytes = extract_bytes(records)?;
     py.enter_core(move || {
         let mut out = Vec::new();

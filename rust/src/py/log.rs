@@ -297,6 +297,7 @@ impl PyFileRegion {
     /// Marks this object for the protocol codec's `Writer`: a `records` value that is
     /// sent with sendfile, not copied into the response buffer.
     #[getter]
+    #[allow(clippy::unused_self)]
     fn is_file_region(&self) -> bool {
         true
     }

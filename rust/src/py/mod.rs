@@ -6,6 +6,9 @@
 //! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`.
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
+// pyo3 extracts arguments as owned values (String, PathBuf, HashMap, Vec).
+#![allow(clippy::needless_pass_by_value)]
+
 use pyo3::prelude::*;
 
 mod errors;
