@@ -102,7 +102,8 @@ def test_default_instance_roundtrips(cls, version):
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=12, deadline=None, report_multiple_bugs=False,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_roundtrip(cls, version, data):
     obj = data.draw(struct_strategy(cls, version, _flexible_min(cls)))

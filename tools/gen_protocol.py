@@ -819,6 +819,17 @@ class ModuleGen:
                 c(ind + 2, f"self.{f.attr} = {f.attr}")
         c(ind + 2, "self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING "
                    "else unknown_tagged_fields")
+        c()
+        c(ind + 1, "def __eq__(self, other):")
+        c(ind + 2, "if type(other) is not type(self):")
+        c(ind + 3, "return NotImplemented")
+        c(ind + 2, "return (")
+        for f in st.fields:
+            c(ind + 3, f"self.{f.attr} == other.{f.attr} and")
+        c(ind + 3, "self.unknown_tagged_fields == other.unknown_tagged_fields")
+        c(ind + 2, ")")
+        c()
+        c(ind + 1, "__hash__ = None")
         return c
 
     def field_info(self, f: FieldSpec) -> str:

@@ -71,6 +71,19 @@ class AddOffsetsToTxnRequest(Struct):
         self.group_id = group_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.transactional_id == other.transactional_id and
+            self.producer_id == other.producer_id and
+            self.producer_epoch == other.producer_epoch and
+            self.group_id == other.group_id and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _AddOffsetsToTxnRequest = AddOffsetsToTxnRequest
 
@@ -244,6 +257,6 @@ _AddOffsetsToTxnRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (78, 83, 93, 95, 111, 114, 123, 124, 137, 142, 158, 160, 176, 196, 199, 212, 213, 226,),
+    (91, 96, 106, 108, 124, 127, 136, 137, 150, 155, 171, 173, 189, 209, 212, 225, 226, 239,),
     ('AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest.<tagged fields>', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest.<tagged fields>',),
 )

@@ -62,6 +62,17 @@ class AddOffsetsToTxnResponse(Struct):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _AddOffsetsToTxnResponse = AddOffsetsToTxnResponse
 
@@ -137,6 +148,6 @@ _AddOffsetsToTxnResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (69, 74, 82, 85, 90, 95, 97, 117, 120, 121,),
+    (80, 85, 93, 96, 101, 106, 108, 128, 131, 132,),
     ('AddOffsetsToTxnResponse', 'AddOffsetsToTxnResponse.ThrottleTimeMs', 'AddOffsetsToTxnResponse', 'AddOffsetsToTxnResponse.ThrottleTimeMs', 'AddOffsetsToTxnResponse', 'AddOffsetsToTxnResponse.ThrottleTimeMs', 'AddOffsetsToTxnResponse.<tagged fields>', 'AddOffsetsToTxnResponse', 'AddOffsetsToTxnResponse.ThrottleTimeMs', 'AddOffsetsToTxnResponse.<tagged fields>',),
 )

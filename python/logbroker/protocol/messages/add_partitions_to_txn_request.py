@@ -95,6 +95,20 @@ class AddPartitionsToTxnRequest(Struct):
             self.topics = [] if topics is _MISSING else topics
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.transactional_id == other.transactional_id and
+                self.producer_id == other.producer_id and
+                self.producer_epoch == other.producer_epoch and
+                self.verify_only == other.verify_only and
+                self.topics == other.topics and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class AddPartitionsToTxnTopic(Struct):
         """Struct AddPartitionsToTxnTopic of AddPartitionsToTxnRequest."""
 
@@ -118,6 +132,17 @@ class AddPartitionsToTxnRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -134,6 +159,20 @@ class AddPartitionsToTxnRequest(Struct):
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _MISSING else v3_and_below_topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.transactions == other.transactions and
+            self.v3_and_below_transactional_id == other.v3_and_below_transactional_id and
+            self.v3_and_below_producer_id == other.v3_and_below_producer_id and
+            self.v3_and_below_producer_epoch == other.v3_and_below_producer_epoch and
+            self.v3_and_below_topics == other.v3_and_below_topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _AddPartitionsToTxnRequest = AddPartitionsToTxnRequest
@@ -734,6 +773,6 @@ _AddPartitionsToTxnTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (144, 149, 159, 161, 181, 184, 186, 195, 196, 207, 212, 228, 230, 248, 268, 271, 273, 286, 287, 298, 307, 312, 333, 353, 356, 358, 360, 362, 364, 375, 384, 400, 403, 405, 407, 409, 411, 417, 427, 447, 450, 452, 454, 456, 458, 460, 469, 474, 490, 492, 509, 529, 532, 545, 546, 557, 566, 571, 581, 596, 599, 608, 618, 623, 639, 652, 672, 675, 688, 698,),
+    (183, 188, 198, 200, 220, 223, 225, 234, 235, 246, 251, 267, 269, 287, 307, 310, 312, 325, 326, 337, 346, 351, 372, 392, 395, 397, 399, 401, 403, 414, 423, 439, 442, 444, 446, 448, 450, 456, 466, 486, 489, 491, 493, 495, 497, 499, 508, 513, 529, 531, 548, 568, 571, 584, 585, 596, 605, 610, 620, 635, 638, 647, 657, 662, 678, 691, 711, 714, 727, 737,),
     ('AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.ProducerEpoch', 'AddPartitionsToTxnTransaction.VerifyOnly', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.ProducerEpoch', 'AddPartitionsToTxnTransaction.VerifyOnly', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic.<tagged fields>', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic.<tagged fields>',),
 )

@@ -80,6 +80,17 @@ class AddPartitionsToTxnResponse(Struct):
             self.topic_results = [] if topic_results is _MISSING else topic_results
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.transactional_id == other.transactional_id and
+                self.topic_results == other.topic_results and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class AddPartitionsToTxnTopicResult(Struct):
         """Struct AddPartitionsToTxnTopicResult of AddPartitionsToTxnResponse."""
 
@@ -102,6 +113,17 @@ class AddPartitionsToTxnResponse(Struct):
             self.name = name
             self.results_by_partition = [] if results_by_partition is _MISSING else results_by_partition
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.results_by_partition == other.results_by_partition and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class AddPartitionsToTxnPartitionResult(Struct):
         """Struct AddPartitionsToTxnPartitionResult of AddPartitionsToTxnResponse."""
@@ -126,6 +148,17 @@ class AddPartitionsToTxnResponse(Struct):
             self.partition_error_code = partition_error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.partition_error_code == other.partition_error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -140,6 +173,19 @@ class AddPartitionsToTxnResponse(Struct):
         self.results_by_transaction = [] if results_by_transaction is _MISSING else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _MISSING else results_by_topic_v3_and_below
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.results_by_transaction == other.results_by_transaction and
+            self.results_by_topic_v3_and_below == other.results_by_topic_v3_and_below and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _AddPartitionsToTxnResponse = AddPartitionsToTxnResponse
@@ -742,6 +788,6 @@ _AddPartitionsToTxnPartitionResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (151, 156, 158, 179, 182, 184, 185, 196, 201, 203, 222, 242, 245, 247, 248, 259, 268, 273, 275, 293, 313, 316, 318, 319, 330, 339, 352, 355, 357, 363, 370, 390, 393, 395, 397, 406, 411, 427, 444, 464, 467, 480, 491, 500, 505, 515, 534, 537, 546, 557, 562, 578, 595, 615, 618, 631, 642, 651, 656, 664, 667, 672, 677, 679, 699, 702, 703,),
+    (197, 202, 204, 225, 228, 230, 231, 242, 247, 249, 268, 288, 291, 293, 294, 305, 314, 319, 321, 339, 359, 362, 364, 365, 376, 385, 398, 401, 403, 409, 416, 436, 439, 441, 443, 452, 457, 473, 490, 510, 513, 526, 537, 546, 551, 561, 580, 583, 592, 603, 608, 624, 641, 661, 664, 677, 688, 697, 702, 710, 713, 718, 723, 725, 745, 748, 749,),
     ('AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult.<tagged fields>', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult.<tagged fields>', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult.<tagged fields>', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult.<tagged fields>',),
 )

@@ -81,6 +81,18 @@ class AlterConfigsRequest(Struct):
             self.configs = [] if configs is _MISSING else configs
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.resource_type == other.resource_type and
+                self.resource_name == other.resource_name and
+                self.configs == other.configs and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class AlterableConfig(Struct):
         """Struct AlterableConfig of AlterConfigsRequest."""
 
@@ -104,6 +116,17 @@ class AlterConfigsRequest(Struct):
             self.value = value
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.value == other.value and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -114,6 +137,17 @@ class AlterConfigsRequest(Struct):
         self.resources = [] if resources is _MISSING else resources
         self.validate_only = validate_only
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.resources == other.resources and
+            self.validate_only == other.validate_only and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _AlterConfigsRequest = AlterConfigsRequest
@@ -565,6 +599,6 @@ _AlterableConfig._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (124, 129, 142, 150, 153, 160, 165, 170, 187, 189, 209, 212, 223, 224, 233, 238, 240, 250, 269, 272, 273, 282, 293, 298, 300, 316, 333, 353, 356, 357, 370, 381, 390, 395, 405, 423, 426, 435, 448, 453, 469, 485, 505, 508, 521, 534,),
+    (158, 163, 176, 184, 187, 194, 199, 204, 221, 223, 243, 246, 257, 258, 267, 272, 274, 284, 303, 306, 307, 316, 327, 332, 334, 350, 367, 387, 390, 391, 404, 415, 424, 429, 439, 457, 460, 469, 482, 487, 503, 519, 539, 542, 555, 568,),
     ('AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest.<tagged fields>', 'AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>',),
 )

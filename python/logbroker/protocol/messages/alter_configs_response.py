@@ -84,6 +84,19 @@ class AlterConfigsResponse(Struct):
             self.resource_name = resource_name
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.resource_type == other.resource_type and
+                self.resource_name == other.resource_name and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -94,6 +107,17 @@ class AlterConfigsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _MISSING else responses
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.responses == other.responses and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _AlterConfigsResponse = AlterConfigsResponse
@@ -393,6 +417,6 @@ _AlterConfigsResourceResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (103, 108, 110, 129, 132, 133, 144, 149, 151, 168, 188, 191, 192, 203, 212, 217, 219, 231, 233, 249, 252, 253, 262, 263, 276, 281, 283, 299, 301, 317, 337, 340, 341, 354, 355, 368,),
+    (127, 132, 134, 153, 156, 157, 168, 173, 175, 192, 212, 215, 216, 227, 236, 241, 243, 255, 257, 273, 276, 277, 286, 287, 300, 305, 307, 323, 325, 341, 361, 364, 365, 378, 379, 392,),
     ('AlterConfigsResponse', 'AlterConfigsResponse.ThrottleTimeMs', 'AlterConfigsResponse.Responses', 'AlterConfigsResponse', 'AlterConfigsResponse.ThrottleTimeMs', 'AlterConfigsResponse.Responses', 'AlterConfigsResponse', 'AlterConfigsResponse.ThrottleTimeMs', 'AlterConfigsResponse.Responses', 'AlterConfigsResponse.<tagged fields>', 'AlterConfigsResponse', 'AlterConfigsResponse.ThrottleTimeMs', 'AlterConfigsResponse.Responses', 'AlterConfigsResponse.<tagged fields>', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse.<tagged fields>', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse.<tagged fields>',),
 )

@@ -61,6 +61,17 @@ class ApiVersionsRequest(Struct):
         self.client_software_version = client_software_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.client_software_name == other.client_software_name and
+            self.client_software_version == other.client_software_version and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _ApiVersionsRequest = ApiVersionsRequest
 
@@ -191,6 +202,6 @@ _ApiVersionsRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (68, 81, 89, 94, 110, 126, 146, 149, 162, 175,),
+    (79, 92, 100, 105, 121, 137, 157, 160, 173, 186,),
     ('ApiVersionsRequest', 'ApiVersionsRequest', 'ApiVersionsRequest', 'ApiVersionsRequest.ClientSoftwareName', 'ApiVersionsRequest.ClientSoftwareVersion', 'ApiVersionsRequest.<tagged fields>', 'ApiVersionsRequest', 'ApiVersionsRequest.ClientSoftwareName', 'ApiVersionsRequest.ClientSoftwareVersion', 'ApiVersionsRequest.<tagged fields>',),
 )

@@ -93,6 +93,18 @@ class ApiVersionsResponse(Struct):
             self.max_version = max_version
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.api_key == other.api_key and
+                self.min_version == other.min_version and
+                self.max_version == other.max_version and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class SupportedFeatureKey(Struct):
         """Struct SupportedFeatureKey of ApiVersionsResponse."""
 
@@ -119,6 +131,18 @@ class ApiVersionsResponse(Struct):
             self.min_version = min_version
             self.max_version = max_version
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.min_version == other.min_version and
+                self.max_version == other.max_version and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class FinalizedFeatureKey(Struct):
         """Struct FinalizedFeatureKey of ApiVersionsResponse."""
@@ -147,6 +171,18 @@ class ApiVersionsResponse(Struct):
             self.min_version_level = min_version_level
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.max_version_level == other.max_version_level and
+                self.min_version_level == other.min_version_level and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -167,6 +203,22 @@ class ApiVersionsResponse(Struct):
         self.finalized_features = [] if finalized_features is _MISSING else finalized_features
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.error_code == other.error_code and
+            self.api_keys == other.api_keys and
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.supported_features == other.supported_features and
+            self.finalized_features_epoch == other.finalized_features_epoch and
+            self.finalized_features == other.finalized_features and
+            self.zk_migration_ready == other.zk_migration_ready and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ApiVersionsResponse = ApiVersionsResponse
@@ -724,6 +776,6 @@ _FinalizedFeatureKey._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (178, 183, 185, 209, 212, 213, 224, 229, 231, 244, 256, 259, 260, 267, 272, 277, 279, 296, 302, 315, 334, 335, 339, 340, 359, 360, 364, 373, 376, 377, 388, 389, 391, 405, 409, 423, 427, 435, 440, 448, 451, 456, 461, 463, 483, 486, 487, 496, 510, 513, 515, 517, 523, 528, 544, 546, 566, 569, 582, 583, 592, 606, 609, 611, 613, 619, 624, 640, 642, 662, 665, 678, 679,),
+    (230, 235, 237, 261, 264, 265, 276, 281, 283, 296, 308, 311, 312, 319, 324, 329, 331, 348, 354, 367, 386, 387, 391, 392, 411, 412, 416, 425, 428, 429, 440, 441, 443, 457, 461, 475, 479, 487, 492, 500, 503, 508, 513, 515, 535, 538, 539, 548, 562, 565, 567, 569, 575, 580, 596, 598, 618, 621, 634, 635, 644, 658, 661, 663, 665, 671, 676, 692, 694, 714, 717, 730, 731,),
     ('ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.SupportedFeatures', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.FinalizedFeaturesEpoch', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.FinalizedFeatures', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.ZkMigrationReady', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.SupportedFeatures', 'ApiVersionsResponse.FinalizedFeaturesEpoch', 'ApiVersionsResponse.FinalizedFeatures', 'ApiVersionsResponse.ZkMigrationReady', 'ApiVersionsResponse.<tagged fields>', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion.<tagged fields>', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion.<tagged fields>', 'SupportedFeatureKey', 'SupportedFeatureKey', 'SupportedFeatureKey.Name', 'SupportedFeatureKey.MinVersion', 'SupportedFeatureKey.MaxVersion', 'SupportedFeatureKey', 'SupportedFeatureKey.Name', 'SupportedFeatureKey.MinVersion', 'SupportedFeatureKey.<tagged fields>', 'SupportedFeatureKey', 'SupportedFeatureKey.Name', 'SupportedFeatureKey.MinVersion', 'SupportedFeatureKey.<tagged fields>', 'FinalizedFeatureKey', 'FinalizedFeatureKey', 'FinalizedFeatureKey.Name', 'FinalizedFeatureKey.MaxVersionLevel', 'FinalizedFeatureKey.MinVersionLevel', 'FinalizedFeatureKey', 'FinalizedFeatureKey.Name', 'FinalizedFeatureKey.MaxVersionLevel', 'FinalizedFeatureKey.<tagged fields>', 'FinalizedFeatureKey', 'FinalizedFeatureKey.Name', 'FinalizedFeatureKey.MaxVersionLevel', 'FinalizedFeatureKey.<tagged fields>',),
 )

@@ -62,6 +62,17 @@ class ConsumerGroupDescribeRequest(Struct):
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_ids == other.group_ids and
+            self.include_authorized_operations == other.include_authorized_operations and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _ConsumerGroupDescribeRequest = ConsumerGroupDescribeRequest
 
@@ -170,6 +181,6 @@ _ConsumerGroupDescribeRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (69, 74, 105, 107, 127, 130, 153, 154,),
+    (80, 85, 116, 118, 138, 141, 164, 165,),
     ('ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeRequest.GroupIds', 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations', 'ConsumerGroupDescribeRequest.<tagged fields>', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeRequest.GroupIds', 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations', 'ConsumerGroupDescribeRequest.<tagged fields>',),
 )

@@ -105,6 +105,24 @@ class ConsumerGroupDescribeResponse(Struct):
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.group_id == other.group_id and
+                self.group_state == other.group_state and
+                self.group_epoch == other.group_epoch and
+                self.assignment_epoch == other.assignment_epoch and
+                self.assignor_name == other.assignor_name and
+                self.members == other.members and
+                self.authorized_operations == other.authorized_operations and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class Member(Struct):
         """Struct Member of ConsumerGroupDescribeResponse."""
 
@@ -164,6 +182,26 @@ class ConsumerGroupDescribeResponse(Struct):
             self.member_type = member_type
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.member_id == other.member_id and
+                self.instance_id == other.instance_id and
+                self.rack_id == other.rack_id and
+                self.member_epoch == other.member_epoch and
+                self.client_id == other.client_id and
+                self.client_host == other.client_host and
+                self.subscribed_topic_names == other.subscribed_topic_names and
+                self.subscribed_topic_regex == other.subscribed_topic_regex and
+                self.assignment == other.assignment and
+                self.target_assignment == other.target_assignment and
+                self.member_type == other.member_type and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class TopicPartitions(Struct):
         """Struct TopicPartitions of ConsumerGroupDescribeResponse."""
 
@@ -191,6 +229,18 @@ class ConsumerGroupDescribeResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic_id == other.topic_id and
+                self.topic_name == other.topic_name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class Assignment(Struct):
         """Struct Assignment of ConsumerGroupDescribeResponse."""
 
@@ -210,6 +260,16 @@ class ConsumerGroupDescribeResponse(Struct):
             self.topic_partitions = [] if topic_partitions is _MISSING else topic_partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic_partitions == other.topic_partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -220,6 +280,17 @@ class ConsumerGroupDescribeResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _MISSING else groups
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.groups == other.groups and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ConsumerGroupDescribeResponse = ConsumerGroupDescribeResponse
@@ -1508,6 +1579,6 @@ _Assignment._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (233, 238, 240, 257, 277, 280, 281, 292, 301, 306, 308, 325, 345, 348, 349, 360, 369, 374, 376, 392, 408, 424, 426, 442, 459, 461, 481, 484, 485, 498, 511, 524, 525, 538, 549, 550, 559, 564, 566, 582, 598, 614, 616, 632, 649, 651, 671, 674, 675, 688, 701, 714, 715, 728, 739, 740, 749, 754, 770, 786, 802, 804, 820, 836, 867, 883, 884, 886, 906, 909, 922, 935, 948, 949, 962, 975, 998, 1011, 1012, 1013, 1022, 1027, 1043, 1059, 1075, 1077, 1093, 1109, 1140, 1156, 1157, 1158, 1160, 1180, 1183, 1196, 1209, 1222, 1223, 1236, 1249, 1272, 1285, 1286, 1287, 1288, 1297, 1302, 1307, 1323, 1336, 1356, 1359, 1360, 1373, 1383, 1392, 1397, 1414, 1434, 1437, 1448,),
+    (304, 309, 311, 328, 348, 351, 352, 363, 372, 377, 379, 396, 416, 419, 420, 431, 440, 445, 447, 463, 479, 495, 497, 513, 530, 532, 552, 555, 556, 569, 582, 595, 596, 609, 620, 621, 630, 635, 637, 653, 669, 685, 687, 703, 720, 722, 742, 745, 746, 759, 772, 785, 786, 799, 810, 811, 820, 825, 841, 857, 873, 875, 891, 907, 938, 954, 955, 957, 977, 980, 993, 1006, 1019, 1020, 1033, 1046, 1069, 1082, 1083, 1084, 1093, 1098, 1114, 1130, 1146, 1148, 1164, 1180, 1211, 1227, 1228, 1229, 1231, 1251, 1254, 1267, 1280, 1293, 1294, 1307, 1320, 1343, 1356, 1357, 1358, 1359, 1368, 1373, 1378, 1394, 1407, 1427, 1430, 1431, 1444, 1454, 1463, 1468, 1485, 1505, 1508, 1519,),
     ('ConsumerGroupDescribeResponse', 'ConsumerGroupDescribeResponse.ThrottleTimeMs', 'ConsumerGroupDescribeResponse.Groups', 'ConsumerGroupDescribeResponse.<tagged fields>', 'ConsumerGroupDescribeResponse', 'ConsumerGroupDescribeResponse.ThrottleTimeMs', 'ConsumerGroupDescribeResponse.Groups', 'ConsumerGroupDescribeResponse.<tagged fields>', 'ConsumerGroupDescribeResponse', 'ConsumerGroupDescribeResponse.ThrottleTimeMs', 'ConsumerGroupDescribeResponse.Groups', 'ConsumerGroupDescribeResponse.<tagged fields>', 'ConsumerGroupDescribeResponse', 'ConsumerGroupDescribeResponse.ThrottleTimeMs', 'ConsumerGroupDescribeResponse.Groups', 'ConsumerGroupDescribeResponse.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.GroupEpoch', 'DescribedGroup.AssignorName', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.GroupEpoch', 'DescribedGroup.AssignorName', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.GroupEpoch', 'DescribedGroup.AssignorName', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.GroupEpoch', 'DescribedGroup.AssignorName', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'Member', 'Member.MemberId', 'Member.InstanceId', 'Member.RackId', 'Member.MemberEpoch', 'Member.ClientId', 'Member.ClientHost', 'Member.SubscribedTopicNames', 'Member.SubscribedTopicRegex', 'Member.Assignment', 'Member.TargetAssignment', 'Member.<tagged fields>', 'Member', 'Member.MemberId', 'Member.InstanceId', 'Member.RackId', 'Member.MemberEpoch', 'Member.ClientId', 'Member.ClientHost', 'Member.SubscribedTopicNames', 'Member.SubscribedTopicRegex', 'Member.Assignment', 'Member.TargetAssignment', 'Member.<tagged fields>', 'Member', 'Member.MemberId', 'Member.InstanceId', 'Member.RackId', 'Member.MemberEpoch', 'Member.ClientId', 'Member.ClientHost', 'Member.SubscribedTopicNames', 'Member.SubscribedTopicRegex', 'Member.Assignment', 'Member.TargetAssignment', 'Member.MemberType', 'Member.<tagged fields>', 'Member', 'Member.MemberId', 'Member.InstanceId', 'Member.RackId', 'Member.MemberEpoch', 'Member.ClientId', 'Member.ClientHost', 'Member.SubscribedTopicNames', 'Member.SubscribedTopicRegex', 'Member.Assignment', 'Member.TargetAssignment', 'Member.MemberType', 'Member.<tagged fields>', 'TopicPartitions', 'TopicPartitions.TopicId', 'TopicPartitions.TopicName', 'TopicPartitions.Partitions', 'TopicPartitions.<tagged fields>', 'TopicPartitions', 'TopicPartitions.TopicId', 'TopicPartitions.TopicName', 'TopicPartitions.Partitions', 'TopicPartitions.<tagged fields>', 'Assignment', 'Assignment.TopicPartitions', 'Assignment.<tagged fields>', 'Assignment', 'Assignment.TopicPartitions', 'Assignment.<tagged fields>',),
 )

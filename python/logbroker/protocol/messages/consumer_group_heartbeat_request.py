@@ -90,6 +90,17 @@ class ConsumerGroupHeartbeatRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -116,6 +127,25 @@ class ConsumerGroupHeartbeatRequest(Struct):
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.member_id == other.member_id and
+            self.member_epoch == other.member_epoch and
+            self.instance_id == other.instance_id and
+            self.rack_id == other.rack_id and
+            self.rebalance_timeout_ms == other.rebalance_timeout_ms and
+            self.subscribed_topic_names == other.subscribed_topic_names and
+            self.subscribed_topic_regex == other.subscribed_topic_regex and
+            self.server_assignor == other.server_assignor and
+            self.topic_partitions == other.topic_partitions and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ConsumerGroupHeartbeatRequest = ConsumerGroupHeartbeatRequest
@@ -785,6 +815,6 @@ _TopicPartitions._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (125, 130, 146, 162, 164, 180, 196, 198, 229, 245, 263, 283, 286, 288, 301, 314, 315, 328, 341, 342, 365, 378, 389, 398, 403, 419, 435, 437, 453, 469, 471, 502, 518, 534, 551, 571, 574, 587, 600, 601, 614, 627, 628, 651, 664, 677, 688, 697, 702, 707, 720, 740, 743, 744, 754,),
+    (155, 160, 176, 192, 194, 210, 226, 228, 259, 275, 293, 313, 316, 318, 331, 344, 345, 358, 371, 372, 395, 408, 419, 428, 433, 449, 465, 467, 483, 499, 501, 532, 548, 564, 581, 601, 604, 617, 630, 631, 644, 657, 658, 681, 694, 707, 718, 727, 732, 737, 750, 770, 773, 774, 784,),
     ('ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatRequest.GroupId', 'ConsumerGroupHeartbeatRequest.MemberId', 'ConsumerGroupHeartbeatRequest.MemberEpoch', 'ConsumerGroupHeartbeatRequest.InstanceId', 'ConsumerGroupHeartbeatRequest.RackId', 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs', 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames', 'ConsumerGroupHeartbeatRequest.ServerAssignor', 'ConsumerGroupHeartbeatRequest.TopicPartitions', 'ConsumerGroupHeartbeatRequest.<tagged fields>', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex', 'ConsumerGroupHeartbeatRequest.GroupId', 'ConsumerGroupHeartbeatRequest.MemberId', 'ConsumerGroupHeartbeatRequest.MemberEpoch', 'ConsumerGroupHeartbeatRequest.InstanceId', 'ConsumerGroupHeartbeatRequest.RackId', 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs', 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames', 'ConsumerGroupHeartbeatRequest.ServerAssignor', 'ConsumerGroupHeartbeatRequest.TopicPartitions', 'ConsumerGroupHeartbeatRequest.<tagged fields>', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatRequest.GroupId', 'ConsumerGroupHeartbeatRequest.MemberId', 'ConsumerGroupHeartbeatRequest.MemberEpoch', 'ConsumerGroupHeartbeatRequest.InstanceId', 'ConsumerGroupHeartbeatRequest.RackId', 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs', 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames', 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex', 'ConsumerGroupHeartbeatRequest.ServerAssignor', 'ConsumerGroupHeartbeatRequest.TopicPartitions', 'ConsumerGroupHeartbeatRequest.<tagged fields>', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatRequest.GroupId', 'ConsumerGroupHeartbeatRequest.MemberId', 'ConsumerGroupHeartbeatRequest.MemberEpoch', 'ConsumerGroupHeartbeatRequest.InstanceId', 'ConsumerGroupHeartbeatRequest.RackId', 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs', 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames', 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex', 'ConsumerGroupHeartbeatRequest.ServerAssignor', 'ConsumerGroupHeartbeatRequest.TopicPartitions', 'ConsumerGroupHeartbeatRequest.<tagged fields>', 'TopicPartitions', 'TopicPartitions.TopicId', 'TopicPartitions.Partitions', 'TopicPartitions.<tagged fields>', 'TopicPartitions', 'TopicPartitions.TopicId', 'TopicPartitions.Partitions', 'TopicPartitions.<tagged fields>',),
 )

@@ -82,6 +82,16 @@ class ConsumerGroupHeartbeatResponse(Struct):
             self.topic_partitions = [] if topic_partitions is _MISSING else topic_partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic_partitions == other.topic_partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class TopicPartitions(Struct):
         """Struct TopicPartitions of ConsumerGroupHeartbeatResponse."""
 
@@ -105,6 +115,17 @@ class ConsumerGroupHeartbeatResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -125,6 +146,22 @@ class ConsumerGroupHeartbeatResponse(Struct):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.error_message == other.error_message and
+            self.member_id == other.member_id and
+            self.member_epoch == other.member_epoch and
+            self.heartbeat_interval_ms == other.heartbeat_interval_ms and
+            self.assignment == other.assignment and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ConsumerGroupHeartbeatResponse = ConsumerGroupHeartbeatResponse
@@ -404,6 +441,6 @@ _TopicPartitions._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (135, 140, 142, 158, 174, 176, 182, 202, 205, 206, 219, 232, 233, 239, 248, 253, 270, 290, 293, 304, 313, 318, 323, 336, 356, 359, 360, 370,),
+    (172, 177, 179, 195, 211, 213, 219, 239, 242, 243, 256, 269, 270, 276, 285, 290, 307, 327, 330, 341, 350, 355, 360, 373, 393, 396, 397, 407,),
     ('ConsumerGroupHeartbeatResponse', 'ConsumerGroupHeartbeatResponse.ThrottleTimeMs', 'ConsumerGroupHeartbeatResponse.ErrorMessage', 'ConsumerGroupHeartbeatResponse.MemberId', 'ConsumerGroupHeartbeatResponse.MemberEpoch', 'ConsumerGroupHeartbeatResponse.Assignment', 'ConsumerGroupHeartbeatResponse.<tagged fields>', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupHeartbeatResponse.ThrottleTimeMs', 'ConsumerGroupHeartbeatResponse.ErrorMessage', 'ConsumerGroupHeartbeatResponse.MemberId', 'ConsumerGroupHeartbeatResponse.MemberEpoch', 'ConsumerGroupHeartbeatResponse.Assignment', 'ConsumerGroupHeartbeatResponse.<tagged fields>', 'Assignment', 'Assignment.TopicPartitions', 'Assignment.<tagged fields>', 'Assignment', 'Assignment.TopicPartitions', 'Assignment.<tagged fields>', 'TopicPartitions', 'TopicPartitions.TopicId', 'TopicPartitions.Partitions', 'TopicPartitions.<tagged fields>', 'TopicPartitions', 'TopicPartitions.TopicId', 'TopicPartitions.Partitions', 'TopicPartitions.<tagged fields>',),
 )

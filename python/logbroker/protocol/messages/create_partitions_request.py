@@ -82,6 +82,18 @@ class CreatePartitionsRequest(Struct):
             self.assignments = [] if assignments is _MISSING else assignments
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.count == other.count and
+                self.assignments == other.assignments and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class CreatePartitionsAssignment(Struct):
         """Struct CreatePartitionsAssignment of CreatePartitionsRequest."""
 
@@ -101,6 +113,16 @@ class CreatePartitionsRequest(Struct):
             self.broker_ids = [] if broker_ids is _MISSING else broker_ids
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.broker_ids == other.broker_ids and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -113,6 +135,18 @@ class CreatePartitionsRequest(Struct):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.topics == other.topics and
+            self.timeout_ms == other.timeout_ms and
+            self.validate_only == other.validate_only and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _CreatePartitionsRequest = CreatePartitionsRequest
@@ -506,6 +540,6 @@ _CreatePartitionsAssignment._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (123, 128, 141, 149, 152, 159, 164, 169, 186, 188, 208, 211, 222, 223, 232, 237, 247, 249, 270, 273, 282, 283, 294, 299, 315, 317, 334, 354, 357, 370, 371, 382, 391, 396, 411, 414, 424, 429, 442, 462, 465, 475,),
+    (157, 162, 175, 183, 186, 193, 198, 203, 220, 222, 242, 245, 256, 257, 266, 271, 281, 283, 304, 307, 316, 317, 328, 333, 349, 351, 368, 388, 391, 404, 405, 416, 425, 430, 445, 448, 458, 463, 476, 496, 499, 509,),
     ('CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest.<tagged fields>', 'CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest.<tagged fields>', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic.<tagged fields>', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic.<tagged fields>', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment.<tagged fields>', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment.<tagged fields>',),
 )

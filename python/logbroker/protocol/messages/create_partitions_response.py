@@ -79,6 +79,18 @@ class CreatePartitionsResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -89,6 +101,17 @@ class CreatePartitionsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _MISSING else results
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.results == other.results and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _CreatePartitionsResponse = CreatePartitionsResponse
@@ -381,6 +404,6 @@ _CreatePartitionsTopicResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (98, 103, 105, 124, 127, 128, 139, 144, 146, 163, 183, 186, 187, 198, 207, 212, 222, 224, 242, 245, 254, 255, 268, 273, 289, 291, 307, 327, 330, 343, 344, 357,),
+    (121, 126, 128, 147, 150, 151, 162, 167, 169, 186, 206, 209, 210, 221, 230, 235, 245, 247, 265, 268, 277, 278, 291, 296, 312, 314, 330, 350, 353, 366, 367, 380,),
     ('CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse.<tagged fields>', 'CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse.<tagged fields>', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult.<tagged fields>', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult.<tagged fields>',),
 )

@@ -91,6 +91,20 @@ class CreateTopicsRequest(Struct):
             self.configs = [] if configs is _MISSING else configs
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.num_partitions == other.num_partitions and
+                self.replication_factor == other.replication_factor and
+                self.assignments == other.assignments and
+                self.configs == other.configs and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class CreatableReplicaAssignment(Struct):
         """Struct CreatableReplicaAssignment of CreateTopicsRequest."""
 
@@ -113,6 +127,17 @@ class CreateTopicsRequest(Struct):
             self.partition_index = partition_index
             self.broker_ids = [] if broker_ids is _MISSING else broker_ids
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.broker_ids == other.broker_ids and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class CreatableTopicConfig(Struct):
         """Struct CreatableTopicConfig of CreateTopicsRequest."""
@@ -137,6 +162,17 @@ class CreateTopicsRequest(Struct):
             self.value = value
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.value == other.value and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -149,6 +185,18 @@ class CreateTopicsRequest(Struct):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.topics == other.topics and
+            self.timeout_ms == other.timeout_ms and
+            self.validate_only == other.validate_only and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _CreateTopicsRequest = CreateTopicsRequest
@@ -758,6 +806,6 @@ _CreatableTopicConfig._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (160, 165, 178, 186, 189, 196, 201, 206, 223, 225, 245, 248, 259, 260, 269, 274, 284, 286, 299, 318, 321, 330, 331, 338, 349, 354, 370, 372, 389, 406, 426, 429, 442, 443, 454, 465, 474, 479, 481, 496, 499, 500, 510, 515, 517, 530, 550, 553, 554, 564, 573, 578, 588, 606, 609, 618, 631, 636, 652, 668, 688, 691, 704, 717,),
+    (208, 213, 226, 234, 237, 244, 249, 254, 271, 273, 293, 296, 307, 308, 317, 322, 332, 334, 347, 366, 369, 378, 379, 386, 397, 402, 418, 420, 437, 454, 474, 477, 490, 491, 502, 513, 522, 527, 529, 544, 547, 548, 558, 563, 565, 578, 598, 601, 602, 612, 621, 626, 636, 654, 657, 666, 679, 684, 700, 716, 736, 739, 752, 765,),
     ('CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest.<tagged fields>', 'CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest.<tagged fields>', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic.<tagged fields>', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic.<tagged fields>', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment.<tagged fields>', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment.<tagged fields>', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig.<tagged fields>', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig.<tagged fields>',),
 )

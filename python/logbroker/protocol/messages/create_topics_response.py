@@ -101,6 +101,23 @@ class CreateTopicsResponse(Struct):
             self.configs = [] if configs is _MISSING else configs
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.topic_config_error_code == other.topic_config_error_code and
+                self.num_partitions == other.num_partitions and
+                self.replication_factor == other.replication_factor and
+                self.configs == other.configs and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class CreatableTopicConfigs(Struct):
         """Struct CreatableTopicConfigs of CreateTopicsResponse."""
 
@@ -136,6 +153,20 @@ class CreateTopicsResponse(Struct):
             self.is_sensitive = is_sensitive
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.value == other.value and
+                self.read_only == other.read_only and
+                self.config_source == other.config_source and
+                self.is_sensitive == other.is_sensitive and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -146,6 +177,17 @@ class CreateTopicsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _CreateTopicsResponse = CreateTopicsResponse
@@ -847,6 +889,6 @@ _CreatableTopicConfigs._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (156, 161, 163, 182, 185, 186, 197, 202, 204, 221, 241, 244, 245, 256, 265, 270, 272, 289, 309, 312, 313, 324, 333, 338, 348, 350, 373, 376, 385, 386, 399, 404, 420, 422, 438, 440, 459, 472, 476, 485, 488, 501, 502, 515, 516, 527, 529, 533, 541, 546, 562, 567, 569, 585, 587, 605, 618, 622, 631, 634, 647, 648, 649, 662, 663, 674, 676, 680, 688, 704, 707, 709, 711, 713, 719, 724, 740, 756, 758, 778, 781, 794, 807, 808,),
+    (198, 203, 205, 224, 227, 228, 239, 244, 246, 263, 283, 286, 287, 298, 307, 312, 314, 331, 351, 354, 355, 366, 375, 380, 390, 392, 415, 418, 427, 428, 441, 446, 462, 464, 480, 482, 501, 514, 518, 527, 530, 543, 544, 557, 558, 569, 571, 575, 583, 588, 604, 609, 611, 627, 629, 647, 660, 664, 673, 676, 689, 690, 691, 704, 705, 716, 718, 722, 730, 746, 749, 751, 753, 755, 761, 766, 782, 798, 800, 820, 823, 836, 849, 850,),
     ('CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.TopicId', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.TopicId', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicConfigs', 'CreatableTopicConfigs', 'CreatableTopicConfigs.Name', 'CreatableTopicConfigs.Value', 'CreatableTopicConfigs.ReadOnly', 'CreatableTopicConfigs.IsSensitive', 'CreatableTopicConfigs', 'CreatableTopicConfigs.Name', 'CreatableTopicConfigs.Value', 'CreatableTopicConfigs.ReadOnly', 'CreatableTopicConfigs.<tagged fields>', 'CreatableTopicConfigs', 'CreatableTopicConfigs.Name', 'CreatableTopicConfigs.Value', 'CreatableTopicConfigs.ReadOnly', 'CreatableTopicConfigs.<tagged fields>',),
 )

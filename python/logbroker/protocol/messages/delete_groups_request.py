@@ -59,6 +59,16 @@ class DeleteGroupsRequest(Struct):
         self.groups_names = [] if groups_names is _MISSING else groups_names
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.groups_names == other.groups_names and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _DeleteGroupsRequest = DeleteGroupsRequest
 
@@ -217,6 +227,6 @@ _DeleteGroupsRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (66, 71, 98, 101, 120, 125, 156, 176, 179, 202,),
+    (76, 81, 108, 111, 130, 135, 166, 186, 189, 212,),
     ('DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest.<tagged fields>', 'DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest.<tagged fields>',),
 )

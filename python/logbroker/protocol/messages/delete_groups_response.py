@@ -75,6 +75,17 @@ class DeleteGroupsResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.group_id == other.group_id and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -85,6 +96,17 @@ class DeleteGroupsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _MISSING else results
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.results == other.results and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DeleteGroupsResponse = DeleteGroupsResponse
@@ -326,6 +348,6 @@ _DeletableGroupResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (94, 99, 101, 120, 123, 124, 135, 140, 142, 159, 179, 182, 183, 194, 203, 208, 218, 226, 229, 238, 243, 248, 264, 266, 286, 289, 302, 303,),
+    (116, 121, 123, 142, 145, 146, 157, 162, 164, 181, 201, 204, 205, 216, 225, 230, 240, 248, 251, 260, 265, 270, 286, 288, 308, 311, 324, 325,),
     ('DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse.<tagged fields>', 'DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse.<tagged fields>', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult.<tagged fields>', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult.<tagged fields>',),
 )

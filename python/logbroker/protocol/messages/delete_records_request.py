@@ -76,6 +76,17 @@ class DeleteRecordsRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class DeleteRecordsPartition(Struct):
         """Struct DeleteRecordsPartition of DeleteRecordsRequest."""
 
@@ -99,6 +110,17 @@ class DeleteRecordsRequest(Struct):
             self.offset = offset
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.offset == other.offset and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -109,6 +131,17 @@ class DeleteRecordsRequest(Struct):
         self.topics = [] if topics is _MISSING else topics
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.topics == other.topics and
+            self.timeout_ms == other.timeout_ms and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DeleteRecordsRequest = DeleteRecordsRequest
@@ -461,6 +494,6 @@ _DeleteRecordsPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (119, 124, 137, 145, 148, 155, 160, 165, 182, 184, 204, 207, 218, 219, 228, 233, 243, 262, 265, 274, 285, 290, 306, 323, 343, 346, 359, 370, 379, 384, 392, 395, 400, 405, 407, 427, 430, 431,),
+    (152, 157, 170, 178, 181, 188, 193, 198, 215, 217, 237, 240, 251, 252, 261, 266, 276, 295, 298, 307, 318, 323, 339, 356, 376, 379, 392, 403, 412, 417, 425, 428, 433, 438, 440, 460, 463, 464,),
     ('DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest.<tagged fields>', 'DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest.<tagged fields>', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic.<tagged fields>', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic.<tagged fields>', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition.<tagged fields>', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition.<tagged fields>',),
 )

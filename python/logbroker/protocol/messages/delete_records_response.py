@@ -76,6 +76,17 @@ class DeleteRecordsResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class DeleteRecordsPartitionResult(Struct):
         """Struct DeleteRecordsPartitionResult of DeleteRecordsResponse."""
 
@@ -103,6 +114,18 @@ class DeleteRecordsResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.low_watermark == other.low_watermark and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -113,6 +136,17 @@ class DeleteRecordsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DeleteRecordsResponse = DeleteRecordsResponse
@@ -466,6 +500,6 @@ _DeleteRecordsPartitionResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (123, 128, 130, 149, 152, 153, 164, 169, 171, 188, 208, 211, 212, 223, 232, 237, 247, 266, 269, 278, 289, 294, 310, 327, 347, 350, 363, 374, 383, 388, 396, 399, 404, 409, 411, 431, 434, 435,),
+    (157, 162, 164, 183, 186, 187, 198, 203, 205, 222, 242, 245, 246, 257, 266, 271, 281, 300, 303, 312, 323, 328, 344, 361, 381, 384, 397, 408, 417, 422, 430, 433, 438, 443, 445, 465, 468, 469,),
     ('DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse.<tagged fields>', 'DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse.<tagged fields>', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult.<tagged fields>', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult.<tagged fields>', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult.<tagged fields>', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult.<tagged fields>',),
 )

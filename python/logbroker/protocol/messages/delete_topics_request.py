@@ -77,6 +77,17 @@ class DeleteTopicsRequest(Struct):
             self.topic_id = topic_id
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -89,6 +100,18 @@ class DeleteTopicsRequest(Struct):
         self.topic_names = [] if topic_names is _MISSING else topic_names
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.topics == other.topics and
+            self.topic_names == other.topic_names and
+            self.timeout_ms == other.timeout_ms and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DeleteTopicsRequest = DeleteTopicsRequest
@@ -478,6 +501,6 @@ _DeleteTopicState._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (98, 103, 124, 133, 136, 138, 153, 158, 163, 194, 197, 217, 220, 222, 245, 246, 255, 260, 277, 280, 300, 303, 314, 315, 324, 337, 340, 342, 348, 355, 375, 378, 380, 382, 391, 396, 412, 417, 437, 440, 453, 454,),
+    (121, 126, 147, 156, 159, 161, 176, 181, 186, 217, 220, 240, 243, 245, 268, 269, 278, 283, 300, 303, 323, 326, 337, 338, 347, 360, 363, 365, 371, 378, 398, 401, 403, 405, 414, 419, 435, 440, 460, 463, 476, 477,),
     ('DeleteTopicsRequest', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState', 'DeleteTopicState.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState.<tagged fields>',),
 )

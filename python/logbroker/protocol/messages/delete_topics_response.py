@@ -83,6 +83,19 @@ class DeleteTopicsResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -93,6 +106,17 @@ class DeleteTopicsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _MISSING else responses
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.responses == other.responses and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DeleteTopicsResponse = DeleteTopicsResponse
@@ -679,6 +703,6 @@ _DeletableTopicResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (102, 107, 109, 128, 131, 132, 143, 148, 150, 167, 187, 190, 191, 202, 211, 216, 218, 235, 255, 258, 259, 270, 279, 284, 286, 303, 323, 326, 327, 338, 347, 352, 362, 372, 375, 384, 389, 394, 410, 414, 434, 437, 450, 451, 460, 465, 481, 483, 500, 520, 523, 536, 537, 550, 559, 564, 580, 585, 587, 603, 623, 626, 639, 640, 641, 654,),
+    (126, 131, 133, 152, 155, 156, 167, 172, 174, 191, 211, 214, 215, 226, 235, 240, 242, 259, 279, 282, 283, 294, 303, 308, 310, 327, 347, 350, 351, 362, 371, 376, 386, 396, 399, 408, 413, 418, 434, 438, 458, 461, 474, 475, 484, 489, 505, 507, 524, 544, 547, 560, 561, 574, 583, 588, 604, 609, 611, 627, 647, 650, 663, 664, 665, 678,),
     ('DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.TopicId', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.TopicId', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>',),
 )

@@ -68,6 +68,18 @@ class DescribeClusterRequest(Struct):
         self.include_fenced_brokers = include_fenced_brokers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and
+            self.endpoint_type == other.endpoint_type and
+            self.include_fenced_brokers == other.include_fenced_brokers and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _DescribeClusterRequest = DescribeClusterRequest
 
@@ -212,6 +224,6 @@ _DescribeClusterRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (75, 80, 84, 104, 107, 109, 111, 112, 121, 126, 129, 149, 152, 154, 155, 164, 169, 171, 191, 194, 195,),
+    (87, 92, 96, 116, 119, 121, 123, 124, 133, 138, 141, 161, 164, 166, 167, 176, 181, 183, 203, 206, 207,),
     ('DescribeClusterRequest', 'DescribeClusterRequest.IncludeClusterAuthorizedOperations', 'DescribeClusterRequest.<tagged fields>', 'DescribeClusterRequest', 'DescribeClusterRequest.EndpointType', 'DescribeClusterRequest.IncludeFencedBrokers', 'DescribeClusterRequest.IncludeClusterAuthorizedOperations', 'DescribeClusterRequest.<tagged fields>', 'DescribeClusterRequest', 'DescribeClusterRequest.IncludeClusterAuthorizedOperations', 'DescribeClusterRequest.<tagged fields>', 'DescribeClusterRequest', 'DescribeClusterRequest.IncludeFencedBrokers', 'DescribeClusterRequest.IncludeClusterAuthorizedOperations', 'DescribeClusterRequest.<tagged fields>', 'DescribeClusterRequest', 'DescribeClusterRequest.IncludeClusterAuthorizedOperations', 'DescribeClusterRequest.<tagged fields>', 'DescribeClusterRequest', 'DescribeClusterRequest.IncludeClusterAuthorizedOperations', 'DescribeClusterRequest.<tagged fields>',),
 )

@@ -101,6 +101,20 @@ class DescribeClusterResponse(Struct):
             self.is_fenced = is_fenced
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.broker_id == other.broker_id and
+                self.host == other.host and
+                self.port == other.port and
+                self.rack == other.rack and
+                self.is_fenced == other.is_fenced and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -123,6 +137,23 @@ class DescribeClusterResponse(Struct):
         self.brokers = [] if brokers is _MISSING else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.error_message == other.error_message and
+            self.endpoint_type == other.endpoint_type and
+            self.cluster_id == other.cluster_id and
+            self.controller_id == other.controller_id and
+            self.brokers == other.brokers and
+            self.cluster_authorized_operations == other.cluster_authorized_operations and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DescribeClusterResponse = DescribeClusterResponse
@@ -768,6 +799,6 @@ _DescribeClusterBroker._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (132, 137, 139, 155, 171, 173, 190, 193, 213, 216, 218, 219, 232, 245, 246, 257, 258, 267, 272, 274, 290, 292, 308, 310, 327, 329, 349, 352, 353, 366, 367, 380, 381, 392, 393, 402, 407, 409, 425, 427, 443, 445, 462, 464, 484, 487, 488, 501, 502, 515, 516, 527, 528, 537, 542, 544, 560, 562, 579, 599, 602, 604, 605, 618, 619, 632, 641, 646, 648, 664, 666, 682, 684, 704, 707, 708, 721, 722, 735, 736,),
+    (163, 168, 170, 186, 202, 204, 221, 224, 244, 247, 249, 250, 263, 276, 277, 288, 289, 298, 303, 305, 321, 323, 339, 341, 358, 360, 380, 383, 384, 397, 398, 411, 412, 423, 424, 433, 438, 440, 456, 458, 474, 476, 493, 495, 515, 518, 519, 532, 533, 546, 547, 558, 559, 568, 573, 575, 591, 593, 610, 630, 633, 635, 636, 649, 650, 663, 672, 677, 679, 695, 697, 713, 715, 735, 738, 739, 752, 753, 766, 767,),
     ('DescribeClusterResponse', 'DescribeClusterResponse.ThrottleTimeMs', 'DescribeClusterResponse.ErrorMessage', 'DescribeClusterResponse.ClusterId', 'DescribeClusterResponse.ControllerId', 'DescribeClusterResponse.Brokers', 'DescribeClusterResponse.ClusterAuthorizedOperations', 'DescribeClusterResponse.<tagged fields>', 'DescribeClusterResponse', 'DescribeClusterResponse.EndpointType', 'DescribeClusterResponse.ThrottleTimeMs', 'DescribeClusterResponse.ErrorMessage', 'DescribeClusterResponse.ClusterId', 'DescribeClusterResponse.ControllerId', 'DescribeClusterResponse.Brokers', 'DescribeClusterResponse.ClusterAuthorizedOperations', 'DescribeClusterResponse.<tagged fields>', 'DescribeClusterResponse', 'DescribeClusterResponse.ThrottleTimeMs', 'DescribeClusterResponse.ErrorMessage', 'DescribeClusterResponse.EndpointType', 'DescribeClusterResponse.ClusterId', 'DescribeClusterResponse.ControllerId', 'DescribeClusterResponse.Brokers', 'DescribeClusterResponse.ClusterAuthorizedOperations', 'DescribeClusterResponse.<tagged fields>', 'DescribeClusterResponse', 'DescribeClusterResponse.ThrottleTimeMs', 'DescribeClusterResponse.ErrorMessage', 'DescribeClusterResponse.EndpointType', 'DescribeClusterResponse.ClusterId', 'DescribeClusterResponse.ControllerId', 'DescribeClusterResponse.Brokers', 'DescribeClusterResponse.ClusterAuthorizedOperations', 'DescribeClusterResponse.<tagged fields>', 'DescribeClusterResponse', 'DescribeClusterResponse.ThrottleTimeMs', 'DescribeClusterResponse.ErrorMessage', 'DescribeClusterResponse.EndpointType', 'DescribeClusterResponse.ClusterId', 'DescribeClusterResponse.ControllerId', 'DescribeClusterResponse.Brokers', 'DescribeClusterResponse.ClusterAuthorizedOperations', 'DescribeClusterResponse.<tagged fields>', 'DescribeClusterResponse', 'DescribeClusterResponse.ThrottleTimeMs', 'DescribeClusterResponse.ErrorMessage', 'DescribeClusterResponse.EndpointType', 'DescribeClusterResponse.ClusterId', 'DescribeClusterResponse.ControllerId', 'DescribeClusterResponse.Brokers', 'DescribeClusterResponse.ClusterAuthorizedOperations', 'DescribeClusterResponse.<tagged fields>', 'DescribeClusterBroker', 'DescribeClusterBroker.BrokerId', 'DescribeClusterBroker.Host', 'DescribeClusterBroker.Port', 'DescribeClusterBroker.Rack', 'DescribeClusterBroker.<tagged fields>', 'DescribeClusterBroker', 'DescribeClusterBroker.IsFenced', 'DescribeClusterBroker.BrokerId', 'DescribeClusterBroker.Host', 'DescribeClusterBroker.Port', 'DescribeClusterBroker.Rack', 'DescribeClusterBroker.<tagged fields>', 'DescribeClusterBroker', 'DescribeClusterBroker.BrokerId', 'DescribeClusterBroker.Host', 'DescribeClusterBroker.Port', 'DescribeClusterBroker.Rack', 'DescribeClusterBroker.IsFenced', 'DescribeClusterBroker.<tagged fields>', 'DescribeClusterBroker', 'DescribeClusterBroker.BrokerId', 'DescribeClusterBroker.Host', 'DescribeClusterBroker.Port', 'DescribeClusterBroker.Rack', 'DescribeClusterBroker.IsFenced', 'DescribeClusterBroker.<tagged fields>',),
 )

@@ -84,6 +84,18 @@ class DescribeConfigsRequest(Struct):
             self.configuration_keys = [] if configuration_keys is _MISSING else configuration_keys
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.resource_type == other.resource_type and
+                self.resource_name == other.resource_name and
+                self.configuration_keys == other.configuration_keys and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -96,6 +108,18 @@ class DescribeConfigsRequest(Struct):
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.resources == other.resources and
+            self.include_synonyms == other.include_synonyms and
+            self.include_documentation == other.include_documentation and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DescribeConfigsRequest = DescribeConfigsRequest
@@ -475,6 +499,6 @@ _DescribeConfigsResource._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (105, 110, 123, 132, 135, 137, 144, 149, 154, 167, 175, 178, 185, 190, 195, 212, 214, 234, 237, 248, 249, 258, 263, 265, 275, 304, 307, 308, 317, 336, 341, 343, 359, 390, 410, 413, 414, 427, 450,),
+    (129, 134, 147, 156, 159, 161, 168, 173, 178, 191, 199, 202, 209, 214, 219, 236, 238, 258, 261, 272, 273, 282, 287, 289, 299, 328, 331, 332, 341, 360, 365, 367, 383, 414, 434, 437, 438, 451, 474,),
     ('DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.IncludeDocumentation', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest.<tagged fields>', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest.<tagged fields>', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource.<tagged fields>', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource.<tagged fields>',),
 )

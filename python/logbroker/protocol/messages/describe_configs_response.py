@@ -89,6 +89,20 @@ class DescribeConfigsResponse(Struct):
             self.configs = [] if configs is _MISSING else configs
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.resource_type == other.resource_type and
+                self.resource_name == other.resource_name and
+                self.configs == other.configs and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class DescribeConfigsResourceResult(Struct):
         """Struct DescribeConfigsResourceResult of DescribeConfigsResponse."""
 
@@ -136,6 +150,23 @@ class DescribeConfigsResponse(Struct):
             self.documentation = documentation
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.value == other.value and
+                self.read_only == other.read_only and
+                self.config_source == other.config_source and
+                self.is_sensitive == other.is_sensitive and
+                self.synonyms == other.synonyms and
+                self.config_type == other.config_type and
+                self.documentation == other.documentation and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class DescribeConfigsSynonym(Struct):
         """Struct DescribeConfigsSynonym of DescribeConfigsResponse."""
 
@@ -163,6 +194,18 @@ class DescribeConfigsResponse(Struct):
             self.source = source
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.value == other.value and
+                self.source == other.source and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -173,6 +216,17 @@ class DescribeConfigsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _MISSING else results
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.results == other.results and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DescribeConfigsResponse = DescribeConfigsResponse
@@ -1174,6 +1228,6 @@ _DescribeConfigsSynonym._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (184, 189, 191, 210, 213, 214, 225, 230, 232, 251, 254, 255, 266, 271, 273, 290, 310, 313, 314, 325, 334, 339, 341, 353, 355, 365, 384, 387, 388, 397, 398, 407, 418, 423, 425, 437, 439, 449, 468, 471, 472, 481, 482, 491, 502, 507, 509, 525, 527, 543, 560, 580, 583, 584, 597, 598, 611, 622, 631, 636, 646, 658, 660, 681, 684, 693, 702, 703, 714, 719, 729, 741, 743, 756, 758, 776, 779, 788, 797, 798, 805, 806, 819, 824, 840, 856, 858, 875, 877, 893, 913, 916, 929, 942, 943, 954, 955, 968, 977, 982, 992, 1004, 1012, 1015, 1024, 1033, 1038, 1043, 1059, 1075, 1077, 1097, 1100, 1113, 1126, 1127,),
+    (238, 243, 245, 264, 267, 268, 279, 284, 286, 305, 308, 309, 320, 325, 327, 344, 364, 367, 368, 379, 388, 393, 395, 407, 409, 419, 438, 441, 442, 451, 452, 461, 472, 477, 479, 491, 493, 503, 522, 525, 526, 535, 536, 545, 556, 561, 563, 579, 581, 597, 614, 634, 637, 638, 651, 652, 665, 676, 685, 690, 700, 712, 714, 735, 738, 747, 756, 757, 768, 773, 783, 795, 797, 810, 812, 830, 833, 842, 851, 852, 859, 860, 873, 878, 894, 910, 912, 929, 931, 947, 967, 970, 983, 996, 997, 1008, 1009, 1022, 1031, 1036, 1046, 1058, 1066, 1069, 1078, 1087, 1092, 1097, 1113, 1129, 1131, 1151, 1154, 1167, 1180, 1181,),
     ('DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse.<tagged fields>', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse.<tagged fields>', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult.<tagged fields>', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult.<tagged fields>', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult.<tagged fields>', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult.<tagged fields>', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym.<tagged fields>', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym.<tagged fields>',),
 )

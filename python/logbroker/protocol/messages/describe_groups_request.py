@@ -64,6 +64,17 @@ class DescribeGroupsRequest(Struct):
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.groups == other.groups and
+            self.include_authorized_operations == other.include_authorized_operations and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _DescribeGroupsRequest = DescribeGroupsRequest
 
@@ -286,6 +297,6 @@ _DescribeGroupsRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (71, 76, 104, 107, 109, 128, 133, 154, 162, 165, 180, 185, 190, 221, 223, 243, 246, 269, 270,),
+    (82, 87, 115, 118, 120, 139, 144, 165, 173, 176, 191, 196, 201, 232, 234, 254, 257, 280, 281,),
     ('DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest.<tagged fields>', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest.<tagged fields>',),
 )

@@ -99,6 +99,23 @@ class DescribeGroupsResponse(Struct):
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.group_id == other.group_id and
+                self.group_state == other.group_state and
+                self.protocol_type == other.protocol_type and
+                self.protocol_data == other.protocol_data and
+                self.members == other.members and
+                self.authorized_operations == other.authorized_operations and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class DescribedGroupMember(Struct):
         """Struct DescribedGroupMember of DescribeGroupsResponse."""
 
@@ -138,6 +155,21 @@ class DescribeGroupsResponse(Struct):
             self.member_assignment = member_assignment
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.member_id == other.member_id and
+                self.group_instance_id == other.group_instance_id and
+                self.client_id == other.client_id and
+                self.client_host == other.client_host and
+                self.member_metadata == other.member_metadata and
+                self.member_assignment == other.member_assignment and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -148,6 +180,17 @@ class DescribeGroupsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _MISSING else groups
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.groups == other.groups and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DescribeGroupsResponse = DescribeGroupsResponse
@@ -1699,6 +1742,6 @@ _DescribedGroupMember._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (158, 163, 183, 186, 197, 202, 204, 223, 226, 227, 238, 243, 245, 264, 267, 268, 279, 284, 286, 305, 308, 309, 320, 325, 327, 344, 364, 367, 368, 379, 388, 393, 395, 412, 432, 435, 436, 447, 456, 461, 463, 473, 483, 493, 503, 524, 527, 529, 531, 532, 541, 550, 559, 568, 579, 584, 586, 596, 606, 616, 626, 639, 648, 651, 653, 654, 663, 672, 681, 690, 697, 702, 707, 709, 719, 729, 739, 749, 762, 771, 774, 776, 777, 786, 795, 804, 813, 820, 825, 830, 832, 848, 864, 880, 896, 913, 916, 936, 939, 941, 942, 955, 968, 981, 994, 1005, 1006, 1015, 1020, 1022, 1038, 1054, 1070, 1086, 1102, 1119, 1121, 1141, 1144, 1145, 1158, 1171, 1184, 1197, 1210, 1221, 1222, 1231, 1236, 1246, 1256, 1266, 1276, 1293, 1296, 1305, 1314, 1323, 1329, 1339, 1344, 1354, 1366, 1376, 1386, 1396, 1412, 1415, 1424, 1433, 1442, 1451, 1457, 1467, 1472, 1488, 1504, 1520, 1536, 1550, 1564, 1584, 1587, 1600, 1613, 1626, 1639, 1649, 1659,),
+    (201, 206, 226, 229, 240, 245, 247, 266, 269, 270, 281, 286, 288, 307, 310, 311, 322, 327, 329, 348, 351, 352, 363, 368, 370, 387, 407, 410, 411, 422, 431, 436, 438, 455, 475, 478, 479, 490, 499, 504, 506, 516, 526, 536, 546, 567, 570, 572, 574, 575, 584, 593, 602, 611, 622, 627, 629, 639, 649, 659, 669, 682, 691, 694, 696, 697, 706, 715, 724, 733, 740, 745, 750, 752, 762, 772, 782, 792, 805, 814, 817, 819, 820, 829, 838, 847, 856, 863, 868, 873, 875, 891, 907, 923, 939, 956, 959, 979, 982, 984, 985, 998, 1011, 1024, 1037, 1048, 1049, 1058, 1063, 1065, 1081, 1097, 1113, 1129, 1145, 1162, 1164, 1184, 1187, 1188, 1201, 1214, 1227, 1240, 1253, 1264, 1265, 1274, 1279, 1289, 1299, 1309, 1319, 1336, 1339, 1348, 1357, 1366, 1372, 1382, 1387, 1397, 1409, 1419, 1429, 1439, 1455, 1458, 1467, 1476, 1485, 1494, 1500, 1510, 1515, 1531, 1547, 1563, 1579, 1593, 1607, 1627, 1630, 1643, 1656, 1669, 1682, 1692, 1702,),
     ('DescribeGroupsResponse', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember.<tagged fields>', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember.<tagged fields>',),
 )

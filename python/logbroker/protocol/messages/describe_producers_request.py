@@ -71,6 +71,17 @@ class DescribeProducersRequest(Struct):
             self.partition_indexes = [] if partition_indexes is _MISSING else partition_indexes
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partition_indexes == other.partition_indexes and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -79,6 +90,16 @@ class DescribeProducersRequest(Struct):
     ) -> None:
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DescribeProducersRequest = DescribeProducersRequest
@@ -255,6 +276,6 @@ _TopicRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (88, 93, 110, 130, 133, 144, 153, 158, 174, 187, 207, 210, 223, 233,),
+    (109, 114, 131, 151, 154, 165, 174, 179, 195, 208, 228, 231, 244, 254,),
     ('DescribeProducersRequest', 'DescribeProducersRequest.Topics', 'DescribeProducersRequest.<tagged fields>', 'DescribeProducersRequest', 'DescribeProducersRequest.Topics', 'DescribeProducersRequest.<tagged fields>', 'TopicRequest', 'TopicRequest.Name', 'TopicRequest.PartitionIndexes', 'TopicRequest.<tagged fields>', 'TopicRequest', 'TopicRequest.Name', 'TopicRequest.PartitionIndexes', 'TopicRequest.<tagged fields>',),
 )

@@ -76,6 +76,17 @@ class DescribeProducersResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class PartitionResponse(Struct):
         """Struct PartitionResponse of DescribeProducersResponse."""
 
@@ -106,6 +117,19 @@ class DescribeProducersResponse(Struct):
             self.error_message = error_message
             self.active_producers = [] if active_producers is _MISSING else active_producers
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.active_producers == other.active_producers and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class ProducerState(Struct):
         """Struct ProducerState of DescribeProducersResponse."""
@@ -146,6 +170,21 @@ class DescribeProducersResponse(Struct):
             self.current_txn_start_offset = current_txn_start_offset
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.producer_id == other.producer_id and
+                self.producer_epoch == other.producer_epoch and
+                self.last_sequence == other.last_sequence and
+                self.last_timestamp == other.last_timestamp and
+                self.coordinator_epoch == other.coordinator_epoch and
+                self.current_txn_start_offset == other.current_txn_start_offset and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -156,6 +195,17 @@ class DescribeProducersResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _DescribeProducersResponse = DescribeProducersResponse
@@ -500,6 +550,6 @@ _ProducerState._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (167, 172, 174, 191, 211, 214, 215, 226, 235, 240, 256, 273, 293, 296, 309, 320, 329, 334, 336, 352, 369, 389, 392, 393, 406, 417, 426, 431, 433, 453, 456, 457,),
+    (217, 222, 224, 241, 261, 264, 265, 276, 285, 290, 306, 323, 343, 346, 359, 370, 379, 384, 386, 402, 419, 439, 442, 443, 456, 467, 476, 481, 483, 503, 506, 507,),
     ('DescribeProducersResponse', 'DescribeProducersResponse.ThrottleTimeMs', 'DescribeProducersResponse.Topics', 'DescribeProducersResponse.<tagged fields>', 'DescribeProducersResponse', 'DescribeProducersResponse.ThrottleTimeMs', 'DescribeProducersResponse.Topics', 'DescribeProducersResponse.<tagged fields>', 'TopicResponse', 'TopicResponse.Name', 'TopicResponse.Partitions', 'TopicResponse.<tagged fields>', 'TopicResponse', 'TopicResponse.Name', 'TopicResponse.Partitions', 'TopicResponse.<tagged fields>', 'PartitionResponse', 'PartitionResponse.PartitionIndex', 'PartitionResponse.ErrorMessage', 'PartitionResponse.ActiveProducers', 'PartitionResponse.<tagged fields>', 'PartitionResponse', 'PartitionResponse.PartitionIndex', 'PartitionResponse.ErrorMessage', 'PartitionResponse.ActiveProducers', 'PartitionResponse.<tagged fields>', 'ProducerState', 'ProducerState.ProducerId', 'ProducerState.<tagged fields>', 'ProducerState', 'ProducerState.ProducerId', 'ProducerState.<tagged fields>',),
 )

@@ -71,6 +71,19 @@ class EndTxnRequest(Struct):
         self.committed = committed
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.transactional_id == other.transactional_id and
+            self.producer_id == other.producer_id and
+            self.producer_epoch == other.producer_epoch and
+            self.committed == other.committed and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _EndTxnRequest = EndTxnRequest
 
@@ -196,6 +209,6 @@ _EndTxnRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (78, 83, 93, 101, 104, 113, 118, 123, 139, 141, 161, 164, 177, 178,),
+    (91, 96, 106, 114, 117, 126, 131, 136, 152, 154, 174, 177, 190, 191,),
     ('EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest.<tagged fields>', 'EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest.<tagged fields>',),
 )

@@ -71,6 +71,19 @@ class EndTxnResponse(Struct):
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.producer_id == other.producer_id and
+            self.producer_epoch == other.producer_epoch and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _EndTxnResponse = EndTxnResponse
 
@@ -192,6 +205,6 @@ _EndTxnResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (78, 83, 93, 96, 101, 106, 110, 130, 133, 134, 143, 148, 150, 170, 173, 174,),
+    (91, 96, 106, 109, 114, 119, 123, 143, 146, 147, 156, 161, 163, 183, 186, 187,),
     ('EndTxnResponse', 'EndTxnResponse.ThrottleTimeMs', 'EndTxnResponse', 'EndTxnResponse.ThrottleTimeMs', 'EndTxnResponse', 'EndTxnResponse.ThrottleTimeMs', 'EndTxnResponse.<tagged fields>', 'EndTxnResponse', 'EndTxnResponse.ThrottleTimeMs', 'EndTxnResponse.<tagged fields>', 'EndTxnResponse', 'EndTxnResponse.ThrottleTimeMs', 'EndTxnResponse.<tagged fields>', 'EndTxnResponse', 'EndTxnResponse.ThrottleTimeMs', 'EndTxnResponse.<tagged fields>',),
 )

@@ -104,6 +104,17 @@ class FetchRequest(Struct):
             self.replica_epoch = replica_epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.replica_id == other.replica_id and
+                self.replica_epoch == other.replica_epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class FetchTopic(Struct):
         """Struct FetchTopic of FetchRequest."""
 
@@ -130,6 +141,18 @@ class FetchRequest(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic == other.topic and
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class FetchPartition(Struct):
         """Struct FetchPartition of FetchRequest."""
@@ -178,6 +201,23 @@ class FetchRequest(Struct):
             self.high_watermark = high_watermark
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition == other.partition and
+                self.current_leader_epoch == other.current_leader_epoch and
+                self.fetch_offset == other.fetch_offset and
+                self.last_fetched_epoch == other.last_fetched_epoch and
+                self.log_start_offset == other.log_start_offset and
+                self.partition_max_bytes == other.partition_max_bytes and
+                self.replica_directory_id == other.replica_directory_id and
+                self.high_watermark == other.high_watermark and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class ForgottenTopic(Struct):
         """Struct ForgottenTopic of FetchRequest."""
 
@@ -204,6 +244,18 @@ class FetchRequest(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic == other.topic and
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     def __init__(
         self,
@@ -235,6 +287,27 @@ class FetchRequest(Struct):
         self.forgotten_topics_data = [] if forgotten_topics_data is _MISSING else forgotten_topics_data
         self.rack_id = rack_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.cluster_id == other.cluster_id and
+            self.replica_id == other.replica_id and
+            self.replica_state == other.replica_state and
+            self.max_wait_ms == other.max_wait_ms and
+            self.min_bytes == other.min_bytes and
+            self.max_bytes == other.max_bytes and
+            self.isolation_level == other.isolation_level and
+            self.session_id == other.session_id and
+            self.session_epoch == other.session_epoch and
+            self.topics == other.topics and
+            self.forgotten_topics_data == other.forgotten_topics_data and
+            self.rack_id == other.rack_id and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _FetchRequest = FetchRequest
@@ -2545,6 +2618,6 @@ _ForgottenTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (248, 253, 255, 280, 283, 285, 287, 288, 299, 304, 306, 331, 334, 336, 338, 339, 350, 355, 357, 370, 392, 395, 397, 398, 405, 416, 421, 423, 436, 458, 461, 463, 464, 471, 482, 487, 489, 502, 515, 533, 536, 538, 539, 546, 553, 566, 571, 573, 590, 607, 625, 638, 656, 665, 668, 670, 671, 682, 693, 706, 708, 724, 732, 737, 739, 756, 773, 791, 804, 822, 831, 834, 836, 837, 848, 859, 872, 874, 890, 898, 903, 905, 922, 939, 958, 971, 989, 990, 993, 1002, 1005, 1007, 1008, 1019, 1030, 1043, 1045, 1061, 1065, 1073, 1078, 1080, 1097, 1114, 1133, 1146, 1164, 1165, 1168, 1177, 1180, 1182, 1183, 1194, 1205, 1218, 1220, 1236, 1240, 1248, 1253, 1255, 1272, 1289, 1308, 1321, 1339, 1340, 1343, 1352, 1355, 1357, 1358, 1369, 1380, 1393, 1395, 1411, 1415, 1423, 1436, 1439, 1441, 1447, 1454, 1474, 1477, 1479, 1481, 1490, 1495, 1497, 1517, 1520, 1521, 1530, 1535, 1545, 1565, 1568, 1577, 1588, 1593, 1603, 1623, 1626, 1635, 1646, 1651, 1661, 1681, 1684, 1693, 1704, 1709, 1725, 1743, 1763, 1766, 1779, 1790, 1799, 1804, 1809, 1827, 1847, 1850, 1851, 1862, 1871, 1876, 1881, 1899, 1919, 1922, 1923, 1934, 1943, 1948, 1953, 1971, 1991, 1994, 1995, 2006, 2015, 2020, 2033, 2036, 2038, 2043, 2048, 2060, 2063, 2065, 2070, 2075, 2086, 2089, 2091, 2096, 2101, 2105, 2125, 2128, 2129, 2138, 2143, 2147, 2160, 2167, 2176, 2179, 2180, 2182, 2186, 2194, 2199, 2203, 2216, 2223, 2224, 2228, 2237, 2240, 2241, 2243, 2247, 2251, 2259, 2273, 2276, 2282, 2287, 2297, 2313, 2316, 2325, 2335, 2340, 2356, 2370, 2390, 2393, 2406, 2416, 2425, 2430, 2435, 2449, 2469, 2472, 2473, 2483,),
+    (321, 326, 328, 353, 356, 358, 360, 361, 372, 377, 379, 404, 407, 409, 411, 412, 423, 428, 430, 443, 465, 468, 470, 471, 478, 489, 494, 496, 509, 531, 534, 536, 537, 544, 555, 560, 562, 575, 588, 606, 609, 611, 612, 619, 626, 639, 644, 646, 663, 680, 698, 711, 729, 738, 741, 743, 744, 755, 766, 779, 781, 797, 805, 810, 812, 829, 846, 864, 877, 895, 904, 907, 909, 910, 921, 932, 945, 947, 963, 971, 976, 978, 995, 1012, 1031, 1044, 1062, 1063, 1066, 1075, 1078, 1080, 1081, 1092, 1103, 1116, 1118, 1134, 1138, 1146, 1151, 1153, 1170, 1187, 1206, 1219, 1237, 1238, 1241, 1250, 1253, 1255, 1256, 1267, 1278, 1291, 1293, 1309, 1313, 1321, 1326, 1328, 1345, 1362, 1381, 1394, 1412, 1413, 1416, 1425, 1428, 1430, 1431, 1442, 1453, 1466, 1468, 1484, 1488, 1496, 1509, 1512, 1514, 1520, 1527, 1547, 1550, 1552, 1554, 1563, 1568, 1570, 1590, 1593, 1594, 1603, 1608, 1618, 1638, 1641, 1650, 1661, 1666, 1676, 1696, 1699, 1708, 1719, 1724, 1734, 1754, 1757, 1766, 1777, 1782, 1798, 1816, 1836, 1839, 1852, 1863, 1872, 1877, 1882, 1900, 1920, 1923, 1924, 1935, 1944, 1949, 1954, 1972, 1992, 1995, 1996, 2007, 2016, 2021, 2026, 2044, 2064, 2067, 2068, 2079, 2088, 2093, 2106, 2109, 2111, 2116, 2121, 2133, 2136, 2138, 2143, 2148, 2159, 2162, 2164, 2169, 2174, 2178, 2198, 2201, 2202, 2211, 2216, 2220, 2233, 2240, 2249, 2252, 2253, 2255, 2259, 2267, 2272, 2276, 2289, 2296, 2297, 2301, 2310, 2313, 2314, 2316, 2320, 2324, 2332, 2346, 2349, 2355, 2360, 2370, 2386, 2389, 2398, 2408, 2413, 2429, 2443, 2463, 2466, 2479, 2489, 2498, 2503, 2508, 2522, 2542, 2545, 2546, 2556,),
     ('FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'ReplicaState', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.ReplicaEpoch', 'ReplicaState', 'ReplicaState.<tagged fields>', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.ReplicaEpoch', 'ReplicaState.<tagged fields>', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.<tagged fields>', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.<tagged fields>', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.LastFetchedEpoch', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.LastFetchedEpoch', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.LastFetchedEpoch', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.<tagged fields>', 'FetchPartition.HighWatermark', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.HighWatermark', 'FetchPartition.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic', 'ForgottenTopic.Partitions', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic.TopicId', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic.TopicId', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>',),
 )

@@ -92,6 +92,18 @@ class FetchResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic == other.topic and
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class PartitionData(Struct):
         """Struct PartitionData of FetchResponse."""
 
@@ -151,6 +163,26 @@ class FetchResponse(Struct):
             self.records = records
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.error_code == other.error_code and
+                self.high_watermark == other.high_watermark and
+                self.last_stable_offset == other.last_stable_offset and
+                self.log_start_offset == other.log_start_offset and
+                self.diverging_epoch == other.diverging_epoch and
+                self.current_leader == other.current_leader and
+                self.snapshot_id == other.snapshot_id and
+                self.aborted_transactions == other.aborted_transactions and
+                self.preferred_read_replica == other.preferred_read_replica and
+                self.records == other.records and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class EpochEndOffset(Struct):
         """Struct EpochEndOffset of FetchResponse."""
 
@@ -173,6 +205,17 @@ class FetchResponse(Struct):
             self.epoch = epoch
             self.end_offset = end_offset
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.epoch == other.epoch and
+                self.end_offset == other.end_offset and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class LeaderIdAndEpoch(Struct):
         """Struct LeaderIdAndEpoch of FetchResponse."""
@@ -197,6 +240,17 @@ class FetchResponse(Struct):
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.leader_id == other.leader_id and
+                self.leader_epoch == other.leader_epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class SnapshotId(Struct):
         """Struct SnapshotId of FetchResponse."""
 
@@ -220,6 +274,17 @@ class FetchResponse(Struct):
             self.epoch = epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.end_offset == other.end_offset and
+                self.epoch == other.epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class AbortedTransaction(Struct):
         """Struct AbortedTransaction of FetchResponse."""
 
@@ -242,6 +307,17 @@ class FetchResponse(Struct):
             self.producer_id = producer_id
             self.first_offset = first_offset
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.producer_id == other.producer_id and
+                self.first_offset == other.first_offset and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class NodeEndpoint(Struct):
         """Struct NodeEndpoint of FetchResponse."""
@@ -274,6 +350,19 @@ class FetchResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.node_id == other.node_id and
+                self.host == other.host and
+                self.port == other.port and
+                self.rack == other.rack and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -290,6 +379,20 @@ class FetchResponse(Struct):
         self.responses = [] if responses is _MISSING else responses
         self.node_endpoints = [] if node_endpoints is _MISSING else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.session_id == other.session_id and
+            self.responses == other.responses and
+            self.node_endpoints == other.node_endpoints and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _FetchResponse = FetchResponse
@@ -1901,6 +2004,6 @@ _NodeEndpoint._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (308, 313, 315, 337, 340, 342, 344, 345, 356, 361, 363, 385, 388, 390, 392, 393, 404, 409, 411, 431, 434, 436, 437, 448, 453, 455, 475, 478, 480, 481, 492, 497, 499, 517, 537, 540, 542, 543, 554, 563, 568, 570, 588, 608, 611, 613, 614, 625, 634, 639, 641, 659, 672, 691, 700, 703, 704, 715, 717, 731, 739, 744, 754, 774, 777, 786, 797, 802, 812, 832, 835, 844, 855, 860, 870, 890, 893, 902, 913, 918, 934, 952, 972, 975, 988, 999, 1008, 1013, 1018, 1036, 1056, 1059, 1060, 1071, 1080, 1085, 1087, 1102, 1125, 1128, 1130, 1132, 1134, 1136, 1137, 1144, 1149, 1154, 1156, 1171, 1193, 1196, 1198, 1200, 1202, 1204, 1205, 1212, 1217, 1222, 1224, 1239, 1241, 1262, 1265, 1267, 1269, 1271, 1272, 1279, 1280, 1285, 1290, 1292, 1309, 1311, 1328, 1341, 1344, 1345, 1348, 1349, 1352, 1361, 1364, 1365, 1376, 1377, 1378, 1380, 1384, 1388, 1392, 1400, 1413, 1416, 1418, 1424, 1429, 1431, 1451, 1454, 1455, 1464, 1477, 1480, 1482, 1488, 1493, 1495, 1515, 1518, 1519, 1528, 1533, 1541, 1544, 1549, 1554, 1556, 1576, 1579, 1580, 1589, 1594, 1602, 1605, 1610, 1615, 1617, 1637, 1640, 1641, 1650, 1665, 1668, 1670, 1672, 1674, 1680, 1689, 1709, 1712, 1714, 1716, 1718, 1720, 1729, 1734, 1736, 1752, 1754, 1770, 1790, 1793, 1794, 1807, 1808, 1821,),
+    (411, 416, 418, 440, 443, 445, 447, 448, 459, 464, 466, 488, 491, 493, 495, 496, 507, 512, 514, 534, 537, 539, 540, 551, 556, 558, 578, 581, 583, 584, 595, 600, 602, 620, 640, 643, 645, 646, 657, 666, 671, 673, 691, 711, 714, 716, 717, 728, 737, 742, 744, 762, 775, 794, 803, 806, 807, 818, 820, 834, 842, 847, 857, 877, 880, 889, 900, 905, 915, 935, 938, 947, 958, 963, 973, 993, 996, 1005, 1016, 1021, 1037, 1055, 1075, 1078, 1091, 1102, 1111, 1116, 1121, 1139, 1159, 1162, 1163, 1174, 1183, 1188, 1190, 1205, 1228, 1231, 1233, 1235, 1237, 1239, 1240, 1247, 1252, 1257, 1259, 1274, 1296, 1299, 1301, 1303, 1305, 1307, 1308, 1315, 1320, 1325, 1327, 1342, 1344, 1365, 1368, 1370, 1372, 1374, 1375, 1382, 1383, 1388, 1393, 1395, 1412, 1414, 1431, 1444, 1447, 1448, 1451, 1452, 1455, 1464, 1467, 1468, 1479, 1480, 1481, 1483, 1487, 1491, 1495, 1503, 1516, 1519, 1521, 1527, 1532, 1534, 1554, 1557, 1558, 1567, 1580, 1583, 1585, 1591, 1596, 1598, 1618, 1621, 1622, 1631, 1636, 1644, 1647, 1652, 1657, 1659, 1679, 1682, 1683, 1692, 1697, 1705, 1708, 1713, 1718, 1720, 1740, 1743, 1744, 1753, 1768, 1771, 1773, 1775, 1777, 1783, 1792, 1812, 1815, 1817, 1819, 1821, 1823, 1832, 1837, 1839, 1855, 1857, 1873, 1893, 1896, 1897, 1910, 1911, 1924,),
     ('FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.SessionId', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.SessionId', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse.NodeEndpoints', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse.NodeEndpoints', 'FetchResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.TopicId', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.TopicId', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.PreferredReadReplica', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.PreferredReadReplica', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData.<tagged fields>', 'PartitionData.DivergingEpoch', 'PartitionData.<tagged fields>', 'PartitionData.CurrentLeader', 'PartitionData.<tagged fields>', 'PartitionData.SnapshotId', 'PartitionData.<tagged fields>', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData.<tagged fields>', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset', 'EpochEndOffset.Epoch', 'EpochEndOffset.EndOffset', 'EpochEndOffset', 'EpochEndOffset.Epoch', 'EpochEndOffset.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset.Epoch', 'EpochEndOffset.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.LeaderEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId.<tagged fields>', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId.<tagged fields>', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction.<tagged fields>', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>',),
 )

@@ -67,6 +67,18 @@ class FindCoordinatorRequest(Struct):
         self.coordinator_keys = [] if coordinator_keys is _MISSING else coordinator_keys
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.key == other.key and
+            self.key_type == other.key_type and
+            self.coordinator_keys == other.coordinator_keys and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _FindCoordinatorRequest = FindCoordinatorRequest
 
@@ -337,6 +349,6 @@ _FindCoordinatorRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (74, 79, 97, 100, 102, 104, 117, 122, 132, 141, 144, 146, 155, 160, 165, 181, 184, 204, 207, 209, 222, 223, 232, 237, 239, 271, 291, 294, 296, 297, 320,),
+    (86, 91, 109, 112, 114, 116, 129, 134, 144, 153, 156, 158, 167, 172, 177, 193, 196, 216, 219, 221, 234, 235, 244, 249, 251, 283, 303, 306, 308, 309, 332,),
     ('FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.<tagged fields>', 'FindCoordinatorRequest', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.<tagged fields>', 'FindCoordinatorRequest', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.<tagged fields>', 'FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.<tagged fields>',),
 )

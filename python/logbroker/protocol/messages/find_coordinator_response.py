@@ -103,6 +103,21 @@ class FindCoordinatorResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.key == other.key and
+                self.node_id == other.node_id and
+                self.host == other.host and
+                self.port == other.port and
+                self.error_code == other.error_code and
+                self.error_message == other.error_message and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -123,6 +138,22 @@ class FindCoordinatorResponse(Struct):
         self.port = port
         self.coordinators = [] if coordinators is _MISSING else coordinators
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.error_message == other.error_message and
+            self.node_id == other.node_id and
+            self.host == other.host and
+            self.port == other.port and
+            self.coordinators == other.coordinators and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _FindCoordinatorResponse = FindCoordinatorResponse
@@ -678,6 +709,6 @@ _Coordinator._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (132, 137, 139, 149, 160, 163, 165, 166, 175, 180, 185, 187, 199, 201, 211, 220, 223, 225, 226, 235, 236, 245, 250, 255, 257, 273, 275, 291, 294, 314, 317, 319, 320, 333, 334, 347, 348, 357, 362, 364, 386, 406, 409, 411, 413, 415, 417, 418, 429, 438, 455, 458, 460, 462, 464, 466, 472, 483, 503, 506, 508, 510, 512, 514, 516, 525, 530, 546, 548, 564, 566, 582, 602, 605, 618, 619, 632, 633, 646,),
+    (163, 168, 170, 180, 191, 194, 196, 197, 206, 211, 216, 218, 230, 232, 242, 251, 254, 256, 257, 266, 267, 276, 281, 286, 288, 304, 306, 322, 325, 345, 348, 350, 351, 364, 365, 378, 379, 388, 393, 395, 417, 437, 440, 442, 444, 446, 448, 449, 460, 469, 486, 489, 491, 493, 495, 497, 503, 514, 534, 537, 539, 541, 543, 545, 547, 556, 561, 577, 579, 595, 597, 613, 633, 636, 649, 650, 663, 664, 677,),
     ('FindCoordinatorResponse', 'FindCoordinatorResponse.ErrorCode', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.ErrorCode', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse.<tagged fields>', 'FindCoordinatorResponse', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse.<tagged fields>', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.<tagged fields>', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ErrorCode', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.<tagged fields>', 'Coordinator', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorCode', 'Coordinator', 'Coordinator.<tagged fields>', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorCode', 'Coordinator.<tagged fields>', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorMessage', 'Coordinator.<tagged fields>', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorMessage', 'Coordinator.<tagged fields>',),
 )

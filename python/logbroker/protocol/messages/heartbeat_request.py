@@ -71,6 +71,19 @@ class HeartbeatRequest(Struct):
         self.group_instance_id = group_instance_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.generation_id == other.generation_id and
+            self.member_id == other.member_id and
+            self.group_instance_id == other.group_instance_id and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _HeartbeatRequest = HeartbeatRequest
 
@@ -356,6 +369,6 @@ _HeartbeatRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (78, 83, 93, 95, 112, 115, 117, 126, 127, 140, 145, 155, 157, 167, 185, 188, 197, 198, 207, 220, 225, 241, 243, 259, 275, 295, 298, 311, 312, 325, 338,),
+    (91, 96, 106, 108, 125, 128, 130, 139, 140, 153, 158, 168, 170, 180, 198, 201, 210, 211, 220, 233, 238, 254, 256, 272, 288, 308, 311, 324, 325, 338, 351,),
     ('HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest.<tagged fields>', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest.<tagged fields>',),
 )

@@ -63,6 +63,17 @@ class HeartbeatResponse(Struct):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _HeartbeatResponse = HeartbeatResponse
 
@@ -160,6 +171,6 @@ _HeartbeatResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (70, 75, 84, 87, 92, 97, 105, 108, 113, 118, 120, 140, 143, 144,),
+    (81, 86, 95, 98, 103, 108, 116, 119, 124, 129, 131, 151, 154, 155,),
     ('HeartbeatResponse', 'HeartbeatResponse.ErrorCode', 'HeartbeatResponse', 'HeartbeatResponse.ErrorCode', 'HeartbeatResponse', 'HeartbeatResponse.ThrottleTimeMs', 'HeartbeatResponse', 'HeartbeatResponse.ThrottleTimeMs', 'HeartbeatResponse', 'HeartbeatResponse.ThrottleTimeMs', 'HeartbeatResponse.<tagged fields>', 'HeartbeatResponse', 'HeartbeatResponse.ThrottleTimeMs', 'HeartbeatResponse.<tagged fields>',),
 )

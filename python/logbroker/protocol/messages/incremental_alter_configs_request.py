@@ -81,6 +81,18 @@ class IncrementalAlterConfigsRequest(Struct):
             self.configs = [] if configs is _MISSING else configs
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.resource_type == other.resource_type and
+                self.resource_name == other.resource_name and
+                self.configs == other.configs and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class AlterableConfig(Struct):
         """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
@@ -108,6 +120,18 @@ class IncrementalAlterConfigsRequest(Struct):
             self.value = value
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.config_operation == other.config_operation and
+                self.value == other.value and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -118,6 +142,17 @@ class IncrementalAlterConfigsRequest(Struct):
         self.resources = [] if resources is _MISSING else resources
         self.validate_only = validate_only
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.resources == other.resources and
+            self.validate_only == other.validate_only and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _IncrementalAlterConfigsRequest = IncrementalAlterConfigsRequest
@@ -576,6 +611,6 @@ _AlterableConfig._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (128, 133, 146, 154, 157, 164, 169, 174, 191, 193, 213, 216, 227, 228, 237, 242, 244, 254, 273, 276, 277, 286, 297, 302, 304, 320, 337, 357, 360, 361, 374, 385, 394, 399, 409, 411, 429, 432, 441, 442, 455, 460, 476, 478, 494, 514, 517, 530, 531, 544,),
+    (163, 168, 181, 189, 192, 199, 204, 209, 226, 228, 248, 251, 262, 263, 272, 277, 279, 289, 308, 311, 312, 321, 332, 337, 339, 355, 372, 392, 395, 396, 409, 420, 429, 434, 444, 446, 464, 467, 476, 477, 490, 495, 511, 513, 529, 549, 552, 565, 566, 579,),
     ('IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest.<tagged fields>', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>',),
 )

@@ -82,6 +82,21 @@ class InitProducerIdRequest(Struct):
         self.keep_prepared_txn = keep_prepared_txn
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.transactional_id == other.transactional_id and
+            self.transaction_timeout_ms == other.transaction_timeout_ms and
+            self.producer_id == other.producer_id and
+            self.producer_epoch == other.producer_epoch and
+            self.enable2_pc == other.enable2_pc and
+            self.keep_prepared_txn == other.keep_prepared_txn and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _InitProducerIdRequest = InitProducerIdRequest
 
@@ -379,6 +394,6 @@ _InitProducerIdRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (89, 94, 106, 118, 121, 123, 125, 127, 129, 138, 143, 148, 164, 170, 190, 193, 195, 197, 199, 201, 214, 215, 224, 229, 245, 249, 269, 272, 274, 276, 289, 290, 299, 304, 320, 322, 342, 345, 358, 359,),
+    (104, 109, 121, 133, 136, 138, 140, 142, 144, 153, 158, 163, 179, 185, 205, 208, 210, 212, 214, 216, 229, 230, 239, 244, 260, 264, 284, 287, 289, 291, 304, 305, 314, 319, 335, 337, 357, 360, 373, 374,),
     ('InitProducerIdRequest', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest', 'InitProducerIdRequest.ProducerId', 'InitProducerIdRequest.ProducerEpoch', 'InitProducerIdRequest.Enable2Pc', 'InitProducerIdRequest.KeepPreparedTxn', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest.<tagged fields>', 'InitProducerIdRequest', 'InitProducerIdRequest.ProducerId', 'InitProducerIdRequest.ProducerEpoch', 'InitProducerIdRequest.Enable2Pc', 'InitProducerIdRequest.KeepPreparedTxn', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest.<tagged fields>', 'InitProducerIdRequest', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest.<tagged fields>', 'InitProducerIdRequest', 'InitProducerIdRequest.Enable2Pc', 'InitProducerIdRequest.KeepPreparedTxn', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest.<tagged fields>', 'InitProducerIdRequest', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest.<tagged fields>', 'InitProducerIdRequest', 'InitProducerIdRequest.TransactionalId', 'InitProducerIdRequest.TransactionTimeoutMs', 'InitProducerIdRequest.<tagged fields>',),
 )

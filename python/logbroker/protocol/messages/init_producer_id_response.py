@@ -79,6 +79,21 @@ class InitProducerIdResponse(Struct):
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.producer_id == other.producer_id and
+            self.producer_epoch == other.producer_epoch and
+            self.ongoing_txn_producer_id == other.ongoing_txn_producer_id and
+            self.ongoing_txn_producer_epoch == other.ongoing_txn_producer_epoch and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _InitProducerIdResponse = InitProducerIdResponse
 
@@ -210,6 +225,6 @@ _InitProducerIdResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (86, 91, 101, 104, 106, 108, 113, 118, 122, 142, 145, 147, 149, 150, 159, 164, 166, 186, 189, 190,),
+    (101, 106, 116, 119, 121, 123, 128, 133, 137, 157, 160, 162, 164, 165, 174, 179, 181, 201, 204, 205,),
     ('InitProducerIdResponse', 'InitProducerIdResponse.ThrottleTimeMs', 'InitProducerIdResponse', 'InitProducerIdResponse.OngoingTxnProducerId', 'InitProducerIdResponse.OngoingTxnProducerEpoch', 'InitProducerIdResponse.ThrottleTimeMs', 'InitProducerIdResponse', 'InitProducerIdResponse.ThrottleTimeMs', 'InitProducerIdResponse.<tagged fields>', 'InitProducerIdResponse', 'InitProducerIdResponse.OngoingTxnProducerId', 'InitProducerIdResponse.OngoingTxnProducerEpoch', 'InitProducerIdResponse.ThrottleTimeMs', 'InitProducerIdResponse.<tagged fields>', 'InitProducerIdResponse', 'InitProducerIdResponse.ThrottleTimeMs', 'InitProducerIdResponse.<tagged fields>', 'InitProducerIdResponse', 'InitProducerIdResponse.ThrottleTimeMs', 'InitProducerIdResponse.<tagged fields>',),
 )

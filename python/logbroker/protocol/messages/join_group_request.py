@@ -88,6 +88,17 @@ class JoinGroupRequest(Struct):
             self.metadata = metadata
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.metadata == other.metadata and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -110,6 +121,23 @@ class JoinGroupRequest(Struct):
         self.protocols = [] if protocols is _MISSING else protocols
         self.reason = reason
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.session_timeout_ms == other.session_timeout_ms and
+            self.rebalance_timeout_ms == other.rebalance_timeout_ms and
+            self.member_id == other.member_id and
+            self.group_instance_id == other.group_instance_id and
+            self.protocol_type == other.protocol_type and
+            self.protocols == other.protocols and
+            self.reason == other.reason and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _JoinGroupRequest = JoinGroupRequest
@@ -1005,6 +1033,6 @@ _JoinGroupRequestProtocol._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (119, 124, 134, 136, 146, 156, 178, 181, 183, 192, 193, 202, 211, 222, 227, 237, 239, 249, 259, 280, 283, 285, 294, 295, 304, 313, 324, 329, 339, 341, 351, 363, 373, 393, 396, 405, 406, 415, 424, 433, 444, 449, 465, 467, 483, 499, 515, 533, 553, 556, 569, 570, 583, 596, 609, 620, 629, 634, 650, 652, 668, 684, 700, 717, 733, 753, 756, 769, 770, 783, 796, 809, 820, 833, 842, 847, 857, 873, 876, 885, 895, 900, 916, 930, 950, 953, 966, 976,),
+    (147, 152, 162, 164, 174, 184, 206, 209, 211, 220, 221, 230, 239, 250, 255, 265, 267, 277, 287, 308, 311, 313, 322, 323, 332, 341, 352, 357, 367, 369, 379, 391, 401, 421, 424, 433, 434, 443, 452, 461, 472, 477, 493, 495, 511, 527, 543, 561, 581, 584, 597, 598, 611, 624, 637, 648, 657, 662, 678, 680, 696, 712, 728, 745, 761, 781, 784, 797, 798, 811, 824, 837, 848, 861, 870, 875, 885, 901, 904, 913, 923, 928, 944, 958, 978, 981, 994, 1004,),
     ('JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.Reason', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.Reason', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol.<tagged fields>', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol.<tagged fields>',),
 )

@@ -96,6 +96,18 @@ class JoinGroupResponse(Struct):
             self.metadata = metadata
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.member_id == other.member_id and
+                self.group_instance_id == other.group_instance_id and
+                self.metadata == other.metadata and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -120,6 +132,24 @@ class JoinGroupResponse(Struct):
         self.member_id = member_id
         self.members = [] if members is _MISSING else members
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.generation_id == other.generation_id and
+            self.protocol_type == other.protocol_type and
+            self.protocol_name == other.protocol_name and
+            self.leader == other.leader and
+            self.skip_assignment == other.skip_assignment and
+            self.member_id == other.member_id and
+            self.members == other.members and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _JoinGroupResponse = JoinGroupResponse
@@ -1238,6 +1268,6 @@ _JoinGroupResponseMember._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (129, 134, 136, 146, 156, 166, 188, 191, 193, 194, 203, 212, 221, 232, 237, 239, 249, 259, 269, 290, 293, 295, 296, 305, 314, 323, 334, 339, 341, 351, 361, 371, 392, 395, 397, 398, 407, 416, 425, 436, 441, 443, 459, 475, 491, 510, 530, 533, 535, 536, 549, 562, 575, 586, 595, 600, 602, 618, 634, 650, 666, 684, 704, 707, 709, 710, 723, 736, 749, 762, 773, 782, 787, 789, 805, 821, 837, 839, 855, 872, 892, 895, 896, 909, 922, 935, 936, 949, 960, 969, 974, 984, 1001, 1004, 1013, 1023, 1028, 1038, 1050, 1066, 1069, 1078, 1087, 1097, 1102, 1118, 1134, 1148, 1168, 1171, 1184, 1197, 1207,),
+    (159, 164, 166, 176, 186, 196, 218, 221, 223, 224, 233, 242, 251, 262, 267, 269, 279, 289, 299, 320, 323, 325, 326, 335, 344, 353, 364, 369, 371, 381, 391, 401, 422, 425, 427, 428, 437, 446, 455, 466, 471, 473, 489, 505, 521, 540, 560, 563, 565, 566, 579, 592, 605, 616, 625, 630, 632, 648, 664, 680, 696, 714, 734, 737, 739, 740, 753, 766, 779, 792, 803, 812, 817, 819, 835, 851, 867, 869, 885, 902, 922, 925, 926, 939, 952, 965, 966, 979, 990, 999, 1004, 1014, 1031, 1034, 1043, 1053, 1058, 1068, 1080, 1096, 1099, 1108, 1117, 1127, 1132, 1148, 1164, 1178, 1198, 1201, 1214, 1227, 1237,),
     ('JoinGroupResponse', 'JoinGroupResponse.ErrorCode', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ErrorCode', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember.<tagged fields>', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember.<tagged fields>',),
 )

@@ -81,6 +81,18 @@ class LeaveGroupRequest(Struct):
             self.reason = reason
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.member_id == other.member_id and
+                self.group_instance_id == other.group_instance_id and
+                self.reason == other.reason and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -93,6 +105,18 @@ class LeaveGroupRequest(Struct):
         self.member_id = member_id
         self.members = [] if members is _MISSING else members
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.member_id == other.member_id and
+            self.members == other.members and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _LeaveGroupRequest = LeaveGroupRequest
@@ -735,6 +759,6 @@ _MemberIdentity._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (102, 107, 117, 134, 137, 139, 148, 161, 166, 176, 196, 199, 201, 210, 221, 226, 242, 260, 280, 283, 285, 298, 309, 318, 323, 339, 357, 377, 380, 382, 395, 406, 415, 429, 432, 434, 440, 445, 455, 474, 477, 486, 499, 504, 520, 537, 557, 560, 573, 586, 595, 600, 616, 632, 648, 668, 671, 684, 697, 710,),
+    (126, 131, 141, 158, 161, 163, 172, 185, 190, 200, 220, 223, 225, 234, 245, 250, 266, 284, 304, 307, 309, 322, 333, 342, 347, 363, 381, 401, 404, 406, 419, 430, 439, 453, 456, 458, 464, 469, 479, 498, 501, 510, 523, 528, 544, 561, 581, 584, 597, 610, 619, 624, 640, 656, 672, 692, 695, 708, 721, 734,),
     ('LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'LeaveGroupRequest', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'LeaveGroupRequest', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'MemberIdentity', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.<tagged fields>', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.<tagged fields>', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.Reason', 'MemberIdentity.<tagged fields>', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.Reason', 'MemberIdentity.<tagged fields>',),
 )

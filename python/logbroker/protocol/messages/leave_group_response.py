@@ -82,6 +82,18 @@ class LeaveGroupResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.member_id == other.member_id and
+                self.group_instance_id == other.group_instance_id and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -94,6 +106,18 @@ class LeaveGroupResponse(Struct):
         self.error_code = error_code
         self.members = [] if members is _MISSING else members
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.members == other.members and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _LeaveGroupResponse = LeaveGroupResponse
@@ -463,6 +487,6 @@ _MemberResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (103, 108, 118, 121, 123, 128, 133, 142, 145, 147, 152, 157, 159, 178, 181, 182, 193, 198, 200, 217, 237, 240, 241, 252, 261, 275, 278, 280, 282, 288, 293, 303, 315, 323, 326, 335, 344, 349, 354, 370, 386, 388, 408, 411, 424, 437, 438,),
+    (127, 132, 142, 145, 147, 152, 157, 166, 169, 171, 176, 181, 183, 202, 205, 206, 217, 222, 224, 241, 261, 264, 265, 276, 285, 299, 302, 304, 306, 312, 317, 327, 339, 347, 350, 359, 368, 373, 378, 394, 410, 412, 432, 435, 448, 461, 462,),
     ('LeaveGroupResponse', 'LeaveGroupResponse.ErrorCode', 'LeaveGroupResponse', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.ErrorCode', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.<tagged fields>', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.<tagged fields>', 'MemberResponse', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse.<tagged fields>', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse.<tagged fields>',),
 )

@@ -61,6 +61,17 @@ class ListGroupsRequest(Struct):
         self.types_filter = [] if types_filter is _MISSING else types_filter
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.states_filter == other.states_filter and
+            self.types_filter == other.types_filter and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _ListGroupsRequest = ListGroupsRequest
 
@@ -381,6 +392,6 @@ _ListGroupsRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (68, 81, 84, 86, 92, 99, 119, 122, 124, 126, 135, 140, 172, 192, 195, 197, 220, 229, 234, 265, 296, 316, 319, 342, 365,),
+    (79, 92, 95, 97, 103, 110, 130, 133, 135, 137, 146, 151, 183, 203, 206, 208, 231, 240, 245, 276, 307, 327, 330, 353, 376,),
     ('ListGroupsRequest', 'ListGroupsRequest', 'ListGroupsRequest.StatesFilter', 'ListGroupsRequest.TypesFilter', 'ListGroupsRequest', 'ListGroupsRequest.<tagged fields>', 'ListGroupsRequest', 'ListGroupsRequest.StatesFilter', 'ListGroupsRequest.TypesFilter', 'ListGroupsRequest.<tagged fields>', 'ListGroupsRequest', 'ListGroupsRequest.StatesFilter', 'ListGroupsRequest.<tagged fields>', 'ListGroupsRequest', 'ListGroupsRequest.TypesFilter', 'ListGroupsRequest.StatesFilter', 'ListGroupsRequest.<tagged fields>', 'ListGroupsRequest', 'ListGroupsRequest.StatesFilter', 'ListGroupsRequest.TypesFilter', 'ListGroupsRequest.<tagged fields>', 'ListGroupsRequest', 'ListGroupsRequest.StatesFilter', 'ListGroupsRequest.TypesFilter', 'ListGroupsRequest.<tagged fields>',),
 )

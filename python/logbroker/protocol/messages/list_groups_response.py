@@ -86,6 +86,19 @@ class ListGroupsResponse(Struct):
             self.group_type = group_type
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.group_id == other.group_id and
+                self.protocol_type == other.protocol_type and
+                self.group_state == other.group_state and
+                self.group_type == other.group_type and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -98,6 +111,18 @@ class ListGroupsResponse(Struct):
         self.error_code = error_code
         self.groups = [] if groups is _MISSING else groups
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.groups == other.groups and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ListGroupsResponse = ListGroupsResponse
@@ -844,6 +869,6 @@ _ListedGroup._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (107, 112, 114, 134, 137, 138, 149, 154, 156, 175, 178, 179, 190, 195, 197, 214, 234, 237, 238, 249, 258, 263, 265, 282, 302, 305, 306, 317, 326, 331, 333, 350, 370, 373, 374, 385, 394, 399, 409, 427, 430, 439, 452, 457, 473, 491, 511, 514, 527, 540, 549, 554, 570, 586, 603, 623, 626, 639, 652, 665, 674, 679, 695, 711, 727, 743, 763, 766, 779, 792, 805, 818,),
+    (132, 137, 139, 159, 162, 163, 174, 179, 181, 200, 203, 204, 215, 220, 222, 239, 259, 262, 263, 274, 283, 288, 290, 307, 327, 330, 331, 342, 351, 356, 358, 375, 395, 398, 399, 410, 419, 424, 434, 452, 455, 464, 477, 482, 498, 516, 536, 539, 552, 565, 574, 579, 595, 611, 628, 648, 651, 664, 677, 690, 699, 704, 720, 736, 752, 768, 788, 791, 804, 817, 830, 843,),
     ('ListGroupsResponse', 'ListGroupsResponse.ErrorCode', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ErrorCode', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.GroupType', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.GroupType', 'ListedGroup.<tagged fields>',),
 )

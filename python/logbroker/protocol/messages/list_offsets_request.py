@@ -82,6 +82,17 @@ class ListOffsetsRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class ListOffsetsPartition(Struct):
         """Struct ListOffsetsPartition of ListOffsetsRequest."""
 
@@ -109,6 +120,18 @@ class ListOffsetsRequest(Struct):
             self.timestamp = timestamp
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.current_leader_epoch == other.current_leader_epoch and
+                self.timestamp == other.timestamp and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -123,6 +146,19 @@ class ListOffsetsRequest(Struct):
         self.topics = [] if topics is _MISSING else topics
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.replica_id == other.replica_id and
+            self.isolation_level == other.isolation_level and
+            self.topics == other.topics and
+            self.timeout_ms == other.timeout_ms and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ListOffsetsRequest = ListOffsetsRequest
@@ -717,6 +753,6 @@ _ListOffsetsPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (133, 138, 140, 161, 164, 166, 167, 178, 183, 185, 205, 208, 209, 220, 225, 227, 247, 250, 251, 262, 267, 269, 287, 307, 310, 311, 322, 331, 336, 338, 355, 357, 377, 380, 381, 392, 393, 402, 407, 417, 436, 439, 448, 459, 464, 474, 493, 496, 505, 516, 521, 537, 554, 574, 577, 590, 601, 610, 615, 624, 627, 632, 637, 645, 648, 653, 658, 660, 680, 683, 684,),
+    (169, 174, 176, 197, 200, 202, 203, 214, 219, 221, 241, 244, 245, 256, 261, 263, 283, 286, 287, 298, 303, 305, 323, 343, 346, 347, 358, 367, 372, 374, 391, 393, 413, 416, 417, 428, 429, 438, 443, 453, 472, 475, 484, 495, 500, 510, 529, 532, 541, 552, 557, 573, 590, 610, 613, 626, 637, 646, 651, 660, 663, 668, 673, 681, 684, 689, 694, 696, 716, 719, 720,),
     ('ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.IsolationLevel', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.TimeoutMs', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.TimeoutMs', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic.<tagged fields>', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic.<tagged fields>', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition.<tagged fields>', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition.<tagged fields>',),
 )

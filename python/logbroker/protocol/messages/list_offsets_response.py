@@ -77,6 +77,17 @@ class ListOffsetsResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class ListOffsetsPartitionResponse(Struct):
         """Struct ListOffsetsPartitionResponse of ListOffsetsResponse."""
 
@@ -112,6 +123,20 @@ class ListOffsetsResponse(Struct):
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.error_code == other.error_code and
+                self.timestamp == other.timestamp and
+                self.offset == other.offset and
+                self.leader_epoch == other.leader_epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -122,6 +147,17 @@ class ListOffsetsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ListOffsetsResponse = ListOffsetsResponse
@@ -638,6 +674,6 @@ _ListOffsetsPartitionResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (132, 137, 157, 160, 171, 176, 178, 197, 200, 201, 212, 217, 219, 238, 241, 242, 253, 258, 260, 277, 297, 300, 301, 312, 321, 326, 336, 355, 358, 367, 378, 383, 393, 412, 415, 424, 435, 440, 456, 473, 493, 496, 509, 520, 529, 534, 543, 546, 548, 553, 558, 566, 569, 574, 579, 581, 601, 604, 605,),
+    (168, 173, 193, 196, 207, 212, 214, 233, 236, 237, 248, 253, 255, 274, 277, 278, 289, 294, 296, 313, 333, 336, 337, 348, 357, 362, 372, 391, 394, 403, 414, 419, 429, 448, 451, 460, 471, 476, 492, 509, 529, 532, 545, 556, 565, 570, 579, 582, 584, 589, 594, 602, 605, 610, 615, 617, 637, 640, 641,),
     ('ListOffsetsResponse', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse.<tagged fields>', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse.<tagged fields>', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse.<tagged fields>', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse.<tagged fields>', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.LeaderEpoch', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse.<tagged fields>', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse.<tagged fields>',),
 )

@@ -82,6 +82,17 @@ class MetadataRequest(Struct):
             self.name = name
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic_id == other.topic_id and
+                self.name == other.name and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -96,6 +107,19 @@ class MetadataRequest(Struct):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.topics == other.topics and
+            self.allow_auto_topic_creation == other.allow_auto_topic_creation and
+            self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and
+            self.include_topic_authorized_operations == other.include_topic_authorized_operations and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _MetadataRequest = MetadataRequest
@@ -693,6 +717,6 @@ _MetadataRequestTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (105, 110, 132, 135, 137, 139, 141, 152, 157, 181, 184, 186, 188, 190, 201, 206, 221, 231, 234, 236, 238, 245, 250, 255, 270, 278, 281, 288, 293, 298, 315, 317, 337, 340, 351, 352, 361, 366, 383, 385, 405, 408, 419, 420, 429, 434, 451, 454, 474, 477, 479, 490, 491, 500, 505, 522, 525, 538, 543, 560, 580, 583, 596, 605, 610, 615, 631, 651, 654, 655, 668,),
+    (129, 134, 156, 159, 161, 163, 165, 176, 181, 205, 208, 210, 212, 214, 225, 230, 245, 255, 258, 260, 262, 269, 274, 279, 294, 302, 305, 312, 317, 322, 339, 341, 361, 364, 375, 376, 385, 390, 407, 409, 429, 432, 443, 444, 453, 458, 475, 478, 498, 501, 503, 514, 515, 524, 529, 546, 549, 562, 567, 584, 604, 607, 620, 629, 634, 639, 655, 675, 678, 679, 692,),
     ('MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.IncludeTopicAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.IncludeTopicAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.IncludeTopicAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.TopicId', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.TopicId', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>',),
 )

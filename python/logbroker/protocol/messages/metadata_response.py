@@ -96,6 +96,19 @@ class MetadataResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.node_id == other.node_id and
+                self.host == other.host and
+                self.port == other.port and
+                self.rack == other.rack and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class MetadataResponseTopic(Struct):
         """Struct MetadataResponseTopic of MetadataResponse."""
 
@@ -134,6 +147,21 @@ class MetadataResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.is_internal == other.is_internal and
+                self.partitions == other.partitions and
+                self.topic_authorized_operations == other.topic_authorized_operations and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class MetadataResponsePartition(Struct):
         """Struct MetadataResponsePartition of MetadataResponse."""
@@ -178,6 +206,22 @@ class MetadataResponse(Struct):
             self.offline_replicas = [] if offline_replicas is _MISSING else offline_replicas
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.partition_index == other.partition_index and
+                self.leader_id == other.leader_id and
+                self.leader_epoch == other.leader_epoch and
+                self.replica_nodes == other.replica_nodes and
+                self.isr_nodes == other.isr_nodes and
+                self.offline_replicas == other.offline_replicas and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -198,6 +242,22 @@ class MetadataResponse(Struct):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.brokers == other.brokers and
+            self.cluster_id == other.cluster_id and
+            self.controller_id == other.controller_id and
+            self.topics == other.topics and
+            self.cluster_authorized_operations == other.cluster_authorized_operations and
+            self.error_code == other.error_code and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _MetadataResponse = MetadataResponse
@@ -2649,6 +2709,6 @@ _MetadataResponsePartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (209, 214, 227, 251, 254, 256, 263, 274, 279, 292, 294, 317, 320, 322, 329, 330, 341, 346, 359, 371, 373, 395, 398, 400, 407, 416, 417, 428, 433, 435, 448, 460, 462, 483, 486, 488, 489, 496, 505, 506, 517, 522, 524, 537, 549, 551, 572, 575, 577, 578, 585, 594, 595, 606, 611, 613, 626, 638, 640, 661, 664, 666, 667, 674, 683, 684, 695, 700, 702, 715, 727, 729, 742, 751, 754, 755, 762, 771, 772, 779, 784, 789, 791, 808, 824, 826, 843, 846, 866, 869, 870, 881, 894, 895, 906, 907, 916, 921, 923, 940, 956, 958, 975, 978, 998, 1001, 1002, 1013, 1026, 1027, 1038, 1039, 1048, 1053, 1055, 1072, 1088, 1090, 1109, 1129, 1132, 1134, 1135, 1146, 1159, 1160, 1171, 1180, 1185, 1187, 1204, 1220, 1222, 1241, 1261, 1264, 1266, 1267, 1278, 1291, 1292, 1303, 1312, 1317, 1319, 1336, 1352, 1354, 1371, 1374, 1394, 1397, 1399, 1400, 1411, 1424, 1425, 1436, 1437, 1446, 1451, 1453, 1463, 1472, 1475, 1476, 1485, 1490, 1495, 1497, 1507, 1509, 1527, 1530, 1531, 1540, 1541, 1554, 1559, 1561, 1577, 1579, 1595, 1615, 1618, 1619, 1632, 1633, 1646, 1655, 1660, 1662, 1672, 1694, 1697, 1699, 1700, 1709, 1720, 1725, 1727, 1737, 1739, 1760, 1763, 1765, 1766, 1775, 1776, 1787, 1792, 1794, 1804, 1806, 1827, 1830, 1832, 1833, 1842, 1843, 1854, 1859, 1861, 1871, 1873, 1894, 1897, 1899, 1900, 1909, 1910, 1921, 1926, 1928, 1938, 1940, 1953, 1962, 1965, 1966, 1975, 1976, 1983, 1988, 1993, 1995, 2011, 2013, 2030, 2033, 2053, 2056, 2057, 2070, 2071, 2082, 2083, 2092, 2097, 2099, 2115, 2120, 2122, 2139, 2141, 2161, 2164, 2165, 2178, 2179, 2180, 2191, 2192, 2201, 2206, 2208, 2224, 2229, 2231, 2248, 2250, 2270, 2273, 2274, 2287, 2288, 2289, 2300, 2301, 2310, 2315, 2317, 2326, 2343, 2346, 2347, 2353, 2363, 2368, 2370, 2379, 2388, 2404, 2407, 2408, 2414, 2420, 2430, 2435, 2437, 2446, 2455, 2470, 2473, 2474, 2480, 2486, 2496, 2501, 2503, 2516, 2529, 2542, 2562, 2565, 2566, 2576, 2586, 2596,),
+    (269, 274, 287, 311, 314, 316, 323, 334, 339, 352, 354, 377, 380, 382, 389, 390, 401, 406, 419, 431, 433, 455, 458, 460, 467, 476, 477, 488, 493, 495, 508, 520, 522, 543, 546, 548, 549, 556, 565, 566, 577, 582, 584, 597, 609, 611, 632, 635, 637, 638, 645, 654, 655, 666, 671, 673, 686, 698, 700, 721, 724, 726, 727, 734, 743, 744, 755, 760, 762, 775, 787, 789, 802, 811, 814, 815, 822, 831, 832, 839, 844, 849, 851, 868, 884, 886, 903, 906, 926, 929, 930, 941, 954, 955, 966, 967, 976, 981, 983, 1000, 1016, 1018, 1035, 1038, 1058, 1061, 1062, 1073, 1086, 1087, 1098, 1099, 1108, 1113, 1115, 1132, 1148, 1150, 1169, 1189, 1192, 1194, 1195, 1206, 1219, 1220, 1231, 1240, 1245, 1247, 1264, 1280, 1282, 1301, 1321, 1324, 1326, 1327, 1338, 1351, 1352, 1363, 1372, 1377, 1379, 1396, 1412, 1414, 1431, 1434, 1454, 1457, 1459, 1460, 1471, 1484, 1485, 1496, 1497, 1506, 1511, 1513, 1523, 1532, 1535, 1536, 1545, 1550, 1555, 1557, 1567, 1569, 1587, 1590, 1591, 1600, 1601, 1614, 1619, 1621, 1637, 1639, 1655, 1675, 1678, 1679, 1692, 1693, 1706, 1715, 1720, 1722, 1732, 1754, 1757, 1759, 1760, 1769, 1780, 1785, 1787, 1797, 1799, 1820, 1823, 1825, 1826, 1835, 1836, 1847, 1852, 1854, 1864, 1866, 1887, 1890, 1892, 1893, 1902, 1903, 1914, 1919, 1921, 1931, 1933, 1954, 1957, 1959, 1960, 1969, 1970, 1981, 1986, 1988, 1998, 2000, 2013, 2022, 2025, 2026, 2035, 2036, 2043, 2048, 2053, 2055, 2071, 2073, 2090, 2093, 2113, 2116, 2117, 2130, 2131, 2142, 2143, 2152, 2157, 2159, 2175, 2180, 2182, 2199, 2201, 2221, 2224, 2225, 2238, 2239, 2240, 2251, 2252, 2261, 2266, 2268, 2284, 2289, 2291, 2308, 2310, 2330, 2333, 2334, 2347, 2348, 2349, 2360, 2361, 2370, 2375, 2377, 2386, 2403, 2406, 2407, 2413, 2423, 2428, 2430, 2439, 2448, 2464, 2467, 2468, 2474, 2480, 2490, 2495, 2497, 2506, 2515, 2530, 2533, 2534, 2540, 2546, 2556, 2561, 2563, 2576, 2589, 2602, 2622, 2625, 2626, 2636, 2646, 2656,),
     ('MetadataResponse', 'MetadataResponse.Brokers', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.Brokers', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.Brokers', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.Brokers', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ErrorCode', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ErrorCode', 'MetadataResponse.<tagged fields>', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker.<tagged fields>', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition.<tagged fields>', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition.<tagged fields>',),
 )

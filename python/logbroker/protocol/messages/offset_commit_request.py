@@ -91,6 +91,18 @@ class OffsetCommitRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetCommitRequestPartition(Struct):
         """Struct OffsetCommitRequestPartition of OffsetCommitRequest."""
 
@@ -122,6 +134,19 @@ class OffsetCommitRequest(Struct):
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.committed_offset == other.committed_offset and
+                self.committed_leader_epoch == other.committed_leader_epoch and
+                self.committed_metadata == other.committed_metadata and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -140,6 +165,21 @@ class OffsetCommitRequest(Struct):
         self.retention_time_ms = retention_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.generation_id_or_member_epoch == other.generation_id_or_member_epoch and
+            self.member_id == other.member_id and
+            self.group_instance_id == other.group_instance_id and
+            self.retention_time_ms == other.retention_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _OffsetCommitRequest = OffsetCommitRequest
@@ -1279,6 +1319,6 @@ _OffsetCommitRequestPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (150, 155, 165, 167, 177, 179, 199, 202, 204, 213, 214, 223, 224, 235, 240, 250, 252, 262, 283, 286, 288, 297, 298, 307, 318, 323, 333, 335, 345, 366, 369, 371, 380, 381, 390, 401, 406, 416, 418, 428, 440, 460, 463, 472, 473, 482, 491, 502, 507, 523, 525, 541, 557, 575, 595, 598, 611, 612, 625, 638, 649, 658, 663, 679, 681, 697, 713, 731, 751, 754, 767, 768, 781, 794, 805, 814, 819, 829, 849, 852, 861, 872, 877, 887, 907, 910, 919, 930, 935, 951, 969, 989, 992, 1005, 1016, 1025, 1030, 1035, 1053, 1073, 1076, 1077, 1088, 1097, 1102, 1104, 1123, 1126, 1127, 1140, 1145, 1147, 1165, 1168, 1169, 1182, 1187, 1189, 1205, 1225, 1228, 1229, 1242,),
+    (190, 195, 205, 207, 217, 219, 239, 242, 244, 253, 254, 263, 264, 275, 280, 290, 292, 302, 323, 326, 328, 337, 338, 347, 358, 363, 373, 375, 385, 406, 409, 411, 420, 421, 430, 441, 446, 456, 458, 468, 480, 500, 503, 512, 513, 522, 531, 542, 547, 563, 565, 581, 597, 615, 635, 638, 651, 652, 665, 678, 689, 698, 703, 719, 721, 737, 753, 771, 791, 794, 807, 808, 821, 834, 845, 854, 859, 869, 889, 892, 901, 912, 917, 927, 947, 950, 959, 970, 975, 991, 1009, 1029, 1032, 1045, 1056, 1065, 1070, 1075, 1093, 1113, 1116, 1117, 1128, 1137, 1142, 1144, 1163, 1166, 1167, 1180, 1185, 1187, 1205, 1208, 1209, 1222, 1227, 1229, 1245, 1265, 1268, 1269, 1282,),
     ('OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.RetentionTimeMs', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.RetentionTimeMs', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.TopicId', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.TopicId', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition.<tagged fields>', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition.<tagged fields>',),
 )

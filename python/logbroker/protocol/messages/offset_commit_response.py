@@ -80,6 +80,18 @@ class OffsetCommitResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetCommitResponsePartition(Struct):
         """Struct OffsetCommitResponsePartition of OffsetCommitResponse."""
 
@@ -103,6 +115,17 @@ class OffsetCommitResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -113,6 +136,17 @@ class OffsetCommitResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _OffsetCommitResponse = OffsetCommitResponse
@@ -647,6 +681,6 @@ _OffsetCommitResponsePartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (123, 128, 148, 151, 162, 167, 169, 188, 191, 192, 203, 208, 210, 227, 247, 250, 251, 262, 271, 276, 278, 295, 315, 318, 319, 330, 339, 344, 354, 374, 377, 386, 397, 402, 418, 436, 456, 459, 472, 483, 492, 497, 502, 520, 540, 543, 544, 555, 564, 569, 577, 580, 585, 590, 592, 612, 615, 616,),
+    (157, 162, 182, 185, 196, 201, 203, 222, 225, 226, 237, 242, 244, 261, 281, 284, 285, 296, 305, 310, 312, 329, 349, 352, 353, 364, 373, 378, 388, 408, 411, 420, 431, 436, 452, 470, 490, 493, 506, 517, 526, 531, 536, 554, 574, 577, 578, 589, 598, 603, 611, 614, 619, 624, 626, 646, 649, 650,),
     ('OffsetCommitResponse', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.TopicId', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.TopicId', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition.<tagged fields>', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition.<tagged fields>',),
 )

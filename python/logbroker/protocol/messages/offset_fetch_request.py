@@ -81,6 +81,17 @@ class OffsetFetchRequest(Struct):
             self.partition_indexes = [] if partition_indexes is _MISSING else partition_indexes
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partition_indexes == other.partition_indexes and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetFetchRequestGroup(Struct):
         """Struct OffsetFetchRequestGroup of OffsetFetchRequest."""
 
@@ -112,6 +123,19 @@ class OffsetFetchRequest(Struct):
             self.topics = [] if topics is _MISSING else topics
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.group_id == other.group_id and
+                self.member_id == other.member_id and
+                self.member_epoch == other.member_epoch and
+                self.topics == other.topics and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetFetchRequestTopics(Struct):
         """Struct OffsetFetchRequestTopics of OffsetFetchRequest."""
 
@@ -139,6 +163,18 @@ class OffsetFetchRequest(Struct):
             self.partition_indexes = [] if partition_indexes is _MISSING else partition_indexes
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.partition_indexes == other.partition_indexes and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -153,6 +189,19 @@ class OffsetFetchRequest(Struct):
         self.groups = [] if groups is _MISSING else groups
         self.require_stable = require_stable
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.topics == other.topics and
+            self.groups == other.groups and
+            self.require_stable == other.require_stable and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _OffsetFetchRequest = OffsetFetchRequest
@@ -1572,6 +1621,6 @@ _OffsetFetchRequestTopics._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (164, 169, 179, 200, 203, 205, 207, 216, 227, 232, 242, 265, 268, 270, 272, 281, 292, 297, 313, 332, 352, 355, 357, 359, 372, 383, 392, 397, 413, 430, 433, 453, 456, 458, 471, 482, 483, 492, 497, 514, 518, 538, 541, 543, 545, 556, 557, 566, 571, 588, 592, 612, 615, 617, 619, 630, 631, 640, 645, 662, 666, 686, 689, 691, 693, 704, 705, 714, 719, 729, 744, 747, 756, 766, 771, 787, 800, 820, 823, 836, 846, 855, 862, 882, 885, 887, 889, 898, 913, 916, 918, 924, 933, 953, 956, 958, 960, 969, 974, 990, 1009, 1029, 1032, 1045, 1056, 1065, 1070, 1086, 1102, 1104, 1121, 1141, 1144, 1157, 1170, 1171, 1182, 1191, 1196, 1212, 1228, 1230, 1247, 1267, 1270, 1283, 1296, 1297, 1308, 1317, 1331, 1334, 1340, 1348, 1368, 1371, 1373, 1382, 1387, 1403, 1417, 1437, 1440, 1453, 1463, 1472, 1477, 1482, 1496, 1516, 1519, 1520, 1530,),
+    (213, 218, 228, 249, 252, 254, 256, 265, 276, 281, 291, 314, 317, 319, 321, 330, 341, 346, 362, 381, 401, 404, 406, 408, 421, 432, 441, 446, 462, 479, 482, 502, 505, 507, 520, 531, 532, 541, 546, 563, 567, 587, 590, 592, 594, 605, 606, 615, 620, 637, 641, 661, 664, 666, 668, 679, 680, 689, 694, 711, 715, 735, 738, 740, 742, 753, 754, 763, 768, 778, 793, 796, 805, 815, 820, 836, 849, 869, 872, 885, 895, 904, 911, 931, 934, 936, 938, 947, 962, 965, 967, 973, 982, 1002, 1005, 1007, 1009, 1018, 1023, 1039, 1058, 1078, 1081, 1094, 1105, 1114, 1119, 1135, 1151, 1153, 1170, 1190, 1193, 1206, 1219, 1220, 1231, 1240, 1245, 1261, 1277, 1279, 1296, 1316, 1319, 1332, 1345, 1346, 1357, 1366, 1380, 1383, 1389, 1397, 1417, 1420, 1422, 1431, 1436, 1452, 1466, 1486, 1489, 1502, 1512, 1521, 1526, 1531, 1545, 1565, 1568, 1569, 1579,),
     ('OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.Name', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.Name', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.TopicId', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.TopicId', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>',),
 )

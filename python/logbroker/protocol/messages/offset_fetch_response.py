@@ -81,6 +81,17 @@ class OffsetFetchResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetFetchResponsePartition(Struct):
         """Struct OffsetFetchResponsePartition of OffsetFetchResponse."""
 
@@ -116,6 +127,20 @@ class OffsetFetchResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.committed_offset == other.committed_offset and
+                self.committed_leader_epoch == other.committed_leader_epoch and
+                self.metadata == other.metadata and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetFetchResponseGroup(Struct):
         """Struct OffsetFetchResponseGroup of OffsetFetchResponse."""
 
@@ -143,6 +168,18 @@ class OffsetFetchResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.group_id == other.group_id and
+                self.topics == other.topics and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetFetchResponseTopics(Struct):
         """Struct OffsetFetchResponseTopics of OffsetFetchResponse."""
 
@@ -169,6 +206,18 @@ class OffsetFetchResponse(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class OffsetFetchResponsePartitions(Struct):
         """Struct OffsetFetchResponsePartitions of OffsetFetchResponse."""
@@ -205,6 +254,20 @@ class OffsetFetchResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.committed_offset == other.committed_offset and
+                self.committed_leader_epoch == other.committed_leader_epoch and
+                self.metadata == other.metadata and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -219,6 +282,19 @@ class OffsetFetchResponse(Struct):
         self.error_code = error_code
         self.groups = [] if groups is _MISSING else groups
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.error_code == other.error_code and
+            self.groups == other.groups and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _OffsetFetchResponse = OffsetFetchResponse
@@ -1800,6 +1876,6 @@ _OffsetFetchResponsePartitions._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (232, 237, 259, 262, 264, 275, 280, 293, 303, 306, 308, 315, 320, 325, 327, 340, 349, 352, 354, 355, 362, 367, 372, 374, 387, 396, 399, 401, 402, 409, 414, 419, 421, 438, 441, 461, 464, 466, 467, 478, 479, 488, 493, 495, 514, 534, 537, 539, 540, 551, 560, 565, 567, 586, 606, 609, 611, 612, 623, 632, 637, 647, 666, 669, 678, 689, 694, 704, 723, 726, 735, 746, 751, 767, 784, 804, 807, 820, 831, 840, 847, 867, 870, 872, 874, 883, 888, 890, 902, 911, 914, 915, 924, 929, 934, 936, 948, 956, 959, 960, 969, 974, 979, 981, 997, 999, 1019, 1022, 1023, 1036, 1037, 1046, 1056, 1076, 1079, 1081, 1083, 1085, 1087, 1096, 1110, 1113, 1115, 1117, 1123, 1131, 1151, 1154, 1156, 1158, 1160, 1169, 1174, 1190, 1207, 1209, 1229, 1232, 1245, 1256, 1257, 1266, 1271, 1287, 1304, 1306, 1326, 1329, 1342, 1353, 1354, 1363, 1377, 1380, 1386, 1394, 1414, 1417, 1419, 1428, 1433, 1449, 1467, 1487, 1490, 1503, 1514, 1523, 1528, 1533, 1551, 1571, 1574, 1575, 1586, 1595, 1611, 1614, 1616, 1618, 1620, 1626, 1636, 1656, 1659, 1661, 1663, 1665, 1667, 1676, 1681, 1683, 1699, 1701, 1721, 1724, 1725, 1738, 1739,),
+    (308, 313, 335, 338, 340, 351, 356, 369, 379, 382, 384, 391, 396, 401, 403, 416, 425, 428, 430, 431, 438, 443, 448, 450, 463, 472, 475, 477, 478, 485, 490, 495, 497, 514, 517, 537, 540, 542, 543, 554, 555, 564, 569, 571, 590, 610, 613, 615, 616, 627, 636, 641, 643, 662, 682, 685, 687, 688, 699, 708, 713, 723, 742, 745, 754, 765, 770, 780, 799, 802, 811, 822, 827, 843, 860, 880, 883, 896, 907, 916, 923, 943, 946, 948, 950, 959, 964, 966, 978, 987, 990, 991, 1000, 1005, 1010, 1012, 1024, 1032, 1035, 1036, 1045, 1050, 1055, 1057, 1073, 1075, 1095, 1098, 1099, 1112, 1113, 1122, 1132, 1152, 1155, 1157, 1159, 1161, 1163, 1172, 1186, 1189, 1191, 1193, 1199, 1207, 1227, 1230, 1232, 1234, 1236, 1245, 1250, 1266, 1283, 1285, 1305, 1308, 1321, 1332, 1333, 1342, 1347, 1363, 1380, 1382, 1402, 1405, 1418, 1429, 1430, 1439, 1453, 1456, 1462, 1470, 1490, 1493, 1495, 1504, 1509, 1525, 1543, 1563, 1566, 1579, 1590, 1599, 1604, 1609, 1627, 1647, 1650, 1651, 1662, 1671, 1687, 1690, 1692, 1694, 1696, 1702, 1712, 1732, 1735, 1737, 1739, 1741, 1743, 1752, 1757, 1759, 1775, 1777, 1797, 1800, 1801, 1814, 1815,),
     ('OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.CommittedOffset', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Name', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Name', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.TopicId', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.TopicId', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.CommittedOffset', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.CommittedOffset', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions.<tagged fields>',),
 )

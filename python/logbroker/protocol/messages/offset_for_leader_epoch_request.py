@@ -76,6 +76,17 @@ class OffsetForLeaderEpochRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic == other.topic and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class OffsetForLeaderPartition(Struct):
         """Struct OffsetForLeaderPartition of OffsetForLeaderEpochRequest."""
 
@@ -103,6 +114,18 @@ class OffsetForLeaderEpochRequest(Struct):
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition == other.partition and
+                self.current_leader_epoch == other.current_leader_epoch and
+                self.leader_epoch == other.leader_epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -113,6 +136,17 @@ class OffsetForLeaderEpochRequest(Struct):
         self.replica_id = replica_id
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.replica_id == other.replica_id and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _OffsetForLeaderEpochRequest = OffsetForLeaderEpochRequest
@@ -505,6 +539,6 @@ _OffsetForLeaderPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (123, 128, 148, 151, 162, 167, 169, 188, 191, 192, 203, 208, 210, 227, 247, 250, 251, 262, 271, 276, 286, 305, 308, 317, 328, 333, 349, 366, 386, 389, 402, 413, 422, 427, 435, 438, 443, 448, 450, 470, 473, 474,),
+    (157, 162, 182, 185, 196, 201, 203, 222, 225, 226, 237, 242, 244, 261, 281, 284, 285, 296, 305, 310, 320, 339, 342, 351, 362, 367, 383, 400, 420, 423, 436, 447, 456, 461, 469, 472, 477, 482, 484, 504, 507, 508,),
     ('OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest.<tagged fields>', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest.<tagged fields>', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic.<tagged fields>', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic.<tagged fields>', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition.<tagged fields>', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition.<tagged fields>',),
 )

@@ -76,6 +76,17 @@ class OffsetForLeaderEpochResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.topic == other.topic and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class EpochEndOffset(Struct):
         """Struct EpochEndOffset of OffsetForLeaderEpochResponse."""
 
@@ -107,6 +118,19 @@ class OffsetForLeaderEpochResponse(Struct):
             self.end_offset = end_offset
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.error_code == other.error_code and
+                self.partition == other.partition and
+                self.leader_epoch == other.leader_epoch and
+                self.end_offset == other.end_offset and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -117,6 +141,17 @@ class OffsetForLeaderEpochResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _OffsetForLeaderEpochResponse = OffsetForLeaderEpochResponse
@@ -471,6 +506,6 @@ _EpochEndOffset._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (127, 132, 134, 153, 156, 157, 168, 173, 175, 192, 212, 215, 216, 227, 236, 241, 251, 270, 273, 282, 293, 298, 314, 331, 351, 354, 367, 378, 387, 392, 400, 403, 408, 413, 415, 435, 438, 439,),
+    (162, 167, 169, 188, 191, 192, 203, 208, 210, 227, 247, 250, 251, 262, 271, 276, 286, 305, 308, 317, 328, 333, 349, 366, 386, 389, 402, 413, 422, 427, 435, 438, 443, 448, 450, 470, 473, 474,),
     ('OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse.<tagged fields>', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse.<tagged fields>', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult.<tagged fields>', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset.<tagged fields>',),
 )

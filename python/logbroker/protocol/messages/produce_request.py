@@ -84,6 +84,18 @@ class ProduceRequest(Struct):
             self.partition_data = [] if partition_data is _MISSING else partition_data
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.partition_data == other.partition_data and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class PartitionProduceData(Struct):
         """Struct PartitionProduceData of ProduceRequest."""
 
@@ -107,6 +119,17 @@ class ProduceRequest(Struct):
             self.records = records
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.index == other.index and
+                self.records == other.records and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -121,6 +144,19 @@ class ProduceRequest(Struct):
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is _MISSING else topic_data
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.transactional_id == other.transactional_id and
+            self.acks == other.acks and
+            self.timeout_ms == other.timeout_ms and
+            self.topic_data == other.topic_data and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ProduceRequest = ProduceRequest
@@ -725,6 +761,6 @@ _PartitionProduceData._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (131, 136, 148, 150, 169, 172, 181, 182, 193, 198, 214, 216, 233, 253, 256, 269, 270, 281, 290, 295, 311, 313, 330, 350, 353, 366, 367, 378, 387, 392, 402, 422, 425, 434, 445, 450, 466, 484, 504, 507, 520, 531, 540, 545, 550, 568, 588, 591, 592, 603, 612, 617, 619, 637, 640, 641, 646, 651, 653, 667, 687, 690, 691, 692,),
+    (167, 172, 184, 186, 205, 208, 217, 218, 229, 234, 250, 252, 269, 289, 292, 305, 306, 317, 326, 331, 347, 349, 366, 386, 389, 402, 403, 414, 423, 428, 438, 458, 461, 470, 481, 486, 502, 520, 540, 543, 556, 567, 576, 581, 586, 604, 624, 627, 628, 639, 648, 653, 655, 673, 676, 677, 682, 687, 689, 703, 723, 726, 727, 728,),
     ('ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'TopicProduceData', 'TopicProduceData.TopicId', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'TopicProduceData', 'TopicProduceData.TopicId', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData.<tagged fields>', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData.<tagged fields>',),
 )

@@ -84,6 +84,18 @@ class ProduceResponse(Struct):
             self.partition_responses = [] if partition_responses is _MISSING else partition_responses
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.topic_id == other.topic_id and
+                self.partition_responses == other.partition_responses and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class PartitionProduceResponse(Struct):
         """Struct PartitionProduceResponse of ProduceResponse."""
 
@@ -131,6 +143,23 @@ class ProduceResponse(Struct):
             self.current_leader = _LeaderIdAndEpoch() if current_leader is _MISSING else current_leader
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.index == other.index and
+                self.error_code == other.error_code and
+                self.base_offset == other.base_offset and
+                self.log_append_time_ms == other.log_append_time_ms and
+                self.log_start_offset == other.log_start_offset and
+                self.record_errors == other.record_errors and
+                self.error_message == other.error_message and
+                self.current_leader == other.current_leader and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class BatchIndexAndErrorMessage(Struct):
         """Struct BatchIndexAndErrorMessage of ProduceResponse."""
 
@@ -154,6 +183,17 @@ class ProduceResponse(Struct):
             self.batch_index_error_message = batch_index_error_message
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.batch_index == other.batch_index and
+                self.batch_index_error_message == other.batch_index_error_message and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class LeaderIdAndEpoch(Struct):
         """Struct LeaderIdAndEpoch of ProduceResponse."""
 
@@ -176,6 +216,17 @@ class ProduceResponse(Struct):
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.leader_id == other.leader_id and
+                self.leader_epoch == other.leader_epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class NodeEndpoint(Struct):
         """Struct NodeEndpoint of ProduceResponse."""
@@ -208,6 +259,19 @@ class ProduceResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.node_id == other.node_id and
+                self.host == other.host and
+                self.port == other.port and
+                self.rack == other.rack and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -220,6 +284,18 @@ class ProduceResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _MISSING else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.responses == other.responses and
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.node_endpoints == other.node_endpoints and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _ProduceResponse = ProduceResponse
@@ -1883,6 +1959,6 @@ _NodeEndpoint._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (234, 239, 252, 261, 264, 266, 273, 278, 283, 296, 305, 308, 310, 317, 322, 327, 340, 349, 352, 354, 361, 366, 371, 388, 391, 411, 414, 416, 427, 428, 437, 442, 459, 462, 475, 494, 503, 506, 517, 518, 520, 534, 542, 547, 564, 567, 580, 599, 608, 611, 622, 623, 625, 639, 647, 652, 662, 682, 685, 694, 705, 710, 720, 740, 743, 752, 763, 768, 778, 798, 801, 810, 821, 826, 842, 860, 880, 883, 896, 907, 916, 921, 937, 955, 975, 978, 991, 1002, 1011, 1016, 1021, 1039, 1059, 1062, 1063, 1074, 1083, 1088, 1100, 1103, 1105, 1110, 1115, 1126, 1129, 1131, 1136, 1141, 1143, 1156, 1175, 1178, 1180, 1181, 1188, 1201, 1206, 1208, 1225, 1242, 1262, 1265, 1267, 1268, 1279, 1292, 1301, 1306, 1308, 1325, 1342, 1355, 1358, 1367, 1370, 1371, 1382, 1395, 1397, 1401, 1409, 1422, 1425, 1427, 1433, 1438, 1440, 1458, 1461, 1462, 1475, 1480, 1482, 1498, 1518, 1521, 1522, 1535, 1544, 1557, 1560, 1562, 1568, 1575, 1595, 1598, 1600, 1602, 1611, 1616, 1618, 1638, 1641, 1642, 1651, 1666, 1669, 1671, 1673, 1675, 1681, 1690, 1710, 1713, 1715, 1717, 1719, 1721, 1730, 1735, 1737, 1753, 1755, 1771, 1791, 1794, 1795, 1808, 1809, 1822,),
+    (310, 315, 328, 337, 340, 342, 349, 354, 359, 372, 381, 384, 386, 393, 398, 403, 416, 425, 428, 430, 437, 442, 447, 464, 467, 487, 490, 492, 503, 504, 513, 518, 535, 538, 551, 570, 579, 582, 593, 594, 596, 610, 618, 623, 640, 643, 656, 675, 684, 687, 698, 699, 701, 715, 723, 728, 738, 758, 761, 770, 781, 786, 796, 816, 819, 828, 839, 844, 854, 874, 877, 886, 897, 902, 918, 936, 956, 959, 972, 983, 992, 997, 1013, 1031, 1051, 1054, 1067, 1078, 1087, 1092, 1097, 1115, 1135, 1138, 1139, 1150, 1159, 1164, 1176, 1179, 1181, 1186, 1191, 1202, 1205, 1207, 1212, 1217, 1219, 1232, 1251, 1254, 1256, 1257, 1264, 1277, 1282, 1284, 1301, 1318, 1338, 1341, 1343, 1344, 1355, 1368, 1377, 1382, 1384, 1401, 1418, 1431, 1434, 1443, 1446, 1447, 1458, 1471, 1473, 1477, 1485, 1498, 1501, 1503, 1509, 1514, 1516, 1534, 1537, 1538, 1551, 1556, 1558, 1574, 1594, 1597, 1598, 1611, 1620, 1633, 1636, 1638, 1644, 1651, 1671, 1674, 1676, 1678, 1687, 1692, 1694, 1714, 1717, 1718, 1727, 1742, 1745, 1747, 1749, 1751, 1757, 1766, 1786, 1789, 1791, 1793, 1795, 1797, 1806, 1811, 1813, 1829, 1831, 1847, 1867, 1870, 1871, 1884, 1885, 1898,),
     ('ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.TopicId', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.TopicId', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.<tagged fields>', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage.<tagged fields>', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.LeaderEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.LeaderEpoch', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>',),
 )

@@ -71,6 +71,19 @@ class RequestHeader(Struct):
         self.client_id = client_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.request_api_key == other.request_api_key and
+            self.request_api_version == other.request_api_version and
+            self.correlation_id == other.correlation_id and
+            self.client_id == other.client_id and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _RequestHeader = RequestHeader
 
@@ -190,6 +203,6 @@ _RequestHeader._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (78, 83, 85, 103, 106, 107, 120, 125, 127, 139, 159, 162, 163, 172,),
+    (91, 96, 98, 116, 119, 120, 133, 138, 140, 152, 172, 175, 176, 185,),
     ('RequestHeader', 'RequestHeader.RequestApiKey', 'RequestHeader.ClientId', 'RequestHeader', 'RequestHeader.RequestApiKey', 'RequestHeader.ClientId', 'RequestHeader', 'RequestHeader.RequestApiKey', 'RequestHeader.ClientId', 'RequestHeader.<tagged fields>', 'RequestHeader', 'RequestHeader.RequestApiKey', 'RequestHeader.ClientId', 'RequestHeader.<tagged fields>',),
 )

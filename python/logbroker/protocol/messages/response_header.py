@@ -58,6 +58,16 @@ class ResponseHeader(Struct):
         self.correlation_id = correlation_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.correlation_id == other.correlation_id and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _ResponseHeader = ResponseHeader
 
@@ -132,6 +142,6 @@ _ResponseHeader._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (65, 70, 78, 81, 86, 91, 93, 113, 116, 117,),
+    (75, 80, 88, 91, 96, 101, 103, 123, 126, 127,),
     ('ResponseHeader', 'ResponseHeader.CorrelationId', 'ResponseHeader', 'ResponseHeader.CorrelationId', 'ResponseHeader', 'ResponseHeader.CorrelationId', 'ResponseHeader.<tagged fields>', 'ResponseHeader', 'ResponseHeader.CorrelationId', 'ResponseHeader.<tagged fields>',),
 )

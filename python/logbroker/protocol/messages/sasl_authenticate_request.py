@@ -58,6 +58,16 @@ class SaslAuthenticateRequest(Struct):
         self.auth_bytes = auth_bytes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.auth_bytes == other.auth_bytes and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _SaslAuthenticateRequest = SaslAuthenticateRequest
 
@@ -166,6 +176,6 @@ _SaslAuthenticateRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (65, 70, 86, 89, 99, 104, 118, 138, 141, 151,),
+    (75, 80, 96, 99, 109, 114, 128, 148, 151, 161,),
     ('SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest.<tagged fields>', 'SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest.<tagged fields>',),
 )

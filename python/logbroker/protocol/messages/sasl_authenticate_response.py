@@ -72,6 +72,19 @@ class SaslAuthenticateResponse(Struct):
         self.session_lifetime_ms = session_lifetime_ms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.error_code == other.error_code and
+            self.error_message == other.error_message and
+            self.auth_bytes == other.auth_bytes and
+            self.session_lifetime_ms == other.session_lifetime_ms and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _SaslAuthenticateResponse = SaslAuthenticateResponse
 
@@ -304,6 +317,6 @@ _SaslAuthenticateResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (79, 84, 86, 98, 115, 118, 119, 128, 138, 143, 145, 157, 167, 175, 178, 179, 188, 194, 199, 204, 206, 222, 236, 238, 258, 261, 262, 275, 285, 286,),
+    (92, 97, 99, 111, 128, 131, 132, 141, 151, 156, 158, 170, 180, 188, 191, 192, 201, 207, 212, 217, 219, 235, 249, 251, 271, 274, 275, 288, 298, 299,),
     ('SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse.<tagged fields>', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse.<tagged fields>',),
 )

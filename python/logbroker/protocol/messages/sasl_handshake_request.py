@@ -58,6 +58,16 @@ class SaslHandshakeRequest(Struct):
         self.mechanism = mechanism
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.mechanism == other.mechanism and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _SaslHandshakeRequest = SaslHandshakeRequest
 
@@ -108,6 +118,6 @@ _SaslHandshakeRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (65, 70, 86, 89,),
+    (75, 80, 96, 99,),
     ('SaslHandshakeRequest', 'SaslHandshakeRequest.Mechanism', 'SaslHandshakeRequest', 'SaslHandshakeRequest.Mechanism',),
 )

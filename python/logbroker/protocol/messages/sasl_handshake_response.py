@@ -63,6 +63,17 @@ class SaslHandshakeResponse(Struct):
         self.mechanisms = [] if mechanisms is _MISSING else mechanisms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.error_code == other.error_code and
+            self.mechanisms == other.mechanisms and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _SaslHandshakeResponse = SaslHandshakeResponse
 
@@ -134,6 +145,6 @@ _SaslHandshakeResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (70, 75, 77, 104, 107, 108,),
+    (81, 86, 88, 115, 118, 119,),
     ('SaslHandshakeResponse', 'SaslHandshakeResponse.ErrorCode', 'SaslHandshakeResponse.Mechanisms', 'SaslHandshakeResponse', 'SaslHandshakeResponse.ErrorCode', 'SaslHandshakeResponse.Mechanisms',),
 )

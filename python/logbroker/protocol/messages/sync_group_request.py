@@ -85,6 +85,17 @@ class SyncGroupRequest(Struct):
             self.assignment = assignment
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.member_id == other.member_id and
+                self.assignment == other.assignment and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -105,6 +116,22 @@ class SyncGroupRequest(Struct):
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is _MISSING else assignments
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.group_id == other.group_id and
+            self.generation_id == other.generation_id and
+            self.member_id == other.member_id and
+            self.group_instance_id == other.group_instance_id and
+            self.protocol_type == other.protocol_type and
+            self.protocol_name == other.protocol_name and
+            self.assignments == other.assignments and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _SyncGroupRequest = SyncGroupRequest
@@ -832,6 +859,6 @@ _SyncGroupRequestAssignment._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (114, 119, 129, 131, 141, 163, 166, 168, 177, 178, 187, 198, 203, 213, 215, 225, 237, 258, 261, 270, 271, 280, 289, 300, 305, 321, 323, 339, 355, 374, 394, 397, 410, 411, 424, 437, 448, 457, 462, 478, 480, 496, 512, 528, 544, 561, 581, 584, 597, 598, 611, 624, 637, 650, 661, 670, 675, 685, 701, 704, 713, 723, 728, 744, 758, 778, 781, 794, 804,),
+    (141, 146, 156, 158, 168, 190, 193, 195, 204, 205, 214, 225, 230, 240, 242, 252, 264, 285, 288, 297, 298, 307, 316, 327, 332, 348, 350, 366, 382, 401, 421, 424, 437, 438, 451, 464, 475, 484, 489, 505, 507, 523, 539, 555, 571, 588, 608, 611, 624, 625, 638, 651, 664, 677, 688, 697, 702, 712, 728, 731, 740, 750, 755, 771, 785, 805, 808, 821, 831,),
     ('SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.ProtocolType', 'SyncGroupRequest.ProtocolName', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.ProtocolType', 'SyncGroupRequest.ProtocolName', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment.<tagged fields>', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment.<tagged fields>',),
 )

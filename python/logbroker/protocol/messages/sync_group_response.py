@@ -76,6 +76,20 @@ class SyncGroupResponse(Struct):
         self.assignment = assignment
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.error_code == other.error_code and
+            self.protocol_type == other.protocol_type and
+            self.protocol_name == other.protocol_name and
+            self.assignment == other.assignment and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
+
 
 _SyncGroupResponse = SyncGroupResponse
 
@@ -360,6 +374,6 @@ _SyncGroupResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (83, 88, 90, 109, 112, 113, 123, 128, 130, 148, 151, 152, 162, 167, 169, 185, 205, 208, 209, 219, 228, 233, 235, 251, 267, 281, 301, 304, 305, 318, 331, 341,),
+    (97, 102, 104, 123, 126, 127, 137, 142, 144, 162, 165, 166, 176, 181, 183, 199, 219, 222, 223, 233, 242, 247, 249, 265, 281, 295, 315, 318, 319, 332, 345, 355,),
     ('SyncGroupResponse', 'SyncGroupResponse.ErrorCode', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ErrorCode', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.ProtocolType', 'SyncGroupResponse.ProtocolName', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.ProtocolType', 'SyncGroupResponse.ProtocolName', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>',),
 )

@@ -91,6 +91,17 @@ class TxnOffsetCommitRequest(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class TxnOffsetCommitRequestPartition(Struct):
         """Struct TxnOffsetCommitRequestPartition of TxnOffsetCommitRequest."""
 
@@ -122,6 +133,19 @@ class TxnOffsetCommitRequest(Struct):
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.committed_offset == other.committed_offset and
+                self.committed_leader_epoch == other.committed_leader_epoch and
+                self.committed_metadata == other.committed_metadata and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -144,6 +168,23 @@ class TxnOffsetCommitRequest(Struct):
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.transactional_id == other.transactional_id and
+            self.group_id == other.group_id and
+            self.producer_id == other.producer_id and
+            self.producer_epoch == other.producer_epoch and
+            self.generation_id == other.generation_id and
+            self.member_id == other.member_id and
+            self.group_instance_id == other.group_instance_id and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _TxnOffsetCommitRequest = TxnOffsetCommitRequest
@@ -905,6 +946,6 @@ _TxnOffsetCommitRequestPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (154, 159, 169, 179, 181, 203, 206, 208, 210, 212, 221, 230, 231, 242, 247, 257, 267, 269, 291, 294, 296, 298, 300, 309, 318, 319, 330, 335, 351, 367, 369, 385, 401, 418, 438, 441, 454, 467, 468, 481, 494, 505, 514, 519, 529, 548, 551, 560, 571, 576, 586, 605, 608, 617, 628, 633, 649, 666, 686, 689, 702, 713, 722, 727, 729, 748, 751, 752, 765, 770, 772, 790, 793, 794, 807, 812, 814, 830, 850, 853, 854, 867,),
+    (195, 200, 210, 220, 222, 244, 247, 249, 251, 253, 262, 271, 272, 283, 288, 298, 308, 310, 332, 335, 337, 339, 341, 350, 359, 360, 371, 376, 392, 408, 410, 426, 442, 459, 479, 482, 495, 508, 509, 522, 535, 546, 555, 560, 570, 589, 592, 601, 612, 617, 627, 646, 649, 658, 669, 674, 690, 707, 727, 730, 743, 754, 763, 768, 770, 789, 792, 793, 806, 811, 813, 831, 834, 835, 848, 853, 855, 871, 891, 894, 895, 908,),
     ('TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.GenerationId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.GenerationId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest.<tagged fields>', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest.<tagged fields>', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic.<tagged fields>', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic.<tagged fields>', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition.<tagged fields>', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition.<tagged fields>',),
 )

@@ -76,6 +76,17 @@ class TxnOffsetCommitResponse(Struct):
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class TxnOffsetCommitResponsePartition(Struct):
         """Struct TxnOffsetCommitResponsePartition of TxnOffsetCommitResponse."""
 
@@ -99,6 +110,17 @@ class TxnOffsetCommitResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -109,6 +131,17 @@ class TxnOffsetCommitResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _MISSING else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.throttle_time_ms == other.throttle_time_ms and
+            self.topics == other.topics and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _TxnOffsetCommitResponse = TxnOffsetCommitResponse
@@ -461,6 +494,6 @@ _TxnOffsetCommitResponsePartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (119, 124, 126, 145, 148, 149, 160, 165, 167, 184, 204, 207, 208, 219, 228, 233, 243, 262, 265, 274, 285, 290, 306, 323, 343, 346, 359, 370, 379, 384, 392, 395, 400, 405, 407, 427, 430, 431,),
+    (152, 157, 159, 178, 181, 182, 193, 198, 200, 217, 237, 240, 241, 252, 261, 266, 276, 295, 298, 307, 318, 323, 339, 356, 376, 379, 392, 403, 412, 417, 425, 428, 433, 438, 440, 460, 463, 464,),
     ('TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse.<tagged fields>', 'TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse.<tagged fields>', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic.<tagged fields>', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic.<tagged fields>', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition.<tagged fields>', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition.<tagged fields>',),
 )

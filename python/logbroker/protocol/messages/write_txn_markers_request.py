@@ -85,6 +85,20 @@ class WriteTxnMarkersRequest(Struct):
             self.coordinator_epoch = coordinator_epoch
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.producer_id == other.producer_id and
+                self.producer_epoch == other.producer_epoch and
+                self.transaction_result == other.transaction_result and
+                self.topics == other.topics and
+                self.coordinator_epoch == other.coordinator_epoch and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class WritableTxnMarkerTopic(Struct):
         """Struct WritableTxnMarkerTopic of WriteTxnMarkersRequest."""
 
@@ -108,6 +122,17 @@ class WriteTxnMarkersRequest(Struct):
             self.partition_indexes = [] if partition_indexes is _MISSING else partition_indexes
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partition_indexes == other.partition_indexes and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -116,6 +141,16 @@ class WriteTxnMarkersRequest(Struct):
     ) -> None:
         self.markers = [] if markers is _MISSING else markers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.markers == other.markers and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _WriteTxnMarkersRequest = WriteTxnMarkersRequest
@@ -374,6 +409,6 @@ _WritableTxnMarkerTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (126, 131, 148, 168, 171, 182, 191, 196, 198, 215, 217, 237, 240, 241, 252, 253, 262, 267, 283, 296, 316, 319, 332, 342,),
+    (161, 166, 183, 203, 206, 217, 226, 231, 233, 250, 252, 272, 275, 276, 287, 288, 297, 302, 318, 331, 351, 354, 367, 377,),
     ('WriteTxnMarkersRequest', 'WriteTxnMarkersRequest.Markers', 'WriteTxnMarkersRequest.<tagged fields>', 'WriteTxnMarkersRequest', 'WriteTxnMarkersRequest.Markers', 'WriteTxnMarkersRequest.<tagged fields>', 'WritableTxnMarker', 'WritableTxnMarker.ProducerId', 'WritableTxnMarker.Topics', 'WritableTxnMarker.CoordinatorEpoch', 'WritableTxnMarker.<tagged fields>', 'WritableTxnMarker', 'WritableTxnMarker.ProducerId', 'WritableTxnMarker.Topics', 'WritableTxnMarker.CoordinatorEpoch', 'WritableTxnMarker.<tagged fields>', 'WritableTxnMarkerTopic', 'WritableTxnMarkerTopic.Name', 'WritableTxnMarkerTopic.PartitionIndexes', 'WritableTxnMarkerTopic.<tagged fields>', 'WritableTxnMarkerTopic', 'WritableTxnMarkerTopic.Name', 'WritableTxnMarkerTopic.PartitionIndexes', 'WritableTxnMarkerTopic.<tagged fields>',),
 )

@@ -73,6 +73,17 @@ class WriteTxnMarkersResponse(Struct):
             self.topics = [] if topics is _MISSING else topics
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.producer_id == other.producer_id and
+                self.topics == other.topics and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     class WritableTxnMarkerTopicResult(Struct):
         """Struct WritableTxnMarkerTopicResult of WriteTxnMarkersResponse."""
 
@@ -95,6 +106,17 @@ class WriteTxnMarkersResponse(Struct):
             self.name = name
             self.partitions = [] if partitions is _MISSING else partitions
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.name == other.name and
+                self.partitions == other.partitions and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
 
     class WritableTxnMarkerPartitionResult(Struct):
         """Struct WritableTxnMarkerPartitionResult of WriteTxnMarkersResponse."""
@@ -119,6 +141,17 @@ class WriteTxnMarkersResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (
+                self.partition_index == other.partition_index and
+                self.error_code == other.error_code and
+                self.unknown_tagged_fields == other.unknown_tagged_fields
+            )
+
+        __hash__ = None
+
     def __init__(
         self,
         *,
@@ -127,6 +160,16 @@ class WriteTxnMarkersResponse(Struct):
     ) -> None:
         self.markers = [] if markers is _MISSING else markers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING else unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (
+            self.markers == other.markers and
+            self.unknown_tagged_fields == other.unknown_tagged_fields
+        )
+
+    __hash__ = None
 
 
 _WriteTxnMarkersResponse = WriteTxnMarkersResponse
@@ -432,6 +475,6 @@ _WritableTxnMarkerPartitionResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (138, 143, 160, 180, 183, 194, 203, 208, 210, 227, 247, 250, 251, 262, 271, 276, 292, 309, 329, 332, 345, 356, 365, 370, 372, 392, 395, 396,),
+    (181, 186, 203, 223, 226, 237, 246, 251, 253, 270, 290, 293, 294, 305, 314, 319, 335, 352, 372, 375, 388, 399, 408, 413, 415, 435, 438, 439,),
     ('WriteTxnMarkersResponse', 'WriteTxnMarkersResponse.Markers', 'WriteTxnMarkersResponse.<tagged fields>', 'WriteTxnMarkersResponse', 'WriteTxnMarkersResponse.Markers', 'WriteTxnMarkersResponse.<tagged fields>', 'WritableTxnMarkerResult', 'WritableTxnMarkerResult.ProducerId', 'WritableTxnMarkerResult.Topics', 'WritableTxnMarkerResult.<tagged fields>', 'WritableTxnMarkerResult', 'WritableTxnMarkerResult.ProducerId', 'WritableTxnMarkerResult.Topics', 'WritableTxnMarkerResult.<tagged fields>', 'WritableTxnMarkerTopicResult', 'WritableTxnMarkerTopicResult.Name', 'WritableTxnMarkerTopicResult.Partitions', 'WritableTxnMarkerTopicResult.<tagged fields>', 'WritableTxnMarkerTopicResult', 'WritableTxnMarkerTopicResult.Name', 'WritableTxnMarkerTopicResult.Partitions', 'WritableTxnMarkerTopicResult.<tagged fields>', 'WritableTxnMarkerPartitionResult', 'WritableTxnMarkerPartitionResult.PartitionIndex', 'WritableTxnMarkerPartitionResult.<tagged fields>', 'WritableTxnMarkerPartitionResult', 'WritableTxnMarkerPartitionResult.PartitionIndex', 'WritableTxnMarkerPartitionResult.<tagged fields>',),
 )
