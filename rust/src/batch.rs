@@ -458,10 +458,15 @@ fn parse_record(r: &[u8]) -> Result<RecordView<'_>, String> {
     }
     let headers_start = p;
     for j in 0..headers_count {
-        let hk = varint(r, &mut p, "header key length")?;
-        bytes(r, &mut p, hk, &format!("header {j} key"), false)?;
-        let hv = varint(r, &mut p, "header value length")?;
-        bytes(r, &mut p, hv, &format!("header {j} value"), true)?;
+        // Static labels: the hot path allocates nothing; the index is added only on error.
+        let mut header = || -> Result<(), String> {
+            let hk = varint(r, &mut p, "header key length")?;
+            bytes(r, &mut p, hk, "header key", false)?;
+            let hv = varint(r, &mut p, "header value length")?;
+            bytes(r, &mut p, hv, "header value", true)?;
+            Ok(())
+        };
+        header().map_err(|e| format!("header {j}: {e}"))?;
     }
     if p != r.len() {
         return Err(format!("{} bytes left over after the last field", r.len() - p));
