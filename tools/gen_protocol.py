@@ -473,6 +473,9 @@ class ModuleGen:
                     c(ind + 2, f"raise _bad_length({lab}, pos, ln)")
                 c(ind + 1, f"{target} = None")
             else:
+                if not is_compact:
+                    c(ind + 1, "if ln != -1:")
+                    c(ind + 2, f"raise _bad_length({lab}, pos, ln)")
                 c(ind + 1, f"raise _bad_null({lab}, pos)")
             c(ind, "else:")
             if kind == "string" and is_compact:
@@ -509,6 +512,9 @@ class ModuleGen:
                     c(ind + 2, f"raise _bad_length({lab}, pos, cnt)")
                 c(ind + 1, f"{target} = None")
             else:
+                if not is_compact:
+                    c(ind + 1, "if cnt != -1:")
+                    c(ind + 2, f"raise _bad_length({lab}, pos, cnt)")
                 c(ind + 1, f"raise _bad_null({lab}, pos)")
             c(ind, "else:")
             c(ind + 1, "if cnt > n - pos:")

@@ -96,6 +96,8 @@ def _d_AddOffsetsToTxnRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AddOffsetsToTxnRequest.TransactionalId', pos, ln)
             raise _bad_null('AddOffsetsToTxnRequest.TransactionalId', pos)
         else:
             e = pos + ln
@@ -108,6 +110,8 @@ def _d_AddOffsetsToTxnRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AddOffsetsToTxnRequest.GroupId', pos, ln)
             raise _bad_null('AddOffsetsToTxnRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -257,6 +261,6 @@ _AddOffsetsToTxnRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (91, 96, 106, 108, 124, 127, 136, 137, 150, 155, 171, 173, 189, 209, 212, 225, 226, 239,),
+    (91, 96, 108, 110, 128, 131, 140, 141, 154, 159, 175, 177, 193, 213, 216, 229, 230, 243,),
     ('AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest.<tagged fields>', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnRequest.TransactionalId', 'AddOffsetsToTxnRequest.ProducerId', 'AddOffsetsToTxnRequest.GroupId', 'AddOffsetsToTxnRequest.<tagged fields>',),
 )

@@ -188,6 +188,8 @@ def _d_AddPartitionsToTxnRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AddPartitionsToTxnRequest.V3AndBelowTransactionalId', pos, ln)
             raise _bad_null('AddPartitionsToTxnRequest.V3AndBelowTransactionalId', pos)
         else:
             e = pos + ln
@@ -200,6 +202,8 @@ def _d_AddPartitionsToTxnRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AddPartitionsToTxnRequest.V3AndBelowTopics', pos, cnt)
             raise _bad_null('AddPartitionsToTxnRequest.V3AndBelowTopics', pos)
         else:
             if cnt > n - pos:
@@ -610,6 +614,8 @@ def _d_AddPartitionsToTxnTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AddPartitionsToTxnTopic.Name', pos, ln)
             raise _bad_null('AddPartitionsToTxnTopic.Name', pos)
         else:
             e = pos + ln
@@ -620,6 +626,8 @@ def _d_AddPartitionsToTxnTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AddPartitionsToTxnTopic.Partitions', pos, cnt)
             raise _bad_null('AddPartitionsToTxnTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -773,6 +781,6 @@ _AddPartitionsToTxnTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (183, 188, 198, 200, 220, 223, 225, 234, 235, 246, 251, 267, 269, 287, 307, 310, 312, 325, 326, 337, 346, 351, 372, 392, 395, 397, 399, 401, 403, 414, 423, 439, 442, 444, 446, 448, 450, 456, 466, 486, 489, 491, 493, 495, 497, 499, 508, 513, 529, 531, 548, 568, 571, 584, 585, 596, 605, 610, 620, 635, 638, 647, 657, 662, 678, 691, 711, 714, 727, 737,),
+    (183, 188, 200, 202, 224, 227, 229, 238, 239, 250, 255, 271, 273, 291, 311, 314, 316, 329, 330, 341, 350, 355, 376, 396, 399, 401, 403, 405, 407, 418, 427, 443, 446, 448, 450, 452, 454, 460, 470, 490, 493, 495, 497, 499, 501, 503, 512, 517, 533, 535, 552, 572, 575, 588, 589, 600, 609, 614, 626, 643, 646, 655, 665, 670, 686, 699, 719, 722, 735, 745,),
     ('AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId', 'AddPartitionsToTxnRequest.V3AndBelowProducerId', 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch', 'AddPartitionsToTxnRequest.V3AndBelowTopics', 'AddPartitionsToTxnRequest.Transactions', 'AddPartitionsToTxnRequest.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.ProducerEpoch', 'AddPartitionsToTxnTransaction.VerifyOnly', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.ProducerEpoch', 'AddPartitionsToTxnTransaction.VerifyOnly', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTransaction', 'AddPartitionsToTxnTransaction.TransactionalId', 'AddPartitionsToTxnTransaction.ProducerId', 'AddPartitionsToTxnTransaction.Topics', 'AddPartitionsToTxnTransaction.<tagged fields>', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic.<tagged fields>', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTopic.Name', 'AddPartitionsToTxnTopic.Partitions', 'AddPartitionsToTxnTopic.<tagged fields>',),
 )

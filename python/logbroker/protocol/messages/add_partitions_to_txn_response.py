@@ -204,6 +204,8 @@ def _d_AddPartitionsToTxnResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', pos, cnt)
             raise _bad_null('AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', pos)
         else:
             if cnt > n - pos:
@@ -551,6 +553,8 @@ def _d_AddPartitionsToTxnTopicResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AddPartitionsToTxnTopicResult.Name', pos, ln)
             raise _bad_null('AddPartitionsToTxnTopicResult.Name', pos)
         else:
             e = pos + ln
@@ -561,6 +565,8 @@ def _d_AddPartitionsToTxnTopicResult_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AddPartitionsToTxnTopicResult.ResultsByPartition', pos, cnt)
             raise _bad_null('AddPartitionsToTxnTopicResult.ResultsByPartition', pos)
         else:
             if cnt > n - pos:
@@ -788,6 +794,6 @@ _AddPartitionsToTxnPartitionResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (197, 202, 204, 225, 228, 230, 231, 242, 247, 249, 268, 288, 291, 293, 294, 305, 314, 319, 321, 339, 359, 362, 364, 365, 376, 385, 398, 401, 403, 409, 416, 436, 439, 441, 443, 452, 457, 473, 490, 510, 513, 526, 537, 546, 551, 561, 580, 583, 592, 603, 608, 624, 641, 661, 664, 677, 688, 697, 702, 710, 713, 718, 723, 725, 745, 748, 749,),
+    (197, 202, 204, 227, 230, 232, 233, 244, 249, 251, 270, 290, 293, 295, 296, 307, 316, 321, 323, 341, 361, 364, 366, 367, 378, 387, 400, 403, 405, 411, 418, 438, 441, 443, 445, 454, 459, 475, 492, 512, 515, 528, 539, 548, 553, 565, 586, 589, 598, 609, 614, 630, 647, 667, 670, 683, 694, 703, 708, 716, 719, 724, 729, 731, 751, 754, 755,),
     ('AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow', 'AddPartitionsToTxnResponse.ThrottleTimeMs', 'AddPartitionsToTxnResponse.ResultsByTransaction', 'AddPartitionsToTxnResponse.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnResult.TransactionalId', 'AddPartitionsToTxnResult.TopicResults', 'AddPartitionsToTxnResult.<tagged fields>', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult.<tagged fields>', 'AddPartitionsToTxnTopicResult', 'AddPartitionsToTxnTopicResult.Name', 'AddPartitionsToTxnTopicResult.ResultsByPartition', 'AddPartitionsToTxnTopicResult.<tagged fields>', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult.<tagged fields>', 'AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnPartitionResult.PartitionIndex', 'AddPartitionsToTxnPartitionResult.<tagged fields>',),
 )

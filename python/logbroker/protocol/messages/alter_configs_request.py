@@ -163,6 +163,8 @@ def _d_AlterConfigsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AlterConfigsRequest.Resources', pos, cnt)
             raise _bad_null('AlterConfigsRequest.Resources', pos)
         else:
             if cnt > n - pos:
@@ -274,6 +276,8 @@ def _d_AlterConfigsResource_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AlterConfigsResource.ResourceName', pos, ln)
             raise _bad_null('AlterConfigsResource.ResourceName', pos)
         else:
             e = pos + ln
@@ -284,6 +288,8 @@ def _d_AlterConfigsResource_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AlterConfigsResource.Configs', pos, cnt)
             raise _bad_null('AlterConfigsResource.Configs', pos)
         else:
             if cnt > n - pos:
@@ -429,6 +435,8 @@ def _d_AlterableConfig_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AlterableConfig.Name', pos, ln)
             raise _bad_null('AlterableConfig.Name', pos)
         else:
             e = pos + ln
@@ -599,6 +607,6 @@ _AlterableConfig._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (158, 163, 176, 184, 187, 194, 199, 204, 221, 223, 243, 246, 257, 258, 267, 272, 274, 284, 303, 306, 307, 316, 327, 332, 334, 350, 367, 387, 390, 391, 404, 415, 424, 429, 439, 457, 460, 469, 482, 487, 503, 519, 539, 542, 555, 568,),
+    (158, 163, 178, 186, 189, 196, 201, 206, 223, 225, 245, 248, 259, 260, 269, 274, 276, 288, 309, 312, 313, 322, 333, 338, 340, 356, 373, 393, 396, 397, 410, 421, 430, 435, 447, 465, 468, 477, 490, 495, 511, 527, 547, 550, 563, 576,),
     ('AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest.<tagged fields>', 'AlterConfigsRequest', 'AlterConfigsRequest.Resources', 'AlterConfigsRequest.ValidateOnly', 'AlterConfigsRequest.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>',),
 )

@@ -237,6 +237,8 @@ def _d_ApiVersionsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ApiVersionsResponse.ApiKeys', pos, cnt)
             raise _bad_null('ApiVersionsResponse.ApiKeys', pos)
         else:
             if cnt > n - pos:
@@ -283,6 +285,8 @@ def _d_ApiVersionsResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ApiVersionsResponse.ApiKeys', pos, cnt)
             raise _bad_null('ApiVersionsResponse.ApiKeys', pos)
         else:
             if cnt > n - pos:
@@ -776,6 +780,6 @@ _FinalizedFeatureKey._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (230, 235, 237, 261, 264, 265, 276, 281, 283, 296, 308, 311, 312, 319, 324, 329, 331, 348, 354, 367, 386, 387, 391, 392, 411, 412, 416, 425, 428, 429, 440, 441, 443, 457, 461, 475, 479, 487, 492, 500, 503, 508, 513, 515, 535, 538, 539, 548, 562, 565, 567, 569, 575, 580, 596, 598, 618, 621, 634, 635, 644, 658, 661, 663, 665, 671, 676, 692, 694, 714, 717, 730, 731,),
+    (230, 235, 237, 263, 266, 267, 278, 283, 285, 300, 312, 315, 316, 323, 328, 333, 335, 352, 358, 371, 390, 391, 395, 396, 415, 416, 420, 429, 432, 433, 444, 445, 447, 461, 465, 479, 483, 491, 496, 504, 507, 512, 517, 519, 539, 542, 543, 552, 566, 569, 571, 573, 579, 584, 600, 602, 622, 625, 638, 639, 648, 662, 665, 667, 669, 675, 680, 696, 698, 718, 721, 734, 735,),
     ('ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.SupportedFeatures', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.FinalizedFeaturesEpoch', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.FinalizedFeatures', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.ZkMigrationReady', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse', 'ApiVersionsResponse.ErrorCode', 'ApiVersionsResponse.ApiKeys', 'ApiVersionsResponse.ThrottleTimeMs', 'ApiVersionsResponse.<tagged fields>', 'ApiVersionsResponse.SupportedFeatures', 'ApiVersionsResponse.FinalizedFeaturesEpoch', 'ApiVersionsResponse.FinalizedFeatures', 'ApiVersionsResponse.ZkMigrationReady', 'ApiVersionsResponse.<tagged fields>', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion.<tagged fields>', 'ApiVersion', 'ApiVersion.ApiKey', 'ApiVersion.<tagged fields>', 'SupportedFeatureKey', 'SupportedFeatureKey', 'SupportedFeatureKey.Name', 'SupportedFeatureKey.MinVersion', 'SupportedFeatureKey.MaxVersion', 'SupportedFeatureKey', 'SupportedFeatureKey.Name', 'SupportedFeatureKey.MinVersion', 'SupportedFeatureKey.<tagged fields>', 'SupportedFeatureKey', 'SupportedFeatureKey.Name', 'SupportedFeatureKey.MinVersion', 'SupportedFeatureKey.<tagged fields>', 'FinalizedFeatureKey', 'FinalizedFeatureKey', 'FinalizedFeatureKey.Name', 'FinalizedFeatureKey.MaxVersionLevel', 'FinalizedFeatureKey.MinVersionLevel', 'FinalizedFeatureKey', 'FinalizedFeatureKey.Name', 'FinalizedFeatureKey.MaxVersionLevel', 'FinalizedFeatureKey.<tagged fields>', 'FinalizedFeatureKey', 'FinalizedFeatureKey.Name', 'FinalizedFeatureKey.MaxVersionLevel', 'FinalizedFeatureKey.<tagged fields>',),
 )

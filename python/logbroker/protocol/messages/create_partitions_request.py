@@ -162,6 +162,8 @@ def _d_CreatePartitionsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreatePartitionsRequest.Topics', pos, cnt)
             raise _bad_null('CreatePartitionsRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -271,6 +273,8 @@ def _d_CreatePartitionsTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('CreatePartitionsTopic.Name', pos, ln)
             raise _bad_null('CreatePartitionsTopic.Name', pos)
         else:
             e = pos + ln
@@ -430,6 +434,8 @@ def _d_CreatePartitionsAssignment_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreatePartitionsAssignment.BrokerIds', pos, cnt)
             raise _bad_null('CreatePartitionsAssignment.BrokerIds', pos)
         else:
             if cnt > n - pos:
@@ -540,6 +546,6 @@ _CreatePartitionsAssignment._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (157, 162, 175, 183, 186, 193, 198, 203, 220, 222, 242, 245, 256, 257, 266, 271, 281, 283, 304, 307, 316, 317, 328, 333, 349, 351, 368, 388, 391, 404, 405, 416, 425, 430, 445, 448, 458, 463, 476, 496, 499, 509,),
+    (157, 162, 177, 185, 188, 195, 200, 205, 222, 224, 244, 247, 258, 259, 268, 273, 285, 287, 308, 311, 320, 321, 332, 337, 353, 355, 372, 392, 395, 408, 409, 420, 429, 434, 451, 454, 464, 469, 482, 502, 505, 515,),
     ('CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest.<tagged fields>', 'CreatePartitionsRequest', 'CreatePartitionsRequest.Topics', 'CreatePartitionsRequest.TimeoutMs', 'CreatePartitionsRequest.<tagged fields>', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic.<tagged fields>', 'CreatePartitionsTopic', 'CreatePartitionsTopic.Name', 'CreatePartitionsTopic.Count', 'CreatePartitionsTopic.Assignments', 'CreatePartitionsTopic.<tagged fields>', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment.<tagged fields>', 'CreatePartitionsAssignment', 'CreatePartitionsAssignment.BrokerIds', 'CreatePartitionsAssignment.<tagged fields>',),
 )

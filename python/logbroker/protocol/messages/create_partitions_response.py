@@ -128,6 +128,8 @@ def _d_CreatePartitionsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreatePartitionsResponse.Results', pos, cnt)
             raise _bad_null('CreatePartitionsResponse.Results', pos)
         else:
             if cnt > n - pos:
@@ -235,6 +237,8 @@ def _d_CreatePartitionsTopicResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('CreatePartitionsTopicResult.Name', pos, ln)
             raise _bad_null('CreatePartitionsTopicResult.Name', pos)
         else:
             e = pos + ln
@@ -404,6 +408,6 @@ _CreatePartitionsTopicResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (121, 126, 128, 147, 150, 151, 162, 167, 169, 186, 206, 209, 210, 221, 230, 235, 245, 247, 265, 268, 277, 278, 291, 296, 312, 314, 330, 350, 353, 366, 367, 380,),
+    (121, 126, 128, 149, 152, 153, 164, 169, 171, 188, 208, 211, 212, 223, 232, 237, 249, 251, 269, 272, 281, 282, 295, 300, 316, 318, 334, 354, 357, 370, 371, 384,),
     ('CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse.<tagged fields>', 'CreatePartitionsResponse', 'CreatePartitionsResponse.ThrottleTimeMs', 'CreatePartitionsResponse.Results', 'CreatePartitionsResponse.<tagged fields>', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult.<tagged fields>', 'CreatePartitionsTopicResult', 'CreatePartitionsTopicResult.Name', 'CreatePartitionsTopicResult.ErrorCode', 'CreatePartitionsTopicResult.ErrorMessage', 'CreatePartitionsTopicResult.<tagged fields>',),
 )

@@ -213,6 +213,8 @@ def _d_CreateTopicsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreateTopicsRequest.Topics', pos, cnt)
             raise _bad_null('CreateTopicsRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -322,6 +324,8 @@ def _d_CreatableTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('CreatableTopic.Name', pos, ln)
             raise _bad_null('CreatableTopic.Name', pos)
         else:
             e = pos + ln
@@ -334,6 +338,8 @@ def _d_CreatableTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreatableTopic.Assignments', pos, cnt)
             raise _bad_null('CreatableTopic.Assignments', pos)
         else:
             if cnt > n - pos:
@@ -347,6 +353,8 @@ def _d_CreatableTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreatableTopic.Configs', pos, cnt)
             raise _bad_null('CreatableTopic.Configs', pos)
         else:
             if cnt > n - pos:
@@ -529,6 +537,8 @@ def _d_CreatableReplicaAssignment_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreatableReplicaAssignment.BrokerIds', pos, cnt)
             raise _bad_null('CreatableReplicaAssignment.BrokerIds', pos)
         else:
             if cnt > n - pos:
@@ -626,6 +636,8 @@ def _d_CreatableTopicConfig_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('CreatableTopicConfig.Name', pos, ln)
             raise _bad_null('CreatableTopicConfig.Name', pos)
         else:
             e = pos + ln
@@ -806,6 +818,6 @@ _CreatableTopicConfig._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (208, 213, 226, 234, 237, 244, 249, 254, 271, 273, 293, 296, 307, 308, 317, 322, 332, 334, 347, 366, 369, 378, 379, 386, 397, 402, 418, 420, 437, 454, 474, 477, 490, 491, 502, 513, 522, 527, 529, 544, 547, 548, 558, 563, 565, 578, 598, 601, 602, 612, 621, 626, 636, 654, 657, 666, 679, 684, 700, 716, 736, 739, 752, 765,),
+    (208, 213, 228, 236, 239, 246, 251, 256, 273, 275, 295, 298, 309, 310, 319, 324, 336, 338, 353, 374, 377, 386, 387, 394, 405, 410, 426, 428, 445, 462, 482, 485, 498, 499, 510, 521, 530, 535, 537, 554, 557, 558, 568, 573, 575, 588, 608, 611, 612, 622, 631, 636, 648, 666, 669, 678, 691, 696, 712, 728, 748, 751, 764, 777,),
     ('CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest.<tagged fields>', 'CreateTopicsRequest', 'CreateTopicsRequest.Topics', 'CreateTopicsRequest.timeoutMs', 'CreateTopicsRequest.<tagged fields>', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic.<tagged fields>', 'CreatableTopic', 'CreatableTopic.Name', 'CreatableTopic.NumPartitions', 'CreatableTopic.Assignments', 'CreatableTopic.Configs', 'CreatableTopic.<tagged fields>', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment.<tagged fields>', 'CreatableReplicaAssignment', 'CreatableReplicaAssignment.PartitionIndex', 'CreatableReplicaAssignment.BrokerIds', 'CreatableReplicaAssignment.<tagged fields>', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig.<tagged fields>', 'CreatableTopicConfig', 'CreatableTopicConfig.Name', 'CreatableTopicConfig.Value', 'CreatableTopicConfig.<tagged fields>',),
 )

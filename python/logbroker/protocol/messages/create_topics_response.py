@@ -205,6 +205,8 @@ def _d_CreateTopicsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('CreateTopicsResponse.Topics', pos, cnt)
             raise _bad_null('CreateTopicsResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -380,6 +382,8 @@ def _d_CreatableTopicResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('CreatableTopicResult.Name', pos, ln)
             raise _bad_null('CreatableTopicResult.Name', pos)
         else:
             e = pos + ln
@@ -889,6 +893,6 @@ _CreatableTopicConfigs._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (198, 203, 205, 224, 227, 228, 239, 244, 246, 263, 283, 286, 287, 298, 307, 312, 314, 331, 351, 354, 355, 366, 375, 380, 390, 392, 415, 418, 427, 428, 441, 446, 462, 464, 480, 482, 501, 514, 518, 527, 530, 543, 544, 557, 558, 569, 571, 575, 583, 588, 604, 609, 611, 627, 629, 647, 660, 664, 673, 676, 689, 690, 691, 704, 705, 716, 718, 722, 730, 746, 749, 751, 753, 755, 761, 766, 782, 798, 800, 820, 823, 836, 849, 850,),
+    (198, 203, 205, 226, 229, 230, 241, 246, 248, 265, 285, 288, 289, 300, 309, 314, 316, 333, 353, 356, 357, 368, 377, 382, 394, 396, 419, 422, 431, 432, 445, 450, 466, 468, 484, 486, 505, 518, 522, 531, 534, 547, 548, 561, 562, 573, 575, 579, 587, 592, 608, 613, 615, 631, 633, 651, 664, 668, 677, 680, 693, 694, 695, 708, 709, 720, 722, 726, 734, 750, 753, 755, 757, 759, 765, 770, 786, 802, 804, 824, 827, 840, 853, 854,),
     ('CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreateTopicsResponse', 'CreateTopicsResponse.ThrottleTimeMs', 'CreateTopicsResponse.Topics', 'CreateTopicsResponse.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.TopicId', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult', 'CreatableTopicResult.Name', 'CreatableTopicResult.TopicId', 'CreatableTopicResult.ErrorCode', 'CreatableTopicResult.ErrorMessage', 'CreatableTopicResult.NumPartitions', 'CreatableTopicResult.Configs', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicResult.TopicConfigErrorCode', 'CreatableTopicResult.<tagged fields>', 'CreatableTopicConfigs', 'CreatableTopicConfigs', 'CreatableTopicConfigs.Name', 'CreatableTopicConfigs.Value', 'CreatableTopicConfigs.ReadOnly', 'CreatableTopicConfigs.IsSensitive', 'CreatableTopicConfigs', 'CreatableTopicConfigs.Name', 'CreatableTopicConfigs.Value', 'CreatableTopicConfigs.ReadOnly', 'CreatableTopicConfigs.<tagged fields>', 'CreatableTopicConfigs', 'CreatableTopicConfigs.Name', 'CreatableTopicConfigs.Value', 'CreatableTopicConfigs.ReadOnly', 'CreatableTopicConfigs.<tagged fields>',),
 )

@@ -81,6 +81,8 @@ def _d_DeleteGroupsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteGroupsRequest.GroupsNames', pos, cnt)
             raise _bad_null('DeleteGroupsRequest.GroupsNames', pos)
         else:
             if cnt > n - pos:
@@ -90,6 +92,8 @@ def _d_DeleteGroupsRequest_0(buf, pos):
                 (ln,) = _S_h.unpack_from(buf, pos)
                 pos += 2
                 if ln < 0:
+                    if ln != -1:
+                        raise _bad_length('DeleteGroupsRequest.GroupsNames[]', pos, ln)
                     raise _bad_null('DeleteGroupsRequest.GroupsNames[]', pos)
                 else:
                     e = pos + ln
@@ -227,6 +231,6 @@ _DeleteGroupsRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (76, 81, 108, 111, 130, 135, 166, 186, 189, 212,),
+    (76, 81, 112, 115, 134, 139, 170, 190, 193, 216,),
     ('DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest.<tagged fields>', 'DeleteGroupsRequest', 'DeleteGroupsRequest.GroupsNames', 'DeleteGroupsRequest.<tagged fields>',),
 )

@@ -123,6 +123,8 @@ def _d_DeleteGroupsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteGroupsResponse.Results', pos, cnt)
             raise _bad_null('DeleteGroupsResponse.Results', pos)
         else:
             if cnt > n - pos:
@@ -230,6 +232,8 @@ def _d_DeletableGroupResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DeletableGroupResult.GroupId', pos, ln)
             raise _bad_null('DeletableGroupResult.GroupId', pos)
         else:
             e = pos + ln
@@ -348,6 +352,6 @@ _DeletableGroupResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (116, 121, 123, 142, 145, 146, 157, 162, 164, 181, 201, 204, 205, 216, 225, 230, 240, 248, 251, 260, 265, 270, 286, 288, 308, 311, 324, 325,),
+    (116, 121, 123, 144, 147, 148, 159, 164, 166, 183, 203, 206, 207, 218, 227, 232, 244, 252, 255, 264, 269, 274, 290, 292, 312, 315, 328, 329,),
     ('DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse.<tagged fields>', 'DeleteGroupsResponse', 'DeleteGroupsResponse.ThrottleTimeMs', 'DeleteGroupsResponse.Results', 'DeleteGroupsResponse.<tagged fields>', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult.<tagged fields>', 'DeletableGroupResult', 'DeletableGroupResult.GroupId', 'DeletableGroupResult.ErrorCode', 'DeletableGroupResult.<tagged fields>',),
 )

@@ -157,6 +157,8 @@ def _d_DeleteRecordsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteRecordsRequest.Topics', pos, cnt)
             raise _bad_null('DeleteRecordsRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -266,6 +268,8 @@ def _d_DeleteRecordsTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DeleteRecordsTopic.Name', pos, ln)
             raise _bad_null('DeleteRecordsTopic.Name', pos)
         else:
             e = pos + ln
@@ -276,6 +280,8 @@ def _d_DeleteRecordsTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteRecordsTopic.Partitions', pos, cnt)
             raise _bad_null('DeleteRecordsTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -494,6 +500,6 @@ _DeleteRecordsPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (152, 157, 170, 178, 181, 188, 193, 198, 215, 217, 237, 240, 251, 252, 261, 266, 276, 295, 298, 307, 318, 323, 339, 356, 376, 379, 392, 403, 412, 417, 425, 428, 433, 438, 440, 460, 463, 464,),
+    (152, 157, 172, 180, 183, 190, 195, 200, 217, 219, 239, 242, 253, 254, 263, 268, 280, 301, 304, 313, 324, 329, 345, 362, 382, 385, 398, 409, 418, 423, 431, 434, 439, 444, 446, 466, 469, 470,),
     ('DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest.<tagged fields>', 'DeleteRecordsRequest', 'DeleteRecordsRequest.Topics', 'DeleteRecordsRequest.TimeoutMs', 'DeleteRecordsRequest.<tagged fields>', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic.<tagged fields>', 'DeleteRecordsTopic', 'DeleteRecordsTopic.Name', 'DeleteRecordsTopic.Partitions', 'DeleteRecordsTopic.<tagged fields>', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition.<tagged fields>', 'DeleteRecordsPartition', 'DeleteRecordsPartition.PartitionIndex', 'DeleteRecordsPartition.<tagged fields>',),
 )

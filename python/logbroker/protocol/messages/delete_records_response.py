@@ -164,6 +164,8 @@ def _d_DeleteRecordsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteRecordsResponse.Topics', pos, cnt)
             raise _bad_null('DeleteRecordsResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -271,6 +273,8 @@ def _d_DeleteRecordsTopicResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DeleteRecordsTopicResult.Name', pos, ln)
             raise _bad_null('DeleteRecordsTopicResult.Name', pos)
         else:
             e = pos + ln
@@ -281,6 +285,8 @@ def _d_DeleteRecordsTopicResult_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteRecordsTopicResult.Partitions', pos, cnt)
             raise _bad_null('DeleteRecordsTopicResult.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -500,6 +506,6 @@ _DeleteRecordsPartitionResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (157, 162, 164, 183, 186, 187, 198, 203, 205, 222, 242, 245, 246, 257, 266, 271, 281, 300, 303, 312, 323, 328, 344, 361, 381, 384, 397, 408, 417, 422, 430, 433, 438, 443, 445, 465, 468, 469,),
+    (157, 162, 164, 185, 188, 189, 200, 205, 207, 224, 244, 247, 248, 259, 268, 273, 285, 306, 309, 318, 329, 334, 350, 367, 387, 390, 403, 414, 423, 428, 436, 439, 444, 449, 451, 471, 474, 475,),
     ('DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse.<tagged fields>', 'DeleteRecordsResponse', 'DeleteRecordsResponse.ThrottleTimeMs', 'DeleteRecordsResponse.Topics', 'DeleteRecordsResponse.<tagged fields>', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult.<tagged fields>', 'DeleteRecordsTopicResult', 'DeleteRecordsTopicResult.Name', 'DeleteRecordsTopicResult.Partitions', 'DeleteRecordsTopicResult.<tagged fields>', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult.<tagged fields>', 'DeleteRecordsPartitionResult', 'DeleteRecordsPartitionResult.PartitionIndex', 'DeleteRecordsPartitionResult.<tagged fields>',),
 )

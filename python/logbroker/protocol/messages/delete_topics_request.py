@@ -126,6 +126,8 @@ def _d_DeleteTopicsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteTopicsRequest.TopicNames', pos, cnt)
             raise _bad_null('DeleteTopicsRequest.TopicNames', pos)
         else:
             if cnt > n - pos:
@@ -135,6 +137,8 @@ def _d_DeleteTopicsRequest_0(buf, pos):
                 (ln,) = _S_h.unpack_from(buf, pos)
                 pos += 2
                 if ln < 0:
+                    if ln != -1:
+                        raise _bad_length('DeleteTopicsRequest.TopicNames[]', pos, ln)
                     raise _bad_null('DeleteTopicsRequest.TopicNames[]', pos)
                 else:
                     e = pos + ln
@@ -501,6 +505,6 @@ _DeleteTopicState._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (121, 126, 147, 156, 159, 161, 176, 181, 186, 217, 220, 240, 243, 245, 268, 269, 278, 283, 300, 303, 323, 326, 337, 338, 347, 360, 363, 365, 371, 378, 398, 401, 403, 405, 414, 419, 435, 440, 460, 463, 476, 477,),
+    (121, 126, 151, 160, 163, 165, 180, 185, 190, 221, 224, 244, 247, 249, 272, 273, 282, 287, 304, 307, 327, 330, 341, 342, 351, 364, 367, 369, 375, 382, 402, 405, 407, 409, 418, 423, 439, 444, 464, 467, 480, 481,),
     ('DeleteTopicsRequest', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TopicNames', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicsRequest', 'DeleteTopicsRequest.Topics', 'DeleteTopicsRequest.TimeoutMs', 'DeleteTopicsRequest.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState', 'DeleteTopicState.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState.<tagged fields>', 'DeleteTopicState', 'DeleteTopicState.Name', 'DeleteTopicState.TopicId', 'DeleteTopicState.<tagged fields>',),
 )

@@ -133,6 +133,8 @@ def _d_DeleteTopicsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DeleteTopicsResponse.Responses', pos, cnt)
             raise _bad_null('DeleteTopicsResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -376,6 +378,8 @@ def _d_DeletableTopicResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DeletableTopicResult.Name', pos, ln)
             raise _bad_null('DeletableTopicResult.Name', pos)
         else:
             e = pos + ln
@@ -703,6 +707,6 @@ _DeletableTopicResult._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (126, 131, 133, 152, 155, 156, 167, 172, 174, 191, 211, 214, 215, 226, 235, 240, 242, 259, 279, 282, 283, 294, 303, 308, 310, 327, 347, 350, 351, 362, 371, 376, 386, 396, 399, 408, 413, 418, 434, 438, 458, 461, 474, 475, 484, 489, 505, 507, 524, 544, 547, 560, 561, 574, 583, 588, 604, 609, 611, 627, 647, 650, 663, 664, 665, 678,),
+    (126, 131, 133, 154, 157, 158, 169, 174, 176, 193, 213, 216, 217, 228, 237, 242, 244, 261, 281, 284, 285, 296, 305, 310, 312, 329, 349, 352, 353, 364, 373, 378, 390, 400, 403, 412, 417, 422, 438, 442, 462, 465, 478, 479, 488, 493, 509, 511, 528, 548, 551, 564, 565, 578, 587, 592, 608, 613, 615, 631, 651, 654, 667, 668, 669, 682,),
     ('DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeleteTopicsResponse', 'DeleteTopicsResponse.ThrottleTimeMs', 'DeleteTopicsResponse.Responses', 'DeleteTopicsResponse.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.TopicId', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>', 'DeletableTopicResult', 'DeletableTopicResult.Name', 'DeletableTopicResult.TopicId', 'DeletableTopicResult.ErrorCode', 'DeletableTopicResult.ErrorMessage', 'DeletableTopicResult.<tagged fields>',),
 )

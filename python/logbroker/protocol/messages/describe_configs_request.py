@@ -134,6 +134,8 @@ def _d_DescribeConfigsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsRequest.Resources', pos, cnt)
             raise _bad_null('DescribeConfigsRequest.Resources', pos)
         else:
             if cnt > n - pos:
@@ -178,6 +180,8 @@ def _d_DescribeConfigsRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsRequest.Resources', pos, cnt)
             raise _bad_null('DescribeConfigsRequest.Resources', pos)
         else:
             if cnt > n - pos:
@@ -289,6 +293,8 @@ def _d_DescribeConfigsResource_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribeConfigsResource.ResourceName', pos, ln)
             raise _bad_null('DescribeConfigsResource.ResourceName', pos)
         else:
             e = pos + ln
@@ -310,6 +316,8 @@ def _d_DescribeConfigsResource_0(buf, pos):
                 (ln,) = _S_h.unpack_from(buf, pos)
                 pos += 2
                 if ln < 0:
+                    if ln != -1:
+                        raise _bad_length('DescribeConfigsResource.ConfigurationKeys[]', pos, ln)
                     raise _bad_null('DescribeConfigsResource.ConfigurationKeys[]', pos)
                 else:
                     e = pos + ln
@@ -499,6 +507,6 @@ _DescribeConfigsResource._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (129, 134, 147, 156, 159, 161, 168, 173, 178, 191, 199, 202, 209, 214, 219, 236, 238, 258, 261, 272, 273, 282, 287, 289, 299, 328, 331, 332, 341, 360, 365, 367, 383, 414, 434, 437, 438, 451, 474,),
+    (129, 134, 149, 158, 161, 163, 170, 175, 180, 195, 203, 206, 213, 218, 223, 240, 242, 262, 265, 276, 277, 286, 291, 293, 305, 336, 339, 340, 349, 368, 373, 375, 391, 422, 442, 445, 446, 459, 482,),
     ('DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.IncludeDocumentation', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest.<tagged fields>', 'DescribeConfigsRequest', 'DescribeConfigsRequest.Resources', 'DescribeConfigsRequest.IncludeSynonyms', 'DescribeConfigsRequest.<tagged fields>', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource.<tagged fields>', 'DescribeConfigsResource', 'DescribeConfigsResource.ResourceType', 'DescribeConfigsResource.ResourceName', 'DescribeConfigsResource.ConfigurationKeys', 'DescribeConfigsResource.<tagged fields>',),
 )

@@ -245,6 +245,8 @@ def _d_DescribeConfigsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsResponse.Results', pos, cnt)
             raise _bad_null('DescribeConfigsResponse.Results', pos)
         else:
             if cnt > n - pos:
@@ -286,6 +288,8 @@ def _d_DescribeConfigsResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsResponse.Results', pos, cnt)
             raise _bad_null('DescribeConfigsResponse.Results', pos)
         else:
             if cnt > n - pos:
@@ -409,6 +413,8 @@ def _d_DescribeConfigsResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribeConfigsResult.ResourceName', pos, ln)
             raise _bad_null('DescribeConfigsResult.ResourceName', pos)
         else:
             e = pos + ln
@@ -419,6 +425,8 @@ def _d_DescribeConfigsResult_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsResult.Configs', pos, cnt)
             raise _bad_null('DescribeConfigsResult.Configs', pos)
         else:
             if cnt > n - pos:
@@ -493,6 +501,8 @@ def _d_DescribeConfigsResult_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribeConfigsResult.ResourceName', pos, ln)
             raise _bad_null('DescribeConfigsResult.ResourceName', pos)
         else:
             e = pos + ln
@@ -503,6 +513,8 @@ def _d_DescribeConfigsResult_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsResult.Configs', pos, cnt)
             raise _bad_null('DescribeConfigsResult.Configs', pos)
         else:
             if cnt > n - pos:
@@ -690,6 +702,8 @@ def _d_DescribeConfigsResourceResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribeConfigsResourceResult.Name', pos, ln)
             raise _bad_null('DescribeConfigsResourceResult.Name', pos)
         else:
             e = pos + ln
@@ -714,6 +728,8 @@ def _d_DescribeConfigsResourceResult_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsResourceResult.Synonyms', pos, cnt)
             raise _bad_null('DescribeConfigsResourceResult.Synonyms', pos)
         else:
             if cnt > n - pos:
@@ -773,6 +789,8 @@ def _d_DescribeConfigsResourceResult_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribeConfigsResourceResult.Name', pos, ln)
             raise _bad_null('DescribeConfigsResourceResult.Name', pos)
         else:
             e = pos + ln
@@ -797,6 +815,8 @@ def _d_DescribeConfigsResourceResult_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeConfigsResourceResult.Synonyms', pos, cnt)
             raise _bad_null('DescribeConfigsResourceResult.Synonyms', pos)
         else:
             if cnt > n - pos:
@@ -1036,6 +1056,8 @@ def _d_DescribeConfigsSynonym_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribeConfigsSynonym.Name', pos, ln)
             raise _bad_null('DescribeConfigsSynonym.Name', pos)
         else:
             e = pos + ln
@@ -1228,6 +1250,6 @@ _DescribeConfigsSynonym._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (238, 243, 245, 264, 267, 268, 279, 284, 286, 305, 308, 309, 320, 325, 327, 344, 364, 367, 368, 379, 388, 393, 395, 407, 409, 419, 438, 441, 442, 451, 452, 461, 472, 477, 479, 491, 493, 503, 522, 525, 526, 535, 536, 545, 556, 561, 563, 579, 581, 597, 614, 634, 637, 638, 651, 652, 665, 676, 685, 690, 700, 712, 714, 735, 738, 747, 756, 757, 768, 773, 783, 795, 797, 810, 812, 830, 833, 842, 851, 852, 859, 860, 873, 878, 894, 910, 912, 929, 931, 947, 967, 970, 983, 996, 997, 1008, 1009, 1022, 1031, 1036, 1046, 1058, 1066, 1069, 1078, 1087, 1092, 1097, 1113, 1129, 1131, 1151, 1154, 1167, 1180, 1181,),
+    (238, 243, 245, 266, 269, 270, 281, 286, 288, 309, 312, 313, 324, 329, 331, 348, 368, 371, 372, 383, 392, 397, 399, 411, 413, 425, 446, 449, 450, 459, 460, 469, 480, 485, 487, 499, 501, 513, 534, 537, 538, 547, 548, 557, 568, 573, 575, 591, 593, 609, 626, 646, 649, 650, 663, 664, 677, 688, 697, 702, 714, 726, 728, 751, 754, 763, 772, 773, 784, 789, 801, 813, 815, 830, 832, 850, 853, 862, 871, 872, 879, 880, 893, 898, 914, 930, 932, 949, 951, 967, 987, 990, 1003, 1016, 1017, 1028, 1029, 1042, 1051, 1056, 1068, 1080, 1088, 1091, 1100, 1109, 1114, 1119, 1135, 1151, 1153, 1173, 1176, 1189, 1202, 1203,),
     ('DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse.<tagged fields>', 'DescribeConfigsResponse', 'DescribeConfigsResponse.ThrottleTimeMs', 'DescribeConfigsResponse.Results', 'DescribeConfigsResponse.<tagged fields>', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult.<tagged fields>', 'DescribeConfigsResult', 'DescribeConfigsResult.ErrorCode', 'DescribeConfigsResult.ErrorMessage', 'DescribeConfigsResult.ResourceType', 'DescribeConfigsResult.ResourceName', 'DescribeConfigsResult.Configs', 'DescribeConfigsResult.<tagged fields>', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult.<tagged fields>', 'DescribeConfigsResourceResult', 'DescribeConfigsResourceResult.Name', 'DescribeConfigsResourceResult.Value', 'DescribeConfigsResourceResult.ReadOnly', 'DescribeConfigsResourceResult.Synonyms', 'DescribeConfigsResourceResult.ConfigType', 'DescribeConfigsResourceResult.Documentation', 'DescribeConfigsResourceResult.<tagged fields>', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym.<tagged fields>', 'DescribeConfigsSynonym', 'DescribeConfigsSynonym.Name', 'DescribeConfigsSynonym.Value', 'DescribeConfigsSynonym.Source', 'DescribeConfigsSynonym.<tagged fields>',),
 )

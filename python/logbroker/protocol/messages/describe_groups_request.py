@@ -87,6 +87,8 @@ def _d_DescribeGroupsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeGroupsRequest.Groups', pos, cnt)
             raise _bad_null('DescribeGroupsRequest.Groups', pos)
         else:
             if cnt > n - pos:
@@ -96,6 +98,8 @@ def _d_DescribeGroupsRequest_0(buf, pos):
                 (ln,) = _S_h.unpack_from(buf, pos)
                 pos += 2
                 if ln < 0:
+                    if ln != -1:
+                        raise _bad_length('DescribeGroupsRequest.Groups[]', pos, ln)
                     raise _bad_null('DescribeGroupsRequest.Groups[]', pos)
                 else:
                     e = pos + ln
@@ -144,6 +148,8 @@ def _d_DescribeGroupsRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeGroupsRequest.Groups', pos, cnt)
             raise _bad_null('DescribeGroupsRequest.Groups', pos)
         else:
             if cnt > n - pos:
@@ -153,6 +159,8 @@ def _d_DescribeGroupsRequest_1(buf, pos):
                 (ln,) = _S_h.unpack_from(buf, pos)
                 pos += 2
                 if ln < 0:
+                    if ln != -1:
+                        raise _bad_length('DescribeGroupsRequest.Groups[]', pos, ln)
                     raise _bad_null('DescribeGroupsRequest.Groups[]', pos)
                 else:
                     e = pos + ln
@@ -297,6 +305,6 @@ _DescribeGroupsRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (82, 87, 115, 118, 120, 139, 144, 165, 173, 176, 191, 196, 201, 232, 234, 254, 257, 280, 281,),
+    (82, 87, 119, 122, 124, 143, 148, 173, 181, 184, 199, 204, 209, 240, 242, 262, 265, 288, 289,),
     ('DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest.<tagged fields>', 'DescribeGroupsRequest', 'DescribeGroupsRequest.Groups', 'DescribeGroupsRequest.IncludeAuthorizedOperations', 'DescribeGroupsRequest.<tagged fields>',),
 )

@@ -206,6 +206,8 @@ def _d_DescribeGroupsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeGroupsResponse.Groups', pos, cnt)
             raise _bad_null('DescribeGroupsResponse.Groups', pos)
         else:
             if cnt > n - pos:
@@ -247,6 +249,8 @@ def _d_DescribeGroupsResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeGroupsResponse.Groups', pos, cnt)
             raise _bad_null('DescribeGroupsResponse.Groups', pos)
         else:
             if cnt > n - pos:
@@ -288,6 +292,8 @@ def _d_DescribeGroupsResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeGroupsResponse.Groups', pos, cnt)
             raise _bad_null('DescribeGroupsResponse.Groups', pos)
         else:
             if cnt > n - pos:
@@ -329,6 +335,8 @@ def _d_DescribeGroupsResponse_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribeGroupsResponse.Groups', pos, cnt)
             raise _bad_null('DescribeGroupsResponse.Groups', pos)
         else:
             if cnt > n - pos:
@@ -506,6 +514,8 @@ def _d_DescribedGroup_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.GroupId', pos, ln)
             raise _bad_null('DescribedGroup.GroupId', pos)
         else:
             e = pos + ln
@@ -516,6 +526,8 @@ def _d_DescribedGroup_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.GroupState', pos, ln)
             raise _bad_null('DescribedGroup.GroupState', pos)
         else:
             e = pos + ln
@@ -526,6 +538,8 @@ def _d_DescribedGroup_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.ProtocolType', pos, ln)
             raise _bad_null('DescribedGroup.ProtocolType', pos)
         else:
             e = pos + ln
@@ -536,6 +550,8 @@ def _d_DescribedGroup_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.ProtocolData', pos, ln)
             raise _bad_null('DescribedGroup.ProtocolData', pos)
         else:
             e = pos + ln
@@ -546,6 +562,8 @@ def _d_DescribedGroup_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribedGroup.Members', pos, cnt)
             raise _bad_null('DescribedGroup.Members', pos)
         else:
             if cnt > n - pos:
@@ -629,6 +647,8 @@ def _d_DescribedGroup_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.GroupId', pos, ln)
             raise _bad_null('DescribedGroup.GroupId', pos)
         else:
             e = pos + ln
@@ -639,6 +659,8 @@ def _d_DescribedGroup_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.GroupState', pos, ln)
             raise _bad_null('DescribedGroup.GroupState', pos)
         else:
             e = pos + ln
@@ -649,6 +671,8 @@ def _d_DescribedGroup_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.ProtocolType', pos, ln)
             raise _bad_null('DescribedGroup.ProtocolType', pos)
         else:
             e = pos + ln
@@ -659,6 +683,8 @@ def _d_DescribedGroup_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.ProtocolData', pos, ln)
             raise _bad_null('DescribedGroup.ProtocolData', pos)
         else:
             e = pos + ln
@@ -669,6 +695,8 @@ def _d_DescribedGroup_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribedGroup.Members', pos, cnt)
             raise _bad_null('DescribedGroup.Members', pos)
         else:
             if cnt > n - pos:
@@ -752,6 +780,8 @@ def _d_DescribedGroup_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.GroupId', pos, ln)
             raise _bad_null('DescribedGroup.GroupId', pos)
         else:
             e = pos + ln
@@ -762,6 +792,8 @@ def _d_DescribedGroup_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.GroupState', pos, ln)
             raise _bad_null('DescribedGroup.GroupState', pos)
         else:
             e = pos + ln
@@ -772,6 +804,8 @@ def _d_DescribedGroup_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.ProtocolType', pos, ln)
             raise _bad_null('DescribedGroup.ProtocolType', pos)
         else:
             e = pos + ln
@@ -782,6 +816,8 @@ def _d_DescribedGroup_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroup.ProtocolData', pos, ln)
             raise _bad_null('DescribedGroup.ProtocolData', pos)
         else:
             e = pos + ln
@@ -792,6 +828,8 @@ def _d_DescribedGroup_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('DescribedGroup.Members', pos, cnt)
             raise _bad_null('DescribedGroup.Members', pos)
         else:
             if cnt > n - pos:
@@ -1279,6 +1317,8 @@ def _d_DescribedGroupMember_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.MemberId', pos, ln)
             raise _bad_null('DescribedGroupMember.MemberId', pos)
         else:
             e = pos + ln
@@ -1289,6 +1329,8 @@ def _d_DescribedGroupMember_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.ClientId', pos, ln)
             raise _bad_null('DescribedGroupMember.ClientId', pos)
         else:
             e = pos + ln
@@ -1299,6 +1341,8 @@ def _d_DescribedGroupMember_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.ClientHost', pos, ln)
             raise _bad_null('DescribedGroupMember.ClientHost', pos)
         else:
             e = pos + ln
@@ -1309,6 +1353,8 @@ def _d_DescribedGroupMember_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.MemberMetadata', pos, ln)
             raise _bad_null('DescribedGroupMember.MemberMetadata', pos)
         else:
             e = pos + ln
@@ -1319,6 +1365,8 @@ def _d_DescribedGroupMember_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.MemberAssignment', pos, ln)
             raise _bad_null('DescribedGroupMember.MemberAssignment', pos)
         else:
             e = pos + ln
@@ -1387,6 +1435,8 @@ def _d_DescribedGroupMember_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.MemberId', pos, ln)
             raise _bad_null('DescribedGroupMember.MemberId', pos)
         else:
             e = pos + ln
@@ -1409,6 +1459,8 @@ def _d_DescribedGroupMember_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.ClientId', pos, ln)
             raise _bad_null('DescribedGroupMember.ClientId', pos)
         else:
             e = pos + ln
@@ -1419,6 +1471,8 @@ def _d_DescribedGroupMember_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.ClientHost', pos, ln)
             raise _bad_null('DescribedGroupMember.ClientHost', pos)
         else:
             e = pos + ln
@@ -1429,6 +1483,8 @@ def _d_DescribedGroupMember_1(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.MemberMetadata', pos, ln)
             raise _bad_null('DescribedGroupMember.MemberMetadata', pos)
         else:
             e = pos + ln
@@ -1439,6 +1495,8 @@ def _d_DescribedGroupMember_1(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('DescribedGroupMember.MemberAssignment', pos, ln)
             raise _bad_null('DescribedGroupMember.MemberAssignment', pos)
         else:
             e = pos + ln
@@ -1742,6 +1800,6 @@ _DescribedGroupMember._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (201, 206, 226, 229, 240, 245, 247, 266, 269, 270, 281, 286, 288, 307, 310, 311, 322, 327, 329, 348, 351, 352, 363, 368, 370, 387, 407, 410, 411, 422, 431, 436, 438, 455, 475, 478, 479, 490, 499, 504, 506, 516, 526, 536, 546, 567, 570, 572, 574, 575, 584, 593, 602, 611, 622, 627, 629, 639, 649, 659, 669, 682, 691, 694, 696, 697, 706, 715, 724, 733, 740, 745, 750, 752, 762, 772, 782, 792, 805, 814, 817, 819, 820, 829, 838, 847, 856, 863, 868, 873, 875, 891, 907, 923, 939, 956, 959, 979, 982, 984, 985, 998, 1011, 1024, 1037, 1048, 1049, 1058, 1063, 1065, 1081, 1097, 1113, 1129, 1145, 1162, 1164, 1184, 1187, 1188, 1201, 1214, 1227, 1240, 1253, 1264, 1265, 1274, 1279, 1289, 1299, 1309, 1319, 1336, 1339, 1348, 1357, 1366, 1372, 1382, 1387, 1397, 1409, 1419, 1429, 1439, 1455, 1458, 1467, 1476, 1485, 1494, 1500, 1510, 1515, 1531, 1547, 1563, 1579, 1593, 1607, 1627, 1630, 1643, 1656, 1669, 1682, 1692, 1702,),
+    (201, 206, 228, 231, 242, 247, 249, 270, 273, 274, 285, 290, 292, 313, 316, 317, 328, 333, 335, 356, 359, 360, 371, 376, 378, 395, 415, 418, 419, 430, 439, 444, 446, 463, 483, 486, 487, 498, 507, 512, 514, 526, 538, 550, 562, 585, 588, 590, 592, 593, 602, 611, 620, 629, 640, 645, 647, 659, 671, 683, 695, 710, 719, 722, 724, 725, 734, 743, 752, 761, 768, 773, 778, 780, 792, 804, 816, 828, 843, 852, 855, 857, 858, 867, 876, 885, 894, 901, 906, 911, 913, 929, 945, 961, 977, 994, 997, 1017, 1020, 1022, 1023, 1036, 1049, 1062, 1075, 1086, 1087, 1096, 1101, 1103, 1119, 1135, 1151, 1167, 1183, 1200, 1202, 1222, 1225, 1226, 1239, 1252, 1265, 1278, 1291, 1302, 1303, 1312, 1317, 1329, 1341, 1353, 1365, 1384, 1387, 1396, 1405, 1414, 1420, 1430, 1435, 1447, 1459, 1471, 1483, 1495, 1513, 1516, 1525, 1534, 1543, 1552, 1558, 1568, 1573, 1589, 1605, 1621, 1637, 1651, 1665, 1685, 1688, 1701, 1714, 1727, 1740, 1750, 1760,),
     ('DescribeGroupsResponse', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribeGroupsResponse', 'DescribeGroupsResponse.ThrottleTimeMs', 'DescribeGroupsResponse.Groups', 'DescribeGroupsResponse.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorMessage', 'DescribedGroup.ErrorCode', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroup', 'DescribedGroup.ErrorCode', 'DescribedGroup.ErrorMessage', 'DescribedGroup.GroupId', 'DescribedGroup.GroupState', 'DescribedGroup.ProtocolType', 'DescribedGroup.ProtocolData', 'DescribedGroup.Members', 'DescribedGroup.AuthorizedOperations', 'DescribedGroup.<tagged fields>', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember.<tagged fields>', 'DescribedGroupMember', 'DescribedGroupMember.MemberId', 'DescribedGroupMember.GroupInstanceId', 'DescribedGroupMember.ClientId', 'DescribedGroupMember.ClientHost', 'DescribedGroupMember.MemberMetadata', 'DescribedGroupMember.MemberAssignment', 'DescribedGroupMember.<tagged fields>',),
 )

@@ -96,6 +96,8 @@ def _d_EndTxnRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('EndTxnRequest.TransactionalId', pos, ln)
             raise _bad_null('EndTxnRequest.TransactionalId', pos)
         else:
             e = pos + ln
@@ -209,6 +211,6 @@ _EndTxnRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (91, 96, 106, 114, 117, 126, 131, 136, 152, 154, 174, 177, 190, 191,),
+    (91, 96, 108, 116, 119, 128, 133, 138, 154, 156, 176, 179, 192, 193,),
     ('EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest.<tagged fields>', 'EndTxnRequest', 'EndTxnRequest.TransactionalId', 'EndTxnRequest.ProducerId', 'EndTxnRequest.<tagged fields>',),
 )

@@ -328,6 +328,8 @@ def _d_FetchRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.Topics', pos, cnt)
             raise _bad_null('FetchRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -379,6 +381,8 @@ def _d_FetchRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.Topics', pos, cnt)
             raise _bad_null('FetchRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -430,6 +434,8 @@ def _d_FetchRequest_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.Topics', pos, cnt)
             raise _bad_null('FetchRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -443,6 +449,8 @@ def _d_FetchRequest_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.ForgottenTopicsData', pos, cnt)
             raise _bad_null('FetchRequest.ForgottenTopicsData', pos)
         else:
             if cnt > n - pos:
@@ -496,6 +504,8 @@ def _d_FetchRequest_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.Topics', pos, cnt)
             raise _bad_null('FetchRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -509,6 +519,8 @@ def _d_FetchRequest_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.ForgottenTopicsData', pos, cnt)
             raise _bad_null('FetchRequest.ForgottenTopicsData', pos)
         else:
             if cnt > n - pos:
@@ -562,6 +574,8 @@ def _d_FetchRequest_4(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.Topics', pos, cnt)
             raise _bad_null('FetchRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -575,6 +589,8 @@ def _d_FetchRequest_4(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchRequest.ForgottenTopicsData', pos, cnt)
             raise _bad_null('FetchRequest.ForgottenTopicsData', pos)
         else:
             if cnt > n - pos:
@@ -588,6 +604,8 @@ def _d_FetchRequest_4(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchRequest.RackId', pos, ln)
             raise _bad_null('FetchRequest.RackId', pos)
         else:
             e = pos + ln
@@ -1608,6 +1626,8 @@ def _d_FetchTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchTopic.Topic', pos, ln)
             raise _bad_null('FetchTopic.Topic', pos)
         else:
             e = pos + ln
@@ -1618,6 +1638,8 @@ def _d_FetchTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchTopic.Partitions', pos, cnt)
             raise _bad_null('FetchTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1666,6 +1688,8 @@ def _d_FetchTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchTopic.Topic', pos, ln)
             raise _bad_null('FetchTopic.Topic', pos)
         else:
             e = pos + ln
@@ -1676,6 +1700,8 @@ def _d_FetchTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchTopic.Partitions', pos, cnt)
             raise _bad_null('FetchTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1724,6 +1750,8 @@ def _d_FetchTopic_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchTopic.Topic', pos, ln)
             raise _bad_null('FetchTopic.Topic', pos)
         else:
             e = pos + ln
@@ -1734,6 +1762,8 @@ def _d_FetchTopic_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchTopic.Partitions', pos, cnt)
             raise _bad_null('FetchTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -2360,6 +2390,8 @@ def _d_ForgottenTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ForgottenTopic.Topic', pos, ln)
             raise _bad_null('ForgottenTopic.Topic', pos)
         else:
             e = pos + ln
@@ -2370,6 +2402,8 @@ def _d_ForgottenTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ForgottenTopic.Partitions', pos, cnt)
             raise _bad_null('ForgottenTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -2618,6 +2652,6 @@ _ForgottenTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (321, 326, 328, 353, 356, 358, 360, 361, 372, 377, 379, 404, 407, 409, 411, 412, 423, 428, 430, 443, 465, 468, 470, 471, 478, 489, 494, 496, 509, 531, 534, 536, 537, 544, 555, 560, 562, 575, 588, 606, 609, 611, 612, 619, 626, 639, 644, 646, 663, 680, 698, 711, 729, 738, 741, 743, 744, 755, 766, 779, 781, 797, 805, 810, 812, 829, 846, 864, 877, 895, 904, 907, 909, 910, 921, 932, 945, 947, 963, 971, 976, 978, 995, 1012, 1031, 1044, 1062, 1063, 1066, 1075, 1078, 1080, 1081, 1092, 1103, 1116, 1118, 1134, 1138, 1146, 1151, 1153, 1170, 1187, 1206, 1219, 1237, 1238, 1241, 1250, 1253, 1255, 1256, 1267, 1278, 1291, 1293, 1309, 1313, 1321, 1326, 1328, 1345, 1362, 1381, 1394, 1412, 1413, 1416, 1425, 1428, 1430, 1431, 1442, 1453, 1466, 1468, 1484, 1488, 1496, 1509, 1512, 1514, 1520, 1527, 1547, 1550, 1552, 1554, 1563, 1568, 1570, 1590, 1593, 1594, 1603, 1608, 1618, 1638, 1641, 1650, 1661, 1666, 1676, 1696, 1699, 1708, 1719, 1724, 1734, 1754, 1757, 1766, 1777, 1782, 1798, 1816, 1836, 1839, 1852, 1863, 1872, 1877, 1882, 1900, 1920, 1923, 1924, 1935, 1944, 1949, 1954, 1972, 1992, 1995, 1996, 2007, 2016, 2021, 2026, 2044, 2064, 2067, 2068, 2079, 2088, 2093, 2106, 2109, 2111, 2116, 2121, 2133, 2136, 2138, 2143, 2148, 2159, 2162, 2164, 2169, 2174, 2178, 2198, 2201, 2202, 2211, 2216, 2220, 2233, 2240, 2249, 2252, 2253, 2255, 2259, 2267, 2272, 2276, 2289, 2296, 2297, 2301, 2310, 2313, 2314, 2316, 2320, 2324, 2332, 2346, 2349, 2355, 2360, 2370, 2386, 2389, 2398, 2408, 2413, 2429, 2443, 2463, 2466, 2479, 2489, 2498, 2503, 2508, 2522, 2542, 2545, 2546, 2556,),
+    (321, 326, 328, 355, 358, 360, 362, 363, 374, 379, 381, 408, 411, 413, 415, 416, 427, 432, 434, 449, 473, 476, 478, 479, 486, 497, 502, 504, 519, 543, 546, 548, 549, 556, 567, 572, 574, 589, 604, 624, 627, 629, 630, 637, 644, 657, 662, 664, 681, 698, 716, 729, 747, 756, 759, 761, 762, 773, 784, 797, 799, 815, 823, 828, 830, 847, 864, 882, 895, 913, 922, 925, 927, 928, 939, 950, 963, 965, 981, 989, 994, 996, 1013, 1030, 1049, 1062, 1080, 1081, 1084, 1093, 1096, 1098, 1099, 1110, 1121, 1134, 1136, 1152, 1156, 1164, 1169, 1171, 1188, 1205, 1224, 1237, 1255, 1256, 1259, 1268, 1271, 1273, 1274, 1285, 1296, 1309, 1311, 1327, 1331, 1339, 1344, 1346, 1363, 1380, 1399, 1412, 1430, 1431, 1434, 1443, 1446, 1448, 1449, 1460, 1471, 1484, 1486, 1502, 1506, 1514, 1527, 1530, 1532, 1538, 1545, 1565, 1568, 1570, 1572, 1581, 1586, 1588, 1608, 1611, 1612, 1621, 1626, 1638, 1660, 1663, 1672, 1683, 1688, 1700, 1722, 1725, 1734, 1745, 1750, 1762, 1784, 1787, 1796, 1807, 1812, 1828, 1846, 1866, 1869, 1882, 1893, 1902, 1907, 1912, 1930, 1950, 1953, 1954, 1965, 1974, 1979, 1984, 2002, 2022, 2025, 2026, 2037, 2046, 2051, 2056, 2074, 2094, 2097, 2098, 2109, 2118, 2123, 2136, 2139, 2141, 2146, 2151, 2163, 2166, 2168, 2173, 2178, 2189, 2192, 2194, 2199, 2204, 2208, 2228, 2231, 2232, 2241, 2246, 2250, 2263, 2270, 2279, 2282, 2283, 2285, 2289, 2297, 2302, 2306, 2319, 2326, 2327, 2331, 2340, 2343, 2344, 2346, 2350, 2354, 2362, 2376, 2379, 2385, 2390, 2402, 2420, 2423, 2432, 2442, 2447, 2463, 2477, 2497, 2500, 2513, 2523, 2532, 2537, 2542, 2556, 2576, 2579, 2580, 2590,),
     ('FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaState', 'FetchRequest.ReplicaId', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.<tagged fields>', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'FetchRequest', 'FetchRequest.ReplicaId', 'FetchRequest.MaxWaitMs', 'FetchRequest.Topics', 'FetchRequest.ForgottenTopicsData', 'FetchRequest.RackId', 'FetchRequest.<tagged fields>', 'FetchRequest.ClusterId', 'FetchRequest.ReplicaState', 'FetchRequest.<tagged fields>', 'ReplicaState', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.ReplicaEpoch', 'ReplicaState', 'ReplicaState.<tagged fields>', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.ReplicaEpoch', 'ReplicaState.<tagged fields>', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.<tagged fields>', 'ReplicaState', 'ReplicaState.ReplicaId', 'ReplicaState.<tagged fields>', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.Topic', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchTopic', 'FetchTopic.TopicId', 'FetchTopic.Partitions', 'FetchTopic.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.LastFetchedEpoch', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.LastFetchedEpoch', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.LastFetchedEpoch', 'FetchPartition.Partition', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.<tagged fields>', 'FetchPartition.HighWatermark', 'FetchPartition.<tagged fields>', 'FetchPartition', 'FetchPartition.Partition', 'FetchPartition.<tagged fields>', 'FetchPartition.ReplicaDirectoryId', 'FetchPartition.HighWatermark', 'FetchPartition.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic', 'ForgottenTopic.Partitions', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic.Topic', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic.TopicId', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>', 'ForgottenTopic', 'ForgottenTopic.TopicId', 'ForgottenTopic.Partitions', 'ForgottenTopic.<tagged fields>',),
 )

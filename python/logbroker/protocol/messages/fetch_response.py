@@ -418,6 +418,8 @@ def _d_FetchResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchResponse.Responses', pos, cnt)
             raise _bad_null('FetchResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -466,6 +468,8 @@ def _d_FetchResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchResponse.Responses', pos, cnt)
             raise _bad_null('FetchResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -514,6 +518,8 @@ def _d_FetchResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchResponse.Responses', pos, cnt)
             raise _bad_null('FetchResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -558,6 +564,8 @@ def _d_FetchResponse_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchResponse.Responses', pos, cnt)
             raise _bad_null('FetchResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -847,6 +855,8 @@ def _d_FetchableTopicResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchableTopicResponse.Topic', pos, ln)
             raise _bad_null('FetchableTopicResponse.Topic', pos)
         else:
             e = pos + ln
@@ -857,6 +867,8 @@ def _d_FetchableTopicResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchableTopicResponse.Partitions', pos, cnt)
             raise _bad_null('FetchableTopicResponse.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -905,6 +917,8 @@ def _d_FetchableTopicResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchableTopicResponse.Topic', pos, ln)
             raise _bad_null('FetchableTopicResponse.Topic', pos)
         else:
             e = pos + ln
@@ -915,6 +929,8 @@ def _d_FetchableTopicResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchableTopicResponse.Partitions', pos, cnt)
             raise _bad_null('FetchableTopicResponse.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -963,6 +979,8 @@ def _d_FetchableTopicResponse_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FetchableTopicResponse.Topic', pos, ln)
             raise _bad_null('FetchableTopicResponse.Topic', pos)
         else:
             e = pos + ln
@@ -973,6 +991,8 @@ def _d_FetchableTopicResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('FetchableTopicResponse.Partitions', pos, cnt)
             raise _bad_null('FetchableTopicResponse.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -2004,6 +2024,6 @@ _NodeEndpoint._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (411, 416, 418, 440, 443, 445, 447, 448, 459, 464, 466, 488, 491, 493, 495, 496, 507, 512, 514, 534, 537, 539, 540, 551, 556, 558, 578, 581, 583, 584, 595, 600, 602, 620, 640, 643, 645, 646, 657, 666, 671, 673, 691, 711, 714, 716, 717, 728, 737, 742, 744, 762, 775, 794, 803, 806, 807, 818, 820, 834, 842, 847, 857, 877, 880, 889, 900, 905, 915, 935, 938, 947, 958, 963, 973, 993, 996, 1005, 1016, 1021, 1037, 1055, 1075, 1078, 1091, 1102, 1111, 1116, 1121, 1139, 1159, 1162, 1163, 1174, 1183, 1188, 1190, 1205, 1228, 1231, 1233, 1235, 1237, 1239, 1240, 1247, 1252, 1257, 1259, 1274, 1296, 1299, 1301, 1303, 1305, 1307, 1308, 1315, 1320, 1325, 1327, 1342, 1344, 1365, 1368, 1370, 1372, 1374, 1375, 1382, 1383, 1388, 1393, 1395, 1412, 1414, 1431, 1444, 1447, 1448, 1451, 1452, 1455, 1464, 1467, 1468, 1479, 1480, 1481, 1483, 1487, 1491, 1495, 1503, 1516, 1519, 1521, 1527, 1532, 1534, 1554, 1557, 1558, 1567, 1580, 1583, 1585, 1591, 1596, 1598, 1618, 1621, 1622, 1631, 1636, 1644, 1647, 1652, 1657, 1659, 1679, 1682, 1683, 1692, 1697, 1705, 1708, 1713, 1718, 1720, 1740, 1743, 1744, 1753, 1768, 1771, 1773, 1775, 1777, 1783, 1792, 1812, 1815, 1817, 1819, 1821, 1823, 1832, 1837, 1839, 1855, 1857, 1873, 1893, 1896, 1897, 1910, 1911, 1924,),
+    (411, 416, 418, 442, 445, 447, 449, 450, 461, 466, 468, 492, 495, 497, 499, 500, 511, 516, 518, 540, 543, 545, 546, 557, 562, 564, 586, 589, 591, 592, 603, 608, 610, 628, 648, 651, 653, 654, 665, 674, 679, 681, 699, 719, 722, 724, 725, 736, 745, 750, 752, 770, 783, 802, 811, 814, 815, 826, 828, 842, 850, 855, 867, 889, 892, 901, 912, 917, 929, 951, 954, 963, 974, 979, 991, 1013, 1016, 1025, 1036, 1041, 1057, 1075, 1095, 1098, 1111, 1122, 1131, 1136, 1141, 1159, 1179, 1182, 1183, 1194, 1203, 1208, 1210, 1225, 1248, 1251, 1253, 1255, 1257, 1259, 1260, 1267, 1272, 1277, 1279, 1294, 1316, 1319, 1321, 1323, 1325, 1327, 1328, 1335, 1340, 1345, 1347, 1362, 1364, 1385, 1388, 1390, 1392, 1394, 1395, 1402, 1403, 1408, 1413, 1415, 1432, 1434, 1451, 1464, 1467, 1468, 1471, 1472, 1475, 1484, 1487, 1488, 1499, 1500, 1501, 1503, 1507, 1511, 1515, 1523, 1536, 1539, 1541, 1547, 1552, 1554, 1574, 1577, 1578, 1587, 1600, 1603, 1605, 1611, 1616, 1618, 1638, 1641, 1642, 1651, 1656, 1664, 1667, 1672, 1677, 1679, 1699, 1702, 1703, 1712, 1717, 1725, 1728, 1733, 1738, 1740, 1760, 1763, 1764, 1773, 1788, 1791, 1793, 1795, 1797, 1803, 1812, 1832, 1835, 1837, 1839, 1841, 1843, 1852, 1857, 1859, 1875, 1877, 1893, 1913, 1916, 1917, 1930, 1931, 1944,),
     ('FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.SessionId', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.SessionId', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.NodeEndpoints', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse.NodeEndpoints', 'FetchResponse.<tagged fields>', 'FetchResponse', 'FetchResponse.ThrottleTimeMs', 'FetchResponse.Responses', 'FetchResponse.<tagged fields>', 'FetchResponse.NodeEndpoints', 'FetchResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.Topic', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.TopicId', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'FetchableTopicResponse', 'FetchableTopicResponse.TopicId', 'FetchableTopicResponse.Partitions', 'FetchableTopicResponse.<tagged fields>', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.PreferredReadReplica', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.PreferredReadReplica', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.Records', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData.<tagged fields>', 'PartitionData.DivergingEpoch', 'PartitionData.<tagged fields>', 'PartitionData.CurrentLeader', 'PartitionData.<tagged fields>', 'PartitionData.SnapshotId', 'PartitionData.<tagged fields>', 'PartitionData', 'PartitionData.PartitionIndex', 'PartitionData.AbortedTransactions', 'PartitionData.PreferredReadReplica', 'PartitionData.Records', 'PartitionData.<tagged fields>', 'PartitionData.DivergingEpoch', 'PartitionData.CurrentLeader', 'PartitionData.SnapshotId', 'PartitionData.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset', 'EpochEndOffset.Epoch', 'EpochEndOffset.EndOffset', 'EpochEndOffset', 'EpochEndOffset.Epoch', 'EpochEndOffset.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset.Epoch', 'EpochEndOffset.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.LeaderEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId.<tagged fields>', 'SnapshotId', 'SnapshotId.EndOffset', 'SnapshotId.<tagged fields>', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction.<tagged fields>', 'AbortedTransaction', 'AbortedTransaction.ProducerId', 'AbortedTransaction.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>',),
 )

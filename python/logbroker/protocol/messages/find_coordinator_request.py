@@ -91,6 +91,8 @@ def _d_FindCoordinatorRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FindCoordinatorRequest.Key', pos, ln)
             raise _bad_null('FindCoordinatorRequest.Key', pos)
         else:
             e = pos + ln
@@ -134,6 +136,8 @@ def _d_FindCoordinatorRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FindCoordinatorRequest.Key', pos, ln)
             raise _bad_null('FindCoordinatorRequest.Key', pos)
         else:
             e = pos + ln
@@ -349,6 +353,6 @@ _FindCoordinatorRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (86, 91, 109, 112, 114, 116, 129, 134, 144, 153, 156, 158, 167, 172, 177, 193, 196, 216, 219, 221, 234, 235, 244, 249, 251, 283, 303, 306, 308, 309, 332,),
+    (86, 91, 111, 114, 116, 118, 131, 136, 148, 157, 160, 162, 171, 176, 181, 197, 200, 220, 223, 225, 238, 239, 248, 253, 255, 287, 307, 310, 312, 313, 336,),
     ('FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.<tagged fields>', 'FindCoordinatorRequest', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.<tagged fields>', 'FindCoordinatorRequest', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.<tagged fields>', 'FindCoordinatorRequest', 'FindCoordinatorRequest.Key', 'FindCoordinatorRequest.KeyType', 'FindCoordinatorRequest.CoordinatorKeys', 'FindCoordinatorRequest.<tagged fields>',),
 )

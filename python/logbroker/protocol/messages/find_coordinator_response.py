@@ -170,6 +170,8 @@ def _d_FindCoordinatorResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FindCoordinatorResponse.Host', pos, ln)
             raise _bad_null('FindCoordinatorResponse.Host', pos)
         else:
             e = pos + ln
@@ -232,6 +234,8 @@ def _d_FindCoordinatorResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('FindCoordinatorResponse.Host', pos, ln)
             raise _bad_null('FindCoordinatorResponse.Host', pos)
         else:
             e = pos + ln
@@ -709,6 +713,6 @@ _Coordinator._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (163, 168, 170, 180, 191, 194, 196, 197, 206, 211, 216, 218, 230, 232, 242, 251, 254, 256, 257, 266, 267, 276, 281, 286, 288, 304, 306, 322, 325, 345, 348, 350, 351, 364, 365, 378, 379, 388, 393, 395, 417, 437, 440, 442, 444, 446, 448, 449, 460, 469, 486, 489, 491, 493, 495, 497, 503, 514, 534, 537, 539, 541, 543, 545, 547, 556, 561, 577, 579, 595, 597, 613, 633, 636, 649, 650, 663, 664, 677,),
+    (163, 168, 170, 182, 193, 196, 198, 199, 208, 213, 218, 220, 232, 234, 246, 255, 258, 260, 261, 270, 271, 280, 285, 290, 292, 308, 310, 326, 329, 349, 352, 354, 355, 368, 369, 382, 383, 392, 397, 399, 421, 441, 444, 446, 448, 450, 452, 453, 464, 473, 490, 493, 495, 497, 499, 501, 507, 518, 538, 541, 543, 545, 547, 549, 551, 560, 565, 581, 583, 599, 601, 617, 637, 640, 653, 654, 667, 668, 681,),
     ('FindCoordinatorResponse', 'FindCoordinatorResponse.ErrorCode', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.ErrorCode', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse.<tagged fields>', 'FindCoordinatorResponse', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.ErrorMessage', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse.<tagged fields>', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.<tagged fields>', 'FindCoordinatorResponse', 'FindCoordinatorResponse.ErrorCode', 'FindCoordinatorResponse.NodeId', 'FindCoordinatorResponse.Host', 'FindCoordinatorResponse.Port', 'FindCoordinatorResponse.ThrottleTimeMs', 'FindCoordinatorResponse.Coordinators', 'FindCoordinatorResponse.<tagged fields>', 'Coordinator', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorCode', 'Coordinator', 'Coordinator.<tagged fields>', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorCode', 'Coordinator.<tagged fields>', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorMessage', 'Coordinator.<tagged fields>', 'Coordinator', 'Coordinator.Key', 'Coordinator.NodeId', 'Coordinator.Host', 'Coordinator.Port', 'Coordinator.ErrorMessage', 'Coordinator.<tagged fields>',),
 )

@@ -96,6 +96,8 @@ def _d_HeartbeatRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('HeartbeatRequest.GroupId', pos, ln)
             raise _bad_null('HeartbeatRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -108,6 +110,8 @@ def _d_HeartbeatRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('HeartbeatRequest.MemberId', pos, ln)
             raise _bad_null('HeartbeatRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -158,6 +162,8 @@ def _d_HeartbeatRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('HeartbeatRequest.GroupId', pos, ln)
             raise _bad_null('HeartbeatRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -170,6 +176,8 @@ def _d_HeartbeatRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('HeartbeatRequest.MemberId', pos, ln)
             raise _bad_null('HeartbeatRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -369,6 +377,6 @@ _HeartbeatRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (91, 96, 106, 108, 125, 128, 130, 139, 140, 153, 158, 168, 170, 180, 198, 201, 210, 211, 220, 233, 238, 254, 256, 272, 288, 308, 311, 324, 325, 338, 351,),
+    (91, 96, 108, 110, 129, 132, 134, 143, 144, 157, 162, 174, 176, 188, 206, 209, 218, 219, 228, 241, 246, 262, 264, 280, 296, 316, 319, 332, 333, 346, 359,),
     ('HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest.<tagged fields>', 'HeartbeatRequest', 'HeartbeatRequest.GroupId', 'HeartbeatRequest.GenerationId', 'HeartbeatRequest.MemberId', 'HeartbeatRequest.GroupInstanceId', 'HeartbeatRequest.<tagged fields>',),
 )

@@ -168,6 +168,8 @@ def _d_IncrementalAlterConfigsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('IncrementalAlterConfigsRequest.Resources', pos, cnt)
             raise _bad_null('IncrementalAlterConfigsRequest.Resources', pos)
         else:
             if cnt > n - pos:
@@ -279,6 +281,8 @@ def _d_AlterConfigsResource_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AlterConfigsResource.ResourceName', pos, ln)
             raise _bad_null('AlterConfigsResource.ResourceName', pos)
         else:
             e = pos + ln
@@ -289,6 +293,8 @@ def _d_AlterConfigsResource_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('AlterConfigsResource.Configs', pos, cnt)
             raise _bad_null('AlterConfigsResource.Configs', pos)
         else:
             if cnt > n - pos:
@@ -434,6 +440,8 @@ def _d_AlterableConfig_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AlterableConfig.Name', pos, ln)
             raise _bad_null('AlterableConfig.Name', pos)
         else:
             e = pos + ln
@@ -611,6 +619,6 @@ _AlterableConfig._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (163, 168, 181, 189, 192, 199, 204, 209, 226, 228, 248, 251, 262, 263, 272, 277, 279, 289, 308, 311, 312, 321, 332, 337, 339, 355, 372, 392, 395, 396, 409, 420, 429, 434, 444, 446, 464, 467, 476, 477, 490, 495, 511, 513, 529, 549, 552, 565, 566, 579,),
+    (163, 168, 183, 191, 194, 201, 206, 211, 228, 230, 250, 253, 264, 265, 274, 279, 281, 293, 314, 317, 318, 327, 338, 343, 345, 361, 378, 398, 401, 402, 415, 426, 435, 440, 452, 454, 472, 475, 484, 485, 498, 503, 519, 521, 537, 557, 560, 573, 574, 587,),
     ('IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest.<tagged fields>', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsRequest.Resources', 'IncrementalAlterConfigsRequest.ValidateOnly', 'IncrementalAlterConfigsRequest.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterConfigsResource', 'AlterConfigsResource.ResourceType', 'AlterConfigsResource.ResourceName', 'AlterConfigsResource.Configs', 'AlterConfigsResource.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>', 'AlterableConfig', 'AlterableConfig.Name', 'AlterableConfig.ConfigOperation', 'AlterableConfig.Value', 'AlterableConfig.<tagged fields>',),
 )

@@ -134,6 +134,8 @@ def _d_IncrementalAlterConfigsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('IncrementalAlterConfigsResponse.Responses', pos, cnt)
             raise _bad_null('IncrementalAlterConfigsResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -257,6 +259,8 @@ def _d_AlterConfigsResourceResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('AlterConfigsResourceResponse.ResourceName', pos, ln)
             raise _bad_null('AlterConfigsResourceResponse.ResourceName', pos)
         else:
             e = pos + ln
@@ -417,6 +421,6 @@ _AlterConfigsResourceResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (127, 132, 134, 153, 156, 157, 168, 173, 175, 192, 212, 215, 216, 227, 236, 241, 243, 255, 257, 273, 276, 277, 286, 287, 300, 305, 307, 323, 325, 341, 361, 364, 365, 378, 379, 392,),
+    (127, 132, 134, 155, 158, 159, 170, 175, 177, 194, 214, 217, 218, 229, 238, 243, 245, 257, 259, 277, 280, 281, 290, 291, 304, 309, 311, 327, 329, 345, 365, 368, 369, 382, 383, 396,),
     ('IncrementalAlterConfigsResponse', 'IncrementalAlterConfigsResponse.ThrottleTimeMs', 'IncrementalAlterConfigsResponse.Responses', 'IncrementalAlterConfigsResponse', 'IncrementalAlterConfigsResponse.ThrottleTimeMs', 'IncrementalAlterConfigsResponse.Responses', 'IncrementalAlterConfigsResponse', 'IncrementalAlterConfigsResponse.ThrottleTimeMs', 'IncrementalAlterConfigsResponse.Responses', 'IncrementalAlterConfigsResponse.<tagged fields>', 'IncrementalAlterConfigsResponse', 'IncrementalAlterConfigsResponse.ThrottleTimeMs', 'IncrementalAlterConfigsResponse.Responses', 'IncrementalAlterConfigsResponse.<tagged fields>', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse.<tagged fields>', 'AlterConfigsResourceResponse', 'AlterConfigsResourceResponse.ErrorCode', 'AlterConfigsResourceResponse.ErrorMessage', 'AlterConfigsResourceResponse.ResourceType', 'AlterConfigsResourceResponse.ResourceName', 'AlterConfigsResourceResponse.<tagged fields>',),
 )

@@ -152,6 +152,8 @@ def _d_JoinGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.GroupId', pos, ln)
             raise _bad_null('JoinGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -164,6 +166,8 @@ def _d_JoinGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.MemberId', pos, ln)
             raise _bad_null('JoinGroupRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -174,6 +178,8 @@ def _d_JoinGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.ProtocolType', pos, ln)
             raise _bad_null('JoinGroupRequest.ProtocolType', pos)
         else:
             e = pos + ln
@@ -184,6 +190,8 @@ def _d_JoinGroupRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('JoinGroupRequest.Protocols', pos, cnt)
             raise _bad_null('JoinGroupRequest.Protocols', pos)
         else:
             if cnt > n - pos:
@@ -255,6 +263,8 @@ def _d_JoinGroupRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.GroupId', pos, ln)
             raise _bad_null('JoinGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -267,6 +277,8 @@ def _d_JoinGroupRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.MemberId', pos, ln)
             raise _bad_null('JoinGroupRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -277,6 +289,8 @@ def _d_JoinGroupRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.ProtocolType', pos, ln)
             raise _bad_null('JoinGroupRequest.ProtocolType', pos)
         else:
             e = pos + ln
@@ -287,6 +301,8 @@ def _d_JoinGroupRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('JoinGroupRequest.Protocols', pos, cnt)
             raise _bad_null('JoinGroupRequest.Protocols', pos)
         else:
             if cnt > n - pos:
@@ -357,6 +373,8 @@ def _d_JoinGroupRequest_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.GroupId', pos, ln)
             raise _bad_null('JoinGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -369,6 +387,8 @@ def _d_JoinGroupRequest_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.MemberId', pos, ln)
             raise _bad_null('JoinGroupRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -391,6 +411,8 @@ def _d_JoinGroupRequest_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequest.ProtocolType', pos, ln)
             raise _bad_null('JoinGroupRequest.ProtocolType', pos)
         else:
             e = pos + ln
@@ -401,6 +423,8 @@ def _d_JoinGroupRequest_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('JoinGroupRequest.Protocols', pos, cnt)
             raise _bad_null('JoinGroupRequest.Protocols', pos)
         else:
             if cnt > n - pos:
@@ -875,6 +899,8 @@ def _d_JoinGroupRequestProtocol_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequestProtocol.Name', pos, ln)
             raise _bad_null('JoinGroupRequestProtocol.Name', pos)
         else:
             e = pos + ln
@@ -885,6 +911,8 @@ def _d_JoinGroupRequestProtocol_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupRequestProtocol.Metadata', pos, ln)
             raise _bad_null('JoinGroupRequestProtocol.Metadata', pos)
         else:
             e = pos + ln
@@ -1033,6 +1061,6 @@ _JoinGroupRequestProtocol._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (147, 152, 162, 164, 174, 184, 206, 209, 211, 220, 221, 230, 239, 250, 255, 265, 267, 277, 287, 308, 311, 313, 322, 323, 332, 341, 352, 357, 367, 369, 379, 391, 401, 421, 424, 433, 434, 443, 452, 461, 472, 477, 493, 495, 511, 527, 543, 561, 581, 584, 597, 598, 611, 624, 637, 648, 657, 662, 678, 680, 696, 712, 728, 745, 761, 781, 784, 797, 798, 811, 824, 837, 848, 861, 870, 875, 885, 901, 904, 913, 923, 928, 944, 958, 978, 981, 994, 1004,),
+    (147, 152, 164, 166, 178, 190, 214, 217, 219, 228, 229, 238, 247, 258, 263, 275, 277, 289, 301, 324, 327, 329, 338, 339, 348, 357, 368, 373, 385, 387, 399, 411, 423, 445, 448, 457, 458, 467, 476, 485, 496, 501, 517, 519, 535, 551, 567, 585, 605, 608, 621, 622, 635, 648, 661, 672, 681, 686, 702, 704, 720, 736, 752, 769, 785, 805, 808, 821, 822, 835, 848, 861, 872, 885, 894, 899, 911, 929, 932, 941, 951, 956, 972, 986, 1006, 1009, 1022, 1032,),
     ('JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.Reason', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequest', 'JoinGroupRequest.GroupId', 'JoinGroupRequest.SessionTimeoutMs', 'JoinGroupRequest.MemberId', 'JoinGroupRequest.GroupInstanceId', 'JoinGroupRequest.ProtocolType', 'JoinGroupRequest.Protocols', 'JoinGroupRequest.Reason', 'JoinGroupRequest.<tagged fields>', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol.<tagged fields>', 'JoinGroupRequestProtocol', 'JoinGroupRequestProtocol.Name', 'JoinGroupRequestProtocol.Metadata', 'JoinGroupRequestProtocol.<tagged fields>',),
 )

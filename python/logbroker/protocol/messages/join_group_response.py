@@ -166,6 +166,8 @@ def _d_JoinGroupResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.ProtocolName', pos, ln)
             raise _bad_null('JoinGroupResponse.ProtocolName', pos)
         else:
             e = pos + ln
@@ -176,6 +178,8 @@ def _d_JoinGroupResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.Leader', pos, ln)
             raise _bad_null('JoinGroupResponse.Leader', pos)
         else:
             e = pos + ln
@@ -186,6 +190,8 @@ def _d_JoinGroupResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.MemberId', pos, ln)
             raise _bad_null('JoinGroupResponse.MemberId', pos)
         else:
             e = pos + ln
@@ -196,6 +202,8 @@ def _d_JoinGroupResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('JoinGroupResponse.Members', pos, cnt)
             raise _bad_null('JoinGroupResponse.Members', pos)
         else:
             if cnt > n - pos:
@@ -269,6 +277,8 @@ def _d_JoinGroupResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.ProtocolName', pos, ln)
             raise _bad_null('JoinGroupResponse.ProtocolName', pos)
         else:
             e = pos + ln
@@ -279,6 +289,8 @@ def _d_JoinGroupResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.Leader', pos, ln)
             raise _bad_null('JoinGroupResponse.Leader', pos)
         else:
             e = pos + ln
@@ -289,6 +301,8 @@ def _d_JoinGroupResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.MemberId', pos, ln)
             raise _bad_null('JoinGroupResponse.MemberId', pos)
         else:
             e = pos + ln
@@ -299,6 +313,8 @@ def _d_JoinGroupResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('JoinGroupResponse.Members', pos, cnt)
             raise _bad_null('JoinGroupResponse.Members', pos)
         else:
             if cnt > n - pos:
@@ -371,6 +387,8 @@ def _d_JoinGroupResponse_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.ProtocolName', pos, ln)
             raise _bad_null('JoinGroupResponse.ProtocolName', pos)
         else:
             e = pos + ln
@@ -381,6 +399,8 @@ def _d_JoinGroupResponse_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.Leader', pos, ln)
             raise _bad_null('JoinGroupResponse.Leader', pos)
         else:
             e = pos + ln
@@ -391,6 +411,8 @@ def _d_JoinGroupResponse_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponse.MemberId', pos, ln)
             raise _bad_null('JoinGroupResponse.MemberId', pos)
         else:
             e = pos + ln
@@ -401,6 +423,8 @@ def _d_JoinGroupResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('JoinGroupResponse.Members', pos, cnt)
             raise _bad_null('JoinGroupResponse.Members', pos)
         else:
             if cnt > n - pos:
@@ -1004,6 +1028,8 @@ def _d_JoinGroupResponseMember_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponseMember.MemberId', pos, ln)
             raise _bad_null('JoinGroupResponseMember.MemberId', pos)
         else:
             e = pos + ln
@@ -1014,6 +1040,8 @@ def _d_JoinGroupResponseMember_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponseMember.Metadata', pos, ln)
             raise _bad_null('JoinGroupResponseMember.Metadata', pos)
         else:
             e = pos + ln
@@ -1058,6 +1086,8 @@ def _d_JoinGroupResponseMember_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponseMember.MemberId', pos, ln)
             raise _bad_null('JoinGroupResponseMember.MemberId', pos)
         else:
             e = pos + ln
@@ -1080,6 +1110,8 @@ def _d_JoinGroupResponseMember_1(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('JoinGroupResponseMember.Metadata', pos, ln)
             raise _bad_null('JoinGroupResponseMember.Metadata', pos)
         else:
             e = pos + ln
@@ -1268,6 +1300,6 @@ _JoinGroupResponseMember._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (159, 164, 166, 176, 186, 196, 218, 221, 223, 224, 233, 242, 251, 262, 267, 269, 279, 289, 299, 320, 323, 325, 326, 335, 344, 353, 364, 369, 371, 381, 391, 401, 422, 425, 427, 428, 437, 446, 455, 466, 471, 473, 489, 505, 521, 540, 560, 563, 565, 566, 579, 592, 605, 616, 625, 630, 632, 648, 664, 680, 696, 714, 734, 737, 739, 740, 753, 766, 779, 792, 803, 812, 817, 819, 835, 851, 867, 869, 885, 902, 922, 925, 926, 939, 952, 965, 966, 979, 990, 999, 1004, 1014, 1031, 1034, 1043, 1053, 1058, 1068, 1080, 1096, 1099, 1108, 1117, 1127, 1132, 1148, 1164, 1178, 1198, 1201, 1214, 1227, 1237,),
+    (159, 164, 166, 178, 190, 202, 226, 229, 231, 232, 241, 250, 259, 270, 275, 277, 289, 301, 313, 336, 339, 341, 342, 351, 360, 369, 380, 385, 387, 399, 411, 423, 446, 449, 451, 452, 461, 470, 479, 490, 495, 497, 513, 529, 545, 564, 584, 587, 589, 590, 603, 616, 629, 640, 649, 654, 656, 672, 688, 704, 720, 738, 758, 761, 763, 764, 777, 790, 803, 816, 827, 836, 841, 843, 859, 875, 891, 893, 909, 926, 946, 949, 950, 963, 976, 989, 990, 1003, 1014, 1023, 1028, 1040, 1059, 1062, 1071, 1081, 1086, 1098, 1110, 1128, 1131, 1140, 1149, 1159, 1164, 1180, 1196, 1210, 1230, 1233, 1246, 1259, 1269,),
     ('JoinGroupResponse', 'JoinGroupResponse.ErrorCode', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ErrorCode', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponse', 'JoinGroupResponse.ThrottleTimeMs', 'JoinGroupResponse.ProtocolType', 'JoinGroupResponse.ProtocolName', 'JoinGroupResponse.Leader', 'JoinGroupResponse.SkipAssignment', 'JoinGroupResponse.MemberId', 'JoinGroupResponse.Members', 'JoinGroupResponse.<tagged fields>', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember.<tagged fields>', 'JoinGroupResponseMember', 'JoinGroupResponseMember.MemberId', 'JoinGroupResponseMember.GroupInstanceId', 'JoinGroupResponseMember.Metadata', 'JoinGroupResponseMember.<tagged fields>',),
 )

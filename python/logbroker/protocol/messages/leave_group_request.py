@@ -131,6 +131,8 @@ def _d_LeaveGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('LeaveGroupRequest.GroupId', pos, ln)
             raise _bad_null('LeaveGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -141,6 +143,8 @@ def _d_LeaveGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('LeaveGroupRequest.MemberId', pos, ln)
             raise _bad_null('LeaveGroupRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -190,6 +194,8 @@ def _d_LeaveGroupRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('LeaveGroupRequest.GroupId', pos, ln)
             raise _bad_null('LeaveGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -200,6 +206,8 @@ def _d_LeaveGroupRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('LeaveGroupRequest.Members', pos, cnt)
             raise _bad_null('LeaveGroupRequest.Members', pos)
         else:
             if cnt > n - pos:
@@ -469,6 +477,8 @@ def _d_MemberIdentity_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MemberIdentity.MemberId', pos, ln)
             raise _bad_null('MemberIdentity.MemberId', pos)
         else:
             e = pos + ln
@@ -759,6 +769,6 @@ _MemberIdentity._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (126, 131, 141, 158, 161, 163, 172, 185, 190, 200, 220, 223, 225, 234, 245, 250, 266, 284, 304, 307, 309, 322, 333, 342, 347, 363, 381, 401, 404, 406, 419, 430, 439, 453, 456, 458, 464, 469, 479, 498, 501, 510, 523, 528, 544, 561, 581, 584, 597, 610, 619, 624, 640, 656, 672, 692, 695, 708, 721, 734,),
+    (126, 131, 143, 162, 165, 167, 176, 189, 194, 206, 228, 231, 233, 242, 253, 258, 274, 292, 312, 315, 317, 330, 341, 350, 355, 371, 389, 409, 412, 414, 427, 438, 447, 461, 464, 466, 472, 477, 489, 508, 511, 520, 533, 538, 554, 571, 591, 594, 607, 620, 629, 634, 650, 666, 682, 702, 705, 718, 731, 744,),
     ('LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'LeaveGroupRequest', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'LeaveGroupRequest', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'LeaveGroupRequest', 'LeaveGroupRequest.MemberId', 'LeaveGroupRequest.GroupId', 'LeaveGroupRequest.Members', 'LeaveGroupRequest.<tagged fields>', 'MemberIdentity', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.<tagged fields>', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.<tagged fields>', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.Reason', 'MemberIdentity.<tagged fields>', 'MemberIdentity', 'MemberIdentity.MemberId', 'MemberIdentity.GroupInstanceId', 'MemberIdentity.Reason', 'MemberIdentity.<tagged fields>',),
 )

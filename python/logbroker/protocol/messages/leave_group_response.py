@@ -183,6 +183,8 @@ def _d_LeaveGroupResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('LeaveGroupResponse.Members', pos, cnt)
             raise _bad_null('LeaveGroupResponse.Members', pos)
         else:
             if cnt > n - pos:
@@ -317,6 +319,8 @@ def _d_MemberResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MemberResponse.MemberId', pos, ln)
             raise _bad_null('MemberResponse.MemberId', pos)
         else:
             e = pos + ln
@@ -487,6 +491,6 @@ _MemberResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (127, 132, 142, 145, 147, 152, 157, 166, 169, 171, 176, 181, 183, 202, 205, 206, 217, 222, 224, 241, 261, 264, 265, 276, 285, 299, 302, 304, 306, 312, 317, 327, 339, 347, 350, 359, 368, 373, 378, 394, 410, 412, 432, 435, 448, 461, 462,),
+    (127, 132, 142, 145, 147, 152, 157, 166, 169, 171, 176, 181, 183, 204, 207, 208, 219, 224, 226, 243, 263, 266, 267, 278, 287, 301, 304, 306, 308, 314, 319, 331, 343, 351, 354, 363, 372, 377, 382, 398, 414, 416, 436, 439, 452, 465, 466,),
     ('LeaveGroupResponse', 'LeaveGroupResponse.ErrorCode', 'LeaveGroupResponse', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.ErrorCode', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.<tagged fields>', 'LeaveGroupResponse', 'LeaveGroupResponse.ThrottleTimeMs', 'LeaveGroupResponse.Members', 'LeaveGroupResponse.<tagged fields>', 'MemberResponse', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse.<tagged fields>', 'MemberResponse', 'MemberResponse.MemberId', 'MemberResponse.GroupInstanceId', 'MemberResponse.ErrorCode', 'MemberResponse.<tagged fields>',),
 )

@@ -139,6 +139,8 @@ def _d_ListGroupsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListGroupsResponse.Groups', pos, cnt)
             raise _bad_null('ListGroupsResponse.Groups', pos)
         else:
             if cnt > n - pos:
@@ -181,6 +183,8 @@ def _d_ListGroupsResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListGroupsResponse.Groups', pos, cnt)
             raise _bad_null('ListGroupsResponse.Groups', pos)
         else:
             if cnt > n - pos:
@@ -424,6 +428,8 @@ def _d_ListedGroup_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ListedGroup.GroupId', pos, ln)
             raise _bad_null('ListedGroup.GroupId', pos)
         else:
             e = pos + ln
@@ -434,6 +440,8 @@ def _d_ListedGroup_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ListedGroup.ProtocolType', pos, ln)
             raise _bad_null('ListedGroup.ProtocolType', pos)
         else:
             e = pos + ln
@@ -869,6 +877,6 @@ _ListedGroup._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (132, 137, 139, 159, 162, 163, 174, 179, 181, 200, 203, 204, 215, 220, 222, 239, 259, 262, 263, 274, 283, 288, 290, 307, 327, 330, 331, 342, 351, 356, 358, 375, 395, 398, 399, 410, 419, 424, 434, 452, 455, 464, 477, 482, 498, 516, 536, 539, 552, 565, 574, 579, 595, 611, 628, 648, 651, 664, 677, 690, 699, 704, 720, 736, 752, 768, 788, 791, 804, 817, 830, 843,),
+    (132, 137, 139, 161, 164, 165, 176, 181, 183, 204, 207, 208, 219, 224, 226, 243, 263, 266, 267, 278, 287, 292, 294, 311, 331, 334, 335, 346, 355, 360, 362, 379, 399, 402, 403, 414, 423, 428, 440, 460, 463, 472, 485, 490, 506, 524, 544, 547, 560, 573, 582, 587, 603, 619, 636, 656, 659, 672, 685, 698, 707, 712, 728, 744, 760, 776, 796, 799, 812, 825, 838, 851,),
     ('ListGroupsResponse', 'ListGroupsResponse.ErrorCode', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ErrorCode', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListGroupsResponse', 'ListGroupsResponse.ThrottleTimeMs', 'ListGroupsResponse.Groups', 'ListGroupsResponse.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.GroupType', 'ListedGroup.<tagged fields>', 'ListedGroup', 'ListedGroup.GroupId', 'ListedGroup.ProtocolType', 'ListedGroup.GroupState', 'ListedGroup.GroupType', 'ListedGroup.<tagged fields>',),
 )

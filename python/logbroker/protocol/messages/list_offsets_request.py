@@ -176,6 +176,8 @@ def _d_ListOffsetsRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsRequest.Topics', pos, cnt)
             raise _bad_null('ListOffsetsRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -221,6 +223,8 @@ def _d_ListOffsetsRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsRequest.Topics', pos, cnt)
             raise _bad_null('ListOffsetsRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -263,6 +267,8 @@ def _d_ListOffsetsRequest_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsRequest.Topics', pos, cnt)
             raise _bad_null('ListOffsetsRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -443,6 +449,8 @@ def _d_ListOffsetsTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ListOffsetsTopic.Name', pos, ln)
             raise _bad_null('ListOffsetsTopic.Name', pos)
         else:
             e = pos + ln
@@ -453,6 +461,8 @@ def _d_ListOffsetsTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsTopic.Partitions', pos, cnt)
             raise _bad_null('ListOffsetsTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -500,6 +510,8 @@ def _d_ListOffsetsTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ListOffsetsTopic.Name', pos, ln)
             raise _bad_null('ListOffsetsTopic.Name', pos)
         else:
             e = pos + ln
@@ -510,6 +522,8 @@ def _d_ListOffsetsTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsTopic.Partitions', pos, cnt)
             raise _bad_null('ListOffsetsTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -753,6 +767,6 @@ _ListOffsetsPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (169, 174, 176, 197, 200, 202, 203, 214, 219, 221, 241, 244, 245, 256, 261, 263, 283, 286, 287, 298, 303, 305, 323, 343, 346, 347, 358, 367, 372, 374, 391, 393, 413, 416, 417, 428, 429, 438, 443, 453, 472, 475, 484, 495, 500, 510, 529, 532, 541, 552, 557, 573, 590, 610, 613, 626, 637, 646, 651, 660, 663, 668, 673, 681, 684, 689, 694, 696, 716, 719, 720,),
+    (169, 174, 176, 199, 202, 204, 205, 216, 221, 223, 245, 248, 249, 260, 265, 267, 289, 292, 293, 304, 309, 311, 329, 349, 352, 353, 364, 373, 378, 380, 397, 399, 419, 422, 423, 434, 435, 444, 449, 461, 482, 485, 494, 505, 510, 522, 543, 546, 555, 566, 571, 587, 604, 624, 627, 640, 651, 660, 665, 674, 677, 682, 687, 695, 698, 703, 708, 710, 730, 733, 734,),
     ('ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.IsolationLevel', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.TimeoutMs', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsRequest', 'ListOffsetsRequest.ReplicaId', 'ListOffsetsRequest.Topics', 'ListOffsetsRequest.TimeoutMs', 'ListOffsetsRequest.<tagged fields>', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic.<tagged fields>', 'ListOffsetsTopic', 'ListOffsetsTopic.Name', 'ListOffsetsTopic.Partitions', 'ListOffsetsTopic.<tagged fields>', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition.<tagged fields>', 'ListOffsetsPartition', 'ListOffsetsPartition.PartitionIndex', 'ListOffsetsPartition.<tagged fields>',),
 )

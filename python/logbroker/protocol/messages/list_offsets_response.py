@@ -173,6 +173,8 @@ def _d_ListOffsetsResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsResponse.Topics', pos, cnt)
             raise _bad_null('ListOffsetsResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -214,6 +216,8 @@ def _d_ListOffsetsResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsResponse.Topics', pos, cnt)
             raise _bad_null('ListOffsetsResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -255,6 +259,8 @@ def _d_ListOffsetsResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsResponse.Topics', pos, cnt)
             raise _bad_null('ListOffsetsResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -362,6 +368,8 @@ def _d_ListOffsetsTopicResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ListOffsetsTopicResponse.Name', pos, ln)
             raise _bad_null('ListOffsetsTopicResponse.Name', pos)
         else:
             e = pos + ln
@@ -372,6 +380,8 @@ def _d_ListOffsetsTopicResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsTopicResponse.Partitions', pos, cnt)
             raise _bad_null('ListOffsetsTopicResponse.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -419,6 +429,8 @@ def _d_ListOffsetsTopicResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('ListOffsetsTopicResponse.Name', pos, ln)
             raise _bad_null('ListOffsetsTopicResponse.Name', pos)
         else:
             e = pos + ln
@@ -429,6 +441,8 @@ def _d_ListOffsetsTopicResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ListOffsetsTopicResponse.Partitions', pos, cnt)
             raise _bad_null('ListOffsetsTopicResponse.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -674,6 +688,6 @@ _ListOffsetsPartitionResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (168, 173, 193, 196, 207, 212, 214, 233, 236, 237, 248, 253, 255, 274, 277, 278, 289, 294, 296, 313, 333, 336, 337, 348, 357, 362, 372, 391, 394, 403, 414, 419, 429, 448, 451, 460, 471, 476, 492, 509, 529, 532, 545, 556, 565, 570, 579, 582, 584, 589, 594, 602, 605, 610, 615, 617, 637, 640, 641,),
+    (168, 173, 195, 198, 209, 214, 216, 237, 240, 241, 252, 257, 259, 280, 283, 284, 295, 300, 302, 319, 339, 342, 343, 354, 363, 368, 380, 401, 404, 413, 424, 429, 441, 462, 465, 474, 485, 490, 506, 523, 543, 546, 559, 570, 579, 584, 593, 596, 598, 603, 608, 616, 619, 624, 629, 631, 651, 654, 655,),
     ('ListOffsetsResponse', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse.<tagged fields>', 'ListOffsetsResponse', 'ListOffsetsResponse.ThrottleTimeMs', 'ListOffsetsResponse.Topics', 'ListOffsetsResponse.<tagged fields>', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse.<tagged fields>', 'ListOffsetsTopicResponse', 'ListOffsetsTopicResponse.Name', 'ListOffsetsTopicResponse.Partitions', 'ListOffsetsTopicResponse.<tagged fields>', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.LeaderEpoch', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse.<tagged fields>', 'ListOffsetsPartitionResponse', 'ListOffsetsPartitionResponse.PartitionIndex', 'ListOffsetsPartitionResponse.<tagged fields>',),
 )

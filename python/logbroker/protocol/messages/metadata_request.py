@@ -134,6 +134,8 @@ def _d_MetadataRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataRequest.Topics', pos, cnt)
             raise _bad_null('MetadataRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -529,6 +531,8 @@ def _d_MetadataRequestTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataRequestTopic.Name', pos, ln)
             raise _bad_null('MetadataRequestTopic.Name', pos)
         else:
             e = pos + ln
@@ -717,6 +721,6 @@ _MetadataRequestTopic._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (129, 134, 156, 159, 161, 163, 165, 176, 181, 205, 208, 210, 212, 214, 225, 230, 245, 255, 258, 260, 262, 269, 274, 279, 294, 302, 305, 312, 317, 322, 339, 341, 361, 364, 375, 376, 385, 390, 407, 409, 429, 432, 443, 444, 453, 458, 475, 478, 498, 501, 503, 514, 515, 524, 529, 546, 549, 562, 567, 584, 604, 607, 620, 629, 634, 639, 655, 675, 678, 679, 692,),
+    (129, 134, 158, 161, 163, 165, 167, 178, 183, 207, 210, 212, 214, 216, 227, 232, 247, 257, 260, 262, 264, 271, 276, 281, 296, 304, 307, 314, 319, 324, 341, 343, 363, 366, 377, 378, 387, 392, 409, 411, 431, 434, 445, 446, 455, 460, 477, 480, 500, 503, 505, 516, 517, 526, 531, 550, 553, 566, 571, 588, 608, 611, 624, 633, 638, 643, 659, 679, 682, 683, 696,),
     ('MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.IncludeTopicAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.IncludeTopicAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.IncludeTopicAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequest', 'MetadataRequest.IncludeClusterAuthorizedOperations', 'MetadataRequest.Topics', 'MetadataRequest.AllowAutoTopicCreation', 'MetadataRequest.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.TopicId', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>', 'MetadataRequestTopic', 'MetadataRequestTopic.TopicId', 'MetadataRequestTopic.Name', 'MetadataRequestTopic.<tagged fields>',),
 )

@@ -274,6 +274,8 @@ def _d_MetadataResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -287,6 +289,8 @@ def _d_MetadataResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -339,6 +343,8 @@ def _d_MetadataResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -354,6 +360,8 @@ def _d_MetadataResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -406,6 +414,8 @@ def _d_MetadataResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -433,6 +443,8 @@ def _d_MetadataResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -495,6 +507,8 @@ def _d_MetadataResponse_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -522,6 +536,8 @@ def _d_MetadataResponse_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -584,6 +600,8 @@ def _d_MetadataResponse_4(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -611,6 +629,8 @@ def _d_MetadataResponse_4(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -673,6 +693,8 @@ def _d_MetadataResponse_5(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -700,6 +722,8 @@ def _d_MetadataResponse_5(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -762,6 +786,8 @@ def _d_MetadataResponse_6(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Brokers', pos, cnt)
             raise _bad_null('MetadataResponse.Brokers', pos)
         else:
             if cnt > n - pos:
@@ -789,6 +815,8 @@ def _d_MetadataResponse_6(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponse.Topics', pos, cnt)
             raise _bad_null('MetadataResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -1513,6 +1541,8 @@ def _d_MetadataResponseBroker_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseBroker.Host', pos, ln)
             raise _bad_null('MetadataResponseBroker.Host', pos)
         else:
             e = pos + ln
@@ -1557,6 +1587,8 @@ def _d_MetadataResponseBroker_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseBroker.Host', pos, ln)
             raise _bad_null('MetadataResponseBroker.Host', pos)
         else:
             e = pos + ln
@@ -1722,6 +1754,8 @@ def _d_MetadataResponseTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseTopic.Name', pos, ln)
             raise _bad_null('MetadataResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -1732,6 +1766,8 @@ def _d_MetadataResponseTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponseTopic.Partitions', pos, cnt)
             raise _bad_null('MetadataResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1787,6 +1823,8 @@ def _d_MetadataResponseTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseTopic.Name', pos, ln)
             raise _bad_null('MetadataResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -1799,6 +1837,8 @@ def _d_MetadataResponseTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponseTopic.Partitions', pos, cnt)
             raise _bad_null('MetadataResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1854,6 +1894,8 @@ def _d_MetadataResponseTopic_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseTopic.Name', pos, ln)
             raise _bad_null('MetadataResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -1866,6 +1908,8 @@ def _d_MetadataResponseTopic_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponseTopic.Partitions', pos, cnt)
             raise _bad_null('MetadataResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1921,6 +1965,8 @@ def _d_MetadataResponseTopic_3(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseTopic.Name', pos, ln)
             raise _bad_null('MetadataResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -1933,6 +1979,8 @@ def _d_MetadataResponseTopic_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponseTopic.Partitions', pos, cnt)
             raise _bad_null('MetadataResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1988,6 +2036,8 @@ def _d_MetadataResponseTopic_4(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('MetadataResponseTopic.Name', pos, ln)
             raise _bad_null('MetadataResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -2000,6 +2050,8 @@ def _d_MetadataResponseTopic_4(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponseTopic.Partitions', pos, cnt)
             raise _bad_null('MetadataResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -2377,6 +2429,8 @@ def _d_MetadataResponsePartition_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.ReplicaNodes', pos, cnt)
             raise _bad_null('MetadataResponsePartition.ReplicaNodes', pos)
         else:
             if cnt > n - pos:
@@ -2386,6 +2440,8 @@ def _d_MetadataResponsePartition_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.IsrNodes', pos, cnt)
             raise _bad_null('MetadataResponsePartition.IsrNodes', pos)
         else:
             if cnt > n - pos:
@@ -2430,6 +2486,8 @@ def _d_MetadataResponsePartition_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.ReplicaNodes', pos, cnt)
             raise _bad_null('MetadataResponsePartition.ReplicaNodes', pos)
         else:
             if cnt > n - pos:
@@ -2439,6 +2497,8 @@ def _d_MetadataResponsePartition_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.IsrNodes', pos, cnt)
             raise _bad_null('MetadataResponsePartition.IsrNodes', pos)
         else:
             if cnt > n - pos:
@@ -2448,6 +2508,8 @@ def _d_MetadataResponsePartition_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.OfflineReplicas', pos, cnt)
             raise _bad_null('MetadataResponsePartition.OfflineReplicas', pos)
         else:
             if cnt > n - pos:
@@ -2497,6 +2559,8 @@ def _d_MetadataResponsePartition_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.ReplicaNodes', pos, cnt)
             raise _bad_null('MetadataResponsePartition.ReplicaNodes', pos)
         else:
             if cnt > n - pos:
@@ -2506,6 +2570,8 @@ def _d_MetadataResponsePartition_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.IsrNodes', pos, cnt)
             raise _bad_null('MetadataResponsePartition.IsrNodes', pos)
         else:
             if cnt > n - pos:
@@ -2515,6 +2581,8 @@ def _d_MetadataResponsePartition_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('MetadataResponsePartition.OfflineReplicas', pos, cnt)
             raise _bad_null('MetadataResponsePartition.OfflineReplicas', pos)
         else:
             if cnt > n - pos:
@@ -2709,6 +2777,6 @@ _MetadataResponsePartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (269, 274, 287, 311, 314, 316, 323, 334, 339, 352, 354, 377, 380, 382, 389, 390, 401, 406, 419, 431, 433, 455, 458, 460, 467, 476, 477, 488, 493, 495, 508, 520, 522, 543, 546, 548, 549, 556, 565, 566, 577, 582, 584, 597, 609, 611, 632, 635, 637, 638, 645, 654, 655, 666, 671, 673, 686, 698, 700, 721, 724, 726, 727, 734, 743, 744, 755, 760, 762, 775, 787, 789, 802, 811, 814, 815, 822, 831, 832, 839, 844, 849, 851, 868, 884, 886, 903, 906, 926, 929, 930, 941, 954, 955, 966, 967, 976, 981, 983, 1000, 1016, 1018, 1035, 1038, 1058, 1061, 1062, 1073, 1086, 1087, 1098, 1099, 1108, 1113, 1115, 1132, 1148, 1150, 1169, 1189, 1192, 1194, 1195, 1206, 1219, 1220, 1231, 1240, 1245, 1247, 1264, 1280, 1282, 1301, 1321, 1324, 1326, 1327, 1338, 1351, 1352, 1363, 1372, 1377, 1379, 1396, 1412, 1414, 1431, 1434, 1454, 1457, 1459, 1460, 1471, 1484, 1485, 1496, 1497, 1506, 1511, 1513, 1523, 1532, 1535, 1536, 1545, 1550, 1555, 1557, 1567, 1569, 1587, 1590, 1591, 1600, 1601, 1614, 1619, 1621, 1637, 1639, 1655, 1675, 1678, 1679, 1692, 1693, 1706, 1715, 1720, 1722, 1732, 1754, 1757, 1759, 1760, 1769, 1780, 1785, 1787, 1797, 1799, 1820, 1823, 1825, 1826, 1835, 1836, 1847, 1852, 1854, 1864, 1866, 1887, 1890, 1892, 1893, 1902, 1903, 1914, 1919, 1921, 1931, 1933, 1954, 1957, 1959, 1960, 1969, 1970, 1981, 1986, 1988, 1998, 2000, 2013, 2022, 2025, 2026, 2035, 2036, 2043, 2048, 2053, 2055, 2071, 2073, 2090, 2093, 2113, 2116, 2117, 2130, 2131, 2142, 2143, 2152, 2157, 2159, 2175, 2180, 2182, 2199, 2201, 2221, 2224, 2225, 2238, 2239, 2240, 2251, 2252, 2261, 2266, 2268, 2284, 2289, 2291, 2308, 2310, 2330, 2333, 2334, 2347, 2348, 2349, 2360, 2361, 2370, 2375, 2377, 2386, 2403, 2406, 2407, 2413, 2423, 2428, 2430, 2439, 2448, 2464, 2467, 2468, 2474, 2480, 2490, 2495, 2497, 2506, 2515, 2530, 2533, 2534, 2540, 2546, 2556, 2561, 2563, 2576, 2589, 2602, 2622, 2625, 2626, 2636, 2646, 2656,),
+    (269, 274, 289, 315, 318, 320, 327, 338, 343, 358, 360, 385, 388, 390, 397, 398, 409, 414, 429, 441, 443, 467, 470, 472, 479, 488, 489, 500, 505, 507, 522, 534, 536, 559, 562, 564, 565, 572, 581, 582, 593, 598, 600, 615, 627, 629, 652, 655, 657, 658, 665, 674, 675, 686, 691, 693, 708, 720, 722, 745, 748, 750, 751, 758, 767, 768, 779, 784, 786, 801, 813, 815, 830, 839, 842, 843, 850, 859, 860, 867, 872, 877, 879, 896, 912, 914, 931, 934, 954, 957, 958, 969, 982, 983, 994, 995, 1004, 1009, 1011, 1028, 1044, 1046, 1063, 1066, 1086, 1089, 1090, 1101, 1114, 1115, 1126, 1127, 1136, 1141, 1143, 1160, 1176, 1178, 1197, 1217, 1220, 1222, 1223, 1234, 1247, 1248, 1259, 1268, 1273, 1275, 1292, 1308, 1310, 1329, 1349, 1352, 1354, 1355, 1366, 1379, 1380, 1391, 1400, 1405, 1407, 1424, 1440, 1442, 1459, 1462, 1482, 1485, 1487, 1488, 1499, 1512, 1513, 1524, 1525, 1534, 1539, 1541, 1553, 1562, 1565, 1566, 1575, 1580, 1585, 1587, 1599, 1601, 1619, 1622, 1623, 1632, 1633, 1646, 1651, 1653, 1669, 1671, 1687, 1707, 1710, 1711, 1724, 1725, 1738, 1747, 1752, 1754, 1766, 1790, 1793, 1795, 1796, 1805, 1816, 1821, 1823, 1835, 1837, 1860, 1863, 1865, 1866, 1875, 1876, 1887, 1892, 1894, 1906, 1908, 1931, 1934, 1936, 1937, 1946, 1947, 1958, 1963, 1965, 1977, 1979, 2002, 2005, 2007, 2008, 2017, 2018, 2029, 2034, 2036, 2048, 2050, 2065, 2074, 2077, 2078, 2087, 2088, 2095, 2100, 2105, 2107, 2123, 2125, 2142, 2145, 2165, 2168, 2169, 2182, 2183, 2194, 2195, 2204, 2209, 2211, 2227, 2232, 2234, 2251, 2253, 2273, 2276, 2277, 2290, 2291, 2292, 2303, 2304, 2313, 2318, 2320, 2336, 2341, 2343, 2360, 2362, 2382, 2385, 2386, 2399, 2400, 2401, 2412, 2413, 2422, 2427, 2429, 2440, 2459, 2462, 2463, 2469, 2479, 2484, 2486, 2497, 2508, 2526, 2529, 2530, 2536, 2542, 2552, 2557, 2559, 2570, 2581, 2598, 2601, 2602, 2608, 2614, 2624, 2629, 2631, 2644, 2657, 2670, 2690, 2693, 2694, 2704, 2714, 2724,),
     ('MetadataResponse', 'MetadataResponse.Brokers', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.Brokers', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.Brokers', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.Brokers', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ErrorCode', 'MetadataResponse.<tagged fields>', 'MetadataResponse', 'MetadataResponse.ClusterAuthorizedOperations', 'MetadataResponse.ThrottleTimeMs', 'MetadataResponse.Brokers', 'MetadataResponse.ClusterId', 'MetadataResponse.ControllerId', 'MetadataResponse.Topics', 'MetadataResponse.ErrorCode', 'MetadataResponse.<tagged fields>', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker.<tagged fields>', 'MetadataResponseBroker', 'MetadataResponseBroker.NodeId', 'MetadataResponseBroker.Host', 'MetadataResponseBroker.Port', 'MetadataResponseBroker.Rack', 'MetadataResponseBroker.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponseTopic', 'MetadataResponseTopic.ErrorCode', 'MetadataResponseTopic.Name', 'MetadataResponseTopic.TopicId', 'MetadataResponseTopic.IsInternal', 'MetadataResponseTopic.Partitions', 'MetadataResponseTopic.TopicAuthorizedOperations', 'MetadataResponseTopic.<tagged fields>', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition.<tagged fields>', 'MetadataResponsePartition', 'MetadataResponsePartition.ErrorCode', 'MetadataResponsePartition.ReplicaNodes', 'MetadataResponsePartition.IsrNodes', 'MetadataResponsePartition.OfflineReplicas', 'MetadataResponsePartition.<tagged fields>',),
 )

@@ -195,6 +195,8 @@ def _d_OffsetCommitRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.GroupId', pos, ln)
             raise _bad_null('OffsetCommitRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -207,6 +209,8 @@ def _d_OffsetCommitRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.MemberId', pos, ln)
             raise _bad_null('OffsetCommitRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -219,6 +223,8 @@ def _d_OffsetCommitRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitRequest.Topics', pos, cnt)
             raise _bad_null('OffsetCommitRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -280,6 +286,8 @@ def _d_OffsetCommitRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.GroupId', pos, ln)
             raise _bad_null('OffsetCommitRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -292,6 +300,8 @@ def _d_OffsetCommitRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.MemberId', pos, ln)
             raise _bad_null('OffsetCommitRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -302,6 +312,8 @@ def _d_OffsetCommitRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitRequest.Topics', pos, cnt)
             raise _bad_null('OffsetCommitRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -363,6 +375,8 @@ def _d_OffsetCommitRequest_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.GroupId', pos, ln)
             raise _bad_null('OffsetCommitRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -375,6 +389,8 @@ def _d_OffsetCommitRequest_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.MemberId', pos, ln)
             raise _bad_null('OffsetCommitRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -385,6 +401,8 @@ def _d_OffsetCommitRequest_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitRequest.Topics', pos, cnt)
             raise _bad_null('OffsetCommitRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -446,6 +464,8 @@ def _d_OffsetCommitRequest_3(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.GroupId', pos, ln)
             raise _bad_null('OffsetCommitRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -458,6 +478,8 @@ def _d_OffsetCommitRequest_3(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequest.MemberId', pos, ln)
             raise _bad_null('OffsetCommitRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -480,6 +502,8 @@ def _d_OffsetCommitRequest_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitRequest.Topics', pos, cnt)
             raise _bad_null('OffsetCommitRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -859,6 +883,8 @@ def _d_OffsetCommitRequestTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequestTopic.Name', pos, ln)
             raise _bad_null('OffsetCommitRequestTopic.Name', pos)
         else:
             e = pos + ln
@@ -869,6 +895,8 @@ def _d_OffsetCommitRequestTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitRequestTopic.Partitions', pos, cnt)
             raise _bad_null('OffsetCommitRequestTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -917,6 +945,8 @@ def _d_OffsetCommitRequestTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitRequestTopic.Name', pos, ln)
             raise _bad_null('OffsetCommitRequestTopic.Name', pos)
         else:
             e = pos + ln
@@ -927,6 +957,8 @@ def _d_OffsetCommitRequestTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitRequestTopic.Partitions', pos, cnt)
             raise _bad_null('OffsetCommitRequestTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1319,6 +1351,6 @@ _OffsetCommitRequestPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (190, 195, 205, 207, 217, 219, 239, 242, 244, 253, 254, 263, 264, 275, 280, 290, 292, 302, 323, 326, 328, 337, 338, 347, 358, 363, 373, 375, 385, 406, 409, 411, 420, 421, 430, 441, 446, 456, 458, 468, 480, 500, 503, 512, 513, 522, 531, 542, 547, 563, 565, 581, 597, 615, 635, 638, 651, 652, 665, 678, 689, 698, 703, 719, 721, 737, 753, 771, 791, 794, 807, 808, 821, 834, 845, 854, 859, 869, 889, 892, 901, 912, 917, 927, 947, 950, 959, 970, 975, 991, 1009, 1029, 1032, 1045, 1056, 1065, 1070, 1075, 1093, 1113, 1116, 1117, 1128, 1137, 1142, 1144, 1163, 1166, 1167, 1180, 1185, 1187, 1205, 1208, 1209, 1222, 1227, 1229, 1245, 1265, 1268, 1269, 1282,),
+    (190, 195, 207, 209, 221, 223, 245, 248, 250, 259, 260, 269, 270, 281, 286, 298, 300, 312, 335, 338, 340, 349, 350, 359, 370, 375, 387, 389, 401, 424, 427, 429, 438, 439, 448, 459, 464, 476, 478, 490, 502, 524, 527, 536, 537, 546, 555, 566, 571, 587, 589, 605, 621, 639, 659, 662, 675, 676, 689, 702, 713, 722, 727, 743, 745, 761, 777, 795, 815, 818, 831, 832, 845, 858, 869, 878, 883, 895, 917, 920, 929, 940, 945, 957, 979, 982, 991, 1002, 1007, 1023, 1041, 1061, 1064, 1077, 1088, 1097, 1102, 1107, 1125, 1145, 1148, 1149, 1160, 1169, 1174, 1176, 1195, 1198, 1199, 1212, 1217, 1219, 1237, 1240, 1241, 1254, 1259, 1261, 1277, 1297, 1300, 1301, 1314,),
     ('OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.RetentionTimeMs', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.RetentionTimeMs', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequest', 'OffsetCommitRequest.GroupId', 'OffsetCommitRequest.GenerationIdOrMemberEpoch', 'OffsetCommitRequest.MemberId', 'OffsetCommitRequest.GroupInstanceId', 'OffsetCommitRequest.Topics', 'OffsetCommitRequest.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.Name', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.TopicId', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestTopic', 'OffsetCommitRequestTopic.TopicId', 'OffsetCommitRequestTopic.Partitions', 'OffsetCommitRequestTopic.<tagged fields>', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition.<tagged fields>', 'OffsetCommitRequestPartition', 'OffsetCommitRequestPartition.PartitionIndex', 'OffsetCommitRequestPartition.CommittedMetadata', 'OffsetCommitRequestPartition.<tagged fields>',),
 )

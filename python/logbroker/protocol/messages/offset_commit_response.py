@@ -162,6 +162,8 @@ def _d_OffsetCommitResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitResponse.Topics', pos, cnt)
             raise _bad_null('OffsetCommitResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -203,6 +205,8 @@ def _d_OffsetCommitResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitResponse.Topics', pos, cnt)
             raise _bad_null('OffsetCommitResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -378,6 +382,8 @@ def _d_OffsetCommitResponseTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetCommitResponseTopic.Name', pos, ln)
             raise _bad_null('OffsetCommitResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -388,6 +394,8 @@ def _d_OffsetCommitResponseTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetCommitResponseTopic.Partitions', pos, cnt)
             raise _bad_null('OffsetCommitResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -681,6 +689,6 @@ _OffsetCommitResponsePartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (157, 162, 182, 185, 196, 201, 203, 222, 225, 226, 237, 242, 244, 261, 281, 284, 285, 296, 305, 310, 312, 329, 349, 352, 353, 364, 373, 378, 388, 408, 411, 420, 431, 436, 452, 470, 490, 493, 506, 517, 526, 531, 536, 554, 574, 577, 578, 589, 598, 603, 611, 614, 619, 624, 626, 646, 649, 650,),
+    (157, 162, 184, 187, 198, 203, 205, 226, 229, 230, 241, 246, 248, 265, 285, 288, 289, 300, 309, 314, 316, 333, 353, 356, 357, 368, 377, 382, 394, 416, 419, 428, 439, 444, 460, 478, 498, 501, 514, 525, 534, 539, 544, 562, 582, 585, 586, 597, 606, 611, 619, 622, 627, 632, 634, 654, 657, 658,),
     ('OffsetCommitResponse', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponse', 'OffsetCommitResponse.ThrottleTimeMs', 'OffsetCommitResponse.Topics', 'OffsetCommitResponse.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.Name', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.TopicId', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponseTopic', 'OffsetCommitResponseTopic.TopicId', 'OffsetCommitResponseTopic.Partitions', 'OffsetCommitResponseTopic.<tagged fields>', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition.<tagged fields>', 'OffsetCommitResponsePartition', 'OffsetCommitResponsePartition.PartitionIndex', 'OffsetCommitResponsePartition.<tagged fields>',),
 )

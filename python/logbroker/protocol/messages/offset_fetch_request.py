@@ -218,6 +218,8 @@ def _d_OffsetFetchRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetFetchRequest.GroupId', pos, ln)
             raise _bad_null('OffsetFetchRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -228,6 +230,8 @@ def _d_OffsetFetchRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchRequest.Topics', pos, cnt)
             raise _bad_null('OffsetFetchRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -281,6 +285,8 @@ def _d_OffsetFetchRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetFetchRequest.GroupId', pos, ln)
             raise _bad_null('OffsetFetchRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -768,6 +774,8 @@ def _d_OffsetFetchRequestTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetFetchRequestTopic.Name', pos, ln)
             raise _bad_null('OffsetFetchRequestTopic.Name', pos)
         else:
             e = pos + ln
@@ -778,6 +786,8 @@ def _d_OffsetFetchRequestTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchRequestTopic.PartitionIndexes', pos, cnt)
             raise _bad_null('OffsetFetchRequestTopic.PartitionIndexes', pos)
         else:
             if cnt > n - pos:
@@ -1621,6 +1631,6 @@ _OffsetFetchRequestTopics._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (213, 218, 228, 249, 252, 254, 256, 265, 276, 281, 291, 314, 317, 319, 321, 330, 341, 346, 362, 381, 401, 404, 406, 408, 421, 432, 441, 446, 462, 479, 482, 502, 505, 507, 520, 531, 532, 541, 546, 563, 567, 587, 590, 592, 594, 605, 606, 615, 620, 637, 641, 661, 664, 666, 668, 679, 680, 689, 694, 711, 715, 735, 738, 740, 742, 753, 754, 763, 768, 778, 793, 796, 805, 815, 820, 836, 849, 869, 872, 885, 895, 904, 911, 931, 934, 936, 938, 947, 962, 965, 967, 973, 982, 1002, 1005, 1007, 1009, 1018, 1023, 1039, 1058, 1078, 1081, 1094, 1105, 1114, 1119, 1135, 1151, 1153, 1170, 1190, 1193, 1206, 1219, 1220, 1231, 1240, 1245, 1261, 1277, 1279, 1296, 1316, 1319, 1332, 1345, 1346, 1357, 1366, 1380, 1383, 1389, 1397, 1417, 1420, 1422, 1431, 1436, 1452, 1466, 1486, 1489, 1502, 1512, 1521, 1526, 1531, 1545, 1565, 1568, 1569, 1579,),
+    (213, 218, 230, 253, 256, 258, 260, 269, 280, 285, 297, 320, 323, 325, 327, 336, 347, 352, 368, 387, 407, 410, 412, 414, 427, 438, 447, 452, 468, 485, 488, 508, 511, 513, 526, 537, 538, 547, 552, 569, 573, 593, 596, 598, 600, 611, 612, 621, 626, 643, 647, 667, 670, 672, 674, 685, 686, 695, 700, 717, 721, 741, 744, 746, 748, 759, 760, 769, 774, 786, 803, 806, 815, 825, 830, 846, 859, 879, 882, 895, 905, 914, 921, 941, 944, 946, 948, 957, 972, 975, 977, 983, 992, 1012, 1015, 1017, 1019, 1028, 1033, 1049, 1068, 1088, 1091, 1104, 1115, 1124, 1129, 1145, 1161, 1163, 1180, 1200, 1203, 1216, 1229, 1230, 1241, 1250, 1255, 1271, 1287, 1289, 1306, 1326, 1329, 1342, 1355, 1356, 1367, 1376, 1390, 1393, 1399, 1407, 1427, 1430, 1432, 1441, 1446, 1462, 1476, 1496, 1499, 1512, 1522, 1531, 1536, 1541, 1555, 1575, 1578, 1579, 1589,),
     ('OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequest', 'OffsetFetchRequest.GroupId', 'OffsetFetchRequest.Topics', 'OffsetFetchRequest.Groups', 'OffsetFetchRequest.RequireStable', 'OffsetFetchRequest.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopic.Name', 'OffsetFetchRequestTopic.PartitionIndexes', 'OffsetFetchRequestTopic.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestGroup', 'OffsetFetchRequestGroup.GroupId', 'OffsetFetchRequestGroup.MemberId', 'OffsetFetchRequestGroup.MemberEpoch', 'OffsetFetchRequestGroup.Topics', 'OffsetFetchRequestGroup.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.Name', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.Name', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.TopicId', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>', 'OffsetFetchRequestTopics', 'OffsetFetchRequestTopics.TopicId', 'OffsetFetchRequestTopics.PartitionIndexes', 'OffsetFetchRequestTopics.<tagged fields>',),
 )

@@ -313,6 +313,8 @@ def _d_OffsetFetchResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchResponse.Topics', pos, cnt)
             raise _bad_null('OffsetFetchResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -356,6 +358,8 @@ def _d_OffsetFetchResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchResponse.Topics', pos, cnt)
             raise _bad_null('OffsetFetchResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -403,6 +407,8 @@ def _d_OffsetFetchResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchResponse.Topics', pos, cnt)
             raise _bad_null('OffsetFetchResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -450,6 +456,8 @@ def _d_OffsetFetchResponse_3(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchResponse.Topics', pos, cnt)
             raise _bad_null('OffsetFetchResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -713,6 +721,8 @@ def _d_OffsetFetchResponseTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetFetchResponseTopic.Name', pos, ln)
             raise _bad_null('OffsetFetchResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -723,6 +733,8 @@ def _d_OffsetFetchResponseTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchResponseTopic.Partitions', pos, cnt)
             raise _bad_null('OffsetFetchResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -770,6 +782,8 @@ def _d_OffsetFetchResponseTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetFetchResponseTopic.Name', pos, ln)
             raise _bad_null('OffsetFetchResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -780,6 +794,8 @@ def _d_OffsetFetchResponseTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetFetchResponseTopic.Partitions', pos, cnt)
             raise _bad_null('OffsetFetchResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -1876,6 +1892,6 @@ _OffsetFetchResponsePartitions._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (308, 313, 335, 338, 340, 351, 356, 369, 379, 382, 384, 391, 396, 401, 403, 416, 425, 428, 430, 431, 438, 443, 448, 450, 463, 472, 475, 477, 478, 485, 490, 495, 497, 514, 517, 537, 540, 542, 543, 554, 555, 564, 569, 571, 590, 610, 613, 615, 616, 627, 636, 641, 643, 662, 682, 685, 687, 688, 699, 708, 713, 723, 742, 745, 754, 765, 770, 780, 799, 802, 811, 822, 827, 843, 860, 880, 883, 896, 907, 916, 923, 943, 946, 948, 950, 959, 964, 966, 978, 987, 990, 991, 1000, 1005, 1010, 1012, 1024, 1032, 1035, 1036, 1045, 1050, 1055, 1057, 1073, 1075, 1095, 1098, 1099, 1112, 1113, 1122, 1132, 1152, 1155, 1157, 1159, 1161, 1163, 1172, 1186, 1189, 1191, 1193, 1199, 1207, 1227, 1230, 1232, 1234, 1236, 1245, 1250, 1266, 1283, 1285, 1305, 1308, 1321, 1332, 1333, 1342, 1347, 1363, 1380, 1382, 1402, 1405, 1418, 1429, 1430, 1439, 1453, 1456, 1462, 1470, 1490, 1493, 1495, 1504, 1509, 1525, 1543, 1563, 1566, 1579, 1590, 1599, 1604, 1609, 1627, 1647, 1650, 1651, 1662, 1671, 1687, 1690, 1692, 1694, 1696, 1702, 1712, 1732, 1735, 1737, 1739, 1741, 1743, 1752, 1757, 1759, 1775, 1777, 1797, 1800, 1801, 1814, 1815,),
+    (308, 313, 337, 340, 342, 353, 358, 373, 383, 386, 388, 395, 400, 405, 407, 422, 431, 434, 436, 437, 444, 449, 454, 456, 471, 480, 483, 485, 486, 493, 498, 503, 505, 522, 525, 545, 548, 550, 551, 562, 563, 572, 577, 579, 598, 618, 621, 623, 624, 635, 644, 649, 651, 670, 690, 693, 695, 696, 707, 716, 721, 733, 754, 757, 766, 777, 782, 794, 815, 818, 827, 838, 843, 859, 876, 896, 899, 912, 923, 932, 939, 959, 962, 964, 966, 975, 980, 982, 994, 1003, 1006, 1007, 1016, 1021, 1026, 1028, 1040, 1048, 1051, 1052, 1061, 1066, 1071, 1073, 1089, 1091, 1111, 1114, 1115, 1128, 1129, 1138, 1148, 1168, 1171, 1173, 1175, 1177, 1179, 1188, 1202, 1205, 1207, 1209, 1215, 1223, 1243, 1246, 1248, 1250, 1252, 1261, 1266, 1282, 1299, 1301, 1321, 1324, 1337, 1348, 1349, 1358, 1363, 1379, 1396, 1398, 1418, 1421, 1434, 1445, 1446, 1455, 1469, 1472, 1478, 1486, 1506, 1509, 1511, 1520, 1525, 1541, 1559, 1579, 1582, 1595, 1606, 1615, 1620, 1625, 1643, 1663, 1666, 1667, 1678, 1687, 1703, 1706, 1708, 1710, 1712, 1718, 1728, 1748, 1751, 1753, 1755, 1757, 1759, 1768, 1773, 1775, 1791, 1793, 1813, 1816, 1817, 1830, 1831,),
     ('OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ErrorCode', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponse', 'OffsetFetchResponse.Topics', 'OffsetFetchResponse.ThrottleTimeMs', 'OffsetFetchResponse.Groups', 'OffsetFetchResponse.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopic.Name', 'OffsetFetchResponseTopic.Partitions', 'OffsetFetchResponseTopic.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartition.PartitionIndex', 'OffsetFetchResponsePartition.CommittedOffset', 'OffsetFetchResponsePartition.Metadata', 'OffsetFetchResponsePartition.ErrorCode', 'OffsetFetchResponsePartition.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseGroup', 'OffsetFetchResponseGroup.GroupId', 'OffsetFetchResponseGroup.Topics', 'OffsetFetchResponseGroup.ErrorCode', 'OffsetFetchResponseGroup.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Name', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.Name', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.TopicId', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponseTopics', 'OffsetFetchResponseTopics.TopicId', 'OffsetFetchResponseTopics.Partitions', 'OffsetFetchResponseTopics.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.CommittedOffset', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.CommittedOffset', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions.<tagged fields>', 'OffsetFetchResponsePartitions', 'OffsetFetchResponsePartitions.PartitionIndex', 'OffsetFetchResponsePartitions.Metadata', 'OffsetFetchResponsePartitions.ErrorCode', 'OffsetFetchResponsePartitions.<tagged fields>',),
 )

@@ -162,6 +162,8 @@ def _d_OffsetForLeaderEpochRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetForLeaderEpochRequest.Topics', pos, cnt)
             raise _bad_null('OffsetForLeaderEpochRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -203,6 +205,8 @@ def _d_OffsetForLeaderEpochRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetForLeaderEpochRequest.Topics', pos, cnt)
             raise _bad_null('OffsetForLeaderEpochRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -310,6 +314,8 @@ def _d_OffsetForLeaderTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetForLeaderTopic.Topic', pos, ln)
             raise _bad_null('OffsetForLeaderTopic.Topic', pos)
         else:
             e = pos + ln
@@ -320,6 +326,8 @@ def _d_OffsetForLeaderTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetForLeaderTopic.Partitions', pos, cnt)
             raise _bad_null('OffsetForLeaderTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -539,6 +547,6 @@ _OffsetForLeaderPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (157, 162, 182, 185, 196, 201, 203, 222, 225, 226, 237, 242, 244, 261, 281, 284, 285, 296, 305, 310, 320, 339, 342, 351, 362, 367, 383, 400, 420, 423, 436, 447, 456, 461, 469, 472, 477, 482, 484, 504, 507, 508,),
+    (157, 162, 184, 187, 198, 203, 205, 226, 229, 230, 241, 246, 248, 265, 285, 288, 289, 300, 309, 314, 326, 347, 350, 359, 370, 375, 391, 408, 428, 431, 444, 455, 464, 469, 477, 480, 485, 490, 492, 512, 515, 516,),
     ('OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest.<tagged fields>', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochRequest.ReplicaId', 'OffsetForLeaderEpochRequest.Topics', 'OffsetForLeaderEpochRequest.<tagged fields>', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic.<tagged fields>', 'OffsetForLeaderTopic', 'OffsetForLeaderTopic.Topic', 'OffsetForLeaderTopic.Partitions', 'OffsetForLeaderTopic.<tagged fields>', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition.<tagged fields>', 'OffsetForLeaderPartition', 'OffsetForLeaderPartition.Partition', 'OffsetForLeaderPartition.<tagged fields>',),
 )

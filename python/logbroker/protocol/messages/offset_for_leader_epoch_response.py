@@ -169,6 +169,8 @@ def _d_OffsetForLeaderEpochResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetForLeaderEpochResponse.Topics', pos, cnt)
             raise _bad_null('OffsetForLeaderEpochResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -276,6 +278,8 @@ def _d_OffsetForLeaderTopicResult_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('OffsetForLeaderTopicResult.Topic', pos, ln)
             raise _bad_null('OffsetForLeaderTopicResult.Topic', pos)
         else:
             e = pos + ln
@@ -286,6 +290,8 @@ def _d_OffsetForLeaderTopicResult_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('OffsetForLeaderTopicResult.Partitions', pos, cnt)
             raise _bad_null('OffsetForLeaderTopicResult.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -506,6 +512,6 @@ _EpochEndOffset._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (162, 167, 169, 188, 191, 192, 203, 208, 210, 227, 247, 250, 251, 262, 271, 276, 286, 305, 308, 317, 328, 333, 349, 366, 386, 389, 402, 413, 422, 427, 435, 438, 443, 448, 450, 470, 473, 474,),
+    (162, 167, 169, 190, 193, 194, 205, 210, 212, 229, 249, 252, 253, 264, 273, 278, 290, 311, 314, 323, 334, 339, 355, 372, 392, 395, 408, 419, 428, 433, 441, 444, 449, 454, 456, 476, 479, 480,),
     ('OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse.<tagged fields>', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderEpochResponse.ThrottleTimeMs', 'OffsetForLeaderEpochResponse.Topics', 'OffsetForLeaderEpochResponse.<tagged fields>', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult.<tagged fields>', 'OffsetForLeaderTopicResult', 'OffsetForLeaderTopicResult.Topic', 'OffsetForLeaderTopicResult.Partitions', 'OffsetForLeaderTopicResult.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset.<tagged fields>', 'EpochEndOffset', 'EpochEndOffset.ErrorCode', 'EpochEndOffset.<tagged fields>',),
 )

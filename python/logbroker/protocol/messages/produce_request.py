@@ -186,6 +186,8 @@ def _d_ProduceRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ProduceRequest.TopicData', pos, cnt)
             raise _bad_null('ProduceRequest.TopicData', pos)
         else:
             if cnt > n - pos:
@@ -428,6 +430,8 @@ def _d_TopicProduceData_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TopicProduceData.Name', pos, ln)
             raise _bad_null('TopicProduceData.Name', pos)
         else:
             e = pos + ln
@@ -438,6 +442,8 @@ def _d_TopicProduceData_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TopicProduceData.PartitionData', pos, cnt)
             raise _bad_null('TopicProduceData.PartitionData', pos)
         else:
             if cnt > n - pos:
@@ -761,6 +767,6 @@ _PartitionProduceData._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (167, 172, 184, 186, 205, 208, 217, 218, 229, 234, 250, 252, 269, 289, 292, 305, 306, 317, 326, 331, 347, 349, 366, 386, 389, 402, 403, 414, 423, 428, 438, 458, 461, 470, 481, 486, 502, 520, 540, 543, 556, 567, 576, 581, 586, 604, 624, 627, 628, 639, 648, 653, 655, 673, 676, 677, 682, 687, 689, 703, 723, 726, 727, 728,),
+    (167, 172, 184, 186, 207, 210, 219, 220, 231, 236, 252, 254, 271, 291, 294, 307, 308, 319, 328, 333, 349, 351, 368, 388, 391, 404, 405, 416, 425, 430, 442, 464, 467, 476, 487, 492, 508, 526, 546, 549, 562, 573, 582, 587, 592, 610, 630, 633, 634, 645, 654, 659, 661, 679, 682, 683, 688, 693, 695, 709, 729, 732, 733, 734,),
     ('ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'ProduceRequest', 'ProduceRequest.TransactionalId', 'ProduceRequest.Acks', 'ProduceRequest.TopicData', 'ProduceRequest.<tagged fields>', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'TopicProduceData', 'TopicProduceData.Name', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'TopicProduceData', 'TopicProduceData.TopicId', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'TopicProduceData', 'TopicProduceData.TopicId', 'TopicProduceData.PartitionData', 'TopicProduceData.<tagged fields>', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData.<tagged fields>', 'PartitionProduceData', 'PartitionProduceData.Index', 'PartitionProduceData.Records', 'PartitionProduceData.<tagged fields>',),
 )

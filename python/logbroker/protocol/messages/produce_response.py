@@ -315,6 +315,8 @@ def _d_ProduceResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ProduceResponse.Responses', pos, cnt)
             raise _bad_null('ProduceResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -359,6 +361,8 @@ def _d_ProduceResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ProduceResponse.Responses', pos, cnt)
             raise _bad_null('ProduceResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -403,6 +407,8 @@ def _d_ProduceResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('ProduceResponse.Responses', pos, cnt)
             raise _bad_null('ProduceResponse.Responses', pos)
         else:
             if cnt > n - pos:
@@ -728,6 +734,8 @@ def _d_TopicProduceResponse_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TopicProduceResponse.Name', pos, ln)
             raise _bad_null('TopicProduceResponse.Name', pos)
         else:
             e = pos + ln
@@ -738,6 +746,8 @@ def _d_TopicProduceResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TopicProduceResponse.PartitionResponses', pos, cnt)
             raise _bad_null('TopicProduceResponse.PartitionResponses', pos)
         else:
             if cnt > n - pos:
@@ -786,6 +796,8 @@ def _d_TopicProduceResponse_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TopicProduceResponse.Name', pos, ln)
             raise _bad_null('TopicProduceResponse.Name', pos)
         else:
             e = pos + ln
@@ -796,6 +808,8 @@ def _d_TopicProduceResponse_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TopicProduceResponse.PartitionResponses', pos, cnt)
             raise _bad_null('TopicProduceResponse.PartitionResponses', pos)
         else:
             if cnt > n - pos:
@@ -844,6 +858,8 @@ def _d_TopicProduceResponse_2(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TopicProduceResponse.Name', pos, ln)
             raise _bad_null('TopicProduceResponse.Name', pos)
         else:
             e = pos + ln
@@ -854,6 +870,8 @@ def _d_TopicProduceResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TopicProduceResponse.PartitionResponses', pos, cnt)
             raise _bad_null('TopicProduceResponse.PartitionResponses', pos)
         else:
             if cnt > n - pos:
@@ -1219,6 +1237,8 @@ def _d_PartitionProduceResponse_2(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('PartitionProduceResponse.RecordErrors', pos, cnt)
             raise _bad_null('PartitionProduceResponse.RecordErrors', pos)
         else:
             if cnt > n - pos:
@@ -1959,6 +1979,6 @@ _NodeEndpoint._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (310, 315, 328, 337, 340, 342, 349, 354, 359, 372, 381, 384, 386, 393, 398, 403, 416, 425, 428, 430, 437, 442, 447, 464, 467, 487, 490, 492, 503, 504, 513, 518, 535, 538, 551, 570, 579, 582, 593, 594, 596, 610, 618, 623, 640, 643, 656, 675, 684, 687, 698, 699, 701, 715, 723, 728, 738, 758, 761, 770, 781, 786, 796, 816, 819, 828, 839, 844, 854, 874, 877, 886, 897, 902, 918, 936, 956, 959, 972, 983, 992, 997, 1013, 1031, 1051, 1054, 1067, 1078, 1087, 1092, 1097, 1115, 1135, 1138, 1139, 1150, 1159, 1164, 1176, 1179, 1181, 1186, 1191, 1202, 1205, 1207, 1212, 1217, 1219, 1232, 1251, 1254, 1256, 1257, 1264, 1277, 1282, 1284, 1301, 1318, 1338, 1341, 1343, 1344, 1355, 1368, 1377, 1382, 1384, 1401, 1418, 1431, 1434, 1443, 1446, 1447, 1458, 1471, 1473, 1477, 1485, 1498, 1501, 1503, 1509, 1514, 1516, 1534, 1537, 1538, 1551, 1556, 1558, 1574, 1594, 1597, 1598, 1611, 1620, 1633, 1636, 1638, 1644, 1651, 1671, 1674, 1676, 1678, 1687, 1692, 1694, 1714, 1717, 1718, 1727, 1742, 1745, 1747, 1749, 1751, 1757, 1766, 1786, 1789, 1791, 1793, 1795, 1797, 1806, 1811, 1813, 1829, 1831, 1847, 1867, 1870, 1871, 1884, 1885, 1898,),
+    (310, 315, 330, 339, 342, 344, 351, 356, 361, 376, 385, 388, 390, 397, 402, 407, 422, 431, 434, 436, 443, 448, 453, 470, 473, 493, 496, 498, 509, 510, 519, 524, 541, 544, 557, 576, 585, 588, 599, 600, 602, 616, 624, 629, 646, 649, 662, 681, 690, 693, 704, 705, 707, 721, 729, 734, 746, 768, 771, 780, 791, 796, 808, 830, 833, 842, 853, 858, 870, 892, 895, 904, 915, 920, 936, 954, 974, 977, 990, 1001, 1010, 1015, 1031, 1049, 1069, 1072, 1085, 1096, 1105, 1110, 1115, 1133, 1153, 1156, 1157, 1168, 1177, 1182, 1194, 1197, 1199, 1204, 1209, 1220, 1223, 1225, 1230, 1235, 1237, 1252, 1271, 1274, 1276, 1277, 1284, 1297, 1302, 1304, 1321, 1338, 1358, 1361, 1363, 1364, 1375, 1388, 1397, 1402, 1404, 1421, 1438, 1451, 1454, 1463, 1466, 1467, 1478, 1491, 1493, 1497, 1505, 1518, 1521, 1523, 1529, 1534, 1536, 1554, 1557, 1558, 1571, 1576, 1578, 1594, 1614, 1617, 1618, 1631, 1640, 1653, 1656, 1658, 1664, 1671, 1691, 1694, 1696, 1698, 1707, 1712, 1714, 1734, 1737, 1738, 1747, 1762, 1765, 1767, 1769, 1771, 1777, 1786, 1806, 1809, 1811, 1813, 1815, 1817, 1826, 1831, 1833, 1849, 1851, 1867, 1887, 1890, 1891, 1904, 1905, 1918,),
     ('ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'ProduceResponse', 'ProduceResponse.Responses', 'ProduceResponse.ThrottleTimeMs', 'ProduceResponse.<tagged fields>', 'ProduceResponse.NodeEndpoints', 'ProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.Name', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.TopicId', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'TopicProduceResponse', 'TopicProduceResponse.TopicId', 'TopicProduceResponse.PartitionResponses', 'TopicProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse', 'PartitionProduceResponse.Index', 'PartitionProduceResponse.RecordErrors', 'PartitionProduceResponse.ErrorMessage', 'PartitionProduceResponse.<tagged fields>', 'PartitionProduceResponse.CurrentLeader', 'PartitionProduceResponse.<tagged fields>', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage.<tagged fields>', 'BatchIndexAndErrorMessage', 'BatchIndexAndErrorMessage.BatchIndex', 'BatchIndexAndErrorMessage.BatchIndexErrorMessage', 'BatchIndexAndErrorMessage.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.LeaderEpoch', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.LeaderEpoch', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'LeaderIdAndEpoch', 'LeaderIdAndEpoch.LeaderId', 'LeaderIdAndEpoch.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>', 'NodeEndpoint', 'NodeEndpoint.NodeId', 'NodeEndpoint.Host', 'NodeEndpoint.Port', 'NodeEndpoint.Rack', 'NodeEndpoint.<tagged fields>',),
 )

@@ -80,6 +80,8 @@ def _d_SaslAuthenticateRequest_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SaslAuthenticateRequest.AuthBytes', pos, ln)
             raise _bad_null('SaslAuthenticateRequest.AuthBytes', pos)
         else:
             e = pos + ln
@@ -176,6 +178,6 @@ _SaslAuthenticateRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (75, 80, 96, 99, 109, 114, 128, 148, 151, 161,),
+    (75, 80, 98, 101, 111, 116, 130, 150, 153, 163,),
     ('SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest.<tagged fields>', 'SaslAuthenticateRequest', 'SaslAuthenticateRequest.AuthBytes', 'SaslAuthenticateRequest.<tagged fields>',),
 )

@@ -111,6 +111,8 @@ def _d_SaslAuthenticateResponse_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SaslAuthenticateResponse.AuthBytes', pos, ln)
             raise _bad_null('SaslAuthenticateResponse.AuthBytes', pos)
         else:
             e = pos + ln
@@ -170,6 +172,8 @@ def _d_SaslAuthenticateResponse_1(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SaslAuthenticateResponse.AuthBytes', pos, ln)
             raise _bad_null('SaslAuthenticateResponse.AuthBytes', pos)
         else:
             e = pos + ln
@@ -317,6 +321,6 @@ _SaslAuthenticateResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (92, 97, 99, 111, 128, 131, 132, 141, 151, 156, 158, 170, 180, 188, 191, 192, 201, 207, 212, 217, 219, 235, 249, 251, 271, 274, 275, 288, 298, 299,),
+    (92, 97, 99, 111, 130, 133, 134, 143, 153, 158, 160, 172, 184, 192, 195, 196, 205, 211, 216, 221, 223, 239, 253, 255, 275, 278, 279, 292, 302, 303,),
     ('SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse.<tagged fields>', 'SaslAuthenticateResponse', 'SaslAuthenticateResponse.ErrorCode', 'SaslAuthenticateResponse.ErrorMessage', 'SaslAuthenticateResponse.AuthBytes', 'SaslAuthenticateResponse.SessionLifetimeMs', 'SaslAuthenticateResponse.<tagged fields>',),
 )

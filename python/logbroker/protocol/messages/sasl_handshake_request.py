@@ -80,6 +80,8 @@ def _d_SaslHandshakeRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SaslHandshakeRequest.Mechanism', pos, ln)
             raise _bad_null('SaslHandshakeRequest.Mechanism', pos)
         else:
             e = pos + ln
@@ -118,6 +120,6 @@ _SaslHandshakeRequest._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (75, 80, 96, 99,),
+    (75, 80, 98, 101,),
     ('SaslHandshakeRequest', 'SaslHandshakeRequest.Mechanism', 'SaslHandshakeRequest', 'SaslHandshakeRequest.Mechanism',),
 )

@@ -88,6 +88,8 @@ def _d_SaslHandshakeResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('SaslHandshakeResponse.Mechanisms', pos, cnt)
             raise _bad_null('SaslHandshakeResponse.Mechanisms', pos)
         else:
             if cnt > n - pos:
@@ -97,6 +99,8 @@ def _d_SaslHandshakeResponse_0(buf, pos):
                 (ln,) = _S_h.unpack_from(buf, pos)
                 pos += 2
                 if ln < 0:
+                    if ln != -1:
+                        raise _bad_length('SaslHandshakeResponse.Mechanisms[]', pos, ln)
                     raise _bad_null('SaslHandshakeResponse.Mechanisms[]', pos)
                 else:
                     e = pos + ln
@@ -145,6 +149,6 @@ _SaslHandshakeResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (81, 86, 88, 115, 118, 119,),
+    (81, 86, 88, 119, 122, 123,),
     ('SaslHandshakeResponse', 'SaslHandshakeResponse.ErrorCode', 'SaslHandshakeResponse.Mechanisms', 'SaslHandshakeResponse', 'SaslHandshakeResponse.ErrorCode', 'SaslHandshakeResponse.Mechanisms',),
 )

@@ -146,6 +146,8 @@ def _d_SyncGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupRequest.GroupId', pos, ln)
             raise _bad_null('SyncGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -158,6 +160,8 @@ def _d_SyncGroupRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupRequest.MemberId', pos, ln)
             raise _bad_null('SyncGroupRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -168,6 +172,8 @@ def _d_SyncGroupRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('SyncGroupRequest.Assignments', pos, cnt)
             raise _bad_null('SyncGroupRequest.Assignments', pos)
         else:
             if cnt > n - pos:
@@ -230,6 +236,8 @@ def _d_SyncGroupRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupRequest.GroupId', pos, ln)
             raise _bad_null('SyncGroupRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -242,6 +250,8 @@ def _d_SyncGroupRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupRequest.MemberId', pos, ln)
             raise _bad_null('SyncGroupRequest.MemberId', pos)
         else:
             e = pos + ln
@@ -264,6 +274,8 @@ def _d_SyncGroupRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('SyncGroupRequest.Assignments', pos, cnt)
             raise _bad_null('SyncGroupRequest.Assignments', pos)
         else:
             if cnt > n - pos:
@@ -702,6 +714,8 @@ def _d_SyncGroupRequestAssignment_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupRequestAssignment.MemberId', pos, ln)
             raise _bad_null('SyncGroupRequestAssignment.MemberId', pos)
         else:
             e = pos + ln
@@ -712,6 +726,8 @@ def _d_SyncGroupRequestAssignment_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupRequestAssignment.Assignment', pos, ln)
             raise _bad_null('SyncGroupRequestAssignment.Assignment', pos)
         else:
             e = pos + ln
@@ -859,6 +875,6 @@ _SyncGroupRequestAssignment._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (141, 146, 156, 158, 168, 190, 193, 195, 204, 205, 214, 225, 230, 240, 242, 252, 264, 285, 288, 297, 298, 307, 316, 327, 332, 348, 350, 366, 382, 401, 421, 424, 437, 438, 451, 464, 475, 484, 489, 505, 507, 523, 539, 555, 571, 588, 608, 611, 624, 625, 638, 651, 664, 677, 688, 697, 702, 712, 728, 731, 740, 750, 755, 771, 785, 805, 808, 821, 831,),
+    (141, 146, 158, 160, 172, 196, 199, 201, 210, 211, 220, 231, 236, 248, 250, 262, 274, 297, 300, 309, 310, 319, 328, 339, 344, 360, 362, 378, 394, 413, 433, 436, 449, 450, 463, 476, 487, 496, 501, 517, 519, 535, 551, 567, 583, 600, 620, 623, 636, 637, 650, 663, 676, 689, 700, 709, 714, 726, 744, 747, 756, 766, 771, 787, 801, 821, 824, 837, 847,),
     ('SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.ProtocolType', 'SyncGroupRequest.ProtocolName', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequest', 'SyncGroupRequest.GroupId', 'SyncGroupRequest.GenerationId', 'SyncGroupRequest.MemberId', 'SyncGroupRequest.GroupInstanceId', 'SyncGroupRequest.ProtocolType', 'SyncGroupRequest.ProtocolName', 'SyncGroupRequest.Assignments', 'SyncGroupRequest.<tagged fields>', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment.<tagged fields>', 'SyncGroupRequestAssignment', 'SyncGroupRequestAssignment.MemberId', 'SyncGroupRequestAssignment.Assignment', 'SyncGroupRequestAssignment.<tagged fields>',),
 )

@@ -104,6 +104,8 @@ def _d_SyncGroupResponse_0(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupResponse.Assignment', pos, ln)
             raise _bad_null('SyncGroupResponse.Assignment', pos)
         else:
             e = pos + ln
@@ -144,6 +146,8 @@ def _d_SyncGroupResponse_1(buf, pos):
         (ln,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('SyncGroupResponse.Assignment', pos, ln)
             raise _bad_null('SyncGroupResponse.Assignment', pos)
         else:
             e = pos + ln
@@ -374,6 +378,6 @@ _SyncGroupResponse._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (97, 102, 104, 123, 126, 127, 137, 142, 144, 162, 165, 166, 176, 181, 183, 199, 219, 222, 223, 233, 242, 247, 249, 265, 281, 295, 315, 318, 319, 332, 345, 355,),
+    (97, 102, 104, 125, 128, 129, 139, 144, 146, 166, 169, 170, 180, 185, 187, 203, 223, 226, 227, 237, 246, 251, 253, 269, 285, 299, 319, 322, 323, 336, 349, 359,),
     ('SyncGroupResponse', 'SyncGroupResponse.ErrorCode', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ErrorCode', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.ProtocolType', 'SyncGroupResponse.ProtocolName', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>', 'SyncGroupResponse', 'SyncGroupResponse.ThrottleTimeMs', 'SyncGroupResponse.ProtocolType', 'SyncGroupResponse.ProtocolName', 'SyncGroupResponse.Assignment', 'SyncGroupResponse.<tagged fields>',),
 )

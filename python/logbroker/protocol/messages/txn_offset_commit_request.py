@@ -200,6 +200,8 @@ def _d_TxnOffsetCommitRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitRequest.TransactionalId', pos, ln)
             raise _bad_null('TxnOffsetCommitRequest.TransactionalId', pos)
         else:
             e = pos + ln
@@ -210,6 +212,8 @@ def _d_TxnOffsetCommitRequest_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitRequest.GroupId', pos, ln)
             raise _bad_null('TxnOffsetCommitRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -222,6 +226,8 @@ def _d_TxnOffsetCommitRequest_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TxnOffsetCommitRequest.Topics', pos, cnt)
             raise _bad_null('TxnOffsetCommitRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -288,6 +294,8 @@ def _d_TxnOffsetCommitRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitRequest.TransactionalId', pos, ln)
             raise _bad_null('TxnOffsetCommitRequest.TransactionalId', pos)
         else:
             e = pos + ln
@@ -298,6 +306,8 @@ def _d_TxnOffsetCommitRequest_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitRequest.GroupId', pos, ln)
             raise _bad_null('TxnOffsetCommitRequest.GroupId', pos)
         else:
             e = pos + ln
@@ -310,6 +320,8 @@ def _d_TxnOffsetCommitRequest_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TxnOffsetCommitRequest.Topics', pos, cnt)
             raise _bad_null('TxnOffsetCommitRequest.Topics', pos)
         else:
             if cnt > n - pos:
@@ -560,6 +572,8 @@ def _d_TxnOffsetCommitRequestTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitRequestTopic.Name', pos, ln)
             raise _bad_null('TxnOffsetCommitRequestTopic.Name', pos)
         else:
             e = pos + ln
@@ -570,6 +584,8 @@ def _d_TxnOffsetCommitRequestTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TxnOffsetCommitRequestTopic.Partitions', pos, cnt)
             raise _bad_null('TxnOffsetCommitRequestTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -617,6 +633,8 @@ def _d_TxnOffsetCommitRequestTopic_1(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitRequestTopic.Name', pos, ln)
             raise _bad_null('TxnOffsetCommitRequestTopic.Name', pos)
         else:
             e = pos + ln
@@ -627,6 +645,8 @@ def _d_TxnOffsetCommitRequestTopic_1(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TxnOffsetCommitRequestTopic.Partitions', pos, cnt)
             raise _bad_null('TxnOffsetCommitRequestTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -946,6 +966,6 @@ _TxnOffsetCommitRequestPartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (195, 200, 210, 220, 222, 244, 247, 249, 251, 253, 262, 271, 272, 283, 288, 298, 308, 310, 332, 335, 337, 339, 341, 350, 359, 360, 371, 376, 392, 408, 410, 426, 442, 459, 479, 482, 495, 508, 509, 522, 535, 546, 555, 560, 570, 589, 592, 601, 612, 617, 627, 646, 649, 658, 669, 674, 690, 707, 727, 730, 743, 754, 763, 768, 770, 789, 792, 793, 806, 811, 813, 831, 834, 835, 848, 853, 855, 871, 891, 894, 895, 908,),
+    (195, 200, 212, 224, 226, 250, 253, 255, 257, 259, 268, 277, 278, 289, 294, 306, 318, 320, 344, 347, 349, 351, 353, 362, 371, 372, 383, 388, 404, 420, 422, 438, 454, 471, 491, 494, 507, 520, 521, 534, 547, 558, 567, 572, 584, 605, 608, 617, 628, 633, 645, 666, 669, 678, 689, 694, 710, 727, 747, 750, 763, 774, 783, 788, 790, 809, 812, 813, 826, 831, 833, 851, 854, 855, 868, 873, 875, 891, 911, 914, 915, 928,),
     ('TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.GenerationId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.GenerationId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest.<tagged fields>', 'TxnOffsetCommitRequest', 'TxnOffsetCommitRequest.TransactionalId', 'TxnOffsetCommitRequest.GroupId', 'TxnOffsetCommitRequest.ProducerId', 'TxnOffsetCommitRequest.MemberId', 'TxnOffsetCommitRequest.GroupInstanceId', 'TxnOffsetCommitRequest.Topics', 'TxnOffsetCommitRequest.<tagged fields>', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic.<tagged fields>', 'TxnOffsetCommitRequestTopic', 'TxnOffsetCommitRequestTopic.Name', 'TxnOffsetCommitRequestTopic.Partitions', 'TxnOffsetCommitRequestTopic.<tagged fields>', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition.<tagged fields>', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestPartition.PartitionIndex', 'TxnOffsetCommitRequestPartition.CommittedMetadata', 'TxnOffsetCommitRequestPartition.<tagged fields>',),
 )

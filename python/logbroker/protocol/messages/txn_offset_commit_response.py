@@ -159,6 +159,8 @@ def _d_TxnOffsetCommitResponse_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TxnOffsetCommitResponse.Topics', pos, cnt)
             raise _bad_null('TxnOffsetCommitResponse.Topics', pos)
         else:
             if cnt > n - pos:
@@ -266,6 +268,8 @@ def _d_TxnOffsetCommitResponseTopic_0(buf, pos):
         (ln,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if ln < 0:
+            if ln != -1:
+                raise _bad_length('TxnOffsetCommitResponseTopic.Name', pos, ln)
             raise _bad_null('TxnOffsetCommitResponseTopic.Name', pos)
         else:
             e = pos + ln
@@ -276,6 +280,8 @@ def _d_TxnOffsetCommitResponseTopic_0(buf, pos):
         (cnt,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if cnt < 0:
+            if cnt != -1:
+                raise _bad_length('TxnOffsetCommitResponseTopic.Partitions', pos, cnt)
             raise _bad_null('TxnOffsetCommitResponseTopic.Partitions', pos)
         else:
             if cnt > n - pos:
@@ -494,6 +500,6 @@ _TxnOffsetCommitResponsePartition._fields = (
 
 # (line, field) table used to name the field in ProtocolError messages
 _LINES = (
-    (152, 157, 159, 178, 181, 182, 193, 198, 200, 217, 237, 240, 241, 252, 261, 266, 276, 295, 298, 307, 318, 323, 339, 356, 376, 379, 392, 403, 412, 417, 425, 428, 433, 438, 440, 460, 463, 464,),
+    (152, 157, 159, 180, 183, 184, 195, 200, 202, 219, 239, 242, 243, 254, 263, 268, 280, 301, 304, 313, 324, 329, 345, 362, 382, 385, 398, 409, 418, 423, 431, 434, 439, 444, 446, 466, 469, 470,),
     ('TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse.<tagged fields>', 'TxnOffsetCommitResponse', 'TxnOffsetCommitResponse.ThrottleTimeMs', 'TxnOffsetCommitResponse.Topics', 'TxnOffsetCommitResponse.<tagged fields>', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic.<tagged fields>', 'TxnOffsetCommitResponseTopic', 'TxnOffsetCommitResponseTopic.Name', 'TxnOffsetCommitResponseTopic.Partitions', 'TxnOffsetCommitResponseTopic.<tagged fields>', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition.<tagged fields>', 'TxnOffsetCommitResponsePartition', 'TxnOffsetCommitResponsePartition.PartitionIndex', 'TxnOffsetCommitResponsePartition.<tagged fields>',),
 )
