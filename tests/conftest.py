@@ -101,9 +101,14 @@ class BrokerProcess:
         assert self.proc is not None
         self.proc.send_signal(sig)
         rc = self.proc.wait(timeout)
-        self._log.close()
+        self._close_files()
         self.proc = None
         return rc
+
+    def _close_files(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
@@ -126,6 +131,7 @@ def broker_process(tmp_path):
         if bp.proc is not None:
             bp.proc.kill()
             bp.proc.wait()
+            bp._close_files()
 
 
 def have(cmd: str) -> bool:

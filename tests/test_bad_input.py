@@ -7,7 +7,6 @@ import struct
 
 import pytest
 
-from conftest import make_records
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient, request_header
 

@@ -12,6 +12,7 @@ import gzip
 import os
 import socket
 import struct
+from pathlib import Path
 import threading
 
 import pytest
@@ -536,7 +537,7 @@ def test_offset_checkpoint_files(tmp_path):
     assert _core.read_offset_checkpoint(path) == []
     entries = [("orders", 0, 10), ("orders", 1, 0), ("a.b_c-d", 7, 123456789)]
     _core.write_offset_checkpoint(path, entries)
-    assert open(path).read() == "0\n3\norders 0 10\norders 1 0\na.b_c-d 7 123456789\n"
+    assert Path(path).read_text() == "0\n3\norders 0 10\norders 1 0\na.b_c-d 7 123456789\n"
     assert _core.read_offset_checkpoint(path) == entries
     with open(path, "w") as f:
         f.write("0\n2\norders 0 10\n")

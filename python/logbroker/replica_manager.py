@@ -6,8 +6,8 @@ Data directory layout (`log.dirs`, one directory today):
     __cluster_metadata/image.json         the metadata image (coord/metadata.py)
     <topic>-<partition>/                  one Rust `Log` per partition (rust/src/log.rs)
     replication-offset-checkpoint         HW per partition, Kafka's text format
-    recovery-point-offset-checkpoint      recovery point per partition: on an unclean
-                                          start only segments past it are re-validated
+(each partition directory keeps its own log-start and recovery-point checkpoints,
+written by the Rust log; see docs/decisions.md)
 
 All blocking calls on logs go through `trio.to_thread.run_sync`, one thread hop per
 request (never per partition or per record); the Rust side releases the GIL.
@@ -31,7 +31,6 @@ from logbroker.partition import Partition
 log = logging.getLogger("logbroker.replicas")
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
-RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 
 
 def now_ms() -> int:
@@ -53,15 +52,14 @@ class ReplicaManager:
 
     # --- lifecycle ------------------------------------------------------------------
 
-    def _open_log(self, topic: str, partition: int, configs: dict[str, str], recovery_point: int | None) -> _core.Log:
+    def _open_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log:
         path = self.data_dir / partition_dir_name(topic, partition)
-        return _core.Log.open(str(path), topic, partition, self.config.engine_config(configs), recovery_point, now_ms())
+        return _core.Log.open(str(path), topic, partition, self.config.engine_config(configs), None, now_ms())
 
     async def startup(self, image: MetadataImage) -> None:
         """Open every local replica's log (recovering it if the last stop was unclean)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         hw = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / HW_CHECKPOINT))}
-        rp = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / RECOVERY_CHECKPOINT))}
         wanted = []
         for topic in image.topics.values():
             for state in topic.partitions.values():
@@ -71,7 +69,7 @@ class ReplicaManager:
         def open_all() -> list[_core.Log]:
             logs = []
             for topic, state in wanted:
-                lg = self._open_log(topic.name, state.partition, topic.configs, rp.get((topic.name, state.partition)))
+                lg = self._open_log(topic.name, state.partition, topic.configs)
                 saved_hw = hw.get((topic.name, state.partition))
                 if saved_hw is not None:
                     lg.update_high_watermark(saved_hw)
@@ -126,7 +124,7 @@ class ReplicaManager:
                 if path.exists():
                     # Left over from an earlier topic of the same name: not this topic's data.
                     shutil.rmtree(path)
-                opened.append(self._open_log(name, idx, topic.configs, None))
+                opened.append(self._open_log(name, idx, topic.configs))
             return opened
 
         opened = await trio.to_thread.run_sync(work)
@@ -163,9 +161,6 @@ class ReplicaManager:
     def _write_checkpoints(self, parts: list[Partition]) -> None:
         _core.write_offset_checkpoint(
             str(self.data_dir / HW_CHECKPOINT), [(p.topic, p.index, p.log.high_watermark) for p in parts]
-        )
-        _core.write_offset_checkpoint(
-            str(self.data_dir / RECOVERY_CHECKPOINT), [(p.topic, p.index, p.log.recovery_point) for p in parts]
         )
 
     # --- lookups --------------------------------------------------------------------

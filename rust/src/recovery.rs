@@ -113,6 +113,9 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
             report.bytes_truncated += r.truncated_bytes;
             recovered_any = true;
             if let Some(e) = r.error {
+                // The partition directory is named `<topic>-<partition>`.
+                let tp = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let e = e.in_partition(&tp);
                 report.first_error.get_or_insert_with(|| format!("{}: {e}", seg.log_path.display()));
                 drop_rest = true;
             }
