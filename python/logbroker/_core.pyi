@@ -8,6 +8,26 @@ from typing_extensions import Buffer
 from typing import final
 
 __version__: str
+__all__ = [
+    "AppendResult",
+    "CorruptRecordError",
+    "FileRegion",
+    "InvalidConfigError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "KafkaStorageError",
+    "Log",
+    "LogBrokerError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "RecordTooLargeError",
+    "__version__",
+    "crc32c",
+    "encode_batch",
+    "read_offset_checkpoint",
+    "validate_batches",
+    "write_offset_checkpoint",
+]
 
 class LogBrokerError(Exception): ...
 class CorruptRecordError(LogBrokerError): ...

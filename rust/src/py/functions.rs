@@ -58,7 +58,10 @@ pub fn validate_batches(py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<
 /// Encodes one v2 batch (for tests, benchmarks and clients): `records` are
 /// `(key, value, timestamp_delta, headers)` with `headers` a list of `(key, value)`.
 #[pyfunction]
-#[pyo3(signature = (records, base_timestamp=0, compression="none", producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false))]
+#[pyo3(
+    signature = (records, base_timestamp=0, compression="none", producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false),
+    text_signature = "(records, base_timestamp=0, compression='none', producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False)"
+)]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn encode_batch<'py>(
     py: Python<'py>,
