@@ -206,3 +206,26 @@ def test_retention_and_roll_run_in_the_broker(tmp_path):
             assert b.server.replicas.get("ret", 0).log.size_bytes <= 5000 + 2000
             assert fetch(c, "ret", start).error_code == 0
             assert fetch(c, "ret", start - 1).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_idle_connections_are_closed(tmp_path):
+    with Broker(data_dir=tmp_path / "d", connections_max_idle_ms=300) as b:
+        with RawClient(b.bootstrap_servers) as c:
+            assert c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).error_code == 0
+            t0 = time.monotonic()
+            assert c.is_closed(timeout=5)
+            assert 0.2 < time.monotonic() - t0 < 4
+
+
+def test_delete_topic_wakes_a_waiting_fetch(broker):
+    with RawClient(broker.bootstrap_servers) as c, RawClient(broker.bootstrap_servers) as admin:
+        assert create_topic(c, "gone") == 0
+        DeleteTopics = REQUESTS[20]
+        timer = threading.Timer(0.3, lambda: admin.request(20, 4, DeleteTopics(topic_names=["gone"], timeout_ms=5000)))
+        timer.start()
+        t0 = time.monotonic()
+        r = fetch(c, "gone", 0, max_wait_ms=5000, min_bytes=1)
+        timer.join()
+        assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert time.monotonic() - t0 < 4
+        assert not (broker.data_dir / "gone-0").exists()

@@ -111,7 +111,6 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("connections.max.idle.ms", _parse_int(-1), "600000", "Close connections idle this long (-1: never)."),
     ConfigKey("log.retention.check.interval.ms", _parse_int(1), "300000", "How often retention runs."),
     ConfigKey("log.flush.scheduler.interval.ms", _parse_int(1), "1000", "How often the flush.ms / segment.ms policies are checked."),
-    ConfigKey("log.flush.offset.checkpoint.interval.ms", _parse_int(1), "60000", "How often the recovery-point checkpoint is written."),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", _parse_int(1), "5000", "How often the high-watermark checkpoint is written."),
     ConfigKey("message.max.bytes", _parse_int(0, INT_MAX), "1048588", "Largest record batch accepted (default of the topic key max.message.bytes).", "max.message.bytes"),
     ConfigKey("log.segment.bytes", _parse_int(14, INT_MAX), "1073741824", "Segment size before a roll.", "segment.bytes"),

@@ -36,6 +36,7 @@ class Partition:
         self.node_id = node_id
         self.log = log
         self.follower_leos: dict[int, int] = {}
+        self.deleted = False  # set when the topic is deleted; waiters then see UNKNOWN_TOPIC_OR_PARTITION
         self._waiters: set[trio.Event] = set()
         self.state = state
         self.apply_state(state)

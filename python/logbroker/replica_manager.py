@@ -113,6 +113,9 @@ class ReplicaManager:
                     if old is not None and old.configs != wanted[k][0].configs:
                         config_changed.append((p, wanted[k][0].configs))
 
+        for p in to_delete:
+            p.deleted = True
+
         def work() -> list[_core.Log]:
             for p in to_delete:
                 p.log.delete()
@@ -130,6 +133,7 @@ class ReplicaManager:
         opened = await trio.to_thread.run_sync(work)
         for p in to_delete:
             self.partitions.pop((p.topic, p.index), None)
+            p.deleted = True
             p.notify()
         for ((name, idx), (topic, state)), lg in zip(to_open, opened):
             self.partitions[(name, idx)] = Partition(name, topic.topic_id, state, lg, self.node_id)

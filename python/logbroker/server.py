@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import socket as stdsocket
 import struct
 from typing import TYPE_CHECKING
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logbroker.server")
 
 _SIZE = struct.Struct(">i")
-READ_CHUNK = 256 * 1024
+READ_CHUNK = 64 * 1024
 
 
 class ConnectionClosed(Exception):
@@ -132,6 +133,7 @@ class KafkaServer:
     def __init__(self, broker: BrokerServer) -> None:
         self.broker = broker
         self.max_frame = broker.config.get_int("socket.request.max.bytes")
+        self.idle_ms = broker.config.get_int("connections.max.idle.ms")
         self.connections = 0
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
@@ -146,9 +148,14 @@ class KafkaServer:
             peer = "?"
         self.connections += 1
         reader = FrameReader(sock, self.max_frame, peer)
+        idle_s = self.idle_ms / 1000 if self.idle_ms >= 0 else math.inf
         try:
             while True:
-                frame = await reader.read_frame()
+                with trio.move_on_after(idle_s) as idle:
+                    frame = await reader.read_frame()
+                if idle.cancelled_caught:
+                    log.info("closing connection from %s: idle for connections.max.idle.ms=%d", peer, self.idle_ms)
+                    break
                 chunks = await self.handle_frame(frame, peer)
                 if chunks:
                     await send_chunks(sock, chunks)

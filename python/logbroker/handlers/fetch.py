@@ -78,6 +78,9 @@ def _read_all(slots: list[_Slot], response_max: int, follower: bool) -> int:
         part = slot.part
         if part is None:
             continue
+        if part.deleted:
+            slot.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
         lg = part.log
         slot.hw = lg.high_watermark
         slot.lso = slot.hw
