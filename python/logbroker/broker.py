@@ -24,6 +24,7 @@ import trio
 
 from logbroker.config import BrokerConfig
 from logbroker.coord.controller import Controller
+from logbroker.coord.group_coordinator import GroupCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.replica_manager import ReplicaManager
 from logbroker.server import KafkaServer
@@ -37,6 +38,7 @@ class BrokerServer:
         self.node_id = config.node_id
         self.controller: Controller | None = None
         self.replicas: ReplicaManager | None = None
+        self.groups: GroupCoordinator | None = None
         self.server = KafkaServer(self)
         self.address: tuple[str, int] | None = None
         self.advertised: tuple[str, int] | None = None
@@ -67,8 +69,11 @@ class BrokerServer:
         try:
             await self.replicas.startup(self.controller.image)
             self.controller.add_listener(self.replicas.apply_metadata)
+            self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
+            await self.groups.startup()
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.replicas.run_background)
+                await nursery.start(self.groups.run)
                 await nursery.start(trio.serve_listeners, self.server.handle_connection, listeners)
                 log.info(
                     "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
@@ -102,7 +107,8 @@ class Broker:
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="logbroker-")
             data_dir = self._tmp
-        overrides = {k: str(v) for k, v in (config or {}).items()}
+        overrides = {"group.initial.rebalance.delay.ms": "0"}  # tests want groups to form at once
+        overrides.update({k: str(v) for k, v in (config or {}).items()})
         overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
         overrides["log.dirs"] = str(data_dir)
         overrides["listeners"] = f"{host}:{port}"

@@ -41,6 +41,26 @@ def _parse_int(lo: int = -(2**63), hi: int = LONG_MAX) -> Callable[[str], int]:
     return parse
 
 
+def _parse_float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise ConfigError(f"expected a number, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"value {value} is outside [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _parse_cleanup_policy(text: str) -> str:
+    parts = sorted(p.strip() for p in str(text).split(",") if p.strip())
+    if not parts or any(p not in ("compact", "delete") for p in parts) or len(set(parts)) != len(parts):
+        raise ConfigError(f"expected delete, compact or compact,delete, got {text!r}")
+    return ",".join(parts)
+
+
 def _parse_bool(text: str) -> bool:
     t = str(text).strip().lower()
     if t in ("true", "1", "yes"):
@@ -123,7 +143,23 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("log.flush.interval.ms", _parse_int(0), str(LONG_MAX), "fsync after this many ms (default: rely on the page cache).", "flush.ms"),
     ConfigKey("log.message.timestamp.type", _parse_choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp type of appended batches.", "message.timestamp.type"),
     ConfigKey("producer.id.expiration.ms", _parse_int(1, INT_MAX), "86400000", "Forget idle producer ids after this long.", "producer.id.expiration.ms"),
-    ConfigKey("log.cleanup.policy", _parse_choice("delete"), "delete", "Only delete is supported (compaction is not implemented yet).", "cleanup.policy"),
+    ConfigKey("log.cleanup.policy", _parse_cleanup_policy, "delete", "delete (retention), compact (keep the newest value per key) or compact,delete.", "cleanup.policy"),
+    ConfigKey("log.cleaner.enable", _parse_bool, "true", "Run log compaction for topics with cleanup.policy=compact."),
+    ConfigKey("log.cleaner.backoff.ms", _parse_int(1), "15000", "How often the cleaner looks for logs to compact."),
+    ConfigKey("log.cleaner.delete.retention.ms", _parse_int(0), "86400000", "How long tombstones stay after compaction reaches them.", "delete.retention.ms"),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", _parse_int(0), "0", "Records younger than this are not compacted.", "min.compaction.lag.ms"),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", _parse_int(1), str(LONG_MAX), "Records older than this are compacted whatever the dirty ratio.", "max.compaction.lag.ms"),
+    ConfigKey("log.cleaner.min.cleanable.ratio", _parse_float(0.0, 1.0), "0.5", "Dirty fraction of a log that triggers compaction.", "min.cleanable.dirty.ratio"),
+    ConfigKey("offsets.topic.num.partitions", _parse_int(1, 10_000), "50", "Partitions of __consumer_offsets (fixed once the topic exists)."),
+    ConfigKey("offsets.topic.replication.factor", _parse_int(1, 32767), "1", "Replication factor of __consumer_offsets."),
+    ConfigKey("offsets.topic.segment.bytes", _parse_int(14, INT_MAX), "104857600", "Segment size of __consumer_offsets."),
+    ConfigKey("offsets.retention.minutes", _parse_int(1), "10080", "Committed offsets of an empty group are deleted after this long."),
+    ConfigKey("offsets.retention.check.interval.ms", _parse_int(1), "600000", "How often expired offsets are looked for."),
+    ConfigKey("offset.metadata.max.bytes", _parse_int(0, INT_MAX), "4096", "Largest metadata string of a committed offset."),
+    ConfigKey("group.min.session.timeout.ms", _parse_int(1, INT_MAX), "6000", "Smallest session.timeout.ms a member may ask for."),
+    ConfigKey("group.max.session.timeout.ms", _parse_int(1, INT_MAX), "1800000", "Largest session.timeout.ms a member may ask for."),
+    ConfigKey("group.initial.rebalance.delay.ms", _parse_int(0, INT_MAX), "3000", "Wait this long for more members before the first rebalance of an empty group (the in-process Broker defaults to 0)."),
+    ConfigKey("group.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "Most members a group may have."),
     ConfigKey("min.insync.replicas", _parse_int(1, 32767), "1", "Smallest ISR that accepts acks=all writes.", "min.insync.replicas"),
 ]
 
@@ -147,7 +183,7 @@ TOPIC_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
 LOG_ENGINE_KEYS = (
     "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
     "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
-    "message.timestamp.type", "producer.id.expiration.ms",
+    "message.timestamp.type", "producer.id.expiration.ms", "cleanup.policy",
 )
 
 

@@ -64,10 +64,12 @@ def _build() -> dict[int, HandlerEntry]:
         describe_cluster,
         describe_producers,
         fetch,
+        groups,
         init_producer_id,
         list_offsets,
         metadata,
         offset_for_leader_epoch,
+        offsets,
         produce,
     )
 
@@ -79,7 +81,7 @@ def _build() -> dict[int, HandlerEntry]:
     table = {}
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
-    for key, lo, hi, fn in admin_configs.ENTRIES:
+    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     return table
 

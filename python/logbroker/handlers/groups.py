@@ -1,0 +1,207 @@
+"""Classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
+DeleteGroups (42). The protocol logic lives in coord/group_coordinator.py; these
+functions translate requests and responses."""
+
+from __future__ import annotations
+
+from logbroker.coord.group import GroupState
+from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.protocol import RESPONSES, ErrorCode
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _client_host(ctx) -> str:
+    return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+async def find_coordinator(ctx, request):
+    Response = RESPONSES[10]
+    coord = ctx.broker.groups
+    version = ctx.version
+    keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    if request.key_type == GROUP_KEY and any(keys):
+        await coord.ensure_offsets_topic()
+    results = []
+    for key in keys:
+        node, host, port, code, msg = -1, "", -1, ErrorCode.NONE, None
+        if request.key_type == TRANSACTION_KEY:
+            code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker"
+        elif request.key_type != GROUP_KEY:
+            code, msg = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
+        elif not key:
+            code, msg = ErrorCode.INVALID_REQUEST, "empty group id"
+        else:
+            code, part = coord.coordinator_for(key)
+            if code == ErrorCode.NONE or code == ErrorCode.NOT_COORDINATOR:
+                b = ctx.controller.image.brokers.get(part.leader)
+                if b is None:
+                    code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, f"leader of {OFFSETS_TOPIC}-{part.index} is not available"
+                else:
+                    code, node, host, port = ErrorCode.NONE, b.node_id, b.host, b.port
+        results.append((key, node, host, port, code, msg))
+    if version >= 4:
+        return Response(throttle_time_ms=0, coordinators=[
+            Response.Coordinator(key=k, node_id=n, host=h, port=p, error_code=c, error_message=m)
+            for k, n, h, p, c, m in results
+        ])
+    _k, n, h, p, c, m = results[0]
+    return Response(throttle_time_ms=0, error_code=c, error_message=m if version >= 1 else None, node_id=n, host=h, port=p)
+
+
+async def join_group(ctx, request):
+    Response = RESPONSES[11]
+    version = ctx.version
+    res = await ctx.broker.groups.join_group(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.header.client_id or "",
+        client_host=_client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=version >= 4,
+        reason=request.reason if version >= 8 else None,
+    )
+    return Response(
+        throttle_time_ms=0,
+        error_code=res.error,
+        generation_id=res.generation_id,
+        protocol_type=res.protocol_type if version >= 7 else None,
+        protocol_name=res.protocol_name if (res.protocol_name is not None or version >= 7) else "",
+        leader=res.leader_id,
+        skip_assignment=res.skip_assignment if version >= 9 else False,
+        member_id=res.member_id,
+        members=[
+            Response.JoinGroupResponseMember(
+                member_id=mid, group_instance_id=inst if version >= 5 else None, metadata=meta
+            )
+            for mid, inst, meta in res.members
+        ],
+    )
+
+
+async def sync_group(ctx, request):
+    Response = RESPONSES[14]
+    version = ctx.version
+    res = await ctx.broker.groups.sync_group(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    return Response(
+        throttle_time_ms=0, error_code=res.error,
+        protocol_type=res.protocol_type if version >= 5 else None,
+        protocol_name=res.protocol_name if version >= 5 else None,
+        assignment=res.assignment,
+    )
+
+
+async def heartbeat(ctx, request):
+    code = ctx.broker.groups.heartbeat(
+        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_instance_id=request.group_instance_id if ctx.version >= 3 else None,
+    )
+    return RESPONSES[12](throttle_time_ms=0, error_code=code)
+
+
+async def leave_group(ctx, request):
+    Response = RESPONSES[13]
+    version = ctx.version
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        members = [(request.member_id, None)]
+    top, codes = ctx.broker.groups.leave_group(request.group_id, members)
+    if version < 3:
+        return Response(throttle_time_ms=0, error_code=top if top else codes[0])
+    return Response(
+        throttle_time_ms=0, error_code=top,
+        members=[
+            Response.MemberResponse(member_id=mid, group_instance_id=inst, error_code=c)
+            for (mid, inst), c in zip(members, codes)
+        ],
+    )
+
+
+async def describe_groups(ctx, request):
+    Response = RESPONSES[15]
+    coord = ctx.broker.groups
+    version = ctx.version
+    out = []
+    for gid in request.groups:
+        code = coord.check_coordinator(gid)
+        group = coord.groups.get(gid)
+        if code:
+            out.append(Response.DescribedGroup(error_code=code, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[]))
+            continue
+        if group is None:
+            out.append(Response.DescribedGroup(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.NONE,
+                error_message=f"group {gid!r} does not exist" if version >= 6 else None,
+                group_id=gid, group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=[]))
+            continue
+        stable = group.state == GroupState.STABLE
+        members = [
+            Response.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id if version >= 4 else None,
+                client_id=m.client_id, client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name) if stable and group.protocol_name else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        out.append(Response.DescribedGroup(
+            error_code=ErrorCode.NONE, group_id=gid, group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=members,
+        ))
+    return Response(throttle_time_ms=0, groups=out)
+
+
+async def list_groups(ctx, request):
+    Response = RESPONSES[16]
+    version = ctx.version
+    states = {s.lower() for s in request.states_filter} if version >= 4 else set()
+    types = {t.lower() for t in request.types_filter} if version >= 5 else set()
+    out = []
+    for gid, group in sorted(ctx.broker.groups.groups.items()):
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        out.append(Response.ListedGroup(
+            group_id=gid, protocol_type=group.protocol_type or "",
+            group_state=group.state.value if version >= 4 else "",
+            group_type="classic" if version >= 5 else "",
+        ))
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=out)
+
+
+async def delete_groups(ctx, request):
+    Response = RESPONSES[42]
+    results = await ctx.broker.groups.delete_groups(list(request.groups_names))
+    return Response(throttle_time_ms=0, results=[
+        Response.DeletableGroupResult(group_id=g, error_code=c) for g, c in results.items()
+    ])
+
+
+ENTRIES = [
+    (10, 0, 4, find_coordinator),
+    (11, 0, 9, join_group),
+    (12, 0, 4, heartbeat),
+    (13, 0, 5, leave_group),
+    (14, 0, 5, sync_group),
+    (15, 0, 6, describe_groups),
+    (16, 0, 5, list_groups),
+    (42, 0, 2, delete_groups),
+]
