@@ -1,0 +1,251 @@
+"""A real Apache Kafka broker as the comparison peer: KRaft combined mode (broker and
+controller in one JVM, one node) on loopback with a temp data directory.
+
+Install (idempotent; also done on first use):
+
+    python -m benches.peers.kafka install [--refresh]
+
+downloads org.apache.kafka:kafka_2.13 and org.apache.kafka:kafka-tools, with their runtime
+dependencies and a log4j2 binding, from Maven Central with Maven into
+~/.cache/logbroker-bench/ (override: LOGBROKER_BENCH_CACHE). Nothing lands in the repo.
+The version is the newest 4.x that Maven Central lists *and* whose whole dependency set
+resolves; versions skipped on the way are recorded with the reason.
+
+Run one by hand:
+
+    python -m benches.peers.kafka run
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benches.peers.common import Peer, free_port, run_cli
+
+HERE = Path(__file__).resolve().parent
+POMS = {"broker": HERE / "maven" / "broker" / "pom.xml", "tools": HERE / "maven" / "tools" / "pom.xml"}
+CACHE = Path(os.environ.get("LOGBROKER_BENCH_CACHE", "~/.cache/logbroker-bench")).expanduser()
+M2 = CACHE / "m2"  # Maven's local repository for these downloads
+GROUP_PATH = "org/apache/kafka/kafka_2.13"
+
+# What kafka-server-start.sh / kafka-run-class.sh use by default (KAFKA_HEAP_OPTS and
+# KAFKA_JVM_PERFORMANCE_OPTS), so the broker runs the way an operator would start it.
+HEAP_OPTS = ["-Xms1g", "-Xmx1g"]
+JVM_PERF_OPTS = [
+    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+]
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+TOOLS_LOG4J2 = """\
+status = warn
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+"""
+
+
+@dataclass
+class KafkaInstall:
+    version: str
+    home: Path
+    skipped: list[dict] = field(default_factory=list)
+
+    @property
+    def broker_cp(self) -> str:
+        return str(self.home / "broker" / "*")
+
+    @property
+    def tools_cp(self) -> str:
+        return str(self.home / "tools" / "*")
+
+    @property
+    def broker_log4j(self) -> Path:
+        return self.home / "log4j2-broker.properties"
+
+    @property
+    def tools_log4j(self) -> Path:
+        return self.home / "log4j2-tools.properties"
+
+    def tools_java(self, main: str, args: list[str], heap: str = "-Xmx512m") -> list[str]:
+        return ["java", heap, f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", self.tools_cp,
+                main, *args]
+
+
+def _mvn(args: list[str], verbose: bool) -> subprocess.CompletedProcess:
+    cmd = ["mvn", "-B", "-q", f"-Dmaven.repo.local={M2}", *args]
+    if verbose:
+        print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def _vkey(v: str) -> tuple:
+    return tuple(int(x) for x in v.split("."))
+
+
+def available_versions(verbose: bool = False) -> list[str]:
+    """4.x release versions of kafka_2.13 that Maven Central lists, newest first."""
+    with tempfile.TemporaryDirectory() as td:
+        pom = Path(td) / "pom.xml"
+        pom.write_text(
+            '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+            "<groupId>probe</groupId><artifactId>probe</artifactId><version>1</version>"
+            "<packaging>pom</packaging></project>"
+        )
+        # resolving the LATEST pom makes Maven fetch the artifact's maven-metadata.xml
+        _mvn(["-U", "-f", str(pom), "dependency:get", "-Dtransitive=false",
+              "-Dartifact=org.apache.kafka:kafka_2.13:LATEST:pom"], verbose)
+    versions: set[str] = set()
+    for meta in (M2 / GROUP_PATH).glob("maven-metadata*.xml"):
+        for v in ET.parse(meta).getroot().iter("version"):
+            if v.text and re.fullmatch(r"4\.\d+\.\d+", v.text.strip()):
+                versions.add(v.text.strip())
+    return sorted(versions, key=_vkey, reverse=True)
+
+
+def _write_support_files(home: Path) -> None:
+    (home / "log4j2-broker.properties").write_text(LOG4J2)
+    (home / "log4j2-tools.properties").write_text(TOOLS_LOG4J2)
+
+
+def install(refresh: bool = False, verbose: bool = False) -> KafkaInstall:
+    """Install (once) and return the Kafka broker and tools classpaths."""
+    marker = CACHE / "kafka-installed.json"
+    if marker.exists() and not refresh:
+        info = json.loads(marker.read_text())
+        inst = KafkaInstall(info["version"], Path(info["home"]), info.get("skipped", []))
+        if (inst.home / "broker").is_dir() and (inst.home / "tools").is_dir():
+            _write_support_files(inst.home)
+            return inst
+    CACHE.mkdir(parents=True, exist_ok=True)
+    versions = available_versions(verbose)
+    if not versions:
+        raise RuntimeError("Maven Central lists no 4.x kafka_2.13 (is Maven Central reachable?)")
+    skipped: list[dict] = []
+    for v in versions:
+        home = CACHE / f"kafka-{v}"
+        ok = True
+        for part, pom in POMS.items():
+            out = home / part
+            r = _mvn(["-U", "-f", str(pom), f"-Dkafka.version={v}", "dependency:copy-dependencies",
+                      "-DincludeScope=runtime", f"-DoutputDirectory={out}"], verbose)
+            if r.returncode != 0:
+                reason = next((ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln), "mvn failed")
+                reason = re.sub(r"\x1b\[[0-9;]*m", "", reason).replace("[ERROR] ", "")[:300]
+                skipped.append({"version": v, "part": part, "reason": reason})
+                if verbose:
+                    print(f"kafka {v}: {part} does not resolve: {reason}", file=sys.stderr)
+                ok = False
+                break
+        if ok:
+            _write_support_files(home)
+            inst = KafkaInstall(v, home, skipped)
+            marker.write_text(json.dumps({"version": v, "home": str(home), "skipped": skipped}, indent=1))
+            return inst
+    raise RuntimeError(f"no Kafka 4.x version resolves from Maven Central: {skipped[:3]}")
+
+
+class KafkaPeer(Peer):
+    name = "kafka"
+
+    def __init__(self, *a, install_info: KafkaInstall | None = None, **kw):
+        super().__init__(*a, **kw)
+        self.inst = install_info
+        self.cport = 0
+        self.cluster_id = ""
+        self.t_format = 0.0
+
+    def _props(self) -> dict[str, str]:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.cport}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir) if self.workdir else "<temp dir>/data",
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "min.insync.replicas": "1",
+            "offsets.topic.replication.factor": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.segment.bytes": str(self.segment_bytes),
+            # no fsync per write: Kafka's defaults, spelled out (flush left to the OS)
+            "log.flush.interval.messages": str(2**63 - 1),
+            "log.flush.interval.ms": str(2**63 - 1),
+            "log.index.interval.bytes": "4096",
+            "message.max.bytes": "1048588",
+            "auto.create.topics.enable": "true",
+        }
+
+    def settings(self) -> dict[str, str]:
+        s = dict(self._props())
+        s["(jvm)"] = " ".join(HEAP_OPTS + JVM_PERF_OPTS)
+        s["(threads)"] = "num.network.threads=3, num.io.threads=8 (Kafka defaults)"
+        return s
+
+    def prepare(self) -> None:
+        import time
+        import uuid
+        import base64
+
+        if self.inst is None:
+            self.inst = install()
+        super().prepare()
+        self.cport = free_port()
+        assert self.workdir is not None
+        props = self.workdir / "server.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in self._props().items()))
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        t0 = time.monotonic()
+        r = subprocess.run(
+            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={self.inst.tools_log4j}", "-cp",
+             self.inst.broker_cp, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(props)],
+            capture_output=True, text=True,
+        )
+        self.t_format = time.monotonic() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"kafka storage format failed: {r.stdout}\n{r.stderr}")
+
+    def _launch(self) -> subprocess.Popen:
+        assert self.inst is not None and self.workdir is not None
+        cmd = ["java", *HEAP_OPTS, *JVM_PERF_OPTS, f"-Dkafka.logs.dir={self.workdir}",
+               f"-Dlog4j2.configurationFile={self.inst.broker_log4j}", "-cp", self.inst.broker_cp,
+               "kafka.Kafka", str(self.workdir / "server.properties")]
+        out = self._open_log("stdout.log")
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=self.workdir)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(KafkaPeer))

@@ -1,0 +1,53 @@
+"""logbroker as a benchmark peer: `python -m logbroker serve` in its own process on
+loopback with a temp data directory, with the same start/stop/pid interface as the Kafka
+peer (benches/peers/kafka.py).
+
+    python -m benches.peers.logbroker run
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benches.peers.common import Peer, run_cli
+
+
+class LogbrokerPeer(Peer):
+    name = "logbroker"
+
+    def _sets(self) -> dict[str, str]:
+        return {
+            "node.id": "1",
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "min.insync.replicas": "1",
+            "log.segment.bytes": str(self.segment_bytes),
+            # no fsync per write (the defaults, spelled out: flush left to the OS)
+            "log.flush.interval.messages": str(2**63 - 1),
+            "log.flush.interval.ms": str(2**63 - 1),
+            "log.index.interval.bytes": "4096",
+            "message.max.bytes": "1048588",
+            "auto.create.topics.enable": "true",
+        }
+
+    def settings(self) -> dict[str, str]:
+        s = {"listeners": f"127.0.0.1:{self.port or '<free port>'}",
+             "log.dirs": str(self.data_dir) if self.workdir else "<temp dir>/data"}
+        s.update(self._sets())
+        s["(process)"] = f"{sys.executable} -m logbroker serve (one Python process, trio, Rust core)"
+        return s
+
+    def _launch(self) -> subprocess.Popen:
+        assert self.workdir is not None
+        cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}"]
+        for k, v in self._sets().items():
+            cmd += ["--set", f"{k}={v}"]
+        out = self._open_log("stdout.log")
+        err = self._open_log("stderr.log")
+        return subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=self.workdir)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(LogbrokerPeer))
