@@ -1,6 +1,7 @@
 """The `logbroker` command.
 
     logbroker serve [--data-dir DIR] [--listen HOST:PORT] [--config FILE] [--set key=value ...]
+    logbroker group list|describe GROUP|reset-offsets GROUP --topic T --to-...|delete GROUP
 
 Prints one line on stdout when the broker accepts connections, logs to stderr, and
 shuts down cleanly (logs flushed and closed, checkpoints written) on SIGINT or SIGTERM.
@@ -29,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     sub.add_parser("config-keys", help="list the broker configuration keys with defaults")
+    from logbroker.group_cli import add_parser as add_group_parser
+
+    add_group_parser(sub)
     return p
 
 
@@ -53,6 +57,10 @@ async def _serve(config: BrokerConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "group":
+        from logbroker import group_cli
+
+        return group_cli.run(args)
     if args.command == "config-keys":
         from logbroker.config import BROKER_KEYS
 

@@ -1,0 +1,83 @@
+"""A blocking connection to one broker: ApiVersions negotiation, then requests at the
+highest version both sides speak, with logbroker's generated codec.
+
+    with BrokerConnection("127.0.0.1:9092") as conn:
+        resp = conn.send(REQUESTS[3](topics=None))
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from logbroker.protocol import REQUESTS, decode_response, encode_request
+
+
+class ClientError(Exception):
+    """A request failed: connection trouble, or an error code the caller asked to check."""
+
+
+class BrokerConnection:
+    def __init__(self, bootstrap: str, client_id: str = "logbroker-cli", timeout: float = 30.0) -> None:
+        host, _, port = bootstrap.strip().rpartition(":")
+        try:
+            self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+        except (OSError, ValueError) as e:
+            raise ClientError(f"cannot connect to {bootstrap}: {e}") from None
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.correlation_id = 0
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._negotiate()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _roundtrip(self, api_key: int, version: int, body) -> object:
+        self.correlation_id += 1
+        frame = encode_request(api_key, version, self.correlation_id, self.client_id, body)
+        data = b"".join(bytes(c) for c in frame) if isinstance(frame, list) else frame
+        self.sock.sendall(data)
+        (size,) = struct.unpack(">i", self._recv(4))
+        payload = self._recv(size)
+        correlation_id, resp = decode_response(api_key, version, payload)
+        if correlation_id != self.correlation_id:
+            raise ClientError(f"correlation id {correlation_id} != {self.correlation_id}")
+        return resp
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ClientError(f"connection to {self.bootstrap} closed")
+            buf += chunk
+        return bytes(buf)
+
+    def _negotiate(self) -> None:
+        req = REQUESTS[18](client_software_name="logbroker", client_software_version="0.1.0")
+        resp = self._roundtrip(18, 3, req)
+        if resp.error_code == 35:  # UNSUPPORTED_VERSION: retry at v0 (KIP-511)
+            resp = self._roundtrip(18, 0, REQUESTS[18]())
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version_for(self, api_key: int) -> int:
+        ours = REQUESTS[api_key].valid_versions
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            raise ClientError(f"broker {self.bootstrap} does not support API {REQUESTS[api_key].name}")
+        lo, hi = max(ours[0], theirs[0]), min(ours[1], theirs[1])
+        if lo > hi:
+            raise ClientError(f"no common version of {REQUESTS[api_key].name}: ours {ours}, broker {theirs}")
+        return hi
+
+    def send(self, body, version: int | None = None):
+        api_key = body.api_key
+        return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
+
