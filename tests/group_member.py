@@ -23,13 +23,17 @@ def run_confluent(a) -> None:
 
     conf = {
         "bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
-        "partition.assignment.strategy": a.strategy or "range,roundrobin",
+        "enable.auto.commit": False,
     }
+    if a.protocol == "consumer":  # KIP-848: the broker assigns; session and heartbeat are broker-side
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
+                     "partition.assignment.strategy": a.strategy or "range,roundrobin"})
     if a.instance:
         conf["group.instance.id"] = a.instance
     c = Consumer(conf)
-    cooperative = (a.strategy or "") == "cooperative-sticky"
+    cooperative = (a.strategy or "") == "cooperative-sticky" or a.protocol == "consumer"
 
     def on_assign(consumer, parts):
         emit(assigned=sorted(p.partition for p in parts))
@@ -113,5 +117,6 @@ if __name__ == "__main__":
     p.add_argument("--instance")
     p.add_argument("--strategy")
     p.add_argument("--session-ms", type=int, default=6000)
+    p.add_argument("--protocol", default="classic", choices=["classic", "consumer"])
     args = p.parse_args()
     {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[args.lib](args)

@@ -184,3 +184,29 @@ def test_static_member_restart_keeps_partitions_without_rebalance(broker, member
     time.sleep(2)
     assert group.generation_id == generation
     assert len(b.history) == b_events, f"the other member saw a rebalance: {b.history[b_events:]}"
+
+
+def test_kip848_consumer_protocol(tmp_path, members):
+    from logbroker import Broker
+    from logbroker.protocol import REQUESTS
+    from rawclient import RawClient
+
+    with Broker(data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=300,
+                group_consumer_session_timeout_ms=6000) as b:
+        bs = b.bootstrap_servers
+        values = setup_topic(bs, "g-848", 6, 600, "k")
+        m1 = members("confluent", bs, "g848", "g-848", "--protocol", "consumer")
+        wait_for(lambda: m1.assigned == set(range(6)), what="first member owns all six")
+        m2 = members("confluent", bs, "g848", "g-848", "--protocol", "consumer")
+        wait_for(lambda: split_ok([m1, m2], 6), what="server-side uniform split")
+        with RawClient(bs) as c:
+            d = c.request(69, 1, REQUESTS[69](group_ids=["g848"])).groups[0]
+            assert d.error_code == 0 and d.assignor_name == "uniform"
+            assert len(d.members) == 2
+            owned = [sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions) for m in d.members]
+            assert sorted(owned[0] + owned[1]) == list(range(6))
+        more = produce(bs, "g-848", 6, 120, "l")
+        m2.kill()  # fenced after the session timeout; m1 takes everything
+        wait_for(lambda: len(b.server.groups.consumer.groups["g848"].members) == 1, timeout=30, what="m2 fenced")
+        wait_for(lambda: m1.assigned == set(range(6)), timeout=30, what="m1 to own all six again")
+        wait_for(lambda: {r[2] for m in (m1, m2) for r in m.records} >= set(values + more), timeout=30, what="all records")

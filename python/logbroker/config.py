@@ -160,6 +160,10 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("group.max.session.timeout.ms", _parse_int(1, INT_MAX), "1800000", "Largest session.timeout.ms a member may ask for."),
     ConfigKey("group.initial.rebalance.delay.ms", _parse_int(0, INT_MAX), "3000", "Wait this long for more members before the first rebalance of an empty group (the in-process Broker defaults to 0)."),
     ConfigKey("group.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "Most members a group may have."),
+    ConfigKey("group.consumer.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "KIP-848 groups: fence a member after this long without a heartbeat."),
+    ConfigKey("group.consumer.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "KIP-848 groups: heartbeat interval given to members."),
+    ConfigKey("group.consumer.assignors", _parse_str, "uniform,range", "KIP-848 server-side assignors; the first is the default."),
+    ConfigKey("group.consumer.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "KIP-848 groups: most members a group may have."),
     ConfigKey("min.insync.replicas", _parse_int(1, 32767), "1", "Smallest ISR that accepts acks=all writes.", "min.insync.replicas"),
 ]
 

@@ -27,6 +27,7 @@ import trio
 
 from logbroker import _core
 from logbroker.config import BrokerConfig
+from logbroker.coord.consumer_group import ConsumerGroupCoordinator
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter
 from logbroker.coord.offsets_topic import (
@@ -77,6 +78,7 @@ class GroupCoordinator:
         self._pending_stores: list[Group] = []
         self._append_locks: dict[int, trio.Lock] = {}
         self._loaded = False
+        self.consumer = ConsumerGroupCoordinator(self)
 
     # --- start-up -------------------------------------------------------------------
 
@@ -255,7 +257,7 @@ class GroupCoordinator:
                 await self._wakeup.wait()
 
     def _deadlines(self) -> list[float]:
-        out = []
+        out = self.consumer.deadlines()
         for g in self.groups.values():
             if g.rebalance_deadline is not None:
                 out.append(g.rebalance_deadline)
@@ -268,6 +270,7 @@ class GroupCoordinator:
         return out
 
     def _expire(self, now: float) -> None:
+        self.consumer.expire(now)
         for group in list(self.groups.values()):
             for mid, deadline in list(group.pending_members.items()):
                 if deadline <= now:
@@ -398,6 +401,8 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        if group_id in self.consumer.groups:
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -621,7 +626,13 @@ class GroupCoordinator:
         if code:
             return all_(code)
         group = self.groups.get(group_id)
-        if generation_id < 0 and not member_id and (group is None or group.state == GroupState.EMPTY):
+        consumer_check = self.consumer.validate_commit(group_id, member_id, generation_id)
+        if consumer_check:
+            return all_(consumer_check)
+        if consumer_check is not None:  # a KIP-848 member at its current epoch
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, now_ms())
+        elif generation_id < 0 and not member_id and (group is None or group.state == GroupState.EMPTY):
             if group is None:
                 group = self.groups[group_id] = Group(group_id, now_ms())
         else:

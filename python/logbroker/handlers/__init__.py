@@ -57,6 +57,7 @@ def _build() -> dict[int, HandlerEntry]:
     from logbroker.handlers import (
         admin_configs,
         api_versions,
+        consumer_groups,
         create_partitions,
         create_topics,
         delete_records,
@@ -81,7 +82,7 @@ def _build() -> dict[int, HandlerEntry]:
     table = {}
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
-    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES]:
+    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     return table
 

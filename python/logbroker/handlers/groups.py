@@ -173,16 +173,22 @@ async def list_groups(ctx, request):
     version = ctx.version
     states = {s.lower() for s in request.states_filter} if version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
+    coord = ctx.broker.groups
+    listed: dict[str, tuple[str, str, str]] = {}  # id -> (protocol type, state, type)
+    for gid, group in coord.groups.items():
+        listed[gid] = (group.protocol_type or "", group.state.value, "classic")
+    for gid, cg in coord.consumer.groups.items():
+        listed[gid] = ("consumer", cg.state, "consumer")
     out = []
-    for gid, group in sorted(ctx.broker.groups.groups.items()):
-        if states and group.state.value.lower() not in states:
+    for gid, (ptype, state, gtype) in sorted(listed.items()):
+        if states and state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and gtype not in types:
             continue
         out.append(Response.ListedGroup(
-            group_id=gid, protocol_type=group.protocol_type or "",
-            group_state=group.state.value if version >= 4 else "",
-            group_type="classic" if version >= 5 else "",
+            group_id=gid, protocol_type=ptype,
+            group_state=state if version >= 4 else "",
+            group_type=gtype if version >= 5 else "",
         ))
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=out)
 
