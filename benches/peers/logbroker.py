@@ -13,11 +13,19 @@ import sys
 from benches.peers.common import Peer, run_cli
 
 
+def _known_keys() -> set[str]:
+    try:
+        from logbroker.config import BROKER_KEYS
+    except ImportError:
+        return set()
+    return set(BROKER_KEYS)
+
+
 class LogbrokerPeer(Peer):
     name = "logbroker"
 
     def _sets(self) -> dict[str, str]:
-        return {
+        sets = {
             "node.id": "1",
             "num.partitions": "1",
             "default.replication.factor": "1",
@@ -30,6 +38,11 @@ class LogbrokerPeer(Peer):
             "message.max.bytes": "1048588",
             "auto.create.topics.enable": "true",
         }
+        # group keys, as on the Kafka peer (only where this logbroker has a group coordinator)
+        for k, v in (("group.initial.rebalance.delay.ms", "0"), ("offsets.topic.replication.factor", "1")):
+            if k in _known_keys():
+                sets[k] = v
+        return sets
 
     def settings(self) -> dict[str, str]:
         s = {"listeners": f"127.0.0.1:{self.port or '<free port>'}",
