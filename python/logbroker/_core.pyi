@@ -10,6 +10,7 @@ from typing import final
 __version__: str
 __all__ = [
     "AppendResult",
+    "CompactionResult",
     "CorruptRecordError",
     "FileRegion",
     "InvalidConfigError",
@@ -59,6 +60,32 @@ class AppendResult:
     def duplicate(self) -> bool: ...
     @property
     def size_bytes(self) -> int: ...
+
+@final
+class CompactionResult:
+    """What one log-cleaner pass (Log.compact) did; all zero when it did not run."""
+
+    @property
+    def segments_cleaned(self) -> int:
+        """Segments rewritten (a pass merges small neighbours into one cleaned segment)."""
+    @property
+    def bytes_before(self) -> int:
+        """Size of the rewritten segments before the pass."""
+    @property
+    def bytes_after(self) -> int:
+        """Size of the segments that replaced them."""
+    @property
+    def records_removed(self) -> int:
+        """Records dropped: superseded by a later record of the same key, keyless, or expired tombstones."""
+    @property
+    def tombstones_removed(self) -> int:
+        """Tombstones dropped because their delete horizon (delete.retention.ms) had passed."""
+    @property
+    def cleaned_up_to(self) -> int:
+        """The cleaner checkpoint after the pass: segments entirely below this offset are clean."""
+    @property
+    def dirty_ratio(self) -> float:
+        """Dirty bytes / cleanable bytes when the pass was considered (0.0 if nothing was cleanable)."""
 
 @final
 class FileRegion:
@@ -112,10 +139,53 @@ class Log:
     def closed(self) -> bool: ...
     def update_high_watermark(self, hw: int) -> int: ...
     def append_as_leader(self, records: Buffer, leader_epoch: int, now_ms: int) -> AppendResult: ...
-    def append_as_follower(self, records: Buffer) -> AppendResult: ...
+    def append_records_as_leader(
+        self,
+        records: list[tuple[bytes | None, bytes | None]],
+        leader_epoch: int,
+        now_ms: int,
+        compression: str = "none",
+    ) -> AppendResult:
+        """Builds one batch from (key, value) pairs in Rust and appends it as the leader.
+
+        Every record gets timestamp now_ms; no producer id. compression is "none", "gzip",
+        "snappy", "lz4" or "zstd" (ValueError otherwise). An empty list raises
+        InvalidRecordError; so does a null key when cleanup.policy contains compact.
+        """
+    def append_as_follower(self, records: Buffer) -> AppendResult:
+        """Appends batches fetched from the leader, keeping their offsets.
+
+        Base offsets must not go backwards (InvalidRecordError); gaps are accepted, since a
+        compacted leader's log has them.
+        """
     def read(
         self, fetch_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
     ) -> FileRegion | None: ...
+    def read_records(
+        self, start_offset: int, max_offset: int | None = None, max_records: int | None = None
+    ) -> list[tuple[int, int, bytes | None, bytes | None]]:
+        """(offset, timestamp, key, value) of every non-control record in [start_offset, max_offset).
+
+        max_offset None means the log end offset (pass high_watermark for committed data
+        only). Compressed batches are decompressed; offsets removed by compaction are simply
+        absent. Stops after max_records records. start_offset outside [log_start_offset,
+        log_end_offset] raises OffsetOutOfRangeError. Releases the GIL for the scan.
+        """
+    def compact(self, now_ms: int, force: bool = False) -> CompactionResult:
+        """One log-cleaner pass; call it periodically (every log.cleaner.backoff.ms).
+
+        A no-op (all-zero result) unless cleanup.policy contains "compact". Cleans only
+        inactive segments entirely below min(high watermark, active segment base) and, among
+        the not-yet-clean ones, only those whose newest record is older than
+        min.compaction.lag.ms. Runs when force, or when there are dirty bytes and either the
+        dirty ratio reaches min.cleanable.dirty.ratio or the oldest dirty batch is older than
+        max.compaction.lag.ms. Keeps the latest record of each key at its original offset;
+        drops superseded and keyless records and tombstones whose delete horizon
+        (delete.retention.ms after the first pass that kept them) has passed. Offsets stay
+        where they were (the log becomes sparse). Crash-safe (.cleaned/.swap files,
+        cleaner-offset-checkpoint). Appends and reads continue while it rewrites; returns at
+        once if another pass is running on this log. Releases the GIL.
+        """
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None: ...
     def max_timestamp(self) -> tuple[int, int]: ...
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
@@ -124,7 +194,9 @@ class Log:
     def truncate_to(self, offset: int) -> None: ...
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
     def delete_records_before(self, offset: int) -> int: ...
-    def enforce_retention(self, now_ms: int) -> int: ...
+    def enforce_retention(self, now_ms: int) -> int:
+        """Deletes segments below the log start and, if cleanup.policy contains "delete",
+        beyond retention.ms / retention.bytes; returns how many were deleted."""
     def maybe_roll(self, now_ms: int) -> bool: ...
     def maybe_flush(self, now_ms: int) -> bool: ...
     def flush(self) -> None: ...

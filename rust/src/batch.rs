@@ -19,7 +19,16 @@
 //! # Two forms (STYLE 7)
 //! [`BatchHeader`] + the untouched bytes ([`RawBatch`]) is what append, index, replicate and
 //! fetch handle. Record-level decoding ([`for_each_record`], [`RecordView`]) is only used by
-//! validation and by ListOffsets-by-timestamp, never on the fetch path.
+//! validation, ListOffsets-by-timestamp, the log cleaner and `Log::read_records`, never on the
+//! fetch path.
+//!
+//! # Client batches and stored batches
+//! A producer's batch is *dense*: recordsCount = lastOffsetDelta + 1 > 0 and the records'
+//! offset deltas are exactly 0, 1, 2, ... ([`Check::Full`]). A batch rewritten by the log
+//! cleaner keeps its baseOffset, lastOffsetDelta and producer fields but may hold fewer
+//! records (offset deltas strictly increasing within `[0, lastOffsetDelta]`, gaps allowed) or
+//! none at all ([`Check::Stored`]: recovery, follower appends, record reads). Consecutive
+//! batches of a cleaned log may leave offset gaps between them ([`Offsets::Increasing`]).
 //!
 //! # One framing loop (STYLE 8)
 //! [`scan`] is the single batch iterator: leader and follower append validation, recovery,
@@ -27,6 +36,11 @@
 //! [`Check`] level (header framing only, or full CRC + records walk) and a visitor returning
 //! [`Control`]. It stops at the first torn or invalid batch and reports where the valid
 //! prefix ends, which is exactly what recovery truncates to.
+//!
+//! # Delete horizon (attributes bit 6)
+//! When set, baseTimestamp holds the delete horizon (ms) written by the cleaner and record
+//! timestamp deltas are relative to it (record timestamp = baseTimestamp + delta still holds).
+//! Tombstones of such a batch are dropped by the first cleaning pass at or after the horizon.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -34,7 +48,7 @@ use std::path::Path;
 
 use crate::compression::{self, Codec};
 use crate::error::{IoContext, LogError, Result, Tp};
-use crate::varint::{read_varint, read_varlong};
+use crate::varint::{read_varint, read_varlong, write_varint, write_varlong};
 
 pub const HEADER_LEN: usize = 61;
 /// baseOffset + batchLength: the bytes not counted by batchLength.
@@ -59,6 +73,7 @@ pub const CODEC_MASK: i16 = 0x07;
 pub const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 pub const TRANSACTIONAL_BIT: i16 = 0x10;
 pub const CONTROL_BIT: i16 = 0x20;
+pub const DELETE_HORIZON_BIT: i16 = 0x40;
 
 /// Upper bound on a decompressed records region (zip-bomb guard). Producers cap batches at
 /// `batch.size` (16 KiB default) of uncompressed data, so 128 MiB is far above legitimate use.
@@ -156,6 +171,37 @@ impl BatchHeader {
         self.producer_id >= 0
     }
 
+    /// The delete horizon (attributes bit 6): `Some(baseTimestamp)` when set.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_BIT != 0).then_some(self.base_timestamp)
+    }
+
+    /// Encodes the 61-byte header followed by `records_region` (already compressed if the
+    /// codec says so). batchLength and the CRC are computed; `self.batch_length`, `self.magic`
+    /// and `self.crc` are ignored.
+    pub fn assemble(&self, records_region: &[u8]) -> Vec<u8> {
+        let total = HEADER_LEN + records_region.len();
+        let mut out = Vec::with_capacity(total);
+        out.extend_from_slice(&self.base_offset.to_be_bytes());
+        out.extend_from_slice(&i32::try_from(total - LOG_OVERHEAD).expect("batch fits i32").to_be_bytes());
+        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        #[allow(clippy::cast_sign_loss)]
+        out.push(MAGIC_V2 as u8);
+        out.extend_from_slice(&[0; 4]); // crc, filled below
+        out.extend_from_slice(&self.attributes.to_be_bytes());
+        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
+        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&self.base_sequence.to_be_bytes());
+        out.extend_from_slice(&self.records_count.to_be_bytes());
+        out.extend_from_slice(records_region);
+        let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
+        out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
     /// Sequence of the last record: baseSequence + lastOffsetDelta, wrapping at i32::MAX to 0.
     pub fn last_sequence(&self) -> i32 {
         if self.base_sequence < 0 {
@@ -208,9 +254,31 @@ pub enum Check {
     /// Header only: batchLength sane, magic == 2, batch fits in the data. Reads 61 bytes per
     /// batch (producer-state rebuild, offset translation, index tail scans).
     Framing,
-    /// Framing + CRC-32C + codec + recordsCount/lastOffsetDelta + a walk of every record
-    /// (after decompression). Append validation, recovery, index rebuild.
+    /// Framing + CRC-32C + codec + a dense client batch (recordsCount = lastOffsetDelta + 1
+    /// > 0) + a walk of every record (after decompression). Leader append validation.
     Full,
+    /// As `Full`, but accepting what the log cleaner writes: fewer records than
+    /// lastOffsetDelta + 1 (increasing offset deltas) and empty batches. Recovery, index
+    /// rebuild, follower appends.
+    Stored,
+}
+
+/// What `scan` requires of the batches' base offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offsets {
+    /// No check.
+    Any,
+    /// The first batch starts at this offset and each next one right after its predecessor.
+    Contiguous(i64),
+    /// The first batch starts at or after this offset and each next one at or after its
+    /// predecessor's next offset (a compacted log has gaps).
+    Increasing(i64),
+}
+
+impl From<Option<i64>> for Offsets {
+    fn from(o: Option<i64>) -> Offsets {
+        o.map_or(Offsets::Any, Offsets::Contiguous)
+    }
 }
 
 /// What the visitor tells the loop after each batch.
@@ -344,10 +412,10 @@ pub fn validate_batch(bytes: &[u8], position: u64) -> Result<(BatchHeader, Recor
     if size != bytes.len() as u64 {
         return Err(LogError::corrupt(position, format!("batchLength says {size} bytes, buffer has {}", bytes.len())));
     }
-    validate_body(&h, bytes, position)
+    validate_body(&h, bytes, position, Check::Full)
 }
 
-fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64) -> Result<(BatchHeader, RecordsSummary)> {
+fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> Result<(BatchHeader, RecordsSummary)> {
     let computed = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
     if computed != h.crc {
         return Err(LogError::CrcMismatch { tp: Tp::default(), position, expected: h.crc, computed });
@@ -355,10 +423,19 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64) -> Result<(BatchH
     let Some(codec) = h.codec() else {
         return Err(LogError::invalid(position, format!("unknown compression codec id {}", h.attributes & CODEC_MASK)));
     };
-    if h.records_count <= 0 {
+    if check == Check::Stored {
+        if h.last_offset_delta < 0 || h.records_count < 0 || i64::from(h.records_count) > i64::from(h.last_offset_delta) + 1 {
+            return Err(LogError::invalid(
+                position,
+                format!(
+                    "recordsCount {} does not fit lastOffsetDelta {} (at most lastOffsetDelta + 1 records)",
+                    h.records_count, h.last_offset_delta
+                ),
+            ));
+        }
+    } else if h.records_count <= 0 {
         return Err(LogError::invalid(position, format!("recordsCount is {}; a batch must hold records", h.records_count)));
-    }
-    if i64::from(h.last_offset_delta) != i64::from(h.records_count) - 1 {
+    } else if i64::from(h.last_offset_delta) != i64::from(h.records_count) - 1 {
         return Err(LogError::invalid(
             position,
             format!(
@@ -381,7 +458,9 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64) -> Result<(BatchH
 }
 
 /// Walks the (uncompressed) records region: every length varint, every field, offset deltas
-/// 0..n-1 in order, the count matching, no trailing bytes. No allocation.
+/// strictly increasing within `[0, lastOffsetDelta]` (for a dense batch, whose count was
+/// checked against lastOffsetDelta, that means exactly 0..n-1), the count matching, no
+/// trailing bytes. No allocation.
 pub fn walk_records<'r>(
     region: &'r [u8],
     h: &BatchHeader,
@@ -391,6 +470,7 @@ pub fn walk_records<'r>(
     let mut p = 0usize;
     let mut max_ts = -1i64;
     let mut delta_of_max = 0i32;
+    let mut prev_delta = -1i32;
     for i in 0..h.records_count {
         let (len, n) = read_varint(&region[p..])
             .ok_or_else(|| LogError::corrupt(position, format!("record {i}: truncated or over-long length varint")))?;
@@ -404,13 +484,20 @@ pub fn walk_records<'r>(
         }
         let rec = parse_record(&region[p..p + len])
             .map_err(|why| LogError::corrupt(position, format!("record {i} (length {len}): {why}")))?;
-        if rec.offset_delta != i {
-            return Err(LogError::invalid(position, format!("record {i} has offsetDelta {}, expected {i}", rec.offset_delta)));
+        if rec.offset_delta <= prev_delta || rec.offset_delta > h.last_offset_delta {
+            return Err(LogError::invalid(
+                position,
+                format!(
+                    "record {i} has offsetDelta {}, expected above {prev_delta} and at most lastOffsetDelta {}",
+                    rec.offset_delta, h.last_offset_delta
+                ),
+            ));
         }
+        prev_delta = rec.offset_delta;
         let ts = h.base_timestamp.wrapping_add(rec.timestamp_delta);
         if i == 0 || ts > max_ts {
             max_ts = ts;
-            delta_of_max = i;
+            delta_of_max = rec.offset_delta;
         }
         each(&rec);
         p += len;
@@ -483,35 +570,71 @@ fn parse_record(r: &[u8]) -> Result<RecordView<'_>, String> {
     })
 }
 
-/// Calls `each(offset, timestamp)` for every record of a complete, already validated batch
-/// (decompressing if needed). Under LogAppendTime every record carries the batch maxTimestamp.
-pub fn for_each_record_timestamp(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64) -> Control) -> Result<()> {
+/// The records region of a complete batch, decompressed if needed.
+pub fn records_region(bytes: &[u8], position: u64) -> Result<std::borrow::Cow<'_, [u8]>> {
     let h = BatchHeader::parse(bytes);
     let codec = h.codec().ok_or_else(|| LogError::invalid(position, "unknown compression codec"))?;
-    let owned;
-    let region = if codec == Codec::None {
-        &bytes[HEADER_LEN..]
+    if codec == Codec::None {
+        Ok(std::borrow::Cow::Borrowed(&bytes[HEADER_LEN..]))
     } else {
-        owned = compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT)
-            .map_err(|e| LogError::corrupt(position, e))?;
-        &owned[..]
-    };
+        compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())))
+    }
+}
+
+/// Calls `each(offset, timestamp, record)` for every record of a complete batch
+/// (decompressing if needed). Under LogAppendTime every record carries the batch maxTimestamp.
+pub fn for_each_record(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control) -> Result<()> {
+    let h = BatchHeader::parse(bytes);
+    let region = records_region(bytes, position)?;
     let mut stop = false;
-    walk_records(region, &h, position, |r| {
+    walk_records(&region, &h, position, |r| {
         if stop {
             return;
         }
         let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
-        if each(h.base_offset + i64::from(r.offset_delta), ts) == Control::Stop {
+        if each(h.base_offset + i64::from(r.offset_delta), ts, r) == Control::Stop {
             stop = true;
         }
     })?;
     Ok(())
 }
 
+/// Calls `each(offset, timestamp)` for every record of a complete batch; see [`for_each_record`].
+pub fn for_each_record_timestamp(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64) -> Control) -> Result<()> {
+    for_each_record(bytes, position, |o, t, _| each(o, t))
+}
+
+/// Appends one record in wire form (the inverse of the record walk), with `timestamp_delta`
+/// replacing the view's (a rewritten batch may have a new baseTimestamp). Headers are copied
+/// as the raw bytes the walk validated.
+pub fn encode_record(out: &mut Vec<u8>, r: &RecordView<'_>, timestamp_delta: i64) {
+    fn put(out: &mut Vec<u8>, b: Option<&[u8]>) {
+        match b {
+            None => write_varint(out, -1),
+            Some(b) => {
+                write_varint(out, i32::try_from(b.len()).expect("field fits i32"));
+                out.extend_from_slice(b);
+            }
+        }
+    }
+    let mut body = Vec::with_capacity(16 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len());
+    #[allow(clippy::cast_sign_loss)]
+    body.push(r.attributes as u8);
+    write_varlong(&mut body, timestamp_delta);
+    write_varint(&mut body, r.offset_delta);
+    put(&mut body, r.key);
+    put(&mut body, r.value);
+    write_varint(&mut body, r.headers_count);
+    body.extend_from_slice(r.headers);
+    write_varint(out, i32::try_from(body.len()).expect("record fits i32"));
+    out.extend_from_slice(&body);
+}
+
 /// The framing loop. Reads batches from `start` until the end of `src`, an invalid batch,
-/// or the visitor's `Stop`. With `contiguous_from = Some(o)`, the first batch must start at
-/// offset `o` and each following one right after its predecessor (offsets are dense).
+/// or the visitor's `Stop`. `offsets` says what the base offsets must do ([`Offsets`];
+/// `Some(o)` means contiguous from `o`, `None` no check).
 ///
 /// Batch errors (torn, corrupt, CRC, invalid) end the scan and are returned in
 /// [`ScanEnd::error`]; I/O errors and errors returned by the visitor propagate as `Err`.
@@ -519,12 +642,12 @@ pub fn scan<S: BatchSource>(
     src: &mut S,
     start: u64,
     check: Check,
-    contiguous_from: Option<i64>,
+    offsets: impl Into<Offsets>,
     mut visit: impl FnMut(&Visited<'_>) -> Result<Control>,
 ) -> Result<ScanEnd> {
     let mut pos = start;
     let mut batches = 0u64;
-    let mut expected = contiguous_from;
+    let mut offsets = offsets.into();
     let end = src.len();
     let stop = |pos, batches, e, torn| Ok(ScanEnd { valid_end: pos, batches, error: Some(e), torn });
     while pos < end {
@@ -538,11 +661,19 @@ pub fn scan<S: BatchSource>(
             Ok(s) => s,
             Err((e, torn)) => return stop(pos, batches, e, torn),
         };
-        if let Some(exp) = expected {
-            if header.base_offset != exp {
+        match offsets {
+            Offsets::Contiguous(exp) if header.base_offset != exp => {
                 let e = LogError::corrupt(pos, format!("batch base offset {} where offset {exp} was expected", header.base_offset));
                 return stop(pos, batches, e, false);
             }
+            Offsets::Increasing(exp) if header.base_offset < exp => {
+                let e = LogError::corrupt(
+                    pos,
+                    format!("batch base offset {} goes backwards: offset {exp} or above was expected", header.base_offset),
+                );
+                return stop(pos, batches, e, false);
+            }
+            _ => {}
         }
         let visited = match check {
             Check::Framing => {
@@ -552,10 +683,10 @@ pub fn scan<S: BatchSource>(
                 }
                 Visited { position: pos, header, bytes: None, records: None }
             }
-            Check::Full => {
+            Check::Full | Check::Stored => {
                 #[allow(clippy::cast_possible_truncation)]
                 let bytes = src.read_at(pos, size as usize)?;
-                match validate_body(&header, bytes, pos) {
+                match validate_body(&header, bytes, pos, check) {
                     Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
                     Err(e) => return stop(pos, batches, e, false),
                 }
@@ -564,7 +695,11 @@ pub fn scan<S: BatchSource>(
         let control = visit(&visited)?;
         batches += 1;
         pos += size;
-        expected = expected.map(|_| header.next_offset());
+        offsets = match offsets {
+            Offsets::Any => Offsets::Any,
+            Offsets::Contiguous(_) => Offsets::Contiguous(header.next_offset()),
+            Offsets::Increasing(_) => Offsets::Increasing(header.next_offset()),
+        };
         if control == Control::Stop {
             break;
         }

@@ -191,25 +191,22 @@ impl BatchBuilder {
         if self.control {
             attributes |= batch::CONTROL_BIT;
         }
-        let total = HEADER_LEN + body.len();
-        let mut out = Vec::with_capacity(total);
-        out.extend_from_slice(&self.base_offset.to_be_bytes());
-        out.extend_from_slice(&i32::try_from(total - batch::LOG_OVERHEAD).expect("batch fits i32").to_be_bytes());
-        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
-        out.push(2);
-        out.extend_from_slice(&[0; 4]); // crc, filled below
-        out.extend_from_slice(&attributes.to_be_bytes());
-        out.extend_from_slice(&(records_count - 1).to_be_bytes());
-        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
-        out.extend_from_slice(&max_ts.to_be_bytes());
-        out.extend_from_slice(&self.producer_id.to_be_bytes());
-        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
-        out.extend_from_slice(&self.base_sequence.to_be_bytes());
-        out.extend_from_slice(&records_count.to_be_bytes());
-        out.extend_from_slice(&body);
-        let crc = crc32c::crc32c(&out[batch::ATTRIBUTES_AT..]);
-        out[batch::CRC_AT..batch::CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        out
+        let header = batch::BatchHeader {
+            base_offset: self.base_offset,
+            batch_length: 0,
+            partition_leader_epoch: self.partition_leader_epoch,
+            magic: batch::MAGIC_V2,
+            crc: 0,
+            attributes,
+            last_offset_delta: records_count - 1,
+            base_timestamp: self.base_timestamp,
+            max_timestamp: max_ts,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+            records_count,
+        };
+        header.assemble(&body)
     }
 }
 

@@ -13,11 +13,22 @@
 //! | `message.max.bytes` (alias `max.message.bytes`) | 1048588 | largest batch accepted |
 //! | `message.timestamp.type` | CreateTime | or LogAppendTime |
 //! | `producer.id.expiration.ms` | 86400000 | forget idle idempotent producers after this |
+//! | `cleanup.policy` | delete | `delete`, `compact`, or both (`compact,delete`, any order) |
+//! | `delete.retention.ms` | 86400000 | how long the cleaner keeps tombstones after it first saw them (delete horizon) |
+//! | `min.compaction.lag.ms` | 0 | a segment is cleanable only once its newest record is this old |
+//! | `max.compaction.lag.ms` | i64::MAX | clean regardless of the dirty ratio once the oldest dirty batch is this old; also caps `segment.ms` for rolls |
+//! | `min.cleanable.dirty.ratio` | 0.5 | clean when dirty bytes / cleanable bytes reaches this (0..=1) |
+//!
+//! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
+//! (`Log::enforce_retention`) only when it contains `delete`, compaction (`Log::compact`) only
+//! when it contains `compact`; a compacted topic also refuses records without a key. The log
+//! start offset (DeleteRecords) applies under every policy.
 //!
 //! Parsing takes a string map (what the Python side has) and fails with
 //! `LogError::InvalidConfig` naming the key and value. Keys Kafka knows but this engine does
-//! not act on (cleanup policy, compression type, ...) are accepted and ignored, so the broker can
-//! pass a whole topic config; any other key is rejected as a likely typo.
+//! not act on (compression type, ...) are accepted and ignored, so the broker can pass a whole
+//! topic config; any other key is rejected as a likely typo. `min.compaction.lag.ms` above
+//! `max.compaction.lag.ms` is rejected (Kafka's check).
 
 use std::collections::HashMap;
 
@@ -29,7 +40,7 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
@@ -42,6 +53,14 @@ pub struct LogConfig {
     pub max_message_bytes: u64,
     pub timestamp_type: TimestampType,
     pub producer_id_expiration_ms: i64,
+    /// `cleanup.policy` contains `delete`.
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` contains `compact`.
+    pub cleanup_compact: bool,
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -58,31 +77,32 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
             producer_id_expiration_ms: 86_400_000,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }
 
 /// Kafka topic keys accepted but not used by the storage engine.
 const IGNORED_KEYS: &[&str] = &[
-    "cleanup.policy",
     "compression.type",
     "compression.gzip.level",
     "compression.lz4.level",
     "compression.zstd.level",
-    "delete.retention.ms",
     "file.delete.delay.ms",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
     "local.retention.bytes",
     "local.retention.ms",
-    "max.compaction.lag.ms",
     "message.downconversion.enable",
     "message.format.version",
     "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
     "min.insync.replicas",
     "preallocate",
     "remote.storage.enable",
@@ -100,6 +120,19 @@ fn at_least(key: &str, value: &str, min: i64) -> Result<i64> {
         return Err(LogError::config(key, value, format!("must be at least {min}")));
     }
     Ok(v)
+}
+
+/// `(delete, compact)` from a comma-separated `cleanup.policy` list.
+fn parse_policy(key: &str, value: &str) -> Result<(bool, bool)> {
+    let (mut delete, mut compact) = (false, false);
+    for item in value.split(',').map(str::trim) {
+        match item {
+            "delete" => delete = true,
+            "compact" => compact = true,
+            _ => return Err(LogError::config(key, value, "must be delete, compact, or compact,delete")),
+        }
+    }
+    Ok((delete, compact))
 }
 
 fn to_u64(v: i64) -> u64 {
@@ -134,6 +167,17 @@ impl LogConfig {
                 "retention.bytes" => self.retention_bytes = at_least(k, value, -1)?,
                 "message.max.bytes" | "max.message.bytes" => self.max_message_bytes = to_u64(at_least(k, value, 0)?),
                 "producer.id.expiration.ms" => self.producer_id_expiration_ms = at_least(k, value, 1)?,
+                "cleanup.policy" => (self.cleanup_delete, self.cleanup_compact) = parse_policy(k, value)?,
+                "delete.retention.ms" => self.delete_retention_ms = at_least(k, value, 0)?,
+                "min.compaction.lag.ms" => self.min_compaction_lag_ms = at_least(k, value, 0)?,
+                "max.compaction.lag.ms" => self.max_compaction_lag_ms = at_least(k, value, 1)?,
+                "min.cleanable.dirty.ratio" => {
+                    let r: f64 = value.trim().parse().map_err(|e| LogError::config(k, value, format!("not a number: {e}")))?;
+                    if !(0.0..=1.0).contains(&r) {
+                        return Err(LogError::config(k, value, "must be between 0 and 1"));
+                    }
+                    self.min_cleanable_dirty_ratio = r;
+                }
                 "message.timestamp.type" => {
                     self.timestamp_type = match value.trim() {
                         "CreateTime" => TimestampType::CreateTime,
@@ -145,7 +189,26 @@ impl LogConfig {
                 _ => return Err(LogError::config(k, value, "unknown log configuration key")),
             }
         }
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            let v = self.min_compaction_lag_ms.to_string();
+            return Err(LogError::config(
+                "min.compaction.lag.ms",
+                &v,
+                format!("must not exceed max.compaction.lag.ms = {}", self.max_compaction_lag_ms),
+            ));
+        }
         Ok(())
+    }
+
+    /// How long the active segment may live before a roll: `segment.ms`, capped by
+    /// `max.compaction.lag.ms` on compacted topics (Kafka's rule: the cleaner never touches
+    /// the active segment, so it must roll for the lag bound to hold).
+    pub fn roll_ms(&self) -> i64 {
+        if self.cleanup_compact {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
     }
 
     /// Entries an index file of `segment.index.bytes` holds, for `entry_size`-byte entries.
@@ -198,5 +261,37 @@ mod tests {
         assert!(e.contains("LogAppendTime"), "{e}");
         let e = LogConfig::from_map(&map(&[("segmnet.bytes", "1")])).unwrap_err().to_string();
         assert!(e.contains("unknown"), "{e}");
+    }
+
+    #[test]
+    fn cleanup_policy_and_compaction_keys() {
+        let c = LogConfig::default();
+        assert!(c.cleanup_delete && !c.cleanup_compact);
+        assert_eq!((c.delete_retention_ms, c.min_compaction_lag_ms, c.max_compaction_lag_ms), (86_400_000, 0, i64::MAX));
+        assert!((c.min_cleanable_dirty_ratio - 0.5).abs() < f64::EPSILON);
+        for (v, d, k) in [("delete", true, false), ("compact", false, true), ("compact,delete", true, true), ("delete, compact", true, true)] {
+            let c = LogConfig::from_map(&map(&[("cleanup.policy", v)])).unwrap();
+            assert_eq!((c.cleanup_delete, c.cleanup_compact), (d, k), "{v}");
+        }
+        for bad in ["", "compacted", "delete,", "none"] {
+            let e = LogConfig::from_map(&map(&[("cleanup.policy", bad)])).unwrap_err().to_string();
+            assert!(e.contains("cleanup.policy"), "{e}");
+        }
+        let c = LogConfig::from_map(&map(&[
+            ("cleanup.policy", "compact"),
+            ("delete.retention.ms", "5"),
+            ("min.compaction.lag.ms", "10"),
+            ("max.compaction.lag.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.25"),
+            ("segment.ms", "1000"),
+        ]))
+        .unwrap();
+        assert_eq!((c.delete_retention_ms, c.min_compaction_lag_ms, c.max_compaction_lag_ms), (5, 10, 100));
+        assert!((c.min_cleanable_dirty_ratio - 0.25).abs() < f64::EPSILON);
+        assert_eq!(c.roll_ms(), 100);
+        let e = LogConfig::from_map(&map(&[("min.cleanable.dirty.ratio", "1.5")])).unwrap_err().to_string();
+        assert!(e.contains("between 0 and 1"), "{e}");
+        let e = LogConfig::from_map(&map(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")])).unwrap_err().to_string();
+        assert!(e.contains("min.compaction.lag.ms") && e.contains("max.compaction.lag.ms"), "{e}");
     }
 }

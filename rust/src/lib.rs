@@ -10,6 +10,7 @@ pub mod compression;
 pub mod varint;
 
 // Engine: storage.
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod file_region;

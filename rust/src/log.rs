@@ -19,13 +19,19 @@
 //! leader-epoch-checkpoint                           epoch → start offset (leader_epoch_cache.rs)
 //! log-start-offset-checkpoint                       "0\n<log start offset>\n" (offset_checkpoint.rs)
 //! recovery-point-checkpoint                         "0\n<recovery point>\n": all below is fsynced
+//! cleaner-offset-checkpoint                         "0\n<offset>\n": segments below are compacted (cleaner.rs)
 //! producer-state.snapshot                           only between a clean close and the next open
 //! .clean-shutdown                                   marker written last by close(), removed by open
 //! ```
 //!
 //! # Invariants
-//! - `log_start_offset <= high_watermark <= log_end_offset`; offsets are dense from the first
-//!   segment's base offset to the LEO, and never reused (truncation excepted, for followers).
+//! - `log_start_offset <= high_watermark <= log_end_offset`; offsets strictly increase from
+//!   the first segment's base offset to the LEO and are never reused (truncation excepted, for
+//!   followers). They are dense unless the log was compacted (`compact`, `cleaner.rs`) or
+//!   replicated from a compacted leader: then batches keep their offsets but records, and
+//!   whole batches, may be missing. A read at an offset in a gap returns the next batch.
+//! - Segments are contiguous: each starts where the previous one ends (compaction keeps the
+//!   last batch of every segment it rewrites, empty if need be).
 //! - The active segment is the last one; only it is appended to.
 //! - An append is all-or-nothing: every batch of the request is validated, producer state is
 //!   staged, and a failed write is cut back (`Segment::append`).
@@ -38,6 +44,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::batch::{self, Check, Control, SliceSource};
+use crate::builder::{BatchBuilder, Rec};
+use crate::cleaner::{self, CleanContext, CompactionResult, SegmentSnapshot, CLEANER_CHECKPOINT_FILE};
+use crate::compression::Codec;
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{LogError, Result, Tp};
 use crate::file_region::FileRegion;
@@ -65,6 +74,38 @@ pub struct AppendResult {
     /// True when the request was a retry of an idempotent batch already in the log.
     pub duplicate: bool,
     pub size_bytes: u64,
+}
+
+/// One record as `Log::read_records` returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// A `(key, value)` pair for `Log::append_records_as_leader` (either may be null).
+pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Bytes of batches `read_records` reads per lock acquisition.
+const READ_RECORDS_CHUNK: u64 = 1 << 20;
+
+/// The decision of the locked first phase of a cleaning pass.
+pub(crate) enum Planned {
+    Run(CompactionPlan),
+    Skip { dirty_ratio: f64 },
+}
+
+/// What the locked first phase of a cleaning pass decided.
+pub(crate) struct CompactionPlan {
+    config: Arc<LogConfig>,
+    segments: Vec<SegmentSnapshot>,
+    /// Next offset of the last segment of the range: the checkpoint after the pass.
+    end_offset: i64,
+    dirty_ratio: f64,
+    producer_last_offsets: HashMap<i64, i64>,
+    generation: u64,
 }
 
 /// What opening the log had to repair.
@@ -144,6 +185,11 @@ pub(crate) struct Inner {
     pub closed: bool,
     pub generation: u64,
     pub report: RecoveryReport,
+    /// Segments entirely below this offset are clean (compacted); persisted in
+    /// `cleaner-offset-checkpoint`.
+    pub cleaner_checkpoint: i64,
+    /// A cleaning pass is between its first and last locked phase.
+    pub cleaning: bool,
 }
 
 impl Inner {
@@ -255,14 +301,34 @@ impl Log {
         v
     }
 
-    /// Validates every batch of `records` (no lock held). Batch errors carry the partition.
-    fn validate(&self, records: &[u8], max_batch: u64, follower: bool) -> Result<(Vec<Validated>, u64)> {
+    /// Validates every batch of `records` (no lock held): a client's dense batches for the
+    /// leader, stored (possibly compacted) batches for a follower. `require_keys`: every
+    /// record of a data batch must have a key (compacted topics). Batch errors carry the
+    /// partition.
+    fn validate(&self, records: &[u8], max_batch: u64, follower: bool, require_keys: bool) -> Result<(Vec<Validated>, u64)> {
         let mut out = Vec::new();
         let mut src = SliceSource(records);
-        let end = batch::scan(&mut src, 0, Check::Full, None, |v| {
+        let check = if follower { Check::Stored } else { Check::Full };
+        let end = batch::scan(&mut src, 0, check, None, |v| {
             let h = v.header;
             if !follower && h.size() > max_batch {
                 return Err(LogError::RecordTooLarge { tp: Tp::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
+            }
+            if require_keys && !h.is_control() {
+                let mut keyless = None;
+                batch::for_each_record(v.bytes.expect("full check reads the batch"), v.position, |_, _, r| {
+                    if r.key.is_none() {
+                        keyless = Some(r.offset_delta);
+                        return Control::Stop;
+                    }
+                    Control::Continue
+                })?;
+                if let Some(d) = keyless {
+                    return Err(LogError::invalid(
+                        v.position,
+                        format!("record with offsetDelta {d} has no key; a compacted topic (cleanup.policy=compact) requires keys"),
+                    ));
+                }
             }
             let summary = v.records.expect("full check summarizes records");
             out.push(Validated { position: v.position, size: h.size(), header: h, offset_delta_of_max: summary.offset_delta_of_max });
@@ -291,7 +357,7 @@ impl Log {
                 limit: "segment.bytes",
             }));
         }
-        let (batches, _) = self.validate(&records, config.max_message_bytes, false)?;
+        let (batches, _) = self.validate(&records, config.max_message_bytes, false, config.cleanup_compact)?;
         if batches.is_empty() {
             return Err(self.err(LogError::invalid(0, "the request holds no record batches")));
         }
@@ -407,11 +473,12 @@ impl Log {
     }
 
     /// Appends batches fetched from the leader, keeping their offsets; they must continue the
-    /// log exactly. A partial batch at the end of the data is ignored (fetch responses may
-    /// end mid-batch). Empty data appends nothing.
+    /// log: each base offset at or above the LEO / the previous batch's end (a compacted
+    /// leader's log has gaps, Kafka's monotonic rule). A partial batch at the end of the data
+    /// is ignored (fetch responses may end mid-batch). Empty data appends nothing.
     #[allow(clippy::needless_pass_by_value)] // same ownership contract as append_as_leader
     pub fn append_as_follower(&self, records: Vec<u8>) -> Result<AppendResult> {
-        let (batches, valid_end) = self.validate(&records, u64::MAX, true)?;
+        let (batches, valid_end) = self.validate(&records, u64::MAX, true, false)?;
         let mut g = self.lock_open()?;
         let config = Arc::clone(&g.config);
         let leo = g.leo();
@@ -429,12 +496,13 @@ impl Log {
             });
         }
         let mut expected = leo;
+        let base_offset = batches[0].header.base_offset;
         let mut appended = Vec::with_capacity(batches.len());
         let mut record_count = 0i64;
         let mut max_timestamp = -1i64;
         for v in &batches {
             let h = v.header;
-            if h.base_offset != expected {
+            if h.base_offset < expected {
                 return Err(self.err(LogError::NonContiguousAppend { tp: Tp::default(), expected, received: h.base_offset }));
             }
             expected = h.next_offset();
@@ -468,7 +536,7 @@ impl Log {
         }
         g.unflushed_messages += record_count;
         let result = AppendResult {
-            base_offset: leo,
+            base_offset,
             last_offset: expected - 1,
             record_count,
             batch_count: i64::try_from(batches.len()).unwrap_or(i64::MAX),
@@ -605,6 +673,16 @@ impl Log {
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
         }
         g.producers = recovery::rebuild_producer_state(&g.segments, g.log_start_offset)?;
+        self.lower_cleaner_checkpoint(g, leo)
+    }
+
+    /// Data at and above `offset` is gone: nothing there is clean any more (Kafka's
+    /// `maybeTruncateCheckpoint`).
+    fn lower_cleaner_checkpoint(&self, g: &mut Inner, offset: i64) -> Result<()> {
+        if g.cleaner_checkpoint > offset {
+            g.cleaner_checkpoint = offset;
+            write_single_offset(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
+        }
         Ok(())
     }
 
@@ -632,6 +710,8 @@ impl Log {
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
             g.epochs.clear()?;
             g.producers.clear();
+            g.cleaner_checkpoint = offset;
+            write_single_offset(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
             sync_dir(&self.dir)
         };
         run(g).map_err(|e| self.err(e))
@@ -695,10 +775,11 @@ impl Log {
         Ok(n)
     }
 
-    /// Retention: deletes whole segments below the log start offset, older than
-    /// `retention.ms` (by their largest timestamp) or beyond `retention.bytes`, oldest first,
-    /// never the active segment and never a segment not entirely below the HW. Also expires
-    /// idle producer ids. Returns the number of segments deleted.
+    /// Retention: deletes whole segments below the log start offset and, when
+    /// `cleanup.policy` contains `delete`, those older than `retention.ms` (by their largest
+    /// timestamp) or beyond `retention.bytes`, oldest first, never the active segment and
+    /// never a segment not entirely below the HW. Also expires idle producer ids. Returns the
+    /// number of segments deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
         let mut g = self.lock_open()?;
         let config = Arc::clone(&g.config);
@@ -706,12 +787,12 @@ impl Log {
         let log_start = g.log_start_offset;
         let run = |g: &mut Inner| -> Result<usize> {
             let mut deleted = self.delete_oldest_while(g, |_, nb, _| nb.is_some_and(|nb| nb <= log_start))?;
-            if config.retention_ms >= 0 {
+            if config.cleanup_delete && config.retention_ms >= 0 {
                 deleted += self.delete_oldest_while(g, |s, nb, _| {
                     nb.is_some_and(|nb| nb <= hw) && now_ms.saturating_sub(s.largest_timestamp()) > config.retention_ms
                 })?;
             }
-            if config.retention_bytes >= 0 {
+            if config.cleanup_delete && config.retention_bytes >= 0 {
                 let limit = u64::try_from(config.retention_bytes).unwrap_or(0);
                 deleted += self.delete_oldest_while(g, |s, nb, total| {
                     nb.is_some_and(|nb| nb <= hw) && total.saturating_sub(limit) >= s.size && total > limit
@@ -723,12 +804,272 @@ impl Log {
         run(&mut g).map_err(|e| self.err(e))
     }
 
-    /// Rolls the active segment if it is non-empty and `segment.ms` has elapsed.
+    /// One log-cleaner pass (see `cleaner.rs` for the algorithm, file formats and crash
+    /// story). Does nothing (zero counts) unless `cleanup.policy` contains `compact`, some
+    /// inactive segment below the HW is cleanable, and the dirty ratio reaches
+    /// `min.cleanable.dirty.ratio`, `max.compaction.lag.ms` is exceeded, or `force`. Another
+    /// pass already running on this log also makes it return at once. The log lock is held
+    /// only to plan the pass and to swap the cleaned segments in, not while rewriting.
+    pub fn compact(&self, now_ms: i64, force: bool) -> Result<CompactionResult> {
+        let plan = match self.plan_compaction(now_ms, force)? {
+            Planned::Run(plan) => plan,
+            Planned::Skip { dirty_ratio } => {
+                let g = self.lock();
+                return Ok(CompactionResult { cleaned_up_to: g.cleaner_checkpoint, dirty_ratio, ..CompactionResult::default() });
+            }
+        };
+        let rewritten = self.rewrite_for_compaction(&plan, now_ms);
+        self.finish_compaction(&plan, rewritten, now_ms)
+    }
+
+    /// The unlocked middle phase of `compact`: offset map and `.cleaned` segments.
+    pub(crate) fn rewrite_for_compaction(&self, plan: &CompactionPlan, now_ms: i64) -> Result<(Vec<cleaner::CleanedGroup>, cleaner::Counts)> {
+        let map = cleaner::build_offset_map(&plan.segments)?;
+        let cx = CleanContext { dir: &self.dir, config: &plan.config, now_ms, map: &map, producer_last_offsets: &plan.producer_last_offsets };
+        let mut counts = cleaner::Counts::default();
+        let mut groups = Vec::new();
+        for r in cleaner::group_segments(&plan.segments, plan.config.segment_bytes) {
+            let base = plan.segments[r.start].base_offset;
+            match cleaner::clean_group(&plan.segments[r], &cx, &mut counts) {
+                Ok(group) => groups.push(group),
+                Err(e) => {
+                    cleaner::discard(&self.dir, base);
+                    for group in &groups {
+                        cleaner::discard(&self.dir, group.base_offset);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok((groups, counts))
+    }
+
+    /// The locked last phase of `compact`: swap the cleaned groups in (or discard them if
+    /// the log changed under the pass) and move the cleaner checkpoint.
+    pub(crate) fn finish_compaction(
+        &self,
+        plan: &CompactionPlan,
+        rewritten: Result<(Vec<cleaner::CleanedGroup>, cleaner::Counts)>,
+        now_ms: i64,
+    ) -> Result<CompactionResult> {
+        let mut g = self.lock();
+        g.cleaning = false;
+        let changed = g.closed || g.generation != plan.generation;
+        let (groups, counts) = match rewritten {
+            Ok(r) => r,
+            // A truncation or close under the pass explains a failed read: nothing was done.
+            Err(_) if changed => return Ok(CompactionResult { cleaned_up_to: g.cleaner_checkpoint, ..CompactionResult::default() }),
+            Err(e) => return Err(self.err(e)),
+        };
+        let mut result = CompactionResult {
+            records_removed: counts.records_removed,
+            tombstones_removed: counts.tombstones_removed,
+            dirty_ratio: plan.dirty_ratio,
+            ..CompactionResult::default()
+        };
+        if changed {
+            for group in &groups {
+                cleaner::discard(&self.dir, group.base_offset);
+            }
+            if g.closed {
+                return Err(self.err(LogError::Closed { tp: Tp::default(), dir: self.dir.clone() }));
+            }
+            result.cleaned_up_to = g.cleaner_checkpoint;
+            return Ok(CompactionResult { records_removed: 0, tombstones_removed: 0, ..result });
+        }
+        let mut complete = true;
+        for group in &groups {
+            if let Err(e) = self.swap_group_locked(&mut g, group, &plan.config, now_ms, &mut result, &mut complete) {
+                for rest in &groups {
+                    cleaner::discard(&self.dir, rest.base_offset);
+                }
+                return Err(self.err(e));
+            }
+        }
+        if complete && plan.end_offset > g.cleaner_checkpoint {
+            g.cleaner_checkpoint = plan.end_offset;
+            write_single_offset(&self.dir.join(CLEANER_CHECKPOINT_FILE), plan.end_offset).map_err(|e| self.err(e))?;
+        }
+        result.cleaned_up_to = g.cleaner_checkpoint;
+        Ok(result)
+    }
+
+    /// Swaps one cleaned group in, if its segments are still the ones that were cleaned
+    /// (retention may have deleted some meanwhile: the group is then discarded and
+    /// `complete` cleared).
+    fn swap_group_locked(
+        &self,
+        g: &mut Inner,
+        group: &cleaner::CleanedGroup,
+        config: &LogConfig,
+        now_ms: i64,
+        result: &mut CompactionResult,
+        complete: &mut bool,
+    ) -> Result<()> {
+        let n = group.originals.len();
+        let at = g.segments.iter().position(|s| s.base_offset == group.base_offset);
+        let unchanged = at.is_some_and(|i| {
+            i + n < g.segments.len()
+                && group.originals.iter().zip(&g.segments[i..i + n]).all(|(&(b, size), s)| s.base_offset == b && s.size == size)
+        });
+        let (Some(i), true) = (at, unchanged) else {
+            cleaner::discard(&self.dir, group.base_offset);
+            *complete = false;
+            return Ok(());
+        };
+        cleaner::swap_in(&self.dir, group)?;
+        let (mut seg, suspicious) = Segment::open(&self.dir, group.base_offset, config, now_ms, true)?;
+        if suspicious {
+            seg.recover(config, now_ms, true)?;
+            seg.flush()?;
+        }
+        seg.on_become_inactive()?;
+        let before: u64 = g.segments[i..i + n].iter().map(|s| s.size).sum();
+        drop(g.segments.splice(i..i + n, [seg]));
+        result.segments_cleaned += n;
+        result.bytes_before += before;
+        result.bytes_after += group.size;
+        Ok(())
+    }
+
+    /// The locked first phase of `compact`: what to clean, if anything.
+    pub(crate) fn plan_compaction(&self, now_ms: i64, force: bool) -> Result<Planned> {
+        let mut g = self.lock_open()?;
+        let config = Arc::clone(&g.config);
+        if !config.cleanup_compact || g.cleaning {
+            return Ok(Planned::Skip { dirty_ratio: 0.0 });
+        }
+        let leo = g.leo();
+        let first_dirty = if (g.log_start_offset..=leo).contains(&g.cleaner_checkpoint) { g.cleaner_checkpoint } else { g.log_start_offset };
+        let limit = g.high_watermark.min(g.active().base_offset);
+        let inactive = &g.segments[..g.segments.len() - 1];
+        let start = inactive.partition_point(|s| s.next_offset <= g.log_start_offset);
+        let mut end = start;
+        while end < inactive.len() {
+            let s = &inactive[end];
+            let dirty = s.next_offset > first_dirty;
+            let too_young = dirty && config.min_compaction_lag_ms > 0 && now_ms.saturating_sub(s.largest_timestamp()) < config.min_compaction_lag_ms;
+            if s.next_offset > limit || too_young {
+                break;
+            }
+            end += 1;
+        }
+        let range = &inactive[start..end];
+        if range.is_empty() {
+            return Ok(Planned::Skip { dirty_ratio: 0.0 });
+        }
+        let total: u64 = range.iter().map(|s| s.size).sum();
+        let dirty: u64 = range.iter().filter(|s| s.next_offset > first_dirty).map(|s| s.size).sum();
+        #[allow(clippy::cast_precision_loss)]
+        let dirty_ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
+        let mut lag_due = false;
+        if config.max_compaction_lag_ms < i64::MAX {
+            for s in range.iter().filter(|s| s.next_offset > first_dirty) {
+                if let Some(t) = s.first_batch_timestamp().map_err(|e| self.err(e))? {
+                    lag_due |= t > 0 && now_ms.saturating_sub(t) > config.max_compaction_lag_ms;
+                }
+            }
+        }
+        if !(force || (dirty > 0 && (dirty_ratio >= config.min_cleanable_dirty_ratio || lag_due))) {
+            return Ok(Planned::Skip { dirty_ratio });
+        }
+        let segments = range
+            .iter()
+            .map(|s| SegmentSnapshot {
+                base_offset: s.base_offset,
+                next_offset: s.next_offset,
+                size: s.size,
+                file: s.file(),
+                path: s.log_path.clone(),
+                dirty: s.next_offset > first_dirty,
+            })
+            .collect::<Vec<_>>();
+        let end_offset = range[range.len() - 1].next_offset;
+        let producer_last_offsets = g.producers.entries().into_iter().map(|e| (e.producer_id, e.last_offset())).collect();
+        g.cleaning = true;
+        Ok(Planned::Run(CompactionPlan { config, segments, end_offset, dirty_ratio, producer_last_offsets, generation: g.generation }))
+    }
+
+    /// Every non-control record in `[start_offset, max_offset)` (`None`: the LEO), at most
+    /// `max_records` of them, as `(offset, timestamp, key, value)`, decompressed. Reads whole
+    /// batches through [`Log::read`] (the lock is held per 1 MiB chunk, not for the scan).
+    /// Offsets in compaction gaps are simply absent.
+    pub fn read_records(&self, start_offset: i64, max_offset: Option<i64>, max_records: Option<usize>) -> Result<Vec<LogRecord>> {
+        let mut out = Vec::new();
+        let limit = max_records.unwrap_or(usize::MAX);
+        let mut next = start_offset;
+        let (log_start, leo) = (self.log_start_offset(), self.log_end_offset());
+        if start_offset < log_start || start_offset > leo {
+            return Err(self.err(LogError::OffsetOutOfRange { tp: Tp::default(), offset: start_offset, log_start, log_end: leo }));
+        }
+        let upper = max_offset.map_or(leo, |m| m.min(leo));
+        while next < upper && out.len() < limit {
+            let Some(region) = self.read(next, READ_RECORDS_CHUNK, None, true)? else { break };
+            let bytes = region.read_to_vec().map_err(|e| self.err(e))?;
+            let mut done = false;
+            let end = batch::scan(&mut SliceSource(&bytes), 0, Check::Framing, None, |v| {
+                let h = v.header;
+                if h.base_offset >= upper {
+                    done = true;
+                    return Ok(Control::Stop);
+                }
+                #[allow(clippy::cast_possible_truncation)]
+                let b = &bytes[v.position as usize..(v.position + h.size()) as usize];
+                if !h.is_control() {
+                    batch::for_each_record(b, v.position, |offset, timestamp, r| {
+                        if offset >= upper || out.len() >= limit {
+                            done = true;
+                            return Control::Stop;
+                        }
+                        if offset >= next {
+                            out.push(LogRecord { offset, timestamp, key: r.key.map(<[u8]>::to_vec), value: r.value.map(<[u8]>::to_vec) });
+                        }
+                        Control::Continue
+                    })?;
+                }
+                next = next.max(h.next_offset());
+                Ok(if done { Control::Stop } else { Control::Continue })
+            })
+            .map_err(|e| self.err(e))?;
+            if let Some(e) = end.error {
+                return Err(self.err(e));
+            }
+            if done || end.batches == 0 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Builds one batch from `(key, value)` pairs (timestamps = `now_ms`, no producer id,
+    /// `codec`) and appends it with [`Log::append_as_leader`]. For the broker's own writes
+    /// (group coordinator commits).
+    pub fn append_records_as_leader(
+        &self,
+        records: &[KeyValue],
+        leader_epoch: i32,
+        now_ms: i64,
+        codec: Codec,
+    ) -> Result<AppendResult> {
+        if records.is_empty() {
+            return Err(self.err(LogError::invalid(0, "append_records_as_leader needs at least one record")));
+        }
+        let b = BatchBuilder::new().codec(codec).base_timestamp(now_ms).records(records.iter().map(|(k, v)| {
+            let mut r = Rec::default();
+            r.key.clone_from(k);
+            r.value.clone_from(v);
+            r
+        }));
+        self.append_as_leader(b.build(), leader_epoch, now_ms)
+    }
+
+    /// Rolls the active segment if it is non-empty and `segment.ms` (capped by
+    /// `max.compaction.lag.ms` on compacted topics) has elapsed.
     pub fn maybe_roll(&self, now_ms: i64) -> Result<bool> {
         let mut g = self.lock_open()?;
         let config = Arc::clone(&g.config);
         let a = g.active();
-        if a.size > 0 && a.rolling_base_ms.is_some_and(|t| now_ms - t >= config.segment_ms) {
+        if a.size > 0 && a.rolling_base_ms.is_some_and(|t| now_ms - t >= config.roll_ms()) {
             self.roll_locked(&mut g).map_err(|e| self.err(e))?;
             return Ok(true);
         }

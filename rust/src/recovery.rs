@@ -1,15 +1,20 @@
 //! Opening a partition directory: load segments, recover what a crash may have torn.
 //!
 //! # Steps
-//! 1. Create the directory if missing; delete stray `.cleaned`, `.deleted`, `.swap` and
-//!    `.tmp` files (left by an interrupted compaction/deletion/atomic write) and index files
-//!    whose `.log` is gone.
+//! 1. Create the directory if missing; complete every interrupted cleaner swap (a
+//!    `<base>.log.swap` exists: see `cleaner.rs`); delete stray `.cleaned`, `.deleted`, `.swap`
+//!    and `.tmp` files (left by an uncommitted compaction, a deletion or an atomic write) and
+//!    index files whose `.log` is gone.
 //! 2. Clean shutdown = the `.clean-shutdown` marker exists (written last by `Log::close`).
 //! 3. Each segment, oldest first, is opened trusting its indexes if they pass their sanity
 //!    checks. It is *recovered* (every batch validated with the full framing loop from
 //!    `batch.rs`, the file truncated at the first torn/corrupt batch, both indexes rebuilt)
 //!    when the shutdown was unclean and the segment is not entirely below the recovery point,
-//!    or whenever its indexes are missing/corrupt or its tail does not frame.
+//!    or whenever its indexes are missing/corrupt or its tail does not frame. Offset gaps
+//!    between batches (compaction) are accepted when the topic is compacted or the segment
+//!    lies below the `cleaner-offset-checkpoint`; elsewhere a gap is corruption. (A follower
+//!    of a compacted leader whose topic was switched to `delete` would have a gapped tail cut
+//!    off by an unclean recovery and fetch it again.)
 //! 4. After a segment had to be truncated, or if a segment does not start where the previous
 //!    one ended, every later segment is deleted: the recovered log must be a *prefix* of
 //!    what was written.
@@ -26,6 +31,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cleaner::{self, CLEANER_CHECKPOINT_FILE};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::leader_epoch_cache::LeaderEpochCache;
@@ -36,7 +42,8 @@ use crate::segment::Segment;
 
 const STRAY_SUFFIXES: &[&str] = &[".cleaned", ".deleted", ".swap", ".tmp"];
 
-fn parse_base(name: &str, suffix: &str) -> Option<i64> {
+/// The base offset of `{base:020}{suffix}`.
+pub(crate) fn parse_base(name: &str, suffix: &str) -> Option<i64> {
     let stem = name.strip_suffix(suffix)?;
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit())).then(|| stem.parse().ok()).flatten()
 }
@@ -52,6 +59,7 @@ fn remove(path: &Path) -> Result<()> {
 #[allow(clippy::too_many_lines)] // one linear procedure, the steps of the module docs
 pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
     std::fs::create_dir_all(dir).ctx(dir)?;
+    cleaner::complete_interrupted_swaps(dir)?;
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
     for entry in std::fs::read_dir(dir).ctx(dir)? {
@@ -75,6 +83,8 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     let clean = marker.exists();
     let log_start_cp = read_single_offset(&dir.join(LOG_START_FILE))?;
+    // Advisory (compaction redoes work without it): a damaged file means nothing is clean.
+    let cleaner_cp = read_single_offset(&dir.join(CLEANER_CHECKPOINT_FILE)).unwrap_or(None).unwrap_or(0);
     let rp_file = read_single_offset(&dir.join(RECOVERY_POINT_FILE)).unwrap_or(None);
     let rp = match (recovery_point, rp_file) {
         (Some(a), Some(f)) => a.min(f),
@@ -104,11 +114,12 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
                 continue;
             }
         }
-        let (mut seg, suspicious) = Segment::open(dir, base, &config, now_ms)?;
+        let gaps = config.cleanup_compact || base < cleaner_cp;
+        let (mut seg, suspicious) = Segment::open(dir, base, &config, now_ms, gaps)?;
         let next_base = bases.get(i + 1).copied();
         let unflushed = !clean && next_base.is_none_or(|nb| nb > rp);
         if suspicious || unflushed {
-            let r = seg.recover(&config, now_ms)?;
+            let r = seg.recover(&config, now_ms, gaps)?;
             report.segments_recovered += 1;
             report.bytes_truncated += r.truncated_bytes;
             recovered_any = true;
@@ -176,6 +187,8 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         closed: false,
         generation: 0,
         report,
+        cleaner_checkpoint: cleaner_cp,
+        cleaning: false,
     })
 }
 

@@ -6,9 +6,17 @@
 //! (see `time_index.rs`). The base offset is the offset of the first batch the segment holds
 //! (or will hold, while empty).
 //!
+//! While the log cleaner writes a replacement segment, its three files carry a `.cleaned`
+//! suffix, then `.swap` (see `cleaner.rs`).
+//!
 //! # Invariants
 //! - Batches are contiguous: the first starts at `base_offset`, each next one at the previous
-//!   last offset + 1; `next_offset` is one past the last record (== `base_offset` when empty).
+//!   last offset + 1; `next_offset` is one past the last batch's last offset (== `base_offset`
+//!   when empty). A segment rewritten by the cleaner (or a follower's copy of one) may have
+//!   gaps instead: batch offsets only increase, the first batch may start above
+//!   `base_offset`, and batches may hold fewer records than their offset range. Opening and
+//!   recovery accept gaps only when told to (`gaps`: a compacted topic, or below the cleaner
+//!   checkpoint); elsewhere a gap is corruption.
 //! - `size` is the number of valid bytes; the file is never longer after an append completes
 //!   (a failed write is truncated back, so a full disk leaves no partial batch).
 //! - Index entries are added only every `index.interval.bytes`, at batch starts.
@@ -35,7 +43,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{self, BatchHeader, Check, Control, FileSource, HEADER_LEN};
+use crate::batch::{self, BatchHeader, Check, Control, FileSource, Offsets, HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::file_region::FileRegion;
@@ -84,17 +92,25 @@ pub struct Segment {
 }
 
 impl Segment {
-    fn paths(dir: &Path, base: i64) -> (PathBuf, PathBuf, PathBuf) {
-        (
-            dir.join(file_name(base, ".log")),
-            dir.join(file_name(base, ".index")),
-            dir.join(file_name(base, ".timeindex")),
-        )
+    /// The `.log`, `.index` and `.timeindex` paths, each followed by `suffix` (`""`,
+    /// `".cleaned"`, `".swap"`).
+    pub fn paths(dir: &Path, base: i64, suffix: &str) -> [PathBuf; 3] {
+        [
+            dir.join(file_name(base, &format!(".log{suffix}"))),
+            dir.join(file_name(base, &format!(".index{suffix}"))),
+            dir.join(file_name(base, &format!(".timeindex{suffix}"))),
+        ]
     }
 
     /// A new, empty segment (any files with its name are replaced).
     pub fn create(dir: &Path, base_offset: i64, config: &LogConfig) -> Result<Segment> {
-        let (lp, ip, tp) = Self::paths(dir, base_offset);
+        Self::create_with_suffix(dir, base_offset, config, "")
+    }
+
+    /// A new, empty segment whose files carry `suffix` after their usual names (the cleaner
+    /// writes `.cleaned` segments).
+    pub fn create_with_suffix(dir: &Path, base_offset: i64, config: &LogConfig, suffix: &str) -> Result<Segment> {
+        let [lp, ip, tp] = Self::paths(dir, base_offset, suffix);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&lp).ctx(&lp)?;
         let offset_index = OffsetIndex::create(&ip, base_offset, config.segment_index_bytes)?;
         let time_index = TimeIndex::create(&tp, base_offset, config.segment_index_bytes)?;
@@ -118,8 +134,9 @@ impl Segment {
     /// Opens an existing segment trusting its indexes if they load and pass their sanity
     /// checks. Returns `Ok(None)`-like signal through `needs_recovery` when anything is off
     /// (missing/corrupt index, torn tail), in which case the caller runs [`Self::recover`].
-    pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64) -> Result<(Segment, bool)> {
-        let (lp, ip, tp) = Self::paths(dir, base_offset);
+    /// `gaps`: the first batch may start above `base_offset` (see the invariants).
+    pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64, gaps: bool) -> Result<(Segment, bool)> {
+        let [lp, ip, tp] = Self::paths(dir, base_offset, "");
         let file = OpenOptions::new().read(true).write(true).open(&lp).ctx(&lp)?;
         let size = file.metadata().ctx(&lp)?.len();
         let mut needs_recovery = false;
@@ -187,17 +204,18 @@ impl Segment {
         if size > 0 {
             let first = seg.read_header(0)?;
             seg.rolling_base_ms = Some(if first.max_timestamp >= 0 { first.max_timestamp.min(now_ms) } else { now_ms });
-            if first.base_offset != base_offset {
+            if first.base_offset < base_offset || (!gaps && first.base_offset != base_offset) {
                 return Ok((seg, true));
             }
         }
         Ok((seg, false))
     }
 
-    /// Validates every batch (full check, offsets contiguous from `base_offset`), truncates
-    /// the file at the first bad one, and rebuilds both indexes.
-    pub fn recover(&mut self, config: &LogConfig, now_ms: i64) -> Result<Recovered> {
-        let (_, ip, tp) = Self::paths(self.log_path.parent().unwrap_or(Path::new(".")), self.base_offset);
+    /// Validates every batch (stored-batch check; offsets contiguous from `base_offset`, or
+    /// only increasing with `gaps`), truncates the file at the first bad one, and rebuilds
+    /// both indexes.
+    pub fn recover(&mut self, config: &LogConfig, now_ms: i64, gaps: bool) -> Result<Recovered> {
+        let [_, ip, tp] = Self::paths(self.log_path.parent().unwrap_or(Path::new(".")), self.base_offset, "");
         self.offset_index = OffsetIndex::create(&ip, self.base_offset, config.segment_index_bytes)?;
         self.time_index = TimeIndex::create(&tp, self.base_offset, config.segment_index_bytes)?;
         self.next_offset = self.base_offset;
@@ -209,7 +227,8 @@ impl Segment {
         let path = self.log_path.clone();
         let mut src = FileSource::new(&file, &path, self.size);
         let mut first_ts = None;
-        let end = batch::scan(&mut src, 0, Check::Full, Some(self.base_offset), |v| {
+        let offsets = if gaps { Offsets::Increasing(self.base_offset) } else { Offsets::Contiguous(self.base_offset) };
+        let end = batch::scan(&mut src, 0, Check::Stored, offsets, |v| {
             let summary = v.records.expect("full scan summarizes records");
             let h = v.header;
             let off_of_max = if h.is_log_append_time() {
@@ -273,7 +292,7 @@ impl Segment {
             return false;
         }
         self.size + incoming > config.segment_bytes
-            || self.rolling_base_ms.is_some_and(|t| now_ms - t >= config.segment_ms)
+            || self.rolling_base_ms.is_some_and(|t| now_ms - t >= config.roll_ms())
             || self.offset_index.is_full()
             || self.time_index.is_full()
             || last_offset - self.base_offset > i64::from(i32::MAX)
@@ -423,7 +442,7 @@ impl Segment {
         let file = Arc::clone(&self.file);
         let path = self.log_path.clone();
         let mut src = FileSource::new(&file, &path, self.size);
-        batch::scan(&mut src, from_pos, Check::Full, None, |v| {
+        batch::scan(&mut src, from_pos, Check::Stored, None, |v| {
             let h = v.header;
             if h.max_timestamp > max {
                 max = h.max_timestamp;
@@ -440,15 +459,25 @@ impl Segment {
         Ok(())
     }
 
-    /// Removes the batch holding `offset` and everything after it. Returns bytes removed.
+    /// Removes the batch holding `offset` (or, in a gap, the first batch after it) and
+    /// everything after it. The next offset becomes the end of the last remaining batch, so
+    /// after a truncation into a compaction gap it may be below `offset`. Returns bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
         let Some((pos, h)) = self.translate_offset(offset)? else { return Ok(0) };
         let removed = self.size - pos;
         self.file.set_len(pos).ctx(&self.log_path)?;
         self.size = pos;
-        self.next_offset = h.base_offset;
-        self.offset_index.truncate_to(self.next_offset)?;
-        self.time_index.truncate_to(self.next_offset)?;
+        self.offset_index.truncate_to(h.base_offset)?;
+        self.time_index.truncate_to(h.base_offset)?;
+        // The last remaining batch: a header scan from the last index entry.
+        let from = self.offset_index.last_entry().map_or(0, |(_, p)| u64::from(p));
+        let mut last_next = self.base_offset;
+        let mut src = FileSource::new(&self.file, &self.log_path, self.size);
+        batch::scan(&mut src, from, Check::Framing, None, |v| {
+            last_next = v.header.next_offset();
+            Ok(Control::Continue)
+        })?;
+        self.next_offset = last_next;
         let from = self.offset_index.last_entry().map_or(0, |(_, p)| u64::from(p));
         // Time entries can name an offset inside the last indexed batch, so rescan from the
         // batch holding the last time entry's offset.
@@ -545,6 +574,19 @@ impl Segment {
     pub fn offset_index_entry(&self, i: usize) -> (i64, u32) {
         self.offset_index.entry(i)
     }
+
+    /// The log file handle (the cleaner reads inactive segments without the log lock).
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.file)
+    }
+
+    /// maxTimestamp of the first batch (max.compaction.lag.ms), `None` when empty.
+    pub fn first_batch_timestamp(&self) -> Result<Option<i64>> {
+        if self.size == 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.read_header(0)?.max_timestamp))
+    }
 }
 
 #[allow(dead_code)]
@@ -621,7 +663,7 @@ mod tests {
         let (n_idx, next, max) = (seg.offset_index_len(), seg.next_offset, seg.max_timestamp);
         seg.on_become_inactive().unwrap();
         drop(seg);
-        let (re, needs) = Segment::open(dir.path(), 0, &config, 0).unwrap();
+        let (re, needs) = Segment::open(dir.path(), 0, &config, 0, false).unwrap();
         assert!(!needs);
         assert_eq!((re.offset_index_len(), re.next_offset, re.max_timestamp), (n_idx, next, max));
     }
@@ -635,9 +677,9 @@ mod tests {
         seg.on_become_inactive().unwrap();
         drop(seg);
         std::fs::write(dir.path().join(file_name(0, ".index")), [0xFFu8; 16]).unwrap();
-        let (mut re, needs) = Segment::open(dir.path(), 0, &config, 0).unwrap();
+        let (mut re, needs) = Segment::open(dir.path(), 0, &config, 0, false).unwrap();
         assert!(needs);
-        let r = re.recover(&config, 0).unwrap();
+        let r = re.recover(&config, 0, false).unwrap();
         assert_eq!(r.truncated_bytes, 0);
         assert_eq!(re.next_offset, 20);
         assert!(re.offset_index_len() > 0);

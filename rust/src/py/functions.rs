@@ -5,10 +5,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::gil::EnterCore;
-use super::log::extract_bytes;
+use super::log::{codec_named, extract_bytes};
 use crate::batch::{self, Check, Control, SliceSource};
 use crate::builder::{BatchBuilder, Rec};
-use crate::compression::Codec;
 use crate::error::LogError;
 use crate::offset_checkpoint;
 
@@ -73,9 +72,7 @@ pub fn encode_batch<'py>(
     base_sequence: i32,
     transactional: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let codec = Codec::ALL.into_iter().find(|c| c.name() == compression).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!("unknown compression {compression:?}: none, gzip, snappy, lz4 or zstd"))
-    })?;
+    let codec = codec_named(compression)?;
     let mut b = BatchBuilder::new()
         .codec(codec)
         .base_timestamp(base_timestamp)

@@ -8,9 +8,21 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 
 use super::gil::EnterCore;
+use crate::cleaner::CompactionResult;
+use crate::compression::Codec;
 use crate::config::LogConfig;
 use crate::file_region::FileRegion;
-use crate::log::{AppendResult, Log};
+use crate::log::{AppendResult, KeyValue, Log};
+
+/// `(offset, timestamp, key, value)` as `Log.read_records` returns it.
+type PyRecord<'py> = (i64, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
+
+/// The codec called `name` ("none", "gzip", "snappy", "lz4", "zstd"), else ValueError.
+pub fn codec_named(name: &str) -> PyResult<Codec> {
+    Codec::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("unknown compression {name:?}: none, gzip, snappy, lz4 or zstd"))
+    })
+}
 
 /// Copies any bytes-like object into an owned buffer (the leader rewrites offsets in place,
 /// so a private copy is needed anyway). bytes and bytearray are copied directly; other
@@ -115,6 +127,45 @@ impl PyLog {
         let bytes = extract_bytes(records)?;
         let r = py.enter_core(|| self.log.append_as_leader(bytes, leader_epoch, now_ms))?;
         Ok(PyAppendResult(r))
+    }
+
+    /// Builds one batch from `(key, value)` pairs in Rust and appends it as the leader.
+    #[pyo3(signature = (records, leader_epoch, now_ms, compression="none"))]
+    fn append_records_as_leader(
+        &self,
+        py: Python<'_>,
+        records: Vec<KeyValue>,
+        leader_epoch: i32,
+        now_ms: i64,
+        compression: &str,
+    ) -> PyResult<PyAppendResult> {
+        let codec = codec_named(compression)?;
+        let r = py.enter_core(|| self.log.append_records_as_leader(&records, leader_epoch, now_ms, codec))?;
+        Ok(PyAppendResult(r))
+    }
+
+    /// `[(offset, timestamp, key, value), ...]` of the non-control records in
+    /// `[start_offset, max_offset)`, decompressed; the scan runs with the GIL released.
+    #[pyo3(signature = (start_offset, max_offset=None, max_records=None))]
+    fn read_records<'py>(
+        &self,
+        py: Python<'py>,
+        start_offset: i64,
+        max_offset: Option<i64>,
+        max_records: Option<usize>,
+    ) -> PyResult<Vec<PyRecord<'py>>> {
+        let records = py.enter_core(|| self.log.read_records(start_offset, max_offset, max_records))?;
+        Ok(records
+            .into_iter()
+            .map(|r| (r.offset, r.timestamp, r.key.map(|k| PyBytes::new(py, &k)), r.value.map(|v| PyBytes::new(py, &v))))
+            .collect())
+    }
+
+    /// One log-cleaner pass (a no-op unless cleanup.policy contains compact).
+    #[pyo3(signature = (now_ms, force=false))]
+    fn compact(&self, py: Python<'_>, now_ms: i64, force: bool) -> PyResult<PyCompactionResult> {
+        let r = py.enter_core(|| self.log.compact(now_ms, force))?;
+        Ok(PyCompactionResult(r))
     }
 
     fn append_as_follower(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PyAppendResult> {
@@ -269,6 +320,49 @@ impl PyAppendResult {
             r.log_start_offset,
             if r.duplicate { "True" } else { "False" },
             r.size_bytes
+        )
+    }
+}
+
+/// What a cleaning pass did. Read-only.
+#[pyclass(name = "CompactionResult", module = "logbroker._core", frozen)]
+pub struct PyCompactionResult(CompactionResult);
+
+#[pymethods]
+impl PyCompactionResult {
+    #[getter]
+    fn segments_cleaned(&self) -> usize {
+        self.0.segments_cleaned
+    }
+    #[getter]
+    fn bytes_before(&self) -> u64 {
+        self.0.bytes_before
+    }
+    #[getter]
+    fn bytes_after(&self) -> u64 {
+        self.0.bytes_after
+    }
+    #[getter]
+    fn records_removed(&self) -> u64 {
+        self.0.records_removed
+    }
+    #[getter]
+    fn tombstones_removed(&self) -> u64 {
+        self.0.tombstones_removed
+    }
+    #[getter]
+    fn cleaned_up_to(&self) -> i64 {
+        self.0.cleaned_up_to
+    }
+    #[getter]
+    fn dirty_ratio(&self) -> f64 {
+        self.0.dirty_ratio
+    }
+    fn __repr__(&self) -> String {
+        let r = &self.0;
+        format!(
+            "CompactionResult(segments_cleaned={}, bytes_before={}, bytes_after={}, records_removed={}, tombstones_removed={}, cleaned_up_to={}, dirty_ratio={:.3})",
+            r.segments_cleaned, r.bytes_before, r.bytes_after, r.records_removed, r.tombstones_removed, r.cleaned_up_to, r.dirty_ratio
         )
     }
 }

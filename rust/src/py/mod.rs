@@ -2,7 +2,7 @@
 //!
 //! - `errors.rs`: the exception hierarchy and the single `LogError` → `PyErr` conversion;
 //! - `gil.rs`: the single GIL-release helper (`enter_core`);
-//! - `log.rs`: `Log`, `AppendResult`, `FileRegion`;
+//! - `log.rs`: `Log`, `AppendResult`, `CompactionResult`, `FileRegion`;
 //! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`.
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
@@ -21,6 +21,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<log::PyLog>()?;
     m.add_class::<log::PyAppendResult>()?;
+    m.add_class::<log::PyCompactionResult>()?;
     m.add_class::<log::PyFileRegion>()?;
     m.add_function(wrap_pyfunction!(functions::write_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
