@@ -415,6 +415,7 @@ class Comparison:
             for s in steps:
                 if bar is not None:
                     bar.set_description(s.label[:60])
+                ts = time.monotonic()
                 try:
                     s.fn()
                 except Exception:  # noqa: BLE001 - one broken step must not lose the rest
@@ -423,6 +424,7 @@ class Comparison:
                     self.log(f"step failed: {s.label}\n{msg}")
                     if s.fn == self.step_install or s.fn == self.step_start_both:
                         raise
+                self.meta.setdefault("step_seconds", []).append([s.label, round(time.monotonic() - ts, 2)])
                 if bar is not None:
                     bar.update(s.weight)
         finally:
