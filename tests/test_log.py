@@ -443,6 +443,18 @@ def test_truncate_to_and_fully(log):
     assert [(o, v) for o, _, _, v in read_all(log)] == [(500, b"z")]
 
 
+def test_follower_accepts_offset_gaps_not_regressions(log):
+    batch = bytearray(encode_batch([b"a", b"b"]))
+    log.append_as_follower(bytes(batch))
+    batch[0:8] = struct.pack(">q", 10)  # a compacted leader dropped offsets 2..9
+    r = log.append_as_follower(bytes(batch))
+    assert (r.base_offset, r.last_offset, log.log_end_offset) == (10, 11, 12)
+    assert [o for o, *_ in read_all(log)] == [0, 1, 10, 11]
+    assert log.read(5, 1 << 20) is not None  # an offset in the gap reads the next batch
+    with pytest.raises(InvalidRecordError, match="backwards"):
+        log.append_as_follower(bytes(batch))
+
+
 def test_retention_by_bytes_and_time(log_dir):
     lg = Log.open(log_dir, "topic", 0, dict(SMALL), None, 0)
     fill(lg, 20, per=3, now=1_000)

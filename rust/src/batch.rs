@@ -939,6 +939,67 @@ mod tests {
         assert_eq!(seen, [(1234, 99_999), (1235, 99_999)]);
     }
 
+    /// A dense batch of 4 records rewritten as the cleaner does: records 1 and 3 kept.
+    fn sparse_batch() -> Vec<u8> {
+        let dense = batch(4);
+        let h = BatchHeader::parse(&dense);
+        let mut region = Vec::new();
+        walk_records(&dense[HEADER_LEN..], &h, 0, |r| {
+            if r.offset_delta % 2 == 1 {
+                encode_record(&mut region, r, r.timestamp_delta);
+            }
+        })
+        .unwrap();
+        BatchHeader { records_count: 2, ..h }.assemble(&region)
+    }
+
+    #[test]
+    fn stored_check_accepts_cleaned_batches_full_check_does_not() {
+        let sparse = sparse_batch();
+        let empty = BatchHeader { records_count: 0, attributes: 0, ..BatchHeader::parse(&sparse) }.assemble(&[]);
+        for b in [&sparse, &empty] {
+            assert!(matches!(expect_err(b), LogError::InvalidRecord { .. }), "client rule: dense batches only");
+            let end = scan(&mut SliceSource(b), 0, Check::Stored, None, |_| Ok(Control::Continue)).unwrap();
+            assert!(end.error.is_none(), "{:?}", end.error);
+        }
+        let mut seen = vec![];
+        for_each_record(&sparse, 0, |o, t, r| {
+            seen.push((o, t, r.key.unwrap().to_vec()));
+            Control::Continue
+        })
+        .unwrap();
+        assert_eq!(seen, [(1, 1001, b"k1".to_vec()), (3, 1003, b"k3".to_vec())]);
+        // More records than the offset range, or deltas out of order, stay invalid.
+        let h = BatchHeader::parse(&sparse);
+        let too_many = BatchHeader { last_offset_delta: 0, ..h }.assemble(&sparse[HEADER_LEN..]);
+        let end = scan(&mut SliceSource(&too_many), 0, Check::Stored, None, |_| Ok(Control::Continue)).unwrap();
+        assert!(matches!(end.error, Some(LogError::InvalidRecord { .. })));
+    }
+
+    #[test]
+    fn increasing_offsets_allow_gaps_not_regressions() {
+        let mut data = batch(2);
+        let mut second = batch(2);
+        set_base_offset(&mut second, 7);
+        data.extend_from_slice(&second);
+        let end = scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
+        assert_eq!((end.batches, end.error.is_none()), (2, true));
+        set_base_offset(&mut data[..], 8);
+        let end = scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
+        assert_eq!(end.batches, 1);
+        assert!(end.error.unwrap().to_string().contains("backwards"));
+    }
+
+    #[test]
+    fn assemble_matches_the_builder_and_delete_horizon_reads_back() {
+        let b = batch(3);
+        let h = BatchHeader::parse(&b);
+        assert_eq!(h.assemble(&b[HEADER_LEN..]), b);
+        assert_eq!(h.delete_horizon(), None);
+        let with = BatchHeader { attributes: h.attributes | DELETE_HORIZON_BIT, base_timestamp: 5_000, ..h }.assemble(&[]);
+        assert_eq!(BatchHeader::parse(&with).delete_horizon(), Some(5_000));
+    }
+
     #[test]
     fn sequence_wraps() {
         assert_eq!(add_sequence(i32::MAX, 1), 0);

@@ -60,8 +60,9 @@ pub enum LogError {
     #[error("producer {producer_id} in {tp} has epoch {received}, which is older than the current epoch {current}")]
     InvalidProducerEpoch { tp: Tp, producer_id: i64, current: i16, received: i16 },
 
-    /// A follower append whose offsets do not continue the log.
-    #[error("follower append to {tp} is not contiguous: expected base offset {expected}, got {received}")]
+    /// A follower append whose offsets go backwards (below the LEO or the previous batch's
+    /// end). Gaps are fine: a compacted leader's log has them.
+    #[error("follower append to {tp} goes backwards: expected base offset {expected} or above, got {received}")]
     NonContiguousAppend { tp: Tp, expected: i64, received: i64 },
 
     /// An index or checkpoint file that fails its sanity check.
