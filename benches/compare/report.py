@@ -25,9 +25,9 @@ GOALS = {
 SENDFILE_GOAL = 0.5
 LABEL = {"produce": "Produce", "consume": "Consume", "coldstart": "Cold start to first produce",
          "idle_rss": "Idle RSS", "e2e_p50": "End-to-end latency p50", "e2e_p99": "End-to-end latency p99",
-         "e2e_p999": "End-to-end latency p99.9", "e2e_p50_req": "End-to-end latency p50, one request per record",
-         "e2e_p99_req": "End-to-end latency p99, one request per record",
-         "e2e_p999_req": "End-to-end latency p99.9, one request per record"}
+         "e2e_p999": "End-to-end latency p99.9", "e2e_p50_req": "End-to-end latency p50 (one request per record)",
+         "e2e_p99_req": "End-to-end latency p99 (one request per record)",
+         "e2e_p999_req": "End-to-end latency p99.9 (one request per record)"}
 
 
 def med(xs):
@@ -133,9 +133,13 @@ def resource_rows(res: dict) -> list[dict]:
     """CPU seconds per GB moved and peak RSS under load, per broker, per pair."""
     pairs = res["meta"]["profile"]["pairs"]
     out = []
-    for metric, client, label in (("produce", "kafka-producer-perf-test", "CPU per GB produced (kafka-producer-perf-test runs)"),
-                                  ("produce", "confluent-kafka", "CPU per GB produced (confluent-kafka runs)"),
-                                  ("consume", "confluent-kafka", "CPU per GB consumed (confluent-kafka runs)")):
+    for metric, client, label, short in (
+            ("produce", "kafka-producer-perf-test", "CPU per GB produced (kafka-producer-perf-test runs)",
+             "CPU s per GB produced, perf-test"),
+            ("produce", "confluent-kafka", "CPU per GB produced (confluent-kafka runs)",
+             "CPU s per GB produced, confluent-kafka"),
+            ("consume", "confluent-kafka", "CPU per GB consumed (confluent-kafka runs)",
+             "CPU s per GB consumed, confluent-kafka")):
         per = {}
         for b in ("logbroker", "kafka"):
             vals = []
@@ -150,7 +154,7 @@ def resource_rows(res: dict) -> list[dict]:
                 vals.append(cpu / (nbytes / 1e9) if nbytes else None)
             per[b] = vals
         ratios = [x / y if x is not None and y else None for x, y in zip(per["logbroker"], per["kafka"])]
-        out.append({"what": label, "unit": "s/GB", "lb": med(per["logbroker"]), "kafka": med(per["kafka"]),
+        out.append({"what": label, "short": short, "unit": "s/GB", "lb": med(per["logbroker"]), "kafka": med(per["kafka"]),
                     "ratios": ratios, "ratio": med(ratios)})
     peaks = {}
     for b in ("logbroker", "kafka"):
@@ -158,9 +162,32 @@ def resource_rows(res: dict) -> list[dict]:
                 if s["broker"] == b and s["value"] is not None and s["metric"] in ("produce", "consume", "e2e", "e2e_req")]
         vals = [v for v in vals if v]
         peaks[b] = max(vals) / 1e6 if vals else None
-    out.append({"what": "Peak RSS under load (max over all produce/consume/latency runs)", "unit": "MB",
+    out.append({"what": "Peak RSS under load (max over all produce/consume/latency runs)", "short": "Peak RSS under load",
+                "unit": "MB",
                 "lb": peaks["logbroker"], "kafka": peaks["kafka"], "ratios": [],
                 "ratio": peaks["logbroker"] / peaks["kafka"] if peaks["logbroker"] and peaks["kafka"] else None})
+    return out
+
+
+def core_rows(res: dict) -> list[dict]:
+    out = []
+    for metric, client, label in (("produce", "kafka-producer-perf-test", "produce, kafka-producer-perf-test"),
+                                  ("produce", "confluent-kafka", "produce, confluent-kafka"),
+                                  ("consume", "confluent-kafka", "consume, confluent-kafka"),
+                                  ("e2e", "confluent-kafka", "latency, 5k msg/s"),
+                                  ("e2e_req", "confluent-kafka", "latency, one request per record")):
+        row = {"what": label}
+        ok = True
+        for b, k in (("logbroker", "lb"), ("kafka", "kf")):
+            runs = [s["extra"] for s in res["samples"] if s["metric"] == metric and s["client"] == client
+                    and s["broker"] == b and s["value"] is not None and s["extra"].get("wall_s")]
+            if not runs:
+                ok = False
+                break
+            row[f"{k}_b"] = med([e["broker_cpu_s"] / e["wall_s"] for e in runs])
+            row[f"{k}_c"] = med([e["client_cpu_s"] / e["wall_s"] for e in runs])
+        if ok:
+            out.append(row)
     return out
 
 
@@ -189,6 +216,8 @@ def _idle(frames: list[str]) -> bool:
 
 
 def _category(frames: list[str]) -> str:
+    if any("WakeupSocketpair" in f or "run_sync_soon" in f or "start_thread_soon" in f for f in frames):
+        return "thread hand-off (trio.to_thread)"
     for f in reversed(frames):
         name = f.split(" (", 1)[0]
         if name in _SOCKET:
@@ -251,29 +280,34 @@ def plots(res: dict, img_dir: Path, prefix: str = "side-by-side") -> dict[str, P
     out = {}
     kv = res["meta"].get("kafka_version", "?")
 
-    # throughput: produce and consume rows with a value for at least one broker
-    tp = [r for r in rows if r["metric"] in ("produce", "consume") and (r["lb"] or r["kafka"])]
-    if tp:
-        fig, ax = plt.subplots(figsize=(10, 0.42 * len(tp) + 1.6))
-        ys = list(range(len(tp)))[::-1]
-        h = 0.38
-        for j, b in enumerate(("logbroker", "kafka")):
-            key, pk = ("lb", "lb_pairs") if b == "logbroker" else ("kafka", "kafka_pairs")
-            vals = [r[key] or 0 for r in tp]
-            pos = [y + (h / 2 if j == 0 else -h / 2) for y in ys]
-            ax.barh(pos, vals, height=h, color=COLORS[b], label=b if b == "logbroker" else f"Kafka {kv}")
-            for p, r in zip(pos, tp):
-                pts = [v for v in r[pk] if v is not None]
-                ax.plot(pts, [p] * len(pts), "k|", ms=7)
-        ax.set_yticks(ys)
-        ax.set_yticklabels([f"{r['what'].lower()} · {r['config']} · {_short(r['client'])}" for r in tp], fontsize=8)
-        ax.set_xlabel("MB/s (10^6 bytes of record payload per second; bar = median, ticks = single runs)")
-        sf = res["meta"].get("limits", {}).get("sendfile", {}).get("median")
-        if sf and sf < 2.5 * max((r["lb"] or 0) for r in tp):
-            ax.axvline(sf, color="gray", ls="--", lw=1, label="sendfile limit")
-        ax.legend(loc="lower right", fontsize=8)
-        ax.set_title("Throughput, logbroker vs Apache Kafka (same machine, same run)")
-        ax.grid(axis="x", alpha=0.3)
+    # throughput: produce and consume rows with a value for at least one broker, one panel each
+    sf = res["meta"].get("limits", {}).get("sendfile", {}).get("median")
+    panels = [(m, [r for r in rows if r["metric"] == m and (r["lb"] or r["kafka"])]) for m in ("produce", "consume")]
+    panels = [(m, tp) for m, tp in panels if tp]
+    if panels:
+        heights = [len(tp) + 1.5 for _, tp in panels]
+        fig, axes = plt.subplots(len(panels), 1, figsize=(10, 0.36 * sum(heights) + 1.2),
+                                 gridspec_kw={"height_ratios": heights}, squeeze=False)
+        for ax, (m, tp) in zip(axes[:, 0], panels):
+            ys = list(range(len(tp)))[::-1]
+            h = 0.38
+            for j, b in enumerate(("logbroker", "kafka")):
+                key, pk = ("lb", "lb_pairs") if b == "logbroker" else ("kafka", "kafka_pairs")
+                pos = [y + (h / 2 if j == 0 else -h / 2) for y in ys]
+                ax.barh(pos, [r[key] or 0 for r in tp], height=h, color=COLORS[b],
+                        label=b if b == "logbroker" else f"Kafka {kv}")
+                for p, r in zip(pos, tp):
+                    pts = [v for v in r[pk] if v is not None]
+                    ax.plot(pts, [p] * len(pts), "k|", ms=7)
+            ax.set_yticks(ys)
+            ax.set_yticklabels([f"{r['config']} · {_short(r['client'])}" for r in tp], fontsize=8)
+            if m == "consume" and sf:
+                ax.axvline(sf, color="gray", ls="--", lw=1, label=f"sendfile limit ({sf:,.0f})")
+                ax.axvline(sf * 0.5, color="gray", ls=":", lw=1, label="50% of it (goal)")
+            ax.set_title(f"{m.capitalize()} throughput, MB/s (bar = median, ticks = single runs)", fontsize=10)
+            ax.legend(loc="lower right", fontsize=8)
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle("logbroker vs Apache Kafka, same machine, same run (higher is better)", fontsize=10)
         fig.tight_layout()
         out["throughput"] = img_dir / f"{prefix}-throughput.png"
         fig.savefig(out["throughput"], dpi=110)
@@ -293,8 +327,9 @@ def plots(res: dict, img_dir: Path, prefix: str = "side-by-side") -> dict[str, P
                 pts = [v for v in r[pk] if v is not None]
                 ax.plot([p] * len(pts), pts, "k_", ms=10)
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([r["what"].replace("End-to-end latency ", "").replace(
-            ", one request per record", "\none request\nper record") for r in lat], fontsize=8)
+        ax.set_xticklabels([r["what"].replace("End-to-end latency ", "").replace(" (one request per record)", "") + "\n" + r["config"].split(" x ")[0]
+                            + ("\nlinger.ms=0" if "one request" in r["what"] else "")
+                            for r in lat], fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("produce -> consume latency, ms (log scale)")
         ax.set_title("End-to-end latency: " + "; ".join(sorted({r["config"].rsplit(", acks", 1)[0] for r in lat})),
@@ -315,8 +350,7 @@ def plots(res: dict, img_dir: Path, prefix: str = "side-by-side") -> dict[str, P
             ax.bar([0, 1], [r["lb"] or 0, r["kafka"] or 0], color=[COLORS["logbroker"], COLORS["kafka"]])
             ax.set_xticks([0, 1])
             ax.set_xticklabels(["logbroker", "Kafka"], fontsize=8)
-            title = r["what"].split(" (")[0]
-            ax.set_title(_wrap(title, 22), fontsize=8)
+            ax.set_title(_wrap(r.get("short", r["what"].split(" (")[0]), 22), fontsize=8)
             ax.set_ylabel(r["unit"], fontsize=8)
             ax.tick_params(axis="y", labelsize=7)
         fig.suptitle("Start-up, memory and CPU cost (broker process only; lower is better)", fontsize=9)
@@ -464,6 +498,14 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
     for r in resource_rows(res):
         pr = ", ".join("–" if x is None else f"{x:.2f}" for x in r["ratios"])
         a(f"| {r['what']} | {fmt(r['lb'], r['unit'])} | {fmt(r['kafka'], r['unit'])} | {rfmt(r['ratio'])} | {pr} |")
+    a("")
+    a("Where the two cores went during the runs (median over runs; cores = CPU seconds / wall seconds; "
+      "the load generators are the client processes):")
+    a("")
+    a("| runs | broker cores, logbroker | client cores, vs logbroker | broker cores, Kafka | client cores, vs Kafka |")
+    a("| --- | ---: | ---: | ---: | ---: |")
+    for r in core_rows(res):
+        a(f"| {r['what']} | {r['lb_b']:.2f} | {r['lb_c']:.2f} | {r['kf_b']:.2f} | {r['kf_c']:.2f} |")
     fmts = [s["extra"].get("format_s") for s in res["samples"] if s["metric"] == "coldstart" and s["broker"] == "kafka"
             and s["extra"].get("format_s")]
     lst = {b: med([s["extra"].get("listening_s") for s in res["samples"] if s["metric"] == "coldstart"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -54,8 +55,8 @@ class Profile:
     segment_bytes: int = 268_435_456
 
 
-FULL = Profile("full", pairs=3, java_records={100: 1_500_000, 1024: 250_000},
-               ck_records={100: 500_000, 1024: 150_000}, consume_bytes=1 << 30)
+FULL = Profile("full", pairs=3, java_records={100: 2_500_000, 1024: 400_000},
+               ck_records={100: 1_500_000, 1024: 400_000}, consume_bytes=1 << 30)
 QUICK = Profile("quick", pairs=1, java_records={100: 300_000, 1024: 50_000},
                 ck_records={100: 100_000, 1024: 30_000}, consume_bytes=128 << 20,
                 e2e_seconds=3.0, e2e_skip=500, idle_wait=2.0, limits_bytes=256 << 20, limits_repeats=1)
@@ -139,13 +140,20 @@ class Comparison:
         return f"{stem}-{self.topic_seq}"
 
     def _measured(self, peer, fn) -> dict:
+        """Run fn (which runs load-generator subprocesses to completion) and add the broker's CPU
+        and peak RSS, the load generators' CPU (RUSAGE_CHILDREN) and the wall time."""
         c0 = peer.cpu()
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
         self.sampler.watch(peer.pid)
         try:
             d = fn()
         finally:
             peak = self.sampler.release()
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        d["wall_s"] = time.monotonic() - t0
         d["broker_cpu_s"] = peer.cpu() - c0
+        d["client_cpu_s"] = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
         d["broker_peak_rss"] = peak
         return d
 
@@ -285,12 +293,15 @@ class Comparison:
                                                               self.p.consume_size, count, "1"))
         self.consume_topics[(broker, parts)] = (topic, count)
         self.meta.setdefault("fill", {})[f"{broker}/p{parts}"] = d
-        # page cache warm: read every file of the broker's data directory once
-        for f in Path(peer.data_dir).rglob("*"):
-            if f.is_file():
-                with open(f, "rb") as fh:
-                    while fh.read(1 << 22):
-                        pass
+        # page cache warm: read the topic's files once (other topics' dirs may be going away)
+        for d in Path(peer.data_dir).glob(f"{topic}-*"):
+            for f in list(d.iterdir()):
+                try:
+                    with open(f, "rb") as fh:
+                        while fh.read(1 << 22):
+                            pass
+                except (FileNotFoundError, IsADirectoryError):
+                    pass
 
     def step_consume(self, client: str, parts: int, broker: str, pair: int) -> None:
         cname = {"ck": "confluent-kafka", "java": "kafka-consumer-perf-test", "ours": "logbroker client"}[client]
