@@ -8,7 +8,9 @@
 //!    cleaned. Segments entirely below the cleaner checkpoint are *clean*, the rest *dirty*.
 //! 2. *Should it run?* `force`, or dirty bytes > 0 and either dirty bytes / cleanable bytes >=
 //!    `min.cleanable.dirty.ratio` or the oldest dirty batch (first-batch maxTimestamp) is older
-//!    than `max.compaction.lag.ms`.
+//!    than `max.compaction.lag.ms`, or the earliest delete horizon kept by the last pass has
+//!    passed (KIP-534: expired tombstones go without new writes). After a restart that
+//!    horizon is unknown, so the first call on a log that was cleaned before runs a pass.
 //! 3. *Offset map* (no lock): exact key bytes → offset of the key's latest record, over the
 //!    dirty segments of the range.
 //! 4. *Rewrite* (no lock): the range is cut into groups of consecutive segments whose sizes
@@ -43,8 +45,8 @@
 //! bit 6 set and baseTimestamp = now + `delete.retention.ms` (record timestamp deltas are
 //! re-based on it). A later pass at or after the horizon drops the batch's tombstones. So a
 //! tombstone survives at least `delete.retention.ms` after the first pass that saw it, which
-//! lets a consumer that started before see it; a pass runs only when triggered (dirty ratio,
-//! max lag, or `force`).
+//! lets a consumer that started before see it. Each pass remembers the earliest horizon it
+//! kept, and the first call after it passes runs a pass even without new writes.
 //!
 //! # Files (in the partition directory)
 //! ```text
@@ -149,6 +151,14 @@ pub(crate) struct CleanContext<'a> {
 pub(crate) struct Counts {
     pub records_removed: u64,
     pub tombstones_removed: u64,
+    /// Earliest delete horizon of the batches that kept tombstones.
+    pub earliest_horizon: Option<i64>,
+}
+
+impl Counts {
+    fn note_horizon(&mut self, h: i64) {
+        self.earliest_horizon = Some(self.earliest_horizon.map_or(h, |e| e.min(h)));
+    }
 }
 
 fn scan_segment(s: &SegmentSnapshot, mut visit: impl FnMut(&batch::Visited<'_>) -> Result<Control>) -> Result<()> {
@@ -249,13 +259,16 @@ fn filter_batch(h: &BatchHeader, bytes: &[u8], position: u64, cx: &CleanContext<
     })?;
     counts.records_removed += removed;
     counts.tombstones_removed += tombstones_removed;
+    let new_horizon = tombstones_kept.then(|| horizon.unwrap_or_else(|| cx.now_ms.saturating_add(cx.config.delete_retention_ms)));
+    if let Some(h) = new_horizon {
+        counts.note_horizon(h);
+    }
     if removed == 0 && (!tombstones_kept || horizon.is_some()) {
         return Ok(Outcome::Verbatim);
     }
     if kept.is_empty() {
         return Ok(Outcome::Emptied);
     }
-    let new_horizon = tombstones_kept.then(|| horizon.unwrap_or_else(|| cx.now_ms.saturating_add(cx.config.delete_retention_ms)));
     let ts_of = |r: &RecordView<'_>| h.base_timestamp.wrapping_add(r.timestamp_delta);
     let base_timestamp = new_horizon.unwrap_or_else(|| ts_of(&kept[0]));
     let mut plain = Vec::with_capacity(region.len());

@@ -11,6 +11,9 @@
 //!   so it stays valid even if retention deletes or `close` closes the segment meanwhile;
 //! - `flush`/`maybe_flush` collect file handles under the lock and `fsync` outside it; the
 //!   recovery point only advances if no truncation happened in between (a generation count);
+//! - `compact` holds it to plan a cleaning pass and to swap the cleaned segments in; the
+//!   rewrite in between reads inactive segments through their `Arc<File>` without it, and is
+//!   discarded if a truncation (generation count) or retention changed them meanwhile;
 //! - nothing inside reads the wall clock: callers pass `now_ms` (the injected clock).
 //!
 //! # Directory (`<data>/<topic>-<partition>/`)
@@ -190,6 +193,9 @@ pub(crate) struct Inner {
     pub cleaner_checkpoint: i64,
     /// A cleaning pass is between its first and last locked phase.
     pub cleaning: bool,
+    /// Earliest delete horizon of the tombstones the last pass kept (`i64::MIN`: unknown,
+    /// after a restart); a pass is due once it has passed.
+    pub earliest_horizon: Option<i64>,
 }
 
 impl Inner {
@@ -878,10 +884,15 @@ impl Log {
             return Ok(CompactionResult { records_removed: 0, tombstones_removed: 0, ..result });
         }
         let mut complete = true;
-        for group in &groups {
+        g.earliest_horizon = counts.earliest_horizon;
+        for (i, group) in groups.iter().enumerate() {
             if let Err(e) = self.swap_group_locked(&mut g, group, &plan.config, now_ms, &mut result, &mut complete) {
-                for rest in &groups {
-                    cleaner::discard(&self.dir, rest.base_offset);
+                // A group whose `.log.swap` exists is committed: recovery finishes it. The
+                // others never started.
+                for rest in &groups[i..] {
+                    if !Segment::paths(&self.dir, rest.base_offset, cleaner::SWAP_SUFFIX)[0].exists() {
+                        cleaner::discard(&self.dir, rest.base_offset);
+                    }
                 }
                 return Err(self.err(e));
             }
@@ -970,7 +981,8 @@ impl Log {
                 }
             }
         }
-        if !(force || (dirty > 0 && (dirty_ratio >= config.min_cleanable_dirty_ratio || lag_due))) {
+        let horizon_due = g.earliest_horizon.is_some_and(|h| now_ms >= h);
+        if !(force || horizon_due || (dirty > 0 && (dirty_ratio >= config.min_cleanable_dirty_ratio || lag_due))) {
             return Ok(Planned::Skip { dirty_ratio });
         }
         let segments = range

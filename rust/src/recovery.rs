@@ -189,6 +189,8 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         report,
         cleaner_checkpoint: cleaner_cp,
         cleaning: false,
+        // Tombstone horizons are not persisted: a log cleaned before gets one pass early on.
+        earliest_horizon: (cleaner_cp > log_start).then_some(i64::MIN),
     })
 }
 
