@@ -188,6 +188,7 @@ LOG_ENGINE_KEYS = (
     "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
     "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
     "message.timestamp.type", "producer.id.expiration.ms", "cleanup.policy",
+    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
 )
 
 

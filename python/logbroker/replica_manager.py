@@ -182,6 +182,8 @@ class ReplicaManager:
             nursery.start_soon(
                 self._every, self.config.get_int("replica.high.watermark.checkpoint.interval.ms"), self._checkpoint
             )
+            if self.config.get_bool("log.cleaner.enable"):
+                nursery.start_soon(self._every, self.config.get_int("log.cleaner.backoff.ms"), self._clean)
             task_status.started()
 
     async def _every(self, interval_ms: int, job) -> None:
@@ -207,6 +209,29 @@ class ReplicaManager:
                     log.info(
                         "retention deleted %d segment(s) of %s; log start offset now %d",
                         deleted, p.name, p.log.log_start_offset,
+                    )
+
+        await trio.to_thread.run_sync(work)
+
+    async def _clean(self) -> None:
+        """The log cleaner: one compaction pass over every log whose cleanup.policy
+        includes compact (the engine skips the others and logs that are not dirty enough)."""
+        parts = list(self.partitions.values())
+
+        def work() -> None:
+            now = now_ms()
+            for p in parts:
+                if p.deleted:
+                    continue
+                try:
+                    r = p.log.compact(now)
+                except _core.LogBrokerError as e:
+                    log.error("compaction of %s failed: %s", p.name, e)
+                    continue
+                if r.segments_cleaned:
+                    log.info(
+                        "compacted %s: %d segment(s), %d -> %d bytes, %d record(s) and %d tombstone(s) removed",
+                        p.name, r.segments_cleaned, r.bytes_before, r.bytes_after, r.records_removed, r.tombstones_removed,
                     )
 
         await trio.to_thread.run_sync(work)
