@@ -1,0 +1,189 @@
+"""Broker I/O for the Spark data source: partition discovery, offset lookup, and
+executor-side fetching of one partition's offset range as Arrow record batches.
+
+Everything here opens its connections lazily and holds none between calls, so the
+objects Spark pickles (data source, readers, input partitions) stay plain data.
+Record decoding (CRC check, decompression, Arrow buffers) is `_core.decode_columns`
+in Rust; Python only wraps the buffers (`pyarrow.Array.from_buffers`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from logbroker import _core
+from logbroker.client.connection import BrokerConnection, ClientError
+from logbroker.protocol import REQUESTS, ErrorCode
+
+EARLIEST, LATEST = -2, -1
+FETCH_MAX_VERSION = 12  # v13+ addresses topics by id
+
+
+class SparkSourceError(Exception):
+    """A logbroker Spark source/sink failure, naming topic, partition and offsets."""
+
+
+def _bootstrap(servers: str) -> str:
+    return servers.split(",")[0].strip()
+
+
+class Cluster:
+    """Driver-side lookups over one short-lived connection."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.conn = BrokerConnection(_bootstrap(self.bootstrap_servers), client_id="logbroker-spark")
+        except ClientError as e:
+            raise SparkSourceError(str(e)) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def metadata(self, topics: list[str] | None):
+        Metadata = REQUESTS[3]
+        req = Metadata(
+            topics=None if topics is None else [Metadata.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        return self.conn.send(req)
+
+    def partitions(self, subscribe: list[str] | None = None, pattern: str | None = None,
+                   assign: dict[str, list[int]] | None = None) -> dict[tuple[str, int], tuple[str, int]]:
+        """(topic, partition) -> leader (host, port) for the subscribed partitions."""
+        if assign is not None:
+            md = self.metadata(sorted(assign))
+        elif subscribe is not None:
+            md = self.metadata(subscribe)
+        else:
+            md = self.metadata(None)
+        brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
+        rx = re.compile(pattern) if pattern else None
+        out = {}
+        for t in md.topics:
+            if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue
+            if t.error_code:
+                raise SparkSourceError(f"topic {t.name}: {ErrorCode(t.error_code).name}")
+            if t.is_internal or (rx is not None and not rx.fullmatch(t.name)):
+                continue
+            for p in t.partitions:
+                if assign is not None and p.partition_index not in assign.get(t.name, []):
+                    continue
+                out[(t.name, p.partition_index)] = brokers.get(p.leader_id, ("", -1))
+        return out
+
+    def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """ListOffsets for each (topic, partition) -> timestamp spec (-2, -1 or ms);
+        a timestamp with no record at or after it gives -1."""
+        if not wanted:
+            return {}
+        ListOffsets = REQUESTS[2]
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (t, p), ts in wanted.items():
+            by_topic.setdefault(t, []).append((p, ts))
+        req = ListOffsets(replica_id=-1, isolation_level=0, topics=[
+            ListOffsets.ListOffsetsTopic(name=t, partitions=[
+                ListOffsets.ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in ps])
+            for t, ps in sorted(by_topic.items())])
+        resp = self.conn.send(req, version=min(7, self.conn.version_for(2)))
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise SparkSourceError(f"ListOffsets {t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}")
+                out[(t.name, p.partition_index)] = p.offset
+        return out
+
+
+def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include_headers: bool):
+    """Wrap the Rust-decoded buffers as a pyarrow.RecordBatch of Spark's Kafka schema."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = columns["count"]
+
+    def binary(name: str, typ):
+        nulls = columns[f"{name}_nulls"]
+        validity = pa.py_buffer(columns[f"{name}_validity"]) if nulls else None
+        length = len(columns[f"{name}_offsets"]) // 4 - 1
+        return pa.Array.from_buffers(typ, length, [validity, pa.py_buffer(columns[f"{name}_offsets"]),
+                                                   pa.py_buffer(columns[f"{name}_data"])], null_count=nulls)
+
+    raw_topic = topic.encode()
+    topic_offsets = np.arange(0, (n + 1) * len(raw_topic), len(raw_topic), dtype=np.int32)[: n + 1]
+    arrays = [
+        binary("key", pa.binary()),
+        binary("value", pa.binary()),
+        pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(topic_offsets), pa.py_buffer(raw_topic * n)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, partition, dtype=np.int32))]),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns["offset"])]),
+        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(columns["timestamp_us"])]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(columns["timestamp_type"])]),
+    ]
+    if include_headers:
+        list_type = arrow_schema.field("headers").type
+        struct_type = list_type.value_type
+        keys = binary("header_key", struct_type.field("key").type)
+        values = binary("header_value", struct_type.field("value").type)
+        structs = pa.StructArray.from_arrays([keys, values], fields=[struct_type.field("key"), struct_type.field("value")])
+        arrays.append(pa.Array.from_buffers(list_type, n, [None, pa.py_buffer(columns["header_list_offsets"])],
+                                            children=[structs]))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int, arrow_schema,
+               include_headers: bool, fail_on_data_loss: bool, max_bytes: int = 8 << 20) -> Iterator:
+    """Executor side: fetch [start, end) of one partition from its leader, yielding
+    RecordBatches. Offsets missing because compaction removed them are skipped; offsets
+    below the log start (deleted by retention) raise unless fail_on_data_loss is false."""
+    if start >= end:
+        return
+    with Cluster(bootstrap_servers) as cluster:
+        leaders = cluster.partitions(assign={topic: [partition]})
+    if (topic, partition) not in leaders:
+        raise SparkSourceError(f"{topic}-{partition} does not exist (reading offsets {start}..{end})")
+    host, port = leaders[(topic, partition)]
+    Fetch = REQUESTS[1]
+    try:
+        conn = BrokerConnection(f"{host}:{port}", client_id="logbroker-spark-executor")
+    except ClientError as e:
+        raise SparkSourceError(f"{topic}-{partition}: {e}") from None
+    version = min(FETCH_MAX_VERSION, conn.version_for(1))
+    position = start
+    try:
+        while position < end:
+            req = Fetch(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                        session_id=0, session_epoch=-1, topics=[Fetch.FetchTopic(topic=topic, partitions=[
+                            Fetch.FetchPartition(partition=partition, fetch_offset=position, partition_max_bytes=max_bytes)])],
+                        forgotten_topics_data=[], rack_id="")
+            part = conn.send(req, version=version).responses[0].partitions[0]
+            if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                log_start = part.log_start_offset
+                if fail_on_data_loss or log_start < 0 or log_start <= position:
+                    raise SparkSourceError(
+                        f"{topic}-{partition}: offset {position} is no longer available (log start {log_start}); "
+                        "data was deleted before it was read (set failOnDataLoss=false to skip it)")
+                position = log_start
+                continue
+            if part.error_code:
+                raise SparkSourceError(f"Fetch {topic}-{partition} at offset {position}: {ErrorCode(part.error_code).name}")
+            records = part.records
+            if records is None or len(records) == 0:
+                if part.high_watermark <= position:
+                    raise SparkSourceError(
+                        f"{topic}-{partition}: offset {position} is at the high watermark {part.high_watermark} "
+                        f"but the range ends at {end}; the partition was truncated")
+                continue
+            columns = _core.decode_columns(records, position, end, include_headers)
+            if columns["next_offset"] <= position:
+                raise SparkSourceError(f"{topic}-{partition}: fetch at offset {position} made no progress")
+            position = columns["next_offset"]
+            if columns["count"]:
+                yield arrow_batch(columns, topic, partition, arrow_schema, include_headers)
+    finally:
+        conn.close()

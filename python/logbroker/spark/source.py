@@ -1,0 +1,256 @@
+"""The `logbroker` PySpark data source (batch and streaming read; write).
+
+    from logbroker.spark import register
+    register(spark)
+    df = (spark.read.format("logbroker")
+          .option("bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events")
+          .load())
+
+Options follow Spark's Kafka source (`kafka.bootstrap.servers` is accepted too):
+subscribe | subscribePattern | assign (JSON {"t": [0, 1]}), startingOffsets /
+endingOffsets (earliest, latest, or JSON {"t": {"0": 23, "1": -2}}), startingTimestamp /
+endingTimestamp and startingOffsetsByTimestamp / endingOffsetsByTimestamp (ms),
+includeHeaders, minPartitions, maxOffsetsPerTrigger (streaming), failOnDataLoss.
+The schema is Spark's Kafka source schema, so a job can switch between the two.
+
+Each Spark input partition is one topic-partition offset range (split into several
+when minPartitions asks for more tasks); executors fetch it straight from the partition
+leader and get Arrow record batches decoded in Rust.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+
+from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
+
+SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
+          "timestamp timestamp, timestampType int")
+HEADERS = ", headers array<struct<key: string, value: binary>>"
+
+
+class OffsetRange(InputPartition):
+    """One Spark task's work: offsets [start, end) of topic-partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+class Options:
+    """Parsed, validated options (plain data: picklable)."""
+
+    def __init__(self, options: dict, streaming: bool) -> None:
+        o = {k.lower(): v for k, v in options.items()}
+        self.bootstrap = o.get("bootstrap.servers") or o.get("kafka.bootstrap.servers")
+        if not self.bootstrap:
+            raise SparkSourceError("option bootstrap.servers (or kafka.bootstrap.servers) is required")
+        modes = [k for k in ("subscribe", "subscribepattern", "assign") if o.get(k)]
+        if len(modes) != 1:
+            raise SparkSourceError("exactly one of subscribe, subscribePattern and assign must be set")
+        self.subscribe = [t.strip() for t in o["subscribe"].split(",") if t.strip()] if o.get("subscribe") else None
+        self.pattern = o.get("subscribepattern")
+        self.assign = {t: [int(p) for p in ps] for t, ps in json.loads(o["assign"]).items()} if o.get("assign") else None
+        self.include_headers = str(o.get("includeheaders", "false")).lower() == "true"
+        self.fail_on_data_loss = str(o.get("failondataloss", "true")).lower() == "true"
+        self.min_partitions = int(o["minpartitions"]) if o.get("minpartitions") else None
+        self.max_per_trigger = int(o["maxoffsetspertrigger"]) if o.get("maxoffsetspertrigger") else None
+        self.starting = self._spec(o, "starting", "latest" if streaming else "earliest")
+        self.ending = self._spec(o, "ending", "latest")
+
+    @staticmethod
+    def _spec(o: dict, which: str, default: str):
+        if o.get(f"{which}offsetsbytimestamp"):
+            return ("by_timestamp", json.loads(o[f"{which}offsetsbytimestamp"]))
+        if o.get(f"{which}timestamp"):
+            return ("timestamp", int(o[f"{which}timestamp"]))
+        raw = o.get(f"{which}offsets", default)
+        if raw in ("earliest", "latest"):
+            return (raw, None)
+        return ("json", json.loads(raw))
+
+    def resolve(self, cluster: Cluster, spec, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        kind, value = spec
+        if kind == "earliest":
+            return cluster.list_offsets({tp: EARLIEST for tp in parts})
+        if kind == "latest":
+            return cluster.list_offsets({tp: LATEST for tp in parts})
+        if kind == "timestamp":
+            found = cluster.list_offsets({tp: value for tp in parts})
+            latest = cluster.list_offsets({tp: LATEST for tp in parts})
+            return {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}
+        if kind == "by_timestamp":
+            want = {(t, int(p)): int(ts) for t, ps in value.items() for p, ts in ps.items()}
+            found = cluster.list_offsets({tp: ts for tp, ts in want.items() if tp in parts})
+            latest = cluster.list_offsets({tp: LATEST for tp in found})
+            return {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}
+        # json: explicit offsets, -2 earliest, -1 latest; unnamed partitions from the default
+        explicit = {(t, int(p)): int(off) for t, ps in value.items() for p, off in ps.items()}
+        out = {}
+        special = {tp: explicit.get(tp, LATEST if spec is self.ending else EARLIEST) for tp in parts}
+        lookup = cluster.list_offsets({tp: v for tp, v in special.items() if v < 0})
+        for tp in parts:
+            v = special[tp]
+            out[tp] = lookup[tp] if v < 0 else v
+        return out
+
+
+def _split(topic: str, partition: int, start: int, end: int, pieces: int) -> list[OffsetRange]:
+    pieces = max(1, min(pieces, end - start))
+    size = -(-(end - start) // pieces) if end > start else 0
+    return [OffsetRange(topic, partition, s, min(s + size, end)) for s in range(start, end, size)] if size else []
+
+
+class LogbrokerDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "logbroker"
+
+    def schema(self) -> str:
+        include = str({k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")).lower() == "true"
+        return SCHEMA + (HEADERS if include else "")
+
+    def reader(self, schema):
+        return LogbrokerBatchReader(Options(dict(self.options), streaming=False), schema)
+
+    def streamReader(self, schema):
+        return LogbrokerStreamReader(Options(dict(self.options), streaming=True), schema)
+
+    def writer(self, schema, overwrite: bool):
+        from logbroker.spark.sink import LogbrokerWriter
+
+        return LogbrokerWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from logbroker.spark.sink import LogbrokerStreamWriter
+
+        return LogbrokerStreamWriter(dict(self.options), schema)
+
+
+def _arrow_schema(schema):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+class _Reading:
+    opts: Options
+    schema: object
+
+    def read(self, partition: OffsetRange):
+        yield from read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start, partition.end,
+                              _arrow_schema(self.schema), self.opts.include_headers, self.opts.fail_on_data_loss)
+
+
+class LogbrokerBatchReader(_Reading, DataSourceReader):
+    def __init__(self, opts: Options, schema) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self):
+        o = self.opts
+        with Cluster(o.bootstrap) as cluster:
+            parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
+            starts = o.resolve(cluster, o.starting, parts)
+            ends = o.resolve(cluster, o.ending, parts)
+        ranges = [(tp, starts[tp], ends[tp]) for tp in parts if ends[tp] > starts[tp]]
+        total = sum(e - s for _, s, e in ranges)
+        out: list[OffsetRange] = []
+        for (t, p), s, e in ranges:
+            pieces = 1
+            if o.min_partitions and total and o.min_partitions > len(ranges):
+                pieces = max(1, round(o.min_partitions * (e - s) / total))
+            out.extend(_split(t, p, s, e, pieces))
+        return out
+
+
+try:  # Spark 4.2+: Trigger.AvailableNow freezes a target offset
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
+except ImportError:  # Spark 4.0/4.1
+    _AvailableNow = object
+
+
+class LogbrokerStreamReader(_Reading, DataSourceStreamReader, _AvailableNow):
+    """Offsets in the checkpoint: {"topic": {"partition": next offset to read}}."""
+
+    def __init__(self, opts: Options, schema) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._frozen: dict | None = None
+
+    @staticmethod
+    def _to_json(offsets: dict[tuple[str, int], int]) -> dict:
+        out: dict = {}
+        for (t, p), o in sorted(offsets.items()):
+            out.setdefault(t, {})[str(p)] = o
+        return out
+
+    @staticmethod
+    def _from_json(d: dict) -> dict[tuple[str, int], int]:
+        return {(t, int(p)): int(o) for t, ps in d.items() for p, o in ps.items()}
+
+    def initialOffset(self) -> dict:
+        o = self.opts
+        with Cluster(o.bootstrap) as cluster:
+            parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
+            return self._to_json(o.resolve(cluster, o.starting, parts))
+
+    def _latest(self) -> dict[tuple[str, int], int]:
+        o = self.opts
+        with Cluster(o.bootstrap) as cluster:
+            parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
+            return cluster.list_offsets({tp: LATEST for tp in parts})
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        return ReadMaxRows(self.opts.max_per_trigger) if self.opts.max_per_trigger else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._frozen = self._to_json(self._latest())
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        latest = self._from_json(self._frozen) if self._frozen is not None else self._latest()
+        if start is None:
+            return self._to_json(latest)
+        begin = self._from_json(start)
+        for tp in latest:
+            begin.setdefault(tp, 0)  # a new partition is read from its start
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is None:
+            return self._to_json({tp: max(latest[tp], begin[tp]) for tp in latest})
+        # spread the limit over partitions in proportion to what each has waiting
+        waiting = {tp: max(0, latest[tp] - begin[tp]) for tp in latest}
+        total = sum(waiting.values())
+        if total <= max_rows:
+            return self._to_json({tp: begin[tp] + waiting[tp] for tp in latest})
+        out, budget = {}, max_rows
+        for tp in sorted(latest):
+            share = min(waiting[tp], (waiting[tp] * max_rows) // total)
+            out[tp] = begin[tp] + share
+            budget -= share
+        for tp in sorted(latest):  # hand out what rounding left
+            extra = min(budget, begin[tp] + waiting[tp] - out[tp])
+            out[tp] += extra
+            budget -= extra
+        return self._to_json(out)
+
+    def partitions(self, start: dict, end: dict):
+        s, e = self._from_json(start), self._from_json(end)
+        out = []
+        for tp, last in sorted(e.items()):
+            first = s.get(tp, 0)
+            if last < first and self.opts.fail_on_data_loss:
+                raise SparkSourceError(f"{tp[0]}-{tp[1]}: end offset {last} is before start offset {first}")
+            if last > first:
+                out.append(OffsetRange(tp[0], tp[1], first, last))
+        return out
+
+    def commit(self, end: dict) -> None:
+        pass  # Spark's checkpoint is the source of truth, as with Spark's Kafka source
+
+    def stop(self) -> None:
+        pass
