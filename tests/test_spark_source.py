@@ -10,11 +10,8 @@ import time
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
-from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 
 @pytest.fixture(scope="module")
