@@ -388,7 +388,10 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
     a("")
     a(f"Run: {meta.get('started', '?')}, profile `{prof['name']}`, {prof['pairs']} A/B pair(s) per workload, "
       f"{meta.get('seconds', 0) / 60:.1f} min in all; load average before the run "
-      f"{', '.join(f'{x:.2f}' for x in meta.get('loadavg_before', []))}. Machine: {meta.get('machine', '?')}.")
+      f"{', '.join(f'{x:.2f}' for x in meta.get('loadavg_before', []))}"
+      + (f", highest 1-min load average seen between steps {meta['loadavg_max']:.2f}" if "loadavg_max" in meta else "")
+      + f". Machine: {meta.get('machine', '?')}. On 2 cores the benchmark itself keeps the load near 2-3; "
+      "a higher figure means something else was running and the numbers are noisier.")
     a("")
     a("Reproduce (installs Kafka from Maven Central into `~/.cache/logbroker-bench/` on first use; "
       "`pip install -r benches/requirements.txt` first):")

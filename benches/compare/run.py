@@ -436,6 +436,7 @@ class Comparison:
                     if s.fn == self.step_install or s.fn == self.step_start_both:
                         raise
                 self.meta.setdefault("step_seconds", []).append([s.label, round(time.monotonic() - ts, 2)])
+                self.meta["loadavg_max"] = max(self.meta.get("loadavg_max", 0.0), os.getloadavg()[0])
                 if bar is not None:
                     bar.update(s.weight)
         finally:
