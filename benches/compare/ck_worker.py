@@ -47,11 +47,12 @@ def produce(a) -> dict:
     produce_ = p.produce
     t0 = time.perf_counter()
     for _ in range(a.count):
-        try:
-            produce_(a.topic, payload, on_delivery=on_delivery)
-        except BufferError:
-            p.poll(0.001)
-            produce_(a.topic, payload, on_delivery=on_delivery)
+        while True:
+            try:
+                produce_(a.topic, payload, on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: wait for deliveries, then retry
+                p.poll(0.005)
     left = p.flush(120)
     t1 = time.perf_counter()
     return {"records": a.count, "bytes": a.count * a.size, "seconds": t1 - t0, "errors": errors[0] + left}

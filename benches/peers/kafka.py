@@ -226,7 +226,11 @@ class KafkaPeer(Peer):
         assert self.workdir is not None
         props = self.workdir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self._props().items()))
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # a Kafka-style id (16 random bytes, URL-safe base64); one starting with "-" would be
+        # read as an option by kafka-storage's argument parser
+        self.cluster_id = "-"
+        while self.cluster_id.startswith("-"):
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         t0 = time.monotonic()
         r = subprocess.run(
             ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={self.inst.tools_log4j}", "-cp",
