@@ -5,12 +5,15 @@ Offsets, HW and log start offset getters are lock-free.
 """
 
 from typing_extensions import Buffer
-from typing import final
+from collections.abc import Callable
+from typing import Any, final
 
 __version__: str
 __all__ = [
+    "AccumulatorError",
     "AppendResult",
     "CompactionResult",
+    "ConsumerRecord",
     "CorruptRecordError",
     "FileRegion",
     "InvalidConfigError",
@@ -21,10 +24,19 @@ __all__ = [
     "LogBrokerError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "ProducerBatch",
+    "RecordAccumulator",
+    "RecordFuture",
+    "RecordMetadata",
+    "RecordSet",
     "RecordTooLargeError",
+    "Waker",
     "__version__",
     "crc32c",
+    "decode_records",
     "encode_batch",
+    "murmur2",
+    "partition_for_key",
     "read_offset_checkpoint",
     "validate_batches",
     "write_offset_checkpoint",
@@ -219,3 +231,156 @@ def encode_batch(
     base_sequence: int = -1,
     transactional: bool = False,
 ) -> bytes: ...
+
+# --- Python client engine (rust/src/py/client.rs) ---
+
+class AccumulatorError(Exception):
+    """The accumulator refused a record; args are (kind, message), kind one of UnknownTopic,
+    UnknownPartition, BufferFull, RecordTooLarge, Closed."""
+
+@final
+class Waker:
+    """Self-pipe: wake() makes fileno() readable once until clear(). Thread-safe."""
+    def __new__(cls) -> Waker: ...
+    def fileno(self) -> int: ...
+    def wake(self) -> None: ...
+    def clear(self) -> None: ...
+
+@final
+class RecordMetadata:
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    def __eq__(self, value: object, /) -> bool: ...
+
+@final
+class RecordFuture:
+    """One record's delivery. result() waits with the GIL released."""
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    def done(self) -> bool: ...
+    def result(self, timeout: float | None = None) -> RecordMetadata: ...
+    def exception(self, timeout: float | None = None) -> BaseException | None: ...
+    def add_done_callback(self, fn_: Callable[[RecordFuture], object]) -> None: ...
+
+@final
+class ProducerBatch:
+    attempts: int
+    base_sequence: int
+    retry_at: float
+    in_flight: bool
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def record_count(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def created_ms(self) -> int: ...
+    @property
+    def done(self) -> bool: ...
+    def seal(
+        self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False
+    ) -> bytes: ...
+
+@final
+class RecordAccumulator:
+    """Per-partition batch builders (rust/src/client/accumulator.rs). Thread-safe."""
+    def __new__(
+        cls,
+        waker: Waker,
+        batch_size: int = 16384,
+        linger_ms: int = 5,
+        buffer_memory: int = 33554432,
+        max_request_size: int = 1048576,
+        compression: str = "none",
+    ) -> RecordAccumulator: ...
+    def append(
+        self,
+        topic: str,
+        value: Buffer | str | None = None,
+        key: Buffer | str | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Any = None,
+    ) -> RecordFuture: ...
+    def drain(self, now_ms: int | None = None) -> list[ProducerBatch]: ...
+    def next_ready_ms(self) -> int | None: ...
+    def set_partitions(self, topic: str, partitions: int) -> None: ...
+    def partitions(self, topic: str) -> int | None: ...
+    def begin_flush(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def incomplete(self) -> int: ...
+    def has_undrained(self) -> bool: ...
+    def complete(
+        self, batch: ProducerBatch, base_offset: int = -1, log_append_time: int = -1, error: BaseException | None = None
+    ) -> None: ...
+    def wait_idle(self, timeout: float | None = None) -> bool: ...
+
+@final
+class ConsumerRecord:
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def timestamp_type(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]: ...
+
+@final
+class RecordSet:
+    epoch: int
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def truncated(self) -> bool: ...
+    def __len__(self) -> int: ...
+    def take(self, max_records: int | None = None) -> list[ConsumerRecord]: ...
+    def clear(self) -> None: ...
+
+def decode_records(
+    topic: str,
+    partition: int,
+    records: Buffer | None,
+    fetch_offset: int,
+    check_crcs: bool = True,
+    aborted: list[tuple[int, int]] | None = None,
+) -> RecordSet:
+    """Decodes one partition's fetched records (CRC-checked, decompressed, control and
+    aborted batches skipped). Releases the GIL. Raises CorruptRecordError."""
+
+def murmur2(data: Buffer | str) -> int: ...
+def partition_for_key(key: Buffer | str, partitions: int) -> int: ...

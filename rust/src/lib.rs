@@ -24,6 +24,9 @@ pub mod recovery;
 pub mod segment;
 pub mod time_index;
 
+// Engine: the Python client's producer accumulator and fetch decoder.
+pub mod client;
+
 // The only module allowed `unsafe` (sendfile, write on raw fds).
 pub mod sys;
 

@@ -3,6 +3,7 @@
 //! - `errors.rs`: the exception hierarchy and the single `LogError` → `PyErr` conversion;
 //! - `gil.rs`: the single GIL-release helper (`enter_core`);
 //! - `log.rs`: `Log`, `AppendResult`, `CompactionResult`, `FileRegion`;
+//! - `client.rs`: the Python client's accumulator, futures, fetch decoder and records;
 //! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`.
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
@@ -11,6 +12,7 @@
 
 use pyo3::prelude::*;
 
+mod client;
 mod errors;
 mod functions;
 mod gil;
@@ -28,5 +30,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
+    client::register(m)?;
     Ok(())
 }

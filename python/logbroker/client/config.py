@@ -1,0 +1,145 @@
+"""Client configuration: Kafka's keys, defaults and checks, shared by Producer, Consumer
+and Admin (sync and `logbroker.aio`).
+
+Keys are Kafka's (`linger.ms`, `enable.idempotence`, ...). Keyword arguments may spell them
+with underscores (`linger_ms=5`); `**{"linger.ms": 5}` works too. An unknown key raises
+`ConfigError` (a typo must not silently fall back to a default). Values are coerced to the
+type of the default (`"5"` -> 5, `"true"` -> True); `acks` accepts 0, 1, -1 and "all".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logbroker.client.errors import ConfigError
+
+COMMON: dict[str, Any] = {
+    "bootstrap.servers": "127.0.0.1:9092",
+    "client.id": "logbroker-python",
+    "request.timeout.ms": 30000,
+    "metadata.max.age.ms": 300000,
+    "retry.backoff.ms": 100,
+    "retry.backoff.max.ms": 1000,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1000,
+    "connections.max.idle.ms": 540000,
+    "socket.connection.setup.timeout.ms": 10000,
+    "api.version.request": True,
+}
+
+PRODUCER: dict[str, Any] = {
+    **COMMON,
+    "acks": -1,
+    "batch.size": 16384,
+    "linger.ms": 5,
+    "buffer.memory": 33554432,
+    "max.request.size": 1048576,
+    "compression.type": "none",
+    "retries": 2147483647,
+    "enable.idempotence": True,
+    "max.in.flight.requests.per.connection": 5,
+    "delivery.timeout.ms": 120000,
+    "max.block.ms": 60000,
+    "partitioner": None,
+    "allow.auto.create.topics": True,
+}
+
+CONSUMER: dict[str, Any] = {
+    **COMMON,
+    "group.id": None,
+    "group.instance.id": None,
+    "enable.auto.commit": True,
+    "auto.commit.interval.ms": 5000,
+    "auto.offset.reset": "latest",
+    "session.timeout.ms": 45000,
+    "heartbeat.interval.ms": 3000,
+    "max.poll.interval.ms": 300000,
+    "max.poll.records": 500,
+    "fetch.min.bytes": 1,
+    "fetch.max.bytes": 52428800,
+    "fetch.max.wait.ms": 500,
+    "max.partition.fetch.bytes": 1048576,
+    "fetch.buffer.bytes": 67108864,
+    "check.crcs": True,
+    "isolation.level": "read_uncommitted",
+    "partition.assignment.strategy": ["range", "roundrobin"],
+    "exclude.internal.topics": True,
+    "allow.auto.create.topics": False,
+}
+
+ADMIN: dict[str, Any] = dict(COMMON)
+
+_CHOICES = {
+    "compression.type": {"none", "gzip", "snappy", "lz4", "zstd"},
+    "auto.offset.reset": {"earliest", "latest", "none"},
+    "isolation.level": {"read_uncommitted", "read_committed"},
+}
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    if key == "acks":
+        if value in ("all", -1, "-1"):
+            return -1
+        if value in (0, 1, "0", "1"):
+            return int(value)
+        raise ConfigError(f"acks must be 0, 1, -1 or 'all', not {value!r}")
+    if key == "partition.assignment.strategy":
+        names = value if isinstance(value, (list, tuple)) else [s.strip() for s in str(value).split(",")]
+        names = [n.rsplit(".", 1)[-1].lower().replace("assignor", "") for n in names]
+        names = [{"roundrobin": "roundrobin", "range": "range"}.get(n, n) for n in names]
+        unknown = [n for n in names if n not in ("range", "roundrobin")]
+        if unknown:
+            raise ConfigError(f"partition.assignment.strategy: unknown assignor(s) {unknown}; use range or roundrobin")
+        return names
+    if default is None or value is None:
+        return value
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false"):
+                    raise ValueError(value)
+                return value.lower() == "true"
+            return bool(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, str):
+            value = str(value)
+            if key in _CHOICES and value not in _CHOICES[key]:
+                raise ConfigError(f"{key} must be one of {sorted(_CHOICES[key])}, not {value!r}")
+            return value
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{key}: {value!r} is not a valid {type(default).__name__}") from None
+    return value
+
+
+def build(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Merge `given` (underscored or dotted keys) over `defaults`, checking every key."""
+    out = dict(defaults)
+    for raw_key, value in given.items():
+        key = raw_key.replace("_", ".")
+        if key not in defaults:
+            close = [k for k in defaults if k.split(".")[-1] == key.split(".")[-1]]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown configuration key {raw_key!r}{hint}")
+        out[key] = _coerce(key, value, defaults[key])
+    if isinstance(out["bootstrap.servers"], (list, tuple)):
+        out["bootstrap.servers"] = ",".join(out["bootstrap.servers"])
+    return out
+
+
+def parse_servers(servers: str) -> list[tuple[str, int]]:
+    """'host:port,host:port' -> [(host, port)]."""
+    out = []
+    for item in str(servers).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"bootstrap.servers: {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ConfigError("bootstrap.servers is empty")
+    return out

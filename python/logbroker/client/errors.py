@@ -1,0 +1,244 @@
+"""The client's exception hierarchy: one class per way a request can fail.
+
+    KafkaError
+    ├── KafkaTimeoutError (also TimeoutError)   what timed out is in the message
+    ├── KafkaConnectionError                    socket trouble; retriable
+    ├── ClientClosedError                       the client was closed
+    ├── ConfigError (also ValueError)           a bad or unknown configuration key
+    ├── SerializationError                      a value the codec cannot carry
+    └── BrokerResponseError                     a Kafka error code in a response
+        ├── UnknownTopicOrPartitionError, NotLeaderOrFollowerError, ...
+        └── one class per `ErrorCode` (named after it: OFFSET_OUT_OF_RANGE ->
+            OffsetOutOfRangeError), with `code` and `retriable` class attributes
+
+`retriable` follows Kafka's `RetriableException` subclasses: the same request may succeed
+if sent again (after a metadata refresh or a backoff). `error_for(code, message)` is the one
+place that turns a response's error code into an exception.
+
+Invariant: every exception the public API raises is a `KafkaError`, except `TypeError` /
+`ValueError` for wrong argument types and values, which `ConfigError` also is.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from logbroker.protocol import ErrorCode
+
+__all__ = [
+    "BrokerResponseError",
+    "ClientClosedError",
+    "ConfigError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "SerializationError",
+    "error_for",
+    "error_class",
+]
+
+
+class KafkaError(Exception):
+    """Base of every client error. `retriable` is True when retrying may succeed."""
+
+    retriable: ClassVar[bool] = False
+    code: ClassVar[ErrorCode | None] = None
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not finish in time; the message names the operation and the limit."""
+
+    retriable = True
+
+
+class KafkaConnectionError(KafkaError):
+    """A connection to a broker failed or was closed with requests outstanding."""
+
+    retriable = True
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class ClientClosedError(KafkaError):
+    """The producer, consumer or admin client was closed."""
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration key is unknown or its value is invalid."""
+
+
+class SerializationError(KafkaError, TypeError):
+    """A key, value or header that cannot be sent as bytes."""
+
+
+class BrokerResponseError(KafkaError):
+    """A broker answered with an error code (`code`); the message says for what."""
+
+    code: ClassVar[ErrorCode | None] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# Kafka's RetriableException subclasses (org.apache.kafka.common.errors), by code.
+_RETRIABLE = {
+    ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.LISTENER_NOT_FOUND, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, ErrorCode.NEW_LEADER_ELECTED,
+    ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, ErrorCode.TIMEOUT if hasattr(ErrorCode, "TIMEOUT") else ErrorCode.REQUEST_TIMED_OUT,
+}
+
+
+def _class_name(code: ErrorCode) -> str:
+    name = "".join(part.capitalize() for part in code.name.split("_"))
+    name = name.removesuffix("Exception")
+    return name if name.endswith("Error") else name + "Error"
+
+
+# The common ones, spelled out so that type checkers and readers see them.
+class UnknownServerError(BrokerResponseError):
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class OffsetOutOfRangeError(BrokerResponseError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class CorruptMessageError(BrokerResponseError):
+    code = ErrorCode.CORRUPT_MESSAGE
+    retriable = True
+
+
+class UnknownTopicOrPartitionError(BrokerResponseError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    retriable = True
+
+
+class LeaderNotAvailableError(BrokerResponseError):
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+    retriable = True
+
+
+class NotLeaderOrFollowerError(BrokerResponseError):
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    retriable = True
+
+
+class RequestTimedOutError(BrokerResponseError):
+    code = ErrorCode.REQUEST_TIMED_OUT
+    retriable = True
+
+
+class MessageTooLargeError(BrokerResponseError):
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class NotCoordinatorError(BrokerResponseError):
+    code = ErrorCode.NOT_COORDINATOR
+    retriable = True
+
+
+class CoordinatorNotAvailableError(BrokerResponseError):
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    retriable = True
+
+
+class RebalanceInProgressError(BrokerResponseError):
+    code = ErrorCode.REBALANCE_IN_PROGRESS
+
+
+class IllegalGenerationError(BrokerResponseError):
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+class UnknownMemberIdError(BrokerResponseError):
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class TopicAlreadyExistsError(BrokerResponseError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidPartitionsError(BrokerResponseError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidConfigError(BrokerResponseError):
+    code = ErrorCode.INVALID_CONFIG
+
+
+class OutOfOrderSequenceNumberError(BrokerResponseError):
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceNumberError(BrokerResponseError):
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(BrokerResponseError):
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class UnsupportedVersionError(BrokerResponseError):
+    code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class GroupIdNotFoundError(BrokerResponseError):
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class NonEmptyGroupError(BrokerResponseError):
+    code = ErrorCode.NON_EMPTY_GROUP
+
+
+class InvalidRecordError(BrokerResponseError):
+    code = ErrorCode.INVALID_RECORD
+
+
+_BY_CODE: dict[int, type[BrokerResponseError]] = {}
+
+
+def _register() -> None:
+    explicit = {cls.code: cls for cls in BrokerResponseError.__subclasses__()}
+    for code in ErrorCode:
+        if code == ErrorCode.NONE:
+            continue
+        cls = explicit.get(code)
+        if cls is None:
+            name = _class_name(code)
+            cls = type(name, (BrokerResponseError,), {
+                "code": code, "retriable": code in _RETRIABLE, "__module__": __name__,
+                "__doc__": f"Kafka error {code.name} ({int(code)}).",
+            })
+            globals()[name] = cls
+            __all__.append(name)
+        else:
+            cls.retriable = code in _RETRIABLE
+            if cls.__doc__ is None:
+                cls.__doc__ = f"Kafka error {code.name} ({int(code)})."
+            __all__.append(cls.__name__)
+        _BY_CODE[int(code)] = cls
+
+
+_register()
+
+
+def error_class(code: int) -> type[BrokerResponseError]:
+    """The exception class of a Kafka error code (BrokerResponseError for unknown codes)."""
+    return _BY_CODE.get(code, BrokerResponseError)
+
+
+def error_for(code: int, message: str | None = None, context: str = "") -> BrokerResponseError:
+    """An exception for `code`: 'context: CODE_NAME (n): message'."""
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = "UNKNOWN_ERROR_CODE"
+    text = f"{name} ({code})"
+    if context:
+        text = f"{context}: {text}"
+    if message:
+        text = f"{text}: {message}"
+    return error_class(code)(text)

@@ -1,0 +1,170 @@
+"""`Producer`: the sync Kafka producer. Records are encoded into per-partition batches in
+Rust as `send()` is called; a background thread (`driver.py`) runs the sans-I/O core
+(`sender.py`) that ships them.
+
+    with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as p:
+        fut = p.send("events", b"payload", key=b"user-1")
+        print(fut.result(timeout=10))      # RecordMetadata(topic, partition, offset, timestamp)
+
+Thread-safety: every method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from logbroker import _core
+from logbroker.client import config as _config
+from logbroker.client.driver import ThreadDriver
+from logbroker.client.errors import (
+    ClientClosedError,
+    ConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    SerializationError,
+    error_class,
+)
+from logbroker.client.sender import ProducerCore
+from logbroker.protocol import ErrorCode
+
+__all__ = ["Producer", "Partitioner", "RecordFuture", "RecordMetadata"]
+
+RecordFuture = _core.RecordFuture
+RecordMetadata = _core.RecordMetadata
+
+Headers = Iterable[tuple[str | bytes, bytes | str | None]] | dict[str, bytes | str | None] | None
+# partitioner(topic, key, partition_count) -> partition
+Partitioner = Callable[[str, "bytes | None", int], int]
+
+
+def raise_accumulator_error(e: _core.AccumulatorError, topic: str) -> None:
+    """The one place the accumulator's refusals become public exceptions."""
+    kind, message = e.args
+    if kind == "RecordTooLarge":
+        raise error_class(ErrorCode.MESSAGE_TOO_LARGE)(message) from None
+    if kind == "UnknownPartition":
+        raise error_class(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)(message) from None
+    if kind == "Closed":
+        raise ClientClosedError("the producer is closed") from None
+    raise KafkaError(message) from None
+
+
+class ProducerBase:
+    """What the sync and trio producers share: config, core, send's fast path."""
+
+    def __init__(self, bootstrap_servers: str | list[str], config: dict[str, Any]) -> None:
+        self.config = _config.build(_config.PRODUCER, {"bootstrap.servers": bootstrap_servers, **config})
+        self._partitioner: Partitioner | None = self.config["partitioner"]
+        if self._partitioner is not None and not callable(self._partitioner):
+            raise ConfigError("partitioner must be a callable (topic, key, partition_count) -> partition")
+        self._core = ProducerCore(self.config)
+        self._acc = self._core.acc
+        self._closed = False
+
+    def _pick_partition(self, topic: str, key: Any, partition: int | None) -> int | None:
+        if partition is not None or self._partitioner is None:
+            return partition
+        n = self._acc.partitions(topic)
+        if n is None:
+            return None
+        kb = key.encode() if isinstance(key, str) else key
+        return int(self._partitioner(topic, kb, n))
+
+    def _append(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
+                headers: Headers) -> _core.RecordFuture | None:
+        """The record's future, or None when the topic's metadata or buffer space is missing."""
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        try:
+            return self._acc.append(topic, value, key, self._pick_partition(topic, key, partition), timestamp, headers)
+        except _core.AccumulatorError as e:
+            if e.args[0] in ("UnknownTopic", "BufferFull"):
+                return None
+            raise_accumulator_error(e, topic)
+        except TypeError as e:
+            raise SerializationError(f"record for topic {topic!r}: {e}") from None
+        return None  # unreachable
+
+    def _why_blocked(self, topic: str) -> str:
+        if self._acc.partitions(topic) is None:
+            return "metadata"
+        return "buffer"
+
+
+class Producer(ProducerBase):
+    """A Kafka producer (configuration keys as in Kafka: see docs/client.md).
+
+    `send()` returns a `RecordFuture` at once (blocking only while the topic's metadata is
+    unknown or `buffer.memory` is full, up to `max.block.ms`)."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", **config: Any) -> None:
+        super().__init__(bootstrap_servers, config)
+        self._driver = ThreadDriver(self._core, "logbroker-producer")
+
+    def send(self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
+             partition: int | None = None, headers: Headers = None, timestamp: int | None = None) -> RecordFuture:
+        """Queues one record; returns its future (`.result(timeout)`, `.add_done_callback`)."""
+        fut = self._append(topic, value, key, partition, timestamp, headers)
+        if fut is not None:
+            return fut
+        return self._send_slow(topic, value, key, partition, headers, timestamp)
+
+    def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None, headers: Headers,
+                   timestamp: int | None) -> RecordFuture:
+        max_block = self.config["max.block.ms"] / 1000
+        deadline = time.monotonic() + max_block
+        while True:
+            left = deadline - time.monotonic()
+            if self._acc.partitions(topic) is None:
+                if left <= 0:
+                    raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after max.block.ms={max_block * 1000:.0f}")
+                self._driver.call_wait(lambda: self._core.wait_for_topic(topic, left), left + 1.0,
+                                       f"waiting for metadata of topic {topic!r}")
+            else:
+                if left <= 0:
+                    raise KafkaTimeoutError(
+                        f"buffer.memory={self.config['buffer.memory']} stayed full for max.block.ms={max_block * 1000:.0f}")
+                self._acc.begin_flush()
+                time.sleep(min(0.005, max(left, 0)))
+            fut = self._append(topic, value, key, partition, timestamp, headers)
+            if fut is not None:
+                return fut
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued now and waits until every record completed (or failed).
+        Raises KafkaTimeoutError naming how many records are still outstanding."""
+        self._acc.begin_flush()
+        if not self._acc.wait_idle(timeout):
+            raise KafkaTimeoutError(f"flush: {self._acc.incomplete} record(s) still outstanding after {timeout}s")
+
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        """The topic's partition ids (waits for metadata)."""
+        t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        self._driver.call_wait(lambda: self._core.wait_for_topic(topic, t), t + 1.0, f"metadata of topic {topic!r}")
+        return list(range(self._acc.partitions(topic) or 0))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flushes (up to `timeout`), then stops the I/O thread; records still unsent fail
+        with ClientClosedError. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self._driver.alive:
+                self._acc.begin_flush()
+                self._acc.wait_idle(timeout)
+        finally:
+            self._closed = True
+            self._driver.stop(5.0)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            self._driver.stop(0)
