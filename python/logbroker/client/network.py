@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 from logbroker.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from logbroker.protocol import REQUESTS, ProtocolError, decode_response, encode_request
 
-__all__ = ["Connection", "Network", "Pending", "VERSION_CAPS"]
+__all__ = ["VERSION_CAPS", "Connection", "Network", "Pending", "Versioned", "gather"]
 
 T = TypeVar("T")
 
@@ -139,6 +139,16 @@ def gather(pendings: list[Pending[Any]]) -> Pending[list[Any]]:
     for p in pendings:
         p.add_callback(one)
     return out
+
+
+class Versioned:
+    """A request body that depends on the negotiated version: `build(version) -> body`."""
+
+    __slots__ = ("api_key", "build")
+
+    def __init__(self, api_key: int, build: Callable[[int], Any]) -> None:
+        self.api_key = api_key
+        self.build = build
 
 
 class _Req:
@@ -251,7 +261,8 @@ class Connection:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         r.version, r.correlation_id = version, self._correlation
         try:
-            chunks = encode_request(r.api_key, version, r.correlation_id, self.client_id, r.body)
+            body = r.body.build(version) if isinstance(r.body, Versioned) else r.body
+            chunks = encode_request(r.api_key, version, r.correlation_id, self.client_id, body)
         except ProtocolError as e:
             r.pending.fail(e)
             return

@@ -1,0 +1,528 @@
+"""The consumer's sans-I/O core: partition positions, offset resets, pipelined fetches,
+group membership (`group.py`), commits and the hand-off of decoded records to `poll()`.
+
+# Positions
+Each assigned partition has a *position* (the offset of the next record `poll()` returns)
+and a *fetch offset* (where the next Fetch starts). They differ while fetched records wait
+in the hand-off queue: the core fetches ahead (pipelining) as long as the buffered bytes
+stay below `fetch.buffer.bytes`, so one consumer keeps its broker links busy while the
+application processes a batch. A seek, pause, reassignment or offset reset bumps the
+partition's *epoch*; fetched data stamped with an older epoch is dropped (in flight or
+queued), so nothing from before a seek is ever returned after it.
+
+# Threads
+The core runs in the I/O loop. `take_records()` and the rebalance events are the
+application side: they run in the caller's thread (sync) or task (trio) and only pop from
+deques and write `position`, which the loop reads for commits.
+
+# Offsets
+A partition with no position is reset: to its committed offset (group members), else per
+`auto.offset.reset` (earliest / latest via ListOffsets; `none` raises
+NoOffsetForPartitionError from `poll()`). OFFSET_OUT_OF_RANGE on fetch resets the same way.
+Auto-commit commits the positions every `auto.commit.interval.ms`, before a rebalance gives
+partitions up, and on close.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Callable
+from typing import Any
+
+from logbroker import _core
+from logbroker.client.core import ClientCore
+from logbroker.client.errors import ConfigError, KafkaError, error_for
+from logbroker.client.group import OFFSET_COMMIT, OFFSET_FETCH, GroupMembership, TopicPartition
+from logbroker.client.network import Pending
+from logbroker.protocol import REQUESTS, ErrorCode
+
+__all__ = ["ConsumerCore", "NoOffsetForPartitionError", "PartitionState"]
+
+FETCH = 1
+LIST_OFFSETS = 2
+EARLIEST, LATEST = -2, -1
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no committed offset and auto.offset.reset is 'none'."""
+
+
+class PartitionState:
+    __slots__ = ("epoch", "error", "fetch_offset", "high_watermark", "in_flight", "paused", "position", "reset")
+
+    def __init__(self) -> None:
+        self.position: int | None = None
+        self.fetch_offset: int | None = None
+        self.epoch = 0
+        self.paused = False
+        self.reset: int | None = None  # EARLIEST / LATEST while a reset is wanted
+        self.in_flight = False
+        self.high_watermark = -1
+        self.error: BaseException | None = None
+
+
+class ConsumerCore(ClientCore):
+    """The consumer state machine (see the module docstring)."""
+
+    def __init__(self, config: dict[str, Any], waker: _core.Waker | None = None) -> None:
+        super().__init__(config, waker)
+        self.group_id: str | None = config["group.id"]
+        self.assignment: dict[TopicPartition, PartitionState] = {}
+        self.ready: collections.deque[_core.RecordSet] = collections.deque()
+        self.buffered = 0
+        self.events: collections.deque[tuple[str, list[TopicPartition]]] = collections.deque()
+        self.errors: collections.deque[BaseException] = collections.deque()
+        self.notify: Callable[[], None] = lambda: None
+        self.group: GroupMembership | None = GroupMembership(self, self.group_id) if self.group_id else None
+        self.subscription: list[str] | None = None
+        self.pattern: re.Pattern[str] | None = None
+        self.wait_for_app_on_revoke = False
+        self.auto_commit = bool(config["enable.auto.commit"]) and self.group_id is not None
+        self.auto_commit_interval = config["auto.commit.interval.ms"] / 1000
+        self.next_auto_commit = 0.0
+        self.committed_positions: dict[TopicPartition, int] = {}
+        reset = config["auto.offset.reset"]
+        self.default_reset = {"earliest": EARLIEST, "latest": LATEST, "none": None}[reset]
+        self.read_committed = config["isolation.level"] == "read_committed"
+        self.check_crcs = bool(config["check.crcs"])
+        self.buffer_limit = config["fetch.buffer.bytes"]
+        self._fetching: set[Any] = set()
+        self._resetting: set[TopicPartition] = set()
+        self._fetching_committed = False
+        self._backoff_until: dict[TopicPartition, float] = {}
+
+    # -- subscription and assignment (loop side) ----------------------------------------
+
+    def subscribe(self, topics: list[str] | None, pattern: str | re.Pattern[str] | None, wait_for_app: bool) -> None:
+        if self.group is None:
+            raise ConfigError("subscribe() needs a group.id; use assign() without one")
+        self.wait_for_app_on_revoke = wait_for_app
+        if pattern is not None:
+            self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            self.subscription = None
+            self.metadata.all_topics = True
+            self.request_metadata_update()
+            self.group.active = True
+        else:
+            self.pattern = None
+            self.subscription = sorted(set(topics or []))
+            self.want_topics(self.subscription)
+            self.group.subscribe(self.subscription)
+
+    def unsubscribe(self) -> None:
+        if self.group is not None and self.group.active:
+            self.group.leave()
+        self.subscription, self.pattern = None, None
+        self._set_assignment([])
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        if self.group is not None and self.group.active:
+            raise ConfigError("assign() cannot be mixed with subscribe(); call unsubscribe() first")
+        self.want_topics({tp.topic for tp in tps})
+        self._set_assignment(tps)
+        self._refresh_committed(list(self.assignment))
+
+    def _set_assignment(self, tps: list[TopicPartition]) -> None:
+        new = {}
+        for tp in tps:
+            new[tp] = self.assignment.get(tp) or PartitionState()
+        for tp, st in self.assignment.items():
+            if tp not in new:
+                st.epoch += 1
+        self.assignment = new
+        self.wake()
+
+    def on_metadata_update(self) -> None:
+        if self.pattern is not None and self.group is not None:
+            internal = self.config["exclude.internal.topics"]
+            matched = sorted(t for t, m in self.metadata.topics.items()
+                             if self.pattern.fullmatch(t) and not (internal and m.internal))
+            self.group.subscribe(matched)
+        if self.group is not None and self.group.state == "stable" and self.group.leader:
+            # A leader rejoins when a subscribed topic gains partitions.
+            pass
+
+    # -- group callbacks ----------------------------------------------------------------
+
+    def prepare_rejoin(self, group: GroupMembership) -> None:
+        owned = list(self.assignment)
+        if owned:
+            self.events.append(("revoke", owned))
+            self.notify()
+            if self.wait_for_app_on_revoke:
+                group.join_after_revoke(True)
+                return
+        self.finish_revoke()
+
+    def finish_revoke(self) -> None:
+        """Commit (auto-commit), give the partitions up, then join."""
+        group = self.group
+        assert group is not None
+
+        def then(_: Any) -> None:
+            self._set_assignment([])
+            if group.state == "awaiting_revoke":
+                group.revoked()
+            else:
+                group.join_after_revoke(False)
+
+        if self.auto_commit and self.assignment:
+            self.commit_positions().add_callback(then)
+        else:
+            then(None)
+
+    def assignment_received(self, tps: list[TopicPartition]) -> None:
+        self.want_topics({tp.topic for tp in tps})
+        self._set_assignment(tps)
+        self.events.append(("assign", list(tps)))
+        self.notify()
+        self._refresh_committed(tps)
+
+    # -- committed offsets and resets ---------------------------------------------------
+
+    def _refresh_committed(self, tps: list[TopicPartition]) -> None:
+        if not tps:
+            return
+        if self.group is None:
+            for tp in tps:
+                st = self.assignment.get(tp)
+                if st is not None and st.position is None:
+                    self._start_reset(tp, st, self.default_reset)
+            return
+        self._fetching_committed = True
+
+        def done(p: Pending[Any]) -> None:
+            self._fetching_committed = False
+            offsets = {} if p.error is not None else p._value
+            for tp in tps:
+                st = self.assignment.get(tp)
+                if st is None or st.position is not None:
+                    continue
+                off = offsets.get(tp)
+                if off is not None and off[0] >= 0:
+                    st.position = st.fetch_offset = off[0]
+                    self.committed_positions[tp] = off[0]
+                else:
+                    self._start_reset(tp, st, self.default_reset)
+            self.wake()
+
+        self.fetch_committed(tps).add_callback(done)
+
+    def _start_reset(self, tp: TopicPartition, st: PartitionState, how: int | None) -> None:
+        if how is None:
+            st.error = NoOffsetForPartitionError(
+                f"{tp.topic}-{tp.partition} has no committed offset and auto.offset.reset is 'none'")
+            self.errors.append(st.error)
+            self.notify()
+            return
+        st.reset = how
+        st.position = st.fetch_offset = None
+        st.epoch += 1
+        self.wake()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        st = self._state(tp)
+        st.position = st.fetch_offset = offset
+        st.reset = None
+        st.error = None
+        st.epoch += 1
+
+    def seek_to(self, tps: list[TopicPartition], how: int) -> None:
+        for tp in tps or list(self.assignment):
+            self._start_reset(tp, self._state(tp), how)
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        st = self.assignment.get(tp)
+        if st is None:
+            raise KafkaError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        return st
+
+    def pause(self, tps: list[TopicPartition], paused: bool) -> None:
+        for tp in tps:
+            st = self._state(tp)
+            if st.paused != paused:
+                st.paused = paused
+                st.epoch += 1
+                st.fetch_offset = st.position
+
+    def _send_resets(self) -> None:
+        by_leader: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
+        for tp, st in self.assignment.items():
+            if st.reset is None or tp in self._resetting:
+                continue
+            leader = self.metadata.leader(*tp)
+            if leader < 0:
+                self.request_metadata_update()
+                continue
+            by_leader.setdefault(leader, []).append((tp, st))
+        req_cls = REQUESTS[LIST_OFFSETS]
+        for leader, items in by_leader.items():
+            topics: dict[str, list[Any]] = {}
+            for tp, st in items:
+                self._resetting.add(tp)
+                topics.setdefault(tp.topic, []).append(req_cls.ListOffsetsPartition(
+                    partition_index=tp.partition, timestamp=st.reset))
+            req = req_cls(replica_id=-1, isolation_level=1 if self.read_committed else 0,
+                          topics=[req_cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            epochs = {tp: st.epoch for tp, st in items}
+            self.net.request(leader, req).add_callback(lambda p, e=epochs: self._on_reset(p, e))
+
+    def _on_reset(self, p: Pending[Any], epochs: dict[TopicPartition, int]) -> None:
+        for tp in epochs:
+            self._resetting.discard(tp)
+        if p.error is not None:
+            self.request_metadata_update()
+            return
+        for t in p._value.topics:
+            for part in t.partitions:
+                tp = TopicPartition(t.name, part.partition_index)
+                st = self.assignment.get(tp)
+                if st is None or st.reset is None or epochs.get(tp) != st.epoch:
+                    continue
+                if part.error_code:
+                    self.request_metadata_update()
+                    continue
+                st.position = st.fetch_offset = part.offset
+                st.reset = None
+        self.wake()
+
+    # -- fetching -----------------------------------------------------------------------
+
+    def _send_fetches(self, now: float) -> None:
+        if self.buffered >= self.buffer_limit:
+            return
+        by_leader: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
+        for tp, st in self.assignment.items():
+            if st.fetch_offset is None or st.paused or st.in_flight or st.error is not None:
+                continue
+            if self._backoff_until.get(tp, 0.0) > now:
+                continue
+            leader = self.metadata.leader(*tp)
+            if leader < 0:
+                self.want_topics({tp.topic})
+                self.request_metadata_update()
+                continue
+            if leader in self._fetching:
+                continue
+            by_leader.setdefault(leader, []).append((tp, st))
+        cfg = self.config
+        req_cls = REQUESTS[FETCH]
+        for leader, items in by_leader.items():
+            topics: dict[str, list[Any]] = {}
+            sent = []
+            for tp, st in items:
+                st.in_flight = True
+                sent.append((tp, st.epoch, st.fetch_offset))
+                topics.setdefault(tp.topic, []).append(req_cls.FetchPartition(
+                    partition=tp.partition, fetch_offset=st.fetch_offset,
+                    partition_max_bytes=cfg["max.partition.fetch.bytes"]))
+            req = req_cls(replica_id=-1, max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
+                          max_bytes=cfg["fetch.max.bytes"], isolation_level=1 if self.read_committed else 0,
+                          session_id=0, session_epoch=-1,
+                          topics=[req_cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+            self._fetching.add(leader)
+            timeout = self.net.request_timeout + cfg["fetch.max.wait.ms"] / 1000
+            self.net.request(leader, req, timeout=timeout).add_callback(
+                lambda p, n=leader, s=sent: self._on_fetch(n, s, p))
+
+    def _on_fetch(self, node: int, sent: list[tuple[TopicPartition, int, int]], p: Pending[Any]) -> None:
+        self._fetching.discard(node)
+        for tp, _, _ in sent:
+            st = self.assignment.get(tp)
+            if st is not None:
+                st.in_flight = False
+        if p.error is not None:
+            self.request_metadata_update()
+            self.wake()
+            return
+        resp = p._value
+        asked = {tp: (epoch, offset) for tp, epoch, offset in sent}
+        got_data = False
+        for t in resp.responses:
+            topic = t.topic
+            for part in t.partitions:
+                tp = TopicPartition(topic, part.partition_index)
+                st = self.assignment.get(tp)
+                if st is None or tp not in asked or asked[tp][0] != st.epoch:
+                    continue
+                offset = asked[tp][1]
+                code = part.error_code
+                if code:
+                    self._fetch_error(tp, st, code)
+                    continue
+                st.high_watermark = part.high_watermark
+                aborted = None
+                if self.read_committed:
+                    aborted = [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or [])]
+                try:
+                    rs = _core.decode_records(topic, tp.partition, part.records, offset, self.check_crcs, aborted)
+                except _core.LogBrokerError as e:
+                    st.error = error_for(ErrorCode.CORRUPT_MESSAGE, str(e), f"fetch from {topic}-{tp.partition}")
+                    self.errors.append(st.error)
+                    got_data = True
+                    continue
+                st.fetch_offset = rs.next_offset
+                if len(rs):
+                    rs.epoch = st.epoch
+                    self.ready.append(rs)
+                    self.buffered += rs.size
+                    got_data = True
+        if got_data:
+            self.notify()
+        self._send_fetches(self.now)
+
+    def _fetch_error(self, tp: TopicPartition, st: PartitionState, code: int) -> None:
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._start_reset(tp, st, self.default_reset)
+        elif code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                      ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                      ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE):
+            self.request_metadata_update()
+            self._backoff_until[tp] = self.now + self.config["retry.backoff.ms"] / 1000
+            self.call_at(self._backoff_until[tp], lambda: None)
+        else:
+            st.error = error_for(code, None, f"fetch from {tp.topic}-{tp.partition}")
+            self.errors.append(st.error)
+            self.notify()
+
+    # -- application side ---------------------------------------------------------------
+
+    def take_records(self, max_records: int) -> list[_core.ConsumerRecord]:
+        """Pops up to `max_records` ready records and advances positions (any thread)."""
+        out: list[_core.ConsumerRecord] = []
+        ready = self.ready
+        before = self.buffered
+        while ready and len(out) < max_records:
+            rs = ready[0]
+            st = self.assignment.get(TopicPartition(rs.topic, rs.partition))
+            if st is None or st.epoch != rs.epoch or st.paused:
+                ready.popleft()
+                self.buffered -= rs.size
+                continue
+            out.extend(rs.take(max_records - len(out)))
+            st.position = rs.position
+            if not len(rs):
+                ready.popleft()
+                self.buffered -= rs.size
+        if before >= self.buffer_limit > self.buffered:
+            self.wake()
+        return out
+
+    def has_ready(self) -> bool:
+        return bool(self.ready) or bool(self.errors) or bool(self.events)
+
+    # -- commits ------------------------------------------------------------------------
+
+    def commit_positions(self) -> Pending[Any]:
+        offsets = {tp: (st.position, None) for tp, st in self.assignment.items()
+                   if st.position is not None and self.committed_positions.get(tp) != st.position}
+        if not offsets:
+            return Pending.of(None)
+        return self.commit(offsets)
+
+    def commit(self, offsets: dict[TopicPartition, tuple[int, str | None]], retries: int = 5) -> Pending[Any]:
+        if self.group is None:
+            p: Pending[Any] = Pending()
+            p.fail(ConfigError("commit needs a group.id"))
+            return p
+        group = self.group
+        req_cls = REQUESTS[OFFSET_COMMIT]
+        topics: dict[str, list[Any]] = {}
+        for tp, (off, meta) in offsets.items():
+            topics.setdefault(tp.topic, []).append(req_cls.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=off, committed_metadata=meta))
+        in_group = group.active and group.generation >= 0 and bool(group.member_id)
+        req = req_cls(group_id=group.group_id, generation_id_or_member_epoch=group.generation if in_group else -1,
+                      member_id=group.member_id if in_group else "", group_instance_id=group.instance_id,
+                      topics=[req_cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        out: Pending[Any] = Pending()
+
+        def done(p: Pending[Any]) -> None:
+            err: BaseException | None = p.error
+            if err is None:
+                for t in p._value.topics:
+                    for part in t.partitions:
+                        if part.error_code and err is None:
+                            err = error_for(part.error_code, None, f"commit of {t.name}-{part.partition_index}")
+                if err is None:
+                    for tp, (off, _) in offsets.items():
+                        self.committed_positions[tp] = off
+                    out.resolve(None)
+                    return
+            code = getattr(err, "code", None)
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE) or isinstance(err, ConnectionError) \
+                    or (isinstance(err, KafkaError) and err.retriable):
+                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE) or not isinstance(err, KafkaError) \
+                        or err.code == ErrorCode.NETWORK_EXCEPTION:
+                    group.coordinator_lost()
+                if retries > 0:
+                    self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
+                        lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
+                    return
+            if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
+                group.request_rejoin()
+            assert err is not None
+            out.fail(err)
+
+        group.request(req).add_callback(done)
+        return out
+
+    def fetch_committed(self, tps: list[TopicPartition]) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
+        if self.group is None:
+            p: Pending[Any] = Pending()
+            p.fail(ConfigError("committed offsets need a group.id"))
+            return p
+        req_cls = REQUESTS[OFFSET_FETCH]
+        topics: dict[str, list[int]] = {}
+        for tp in tps:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        req = req_cls(group_id=self.group.group_id, require_stable=True,
+                      topics=[req_cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])
+
+        def parse(resp: Any) -> dict[TopicPartition, tuple[int, str | None]]:
+            if resp.error_code:
+                raise error_for(resp.error_code, None, f"OffsetFetch for group {self.group_id!r}")
+            out = {}
+            for t in resp.topics:
+                for part in t.partitions:
+                    if part.error_code:
+                        raise error_for(part.error_code, None, f"committed offset of {t.name}-{part.partition_index}")
+                    out[TopicPartition(t.name, part.partition_index)] = (part.committed_offset, part.metadata)
+            return out
+
+        return self.group.request(req).chain(parse)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _tick(self, now: float) -> None:
+        if self.group is not None:
+            self.group.tick(now)
+        self._send_resets()
+        self._send_fetches(now)
+        if self.auto_commit and now >= self.next_auto_commit:
+            self.next_auto_commit = now + self.auto_commit_interval
+            if self.group is not None and (self.group.state == "stable" or not self.group.active):
+                self.commit_positions().add_callback(lambda p: None)
+
+    def _deadline(self) -> float | None:
+        ds = []
+        if self.group is not None:
+            d = self.group.deadline()
+            if d is not None:
+                ds.append(d)
+        if self.auto_commit:
+            ds.append(self.next_auto_commit)
+        return min(ds) if ds else None
+
+    def close_group(self) -> Pending[Any]:
+        """Commit (auto-commit) and leave the group."""
+        def leave(_: Any) -> Pending[Any]:
+            if self.group is not None and self.group.active:
+                return self.group.leave()
+            return Pending.of(None)
+
+        first = self.commit_positions() if self.auto_commit and self.assignment else Pending.of(None)
+        out: Pending[Any] = Pending()
+        first.add_callback(lambda _: leave(None).add_callback(lambda _: out.resolve(None)))
+        return out

@@ -1,0 +1,446 @@
+"""Classic consumer-group membership from the member's side (sans-I/O), plus the consumer
+protocol's byte formats and the client-side assignors.
+
+# State machine (`GroupMembership.state`)
+    unjoined -> (FindCoordinator) -> joining -> (JoinGroup) -> syncing -> (SyncGroup)
+             -> stable (Heartbeat every heartbeat.interval.ms) -> unjoined on rebalance
+`awaiting_revoke` sits before `joining` when the application registered `on_revoke`: the
+consumer's next `poll()` runs the callback (in the application's thread, as Kafka does)
+and acknowledges; heartbeats continue meanwhile, so a long-running batch does not cost the
+membership (`max.poll.interval.ms` is the rebalance timeout the coordinator waits).
+
+Rebalances are eager: a member gives up all its partitions before rejoining (auto-commit
+commits their positions first). Assignors: `range` (per topic, contiguous ranges, as Kafka's
+RangeAssignor) and `roundrobin` (all partitions dealt in order over the members subscribed to
+them); the leader runs the first protocol every member supports.
+
+Errors: UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / FENCED_INSTANCE_ID reset the member id and
+rejoin; REBALANCE_IN_PROGRESS rejoins; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+COORDINATOR_LOAD_IN_PROGRESS / connection errors rediscover the coordinator after
+`retry.backoff.ms`. MEMBER_ID_REQUIRED (JoinGroup v4+) rejoins at once with the given id.
+
+# Byte formats (ConsumerProtocolSubscription / ConsumerProtocolAssignment, version 0)
+    subscription: version i16 | topics [i32 count, (i16 len, utf-8)*] | user_data (i32 len | bytes, -1 = null)
+    assignment:   version i16 | [i32 count, (topic string, [i32 count, i32 partition*])*] | user_data
+Newer versions append fields; decoders read the v0 prefix and ignore the rest.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from logbroker.client.errors import KafkaError, error_for
+from logbroker.client.network import Pending, Versioned
+from logbroker.protocol import REQUESTS, ErrorCode
+
+if TYPE_CHECKING:
+    from logbroker.client.fetcher import ConsumerCore
+
+__all__ = [
+    "GroupMembership",
+    "TopicPartition",
+    "decode_assignment",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
+    "range_assign",
+    "roundrobin_assign",
+]
+
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+
+
+def find_coordinator_request(key: str, key_type: int) -> Versioned:
+    """FindCoordinator for one key, in the shape of the negotiated version (v4+ batches keys)."""
+    cls = REQUESTS[FIND_COORDINATOR]
+    return Versioned(FIND_COORDINATOR, lambda v: cls(key=key, key_type=key_type) if v < 4
+                     else cls(key_type=key_type, coordinator_keys=[key]))
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def encode_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
+    out = struct.pack(">hi", 0, len(topics)) + b"".join(_str(t) for t in sorted(topics))
+    return out + (struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data)
+
+
+def _read_str(b: bytes, pos: int) -> tuple[str, int]:
+    (n,) = struct.unpack_from(">h", b, pos)
+    pos += 2
+    return bytes(b[pos:pos + n]).decode(), pos + n
+
+
+def decode_subscription(b: bytes) -> list[str]:
+    (_, n) = struct.unpack_from(">hi", b, 0)
+    pos, topics = 6, []
+    for _ in range(n):
+        t, pos = _read_str(b, pos)
+        topics.append(t)
+    return topics
+
+
+def encode_assignment(parts: list[TopicPartition]) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in parts:
+        by_topic.setdefault(t, []).append(p)
+    out = struct.pack(">hi", 0, len(by_topic))
+    for t in sorted(by_topic):
+        ps = sorted(by_topic[t])
+        out += _str(t) + struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    return out + struct.pack(">i", -1)
+
+
+def decode_assignment(b: bytes) -> list[TopicPartition]:
+    if not b:
+        return []
+    (_, n) = struct.unpack_from(">hi", b, 0)
+    pos, out = 6, []
+    for _ in range(n):
+        t, pos = _read_str(b, pos)
+        (k,) = struct.unpack_from(">i", b, pos)
+        pos += 4
+        out.extend(TopicPartition(t, p) for p in struct.unpack_from(f">{k}i", b, pos))
+        pos += 4 * k
+    return out
+
+
+def range_assign(members: dict[str, list[str]], counts: dict[str, int]) -> dict[str, list[TopicPartition]]:
+    """Kafka's RangeAssignor: per topic, members (sorted by id) get contiguous ranges; the
+    first `count % members` get one extra."""
+    out: dict[str, list[TopicPartition]] = {m: [] for m in members}
+    for topic in sorted(counts):
+        subs = sorted(m for m, ts in members.items() if topic in ts)
+        if not subs:
+            continue
+        per, extra = divmod(counts[topic], len(subs))
+        start = 0
+        for i, m in enumerate(subs):
+            n = per + (1 if i < extra else 0)
+            out[m].extend(TopicPartition(topic, p) for p in range(start, start + n))
+            start += n
+    return out
+
+
+def roundrobin_assign(members: dict[str, list[str]], counts: dict[str, int]) -> dict[str, list[TopicPartition]]:
+    """Kafka's RoundRobinAssignor: all partitions (sorted) dealt over the members (sorted),
+    skipping members not subscribed to the partition's topic."""
+    out: dict[str, list[TopicPartition]] = {m: [] for m in members}
+    order = sorted(members)
+    if not order:
+        return out
+    i = 0
+    for topic in sorted(counts):
+        for p in range(counts[topic]):
+            for _ in range(len(order)):
+                m = order[i % len(order)]
+                i += 1
+                if topic in members[m]:
+                    out[m].append(TopicPartition(topic, p))
+                    break
+    return out
+
+
+ASSIGNORS: dict[str, Callable[[dict[str, list[str]], dict[str, int]], dict[str, list[TopicPartition]]]] = {
+    "range": range_assign,
+    "roundrobin": roundrobin_assign,
+}
+
+_REJOIN_RESET = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID}
+_COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+
+
+class GroupMembership:
+    """One member of a classic consumer group (see the module docstring)."""
+
+    def __init__(self, core: ConsumerCore, group_id: str) -> None:
+        self.core = core
+        cfg = core.config
+        self.group_id = group_id
+        self.instance_id: str | None = cfg["group.instance.id"]
+        self.session_timeout_ms: int = cfg["session.timeout.ms"]
+        self.rebalance_timeout_ms: int = cfg["max.poll.interval.ms"]
+        self.heartbeat_interval = cfg["heartbeat.interval.ms"] / 1000
+        self.backoff = cfg["retry.backoff.ms"] / 1000
+        self.assignors: list[str] = list(cfg["partition.assignment.strategy"])
+        self.coordinator: tuple[str, int] | None = None
+        self._finding = False
+        self._coord_waiters: list[Pending[Any]] = []
+        self.state = "unjoined"
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.leader = False
+        self.subscribed: list[str] = []
+        self.next_heartbeat = 0.0
+        self._heartbeat_in_flight = False
+        self._retry_at = 0.0
+        self.needs_rejoin = False
+        self.active = False
+        self.joined_topics: list[str] = []
+        self.last_error: BaseException | None = None
+
+    # -- coordinator --------------------------------------------------------------------
+
+    def ensure_coordinator(self) -> Pending[Any]:
+        p: Pending[Any] = Pending()
+        if self.coordinator is not None:
+            p.resolve(self.coordinator)
+            return p
+        self._coord_waiters.append(p)
+        self._find()
+        return p
+
+    def _find(self) -> None:
+        if self._finding or self.core.now < self._retry_at:
+            if not self._finding:
+                self.core.call_at(self._retry_at, self._find)
+            return
+        self._finding = True
+        req = find_coordinator_request(self.group_id, 0)
+        self.core.net.request(self.core.net.any_node(), req).add_callback(self._on_find)
+
+    def _on_find(self, p: Pending[Any]) -> None:
+        self._finding = False
+        err: BaseException | None = p.error
+        if err is None:
+            r = p._value
+            if r.coordinators:
+                c = r.coordinators[0]
+                code, node_id, host, port, msg = c.error_code, c.node_id, c.host, c.port, c.error_message
+            else:
+                code, node_id, host, port, msg = r.error_code, r.node_id, r.host, r.port, r.error_message
+            if code == 0:
+                key = ("coordinator", node_id)
+                self.core.net.set_address(key, host, port)
+                self.coordinator = key
+                waiters, self._coord_waiters = self._coord_waiters, []
+                for w in waiters:
+                    w.resolve(key)
+                self.core.wake()
+                return
+            err = error_for(code, msg, f"FindCoordinator for group {self.group_id!r}")
+        self.last_error = err
+        self._retry_at = self.core.now + self.backoff
+        if isinstance(err, KafkaError) and not err.retriable and not isinstance(err, ConnectionError):
+            if getattr(err, "code", None) not in _COORDINATOR:
+                waiters, self._coord_waiters = self._coord_waiters, []
+                for w in waiters:
+                    w.fail(err)
+        self.core.call_at(self._retry_at, self._find)
+
+    def coordinator_lost(self) -> None:
+        if self.coordinator is not None:
+            conn = self.core.net.conns.get(self.coordinator)
+            self.coordinator = None
+            if conn is not None:
+                conn.close()
+        self._retry_at = self.core.now + self.backoff
+
+    def request(self, body: Any, timeout: float | None = None) -> Pending[Any]:
+        """Sends to the coordinator (discovering it first)."""
+        return self.ensure_coordinator().chain(lambda node: self.core.net.request(node, body, timeout=timeout))
+
+    # -- membership ---------------------------------------------------------------------
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.active = True
+        if sorted(topics) != sorted(self.subscribed):
+            self.subscribed = sorted(topics)
+            self.request_rejoin()
+
+    def request_rejoin(self) -> None:
+        self.needs_rejoin = True
+        self.core.wake()
+
+    def tick(self, now: float) -> None:
+        if not self.active:
+            return
+        if self.coordinator is None:
+            if self.state in ("joining", "syncing"):
+                return
+            self.ensure_coordinator()
+            return
+        if self.state == "stable" and self.needs_rejoin:
+            self.state = "unjoined"
+        if self.state == "unjoined" and now >= self._retry_at:
+            self.needs_rejoin = False
+            self.core.prepare_rejoin(self)
+        if self.state in ("stable", "awaiting_revoke", "syncing") and now >= self.next_heartbeat:
+            self._heartbeat()
+
+    def deadline(self) -> float | None:
+        if not self.active:
+            return None
+        if self.state in ("stable", "awaiting_revoke"):
+            return self.next_heartbeat
+        if self.state == "unjoined":
+            return max(self._retry_at, self.core.now)
+        return None
+
+    def revoked(self) -> None:
+        """The application has given up its partitions: join now."""
+        if self.state == "awaiting_revoke":
+            self._join()
+
+    def join_after_revoke(self, wait_for_app: bool) -> None:
+        if wait_for_app:
+            self.state = "awaiting_revoke"
+            self.next_heartbeat = self.core.now
+        else:
+            self._join()
+
+    def _join(self) -> None:
+        self.state = "joining"
+        topics = list(self.subscribed)
+        self.joined_topics = topics
+        meta = encode_subscription(topics)
+        req_cls = REQUESTS[JOIN_GROUP]
+        req = req_cls(
+            group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+            group_instance_id=self.instance_id, protocol_type="consumer",
+            protocols=[req_cls.JoinGroupRequestProtocol(name=a, metadata=meta) for a in self.assignors])
+        timeout = self.rebalance_timeout_ms / 1000 + 5.0
+        assert self.coordinator is not None
+        self.core.net.request(self.coordinator, req, timeout=timeout).add_callback(self._on_join)
+
+    def _error(self, code: int, what: str) -> None:
+        """Common error handling for join/sync/heartbeat."""
+        self.state = "unjoined"
+        if code in _REJOIN_RESET:
+            self.member_id = ""
+            self.generation = -1
+        elif code in _COORDINATOR or code == -100:
+            self.coordinator_lost()
+        elif code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED):
+            pass
+        else:
+            self.last_error = error_for(code, None, what)
+            self._retry_at = self.core.now + self.backoff
+        self.core.wake()
+
+    def _on_join(self, p: Pending[Any]) -> None:
+        if self.state != "joining":
+            return
+        if p.error is not None:
+            self._error(-100, "JoinGroup")
+            return
+        r = p._value
+        if r.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = r.member_id
+            self._join()
+            return
+        if r.error_code:
+            self._error(r.error_code, f"JoinGroup of group {self.group_id!r}")
+            return
+        self.generation, self.member_id, self.protocol = r.generation_id, r.member_id, r.protocol_name
+        self.leader = r.leader == r.member_id
+        self.state = "syncing"
+        self.next_heartbeat = self.core.now + self.heartbeat_interval
+        if self.leader:
+            members = {m.member_id: decode_subscription(m.metadata) for m in r.members}
+            topics = sorted({t for ts in members.values() for t in ts})
+            self.core.want_topics(topics)
+            gen = self.generation
+            self.core.wait_metadata(
+                lambda: all(self.core.metadata.partition_count(t) is not None or t in self.core.metadata.topics
+                            for t in topics), 10.0, f"metadata of topics {topics}",
+            ).add_callback(lambda q: self._assign_and_sync(members, gen))
+        else:
+            self._sync([])
+
+    def _assign_and_sync(self, members: dict[str, list[str]], generation: int) -> None:
+        if self.state != "syncing" or self.generation != generation:
+            return
+        counts = {}
+        for t in sorted({t for ts in members.values() for t in ts}):
+            n = self.core.metadata.partition_count(t)
+            if n:
+                counts[t] = n
+        assignor = ASSIGNORS.get(self.protocol or "range", range_assign)
+        plan = assignor(members, counts)
+        req_cls = REQUESTS[SYNC_GROUP]
+        self._sync([req_cls.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(ps))
+                    for m, ps in plan.items()])
+
+    def _sync(self, assignments: list[Any]) -> None:
+        req = REQUESTS[SYNC_GROUP](
+            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+            group_instance_id=self.instance_id, protocol_type="consumer", protocol_name=self.protocol,
+            assignments=assignments)
+        assert self.coordinator is not None
+        gen = self.generation
+        self.core.net.request(self.coordinator, req, timeout=self.rebalance_timeout_ms / 1000 + 5.0).add_callback(
+            lambda p: self._on_sync(p, gen))
+
+    def _on_sync(self, p: Pending[Any], generation: int) -> None:
+        if self.state != "syncing" or generation != self.generation:
+            return
+        if p.error is not None:
+            self._error(-100, "SyncGroup")
+            return
+        r = p._value
+        if r.error_code:
+            self._error(r.error_code, f"SyncGroup of group {self.group_id!r}")
+            return
+        self.state = "stable"
+        self.next_heartbeat = self.core.now + self.heartbeat_interval
+        self.core.assignment_received(decode_assignment(r.assignment))
+
+    def _heartbeat(self) -> None:
+        self.next_heartbeat = self.core.now + self.heartbeat_interval
+        if self._heartbeat_in_flight or self.coordinator is None or self.generation < 0:
+            return
+        self._heartbeat_in_flight = True
+        req = REQUESTS[HEARTBEAT](group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+                                  group_instance_id=self.instance_id)
+        gen = self.generation
+        self.core.net.request(self.coordinator, req).add_callback(lambda p: self._on_heartbeat(p, gen))
+
+    def _on_heartbeat(self, p: Pending[Any], generation: int) -> None:
+        self._heartbeat_in_flight = False
+        if generation != self.generation or self.state not in ("stable", "awaiting_revoke", "syncing"):
+            return
+        if p.error is not None:
+            self.coordinator_lost()
+            return
+        code = p._value.error_code
+        if code == 0:
+            return
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            if self.state == "stable":
+                self.request_rejoin()
+            return
+        if self.state == "stable":
+            self._error(code, f"Heartbeat of group {self.group_id!r}")
+
+    def leave(self) -> Pending[Any]:
+        """Leaves the group (LeaveGroup), best effort."""
+        self.active = False
+        if self.coordinator is None or not self.member_id:
+            self.state = "unjoined"
+            return Pending.of(None)
+        req_cls = REQUESTS[LEAVE_GROUP]
+        member, instance = self.member_id, self.instance_id
+
+        def build(v: int) -> Any:
+            if v < 3:
+                return req_cls(group_id=self.group_id, member_id=member)
+            return req_cls(group_id=self.group_id, members=[
+                req_cls.MemberIdentity(member_id=member, group_instance_id=instance, reason="the consumer is closing")])
+
+        req = Versioned(LEAVE_GROUP, build)
+        self.state = "unjoined"
+        self.member_id, self.generation = "", -1
+        return self.core.net.request(self.coordinator, req, timeout=5.0)
