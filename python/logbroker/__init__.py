@@ -2,10 +2,44 @@
 
     with logbroker.Broker() as broker:      # in-process broker on a free port
         print(broker.bootstrap_servers)
+
+    with logbroker.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
+        p.send("events", b"hello").result(10)
+
+Producer, Consumer and Admin are the Python Kafka client (`logbroker.client`; trio
+versions in `logbroker.aio`), usable against Apache Kafka as well.
 """
 
 from logbroker._core import __version__
 from logbroker.broker import Broker, BrokerServer
 from logbroker.config import BrokerConfig, ConfigError
+from logbroker.client import (
+    Admin,
+    Consumer,
+    ConsumerRecord,
+    KafkaError,
+    KafkaTimeoutError,
+    NewTopic,
+    Producer,
+    RecordFuture,
+    RecordMetadata,
+    TopicPartition,
+)
 
-__all__ = ["Broker", "BrokerConfig", "BrokerServer", "ConfigError", "__version__"]
+__all__ = [
+    "Admin",
+    "Broker",
+    "BrokerConfig",
+    "BrokerServer",
+    "ConfigError",
+    "Consumer",
+    "ConsumerRecord",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "TopicPartition",
+    "__version__",
+]

@@ -1,10 +1,47 @@
-"""The Python Kafka client: `Producer`, `Consumer`, `Admin` (sync; trio versions in
-`logbroker.aio`), built on one sans-I/O core (`core.py`, `sender.py`, `fetcher.py`,
-`group.py`, `admin_core.py`) with the per-record work in Rust (`_core.RecordAccumulator`,
+"""The Python Kafka client: `Producer`, `Consumer`, `Admin` (sync; the trio versions are in
+`logbroker.aio`), built on one sans-I/O core (`core.py`, `network.py`, `sender.py`,
+`fetcher.py`, `group.py`, `admin_core.py`) driven by a background thread (`driver.py`) or
+trio tasks (`logbroker.aio`), with the per-record work in Rust (`_core.RecordAccumulator`,
 `_core.decode_records`). `BrokerConnection` is the small blocking client the CLI uses.
 """
 
+from logbroker.client.admin import Admin
+from logbroker.client.admin_core import ClusterInfo, GroupDescription, NewTopic, TopicDescription
 from logbroker.client.connection import BrokerConnection, ClientError
+from logbroker.client.consumer import Consumer, ConsumerRecord
+from logbroker.client.errors import (
+    BrokerResponseError,
+    ClientClosedError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SerializationError,
+)
+from logbroker.client.fetcher import NoOffsetForPartitionError
+from logbroker.client.group import TopicPartition
 from logbroker.client.producer import Producer, RecordFuture, RecordMetadata
 
-__all__ = ["BrokerConnection", "ClientError", "Producer", "RecordFuture", "RecordMetadata"]
+__all__ = [
+    "Admin",
+    "BrokerConnection",
+    "BrokerResponseError",
+    "ClientClosedError",
+    "ClientError",
+    "ClusterInfo",
+    "ConfigError",
+    "Consumer",
+    "ConsumerRecord",
+    "GroupDescription",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "NoOffsetForPartitionError",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "SerializationError",
+    "TopicDescription",
+    "TopicPartition",
+]

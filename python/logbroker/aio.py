@@ -1,0 +1,501 @@
+"""trio-native Producer, Consumer and Admin: the same sans-I/O cores as the sync API
+(`logbroker.client`), driven by trio tasks instead of a background thread.
+
+    async with logbroker.aio.Producer(bootstrap_servers=...) as producer:
+        meta = await producer.send("events", b"payload")          # waits for the ack
+        fut = await producer.enqueue("events", b"more")           # waits only for room
+        await producer.flush()
+
+    async with logbroker.aio.Consumer(bootstrap_servers=..., group_id="g") as consumer:
+        await consumer.subscribe(["events"])
+        async for record in consumer:
+            ...
+
+# Structure
+`TrioDriver.run()` is the loop: it ticks the core, starts one task per broker connection
+(a reader, plus a writer woken when the core queued bytes) and sleeps on the core's waker fd
+(`trio.lowlevel.wait_readable`) or its next deadline. `async with` opens a nursery for it
+and closes it on exit; `run(task_status=...)` is there for callers who own the nursery
+(`await nursery.start(client.run)`, then `await client.aclose()`).
+
+Everything runs in the caller's trio thread: public methods call the core directly and
+await its `Pending` results through a `trio.Event`; every wait has a visible timeout
+that raises `KafkaTimeoutError` naming the operation. `aclose()` is idempotent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import trio
+
+from logbroker import _core
+from logbroker.client.admin import new_topics, offset_specs
+from logbroker.client import config as _config
+from logbroker.client.admin_core import AdminCore, ClusterInfo, GroupDescription, NewTopic, TopicDescription
+from logbroker.client.consumer import ConsumerBase, OffsetSpec, RebalanceCallback, as_offsets, as_tps
+from logbroker.client.core import ClientCore
+from logbroker.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from logbroker.client.fetcher import EARLIEST, LATEST
+from logbroker.client.group import TopicPartition
+from logbroker.client.network import Connection, Pending
+from logbroker.client.producer import Headers, ProducerBase
+
+__all__ = ["Admin", "Consumer", "NewTopic", "Producer", "TopicPartition", "TrioDriver", "delivered"]
+
+_RECV = 1 << 20
+
+
+async def wait_pending(p: Pending[Any], timeout: float | None, what: str) -> Any:
+    """Awaits a core result (in the loop's trio thread); KafkaTimeoutError after `timeout`."""
+    if not p.done():
+        ev = trio.Event()
+        p.add_callback(lambda _: ev.set())
+        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            await ev.wait()
+        if scope.cancelled_caught:
+            raise KafkaTimeoutError(f"{what} did not complete within {timeout:.3f}s")
+    return p.result()
+
+
+class TrioDriver:
+    """Drives a core with trio tasks (see the module docstring)."""
+
+    def __init__(self, core: ClientCore) -> None:
+        self.core = core
+        self._stop = False
+        self._running = False
+        self._wakeups: dict[Connection, trio.Event] = {}
+        self._scopes: dict[Connection, trio.CancelScope] = {}
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        core = self.core
+        self._running = True
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                while True:
+                    core.waker.clear()
+                    core.tick(trio.current_time())
+                    for conn in core.net.closed_conns:
+                        scope = self._scopes.pop(conn, None)
+                        if scope is not None:
+                            scope.cancel()
+                    core.net.closed_conns.clear()
+                    for conn in core.net.to_connect():
+                        nursery.start_soon(self._connection, conn)
+                    for conn in core.net.with_outgoing():
+                        ev = self._wakeups.get(conn)
+                        if ev is not None:
+                            ev.set()
+                    if self._stop:
+                        break
+                    deadline = core.next_deadline()
+                    with trio.move_on_at(math.inf if deadline is None else deadline):
+                        await trio.lowlevel.wait_readable(core.waker.fileno())
+                nursery.cancel_scope.cancel()
+        finally:
+            self._running = False
+            core.close()
+
+    def stop(self) -> None:
+        self._stop = True
+        self.core.wake()
+
+    async def _connection(self, conn: Connection) -> None:
+        net = self.core.net
+        with trio.CancelScope() as scope:
+            self._scopes[conn] = scope
+            try:
+                stream = await trio.open_tcp_stream(conn.host, conn.port)
+            except OSError as e:
+                net.on_connect_failed(conn, e)
+                self.core.wake()
+                return
+            error: BaseException | None = None
+            async with stream:
+                net.on_connected(conn)
+                self._wakeups[conn] = trio.Event()
+                async with trio.open_nursery() as n:
+                    n.start_soon(self._writer, conn, stream)
+                    try:
+                        while True:
+                            data = await stream.receive_some(_RECV)
+                            if not data:
+                                break
+                            conn.receive(data, trio.current_time())
+                            self.core.wake()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                        error = ConnectionError(f"{conn.host}:{conn.port}: {e}")
+                    n.cancel_scope.cancel()
+            self._wakeups.pop(conn, None)
+            net.on_closed(conn, error)
+            self.core.wake()
+        self._scopes.pop(conn, None)
+        if scope.cancelled_caught:
+            net.on_closed(conn)
+
+    async def _writer(self, conn: Connection, stream: trio.SocketStream) -> None:
+        while True:
+            chunks = conn.outgoing()
+            if chunks:
+                try:
+                    await stream.send_all(b"".join(chunks))
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    return
+                continue
+            ev = self._wakeups[conn]
+            await ev.wait()
+            self._wakeups[conn] = trio.Event()
+
+
+class _AioClient:
+    _core: ClientCore
+    _timeout: float
+
+    def _init_driver(self) -> None:
+        self._driver = TrioDriver(self._core)
+        self._nursery_cm: Any = None
+        self._aclosed = False
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The client's loop, for a caller-owned nursery: `await nursery.start(c.run)`."""
+        await self._driver.run(task_status=task_status)
+
+    async def __aenter__(self) -> Any:
+        self._nursery_cm = trio.open_nursery()
+        nursery = await self._nursery_cm.__aenter__()
+        await nursery.start(self._driver.run)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            with trio.move_on_after(10):
+                await self.aclose()
+        finally:
+            self._driver.stop()
+            if self._nursery_cm is not None:
+                cm, self._nursery_cm = self._nursery_cm, None
+                await cm.__aexit__(*exc)
+
+    async def aclose(self) -> None:
+        self._aclosed = True
+        self._driver.stop()
+
+    def _check(self) -> None:
+        if self._aclosed or not self._driver._running:
+            raise ClientClosedError("the client is closed (or not started: use `async with`)")
+
+    async def _call(self, fn: Callable[[], Any], what: str, timeout: float | None = None) -> Any:
+        self._check()
+        v = fn()
+        self._core.wake()
+        if isinstance(v, Pending):
+            return await wait_pending(v, self._timeout if timeout is None else timeout, what)
+        return v
+
+
+class Producer(ProducerBase, _AioClient):
+    """The trio producer: `await send()` for one acknowledged record, `await enqueue()` +
+    `await flush()` for throughput."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", **config: Any) -> None:
+        ProducerBase.__init__(self, bootstrap_servers, config)
+        self._init_driver()
+        self._timeout = self.config["request.timeout.ms"] / 1000
+
+    async def enqueue(self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
+                      partition: int | None = None, headers: Headers = None,
+                      timestamp: int | None = None) -> _core.RecordFuture:
+        """Queues a record (waiting for metadata or buffer room, up to max.block.ms); returns its future."""
+        self._check()
+        fut = self._append(topic, value, key, partition, timestamp, headers)
+        if fut is not None:
+            return fut
+        max_block = self.config["max.block.ms"] / 1000
+        with trio.move_on_after(max_block) as scope:
+            while True:
+                if self._acc.partitions(topic) is None:
+                    await wait_pending(self._core.wait_for_topic(topic, max_block), max_block + 1,
+                                       f"metadata of topic {topic!r}")
+                else:
+                    self._acc.begin_flush()
+                    await trio.sleep(0.005)
+                fut = self._append(topic, value, key, partition, timestamp, headers)
+                if fut is not None:
+                    return fut
+        assert scope.cancelled_caught
+        raise KafkaTimeoutError(f"send to {topic!r}: no {self._why_blocked(topic)} within max.block.ms={max_block * 1000:.0f}")
+
+    async def send(self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
+                   partition: int | None = None, headers: Headers = None, timestamp: int | None = None,
+                   timeout: float | None = None) -> _core.RecordMetadata:
+        """Sends one record and waits for its acknowledgement (delivery.timeout.ms by default)."""
+        fut = await self.enqueue(topic, value, key, partition, headers, timestamp)
+        return await delivered(fut, self.config["delivery.timeout.ms"] / 1000 if timeout is None else timeout)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        self._check()
+        self._acc.begin_flush()
+        await wait_pending(self._core.wait_idle(), timeout, f"flush of {self._acc.incomplete} record(s)")
+
+    async def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        await self._call(lambda: self._core.wait_for_topic(topic, t), f"metadata of topic {topic!r}", t + 1)
+        return list(range(self._acc.partitions(topic) or 0))
+
+    async def aclose(self) -> None:
+        if self._aclosed:
+            return
+        try:
+            if self._driver._running:
+                with trio.move_on_after(self.config["delivery.timeout.ms"] / 1000):
+                    await self.flush()
+        finally:
+            self._closed = True
+            await _AioClient.aclose(self)
+
+
+async def delivered(fut: _core.RecordFuture, timeout: float | None = None) -> _core.RecordMetadata:
+    """Awaits a RecordFuture from trio."""
+    if not fut.done():
+        ev = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def done(_: Any) -> None:
+            try:
+                ev.set()
+            except RuntimeError:  # completed from another thread
+                token.run_sync_soon(ev.set)
+
+        fut.add_done_callback(done)
+        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            await ev.wait()
+        if scope.cancelled_caught:
+            raise KafkaTimeoutError(f"delivery to {fut.topic}-{fut.partition} not acknowledged within {timeout}s")
+    return fut.result(0)
+
+
+class Consumer(ConsumerBase, _AioClient):
+    """The trio consumer: `await poll()` or `async for record in consumer`. Rebalance
+    callbacks may be plain functions or coroutine functions."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
+                 **config: Any) -> None:
+        ConsumerBase.__init__(self, bootstrap_servers, group_id, config)
+        self._init_driver()
+        self._timeout = self.config["request.timeout.ms"] / 1000
+        self._data = trio.Event()
+        self._core.notify = self._notify
+
+    def _notify(self) -> None:
+        self._data.set()
+
+    async def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], on_assign: RebalanceCallback | None = None,
+                        on_revoke: RebalanceCallback | None = None) -> None:
+        names, pattern = self._check_subscribe(topics)
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        await self._call(lambda: self._core.subscribe(names, pattern, on_revoke is not None), "subscribe")
+
+    async def unsubscribe(self) -> None:
+        await self._call(self._core.unsubscribe, "unsubscribe")
+
+    def subscription(self) -> list[str]:
+        g = self._core.group
+        return list(g.subscribed) if g is not None and g.active else []
+
+    async def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = as_tps(partitions)
+        await self._call(lambda: self._core.assign(tps), "assign")
+
+    def assignment(self) -> list[TopicPartition]:
+        return sorted(self._core.assignment)
+
+    async def _run_events_async(self) -> BaseException | None:
+        core = self._core
+        revoked = False
+        while core.events:
+            kind, tps = core.events.popleft()
+            cb = self._on_assign if kind == "assign" else self._on_revoke
+            revoked |= kind == "revoke"
+            if cb is not None:
+                r = cb(tps)
+                if inspect.isawaitable(r):
+                    await r
+        if revoked and core.wait_for_app_on_revoke:
+            core.finish_revoke()
+            core.wake()
+        return core.errors.popleft() if core.errors else None
+
+    async def poll(self, timeout: float | None = 0.0, max_records: int | None = None) -> list[_core.ConsumerRecord]:
+        """Up to `max_records` records, waiting up to `timeout` seconds for the first."""
+        self._check()
+        n = self.max_poll_records if max_records is None else max_records
+        core = self._core
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            while True:
+                self._data = trio.Event()
+                if core.events or core.errors:
+                    err = await self._run_events_async()
+                    if err is not None:
+                        raise err
+                recs = core.take_records(n)
+                if recs:
+                    return recs
+                if core.ready or core.events or core.errors:
+                    continue
+                await self._data.wait()
+        return []
+
+    async def __aiter__(self) -> AsyncIterator[_core.ConsumerRecord]:
+        while not self._aclosed:
+            try:
+                batch = await self.poll(0.5)
+            except ClientClosedError:
+                return
+            for r in batch:
+                yield r
+
+    async def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        tp = TopicPartition(*partition)
+        await self._call(lambda: self._core.seek(tp, offset), "seek")
+
+    async def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        tps = as_tps(partitions or [])
+        await self._call(lambda: self._core.seek_to(tps, EARLIEST), "seek_to_beginning")
+
+    async def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        tps = as_tps(partitions or [])
+        await self._call(lambda: self._core.seek_to(tps, LATEST), "seek_to_end")
+
+    async def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:
+        tp = TopicPartition(*partition)
+        st = self._core.assignment.get(tp)
+        if st is None:
+            raise KafkaError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        t = self._timeout if timeout is None else timeout
+        with trio.move_on_after(t):
+            while st.position is None:
+                if st.error is not None:
+                    raise st.error
+                await trio.sleep(0.005)
+            return st.position
+        raise KafkaTimeoutError(f"position of {tp.topic}-{tp.partition} not known within {t}s")
+
+    async def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                        timeout: float | None = None) -> dict[TopicPartition, int | None]:
+        tps = as_tps(partitions)
+        got = await self._call(lambda: self._core.fetch_committed(tps), "committed", timeout)
+        return {tp: (got[tp][0] if tp in got and got[tp][0] >= 0 else None) for tp in tps}
+
+    async def commit(self, offsets: dict[Any, OffsetSpec] | None = None, asynchronous: bool = False,
+                     callback: Callable[[BaseException | None], object] | None = None) -> None:
+        """Commits (default: current positions); with `asynchronous=True` returns at once and
+        calls `callback(error_or_None)` from the loop."""
+        self._check()
+        core = self._core
+        p = core.commit_positions() if offsets is None else core.commit(as_offsets(offsets))
+        core.wake()
+        if asynchronous:
+            if callback is not None:
+                p.add_callback(lambda q: callback(q.error))
+            return
+        await wait_pending(p, self._timeout, "commit")
+
+    async def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = as_tps(partitions)
+        await self._call(lambda: self._core.pause(tps, True), "pause")
+
+    async def resume(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = as_tps(partitions)
+        await self._call(lambda: self._core.pause(tps, False), "resume")
+
+    def paused(self) -> list[TopicPartition]:
+        return sorted(tp for tp, st in self._core.assignment.items() if st.paused)
+
+    async def aclose(self) -> None:
+        if self._aclosed:
+            return
+        try:
+            if self._driver._running:
+                with trio.move_on_after(10):
+                    await wait_pending(self._core.close_group(), 10, "close")
+        except KafkaError:
+            pass
+        finally:
+            self._closed = True
+            await _AioClient.aclose(self)
+
+
+class Admin(_AioClient):
+    """The trio admin client: the methods of `logbroker.Admin`, awaited."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", **config: Any) -> None:
+        self.config = _config.build(_config.ADMIN, {"bootstrap.servers": bootstrap_servers, **config})
+        self._core = AdminCore(self.config)
+        self._timeout = self.config["request.timeout.ms"] / 1000
+        self._init_driver()
+
+    def _ms(self, timeout: float | None) -> int:
+        return int((self._timeout if timeout is None else timeout) * 1000)
+
+    async def create_topics(self, topics: Iterable[NewTopic | str], timeout: float | None = None,
+                            validate_only: bool = False) -> None:
+        ts = new_topics(topics)
+        core = self._core
+        assert isinstance(core, AdminCore)
+        await self._call(lambda: core.create_topics(ts, self._ms(timeout), validate_only), "create_topics", timeout)
+
+    async def delete_topics(self, names: Iterable[str], timeout: float | None = None) -> None:
+        ns = list(names)
+        await self._call(lambda: self._admin.delete_topics(ns, self._ms(timeout)), "delete_topics", timeout)
+
+    @property
+    def _admin(self) -> AdminCore:
+        assert isinstance(self._core, AdminCore)
+        return self._core
+
+    async def describe_topics(self, names: Iterable[str] | None = None,
+                              timeout: float | None = None) -> dict[str, TopicDescription]:
+        ns = None if names is None else list(names)
+        return await self._call(lambda: self._admin.describe_topics(ns), "describe_topics", timeout)
+
+    async def list_topics(self, timeout: float | None = None) -> list[str]:
+        return sorted(await self.describe_topics(None, timeout))
+
+    async def create_partitions(self, counts: dict[str, int], timeout: float | None = None,
+                                validate_only: bool = False) -> None:
+        await self._call(lambda: self._admin.create_partitions(dict(counts), self._ms(timeout), validate_only),
+                         "create_partitions", timeout)
+
+    async def describe_configs(self, resources: Iterable[tuple[str, str]],
+                               timeout: float | None = None) -> dict[tuple[str, str], dict[str, str | None]]:
+        rs = list(resources)
+        return await self._call(lambda: self._admin.describe_configs(rs), "describe_configs", timeout)
+
+    async def alter_configs(self, changes: dict[tuple[str, str], dict[str, str | None]], timeout: float | None = None,
+                            validate_only: bool = False) -> None:
+        await self._call(lambda: self._admin.alter_configs(changes, validate_only), "alter_configs", timeout)
+
+    async def list_groups(self, timeout: float | None = None) -> list[tuple[str, str, str]]:
+        return await self._call(self._admin.list_groups, "list_groups", timeout)
+
+    async def describe_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> dict[str, GroupDescription]:
+        gs = list(group_ids)
+        return await self._call(lambda: self._admin.describe_groups(gs), "describe_groups", timeout)
+
+    async def delete_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> None:
+        gs = list(group_ids)
+        await self._call(lambda: self._admin.delete_groups(gs), "delete_groups", timeout)
+
+    async def list_offsets(self, specs: dict[Any, str | int],
+                           timeout: float | None = None) -> dict[TopicPartition, tuple[int, int]]:
+        s = offset_specs(specs)
+        return await self._call(lambda: self._admin.list_offsets(s), "list_offsets", timeout)
+
+    async def describe_cluster(self, timeout: float | None = None) -> ClusterInfo:
+        return await self._call(self._admin.describe_cluster, "describe_cluster", timeout)

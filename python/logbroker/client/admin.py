@@ -1,0 +1,121 @@
+"""`Admin`: the sync Kafka admin client (topics, partitions, configs, groups, offsets,
+cluster). Each call blocks until the broker answered (or `timeout` seconds passed) and
+raises the named exception of the first error code.
+
+    with Admin(bootstrap_servers="127.0.0.1:9092") as admin:
+        admin.create_topics([NewTopic("events", num_partitions=3)])
+        print(admin.describe_topics(["events"]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from logbroker.client import config as _config
+from logbroker.client.admin_core import (
+    OFFSET_SPECS,
+    AdminCore,
+    ClusterInfo,
+    GroupDescription,
+    NewTopic,
+    TopicDescription,
+)
+from logbroker.client.driver import ThreadDriver
+from logbroker.client.errors import ClientClosedError
+from logbroker.client.group import TopicPartition
+
+__all__ = ["Admin", "NewTopic"]
+
+
+def offset_specs(specs: dict[Any, str | int]) -> dict[TopicPartition, int]:
+    out = {}
+    for tp, s in specs.items():
+        out[TopicPartition(*tp)] = OFFSET_SPECS[s] if isinstance(s, str) else int(s)
+    return out
+
+
+def new_topics(topics: Iterable[NewTopic | str]) -> list[NewTopic]:
+    return [NewTopic(t) if isinstance(t, str) else t for t in topics]
+
+
+class Admin:
+    """A Kafka admin client (see the module docstring)."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", **config: Any) -> None:
+        self.config = _config.build(_config.ADMIN, {"bootstrap.servers": bootstrap_servers, **config})
+        self._core = AdminCore(self.config)
+        self._driver = ThreadDriver(self._core, "logbroker-admin")
+        self._timeout = self.config["request.timeout.ms"] / 1000
+        self._closed = False
+
+    def _call(self, fn: Callable[[], Any], what: str, timeout: float | None) -> Any:
+        if self._closed:
+            raise ClientClosedError("the admin client is closed")
+        return self._driver.call_wait(fn, self._timeout if timeout is None else timeout, what)
+
+    def create_topics(self, topics: Iterable[NewTopic | str], timeout: float | None = None,
+                      validate_only: bool = False) -> None:
+        ts = new_topics(topics)
+        ms = int((self._timeout if timeout is None else timeout) * 1000)
+        self._call(lambda: self._core.create_topics(ts, ms, validate_only), f"create_topics {[t.name for t in ts]}", timeout)
+
+    def delete_topics(self, names: Iterable[str], timeout: float | None = None) -> None:
+        ns = list(names)
+        ms = int((self._timeout if timeout is None else timeout) * 1000)
+        self._call(lambda: self._core.delete_topics(ns, ms), f"delete_topics {ns}", timeout)
+
+    def describe_topics(self, names: Iterable[str] | None = None, timeout: float | None = None) -> dict[str, TopicDescription]:
+        ns = None if names is None else list(names)
+        return self._call(lambda: self._core.describe_topics(ns), "describe_topics", timeout)
+
+    def list_topics(self, timeout: float | None = None) -> list[str]:
+        return sorted(self.describe_topics(None, timeout))
+
+    def create_partitions(self, counts: dict[str, int], timeout: float | None = None, validate_only: bool = False) -> None:
+        """Grows each topic to the given total partition count."""
+        ms = int((self._timeout if timeout is None else timeout) * 1000)
+        self._call(lambda: self._core.create_partitions(dict(counts), ms, validate_only), "create_partitions", timeout)
+
+    def describe_configs(self, resources: Iterable[tuple[str, str]],
+                         timeout: float | None = None) -> dict[tuple[str, str], dict[str, str | None]]:
+        """{("topic", name) or ("broker", id): {key: value}}."""
+        rs = list(resources)
+        return self._call(lambda: self._core.describe_configs(rs), "describe_configs", timeout)
+
+    def alter_configs(self, changes: dict[tuple[str, str], dict[str, str | None]], timeout: float | None = None,
+                      validate_only: bool = False) -> None:
+        """Incremental: sets each key, or deletes it (back to the default) when the value is None."""
+        return self._call(lambda: self._core.alter_configs(changes, validate_only), "alter_configs", timeout)
+
+    def list_groups(self, timeout: float | None = None) -> list[tuple[str, str, str]]:
+        """[(group_id, protocol_type, state)] from every broker."""
+        return self._call(self._core.list_groups, "list_groups", timeout)
+
+    def describe_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> dict[str, GroupDescription]:
+        gs = list(group_ids)
+        return self._call(lambda: self._core.describe_groups(gs), f"describe_groups {gs}", timeout)
+
+    def delete_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> None:
+        gs = list(group_ids)
+        self._call(lambda: self._core.delete_groups(gs), f"delete_groups {gs}", timeout)
+
+    def list_offsets(self, specs: dict[Any, str | int], timeout: float | None = None) -> dict[TopicPartition, tuple[int, int]]:
+        """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms} ->
+        {TopicPartition: (offset, timestamp)}."""
+        s = offset_specs(specs)
+        return self._call(lambda: self._core.list_offsets(s), "list_offsets", timeout)
+
+    def describe_cluster(self, timeout: float | None = None) -> ClusterInfo:
+        return self._call(self._core.describe_cluster, "describe_cluster", timeout)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._driver.stop(5.0)
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
