@@ -26,7 +26,7 @@ def connector_jars() -> list[str]:
     done = out / ".complete"
     if not done.exists():
         out.mkdir(parents=True, exist_ok=True)
-        cmd = ["mvn", "-B", "-q", f"-Dmaven.repo.local={CACHE / 'm2'}", "-f", str(HERE / "maven" / "pom.xml"),
+        cmd = ["mvn", "-B", "-q", "-s", str(HERE / "maven" / "settings.xml"), f"-Dmaven.repo.local={CACHE / 'm2'}", "-f", str(HERE / "maven" / "pom.xml"),
                f"-Dspark.version={version}", "dependency:copy-dependencies", f"-DoutputDirectory={out}",
                "-DincludeScope=runtime"]
         res = subprocess.run(cmd, capture_output=True, text=True)
