@@ -33,6 +33,7 @@ __all__ = [
     "Waker",
     "__version__",
     "crc32c",
+    "decode_columns",
     "decode_records",
     "encode_batch",
     "murmur2",
@@ -231,6 +232,17 @@ def encode_batch(
     base_sequence: int = -1,
     transactional: bool = False,
 ) -> bytes: ...
+
+def decode_columns(
+    records: Buffer, start_offset: int, end_offset: int, include_headers: bool = False
+) -> dict[str, Any]:
+    """Decodes the whole record batches in `records` (a Fetch response's records; a partial
+    batch at the end is ignored) into Arrow-layout little-endian buffers, for records with
+    offsets in [start_offset, end_offset). CRCs are checked, batches decompressed, control
+    batches skipped. Keys: count, next_offset, offset (i64), timestamp_us (i64),
+    timestamp_type (i32), {key,value,header_key,header_value}_{validity,offsets,data,nulls}
+    (binary columns: bitmap, i32 offsets, bytes, null count), header_list_offsets (i32,
+    count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
 
 # --- Python client engine (rust/src/py/client.rs) ---
 

@@ -6,6 +6,7 @@
 // Engine: record batches.
 pub mod batch;
 pub mod builder;
+pub mod columnar;
 pub mod compression;
 pub mod varint;
 

@@ -4,7 +4,8 @@
 //! - `gil.rs`: the single GIL-release helper (`enter_core`);
 //! - `log.rs`: `Log`, `AppendResult`, `CompactionResult`, `FileRegion`;
 //! - `client.rs`: the Python client's accumulator, futures, fetch decoder and records;
-//! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`.
+//! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`;
+//! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
 // pyo3 extracts arguments as owned values (String, PathBuf, HashMap, Vec).
@@ -12,6 +13,7 @@
 
 use pyo3::prelude::*;
 
+mod columnar;
 mod client;
 mod errors;
 mod functions;
@@ -31,5 +33,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
     client::register(m)?;
+    m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
     Ok(())
 }
