@@ -1,0 +1,163 @@
+"""Our Python client (logbroker.Producer / logbroker.Consumer) against confluent-kafka
+(librdkafka) on the same broker, same records, same machine, in one run.
+
+    python benches/bench_pyclient.py [--mib 64] [--runs 3] [--bootstrap HOST:PORT] [--markdown]
+
+Starts `logbroker serve` in a child process (unless --bootstrap is given) so the broker does
+not share the clients' GIL. For each record size (100 B, 1 KiB) and client it produces the
+same volume to a fresh 1-partition topic and then consumes it back from offset 0; the
+clients run alternately, `--runs` times, and the median of each is reported. Both producers
+use the same settings (acks=all, idempotence on, linger.ms=5, batch.size=1 MB, no
+compression); both consumers read with fetch.max.bytes / max.partition.fetch.bytes = 8 MiB
+and decode every record's value. This is a benchmark, not a test: nothing is timed in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import confluent_kafka as ck
+
+import logbroker
+
+PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1_000_000, "acks": "all", "enable.idempotence": True,
+                 "compression.type": "none"}
+FETCH_BYTES = 8 << 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data), "--listen",
+                             f"127.0.0.1:{port}", "--log-level", "WARNING"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("broker did not start")
+
+
+def produce_ours(bootstrap: str, topic: str, payload: bytes, count: int) -> float:
+    with logbroker.Producer(bootstrap, **{**PRODUCER_CONF, "buffer.memory": 256 << 20}) as p:
+        p.partitions_for(topic)
+        send = p.send
+        t0 = time.perf_counter()
+        for _ in range(count):
+            send(topic, payload)
+        p.flush(300)
+        return time.perf_counter() - t0
+
+
+def produce_ck(bootstrap: str, topic: str, payload: bytes, count: int) -> float:
+    p = ck.Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF, "queue.buffering.max.kbytes": 262144,
+                     "queue.buffering.max.messages": 10_000_000})
+    p.list_topics(topic, timeout=10)
+    produce = p.produce
+    t0 = time.perf_counter()
+    for _ in range(count):
+        try:
+            produce(topic, payload)
+        except BufferError:
+            p.poll(0.01)
+            produce(topic, payload)
+    assert p.flush(300) == 0
+    return time.perf_counter() - t0
+
+
+def consume_ours(bootstrap: str, topic: str, count: int) -> float:
+    with logbroker.Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_bytes=FETCH_BYTES,
+                            max_partition_fetch_bytes=FETCH_BYTES) as c:
+        c.assign([(topic, 0)])
+        n = 0
+        t0 = time.perf_counter()
+        while n < count:
+            for r in c.poll(5.0, 10_000):
+                r.value
+                n += 1
+        return time.perf_counter() - t0
+
+
+def consume_ck(bootstrap: str, topic: str, count: int) -> float:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{topic}-{time.time()}",
+                     "enable.auto.commit": False, "fetch.max.bytes": FETCH_BYTES,
+                     "max.partition.fetch.bytes": FETCH_BYTES, "auto.offset.reset": "earliest"})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    n = 0
+    t0 = time.perf_counter()
+    while n < count:
+        for m in c.consume(min(10_000, count - n), 5.0):
+            if m.error():
+                raise RuntimeError(m.error())
+            m.value()
+            n += 1
+    elapsed = time.perf_counter() - t0
+    c.close()
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=64, help="MiB produced per run and size")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = None
+        bootstrap = a.bootstrap
+        if bootstrap is None:
+            proc, bootstrap = start_broker(Path(tmp) / "data")
+        try:
+            admin = logbroker.Admin(bootstrap)
+            rows = []
+            for size in (100, 1024):
+                count = (a.mib << 20) // size
+                payload = os.urandom(size)
+                res: dict[tuple[str, str], list[float]] = {}
+                for run in range(a.runs):
+                    for name, produce, consume in (("logbroker", produce_ours, consume_ours),
+                                                   ("librdkafka", produce_ck, consume_ck)):
+                        topic = f"bench-{size}-{name}-{run}"
+                        admin.create_topics([logbroker.NewTopic(topic, 1)])
+                        res.setdefault((name, "produce"), []).append(produce(bootstrap, topic, payload, count))
+                        res.setdefault((name, "consume"), []).append(consume(bootstrap, topic, count))
+                        admin.delete_topics([topic])
+                        print(f"size {size} run {run} {name}: produce {res[(name, 'produce')][-1]:.2f}s "
+                              f"consume {res[(name, 'consume')][-1]:.2f}s", file=sys.stderr)
+                for op in ("produce", "consume"):
+                    ours = statistics.median(res[("logbroker", op)])
+                    theirs = statistics.median(res[("librdkafka", op)])
+                    rows.append((size, op, count / ours, count * size / ours / 1e6, count / theirs,
+                                 count * size / theirs / 1e6, theirs / ours))
+            admin.close()
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(10)
+    header = ("| record | op | logbroker rec/s | logbroker MB/s | librdkafka rec/s | librdkafka MB/s | ratio |\n"
+              "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print(header)
+    for size, op, r1, m1, r2, m2, ratio in rows:
+        print(f"| {size} B | {op} | {r1:,.0f} | {m1:,.1f} | {r2:,.0f} | {m2:,.1f} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
