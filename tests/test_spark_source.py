@@ -137,3 +137,28 @@ def test_spark_kafka_sink_writes_to_logbroker(spark, topic_data):
     back = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp-out").load()
     got = sorted((r.key.decode(), r.value.decode()) for r in back.collect())
     assert got == sorted((f"k{i}", f"out-{i}") for i in range(50))
+
+
+def test_logbroker_sink_batch_and_stream(spark, topic_data, tmp_path):
+    bs, _ = topic_data
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("sp-sink", num_partitions=2, replication_factor=1)])["sp-sink"].result(10)
+    df = spark.createDataFrame(
+        [(f"k{i}", f"row-{i}", i % 2, [("src", b"spark")]) for i in range(40)],
+        "key string, value string, partition int, headers array<struct<key: string, value: binary>>")
+    df.write.format("logbroker").option("bootstrap.servers", bs).option("topic", "sp-sink").mode("append").save()
+    back = (spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp-sink")
+            .option("includeHeaders", "true").load().collect())
+    assert sorted((r.key, r.value, r.partition) for r in back) == sorted(
+        (f"k{i}".encode(), f"row-{i}".encode(), i % 2) for i in range(40))
+    assert all([(h.key, h.value) for h in r.headers] == [("src", b"spark")] for r in back)
+    # streaming: copy topic sp into sp-copy with the logbroker sink
+    q = (spark.readStream.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp")
+         .option("startingOffsets", "earliest").load().selectExpr("key", "value")
+         .writeStream.format("logbroker").option("bootstrap.servers", bs).option("topic", "sp-copy")
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    src = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp").load().count()
+    copy = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp-copy").load().count()
+    assert copy == src
