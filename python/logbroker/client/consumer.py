@@ -231,8 +231,8 @@ class Consumer(ConsumerBase):
 
         def ask() -> Any:
             core.metadata.all_topics = True
-            v = core.metadata.version
-            return core.wait_metadata(lambda: core.metadata.version > v, self._timeout, "topic list")
+            v = core.metadata.all_version
+            return core.wait_metadata(lambda: core.metadata.all_version > v, self._timeout, "topic list")
 
         self._call(ask, "topics", timeout)
         return {t: len(m.partitions) for t, m in core.metadata.topics.items() if m.error_code == 0}

@@ -71,6 +71,8 @@ class Metadata:
         self.last_update = -1e18
         self.updating = False
         self.version = 0
+        # Bumped by responses to all-topics requests (a topic list is complete only then).
+        self.all_version = 0
 
     def leader(self, topic: str, partition: int) -> int:
         t = self.topics.get(topic)
@@ -191,9 +193,10 @@ class ClientCore:
         md.updating = True
         md.need_update = False
         node = self.net.any_node()
-        self.net.request(node, self._metadata_request()).add_callback(self._on_metadata)
+        all_topics = md.all_topics
+        self.net.request(node, self._metadata_request()).add_callback(lambda p: self._on_metadata(p, all_topics))
 
-    def _on_metadata(self, p: Pending[Any]) -> None:
+    def _on_metadata(self, p: Pending[Any], all_topics: bool = False) -> None:
         md = self.metadata
         md.updating = False
         backoff = self.config["retry.backoff.ms"] / 1000
@@ -204,6 +207,8 @@ class ClientCore:
             return
         retry = md.update(p._value)
         md.last_update = self.now
+        if all_topics:
+            md.all_version += 1
         for node_id, (host, port, _rack) in md.brokers.items():
             self.net.set_address(node_id, host, port)
         if retry:

@@ -327,6 +327,10 @@ class ProducerCore(ClientCore):
         if not retriable and isinstance(err, BrokerResponseError) and err.code == ErrorCode.MESSAGE_TOO_LARGE:
             err = error_class(ErrorCode.MESSAGE_TOO_LARGE)(
                 f"{err} ({b.record_count} record(s), {b.size} bytes; see batch.size / max.request.size)")
+        if expired and retriable:
+            err = KafkaTimeoutError(
+                f"delivery.timeout.ms={self.delivery_timeout} expired for {b.record_count} record(s) of "
+                f"{tp[0]}-{tp[1]} after {b.attempts} attempt(s); last error: {err}")
         self._complete(b, error=err)
         self._gc(tp, st)
 

@@ -67,6 +67,9 @@ fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(Cow::Borrowed(s.to_str()?.as_bytes()));
     }
+    if obj.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err("expected bytes, str or a bytes-like object, got int"));
+    }
     extract_bytes(obj).map(Cow::Owned).map_err(|_| {
         PyTypeError::new_err(format!("expected bytes, str or a bytes-like object, got {}", obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())))
     })

@@ -1,0 +1,208 @@
+"""logbroker.Consumer against our broker: assign and poll, iteration, every record field,
+seeks and positions, commits (sync, async, auto), pause/resume, pattern subscriptions,
+rebalance callbacks and a group of two members."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+import logbroker
+from logbroker.client import errors
+from logbroker.client.fetcher import NoOffsetForPartitionError
+
+from pyclient_helpers import consume_all
+
+TP = logbroker.TopicPartition
+
+
+def fill(bootstrap: str, topic: str, n: int, partitions: int = 1) -> None:
+    with logbroker.Admin(bootstrap) as a:
+        if topic not in a.list_topics():
+            a.create_topics([logbroker.NewTopic(topic, partitions)])
+    with logbroker.Producer(bootstrap, linger_ms=1) as p:
+        for i in range(n):
+            p.send(topic, f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions,
+                   headers=[("i", str(i).encode())], timestamp=1_000_000 + i)
+        p.flush(20)
+
+
+def poll_n(c: logbroker.Consumer, n: int, timeout: float = 20) -> list:
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out.extend(c.poll(0.2))
+    return out
+
+
+def test_assign_poll_and_record_fields(broker):
+    fill(broker.bootstrap_servers, "f", 50)
+    with logbroker.Consumer(broker.bootstrap_servers, auto_offset_reset="earliest") as c:
+        c.assign([TP("f", 0)])
+        assert c.assignment() == [TP("f", 0)]
+        recs = poll_n(c, 50)
+        assert len(c.poll(0.1)) == 0
+    r = recs[7]
+    assert (r.topic, r.partition, r.offset, r.key, r.value) == ("f", 0, 7, b"k7", b"v7")
+    assert r.headers == [("i", b"7")]
+    assert (r.timestamp, r.timestamp_type) == (1_000_007, 0)
+    assert "ConsumerRecord" in repr(r)
+    assert [x.offset for x in recs] == list(range(50))
+
+
+def test_max_records_and_iteration(broker):
+    fill(broker.bootstrap_servers, "it", 30)
+    with logbroker.Consumer(broker.bootstrap_servers, auto_offset_reset="earliest", max_poll_records=7) as c:
+        c.assign([("it", 0)])
+        first = []
+        while not first:
+            first = c.poll(1.0)
+        assert len(first) <= 7
+        assert len(c.poll(5.0, max_records=2)) <= 2
+        seen = []
+        for r in c:
+            seen.append(r.offset)
+            if r.offset == 29:
+                break
+        assert seen[-1] == 29
+
+
+def test_seek_position_beginning_end(broker):
+    fill(broker.bootstrap_servers, "s", 20)
+    with logbroker.Consumer(broker.bootstrap_servers, auto_offset_reset="latest") as c:
+        c.assign([("s", 0)])
+        assert c.position(("s", 0)) == 20
+        c.seek_to_beginning()
+        assert c.position(("s", 0)) == 0
+        c.seek(("s", 0), 15)
+        assert [r.offset for r in poll_n(c, 5)] == [15, 16, 17, 18, 19]
+        assert c.position(("s", 0)) == 20
+        c.seek_to_beginning([("s", 0)])
+        assert poll_n(c, 1)[0].offset == 0
+        c.seek_to_end([("s", 0)])
+        assert c.position(("s", 0)) == 20
+        with pytest.raises(logbroker.KafkaError, match="not assigned"):
+            c.position(("other", 0))
+
+
+def test_commit_sync_async_committed_and_auto_commit(broker):
+    fill(broker.bootstrap_servers, "c", 10)
+    with logbroker.Consumer(broker.bootstrap_servers, group_id="cg", auto_offset_reset="earliest",
+                            enable_auto_commit=False) as c:
+        c.assign([("c", 0)])
+        assert c.committed([("c", 0)]) == {TP("c", 0): None}
+        poll_n(c, 10)
+        c.commit()
+        assert c.committed([("c", 0)]) == {TP("c", 0): 10}
+        c.commit({("c", 0): 4})
+        assert c.committed([("c", 0)]) == {TP("c", 0): 4}
+        done = threading.Event()
+        result = []
+        c.commit({TP("c", 0): (6, "meta")}, asynchronous=True, callback=lambda e: (result.append(e), done.set()))
+        assert done.wait(10) and result == [None]
+        assert c.committed([TP("c", 0)])[TP("c", 0)] == 6
+    # A new member of the group starts at the committed offset.
+    with logbroker.Consumer(broker.bootstrap_servers, group_id="cg", auto_commit_interval_ms=100) as c:
+        c.assign([("c", 0)])
+        assert poll_n(c, 1)[0].offset == 6
+        poll_n(c, 3)
+        time.sleep(0.5)
+        c.poll(0.2)
+    with logbroker.Consumer(broker.bootstrap_servers, group_id="cg") as c:
+        assert c.committed([("c", 0)])[TP("c", 0)] == 10
+
+
+def test_no_offset_reset_none_raises(broker):
+    fill(broker.bootstrap_servers, "n", 1)
+    with logbroker.Consumer(broker.bootstrap_servers, group_id="none-g", auto_offset_reset="none") as c:
+        c.assign([("n", 0)])
+        with pytest.raises(NoOffsetForPartitionError):
+            for _ in range(50):
+                c.poll(0.1)
+
+
+def test_pause_resume(broker):
+    fill(broker.bootstrap_servers, "pr", 10, partitions=2)
+    with logbroker.Consumer(broker.bootstrap_servers, auto_offset_reset="earliest") as c:
+        c.assign([("pr", 0), ("pr", 1)])
+        c.pause([("pr", 1)])
+        assert c.paused() == [TP("pr", 1)]
+        recs = poll_n(c, 5, timeout=5)
+        recs += c.poll(0.5)
+        assert {r.partition for r in recs} == {0} and len(recs) == 5
+        c.resume([("pr", 1)])
+        assert c.paused() == []
+        assert {r.partition for r in poll_n(c, 5)} == {1}
+
+
+def test_group_of_two_members_splits_partitions(broker):
+    fill(broker.bootstrap_servers, "g2", 0, partitions=4)
+    conf = dict(group_id="two", auto_offset_reset="earliest", heartbeat_interval_ms=100, session_timeout_ms=6000)
+    assigned: dict[str, list] = {"a": [], "b": []}
+    a = logbroker.Consumer(broker.bootstrap_servers, **conf)
+    b = logbroker.Consumer(broker.bootstrap_servers, **conf)
+    got: dict[str, list] = {"a": [], "b": []}
+    try:
+        a.subscribe(["g2"], on_assign=lambda ps: assigned["a"].append(ps))
+        b.subscribe(["g2"], on_assign=lambda ps: assigned["b"].append(ps))
+        assert a.subscription() == ["g2"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (len(a.assignment()) == 2 and len(b.assignment()) == 2):
+            got["a"] += a.poll(0.05)
+            got["b"] += b.poll(0.05)
+        assert sorted(a.assignment() + b.assignment()) == [TP("g2", p) for p in range(4)]
+        fill(broker.bootstrap_servers, "g2", 200, partitions=4)
+        while time.monotonic() < deadline and len(got["a"]) + len(got["b"]) < 200:
+            got["a"] += a.poll(0.05)
+            got["b"] += b.poll(0.05)
+    finally:
+        a.close()
+        b.close()
+    values = sorted(r.value for r in got["a"] + got["b"])
+    assert values == sorted(f"v{i}".encode() for i in range(200))
+    assert {r.partition for r in got["a"]}.isdisjoint({r.partition for r in got["b"]})
+    assert assigned["a"] and assigned["b"]
+
+
+def test_rebalance_callbacks_and_pattern_subscription(broker):
+    fill(broker.bootstrap_servers, "pat-1", 3)
+    fill(broker.bootstrap_servers, "pat-2", 3)
+    fill(broker.bootstrap_servers, "other", 3)
+    events = []
+    with logbroker.Consumer(broker.bootstrap_servers, group_id="pg", auto_offset_reset="earliest",
+                            heartbeat_interval_ms=100, metadata_max_age_ms=500) as c:
+        c.subscribe(re.compile(r"pat-\d"), on_assign=lambda ps: events.append(("assign", sorted(ps))),
+                    on_revoke=lambda ps: events.append(("revoke", sorted(ps))))
+        recs = poll_n(c, 6)
+        assert {r.topic for r in recs} == {"pat-1", "pat-2"}
+        assert ("assign", [TP("pat-1", 0), TP("pat-2", 0)]) in events
+        c.unsubscribe()
+        assert c.assignment() == []
+        c.subscribe("^pat-1$")
+        deadline = time.monotonic() + 20
+        while c.assignment() != [TP("pat-1", 0)] and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert c.assignment() == [TP("pat-1", 0)]
+
+
+def test_topics_close_and_errors(broker):
+    fill(broker.bootstrap_servers, "t-a", 1, partitions=2)
+    c = logbroker.Consumer(broker.bootstrap_servers)
+    assert c.topics()["t-a"] == 2
+    with pytest.raises(errors.ConfigError, match="group.id"):
+        c.subscribe(["t-a"])
+    with pytest.raises(errors.ConfigError, match="group.id"):
+        c.commit({("t-a", 0): 1})
+    c.close()
+    c.close()
+    with pytest.raises(errors.ClientClosedError):
+        c.poll(0)
+    assert list(c) == []
+
+
+def test_consume_all_helper_round_trip(broker):
+    fill(broker.bootstrap_servers, "h", 5)
+    assert len(consume_all(broker.bootstrap_servers, "h", 1, 5)) == 5
