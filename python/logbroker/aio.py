@@ -28,7 +28,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import trio
@@ -291,6 +291,7 @@ class Consumer(ConsumerBase, _AioClient):
         self._timeout = self.config["request.timeout.ms"] / 1000
         self._data = trio.Event()
         self._core.notify = self._notify
+        self._iter_buffer: list[_core.ConsumerRecord] = []
 
     def _notify(self) -> None:
         self._data.set()
@@ -351,14 +352,20 @@ class Consumer(ConsumerBase, _AioClient):
                 await self._data.wait()
         return []
 
-    async def __aiter__(self) -> AsyncIterator[_core.ConsumerRecord]:
-        while not self._aclosed:
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> _core.ConsumerRecord:
+        """The next record (an async iterator, not a generator: breaking out of `async for`
+        leaves nothing to finalize)."""
+        while not self._iter_buffer:
+            if self._aclosed:
+                raise StopAsyncIteration
             try:
-                batch = await self.poll(0.5)
+                self._iter_buffer = (await self.poll(0.5))[::-1]
             except ClientClosedError:
-                return
-            for r in batch:
-                yield r
+                raise StopAsyncIteration from None
+        return self._iter_buffer.pop()
 
     async def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         tp = TopicPartition(*partition)

@@ -120,7 +120,9 @@ def build(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     for raw_key, value in given.items():
         key = raw_key.replace("_", ".")
         if key not in defaults:
-            close = [k for k in defaults if k.split(".")[-1] == key.split(".")[-1]]
+            import difflib
+            close = [k for k in defaults if k.split(".")[0] == key.split(".")[0]] or \
+                difflib.get_close_matches(key, list(defaults), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown configuration key {raw_key!r}{hint}")
         out[key] = _coerce(key, value, defaults[key])
