@@ -24,6 +24,16 @@ def spark():
     s.stop()
 
 
+def test_zero_call_registration(spark, broker):
+    # pyspark_logbroker.DefaultSource is registered at session start: no register() call
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce("zero-call", b"hello")
+    p.flush(10)
+    rows = (spark.read.format("logbroker").option("bootstrap.servers", broker.bootstrap_servers)
+            .option("subscribe", "zero-call").load().collect())
+    assert [r.value for r in rows] == [b"hello"]
+
+
 def test_window_counts_and_topic_to_parquet(spark, broker, tmp_path):
     import topic_to_parquet
     import window_counts
