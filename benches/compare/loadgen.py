@@ -3,7 +3,8 @@
 - Kafka's kafka-producer-perf-test / kafka-consumer-perf-test
   (org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance, run with java);
 - confluent-kafka (librdkafka) from Python (benches/compare/ck_worker.py);
-- logbroker's own client: a hook (benches/compare/ours.py), not written yet.
+- logbroker's own client (logbroker.Producer / Consumer, benches/compare/ours.py) when the
+  installed logbroker has it.
 
 Every function returns a dict with at least records, bytes (record payload bytes) and
 seconds; MB/s in the report is bytes / seconds / 10^6.
@@ -143,13 +144,22 @@ def e2e(bootstrap: str, topic: str, rate: float, seconds: float, size: int, skip
     return d
 
 
-def ours_produce(bootstrap: str, topic: str, size: int, count: int, acks: str) -> dict:
-    from benches.compare import ours
+def _ours(args: list[str], timeout: float) -> dict:
+    r = _run([sys.executable, "-m", "benches.compare.ours", *args], timeout)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        raise LoadError(f"logbroker client {args[0]} failed (rc {r.returncode}): {_last_error(r.stdout + r.stderr)}")
+    return json.loads(lines[-1])
 
-    return ours.produce(bootstrap, topic, size, count, acks)
+
+def ours_produce(bootstrap: str, topic: str, size: int, count: int, acks: str, timeout: float = 300) -> dict:
+    return _ours(["produce", "--bootstrap", bootstrap, "--topic", topic, "--size", str(size),
+                  "--count", str(count), "--acks", acks], timeout)
 
 
-def ours_consume(bootstrap: str, topic: str, partitions: int, count: int) -> dict:
-    from benches.compare import ours
-
-    return ours.consume(bootstrap, topic, partitions, count)
+def ours_consume(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 300) -> dict:
+    d = _ours(["consume", "--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
+               "--count", str(count), "--timeout", str(timeout - 10)], timeout)
+    if not d.get("complete"):
+        raise LoadError(f"logbroker consumer read {d['records_total']} of {count} records")
+    return d

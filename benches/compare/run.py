@@ -186,7 +186,7 @@ class Comparison:
                                 steps.append(Step(
                                     f"produce {client} {size}B acks={acks} p={parts}: {b} #{i + 1}",
                                     lambda c=client, s=size, a=acks, n=parts, b=b, i=i: self.step_produce(c, s, a, n, b, i),
-                                    0.1 if client == "ours" else 1))
+                                    0.1 if client == "ours" and not ours.AVAILABLE else 1))
         for parts in PARTS:
             for b in BROKERS:
                 steps.append(Step(f"fill {p.consume_bytes >> 20} MiB topic p={parts}: {b}",
@@ -197,7 +197,7 @@ class Comparison:
                     for b in BROKERS:
                         steps.append(Step(f"consume {client} p={parts}: {b} #{i + 1}",
                                           lambda c=client, n=parts, b=b, i=i: self.step_consume(c, n, b, i),
-                                          0.1 if client == "ours" else 1))
+                                          0.1 if client == "ours" and not ours.AVAILABLE else 1))
         steps.append(Step("latency warm-up", self.step_e2e_warmup, 1))
         for variant in ("main", "requests"):
             for i in range(p.pairs):
