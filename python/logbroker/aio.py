@@ -154,7 +154,7 @@ class TrioDriver:
 
 
 class _AioClient:
-    _core: ClientCore
+    _core: Any
     _timeout: float
 
     def _init_driver(self) -> None:

@@ -13,7 +13,16 @@ from logbroker.client.core import ClientCore
 from logbroker.client.errors import error_for
 from logbroker.client.group import TopicPartition, decode_assignment, find_coordinator_request
 from logbroker.client.network import Pending, Versioned, gather
-from logbroker.protocol import REQUESTS
+from logbroker.protocol.messages.create_partitions_request import _CreatePartitionsRequest
+from logbroker.protocol.messages.create_topics_request import _CreateTopicsRequest
+from logbroker.protocol.messages.delete_groups_request import _DeleteGroupsRequest
+from logbroker.protocol.messages.delete_topics_request import _DeleteTopicsRequest
+from logbroker.protocol.messages.describe_configs_request import _DescribeConfigsRequest
+from logbroker.protocol.messages.describe_groups_request import _DescribeGroupsRequest
+from logbroker.protocol.messages.incremental_alter_configs_request import _IncrementalAlterConfigsRequest
+from logbroker.protocol.messages.list_groups_request import _ListGroupsRequest
+from logbroker.protocol.messages.list_offsets_request import _ListOffsetsRequest
+from logbroker.protocol.messages.metadata_request import _MetadataRequest
 
 __all__ = ["AdminCore", "BrokerInfo", "ClusterInfo", "GroupDescription", "GroupMember", "NewTopic",
            "PartitionInfo", "TopicDescription"]
@@ -99,7 +108,7 @@ class AdminCore(ClientCore):
         return self._controller().chain(lambda node: self.net.request(node, body))
 
     def create_topics(self, topics: list[NewTopic], timeout_ms: int, validate_only: bool) -> Pending[None]:
-        cls = REQUESTS[CREATE_TOPICS]
+        cls = _CreateTopicsRequest
         req = cls(timeout_ms=timeout_ms, validate_only=validate_only, topics=[
             cls.CreatableTopic(name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
                                configs=[cls.CreatableTopicConfig(name=k, value=str(v)) for k, v in t.config.items()])
@@ -114,7 +123,7 @@ class AdminCore(ClientCore):
         return self._to_controller(req).chain(check)
 
     def delete_topics(self, names: list[str], timeout_ms: int) -> Pending[None]:
-        cls = REQUESTS[DELETE_TOPICS]
+        cls = _DeleteTopicsRequest
         req = Versioned(DELETE_TOPICS, lambda v: cls(timeout_ms=timeout_ms, topic_names=names) if v < 6 else
                         cls(timeout_ms=timeout_ms, topics=[cls.DeleteTopicState(name=n) for n in names]))
 
@@ -127,7 +136,7 @@ class AdminCore(ClientCore):
         return self._to_controller(req).chain(check)
 
     def describe_topics(self, names: list[str] | None) -> Pending[dict[str, TopicDescription]]:
-        cls = REQUESTS[3]
+        cls = _MetadataRequest
         topics = None if names is None else [cls.MetadataRequestTopic(name=n) for n in names]
         req = cls(topics=topics, allow_auto_topic_creation=False)
 
@@ -144,7 +153,7 @@ class AdminCore(ClientCore):
         return self.net.request(self.net.any_node(), req).chain(parse)
 
     def create_partitions(self, counts: dict[str, int], timeout_ms: int, validate_only: bool) -> Pending[None]:
-        cls = REQUESTS[CREATE_PARTITIONS]
+        cls = _CreatePartitionsRequest
         req = cls(timeout_ms=timeout_ms, validate_only=validate_only,
                   topics=[cls.CreatePartitionsTopic(name=t, count=n, assignments=None) for t, n in counts.items()])
 
@@ -157,7 +166,7 @@ class AdminCore(ClientCore):
         return self._to_controller(req).chain(check)
 
     def describe_configs(self, resources: list[tuple[str, str]]) -> Pending[dict[tuple[str, str], dict[str, str | None]]]:
-        cls = REQUESTS[DESCRIBE_CONFIGS]
+        cls = _DescribeConfigsRequest
         names = {v: k for k, v in RESOURCE_TYPES.items()}
         req = cls(resources=[cls.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=None)
                              for t, n in map(_resource, resources)])
@@ -174,7 +183,7 @@ class AdminCore(ClientCore):
         return self.net.request(self.net.any_node(), req).chain(parse)
 
     def alter_configs(self, changes: dict[tuple[str, str], dict[str, str | None]], validate_only: bool) -> Pending[None]:
-        cls = REQUESTS[INCREMENTAL_ALTER_CONFIGS]
+        cls = _IncrementalAlterConfigsRequest
         resources = []
         for r, cfg in changes.items():
             t, n = _resource(r)
@@ -192,7 +201,7 @@ class AdminCore(ClientCore):
 
     def describe_cluster(self) -> Pending[ClusterInfo]:
         def ask(_: Any) -> Any:
-            req = REQUESTS[3](topics=[], allow_auto_topic_creation=False)
+            req = _MetadataRequest(topics=[], allow_auto_topic_creation=False)
             return self.net.request(self.net.any_node(), req)
 
         def parse(resp: Any) -> ClusterInfo:
@@ -207,7 +216,7 @@ class AdminCore(ClientCore):
 
     def list_groups(self) -> Pending[list[tuple[str, str, str]]]:
         def ask(nodes: list[int]) -> Any:
-            return gather([self.net.request(n, REQUESTS[LIST_GROUPS]()) for n in nodes])
+            return gather([self.net.request(n, _ListGroupsRequest()) for n in nodes])
 
         def parse(resps: list[Any]) -> list[tuple[str, str, str]]:
             out = []
@@ -236,7 +245,7 @@ class AdminCore(ClientCore):
 
     def describe_groups(self, groups: list[str]) -> Pending[dict[str, GroupDescription]]:
         def one(g: str) -> Pending[Any]:
-            return self._coordinator(g).chain(lambda node: self.net.request(node, REQUESTS[DESCRIBE_GROUPS](groups=[g])))
+            return self._coordinator(g).chain(lambda node: self.net.request(node, _DescribeGroupsRequest(groups=[g])))
 
         def parse(resps: list[Any]) -> dict[str, GroupDescription]:
             out = {}
@@ -260,7 +269,7 @@ class AdminCore(ClientCore):
 
     def delete_groups(self, groups: list[str]) -> Pending[None]:
         def one(g: str) -> Pending[Any]:
-            return self._coordinator(g).chain(lambda node: self.net.request(node, REQUESTS[DELETE_GROUPS](groups_names=[g])))
+            return self._coordinator(g).chain(lambda node: self.net.request(node, _DeleteGroupsRequest(groups_names=[g])))
 
         def check(resps: list[Any]) -> None:
             for resp in resps:
@@ -278,7 +287,7 @@ class AdminCore(ClientCore):
             return all(self.metadata.leader(*tp) >= 0 for tp in specs)
 
         def ask(_: Any) -> Any:
-            cls = REQUESTS[LIST_OFFSETS]
+            cls = _ListOffsetsRequest
             by_leader: dict[int, dict[str, list[Any]]] = {}
             for tp, ts in specs.items():
                 by_leader.setdefault(self.metadata.leader(*tp), {}).setdefault(tp.topic, []).append(

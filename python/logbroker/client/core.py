@@ -31,7 +31,7 @@ from logbroker import _core
 from logbroker.client.config import parse_servers
 from logbroker.client.errors import KafkaTimeoutError, error_for
 from logbroker.client.network import Network, Pending
-from logbroker.protocol import REQUESTS
+from logbroker.protocol.messages.metadata_request import _MetadataRequest
 
 __all__ = ["ClientCore", "Metadata", "PartitionMeta", "TopicMeta"]
 
@@ -176,7 +176,7 @@ class ClientCore:
         self._metadata_waiters = keep
 
     def _metadata_request(self) -> Any:
-        req_cls = REQUESTS[METADATA]
+        req_cls = _MetadataRequest
         if self.metadata.all_topics:
             topics = None
         else:

@@ -35,7 +35,11 @@ from logbroker.client.core import ClientCore
 from logbroker.client.errors import ConfigError, KafkaError, error_for
 from logbroker.client.group import OFFSET_COMMIT, OFFSET_FETCH, GroupMembership, TopicPartition
 from logbroker.client.network import Pending
-from logbroker.protocol import REQUESTS, ErrorCode
+from logbroker.protocol import ErrorCode
+from logbroker.protocol.messages.fetch_request import _FetchRequest
+from logbroker.protocol.messages.list_offsets_request import _ListOffsetsRequest
+from logbroker.protocol.messages.offset_commit_request import _OffsetCommitRequest
+from logbroker.protocol.messages.offset_fetch_request import _OffsetFetchRequest
 
 __all__ = ["ConsumerCore", "NoOffsetForPartitionError", "PartitionState"]
 
@@ -256,7 +260,7 @@ class ConsumerCore(ClientCore):
                 self.request_metadata_update()
                 continue
             by_leader.setdefault(leader, []).append((tp, st))
-        req_cls = REQUESTS[LIST_OFFSETS]
+        req_cls = _ListOffsetsRequest
         for leader, items in by_leader.items():
             topics: dict[str, list[Any]] = {}
             for tp, st in items:
@@ -266,7 +270,7 @@ class ConsumerCore(ClientCore):
             req = req_cls(replica_id=-1, isolation_level=1 if self.read_committed else 0,
                           topics=[req_cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
             epochs = {tp: st.epoch for tp, st in items}
-            self.net.request(leader, req).add_callback(lambda p, e=epochs: self._on_reset(p, e))
+            self.net.request(leader, req).add_callback(lambda p, e=epochs: self._on_reset(p, e))  # type: ignore[misc]
 
     def _on_reset(self, p: Pending[Any], epochs: dict[TopicPartition, int]) -> None:
         for tp in epochs:
@@ -307,7 +311,7 @@ class ConsumerCore(ClientCore):
                 continue
             by_leader.setdefault(leader, []).append((tp, st))
         cfg = self.config
-        req_cls = REQUESTS[FETCH]
+        req_cls = _FetchRequest
         for leader, items in by_leader.items():
             topics: dict[str, list[Any]] = {}
             sent = []
@@ -324,7 +328,7 @@ class ConsumerCore(ClientCore):
             self._fetching.add(leader)
             timeout = self.net.request_timeout + cfg["fetch.max.wait.ms"] / 1000
             self.net.request(leader, req, timeout=timeout).add_callback(
-                lambda p, n=leader, s=sent: self._on_fetch(n, s, p))
+                lambda p, n=leader, s=sent: self._on_fetch(n, s, p))  # type: ignore[misc]
 
     def _on_fetch(self, node: int, sent: list[tuple[TopicPartition, int, int]], p: Pending[Any]) -> None:
         self._fetching.discard(node)
@@ -415,7 +419,8 @@ class ConsumerCore(ClientCore):
     # -- commits ------------------------------------------------------------------------
 
     def commit_positions(self) -> Pending[Any]:
-        offsets = {tp: (st.position, None) for tp, st in self.assignment.items()
+        offsets: dict[TopicPartition, tuple[int, str | None]] = {
+            tp: (st.position, None) for tp, st in self.assignment.items()
                    if st.position is not None and self.committed_positions.get(tp) != st.position}
         if not offsets:
             return Pending.of(None)
@@ -427,7 +432,7 @@ class ConsumerCore(ClientCore):
             p.fail(ConfigError("commit needs a group.id"))
             return p
         group = self.group
-        req_cls = REQUESTS[OFFSET_COMMIT]
+        req_cls = _OffsetCommitRequest
         topics: dict[str, list[Any]] = {}
         for tp, (off, meta) in offsets.items():
             topics.setdefault(tp.topic, []).append(req_cls.OffsetCommitRequestPartition(
@@ -473,7 +478,7 @@ class ConsumerCore(ClientCore):
             p: Pending[Any] = Pending()
             p.fail(ConfigError("committed offsets need a group.id"))
             return p
-        req_cls = REQUESTS[OFFSET_FETCH]
+        req_cls = _OffsetFetchRequest
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)

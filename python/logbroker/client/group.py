@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from logbroker.client.errors import KafkaError, error_for
 from logbroker.client.network import Pending, Versioned
-from logbroker.protocol import REQUESTS, ErrorCode
+from logbroker.protocol import ErrorCode
+from logbroker.protocol.messages.find_coordinator_request import _FindCoordinatorRequest
+from logbroker.protocol.messages.heartbeat_request import _HeartbeatRequest
+from logbroker.protocol.messages.join_group_request import _JoinGroupRequest
+from logbroker.protocol.messages.leave_group_request import _LeaveGroupRequest
+from logbroker.protocol.messages.sync_group_request import _SyncGroupRequest
 
 if TYPE_CHECKING:
     from logbroker.client.fetcher import ConsumerCore
@@ -55,7 +60,7 @@ OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 
 def find_coordinator_request(key: str, key_type: int) -> Versioned:
     """FindCoordinator for one key, in the shape of the negotiated version (v4+ batches keys)."""
-    cls = REQUESTS[FIND_COORDINATOR]
+    cls = _FindCoordinatorRequest
     return Versioned(FIND_COORDINATOR, lambda v: cls(key=key, key_type=key_type) if v < 4
                      else cls(key_type=key_type, coordinator_keys=[key]))
 
@@ -305,7 +310,7 @@ class GroupMembership:
         topics = list(self.subscribed)
         self.joined_topics = topics
         meta = encode_subscription(topics)
-        req_cls = REQUESTS[JOIN_GROUP]
+        req_cls = _JoinGroupRequest
         req = req_cls(
             group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
@@ -370,12 +375,12 @@ class GroupMembership:
                 counts[t] = n
         assignor = ASSIGNORS.get(self.protocol or "range", range_assign)
         plan = assignor(members, counts)
-        req_cls = REQUESTS[SYNC_GROUP]
+        req_cls = _SyncGroupRequest
         self._sync([req_cls.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(ps))
                     for m, ps in plan.items()])
 
     def _sync(self, assignments: list[Any]) -> None:
-        req = REQUESTS[SYNC_GROUP](
+        req = _SyncGroupRequest(
             group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
             group_instance_id=self.instance_id, protocol_type="consumer", protocol_name=self.protocol,
             assignments=assignments)
@@ -403,7 +408,7 @@ class GroupMembership:
         if self._heartbeat_in_flight or self.coordinator is None or self.generation < 0:
             return
         self._heartbeat_in_flight = True
-        req = REQUESTS[HEARTBEAT](group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+        req = _HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
                                   group_instance_id=self.instance_id)
         gen = self.generation
         self.core.net.request(self.coordinator, req).add_callback(lambda p: self._on_heartbeat(p, gen))
@@ -431,7 +436,7 @@ class GroupMembership:
         if self.coordinator is None or not self.member_id:
             self.state = "unjoined"
             return Pending.of(None)
-        req_cls = REQUESTS[LEAVE_GROUP]
+        req_cls = _LeaveGroupRequest
         member, instance = self.member_id, self.instance_id
 
         def build(v: int) -> Any:

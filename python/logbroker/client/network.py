@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from logbroker.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from logbroker.protocol import REQUESTS, ProtocolError, decode_response, encode_request
+from logbroker.protocol.messages.api_versions_request import _ApiVersionsRequest
 
 __all__ = ["VERSION_CAPS", "Connection", "Network", "Pending", "Versioned", "gather"]
 
@@ -218,7 +219,7 @@ class Connection:
         """The socket is open: negotiate versions first."""
         self.state = "ready"
         self.last_used = now
-        req = REQUESTS[API_VERSIONS](client_software_name="logbroker-python", client_software_version="0.1.0")
+        req = _ApiVersionsRequest(client_software_name="logbroker-python", client_software_version="0.1.0")
         p: Pending[Any] = Pending()
         p.add_callback(self._on_versions)
         r = _Req(req, p, True, now + 30.0)
@@ -283,7 +284,8 @@ class Connection:
             (size,) = _SIZE.unpack_from(buf, pos)
             if n - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4: pos + 4 + size])
+            with memoryview(buf) as view:
+                frame = bytes(view[pos + 4: pos + 4 + size])
             pos += 4 + size
             self._dispatch(frame)
         if pos:

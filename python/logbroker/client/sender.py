@@ -39,7 +39,9 @@ from logbroker.client.errors import (
     error_for,
 )
 from logbroker.client.network import Pending
-from logbroker.protocol import REQUESTS, ErrorCode
+from logbroker.protocol import ErrorCode
+from logbroker.protocol.messages.init_producer_id_request import _InitProducerIdRequest
+from logbroker.protocol.messages.produce_request import _ProduceRequest
 
 __all__ = ["ProducerCore"]
 
@@ -154,7 +156,7 @@ class ProducerCore(ClientCore):
         if self._pid_pending or now < self._pid_retry_at:
             return
         self._pid_pending = True
-        req = REQUESTS[INIT_PRODUCER_ID](transactional_id=None, transaction_timeout_ms=60000)
+        req = _InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
         self.net.request(self.net.any_node(), req).add_callback(self._on_producer_id)
 
     def _on_producer_id(self, p: Pending[Any]) -> None:
@@ -216,7 +218,7 @@ class ProducerCore(ClientCore):
             per_node.setdefault(leader, []).append((tp, st))
         for node, parts in per_node.items():
             while parts and self._node_requests[node] < self.max_in_flight:
-                batches = []
+                batches: list[_core.ProducerBatch] = []
                 size = 0
                 rest = []
                 for tp, st in parts:
@@ -237,7 +239,7 @@ class ProducerCore(ClientCore):
                 parts = rest
 
     def _send_request(self, node: Any, batches: list[_core.ProducerBatch]) -> None:
-        req_cls = REQUESTS[PRODUCE]
+        req_cls = _ProduceRequest
         topics: dict[str, list[Any]] = {}
         for b in batches:
             if self.idempotent and b.base_sequence < 0:

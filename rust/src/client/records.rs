@@ -15,7 +15,9 @@
 //!   producer's ABORT marker.
 //! - `next_offset` is the offset after the last complete batch (never below `fetch_offset`),
 //!   so a response holding only control or aborted batches still moves the position.
-//! - Key, value and header bytes are copied once into `data`; records hold ranges into it.
+//! - Nothing is copied for uncompressed batches: a record's ranges index a virtual buffer that
+//!   is the input bytes followed by [`Fetched::data`] (the decompressed regions), so ranges
+//!   below `bytes.len()` point into the input. [`Fetched::slice`] resolves them.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -48,13 +50,26 @@ pub struct DecodedRecord {
 
 #[derive(Debug, Default)]
 pub struct Fetched {
+    /// Decompressed records regions; ranges at or above `input_len` index it.
     pub data: Vec<u8>,
+    pub input_len: usize,
     pub records: Vec<DecodedRecord>,
     pub next_offset: i64,
     /// True when the data ended inside a batch.
     pub truncated: bool,
     /// Bytes of complete batches walked.
     pub bytes: usize,
+}
+
+impl Fetched {
+    /// The bytes of `r` (a record's key, value or headers), given the decoded input.
+    pub fn slice<'a>(&'a self, input: &'a [u8], r: Range<usize>) -> &'a [u8] {
+        if r.start >= self.input_len {
+            &self.data[r.start - self.input_len..r.end - self.input_len]
+        } else {
+            &input[r]
+        }
+    }
 }
 
 fn range_in(region: &[u8], part: &[u8], base: usize) -> Range<usize> {
@@ -70,7 +85,7 @@ pub fn decode_fetched(
     check_crcs: bool,
     aborted: Option<&[AbortedTxn]>,
 ) -> Result<Fetched> {
-    let mut out = Fetched { next_offset: fetch_offset, ..Fetched::default() };
+    let mut out = Fetched { next_offset: fetch_offset, input_len: bytes.len(), ..Fetched::default() };
     let mut aborted_sorted: Vec<AbortedTxn> = aborted.map(<[AbortedTxn]>::to_vec).unwrap_or_default();
     aborted_sorted.sort_by_key(|a| a.first_offset);
     let mut next_aborted = 0usize;
@@ -140,7 +155,10 @@ pub fn decode_fetched(
         }
         let batch_pos = (pos - size) as u64;
         let region = batch::records_region(b, batch_pos).map_err(named)?;
-        let base = out.data.len();
+        let compressed = matches!(region, std::borrow::Cow::Owned(_));
+        // Uncompressed: ranges into the input itself; compressed: into `data`, after the input.
+        let (base_slice, base): (&[u8], usize) =
+            if compressed { (&region, bytes.len() + out.data.len()) } else { (bytes, 0) };
         let log_append = h.is_log_append_time();
         let records = &mut out.records;
         batch::walk_records(&region, &h, batch_pos, |r| {
@@ -154,14 +172,16 @@ pub fn decode_fetched(
                 timestamp,
                 timestamp_type: u8::from(log_append),
                 leader_epoch: h.partition_leader_epoch,
-                key: r.key.map(|k| range_in(&region, k, base)),
-                value: r.value.map(|v| range_in(&region, v, base)),
-                headers: range_in(&region, r.headers, base),
+                key: r.key.map(|k| range_in(base_slice, k, base)),
+                value: r.value.map(|v| range_in(base_slice, v, base)),
+                headers: range_in(base_slice, r.headers, base),
                 headers_count: r.headers_count,
             });
         })
         .map_err(named)?;
-        out.data.extend_from_slice(&region);
+        if compressed {
+            out.data.extend_from_slice(&region);
+        }
     }
     if bytes.len() - pos > 0 && bytes.len() - pos < LOG_OVERHEAD {
         out.truncated = true;
@@ -212,13 +232,14 @@ mod tests {
     #[test]
     fn every_codec_decodes() {
         for codec in Codec::ALL {
-            let f = decode_fetched("t-0", &two_batches(codec), 0, true, None).unwrap();
+            let input = two_batches(codec);
+            let f = decode_fetched("t-0", &input, 0, true, None).unwrap();
             assert_eq!(f.records.len(), 3, "{}", codec.name());
             assert_eq!(f.next_offset, 3);
             let r0 = &f.records[0];
-            assert_eq!(&f.data[r0.key.clone().unwrap()], b"k0");
-            assert_eq!(&f.data[r0.value.clone().unwrap()], b"v0");
-            assert_eq!(parse_headers(&f.data[r0.headers.clone()], r0.headers_count), vec![(&b"h"[..], Some(&b"x"[..]))]);
+            assert_eq!(f.slice(&input, r0.key.clone().unwrap()), b"k0");
+            assert_eq!(f.slice(&input, r0.value.clone().unwrap()), b"v0");
+            assert_eq!(parse_headers(f.slice(&input, r0.headers.clone()), r0.headers_count), vec![(&b"h"[..], Some(&b"x"[..]))]);
             assert_eq!((f.records[1].timestamp, f.records[1].key.clone()), (1003, None));
             assert_eq!(f.records[2].offset, 2);
         }
@@ -265,7 +286,7 @@ mod tests {
         let aborted = [AbortedTxn { producer_id: 7, first_offset: 0 }];
         let f = decode_fetched("t-0", &data, 0, true, Some(&aborted)).unwrap();
         assert_eq!(f.records.len(), 1);
-        assert_eq!(&f.data[f.records[0].value.clone().unwrap()], b"kept");
+        assert_eq!(f.slice(&data, f.records[0].value.clone().unwrap()), b"kept");
         assert_eq!(f.next_offset, 3);
         let all = decode_fetched("t-0", &data, 0, true, None).unwrap();
         assert_eq!(all.records.len(), 2, "read_uncommitted sees both, never the marker");

@@ -557,6 +557,8 @@ impl RecordAccumulator {
 #[pyclass(module = "logbroker._core")]
 pub struct RecordSet {
     fetched: Fetched,
+    /// The fetched bytes; uncompressed records are read from here without a copy.
+    raw: Py<PyBytes>,
     topic: Py<PyString>,
     #[pyo3(get)]
     partition: i32,
@@ -600,11 +602,12 @@ impl RecordSet {
     #[pyo3(signature = (max_records=None))]
     fn take<'py>(&mut self, py: Python<'py>, max_records: Option<usize>) -> PyResult<Bound<'py, PyList>> {
         let end = max_records.map_or(self.fetched.records.len(), |n| (self.cursor + n).min(self.fetched.records.len()));
-        let data = &self.fetched.data;
+        let raw = self.raw.bind(py).as_bytes();
+        let f = &self.fetched;
         let out = PyList::empty(py);
         for r in &self.fetched.records[self.cursor..end] {
             let headers = if r.headers_count > 0 {
-                let items: Vec<(String, Option<Bound<'py, PyBytes>>)> = records::parse_headers(&data[r.headers.clone()], r.headers_count)
+                let items: Vec<(String, Option<Bound<'py, PyBytes>>)> = records::parse_headers(f.slice(raw, r.headers.clone()), r.headers_count)
                     .into_iter()
                     .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v))))
                     .collect();
@@ -619,8 +622,8 @@ impl RecordSet {
                 timestamp: r.timestamp,
                 timestamp_type: r.timestamp_type,
                 leader_epoch: r.leader_epoch,
-                key: r.key.clone().map(|k| PyBytes::new(py, &data[k]).unbind()),
-                value: r.value.clone().map(|v| PyBytes::new(py, &data[v]).unbind()),
+                key: r.key.clone().map(|k| PyBytes::new(py, f.slice(raw, k)).unbind()),
+                value: r.value.clone().map(|v| PyBytes::new(py, f.slice(raw, v)).unbind()),
                 headers,
             };
             out.append(Bound::new(py, rec)?)?;
@@ -698,15 +701,21 @@ pub fn decode_records(
     check_crcs: bool,
     aborted: Option<Vec<(i64, i64)>>,
 ) -> PyResult<RecordSet> {
-    let bytes = match records {
-        Some(r) if !r.is_none() => extract_bytes(r)?,
-        _ => Vec::new(),
+    // One copy at most (a memoryview into a response frame becomes bytes); the RecordSet then
+    // keeps the bytes object and reads uncompressed records straight from it.
+    let raw: Bound<'_, PyBytes> = match records {
+        Some(r) if !r.is_none() => match r.cast::<PyBytes>() {
+            Ok(b) => b.clone(),
+            Err(_) => py.get_type::<PyBytes>().call1((r,))?.cast_into::<PyBytes>()?,
+        },
+        _ => PyBytes::new(py, &[]),
     };
     let name = format!("{}-{partition}", topic.to_str()?);
     let aborted: Option<Vec<AbortedTxn>> =
         aborted.map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
-    let fetched = py.enter_core(|| records::decode_fetched(&name, &bytes, fetch_offset, check_crcs, aborted.as_deref()))?;
-    Ok(RecordSet { fetched, topic: topic.clone().unbind(), partition, cursor: 0, fetch_offset, epoch: 0 })
+    let input: &[u8] = raw.as_bytes();
+    let fetched = py.enter_core(|| records::decode_fetched(&name, input, fetch_offset, check_crcs, aborted.as_deref()))?;
+    Ok(RecordSet { fetched, raw: raw.unbind(), topic: topic.clone().unbind(), partition, cursor: 0, fetch_offset, epoch: 0 })
 }
 
 /// Kafka's murmur2 of `data`, as the Java client's signed int.
