@@ -212,6 +212,22 @@ class ThreadDriver:
     def _on_readable(self, conn: Connection) -> None:
         s = self._socks[conn]
         net = self.core.net
+        target = conn.read_target()
+        if len(target):
+            try:
+                n = s.recv_into(target)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                self._drop(conn, s)
+                net.on_closed(conn, ConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
+                return
+            if n == 0:
+                self._drop(conn, s)
+                net.on_closed(conn)
+                return
+            conn.advance(n, net.now)
+            return
         try:
             data = s.recv(_RECV)
         except BlockingIOError:

@@ -179,6 +179,9 @@ class Connection:
         self._out: list[Any] = []
         self._out_bytes = 0
         self._inbuf = bytearray()
+        self._head = bytearray(4)
+        self._frame: bytearray | None = None
+        self._filled = 0
         self._in_flight: collections.deque[_Req] = collections.deque()
         self._waiting: list[_Req] = []
         self.error: BaseException | None = None
@@ -291,7 +294,37 @@ class Connection:
         if pos:
             del buf[:pos]
 
-    def _dispatch(self, frame: bytes) -> None:
+    def read_target(self) -> memoryview:
+        """Where the next received bytes should go (for `recv_into`): the rest of the size
+        prefix, or the rest of the current frame's body, allocated at its exact size so a
+        large response is read straight into the buffer it is decoded from."""
+        if self._inbuf:
+            # Bytes fed through `receive()` are pending: keep using that path.
+            return memoryview(bytearray(0))
+        if self._frame is None:
+            return memoryview(self._head)[self._filled:]
+        return memoryview(self._frame)[self._filled:]
+
+    def advance(self, n: int, now: float) -> None:
+        """`n` bytes were written into `read_target()`."""
+        self.last_used = now
+        self._filled += n
+        if self._frame is None:
+            if self._filled == 4:
+                (size,) = _SIZE.unpack(self._head)
+                self._frame = bytearray(size)
+                self._filled = 0
+                if size == 0:
+                    self._complete_frame()
+        elif self._filled == len(self._frame):
+            self._complete_frame()
+
+    def _complete_frame(self) -> None:
+        frame, self._frame, self._filled = self._frame, None, 0
+        assert frame is not None
+        self._dispatch(frame)
+
+    def _dispatch(self, frame: bytes | bytearray) -> None:
         if not self._in_flight:
             self.close(KafkaConnectionError(f"{self.host}:{self.port} sent a response to no request"))
             return
