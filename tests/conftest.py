@@ -140,3 +140,30 @@ def have(cmd: str) -> bool:
 
 def kcat_bin() -> str:
     return shutil.which("kcat") or shutil.which("kafkacat") or "kcat"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole test run (a JVM cannot pick up connector jars
+    for a second session), with Spark's own Kafka connector on the classpath. Records
+    whether the `logbroker` format was registered at start-up (pyspark_logbroker) before
+    register() is called."""
+    import sys
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+    from logbroker.spark import register
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
+    from jars import connector_jars  # Spark's own Kafka connector, from Maven Central
+
+    session = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.jars", ",".join(connector_jars()))
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.logbroker_registered_at_start = (
+        session._jsparkSession.sessionState().dataSourceManager().dataSourceExists("logbroker"))
+    register(session)
+    yield session
+    session.stop()

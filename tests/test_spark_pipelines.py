@@ -13,19 +13,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("logbroker-pipelines")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    yield s
-    s.stop()
-
-
 def test_zero_call_registration(spark, broker):
-    # pyspark_logbroker.DefaultSource is registered at session start: no register() call
+    # pyspark_logbroker.DefaultSource was registered when the session started
+    assert spark.logbroker_registered_at_start
     p = Producer({"bootstrap.servers": broker.bootstrap_servers})
     p.produce("zero-call", b"hello")
     p.flush(10)

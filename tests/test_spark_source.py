@@ -15,27 +15,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 
 @pytest.fixture(scope="module")
-def spark():
-    import sys
-    from pathlib import Path
-
-    from pyspark.sql import SparkSession
-
-    from logbroker.spark import register
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
-    from jars import connector_jars  # Spark's own Kafka connector, from Maven Central
-
-    s = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.jars", ",".join(connector_jars()))
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    register(s)
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def topic_data():
     from logbroker import Broker
 
