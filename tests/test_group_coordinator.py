@@ -130,3 +130,25 @@ async def test_kip848_revokes_before_assigning(tmp_path, nursery, clock):
     assert list(coord.consumer.groups["g"].members) == ["m1"]
     r1 = hb("m1", 2, owned=kept)
     assert {p for _, p in r1["assignment"]} == {0, 1, 2, 3} and r1["member_epoch"] == 3
+
+
+@pytest.mark.trio
+async def test_offsets_retention_expires_offsets_of_empty_groups(tmp_path, nursery, clock):
+    import time as wall
+
+    coord = await make(tmp_path, nursery)
+    res = await coord.commit_offsets(group_id="simple", generation_id=-1, member_id="", group_instance_id=None,
+                                     offsets=[("t", 0, 42, -1, "meta")])
+    assert res == {("t", 0): 0}
+    assert coord.fetch_offsets("simple", [("t", 0)])[1][("t", 0)].offset == 42
+    coord.retention_ms = 300  # offsets.retention.minutes, shrunk for the test
+    await coord._expire_offsets()
+    assert coord.fetch_offsets("simple", [("t", 0)])[1][("t", 0)] is not None  # not old enough yet
+    wall.sleep(0.4)
+    await coord._expire_offsets()
+    assert coord.fetch_offsets("simple", [("t", 0)])[1][("t", 0)] is None
+    assert "simple" not in coord.groups
+    # the tombstones are in __consumer_offsets: a reload finds nothing
+    coord.groups.clear()
+    await coord._load()
+    assert "simple" not in coord.groups
