@@ -390,8 +390,8 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
       f"{meta.get('seconds', 0) / 60:.1f} min in all; load average before the run "
       f"{', '.join(f'{x:.2f}' for x in meta.get('loadavg_before', []))}"
       + (f", highest 1-min load average seen between steps {meta['loadavg_max']:.2f}" if "loadavg_max" in meta else "")
-      + f". Machine: {meta.get('machine', '?')}. On 2 cores the benchmark itself keeps the load near 2-3; "
-      "a higher figure means something else was running and the numbers are noisier.")
+      + f". Machine: {meta.get('machine', '?')}. (The load average counts the JVMs' threads too, so the "
+      "benchmark alone drives it well above 2 on this machine.)")
     a("")
     a("Reproduce (installs Kafka from Maven Central into `~/.cache/logbroker-bench/` on first use; "
       "`pip install -r benches/requirements.txt` first):")
