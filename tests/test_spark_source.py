@@ -141,3 +141,59 @@ def test_logbroker_sink_batch_and_stream(spark, topic_data, tmp_path):
     src = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp").load().count()
     copy = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "sp-copy").load().count()
     assert copy == src
+
+
+def test_pattern_new_partitions_and_fail_on_data_loss(spark, tmp_path):
+    from logbroker import Broker
+    from logbroker.spark.kafka_io import SparkSourceError  # noqa: F401 (the error the executors raise)
+
+    with Broker(data_dir=tmp_path / "d") as b:
+        bs = b.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("pat-a", 1, 1), NewTopic("pat-b", 1, 1), NewTopic("other", 1, 1)])["pat-b"].result(10)
+        p = Producer({"bootstrap.servers": bs})
+        for t in ("pat-a", "pat-b", "other"):
+            p.produce(t, t.encode())
+        p.flush(10)
+        df = spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribePattern", "pat-.*").load()
+        assert sorted(r.value for r in df.collect()) == [b"pat-a", b"pat-b"]
+        # streaming picks up a partition added between triggers, from its start
+        out, ck = str(tmp_path / "o"), str(tmp_path / "ck")
+
+        def run():
+            q = (spark.readStream.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "pat-a")
+                 .option("startingOffsets", "earliest").load().selectExpr("CAST(value AS STRING) AS v")
+                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+                 .trigger(availableNow=True).start())
+            q.awaitTermination(120)
+            assert q.exception() is None
+
+        run()
+        from confluent_kafka.admin import NewPartitions
+
+        admin.create_partitions([NewPartitions("pat-a", 2)])["pat-a"].result(10)
+        p2 = Producer({"bootstrap.servers": bs})  # fresh metadata: sees partition 1
+        p2.produce("pat-a", b"in-new-partition", partition=1)
+        p2.flush(10)
+        run()
+        assert sorted(r.v for r in spark.read.parquet(out).collect()) == ["in-new-partition", "pat-a"]
+        # records deleted before they were read: failOnDataLoss decides
+        for i in range(5):
+            p.produce("other", f"x{i}".encode())
+        p.flush(10)
+        from logbroker.protocol import REQUESTS
+        from rawclient import RawClient
+
+        DeleteRecords = REQUESTS[21]
+        with RawClient(bs) as c:
+            r = c.request(21, 2, DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(
+                name="other", partitions=[DeleteRecords.DeleteRecordsPartition(partition_index=0, offset=4)])], timeout_ms=5000))
+            assert r.topics[0].partitions[0].error_code == 0
+
+        def read(fail: str):
+            return (spark.read.format("logbroker").option("bootstrap.servers", bs).option("subscribe", "other")
+                    .option("startingOffsets", json.dumps({"other": {"0": 0}})).option("failOnDataLoss", fail).load())
+
+        with pytest.raises(Exception, match="no longer available"):
+            read("true").collect()
+        assert sorted(r.value for r in read("false").collect()) == [b"x3", b"x4"]
