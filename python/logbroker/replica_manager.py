@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from pathlib import Path
 
 import trio
 
+from logbroker.clock import now_ms
 from logbroker import _core
 from logbroker.config import BrokerConfig
 from logbroker.coord.metadata import MetadataImage
@@ -31,10 +31,6 @@ from logbroker.partition import Partition
 log = logging.getLogger("logbroker.replicas")
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

@@ -20,11 +20,11 @@ restores groups and static members without forcing a rebalance.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 
 import trio
 
+from logbroker.clock import now_ms
 from logbroker import _core
 from logbroker.config import BrokerConfig
 from logbroker.coord.consumer_group import ConsumerGroupCoordinator
@@ -48,10 +48,6 @@ from logbroker.coord.offsets_topic import (
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.groups")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class CoordinatorError(Exception):

@@ -9,7 +9,6 @@ acks=0). Every advertised API is implemented for its whole advertised range.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from logbroker.protocol import REQUESTS, RequestHeader
@@ -47,10 +46,6 @@ class HandlerEntry:
     @property
     def request_class(self) -> type:
         return REQUESTS[self.api_key]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _build() -> dict[int, HandlerEntry]:

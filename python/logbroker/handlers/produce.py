@@ -20,7 +20,7 @@ import trio
 
 from logbroker import _core
 from logbroker.errors import error_code_for
-from logbroker.handlers import now_ms
+from logbroker.clock import now_ms
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 0
