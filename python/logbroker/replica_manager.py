@@ -16,9 +16,7 @@ request (never per partition or per record); the Rust side releases the GIL.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-from pathlib import Path
 
 import trio
 

@@ -48,6 +48,27 @@ class HandlerEntry:
         return REQUESTS[self.api_key]
 
 
+def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1):
+    """The one lookup every partition-level request makes: (error code, Partition or None).
+
+    UNKNOWN_TOPIC_OR_PARTITION when this broker has no replica, NOT_LEADER_OR_FOLLOWER when
+    it is not the leader, and for a client-supplied current leader epoch (-1 = not checked)
+    FENCED_LEADER_EPOCH if it is older than ours, UNKNOWN_LEADER_EPOCH if newer.
+    """
+    from logbroker.protocol import ErrorCode
+
+    part = ctx.replicas.get(topic, index)
+    if part is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    if not part.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+        if current_leader_epoch < part.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, None
+        return ErrorCode.UNKNOWN_LEADER_EPOCH, None
+    return ErrorCode.NONE, part
+
+
 def _build() -> dict[int, HandlerEntry]:
     from logbroker.handlers import (
         admin_configs,

@@ -8,6 +8,7 @@ import trio
 
 from logbroker import _core
 from logbroker.errors import error_code_for
+from logbroker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 21
@@ -26,12 +27,8 @@ async def handle(ctx, request):
         for p in t.partitions:
             r = Response.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
             parts.append(r)
-            part = ctx.replicas.get(t.name, p.partition_index)
-            if part is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.is_leader:
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            else:
+            r.error_code, part = leader_partition(ctx, t.name, p.partition_index)
+            if part is not None:
                 jobs.append((r, part, p.offset))
 
     def work() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from logbroker.protocol import RESPONSES, ErrorCode
+from logbroker.handlers import leader_partition
+from logbroker.protocol import RESPONSES
 
 API_KEY = 61
 MIN_VERSION = 0
@@ -17,14 +18,10 @@ async def handle(ctx, request):
         parts = []
         topics.append(Response.TopicResponse(name=t.name, partitions=parts))
         for idx in t.partition_indexes:
-            part = ctx.replicas.get(t.name, idx)
-            r = Response.PartitionResponse(partition_index=idx, error_code=ErrorCode.NONE, error_message=None, active_producers=[])
+            code, part = leader_partition(ctx, t.name, idx)
+            r = Response.PartitionResponse(partition_index=idx, error_code=code, error_message=None, active_producers=[])
             parts.append(r)
-            if part is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.is_leader:
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            else:
+            if part is not None:
                 r.active_producers = [
                     Response.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
                                            coordinator_epoch=-1, current_txn_start_offset=-1)

@@ -24,6 +24,7 @@ import trio
 
 from logbroker import _core
 from logbroker.errors import error_code_for
+from logbroker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 1
@@ -53,22 +54,8 @@ class _Slot:
         self.message = None
 
 
-def _check(ctx, slot: _Slot, current_leader_epoch: int, follower: bool) -> None:
-    part = ctx.replicas.get(slot.topic, slot.index)
-    if part is None:
-        slot.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return
-    if not part.is_leader:
-        slot.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return
-    if current_leader_epoch >= 0:
-        if current_leader_epoch > part.leader_epoch:
-            slot.error = ErrorCode.UNKNOWN_LEADER_EPOCH
-            return
-        if current_leader_epoch < part.leader_epoch:
-            slot.error = ErrorCode.FENCED_LEADER_EPOCH
-            return
-    slot.part = part
+def _check(ctx, slot: _Slot, current_leader_epoch: int) -> None:
+    slot.error, slot.part = leader_partition(ctx, slot.topic, slot.index, current_leader_epoch)
 
 
 def _read_all(slots: list[_Slot], response_max: int, follower: bool) -> int:
@@ -122,7 +109,7 @@ async def handle(ctx, request):
         order.append((ft.topic, group))
         for fp in ft.partitions:
             slot = _Slot(ft.topic, fp.partition, fp.fetch_offset, fp.partition_max_bytes)
-            _check(ctx, slot, fp.current_leader_epoch if version >= 9 else -1, follower)
+            _check(ctx, slot, fp.current_leader_epoch if version >= 9 else -1)
             if follower and slot.part is not None:
                 slot.part.follower_leos[request.replica_id] = fp.fetch_offset
                 slot.part.maybe_increment_hw()

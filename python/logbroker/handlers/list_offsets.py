@@ -13,6 +13,7 @@ import trio
 
 from logbroker import _core
 from logbroker.errors import error_code_for
+from logbroker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 2
@@ -58,16 +59,9 @@ async def handle(ctx, request):
                 partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1
             )
             parts_out.append(entry)
-            part = ctx.replicas.get(t.name, p.partition_index)
-            if part is None:
-                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.is_leader:
-                entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif version >= 4 and p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
-                entry.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
-            else:
+            entry.error_code, part = leader_partition(
+                ctx, t.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
+            if part is not None:
                 jobs.append((entry, part, p.timestamp))
 
     def work() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import trio
 
+from logbroker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 23
@@ -24,16 +25,8 @@ async def handle(ctx, request):
         for p in t.partitions:
             r = Response.EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
             parts.append(r)
-            part = ctx.replicas.get(t.topic, p.partition)
-            if part is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.is_leader:
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
-                r.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
-            else:
+            r.error_code, part = leader_partition(ctx, t.topic, p.partition, p.current_leader_epoch)
+            if part is not None:
                 jobs.append((r, part, p.leader_epoch))
 
     def work() -> None:
