@@ -167,6 +167,45 @@ def test_group_of_two_members_splits_partitions(broker):
     assert assigned["a"] and assigned["b"]
 
 
+def test_max_poll_interval_leaves_and_next_poll_rejoins(broker, caplog):
+    """A member that stops polling for longer than max.poll.interval.ms leaves (its
+    partitions move to the other member long before its session would expire), its revoke
+    callback sees them as lost at the next poll(), and that poll() rejoins the group."""
+    fill(broker.bootstrap_servers, "mpi", 0, partitions=2)
+    conf = dict(group_id="mpi-g", auto_offset_reset="earliest", heartbeat_interval_ms=100,
+                session_timeout_ms=30000, max_poll_interval_ms=1500)
+    lost: list = []
+    a = logbroker.Consumer(broker.bootstrap_servers, **conf)
+    b = logbroker.Consumer(broker.bootstrap_servers, **conf)
+    try:
+        a.subscribe(["mpi"], on_revoke=lambda ps: lost.append(sorted(ps)))
+        b.subscribe(["mpi"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (len(a.assignment()) == 1 and len(b.assignment()) == 1):
+            a.poll(0.05)
+            b.poll(0.05)
+        owned_by_a = a.assignment()
+        assert len(owned_by_a) == 1 and lost == []
+        # `a` stops polling; `b` keeps going and gets both partitions well within the session timeout.
+        t0 = time.monotonic()
+        while time.monotonic() < deadline and len(b.assignment()) != 2:
+            b.poll(0.05)
+        assert len(b.assignment()) == 2 and time.monotonic() - t0 < 15
+        assert a.assignment() == []
+        assert any("max.poll.interval.ms=1500" in r.getMessage() and "mpi-g" in r.getMessage()
+                   for r in caplog.records)
+        # The next poll() reports the loss and rejoins: the group splits again.
+        a.poll(0)
+        assert lost == [owned_by_a]
+        while time.monotonic() < deadline and not (len(a.assignment()) == 1 and len(b.assignment()) == 1):
+            a.poll(0.05)
+            b.poll(0.05)
+        assert sorted(a.assignment() + b.assignment()) == [TP("mpi", 0), TP("mpi", 1)]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_rebalance_callbacks_and_pattern_subscription(broker):
     fill(broker.bootstrap_servers, "pat-1", 3)
     fill(broker.bootstrap_servers, "pat-2", 3)

@@ -300,6 +300,7 @@ class Consumer(ConsumerBase, _AioClient):
                         on_revoke: RebalanceCallback | None = None) -> None:
         names, pattern = self._check_subscribe(topics)
         self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._core.polled()
         await self._call(lambda: self._core.subscribe(names, pattern, on_revoke is not None), "subscribe")
 
     async def unsubscribe(self) -> None:
@@ -337,6 +338,9 @@ class Consumer(ConsumerBase, _AioClient):
         self._check()
         n = self.max_poll_records if max_records is None else max_records
         core = self._core
+        if core.polled():
+            core.rejoin_after_poll_timeout()
+            core.wake()
         with trio.move_on_after(math.inf if timeout is None else timeout):
             while True:
                 self._data = trio.Event()

@@ -102,9 +102,11 @@ class Consumer(ConsumerBase):
                   on_revoke: RebalanceCallback | None = None) -> None:
         """Joins the group for `topics` (a list, or a regex pattern: a compiled pattern or a
         string starting with '^'). `on_assign(partitions)` / `on_revoke(partitions)` run in
-        the thread that calls `poll()`."""
+        the thread that calls `poll()`; `on_revoke` also runs for partitions lost when the
+        application went longer than max.poll.interval.ms without polling."""
         names, pattern = self._check_subscribe(topics)
         self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._core.polled()
         self._call(lambda: self._core.subscribe(names, pattern, on_revoke is not None), "subscribe")
 
     def unsubscribe(self) -> None:
@@ -133,6 +135,8 @@ class Consumer(ConsumerBase):
         n = self.max_poll_records if max_records is None else max_records
         deadline = None if timeout is None else time.monotonic() + timeout
         core = self._core
+        if core.polled():
+            self._driver.submit(core.rejoin_after_poll_timeout)
         while True:
             self._data.clear()
             if core.events or core.errors:

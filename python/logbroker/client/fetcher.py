@@ -21,12 +21,22 @@ A partition with no position is reset: to its committed offset (group members), 
 NoOffsetForPartitionError from `poll()`). OFFSET_OUT_OF_RANGE on fetch resets the same way.
 Auto-commit commits the positions every `auto.commit.interval.ms`, before a rebalance gives
 partitions up, and on close.
+
+# Poll interval
+Heartbeats run in the I/O loop, so a member stays in its group while the application works
+on a batch; `max.poll.interval.ms` bounds that. When the application has not called
+`poll()` for longer, the loop gives the partitions up as *lost* (the revoke callback runs
+at the next `poll()`, nothing is committed for them), leaves the group (LeaveGroup with a
+reason; a static member just stops, its session expires) and does not rejoin until the
+application polls again, as Kafka's consumer does.
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +52,8 @@ from logbroker.protocol.messages.offset_commit_request import _OffsetCommitReque
 from logbroker.protocol.messages.offset_fetch_request import _OffsetFetchRequest
 
 __all__ = ["ConsumerCore", "NoOffsetForPartitionError", "PartitionState"]
+
+log = logging.getLogger("logbroker.client")
 
 FETCH = 1
 LIST_OFFSETS = 2
@@ -95,6 +107,9 @@ class ConsumerCore(ClientCore):
         self._resetting: set[TopicPartition] = set()
         self._fetching_committed = False
         self._backoff_until: dict[TopicPartition, float] = {}
+        self.max_poll_interval = config["max.poll.interval.ms"] / 1000
+        self.last_poll = time.monotonic()  # application side, real time (not the loop's clock)
+        self.poll_expired = False
 
     # -- subscription and assignment (loop side) ----------------------------------------
 
@@ -146,6 +161,41 @@ class ConsumerCore(ClientCore):
         if self.group is not None and self.group.state == "stable" and self.group.leader:
             # A leader rejoins when a subscribed topic gains partitions.
             pass
+
+    # -- the poll interval ----------------------------------------------------------------
+
+    def polled(self) -> bool:
+        """Application side: `poll()` was called. True when the member left its group on a
+        poll timeout; the caller then runs `rejoin_after_poll_timeout()` in the loop."""
+        self.last_poll = time.monotonic()
+        return self.poll_expired
+
+    def rejoin_after_poll_timeout(self) -> None:
+        if self.poll_expired:
+            self.poll_expired = False
+            if self.group is not None and self.group.active:
+                self.group.request_rejoin()
+
+    def _check_poll_interval(self) -> None:
+        group = self.group
+        if group is None or not group.active or self.poll_expired:
+            return
+        idle = time.monotonic() - self.last_poll
+        if idle <= self.max_poll_interval:
+            return
+        self.poll_expired = True
+        owned = list(self.assignment)
+        log.warning("consumer of group %r: %.1f s since the last poll() exceeds max.poll.interval.ms=%d; "
+                    "leaving the group and giving up %d partition(s) %s; the next poll() rejoins",
+                    group.group_id, idle, self.config["max.poll.interval.ms"], len(owned),
+                    [f"{tp.topic}-{tp.partition}" for tp in owned])
+        self._set_assignment([])
+        # A revocation the application never acknowledged becomes part of the loss.
+        self.events = collections.deque(e for e in self.events if e[0] != "revoke")
+        if owned:
+            self.events.append(("lost", owned))
+            self.notify()
+        group.leave_on_poll_timeout()
 
     # -- group callbacks ----------------------------------------------------------------
 
@@ -502,6 +552,7 @@ class ConsumerCore(ClientCore):
 
     def _tick(self, now: float) -> None:
         if self.group is not None:
+            self._check_poll_interval()
             self.group.tick(now)
         self._send_resets()
         self._send_fetches(now)

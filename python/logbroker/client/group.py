@@ -7,7 +7,8 @@ protocol's byte formats and the client-side assignors.
 `awaiting_revoke` sits before `joining` when the application registered `on_revoke`: the
 consumer's next `poll()` runs the callback (in the application's thread, as Kafka does)
 and acknowledges; heartbeats continue meanwhile, so a long-running batch does not cost the
-membership (`max.poll.interval.ms` is the rebalance timeout the coordinator waits).
+membership (`max.poll.interval.ms` is the rebalance timeout the coordinator waits, and the
+longest the application may go without `poll()` before the member leaves: `fetcher.py`).
 
 Rebalances are eager: a member gives up all its partitions before rejoining (auto-commit
 commits their positions first). Assignors: `range` (per topic, contiguous ranges, as Kafka's
@@ -269,7 +270,7 @@ class GroupMembership:
         self.core.wake()
 
     def tick(self, now: float) -> None:
-        if not self.active:
+        if not self.active or self.core.poll_expired:
             return
         if self.coordinator is None:
             if self.state in ("joining", "syncing"):
@@ -285,7 +286,7 @@ class GroupMembership:
             self._heartbeat()
 
     def deadline(self) -> float | None:
-        if not self.active:
+        if not self.active or self.core.poll_expired:
             return None
         if self.state in ("stable", "awaiting_revoke"):
             return self.next_heartbeat
@@ -433,6 +434,19 @@ class GroupMembership:
     def leave(self) -> Pending[Any]:
         """Leaves the group (LeaveGroup), best effort."""
         self.active = False
+        return self._leave("the consumer is closing")
+
+    def leave_on_poll_timeout(self) -> None:
+        """The application stopped polling (max.poll.interval.ms): a dynamic member leaves at
+        once so the group rebalances; a static member stays registered until its session
+        times out (Kafka's rule). Either way the member rejoins with a new member id."""
+        if self.instance_id is not None:
+            self.state = "unjoined"
+            self.member_id, self.generation = "", -1
+            return
+        self._leave("consumer poll timeout has expired").add_callback(lambda p: None)
+
+    def _leave(self, reason: str) -> Pending[Any]:
         if self.coordinator is None or not self.member_id:
             self.state = "unjoined"
             return Pending.of(None)
@@ -443,7 +457,7 @@ class GroupMembership:
             if v < 3:
                 return req_cls(group_id=self.group_id, member_id=member)
             return req_cls(group_id=self.group_id, members=[
-                req_cls.MemberIdentity(member_id=member, group_instance_id=instance, reason="the consumer is closing")])
+                req_cls.MemberIdentity(member_id=member, group_instance_id=instance, reason=reason)])
 
         req = Versioned(LEAVE_GROUP, build)
         self.state = "unjoined"

@@ -9,7 +9,9 @@ requests queued before its answer wait, then go out at the highest version both 
 (capped by `VERSION_CAPS`, the newest versions that still name topics rather than topic ids).
 `receive(data)` parses size-prefixed frames and resolves each request's `Pending` in the
 order the broker answered (Kafka answers in order per connection; the correlation id is
-checked). `close(exc)` fails everything outstanding with `exc`. A request for which no
+checked). A large Fetch response is read into a buffer the connection reuses for the
+next one, so its byte fields (memoryviews) are valid only while its `Pending` callbacks
+run; the consumer copies the records out there. `close(exc)` fails everything outstanding with `exc`. A request for which no
 response is expected (Produce with acks=0) resolves when its bytes are handed out.
 
 # Network
@@ -43,6 +45,9 @@ API_VERSIONS = 18
 VERSION_CAPS = {0: 12, 1: 12, 2: 9, 3: 12, 8: 9, 9: 7, 10: 6, 11: 9, 12: 4, 13: 5, 14: 5, 18: 3}
 
 _SIZE = struct.Struct(">i")
+_FETCH = 1
+# Fetch responses at least this large are read into the connection's reused buffer.
+_REUSE_AT = 256 << 10
 
 
 class Pending(Generic[T]):
@@ -180,7 +185,8 @@ class Connection:
         self._out_bytes = 0
         self._inbuf = bytearray()
         self._head = bytearray(4)
-        self._frame: bytearray | None = None
+        self._frame: bytearray | memoryview | None = None
+        self._fetch_buf: bytearray | None = None
         self._filled = 0
         self._in_flight: collections.deque[_Req] = collections.deque()
         self._waiting: list[_Req] = []
@@ -312,19 +318,31 @@ class Connection:
         if self._frame is None:
             if self._filled == 4:
                 (size,) = _SIZE.unpack(self._head)
-                self._frame = bytearray(size)
+                self._frame = self._frame_buffer(size)
                 self._filled = 0
                 if size == 0:
                     self._complete_frame()
         elif self._filled == len(self._frame):
             self._complete_frame()
 
+    def _frame_buffer(self, size: int) -> bytearray | memoryview:
+        """Where a `size`-byte frame is read. A large Fetch response goes into this
+        connection's reused buffer: its records are copied out (into pooled buffers, see
+        `_core.decode_records`) while the response is dispatched, and a fresh multi-MiB
+        `bytearray` per fetch would cost a zero-fill and a page fault per 4 KiB."""
+        if size < _REUSE_AT or not self._in_flight or self._in_flight[0].api_key != _FETCH:
+            return bytearray(size)
+        buf = self._fetch_buf
+        if buf is None or len(buf) < size:
+            buf = self._fetch_buf = bytearray(size)
+        return memoryview(buf)[:size]
+
     def _complete_frame(self) -> None:
         frame, self._frame, self._filled = self._frame, None, 0
         assert frame is not None
         self._dispatch(frame)
 
-    def _dispatch(self, frame: bytes | bytearray) -> None:
+    def _dispatch(self, frame: bytes | bytearray | memoryview) -> None:
         if not self._in_flight:
             self.close(KafkaConnectionError(f"{self.host}:{self.port} sent a response to no request"))
             return

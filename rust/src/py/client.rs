@@ -18,12 +18,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::gil::EnterCore;
 use super::log::{codec_named, extract_bytes};
 use crate::batch::{self, BatchHeader};
+use crate::client::buffer_pool;
 use crate::client::accumulator::{Accumulator, AccumulatorConfig, NewRecord, ProducerBatch as EngineBatch};
 use crate::client::error::ClientError;
 use crate::client::murmur2 as hash;
@@ -557,8 +559,9 @@ impl RecordAccumulator {
 #[pyclass(module = "logbroker._core")]
 pub struct RecordSet {
     fetched: Fetched,
-    /// The fetched bytes; uncompressed records are read from here without a copy.
-    raw: Py<PyBytes>,
+    /// A copy of the fetched bytes in a pooled buffer (`client/buffer_pool.rs`), given back
+    /// when the set is dropped; uncompressed records are read from here.
+    input: Vec<u8>,
     topic: Py<PyString>,
     #[pyo3(get)]
     partition: i32,
@@ -602,7 +605,7 @@ impl RecordSet {
     #[pyo3(signature = (max_records=None))]
     fn take<'py>(&mut self, py: Python<'py>, max_records: Option<usize>) -> PyResult<Bound<'py, PyList>> {
         let end = max_records.map_or(self.fetched.records.len(), |n| (self.cursor + n).min(self.fetched.records.len()));
-        let raw = self.raw.bind(py).as_bytes();
+        let raw = self.input.as_slice();
         let f = &self.fetched;
         let out = PyList::empty(py);
         for r in &self.fetched.records[self.cursor..end] {
@@ -634,6 +637,13 @@ impl RecordSet {
     /// Drops every remaining record.
     fn clear(&mut self) {
         self.cursor = self.fetched.records.len();
+    }
+}
+
+impl Drop for RecordSet {
+    fn drop(&mut self) {
+        buffer_pool::give(std::mem::take(&mut self.input));
+        buffer_pool::give(std::mem::take(&mut self.fetched.data));
     }
 }
 
@@ -701,21 +711,40 @@ pub fn decode_records(
     check_crcs: bool,
     aborted: Option<Vec<(i64, i64)>>,
 ) -> PyResult<RecordSet> {
-    // One copy at most (a memoryview into a response frame becomes bytes); the RecordSet then
-    // keeps the bytes object and reads uncompressed records straight from it.
-    let raw: Bound<'_, PyBytes> = match records {
-        Some(r) if !r.is_none() => match r.cast::<PyBytes>() {
-            Ok(b) => b.clone(),
-            Err(_) => py.get_type::<PyBytes>().call1((r,))?.cast_into::<PyBytes>()?,
-        },
-        _ => PyBytes::new(py, &[]),
+    // One copy, into a warm pooled buffer: the response frame the records view into is reused
+    // by the connection for the next fetch, and fresh multi-MiB allocations cost page faults.
+    let input = match records.filter(|r| !r.is_none()) {
+        None => Vec::new(),
+        Some(r) => {
+            if let Ok(b) = r.cast::<PyBytes>() {
+                let mut input = buffer_pool::take_sized(b.as_bytes().len());
+                input.copy_from_slice(b.as_bytes());
+                input
+            } else {
+                let buf = PyBuffer::<u8>::get(r)?;
+                let mut input = buffer_pool::take_sized(buf.item_count());
+                let copied = buf.copy_to_slice(py, &mut input);
+                buf.release(py);
+                if let Err(e) = copied {
+                    buffer_pool::give(input);
+                    return Err(e);
+                }
+                input
+            }
+        }
     };
     let name = format!("{}-{partition}", topic.to_str()?);
     let aborted: Option<Vec<AbortedTxn>> =
         aborted.map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
-    let input: &[u8] = raw.as_bytes();
-    let fetched = py.enter_core(|| records::decode_fetched(&name, input, fetch_offset, check_crcs, aborted.as_deref()))?;
-    Ok(RecordSet { fetched, raw: raw.unbind(), topic: topic.clone().unbind(), partition, cursor: 0, fetch_offset, epoch: 0 })
+    let fetched = py.enter_core(|| records::decode_fetched(&name, &input, fetch_offset, check_crcs, aborted.as_deref()));
+    let fetched = match fetched {
+        Ok(f) => f,
+        Err(e) => {
+            buffer_pool::give(input);
+            return Err(e.into());
+        }
+    };
+    Ok(RecordSet { fetched, input, topic: topic.clone().unbind(), partition, cursor: 0, fetch_offset, epoch: 0 })
 }
 
 /// Kafka's murmur2 of `data`, as the Java client's signed int.
