@@ -47,7 +47,6 @@ from logbroker.client.producer import Headers, ProducerBase
 
 __all__ = ["Admin", "Consumer", "NewTopic", "Producer", "TopicPartition", "TrioDriver", "delivered"]
 
-_RECV = 1 << 20
 
 
 async def wait_pending(p: Pending[Any], timeout: float | None, what: str) -> Any:
@@ -122,12 +121,14 @@ class TrioDriver:
                 self._wakeups[conn] = trio.Event()
                 async with trio.open_nursery() as n:
                     n.start_soon(self._writer, conn, stream)
+                    sock = stream.socket
                     try:
                         while True:
-                            data = await stream.receive_some(_RECV)
-                            if not data:
+                            # Straight into the frame buffer (see Connection.read_target).
+                            n = await sock.recv_into(conn.read_target())
+                            if not n:
                                 break
-                            conn.receive(data, trio.current_time())
+                            conn.advance(n, trio.current_time())
                             self.core.wake()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                         error = ConnectionError(f"{conn.host}:{conn.port}: {e}")
