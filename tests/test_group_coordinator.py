@@ -116,7 +116,9 @@ async def test_kip848_revokes_before_assigning(tmp_path, nursery, clock):
     r1 = hb("m1", 1, owned={0, 1, 2, 3})
     kept = {p for _, p in r1["assignment"]}
     assert len(kept) == 2 and r1["member_epoch"] == 1  # revoke first, epoch unchanged
-    assert hb("m2", 2, owned=set()).get("assignment") is None  # still held by m1
+    # still held by m1; the (empty) assignment comes back because m2 reported what it owns
+    assert hb("m2", 2, owned=set())["assignment"] == frozenset()
+    assert hb("m2", 2).get("assignment") is None  # nothing changed, nothing reported: none sent
     r1 = hb("m1", 1, owned=kept)  # m1 acknowledges the revocation
     assert r1["member_epoch"] == 2
     r2 = hb("m2", 2, owned=set())

@@ -106,6 +106,33 @@ def test_group_of_two_with_commits(kafka):
         a.delete_groups(["kg"])
 
 
+def test_kip848_group_against_kafka(kafka):
+    """group.protocol=consumer against Kafka's own KIP-848 coordinator: the broker assigns,
+    a second member takes half the partitions incrementally, every record is read once."""
+    topic = "k-848"
+    with logbroker.Admin(kafka) as a:
+        a.create_topics([logbroker.NewTopic(topic, 4)])
+    conf = {"group_id": "k848", "group_protocol": "consumer", "auto_offset_reset": "earliest"}
+    revoked: list = []
+    got: list = []
+    with logbroker.Consumer(kafka, **conf) as c1, logbroker.Consumer(kafka, **conf) as c2:
+        c1.subscribe([topic], on_revoke=lambda ps: revoked.append(sorted(ps)))
+        deadline = time.monotonic() + 60
+        while len(c1.assignment()) != 4 and time.monotonic() < deadline:
+            got.extend(c1.poll(0.1))
+        assert len(c1.assignment()) == 4
+        c2.subscribe([topic])
+        with logbroker.Producer(kafka) as p:
+            for i in range(200):
+                p.send(topic, str(i).encode(), partition=i % 4)
+        while (len(got) < 200 or len(c2.assignment()) != 2) and time.monotonic() < deadline:
+            got.extend(c1.poll(0.1))
+            got.extend(c2.poll(0.1))
+        assert sorted(c1.assignment() + c2.assignment()) == [TP(topic, p) for p in range(4)]
+        assert len(c2.assignment()) == 2 and revoked == [c2.assignment()]
+    assert sorted(int(r.value) for r in got) == list(range(200))
+
+
 def test_admin_against_kafka(kafka):
     with logbroker.Admin(kafka) as a:
         a.create_topics([logbroker.NewTopic("k-adm", 1, config={"retention.ms": "60000"})])

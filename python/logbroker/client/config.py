@@ -48,6 +48,8 @@ CONSUMER: dict[str, Any] = {
     **COMMON,
     "group.id": None,
     "group.instance.id": None,
+    "group.protocol": "classic",
+    "group.remote.assignor": None,
     "enable.auto.commit": True,
     "auto.commit.interval.ms": 5000,
     "auto.offset.reset": "latest",
@@ -83,6 +85,11 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         if value in (0, 1, "0", "1"):
             return int(value)
         raise ConfigError(f"acks must be 0, 1, -1 or 'all', not {value!r}")
+    if key == "group.protocol":
+        v = str(value).lower()
+        if v not in ("classic", "consumer"):
+            raise ConfigError(f"group.protocol must be 'classic' or 'consumer' (KIP-848), not {value!r}")
+        return v
     if key == "partition.assignment.strategy":
         names = value if isinstance(value, (list, tuple)) else [s.strip() for s in str(value).split(",")]
         names = [n.rsplit(".", 1)[-1].lower().replace("assignor", "") for n in names]

@@ -206,6 +206,7 @@ class Consumer(ConsumerBase):
         current positions). Sync by default; `asynchronous=True` returns at once and calls
         `callback(error_or_None)` from the background thread when done."""
         core = self._core
+        fn: Callable[[], Any]
         if offsets is None:
             fn = core.commit_positions
         else:

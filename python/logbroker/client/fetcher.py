@@ -43,7 +43,8 @@ from typing import Any
 from logbroker import _core
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import ConfigError, KafkaError, error_for
-from logbroker.client.group import OFFSET_COMMIT, OFFSET_FETCH, GroupMembership, TopicPartition
+from logbroker.client.group import GroupMembership, TopicPartition
+from logbroker.client.group_consumer import ConsumerGroupMembership
 from logbroker.client.network import Pending
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.fetch_request import _FetchRequest
@@ -90,7 +91,12 @@ class ConsumerCore(ClientCore):
         self.events: collections.deque[tuple[str, list[TopicPartition]]] = collections.deque()
         self.errors: collections.deque[BaseException] = collections.deque()
         self.notify: Callable[[], None] = lambda: None
-        self.group: GroupMembership | None = GroupMembership(self, self.group_id) if self.group_id else None
+        self.group: GroupMembership | ConsumerGroupMembership | None = None
+        if self.group_id:
+            protocol = config["group.protocol"]
+            self.group = (ConsumerGroupMembership(self, self.group_id) if protocol == "consumer"
+                          else GroupMembership(self, self.group_id))
+        self._incremental_revoke: tuple[list[TopicPartition], Callable[[], None]] | None = None
         self.subscription: list[str] | None = None
         self.pattern: re.Pattern[str] | None = None
         self.wait_for_app_on_revoke = False
@@ -158,9 +164,6 @@ class ConsumerCore(ClientCore):
             matched = sorted(t for t, m in self.metadata.topics.items()
                              if self.pattern.fullmatch(t) and not (internal and m.internal))
             self.group.subscribe(matched)
-        if self.group is not None and self.group.state == "stable" and self.group.leader:
-            # A leader rejoins when a subscribed topic gains partitions.
-            pass
 
     # -- the poll interval ----------------------------------------------------------------
 
@@ -184,20 +187,44 @@ class ConsumerCore(ClientCore):
         if idle <= self.max_poll_interval:
             return
         self.poll_expired = True
-        owned = list(self.assignment)
         log.warning("consumer of group %r: %.1f s since the last poll() exceeds max.poll.interval.ms=%d; "
                     "leaving the group and giving up %d partition(s) %s; the next poll() rejoins",
-                    group.group_id, idle, self.config["max.poll.interval.ms"], len(owned),
-                    [f"{tp.topic}-{tp.partition}" for tp in owned])
-        self._set_assignment([])
-        # A revocation the application never acknowledged becomes part of the loss.
-        self.events = collections.deque(e for e in self.events if e[0] != "revoke")
-        if owned:
-            self.events.append(("lost", owned))
-            self.notify()
+                    group.group_id, idle, self.config["max.poll.interval.ms"], len(self.assignment),
+                    [f"{tp.topic}-{tp.partition}" for tp in self.assignment])
+        self.lose_partitions()
         group.leave_on_poll_timeout()
 
     # -- group callbacks ----------------------------------------------------------------
+
+    def lose_partitions(self) -> None:
+        """Every owned partition is gone without a clean hand-over (poll timeout, fenced):
+        the revoke callback runs at the next poll(), nothing is committed."""
+        owned = list(self.assignment)
+        self._set_assignment([])
+        # A revocation the application never acknowledged becomes part of the loss.
+        self.events = collections.deque(e for e in self.events if e[0] != "revoke")
+        self._incremental_revoke = None
+        if owned:
+            self.events.append(("lost", owned))
+            self.notify()
+
+    def revoke_partitions(self, tps: list[TopicPartition], done: Callable[[], None]) -> None:
+        """Incremental revocation (KIP-848): on_revoke(tps) at the next poll() when
+        registered, auto-commit of their positions, then they leave the assignment and
+        `done()` runs; other partitions keep fetching throughout."""
+        self._incremental_revoke = (tps, done)
+        self.events.append(("revoke", tps))
+        self.notify()
+        if not self.wait_for_app_on_revoke:
+            self.finish_revoke()
+
+    def add_partitions(self, tps: list[TopicPartition]) -> None:
+        """Incremental assignment (KIP-848): `tps` join the assignment; on_assign(tps)."""
+        self.want_topics({tp.topic for tp in tps})
+        self._set_assignment(list(self.assignment) + tps)
+        self.events.append(("assign", list(tps)))
+        self.notify()
+        self._refresh_committed(tps)
 
     def prepare_rejoin(self, group: GroupMembership) -> None:
         owned = list(self.assignment)
@@ -210,9 +237,25 @@ class ConsumerCore(ClientCore):
         self.finish_revoke()
 
     def finish_revoke(self) -> None:
-        """Commit (auto-commit), give the partitions up, then join."""
+        """Commit (auto-commit), give the partitions up, then join (classic) or acknowledge
+        the incremental revocation (KIP-848)."""
         group = self.group
         assert group is not None
+        if self._incremental_revoke is not None:
+            tps, done = self._incremental_revoke
+            self._incremental_revoke = None
+
+            def release(_: Any) -> None:
+                gone = set(tps)
+                self._set_assignment([tp for tp in self.assignment if tp not in gone])
+                done()
+
+            if self.auto_commit:
+                self.commit_positions(tps).add_callback(release)
+            else:
+                release(None)
+            return
+        assert isinstance(group, GroupMembership)
 
         def then(_: Any) -> None:
             self._set_assignment([])
@@ -468,10 +511,12 @@ class ConsumerCore(ClientCore):
 
     # -- commits ------------------------------------------------------------------------
 
-    def commit_positions(self) -> Pending[Any]:
+    def commit_positions(self, only: list[TopicPartition] | None = None) -> Pending[Any]:
+        wanted = None if only is None else set(only)
         offsets: dict[TopicPartition, tuple[int, str | None]] = {
             tp: (st.position, None) for tp, st in self.assignment.items()
-                   if st.position is not None and self.committed_positions.get(tp) != st.position}
+            if st.position is not None and self.committed_positions.get(tp) != st.position
+            and (wanted is None or tp in wanted)}
         if not offsets:
             return Pending.of(None)
         return self.commit(offsets)
@@ -515,6 +560,12 @@ class ConsumerCore(ClientCore):
                     self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
                         lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
                     return
+            if code == ErrorCode.STALE_MEMBER_EPOCH and retries > 0:
+                # KIP-848: the member epoch moved on; commit again with the current one.
+                group.request_rejoin()
+                self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
+                    lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
+                return
             if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
                 group.request_rejoin()
             assert err is not None

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from logbroker.client.fetcher import ConsumerCore
 
 __all__ = [
+    "CoordinatorLink",
     "GroupMembership",
     "TopicPartition",
     "decode_assignment",
@@ -166,34 +167,20 @@ _REJOIN_RESET = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, Erro
 _COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 
 
-class GroupMembership:
-    """One member of a classic consumer group (see the module docstring)."""
+class CoordinatorLink:
+    """Finding a group's coordinator and sending it requests; shared by the classic
+    membership below and the KIP-848 one (`group_consumer.py`)."""
 
     def __init__(self, core: ConsumerCore, group_id: str) -> None:
         self.core = core
         cfg = core.config
         self.group_id = group_id
         self.instance_id: str | None = cfg["group.instance.id"]
-        self.session_timeout_ms: int = cfg["session.timeout.ms"]
-        self.rebalance_timeout_ms: int = cfg["max.poll.interval.ms"]
-        self.heartbeat_interval = cfg["heartbeat.interval.ms"] / 1000
         self.backoff = cfg["retry.backoff.ms"] / 1000
-        self.assignors: list[str] = list(cfg["partition.assignment.strategy"])
         self.coordinator: tuple[str, int] | None = None
         self._finding = False
         self._coord_waiters: list[Pending[Any]] = []
-        self.state = "unjoined"
-        self.member_id = ""
-        self.generation = -1
-        self.protocol: str | None = None
-        self.leader = False
-        self.subscribed: list[str] = []
-        self.next_heartbeat = 0.0
-        self._heartbeat_in_flight = False
         self._retry_at = 0.0
-        self.needs_rejoin = False
-        self.active = False
-        self.joined_topics: list[str] = []
         self.last_error: BaseException | None = None
 
     # -- coordinator --------------------------------------------------------------------
@@ -256,6 +243,30 @@ class GroupMembership:
     def request(self, body: Any, timeout: float | None = None) -> Pending[Any]:
         """Sends to the coordinator (discovering it first)."""
         return self.ensure_coordinator().chain(lambda node: self.core.net.request(node, body, timeout=timeout))
+
+
+
+class GroupMembership(CoordinatorLink):
+    """One member of a classic consumer group (see the module docstring)."""
+
+    def __init__(self, core: ConsumerCore, group_id: str) -> None:
+        super().__init__(core, group_id)
+        cfg = core.config
+        self.session_timeout_ms: int = cfg["session.timeout.ms"]
+        self.rebalance_timeout_ms: int = cfg["max.poll.interval.ms"]
+        self.heartbeat_interval = cfg["heartbeat.interval.ms"] / 1000
+        self.assignors: list[str] = list(cfg["partition.assignment.strategy"])
+        self.state = "unjoined"
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.leader = False
+        self.subscribed: list[str] = []
+        self.next_heartbeat = 0.0
+        self._heartbeat_in_flight = False
+        self.needs_rejoin = False
+        self.active = False
+        self.joined_topics: list[str] = []
 
     # -- membership ---------------------------------------------------------------------
 

@@ -291,7 +291,9 @@ class ConsumerGroupCoordinator:
         out = {"error": ErrorCode.NONE, "member_id": member_id, "member_epoch": m.member_epoch,
                "heartbeat_interval_ms": self.heartbeat_interval_ms}
         current = frozenset(m.assigned)
-        if m.last_sent != current:
+        # As Kafka: the assignment goes back when it changed, on a join, and whenever the
+        # member reported what it owns (so a member that missed a response catches up).
+        if m.last_sent != current or owned is not None:
             m.last_sent = current
             out["assignment"] = current
         return out
