@@ -122,3 +122,35 @@ async def test_caller_owned_nursery_and_timeouts(broker):
         await p.aclose()
     with pytest.raises(logbroker.KafkaError):
         await p.send("x", b"v")
+
+
+@pytest.fixture
+def fast_848_broker(tmp_path):
+    with logbroker.Broker(data_dir=tmp_path / "data", config={"group.consumer.heartbeat.interval.ms": 100}) as b:
+        yield b
+
+
+@pytest.mark.trio
+async def test_kip848_group_with_async_callbacks(fast_848_broker):
+    """group_protocol="consumer" through the trio driver: a second member takes half the
+    partitions incrementally; the first member's async on_revoke sees only those."""
+    bs = fast_848_broker.bootstrap_servers
+    async with aio.Admin(bs) as admin:
+        await admin.create_topics([aio.NewTopic("t848", 2)])
+    revoked: list = []
+
+    async def on_revoke(ps):
+        await trio.sleep(0)
+        revoked.append(sorted(ps))
+
+    conf = dict(group_id="g848", group_protocol="consumer", auto_offset_reset="earliest")
+    async with aio.Consumer(bs, **conf) as c1, aio.Consumer(bs, **conf) as c2:
+        await c1.subscribe(["t848"], on_revoke=on_revoke)
+        with trio.fail_after(30):
+            while len(c1.assignment()) != 2:
+                await c1.poll(0.05)
+            await c2.subscribe(["t848"])
+            while not (len(c1.assignment()) == 1 and len(c2.assignment()) == 1):
+                await c1.poll(0.05)
+                await c2.poll(0.05)
+        assert revoked == [c2.assignment()]
