@@ -72,7 +72,10 @@ def consume(a) -> dict:
     """Read `count` records from offset 0 of every partition. The clock starts when the first
     batch arrives (connection set-up and the first ListOffsets/Fetch round trips are left
     out); that first batch is not counted."""
-    c = _consumer(a.bootstrap, **{"queued.max.messages.kbytes": 262144})
+    # fetch.queue.backoff.ms: librdkafka (>= 2.4) stops fetching a partition for this long
+    # (default 1000 ms) once queued.min.messages (100,000) records are queued locally, so at
+    # the default both brokers spend most of a 1 GiB read waiting on the client's back-off.
+    c = _consumer(a.bootstrap, **{"queued.max.messages.kbytes": 262144, "fetch.queue.backoff.ms": 1})
     _assign_all(c, a.topic, a.partitions, OFFSET_BEGINNING)
     n = nbytes = first_n = first_bytes = 0
     t0 = None

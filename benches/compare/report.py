@@ -430,7 +430,9 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
           "`logbroker.Consumer` exist.")
     a("- **Consumers.** The confluent-kafka consume runs use `assign()` from offset 0 of every partition and never "
       "join a group, so they time the fetch path alone (librdkafka still wants a `group.id`; it only looks the "
-      "coordinator up). Their clock starts at the first batch received. `kafka-consumer-perf-test` always "
+      "coordinator up), with `fetch.queue.backoff.ms=1` (at librdkafka's default of 1000 ms a partition "
+      "stops fetching for a second whenever 100,000 records are queued, which hides the broker). Their clock "
+      "starts at the first batch received. `kafka-consumer-perf-test` always "
       "subscribes with a consumer group (`--group` defaults to a random `perf-consumer-N`); it runs against a "
       "broker only if that broker has a group coordinator, and its rate is its fetch rate, which leaves the "
       "group join out (the join time is listed under the table).")
