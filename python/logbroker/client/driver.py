@@ -32,8 +32,6 @@ __all__ = ["ThreadDriver"]
 
 T = TypeVar("T")
 
-_RECV = 1 << 20
-
 
 class ThreadDriver:
     """Runs `core` in a daemon thread (see the module docstring)."""
@@ -212,32 +210,16 @@ class ThreadDriver:
     def _on_readable(self, conn: Connection) -> None:
         s = self._socks[conn]
         net = self.core.net
-        target = conn.read_target()
-        if len(target):
-            try:
-                n = s.recv_into(target)
-            except BlockingIOError:
-                return
-            except OSError as e:
-                self._drop(conn, s)
-                net.on_closed(conn, ConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
-                return
-            if n == 0:
-                self._drop(conn, s)
-                net.on_closed(conn)
-                return
-            conn.advance(n, net.now)
-            return
         try:
-            data = s.recv(_RECV)
+            n = s.recv_into(conn.read_target())
         except BlockingIOError:
             return
         except OSError as e:
             self._drop(conn, s)
             net.on_closed(conn, ConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
             return
-        if not data:
+        if n == 0:
             self._drop(conn, s)
             net.on_closed(conn)
             return
-        conn.receive(data, net.now)
+        conn.advance(n, net.now)

@@ -551,21 +551,17 @@ class ConsumerCore(ClientCore):
                     out.resolve(None)
                     return
             code = getattr(err, "code", None)
-            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE) or isinstance(err, ConnectionError) \
+            coordinator_gone = code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            if coordinator_gone or isinstance(err, ConnectionError) or code == ErrorCode.STALE_MEMBER_EPOCH \
                     or (isinstance(err, KafkaError) and err.retriable):
-                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE) or not isinstance(err, KafkaError) \
-                        or err.code == ErrorCode.NETWORK_EXCEPTION:
+                if coordinator_gone or not isinstance(err, KafkaError) or err.code == ErrorCode.NETWORK_EXCEPTION:
                     group.coordinator_lost()
+                if code == ErrorCode.STALE_MEMBER_EPOCH:
+                    group.request_rejoin()  # KIP-848: heartbeat now, then commit with the current epoch
                 if retries > 0:
                     self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
                         lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
                     return
-            if code == ErrorCode.STALE_MEMBER_EPOCH and retries > 0:
-                # KIP-848: the member epoch moved on; commit again with the current one.
-                group.request_rejoin()
-                self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
-                    lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
-                return
             if code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
                 group.request_rejoin()
             assert err is not None

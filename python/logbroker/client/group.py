@@ -452,10 +452,13 @@ class GroupMembership(CoordinatorLink):
         once so the group rebalances; a static member stays registered until its session
         times out (Kafka's rule). Either way the member rejoins with a new member id."""
         if self.instance_id is not None:
-            self.state = "unjoined"
-            self.member_id, self.generation = "", -1
+            self._unjoin()
             return
         self._leave("consumer poll timeout has expired").add_callback(lambda p: None)
+
+    def _unjoin(self) -> None:
+        self.state = "unjoined"
+        self.member_id, self.generation = "", -1
 
     def _leave(self, reason: str) -> Pending[Any]:
         if self.coordinator is None or not self.member_id:
@@ -471,6 +474,5 @@ class GroupMembership(CoordinatorLink):
                 req_cls.MemberIdentity(member_id=member, group_instance_id=instance, reason=reason)])
 
         req = Versioned(LEAVE_GROUP, build)
-        self.state = "unjoined"
-        self.member_id, self.generation = "", -1
+        self._unjoin()
         return self.core.net.request(self.coordinator, req, timeout=5.0)

@@ -71,7 +71,6 @@ class ConsumerGroupMembership(CoordinatorLink):
         self.epoch = 0
         self.subscribed: list[str] = []
         self.active = False
-        self.leader = False  # classic-protocol notion; the broker assigns here
         self.next_heartbeat = 0.0
         self._in_flight = False
         self._send_owned = True
@@ -123,10 +122,14 @@ class ConsumerGroupMembership(CoordinatorLink):
     def leave_on_poll_timeout(self) -> None:
         self._leave().add_callback(lambda p: None)
 
-    def _leave(self) -> Pending[Any]:
-        joined = self.state != "unjoined" and self.epoch > 0
+    def _unjoin(self) -> None:
+        """Back to epoch 0 with nothing reconciled (the member id is kept)."""
         self.state, self.epoch = "unjoined", 0
         self._target, self._target_ids, self._send_owned = None, None, True
+
+    def _leave(self) -> Pending[Any]:
+        joined = self.state != "unjoined" and self.epoch > 0
+        self._unjoin()
         if self.coordinator is None or not joined:
             return Pending.of(None)
         leave_epoch = -2 if self.instance_id is not None else -1
@@ -160,9 +163,11 @@ class ConsumerGroupMembership(CoordinatorLink):
         epoch = 0 if joining else self.epoch
         if joining:
             self.state = "joining"
-        owned = set(self.core.assignment) if (joining or self._send_owned) else None
+        owned: set[TopicPartition] | None = None  # None: unchanged since the last report
         if joining:
             owned = set()
+        elif self._send_owned:
+            owned = set(self.core.assignment)
         self._send_owned = False
         self._in_flight = True
         self.next_heartbeat = self.core.now + self.heartbeat_interval
@@ -184,8 +189,7 @@ class ConsumerGroupMembership(CoordinatorLink):
             log.info("consumer of group %r: %s (%s); giving up %d partition(s) and rejoining", self.group_id,
                      ErrorCode(code).name, r.error_message, len(self.core.assignment))
             self.core.lose_partitions()
-            self.state, self.epoch = "unjoined", 0
-            self._target, self._target_ids, self._send_owned = None, None, True
+            self._unjoin()
             self.next_heartbeat = self.core.now
             self.core.wake()
             return

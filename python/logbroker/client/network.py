@@ -7,12 +7,14 @@ trio) moves bytes between sockets and these objects.
 READY once the driver calls `connected()`; the first request is always ApiVersions, and
 requests queued before its answer wait, then go out at the highest version both sides speak
 (capped by `VERSION_CAPS`, the newest versions that still name topics rather than topic ids).
-`receive(data)` parses size-prefixed frames and resolves each request's `Pending` in the
-order the broker answered (Kafka answers in order per connection; the correlation id is
-checked). A large Fetch response is read into a buffer the connection reuses for the
-next one, so its byte fields (memoryviews) are valid only while its `Pending` callbacks
-run; the consumer copies the records out there. `close(exc)` fails everything outstanding with `exc`. A request for which no
-response is expected (Produce with acks=0) resolves when its bytes are handed out.
+The driver `recv_into`s `read_target()` (the rest of the size prefix, then the frame body)
+and reports the count with `advance(n)`; each complete frame resolves its request's
+`Pending`, in the order the broker answered (Kafka answers in order per connection; the
+correlation id is checked). A large Fetch response is read into a buffer the connection
+reuses for the next one, so its byte fields (memoryviews) are valid only while its `Pending`
+callbacks run; the consumer copies the records out there. `close(exc)` fails everything
+outstanding with `exc`. A request for which no response is expected (Produce with acks=0)
+resolves when its bytes are handed out.
 
 # Network
 `Network` owns the connections, keyed by node id (bootstrap servers get ids -1, -2, ...;
@@ -183,7 +185,6 @@ class Connection:
         self._correlation = 0
         self._out: list[Any] = []
         self._out_bytes = 0
-        self._inbuf = bytearray()
         self._head = bytearray(4)
         self._frame: bytearray | memoryview | None = None
         self._fetch_buf: bytearray | None = None
@@ -282,31 +283,10 @@ class Connection:
         else:
             r.pending.resolve(None)
 
-    def receive(self, data: bytes | bytearray | memoryview, now: float) -> None:
-        """Bytes read from the socket; resolves every complete response."""
-        buf = self._inbuf
-        buf += data
-        self.last_used = now
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if n - pos - 4 < size:
-                break
-            with memoryview(buf) as view:
-                frame = bytes(view[pos + 4: pos + 4 + size])
-            pos += 4 + size
-            self._dispatch(frame)
-        if pos:
-            del buf[:pos]
-
     def read_target(self) -> memoryview:
         """Where the next received bytes should go (for `recv_into`): the rest of the size
         prefix, or the rest of the current frame's body, allocated at its exact size so a
         large response is read straight into the buffer it is decoded from."""
-        if self._inbuf:
-            # Bytes fed through `receive()` are pending: keep using that path.
-            return memoryview(bytearray(0))
         if self._frame is None:
             return memoryview(self._head)[self._filled:]
         return memoryview(self._frame)[self._filled:]

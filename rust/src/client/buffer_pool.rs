@@ -47,8 +47,9 @@ pub fn give(buf: Vec<u8>) {
     }
 }
 
-/// Pooled buffers and their summed capacity (for tests and diagnostics).
-pub fn stats() -> (usize, usize) {
+/// Pooled buffers and their summed capacity.
+#[cfg(test)]
+fn stats() -> (usize, usize) {
     let pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     (pool.len(), pool.iter().map(Vec::capacity).sum())
 }

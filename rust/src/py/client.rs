@@ -716,21 +716,16 @@ pub fn decode_records(
     let input = match records.filter(|r| !r.is_none()) {
         None => Vec::new(),
         Some(r) => {
-            if let Ok(b) = r.cast::<PyBytes>() {
-                let mut input = buffer_pool::take_sized(b.as_bytes().len());
-                input.copy_from_slice(b.as_bytes());
-                input
-            } else {
-                let buf = PyBuffer::<u8>::get(r)?;
-                let mut input = buffer_pool::take_sized(buf.item_count());
-                let copied = buf.copy_to_slice(py, &mut input);
-                buf.release(py);
-                if let Err(e) = copied {
-                    buffer_pool::give(input);
-                    return Err(e);
-                }
-                input
+            // bytes, bytearray or a memoryview: any buffer.
+            let buf = PyBuffer::<u8>::get(r)?;
+            let mut input = buffer_pool::take_sized(buf.item_count());
+            let copied = buf.copy_to_slice(py, &mut input);
+            buf.release(py);
+            if let Err(e) = copied {
+                buffer_pool::give(input);
+                return Err(e);
             }
+            input
         }
     };
     let name = format!("{}-{partition}", topic.to_str()?);
@@ -741,7 +736,7 @@ pub fn decode_records(
         Ok(f) => f,
         Err(e) => {
             buffer_pool::give(input);
-            return Err(e.into());
+            return Err(e);
         }
     };
     Ok(RecordSet { fetched, input, topic: topic.clone().unbind(), partition, cursor: 0, fetch_offset, epoch: 0 })
