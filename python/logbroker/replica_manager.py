@@ -194,10 +194,12 @@ class ReplicaManager:
         def work() -> None:
             now = now_ms()
             for p in parts:
+                if p.deleted:
+                    continue
                 try:
                     deleted = p.log.enforce_retention(now)
                 except _core.LogBrokerError as e:
-                    log.error("retention on %s failed: %s", p.name, e)
+                    _periodic_failure("retention", p, e)
                     continue
                 if deleted:
                     log.info(
@@ -220,7 +222,7 @@ class ReplicaManager:
                 try:
                     r = p.log.compact(now)
                 except _core.LogBrokerError as e:
-                    log.error("compaction of %s failed: %s", p.name, e)
+                    _periodic_failure("compaction", p, e)
                     continue
                 if r.segments_cleaned:
                     log.info(
@@ -236,15 +238,26 @@ class ReplicaManager:
         def work() -> None:
             now = now_ms()
             for p in parts:
+                if p.deleted:
+                    continue
                 try:
                     p.log.maybe_roll(now)
                     p.log.maybe_flush(now)
                 except _core.LogBrokerError as e:
-                    log.error("flush/roll of %s failed: %s", p.name, e)
+                    _periodic_failure("flush/roll", p, e)
 
         await trio.to_thread.run_sync(work)
 
     async def _checkpoint(self) -> None:
-        parts = list(self.partitions.values())
+        parts = [p for p in self.partitions.values() if not p.deleted]
         await trio.to_thread.run_sync(self._write_checkpoints, parts)
 
+
+def _periodic_failure(job: str, p: Partition, e: Exception) -> None:
+    """A periodic pass (retention, compaction, flush/roll) failed on one partition. The
+    passes work on a snapshot of the partitions, so a topic deleted meanwhile shows up
+    here with a closed log: that is expected, not a fault."""
+    if p.deleted:
+        log.debug("%s of %s skipped: the partition was deleted meanwhile (%s)", job, p.name, e)
+    else:
+        log.error("%s of %s failed: %s", job, p.name, e)

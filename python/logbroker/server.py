@@ -164,7 +164,12 @@ class KafkaServer:
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", peer, e)
         except OSError as e:
-            if e.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF):
+            # A client that goes away mid-response (reset, broken pipe) is ordinary. The
+            # sendfile path raises these from Rust without errno, hence the class check.
+            if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) or \
+                    e.errno in (errno.ECONNRESET, errno.EPIPE, errno.EBADF):
+                log.debug("connection from %s closed by the client: %s", peer, e)
+            else:
                 log.warning("connection from %s failed: %s", peer, e)
         except trio.BrokenResourceError:
             pass

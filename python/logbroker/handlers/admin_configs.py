@@ -118,7 +118,8 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
     try:
         await ctx.controller.alter_topic_configs(resource.resource_name, changes, replace, validate_only)
     except ControllerError as e:
-        log.warning("altering configs of topic %s from %s failed: %s", resource.resource_name, ctx.peer, e.message)
+        log.info("altering configs of topic %s from %s refused (%s): %s", resource.resource_name, ctx.peer,
+                 ErrorCode(e.code).name, e.message)
         return e.code, e.message
     return ErrorCode.NONE, None
 

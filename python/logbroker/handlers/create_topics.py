@@ -57,7 +57,7 @@ async def handle(ctx, request):
             res.error_code = e.code
             res.error_message = e.message
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("CreateTopics %s from %s failed: %s", t.name, ctx.peer, e.message)
+                log.info("CreateTopics %s from %s refused (%s): %s", t.name, ctx.peer, ErrorCode(e.code).name, e.message)
             continue
         res.topic_id = topic.topic_id
         res.num_partitions = len(topic.partitions)

@@ -87,7 +87,7 @@ async def handle(ctx, request):
                 if e.code == ErrorCode.TOPIC_ALREADY_EXISTS and name in controller.image.topics:
                     topics_out.append(topic_entry(controller.image.topics[name]))
                 else:
-                    log.warning("auto-creating topic %s failed: %s", name, e.message)
+                    log.info("auto-creating topic %s for %s refused (%s): %s", name, ctx.peer, ErrorCode(e.code).name, e.message)
                     topics_out.append(error_entry(name, e.code))
             image = controller.image
     brokers = [

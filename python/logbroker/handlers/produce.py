@@ -99,7 +99,9 @@ async def handle(ctx, request):
         for (key, part, _records), outcome in zip(to_append, outcomes):
             if isinstance(outcome, BaseException):
                 code = error_code_for(outcome)
-                log.warning("produce to %s-%d from %s rejected (%s): %s", key[0], key[1], ctx.peer, code.name, outcome)
+                # A storage failure is the broker's fault; anything else is the client's input.
+                level = logging.ERROR if code == ErrorCode.KAFKA_STORAGE_ERROR else logging.INFO
+                log.log(level, "produce to %s-%d from %s rejected (%s): %s", key[0], key[1], ctx.peer, code.name, outcome)
                 results[key] = _partition_response(key[1], code, str(outcome))
                 continue
             part.maybe_increment_hw()

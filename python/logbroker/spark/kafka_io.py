@@ -102,7 +102,6 @@ class Cluster:
 
 def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include_headers: bool):
     """Wrap the Rust-decoded buffers as a pyarrow.RecordBatch of Spark's Kafka schema."""
-    import numpy as np
     import pyarrow as pa
 
     n = columns["count"]
@@ -114,13 +113,12 @@ def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include
         return pa.Array.from_buffers(typ, length, [validity, pa.py_buffer(columns[f"{name}_offsets"]),
                                                    pa.py_buffer(columns[f"{name}_data"])], null_count=nulls)
 
-    raw_topic = topic.encode()
-    topic_offsets = np.arange(0, (n + 1) * len(raw_topic), len(raw_topic), dtype=np.int32)[: n + 1]
     arrays = [
         binary("key", pa.binary()),
         binary("value", pa.binary()),
-        pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(topic_offsets), pa.py_buffer(raw_topic * n)]),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, partition, dtype=np.int32))]),
+        # The same topic and partition on every row: Arrow fills them in C++ (no numpy).
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns["offset"])]),
         pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(columns["timestamp_us"])]),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(columns["timestamp_type"])]),

@@ -7,7 +7,11 @@ Spark's Kafka sink (a retried task writes its rows again)."""
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from logbroker.spark import require_spark_extra
+
+require_spark_extra()
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage  # noqa: E402
 
 
 class SinkCommit(WriterCommitMessage):

@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from logbroker.spark import require_spark_extra
+
+require_spark_extra()
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition  # noqa: E402
 
 from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
 
