@@ -1,15 +1,24 @@
 """Our Python client (logbroker.Producer / logbroker.Consumer) against confluent-kafka
 (librdkafka) on the same broker, same records, same machine, in one run.
 
-    python benches/bench_pyclient.py [--mib 64] [--runs 3] [--bootstrap HOST:PORT] [--markdown]
+    python benches/bench_pyclient.py [--mib 64] [--runs 3] [--settings default,tuned]
+                                     [--bootstrap HOST:PORT]
 
 Starts `logbroker serve` in a child process (unless --bootstrap is given) so the broker does
-not share the clients' GIL. For each record size (100 B, 1 KiB) and client it produces the
-same volume to a fresh 1-partition topic and then consumes it back from offset 0; the
-clients run alternately, `--runs` times, and the median of each is reported. Both producers
-use the same settings (acks=all, idempotence on, linger.ms=5, batch.size=1 MB, no
-compression); both consumers read with fetch.max.bytes / max.partition.fetch.bytes = 8 MiB
-and decode every record's value (librdkafka with fetch.queue.backoff.ms=1, see consume_ck). This is a benchmark, not a test: nothing is timed in CI.
+not share the clients' GIL. For each settings profile, record size (100 B, 1 KiB) and client
+it produces the same volume to a fresh 1-partition topic and then consumes it back from
+offset 0, decoding every record's value; the clients run alternately, `--runs` times, and
+the median of each is reported.
+
+Profiles:
+- `default`: each client exactly as it comes (only bootstrap.servers; the consumers are
+  assigned partition 0 from offset 0), what a user who sets nothing gets.
+- `tuned`: both producers with the same settings (acks=all, idempotence on, linger.ms=5,
+  batch.size=1 MB, 256 MiB of buffer, no compression); both consumers with
+  fetch.max.bytes / max.partition.fetch.bytes = 8 MiB (librdkafka also with
+  fetch.queue.backoff.ms=1, see CK_TUNED_CONSUMER).
+
+This is a benchmark, not a test: nothing is timed in CI.
 """
 
 from __future__ import annotations
@@ -31,6 +40,20 @@ import logbroker
 PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1_000_000, "acks": "all", "enable.idempotence": True,
                  "compression.type": "none"}
 FETCH_BYTES = 8 << 20
+
+# Per profile: (our producer, librdkafka producer, our consumer, librdkafka consumer) settings.
+OURS_TUNED_PRODUCER = {**PRODUCER_CONF, "buffer.memory": 256 << 20}
+CK_TUNED_PRODUCER = {**PRODUCER_CONF, "queue.buffering.max.kbytes": 262144, "queue.buffering.max.messages": 10_000_000}
+OURS_TUNED_CONSUMER = {"fetch.max.bytes": FETCH_BYTES, "max.partition.fetch.bytes": FETCH_BYTES}
+# fetch.queue.backoff.ms: librdkafka (>= 2.4) pauses a partition's fetches for this long
+# (default 1000 ms) once queued.min.messages (100,000) are queued; with 100 B records that
+# idles the consumer most of the time, so the tuned profile sets it to 1 ms.
+CK_TUNED_CONSUMER = {"fetch.max.bytes": FETCH_BYTES, "max.partition.fetch.bytes": FETCH_BYTES,
+                     "fetch.queue.backoff.ms": 1}
+PROFILES = {
+    "default": ({}, {}, {}, {}),
+    "tuned": (OURS_TUNED_PRODUCER, CK_TUNED_PRODUCER, OURS_TUNED_CONSUMER, CK_TUNED_CONSUMER),
+}
 
 
 def free_port() -> int:
@@ -55,8 +78,8 @@ def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("broker did not start")
 
 
-def produce_ours(bootstrap: str, topic: str, payload: bytes, count: int) -> float:
-    with logbroker.Producer(bootstrap, **{**PRODUCER_CONF, "buffer.memory": 256 << 20}) as p:
+def produce_ours(bootstrap: str, topic: str, payload: bytes, count: int, conf: dict) -> float:
+    with logbroker.Producer(bootstrap, **conf) as p:
         p.partitions_for(topic)
         send = p.send
         t0 = time.perf_counter()
@@ -66,9 +89,8 @@ def produce_ours(bootstrap: str, topic: str, payload: bytes, count: int) -> floa
         return time.perf_counter() - t0
 
 
-def produce_ck(bootstrap: str, topic: str, payload: bytes, count: int) -> float:
-    p = ck.Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF, "queue.buffering.max.kbytes": 262144,
-                     "queue.buffering.max.messages": 10_000_000})
+def produce_ck(bootstrap: str, topic: str, payload: bytes, count: int, conf: dict) -> float:
+    p = ck.Producer({"bootstrap.servers": bootstrap, **conf})
     p.list_topics(topic, timeout=10)
     produce = p.produce
     t0 = time.perf_counter()
@@ -82,10 +104,10 @@ def produce_ck(bootstrap: str, topic: str, payload: bytes, count: int) -> float:
     return time.perf_counter() - t0
 
 
-def consume_ours(bootstrap: str, topic: str, count: int) -> float:
-    with logbroker.Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_bytes=FETCH_BYTES,
-                            max_partition_fetch_bytes=FETCH_BYTES) as c:
+def consume_ours(bootstrap: str, topic: str, count: int, conf: dict) -> float:
+    with logbroker.Consumer(bootstrap, **conf) as c:
         c.assign([(topic, 0)])
+        c.seek((topic, 0), 0)
         n = 0
         t0 = time.perf_counter()
         while n < count:
@@ -95,13 +117,9 @@ def consume_ours(bootstrap: str, topic: str, count: int) -> float:
         return time.perf_counter() - t0
 
 
-def consume_ck(bootstrap: str, topic: str, count: int) -> float:
-    # fetch.queue.backoff.ms: librdkafka (>= 2.4) pauses a partition's fetches for this long
-    # (default 1000 ms) once queued.min.messages (100,000) are queued; with 100 B records
-    # that idles the consumer most of the time, so it is set to 1 ms to measure its best.
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{topic}-{time.time()}",
-                     "enable.auto.commit": False, "fetch.max.bytes": FETCH_BYTES, "fetch.queue.backoff.ms": 1,
-                     "max.partition.fetch.bytes": FETCH_BYTES, "auto.offset.reset": "earliest"})
+def consume_ck(bootstrap: str, topic: str, count: int, conf: dict) -> float:
+    # confluent-kafka insists on a group.id; nothing is committed (assign, not subscribe).
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{topic}-{time.time()}", **conf})
     c.assign([ck.TopicPartition(topic, 0, 0)])
     n = 0
     t0 = time.perf_counter()
@@ -120,9 +138,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=64, help="MiB produced per run and size")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--settings", default="default,tuned", help="profiles to run: default, tuned")
     ap.add_argument("--bootstrap")
-    ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
+    profiles = [x.strip() for x in a.settings.split(",") if x.strip()]
+    for name in profiles:
+        if name not in PROFILES:
+            ap.error(f"unknown profile {name!r}; choose from {sorted(PROFILES)}")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         proc = None
         bootstrap = a.bootstrap
@@ -130,36 +153,37 @@ def main() -> None:
             proc, bootstrap = start_broker(Path(tmp) / "data")
         try:
             admin = logbroker.Admin(bootstrap)
-            rows = []
-            for size in (100, 1024):
-                count = (a.mib << 20) // size
-                payload = os.urandom(size)
-                res: dict[tuple[str, str], list[float]] = {}
-                for run in range(a.runs):
-                    for name, produce, consume in (("logbroker", produce_ours, consume_ours),
-                                                   ("librdkafka", produce_ck, consume_ck)):
-                        topic = f"bench-{size}-{name}-{run}"
-                        admin.create_topics([logbroker.NewTopic(topic, 1)])
-                        res.setdefault((name, "produce"), []).append(produce(bootstrap, topic, payload, count))
-                        res.setdefault((name, "consume"), []).append(consume(bootstrap, topic, count))
-                        admin.delete_topics([topic])
-                        print(f"size {size} run {run} {name}: produce {res[(name, 'produce')][-1]:.2f}s "
-                              f"consume {res[(name, 'consume')][-1]:.2f}s", file=sys.stderr)
-                for op in ("produce", "consume"):
-                    ours = statistics.median(res[("logbroker", op)])
-                    theirs = statistics.median(res[("librdkafka", op)])
-                    rows.append((size, op, count / ours, count * size / ours / 1e6, count / theirs,
-                                 count * size / theirs / 1e6, theirs / ours))
+            for profile in profiles:
+                ours_p, ck_p, ours_c, ck_c = PROFILES[profile]
+                clients = (("logbroker", produce_ours, ours_p, consume_ours, ours_c),
+                           ("librdkafka", produce_ck, ck_p, consume_ck, ck_c))
+                for size in (100, 1024):
+                    count = (a.mib << 20) // size
+                    payload = os.urandom(size)
+                    res: dict[tuple[str, str], list[float]] = {}
+                    for run in range(a.runs):
+                        for name, produce, pconf, consume, cconf in clients:
+                            topic = f"bench-{profile}-{size}-{name}-{run}"
+                            admin.create_topics([logbroker.NewTopic(topic, 1)])
+                            res.setdefault((name, "produce"), []).append(produce(bootstrap, topic, payload, count, pconf))
+                            res.setdefault((name, "consume"), []).append(consume(bootstrap, topic, count, cconf))
+                            admin.delete_topics([topic])
+                            print(f"{profile} size {size} run {run} {name}: produce {res[(name, 'produce')][-1]:.2f}s "
+                                  f"consume {res[(name, 'consume')][-1]:.2f}s", file=sys.stderr)
+                    for op in ("produce", "consume"):
+                        ours = statistics.median(res[("logbroker", op)])
+                        theirs = statistics.median(res[("librdkafka", op)])
+                        rows.append((profile, size, op, count / ours, count * size / ours / 1e6, count / theirs,
+                                     count * size / theirs / 1e6, theirs / ours))
             admin.close()
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(10)
-    header = ("| record | op | logbroker rec/s | logbroker MB/s | librdkafka rec/s | librdkafka MB/s | ratio |\n"
-              "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    print(header)
-    for size, op, r1, m1, r2, m2, ratio in rows:
-        print(f"| {size} B | {op} | {r1:,.0f} | {m1:,.1f} | {r2:,.0f} | {m2:,.1f} | {ratio:.2f}x |")
+    print("| settings | record | op | logbroker rec/s | logbroker MB/s | librdkafka rec/s | librdkafka MB/s | ratio |\n"
+          "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for profile, size, op, r1, m1, r2, m2, ratio in rows:
+        print(f"| {profile} | {size} B | {op} | {r1:,.0f} | {m1:,.1f} | {r2:,.0f} | {m2:,.1f} | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -126,8 +126,10 @@ class Producer(ProducerBase):
                 if left <= 0:
                     raise KafkaTimeoutError(
                         f"buffer.memory={self.config['buffer.memory']} stayed full for max.block.ms={max_block * 1000:.0f}")
+                # As Kafka's producer: while an append waits for memory, open batches are
+                # sent without waiting for linger.ms (they hold the memory it waits for).
                 self._acc.begin_flush()
-                time.sleep(min(0.005, max(left, 0)))
+                self._acc.wait_for_space(min(0.1, left))
             fut = self._append(topic, value, key, partition, timestamp, headers)
             if fut is not None:
                 return fut

@@ -31,6 +31,11 @@ use crate::client::murmur2::partition_for_key;
 use crate::compression::Codec;
 use crate::varint::{varint_size, write_varint, write_varlong};
 
+/// A new batch reserves this much (or `batch.size` if smaller), and all of `batch.size` once
+/// it outgrows that, so many partitions with a few records each do not each hold a
+/// `batch.size` buffer while a busy partition's batch is copied at most once.
+const INITIAL_BATCH_CAPACITY: usize = 64 << 10;
+
 #[derive(Debug, Clone, Copy)]
 pub struct AccumulatorConfig {
     pub batch_size: usize,
@@ -258,7 +263,7 @@ impl<T: Clone> Accumulator<T> {
                 created_ms: now_ms,
                 base_timestamp: rec.timestamp_ms,
                 max_timestamp: rec.timestamp_ms,
-                records: Vec::with_capacity(batch_size.min(1 << 20)),
+                records: Vec::with_capacity(batch_size.min(INITIAL_BATCH_CAPACITY)),
                 count: 0,
                 #[allow(clippy::cast_possible_wrap)]
                 token: new_token(p as i32),
@@ -275,6 +280,12 @@ impl<T: Clone> Accumulator<T> {
         let body = body_size(rec, ts_delta, offset_delta);
         let before = b.records.len();
         let out = &mut b.records;
+        let need = varint_size(len_i32(body)) + body;
+        if out.capacity() - out.len() < need {
+            // Outgrew its first allocation: the partition is busy, so go straight to the
+            // whole batch.size (one copy of the first part, not one per doubling).
+            out.reserve_exact(batch_size.saturating_sub(crate::batch::HEADER_LEN).max(out.len() + need) - out.len());
+        }
         write_varint(out, len_i32(body));
         out.push(0);
         write_varlong(out, ts_delta);

@@ -264,13 +264,16 @@ struct AccState {
     acc: Accumulator<Token>,
     /// Records appended and not yet completed.
     incomplete: usize,
+    /// Batches completed so far (each releases its bytes); `wait_for_space` watches it.
+    completed_batches: u64,
 }
 
 /// The producer's accumulator (see `client/accumulator.rs`). Thread-safe.
 #[pyclass(module = "logbroker._core", frozen)]
 pub struct RecordAccumulator {
     state: Mutex<AccState>,
-    idle: Condvar,
+    /// Notified whenever a batch completes (memory released; maybe idle).
+    completed: Condvar,
     waker: Arc<EngineWaker>,
     codec: Codec,
 }
@@ -373,8 +376,8 @@ impl RecordAccumulator {
         #[allow(clippy::cast_sign_loss)]
         let seed = wall_ms() as u64 ^ u64::from(std::process::id()).rotate_left(32);
         Ok(RecordAccumulator {
-            state: Mutex::new(AccState { acc: Accumulator::new(config, seed), incomplete: 0 }),
-            idle: Condvar::new(),
+            state: Mutex::new(AccState { acc: Accumulator::new(config, seed), incomplete: 0, completed_batches: 0 }),
+            completed: Condvar::new(),
             waker: Arc::clone(&waker.0),
             codec,
         })
@@ -511,9 +514,8 @@ impl RecordAccumulator {
             let mut g = lock(&self.state);
             g.acc.release(b.records.len());
             g.incomplete = g.incomplete.saturating_sub(usize::try_from(b.count).unwrap_or(0));
-            if g.incomplete == 0 {
-                self.idle.notify_all();
-            }
+            g.completed_batches += 1;
+            self.completed.notify_all();
         }
         let callbacks = {
             let mut o = lock(&b.token.state);
@@ -539,15 +541,37 @@ impl RecordAccumulator {
             let mut g = lock(&self.state);
             while g.incomplete > 0 {
                 match deadline {
-                    None => g = self.idle.wait(g).unwrap_or_else(PoisonError::into_inner),
+                    None => g = self.completed.wait(g).unwrap_or_else(PoisonError::into_inner),
                     Some(d) => {
                         let now = Instant::now();
                         if now >= d {
                             return false;
                         }
-                        g = self.idle.wait_timeout(g, d - now).unwrap_or_else(PoisonError::into_inner).0;
+                        g = self.completed.wait_timeout(g, d - now).unwrap_or_else(PoisonError::into_inner).0;
                     }
                 }
+            }
+            true
+        })
+    }
+
+    /// Waits (GIL released) until a batch completes and releases its `buffer.memory`, or
+    /// `timeout` seconds pass; returns at once when nothing is buffered. True if a batch
+    /// completed. The producer calls it when an append found the buffer full.
+    fn wait_for_space(&self, py: Python<'_>, timeout: f64) -> bool {
+        py.detach(|| {
+            let deadline = Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+            let mut g = lock(&self.state);
+            let seen = g.completed_batches;
+            while g.completed_batches == seen {
+                if g.acc.buffered() == 0 {
+                    return true;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return false;
+                }
+                g = self.completed.wait_timeout(g, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
             }
             true
         })
