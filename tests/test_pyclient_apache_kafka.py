@@ -91,8 +91,16 @@ def test_group_of_two_with_commits(kafka):
             got[1].extend(c1.poll(0.1))
             got[2].extend(c2.poll(0.1))
         assert len(got[1]) + len(got[2]) == 200
-        # Both members own partitions once the group is stable.
-        while not (len(c1.assignment()) == 2 and len(c2.assignment()) == 2) and time.monotonic() < deadline:
+        # Both members own partitions once the group is stable, and each has read its own
+        # to the end: a member handed a partition in the eager rebalance reads it again from
+        # the start (nothing was committed), and commit() commits positions.
+        def caught_up(c: logbroker.Consumer) -> bool:
+            try:
+                return len(c.assignment()) == 2 and all(c.position(tp, timeout=5) == 50 for tp in c.assignment())
+            except errors.KafkaError:
+                return False  # the assignment moved meanwhile
+
+        while not (caught_up(c1) and caught_up(c2)) and time.monotonic() < deadline:
             c1.poll(0.1)
             c2.poll(0.1)
         assert sorted(c1.assignment() + c2.assignment()) == [TP(topic, p) for p in range(4)]

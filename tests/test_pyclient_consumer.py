@@ -246,3 +246,29 @@ def test_topics_close_and_errors(broker):
 def test_consume_all_helper_round_trip(broker):
     fill(broker.bootstrap_servers, "h", 5)
     assert len(consume_all(broker.bootstrap_servers, "h", 1, 5)) == 5
+
+
+def test_reassigned_partition_never_takes_data_fetched_for_the_old_assignment(broker):
+    """A partition revoked and assigned again starts a new state: a fetch still in flight from
+    the old assignment (here a long poll that new records complete) must not feed it. Once
+    the old and new states shared epoch numbers and such a response was taken for the new
+    one, leaving the consumer stuck or reading out of order."""
+    bs = broker.bootstrap_servers
+    fill(bs, "reassign", 100)
+    with logbroker.Consumer(bs, auto_offset_reset="earliest", fetch_max_wait_ms=2000) as c:
+        for round_ in range(5):
+            c.assign([("reassign", 0)])
+            got = poll_n(c, 100 + 20 * round_)
+            assert [r.offset for r in got] == list(range(100 + 20 * round_))
+            # A long poll at the end of the log is in flight now; new records complete it
+            # just as the partition is revoked and assigned again (reset to earliest).
+            time.sleep(0.05)
+            with logbroker.Producer(bs, linger_ms=0) as p:
+                for i in range(20):
+                    p.send("reassign", f"x{round_}-{i}".encode(), partition=0)
+            c.assign([])
+            c.assign([("reassign", 0)])
+            again = poll_n(c, 100 + 20 * (round_ + 1))
+            assert [r.offset for r in again] == list(range(100 + 20 * (round_ + 1))), f"round {round_}"
+            assert c.position(("reassign", 0)) == 100 + 20 * (round_ + 1)
+            c.assign([])

@@ -34,6 +34,7 @@ application polls again, as Kafka's consumer does.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import re
 import time
@@ -65,18 +66,28 @@ class NoOffsetForPartitionError(KafkaError):
     """A partition has no committed offset and auto.offset.reset is 'none'."""
 
 
+# Epochs are unique across all PartitionStates of the process: a partition revoked and
+# assigned again gets a new state whose epochs never equal the old one's, so a fetch or
+# a record set of the old assignment can never pass for one of the new.
+_epochs = itertools.count(1)
+
+
 class PartitionState:
     __slots__ = ("epoch", "error", "fetch_offset", "high_watermark", "in_flight", "paused", "position", "reset")
 
     def __init__(self) -> None:
         self.position: int | None = None
         self.fetch_offset: int | None = None
-        self.epoch = 0
+        self.epoch = next(_epochs)
         self.paused = False
         self.reset: int | None = None  # EARLIEST / LATEST while a reset is wanted
         self.in_flight = False
         self.high_watermark = -1
         self.error: BaseException | None = None
+
+    def bump(self) -> None:
+        """Invalidates everything fetched or in flight for this partition."""
+        self.epoch = next(_epochs)
 
 
 class ConsumerCore(ClientCore):
@@ -154,7 +165,7 @@ class ConsumerCore(ClientCore):
             new[tp] = self.assignment.get(tp) or PartitionState()
         for tp, st in self.assignment.items():
             if tp not in new:
-                st.epoch += 1
+                st.bump()
         self.assignment = new
         self.wake()
 
@@ -315,7 +326,7 @@ class ConsumerCore(ClientCore):
             return
         st.reset = how
         st.position = st.fetch_offset = None
-        st.epoch += 1
+        st.bump()
         self.wake()
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -323,7 +334,7 @@ class ConsumerCore(ClientCore):
         st.position = st.fetch_offset = offset
         st.reset = None
         st.error = None
-        st.epoch += 1
+        st.bump()
 
     def seek_to(self, tps: list[TopicPartition], how: int) -> None:
         for tp in tps or list(self.assignment):
@@ -340,7 +351,7 @@ class ConsumerCore(ClientCore):
             st = self._state(tp)
             if st.paused != paused:
                 st.paused = paused
-                st.epoch += 1
+                st.bump()
                 st.fetch_offset = st.position
 
     def _send_resets(self) -> None:
@@ -410,7 +421,7 @@ class ConsumerCore(ClientCore):
             sent = []
             for tp, st in items:
                 st.in_flight = True
-                sent.append((tp, st.epoch, st.fetch_offset))
+                sent.append((tp, st, st.epoch, st.fetch_offset))
                 topics.setdefault(tp.topic, []).append(req_cls.FetchPartition(
                     partition=tp.partition, fetch_offset=st.fetch_offset,
                     partition_max_bytes=cfg["max.partition.fetch.bytes"]))
@@ -423,27 +434,26 @@ class ConsumerCore(ClientCore):
             self.net.request(leader, req, timeout=timeout).add_callback(
                 lambda p, n=leader, s=sent: self._on_fetch(n, s, p))  # type: ignore[misc]
 
-    def _on_fetch(self, node: int, sent: list[tuple[TopicPartition, int, int]], p: Pending[Any]) -> None:
+    def _on_fetch(self, node: int, sent: list[tuple[TopicPartition, PartitionState, int, int]],
+                  p: Pending[Any]) -> None:
         self._fetching.discard(node)
-        for tp, _, _ in sent:
-            st = self.assignment.get(tp)
-            if st is not None:
-                st.in_flight = False
+        for _, sent_st, _, _ in sent:
+            sent_st.in_flight = False  # that state's fetch is over, whatever happened since
         if p.error is not None:
             self.request_metadata_update()
             self.wake()
             return
         resp = p._value
-        asked = {tp: (epoch, offset) for tp, epoch, offset in sent}
+        asked = {tp: (sent_st, epoch, offset) for tp, sent_st, epoch, offset in sent}
         got_data = False
         for t in resp.responses:
             topic = t.topic
             for part in t.partitions:
                 tp = TopicPartition(topic, part.partition_index)
                 st = self.assignment.get(tp)
-                if st is None or tp not in asked or asked[tp][0] != st.epoch:
-                    continue
-                offset = asked[tp][1]
+                if st is None or tp not in asked or asked[tp][0] is not st or asked[tp][1] != st.epoch:
+                    continue  # revoked, reassigned, seeked, paused or reset meanwhile
+                offset = asked[tp][2]
                 code = part.error_code
                 if code:
                     self._fetch_error(tp, st, code)
