@@ -52,6 +52,7 @@ class OutOfOrderSequenceError(LogBrokerError): ...
 class InvalidProducerEpochError(LogBrokerError): ...
 class KafkaStorageError(LogBrokerError): ...
 class InvalidConfigError(LogBrokerError): ...
+class KafkaProtocolError(ValueError): ...
 
 @final
 class AppendResult:
@@ -243,6 +244,12 @@ def decode_columns(
     timestamp_type (i32), {key,value,header_key,header_value}_{validity,offsets,data,nulls}
     (binary columns: bitmap, i32 offsets, bytes, null count), header_list_offsets (i32,
     count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
+
+# --- Kafka protocol codec (rust/src/py/protocol.rs) ---
+
+def protocol_reencode(api_key: int, version: int, request: bool, body: Buffer) -> tuple[bytes, int]:
+    """Decodes a message body with the Rust codec and encodes it again: (bytes, consumed).
+    api_key -1 is the request (request=True) or response header. Raises KafkaProtocolError."""
 
 # --- Python client engine (rust/src/py/client.rs) ---
 

@@ -25,6 +25,9 @@ pub mod recovery;
 pub mod segment;
 pub mod time_index;
 
+// The Kafka protocol codec, generated from the message specs.
+pub mod protocol;
+
 // Engine: the Python client's producer accumulator and fetch decoder.
 pub mod client;
 

@@ -10,16 +10,19 @@
 //! ├── InvalidProducerEpochError  InvalidProducerEpoch
 //! ├── KafkaStorageError          Io (incl. ENOSPC), CorruptIndex, Closed
 //! └── InvalidConfigError         InvalidConfig
+//! KafkaProtocolError(ValueError)  protocol::ProtocolError (a frame that does not decode,
+//!                                 a message that cannot be encoded)
 //! ```
 //! `args[0]` is the engine's message (topic-partition, offset, file, values). I/O errors stay
 //! `KafkaStorageError` whatever their `io::ErrorKind`, so the broker catches one base class
 //! for every storage failure (Kafka answers all of them with KAFKA_STORAGE_ERROR); the OS
 //! error number is kept as the `errno` attribute.
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 
 use crate::error::LogError;
+use crate::protocol::ProtocolError;
 
 create_exception!(logbroker._core, LogBrokerError, PyException, "Base class of every storage-engine error.");
 create_exception!(logbroker._core, CorruptRecordError, LogBrokerError, "A record batch is torn, mis-framed or fails its CRC.");
@@ -30,6 +33,14 @@ create_exception!(logbroker._core, OutOfOrderSequenceError, LogBrokerError, "An 
 create_exception!(logbroker._core, InvalidProducerEpochError, LogBrokerError, "A producer epoch older than the current one (fenced).");
 create_exception!(logbroker._core, KafkaStorageError, LogBrokerError, "An I/O failure (including a full disk), a corrupt index or checkpoint, or a closed log.");
 create_exception!(logbroker._core, InvalidConfigError, LogBrokerError, "A configuration key with a bad value, or an unknown key.");
+
+create_exception!(logbroker._core, KafkaProtocolError, PyValueError, "A Kafka protocol frame that does not decode, or a message that cannot be encoded.");
+
+impl From<ProtocolError> for PyErr {
+    fn from(e: ProtocolError) -> PyErr {
+        KafkaProtocolError::new_err(e.0)
+    }
+}
 
 impl From<LogError> for PyErr {
     fn from(e: LogError) -> PyErr {
@@ -67,5 +78,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidProducerEpochError", py.get_type::<InvalidProducerEpochError>())?;
     m.add("KafkaStorageError", py.get_type::<KafkaStorageError>())?;
     m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
+    m.add("KafkaProtocolError", py.get_type::<KafkaProtocolError>())?;
     Ok(())
 }

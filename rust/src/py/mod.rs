@@ -5,7 +5,8 @@
 //! - `log.rs`: `Log`, `AppendResult`, `CompactionResult`, `FileRegion`;
 //! - `client.rs`: the Python client's accumulator, futures, fetch decoder and records;
 //! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`;
-//! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers).
+//! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers);
+//! - `protocol.rs`: `protocol_reencode` (the Rust Kafka codec, for its cross-check).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
 // pyo3 extracts arguments as owned values (String, PathBuf, HashMap, Vec).
@@ -19,6 +20,7 @@ mod errors;
 mod functions;
 mod gil;
 mod log;
+mod protocol;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -34,5 +36,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
     client::register(m)?;
     m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::protocol_reencode, m)?)?;
     Ok(())
 }
