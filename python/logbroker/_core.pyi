@@ -23,6 +23,7 @@ __all__ = [
     "KafkaStorageError",
     "Log",
     "LogBrokerError",
+    "NetworkServer",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerBatch",
@@ -252,6 +253,25 @@ def decode_columns(
 def protocol_reencode(api_key: int, version: int, request: bool, body: Buffer) -> tuple[bytes, int]:
     """Decodes a message body with the Rust codec and encodes it again: (bytes, consumed).
     api_key -1 is the request (request=True) or response header. Raises KafkaProtocolError."""
+
+# --- Network layer (rust/src/py/server.rs) ---
+
+@final
+class NetworkServer:
+    """The broker's Rust network thread: listener, connections, frames, responses."""
+
+    def __new__(
+        cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int = ..., idle_ms: int = ...
+    ) -> NetworkServer: ...
+    @property
+    def address(self) -> tuple[str, int]: ...
+    @property
+    def notify_fd(self) -> int: ...
+    def take_events(self) -> list[tuple[int, bytes | None, str, str | None, bool]]: ...
+    def respond(self, conn: int, chunks: list[Buffer | FileRegion] | None) -> None: ...
+    def close(self, conn: int, reason: str | None = None) -> None: ...
+    def shutdown(self) -> None: ...
+    def stats(self) -> dict[str, int]: ...
 
 # --- Python client engine (rust/src/py/client.rs) ---
 

@@ -50,8 +50,17 @@ class BrokerServer:
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         host, port = self.config.listen
-        listeners = await trio.open_tcp_listeners(port, host=host, backlog=1024)
-        bound = listeners[0].socket.getsockname()
+        bound = self.server.bind(host, port)
+        try:
+            await self._run(bound, task_status)
+        finally:
+            self.server.close()
+            if self.replicas is not None:
+                with trio.CancelScope(shield=True):
+                    await self.replicas.shutdown()
+                    log.info("broker %d stopped; logs closed and checkpoints written", self.node_id)
+
+    async def _run(self, bound: tuple[str, int], task_status: trio.TaskStatus) -> None:
         self.address = (bound[0], bound[1])
         adv = self.config.get_str("advertised.listeners")
         if adv:
@@ -66,25 +75,20 @@ class BrokerServer:
         local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1], None)
         self.controller = Controller(self.config, MetadataStore(data_dir), local)
         self.replicas = ReplicaManager(self.config)
-        try:
-            await self.replicas.startup(self.controller.image)
-            self.controller.add_listener(self.replicas.apply_metadata)
-            self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
-            await self.groups.startup()
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.replicas.run_background)
-                await nursery.start(self.groups.run)
-                await nursery.start(trio.serve_listeners, self.server.handle_connection, listeners)
-                log.info(
-                    "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
-                    self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,
-                    len(self.replicas.partitions),
-                )
-                task_status.started(self.address)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.replicas.shutdown()
-                log.info("broker %d stopped; logs closed and checkpoints written", self.node_id)
+        await self.replicas.startup(self.controller.image)
+        self.controller.add_listener(self.replicas.apply_metadata)
+        self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
+        await self.groups.startup()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.replicas.run_background)
+            await nursery.start(self.groups.run)
+            await nursery.start(self.server.serve)
+            log.info(
+                "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
+                self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,
+                len(self.replicas.partitions),
+            )
+            task_status.started(self.address)
 
 
 class Broker:

@@ -1,33 +1,28 @@
-"""The Kafka protocol server: one trio listener, one task per connection.
+"""The Kafka protocol server: request dispatch over the Rust network layer.
 
-Per connection the server reads size-prefixed frames, decodes the request header,
-dispatches on (api_key, api_version) and writes the response. Requests on one
-connection are handled one at a time, in order (Kafka mutes a connection while its
-request is in flight, which is what keeps responses in request order); pipelined
-requests wait in the socket buffer meanwhile. Many connections run concurrently.
+Sockets belong to the Rust network thread (`_core.NetworkServer`, rust/src/server/): it
+accepts connections, reads size-prefixed frames (buffers that grow as bytes arrive, all of
+them bounded by `queued.max.request.bytes`) and writes responses (bytes, and segment ranges
+with sendfile). This module waits on its notify fd, takes the complete request frames in
+bulk and serves each in a trio task: decode the header, dispatch on (api_key, api_version),
+encode the response and hand its chunks back. A connection is muted while its request is
+served (Kafka's rule, which keeps responses in request order); many connections are served
+concurrently.
 
-Frames are read straight into a buffer of their own size (`recv_into`), so a produce
-request's record bytes are copied once, kernel to that buffer, and handed to the Rust
-log as a memoryview. Fetch responses are written as chunks: header and field bytes
-with `send`, record bytes with `FileRegion.send` (sendfile from the segment file).
-
-Bad input never crashes the broker: a frame larger than `socket.request.max.bytes`,
-a negative size, a header or body that does not decode, or an API version we do not
-serve closes the connection after a log line naming the peer, API, version and cause
-(as Kafka does); ApiVersions at an unknown version gets the KIP-511 v0 error reply.
+Bad input never crashes the broker: a frame larger than `socket.request.max.bytes`, a
+negative size, a header or body that does not decode, or an API version we do not serve
+closes the connection after a log line naming the peer, API, version and cause (as Kafka
+does); ApiVersions at an unknown version gets the KIP-511 v0 error reply.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
-import math
-import socket as stdsocket
-import struct
 from typing import TYPE_CHECKING
 
 import trio
 
+from logbroker import _core
 from logbroker.handlers import HANDLERS, RequestContext
 from logbroker.protocol import (
     API_NAMES,
@@ -41,147 +36,64 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logbroker.server")
 
-_SIZE = struct.Struct(">i")
-READ_CHUNK = 64 * 1024
-
-
-class ConnectionClosed(Exception):
-    pass
-
-
-class FrameReader:
-    """Reads size-prefixed frames from a trio socket without copying large bodies twice."""
-
-    def __init__(self, sock: trio.socket.SocketType, max_frame: int, peer: str) -> None:
-        self.sock = sock
-        self.max_frame = max_frame
-        self.peer = peer
-        self.buf = bytearray(READ_CHUNK)
-        self.start = 0
-        self.end = 0
-
-    async def _fill(self, need: int) -> None:
-        """Make at least `need` bytes available at buf[start:end]."""
-        while self.end - self.start < need:
-            if self.start and len(self.buf) - self.start < need:
-                # compact to make room
-                n = self.end - self.start
-                self.buf[:n] = self.buf[self.start : self.end]
-                self.start, self.end = 0, n
-            if len(self.buf) < need:
-                self.buf.extend(bytes(need - len(self.buf)))
-            got = await self.sock.recv_into(memoryview(self.buf)[self.end :])
-            if got == 0:
-                raise ConnectionClosed()
-            self.end += got
-
-    async def read_frame(self) -> bytearray:
-        await self._fill(4)
-        (size,) = _SIZE.unpack_from(self.buf, self.start)
-        self.start += 4
-        if size < 0 or size > self.max_frame:
-            raise ProtocolError(
-                f"frame size {size} from {self.peer} is outside [0, socket.request.max.bytes={self.max_frame}]"
-            )
-        have = self.end - self.start
-        if have >= size:
-            frame = self.buf[self.start : self.start + size]
-            self.start += size
-            if self.start == self.end:
-                self.start = self.end = 0
-            return frame
-        # Large frame: copy what we have, then receive the rest directly into the frame.
-        frame = bytearray(size)
-        frame[:have] = self.buf[self.start : self.end]
-        self.start = self.end = 0
-        view = memoryview(frame)
-        pos = have
-        while pos < size:
-            got = await self.sock.recv_into(view[pos:])
-            if got == 0:
-                raise ConnectionClosed()
-            pos += got
-        return frame
-
-
-async def send_chunks(sock: trio.socket.SocketType, chunks: list) -> None:
-    """Write response chunks in order: bytes with send, FileRegions with sendfile."""
-    fd = sock.fileno()
-    for chunk in chunks:
-        if isinstance(chunk, (bytes, bytearray, memoryview)):
-            view = memoryview(chunk)
-            while view:
-                sent = await sock.send(view)
-                view = view[sent:]
-        else:
-            offset, remaining = 0, len(chunk)
-            while remaining:
-                try:
-                    sent = chunk.send(fd, offset, remaining)
-                except BlockingIOError:
-                    await trio.lowlevel.wait_writable(sock)
-                    continue
-                if sent == 0:
-                    # The file shrank under us (truncation); pad is impossible, so stop here:
-                    # the client sees a short batch, which it treats as a partial batch.
-                    raise ConnectionClosed()
-                offset += sent
-                remaining -= sent
-
 
 class KafkaServer:
     def __init__(self, broker: BrokerServer) -> None:
         self.broker = broker
         self.max_frame = broker.config.get_int("socket.request.max.bytes")
         self.idle_ms = broker.config.get_int("connections.max.idle.ms")
-        self.connections = 0
+        self.queued_max = broker.config.get_int("queued.max.request.bytes")
+        self.net: _core.NetworkServer | None = None
 
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        sock = stream.socket
+    @property
+    def connections(self) -> int:
+        return 0 if self.net is None else int(self.net.stats()["connections"])
+
+    def bind(self, host: str, port: int) -> tuple[str, int]:
+        """Binds the listener and starts the network thread; returns the bound address."""
+        self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms)
+        return self.net.address
+
+    async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Serves requests until cancelled; then the network thread closes every connection."""
+        net = self.net
+        assert net is not None, "bind() first"
         try:
-            sock.setsockopt(stdsocket.IPPROTO_TCP, stdsocket.TCP_NODELAY, 1)
-        except OSError:
-            pass
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                while True:
+                    await trio.lowlevel.wait_readable(net.notify_fd)
+                    for conn, frame, peer, reason, fault in net.take_events():
+                        if frame is not None:
+                            nursery.start_soon(self._serve_request, net, conn, frame, peer)
+                        elif conn < 0:
+                            log.error("network thread: %s", reason)
+                        elif fault:
+                            log.warning("closed connection from %s: %s", peer, reason)
+                        else:
+                            log.debug("connection from %s closed: %s", peer, reason)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Closes the listener and every connection (idempotent)."""
+        if self.net is not None:
+            self.net.shutdown()
+
+    async def _serve_request(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str) -> None:
         try:
-            peer = "%s:%s" % sock.getpeername()[:2]
-        except OSError:
-            peer = "?"
-        self.connections += 1
-        reader = FrameReader(sock, self.max_frame, peer)
-        idle_s = self.idle_ms / 1000 if self.idle_ms >= 0 else math.inf
-        try:
-            while True:
-                with trio.move_on_after(idle_s) as idle:
-                    frame = await reader.read_frame()
-                if idle.cancelled_caught:
-                    log.info("closing connection from %s: idle for connections.max.idle.ms=%d", peer, self.idle_ms)
-                    break
-                chunks = await self.handle_frame(frame, peer)
-                if chunks:
-                    await send_chunks(sock, chunks)
-        except ConnectionClosed:
-            pass
+            chunks = await self.handle_frame(frame, peer)
         except ProtocolError as e:
-            log.warning("closing connection from %s: %s", peer, e)
-        except OSError as e:
-            # A client that goes away mid-response (reset, broken pipe) is ordinary. The
-            # sendfile path raises these from Rust without errno, hence the class check.
-            if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) or \
-                    e.errno in (errno.ECONNRESET, errno.EPIPE, errno.EBADF):
-                log.debug("connection from %s closed by the client: %s", peer, e)
-            else:
-                log.warning("connection from %s failed: %s", peer, e)
-        except trio.BrokenResourceError:
-            pass
+            net.close(conn, str(e))
+            return
         except Exception:
             # A bug in a handler must cost one connection, never the broker.
             log.exception("internal error serving %s; connection closed", peer)
-        finally:
-            self.connections -= 1
-            with trio.move_on_after(1):
-                await stream.aclose()
+            net.close(conn)
+            return
+        net.respond(conn, chunks)
 
-    async def handle_frame(self, frame: bytearray, peer: str) -> list | None:
+    async def handle_frame(self, frame: bytes, peer: str) -> list | None:
         try:
             header, pos = decode_request_header(memoryview(frame))
         except ProtocolError as e:

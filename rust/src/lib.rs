@@ -28,6 +28,9 @@ pub mod time_index;
 // The Kafka protocol codec, generated from the message specs.
 pub mod protocol;
 
+// The broker's network layer: listener, connections, frames, responses.
+pub mod server;
+
 // Engine: the Python client's producer accumulator and fetch decoder.
 pub mod client;
 

@@ -163,3 +163,15 @@ def parse_servers(servers: str) -> list[tuple[str, int]]:
     if not out:
         raise ConfigError("bootstrap.servers is empty")
     return out
+
+
+def build_producer(given: dict[str, Any]) -> dict[str, Any]:
+    """The producer's configuration. As in Kafka's Java producer (KIP-679), idempotence is on
+    by default but gives way, when not asked for explicitly, to settings it cannot work with
+    (acks other than all, more than 5 requests in flight, retries=0); asked for explicitly
+    alongside them, it is an error (raised by the producer)."""
+    out = build(PRODUCER, given)
+    explicit = any(k.replace("_", ".") == "enable.idempotence" for k in given)
+    if not explicit and (out["acks"] != -1 or out["max.in.flight.requests.per.connection"] > 5 or out["retries"] == 0):
+        out["enable.idempotence"] = False
+    return out

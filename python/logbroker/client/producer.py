@@ -55,7 +55,7 @@ class ProducerBase:
     """What the sync and trio producers share: config, core, send's fast path."""
 
     def __init__(self, bootstrap_servers: str | list[str], config: dict[str, Any]) -> None:
-        self.config = _config.build(_config.PRODUCER, {"bootstrap.servers": bootstrap_servers, **config})
+        self.config = _config.build_producer({"bootstrap.servers": bootstrap_servers, **config})
         self._partitioner: Partitioner | None = self.config["partitioner"]
         if self._partitioner is not None and not callable(self._partitioner):
             raise ConfigError("partitioner must be a callable (topic, key, partition_count) -> partition")

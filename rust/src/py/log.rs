@@ -371,6 +371,12 @@ impl PyCompactionResult {
 #[pyclass(name = "FileRegion", module = "logbroker._core", frozen)]
 pub struct PyFileRegion(FileRegion);
 
+impl PyFileRegion {
+    pub fn region(&self) -> &FileRegion {
+        &self.0
+    }
+}
+
 #[pymethods]
 impl PyFileRegion {
     #[getter]

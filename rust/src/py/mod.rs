@@ -6,7 +6,8 @@
 //! - `client.rs`: the Python client's accumulator, futures, fetch decoder and records;
 //! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`;
 //! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers);
-//! - `protocol.rs`: `protocol_reencode` (the Rust Kafka codec, for its cross-check).
+//! - `protocol.rs`: `protocol_reencode` (the Rust Kafka codec, for its cross-check);
+//! - `server.rs`: `NetworkServer` (the Rust network layer the broker serves requests through).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
 // pyo3 extracts arguments as owned values (String, PathBuf, HashMap, Vec).
@@ -21,6 +22,7 @@ mod functions;
 mod gil;
 mod log;
 mod protocol;
+mod server;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -37,5 +39,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     client::register(m)?;
     m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_reencode, m)?)?;
+    m.add_class::<server::PyNetworkServer>()?;
     Ok(())
 }

@@ -1,0 +1,200 @@
+//! The broker's network layer, in Rust: listener, connections, request frames, responses.
+//!
+//! ```text
+//!   clients ──TCP──> network thread (mio loop, network.rs)
+//!                      │ frames (muted connection per request)      ▲ Respond / Close
+//!                      ▼                                             │ (commands + mio::Waker)
+//!                    Shared::events ──notify pipe──> request handlers (Python, trio)
+//! ```
+//! - The network thread owns every socket. It reads size-prefixed frames into buffers that grow
+//!   as bytes arrive, bounded all together by `queued.max.request.bytes` (`memory_pool.rs`),
+//!   and writes responses as chunks (bytes, and segment ranges with sendfile).
+//! - Each complete frame becomes an `Event::Request` for the handlers; the connection stays
+//!   muted until the handler answers with `Command::Respond` (Kafka's one-request-at-a-time
+//!   per connection, which keeps responses in order).
+//! - The handlers learn of new events through a notify pipe (`notify_fd`): the first event
+//!   after a drain writes one byte; `take_events` drains the pipe and the queue together
+//!   under one lock, so no wake-up is lost.
+//! - Closed connections are reported (`Event::Closed`, with a reason and whether it is a
+//!   fault) so the handlers can log them at the right level.
+//!
+//! Thread-safety: `NetworkServer` methods may be called from any thread.
+
+pub mod connection;
+pub mod memory_pool;
+pub mod network;
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use mio::net::TcpListener;
+use mio::{Poll, Waker};
+
+use crate::protocol::Chunk;
+use memory_pool::MemoryPool;
+use network::{NetworkLoop, WAKER};
+
+/// Listener and limits.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `socket.request.max.bytes`: a larger frame closes the connection.
+    pub max_frame: usize,
+    /// `queued.max.request.bytes`: all request buffers together (<= 0: unbounded).
+    pub queued_max_request_bytes: i64,
+    /// `connections.max.idle.ms` (None: never).
+    pub idle: Option<Duration>,
+}
+
+/// What the network thread reports to the handlers.
+#[derive(Debug)]
+pub enum Event {
+    /// A whole request frame from connection `conn`; answer with `respond` or `close`.
+    Request { conn: u64, frame: Bytes, peer: String },
+    /// The network thread closed `conn`; `fault` is false for ordinary hang-ups and idling.
+    Closed { conn: u64, peer: String, reason: String, fault: bool },
+    /// The network thread hit an error it cannot attribute to one connection.
+    Fatal(String),
+}
+
+/// What the handlers tell the network thread.
+#[derive(Debug)]
+pub enum Command {
+    /// The answer to the request in flight on `conn` (`None`: no response, e.g. acks=0).
+    Respond { conn: u64, chunks: Option<Vec<Chunk>> },
+    /// Close `conn` (a protocol violation); the reason is reported back as a fault.
+    Close { conn: u64, reason: Option<String> },
+    Shutdown,
+}
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+}
+
+struct EventQueue {
+    events: VecDeque<Event>,
+    notified: bool,
+}
+
+pub struct Shared {
+    pub config: ServerConfig,
+    pub pool: MemoryPool,
+    pub stats: Stats,
+    events: Mutex<EventQueue>,
+    commands: Mutex<Vec<Command>>,
+    waker: Waker,
+    notify_tx: UnixStream,
+    notify_rx: UnixStream,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn push_event(&self, ev: Event) {
+        let mut q = lock(&self.events);
+        q.events.push_back(ev);
+        if !q.notified {
+            q.notified = true;
+            // A full pipe already holds a wake-up; nothing else can go wrong on a socketpair.
+            let _ = (&self.notify_tx).write(&[1]);
+        }
+    }
+
+    fn command(&self, cmd: Command) {
+        lock(&self.commands).push(cmd);
+        let _ = self.waker.wake();
+    }
+}
+
+/// The running network layer (see the module doc).
+pub struct NetworkServer {
+    shared: Arc<Shared>,
+    address: SocketAddr,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl NetworkServer {
+    /// Binds `host:port` (port 0 picks one) and starts the network thread.
+    pub fn start(host: &str, port: u16, config: ServerConfig) -> io::Result<NetworkServer> {
+        let addr = (host, port)
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{host}:{port} resolves to no address")))?;
+        let listener = TcpListener::bind(addr)?;
+        let address = listener.local_addr()?;
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let (notify_tx, notify_rx) = UnixStream::pair()?;
+        notify_tx.set_nonblocking(true)?;
+        notify_rx.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            pool: MemoryPool::new(config.queued_max_request_bytes),
+            config,
+            stats: Stats::default(),
+            events: Mutex::new(EventQueue { events: VecDeque::new(), notified: false }),
+            commands: Mutex::new(Vec::new()),
+            waker,
+            notify_tx,
+            notify_rx,
+        });
+        let lp = NetworkLoop::new(poll, listener, Arc::clone(&shared))?;
+        let thread = std::thread::Builder::new().name("logbroker-network".into()).spawn(move || lp.run())?;
+        Ok(NetworkServer { shared, address, thread: Mutex::new(Some(thread)) })
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Readable when events are waiting (see `take_events`).
+    pub fn notify_fd(&self) -> RawFd {
+        self.shared.notify_rx.as_raw_fd()
+    }
+
+    /// Every waiting event, oldest first; drains the notify pipe.
+    pub fn take_events(&self) -> Vec<Event> {
+        let mut q = lock(&self.shared.events);
+        let mut sink = [0u8; 64];
+        while matches!((&self.shared.notify_rx).read(&mut sink), Ok(n) if n > 0) {}
+        q.notified = false;
+        q.events.drain(..).collect()
+    }
+
+    pub fn respond(&self, conn: u64, chunks: Option<Vec<Chunk>>) {
+        self.shared.command(Command::Respond { conn, chunks });
+    }
+
+    pub fn close(&self, conn: u64, reason: Option<String>) {
+        self.shared.command(Command::Close { conn, reason });
+    }
+
+    /// Stops the network thread (closing every connection and the listener) and waits for it.
+    pub fn shutdown(&self) {
+        let handle = lock(&self.thread).take();
+        if let Some(h) = handle {
+            self.shared.command(Command::Shutdown);
+            let _ = h.join();
+        }
+    }
+
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl Drop for NetworkServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,231 @@
+//! The network thread: one mio (epoll) loop that accepts connections, reads request frames,
+//! hands them to the request handlers and writes their responses.
+//!
+//! The loop never blocks on anything but `poll`: reads and writes are non-blocking, frames go
+//! to the handler queue (`Shared::requests`), answers come back as commands through
+//! `Shared::commands` with a `mio::Waker` poke. Timers: idle connections are closed after
+//! `connections.max.idle.ms`, checked once a second.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token};
+
+use super::connection::{ConnError, Connection, Phase, ReadOutcome};
+use super::{Command, Event, Shared};
+
+pub const LISTENER: Token = Token(0);
+pub const WAKER: Token = Token(1);
+const FIRST_CONN: u64 = 2;
+const TICK: Duration = Duration::from_secs(1);
+
+pub struct NetworkLoop {
+    poll: Poll,
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    conns: HashMap<u64, Connection>,
+    next_id: u64,
+    /// Connections waiting for pool memory, oldest first.
+    paused: VecDeque<u64>,
+    last_tick: Instant,
+}
+
+impl NetworkLoop {
+    pub fn new(poll: Poll, mut listener: TcpListener, shared: Arc<Shared>) -> io::Result<Self> {
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(NetworkLoop {
+            poll,
+            listener,
+            shared,
+            conns: HashMap::new(),
+            next_id: FIRST_CONN,
+            paused: VecDeque::new(),
+            last_tick: Instant::now(),
+        })
+    }
+
+    /// Runs until a `Shutdown` command; then every connection is closed.
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.shared.push_event(Event::Fatal(format!("network loop poll failed: {e}")));
+                    break;
+                }
+            }
+            for ev in &events {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    Token(t) => self.service(t as u64),
+                }
+            }
+            if !self.run_commands() {
+                break;
+            }
+            self.resume_paused();
+            if self.last_tick.elapsed() >= TICK {
+                self.last_tick = Instant::now();
+                self.close_idle();
+            }
+        }
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.close(id, None);
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    #[allow(clippy::cast_possible_truncation)]
+                    if let Err(e) = self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE | Interest::WRITABLE) {
+                        self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("registering the connection failed: {e}"), fault: true });
+                        continue;
+                    }
+                    self.conns.insert(id, Connection::new(id, stream, peer_name(addr)));
+                    self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // EMFILE and the like: report and let the next readiness event retry.
+                    self.shared.push_event(Event::Fatal(format!("accepting a connection failed: {e}")));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Progress on one connection after a readiness event (or a state change).
+    fn service(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else { return };
+        if conn.phase == Phase::Writing {
+            match conn.write_pending() {
+                Ok(true) => conn.phase = Phase::Reading,
+                Ok(false) => return,
+                Err(e) => {
+                    let (reason, fault) = io_reason(&e, "writing the response");
+                    self.close(id, Some((reason, fault)));
+                    return;
+                }
+            }
+        }
+        if conn.phase != Phase::Reading || conn.paused_for_memory {
+            return;
+        }
+        let max_frame = self.shared.config.max_frame;
+        match conn.read_frame(&self.shared.pool, max_frame) {
+            Ok(ReadOutcome::Frame(frame)) => {
+                conn.phase = Phase::Handling;
+                let peer = conn.peer.clone();
+                self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+                self.shared.push_event(Event::Request { conn: id, frame, peer });
+            }
+            Ok(ReadOutcome::WouldBlock) => {}
+            Ok(ReadOutcome::NoMemory) => self.paused.push_back(id),
+            Ok(ReadOutcome::Closed) => self.close(id, Some(("closed by the client".to_owned(), false))),
+            Err(ConnError::Protocol(msg)) => self.close(id, Some((msg, true))),
+            Err(ConnError::Io(e)) => {
+                let (reason, fault) = io_reason(&e, "reading a request");
+                self.close(id, Some((reason, fault)));
+            }
+        }
+    }
+
+    /// Applies the handlers' answers; false on shutdown.
+    fn run_commands(&mut self) -> bool {
+        let cmds = std::mem::take(&mut *self.shared.commands.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for cmd in cmds {
+            match cmd {
+                Command::Respond { conn, chunks } => {
+                    let Some(c) = self.conns.get_mut(&conn) else { continue };
+                    if c.phase != Phase::Handling {
+                        continue;
+                    }
+                    c.release_request(&self.shared.pool);
+                    match chunks {
+                        Some(chunks) => {
+                            c.queue_response(chunks);
+                            c.phase = Phase::Writing;
+                        }
+                        None => c.phase = Phase::Reading,
+                    }
+                    // The next request may already wait in the socket (no new event comes for it).
+                    self.service(conn);
+                }
+                Command::Close { conn, reason } => self.close(conn, reason.map(|r| (r, true))),
+                Command::Shutdown => return false,
+            }
+        }
+        true
+    }
+
+    fn resume_paused(&mut self) {
+        let n = self.paused.len();
+        for _ in 0..n {
+            let Some(id) = self.paused.pop_front() else { break };
+            let Some(c) = self.conns.get_mut(&id) else { continue };
+            c.paused_for_memory = false;
+            self.service(id);
+            if self.conns.get(&id).is_some_and(|c| c.paused_for_memory) {
+                // Still no room: it keeps its place at the head, the rest wait behind it.
+                if self.paused.back() == Some(&id) {
+                    self.paused.pop_back();
+                }
+                self.paused.push_front(id);
+                break;
+            }
+        }
+    }
+
+    fn close_idle(&mut self) {
+        let Some(idle) = self.shared.config.idle else { return };
+        let stale: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.phase == Phase::Reading && c.last_active.elapsed() >= idle)
+            .map(|c| c.id)
+            .collect();
+        for id in stale {
+            #[allow(clippy::cast_possible_truncation)]
+            let ms = idle.as_millis() as u64;
+            self.close(id, Some((format!("idle for connections.max.idle.ms={ms}"), false)));
+        }
+    }
+
+    /// Closes and forgets a connection; `reason` (text, is it a fault) is reported to Python.
+    fn close(&mut self, id: u64, reason: Option<(String, bool)>) {
+        let Some(mut c) = self.conns.remove(&id) else { return };
+        let _ = self.poll.registry().deregister(&mut c.stream);
+        c.release_all(&self.shared.pool);
+        self.paused.retain(|p| *p != id);
+        self.shared.stats.connections.fetch_sub(1, Ordering::Relaxed);
+        if let Some((reason, fault)) = reason {
+            self.shared.push_event(Event::Closed { conn: id, peer: c.peer.clone(), reason, fault });
+        }
+    }
+}
+
+fn peer_name(addr: SocketAddr) -> String {
+    addr.to_string()
+}
+
+/// A close reason for an I/O error, and whether it is a fault (an ordinary hang-up is not).
+fn io_reason(e: &io::Error, doing: &str) -> (String, bool) {
+    let ordinary = matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted
+    );
+    (format!("{doing}: {e}"), !ordinary)
+}
