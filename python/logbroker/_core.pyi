@@ -26,15 +26,18 @@ __all__ = [
     "NetworkServer",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "PartitionTable",
     "ProducerBatch",
     "RecordAccumulator",
     "RecordFuture",
     "RecordMetadata",
     "RecordSet",
     "RecordTooLargeError",
+    "ReplicaPartition",
     "Waker",
     "__version__",
     "crc32c",
+    "data_path_apis",
     "decode_columns",
     "decode_records",
     "encode_batch",
@@ -261,17 +264,39 @@ class NetworkServer:
     """The broker's Rust network thread: listener, connections, frames, responses."""
 
     def __new__(
-        cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int = ..., idle_ms: int = ...
+        cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int, idle_ms: int, partitions: PartitionTable
     ) -> NetworkServer: ...
     @property
     def address(self) -> tuple[str, int]: ...
     @property
     def notify_fd(self) -> int: ...
-    def take_events(self) -> list[tuple[int, bytes | None, str, str | None, bool]]: ...
+    def take_events(self) -> list[tuple[int, bytes | None, str, str | None, int]]: ...
     def respond(self, conn: int, chunks: list[Buffer | FileRegion] | None) -> None: ...
     def close(self, conn: int, reason: str | None = None) -> None: ...
     def shutdown(self) -> None: ...
     def stats(self) -> dict[str, int]: ...
+
+@final
+class PartitionTable:
+    """The partitions Produce and Fetch are served from (rust/src/server/partition.rs)."""
+
+    def __new__(cls) -> PartitionTable: ...
+    def add(
+        self, topic: str, index: int, node_id: int, log: Log, leader: int, leader_epoch: int, isr: list[int],
+        min_insync_replicas: int,
+    ) -> ReplicaPartition: ...
+    def remove(self, topic: str, index: int) -> None: ...
+    def set_topics(self, names: set[str]) -> None: ...
+
+@final
+class ReplicaPartition:
+    def update(self, leader: int, leader_epoch: int, isr: list[int], min_insync_replicas: int) -> None: ...
+    def maybe_increment_hw(self) -> bool: ...
+    @property
+    def removed(self) -> bool: ...
+
+def data_path_apis() -> list[tuple[int, int, int]]:
+    """[(api_key, min_version, max_version)] of the APIs the network thread serves itself."""
 
 # --- Python client engine (rust/src/py/client.rs) ---
 

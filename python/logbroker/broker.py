@@ -22,6 +22,7 @@ from pathlib import Path
 
 import trio
 
+from logbroker import _core
 from logbroker.config import BrokerConfig
 from logbroker.coord.controller import Controller
 from logbroker.coord.group_coordinator import GroupCoordinator
@@ -39,6 +40,9 @@ class BrokerServer:
         self.controller: Controller | None = None
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
+        # The partitions Produce and Fetch are served from, shared by the replica manager
+        # (which fills it) and the network thread (which serves from it).
+        self.partition_table = _core.PartitionTable()
         self.server = KafkaServer(self)
         self.address: tuple[str, int] | None = None
         self.advertised: tuple[str, int] | None = None
@@ -50,7 +54,7 @@ class BrokerServer:
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         host, port = self.config.listen
-        bound = self.server.bind(host, port)
+        bound = self.server.bind(host, port, self.partition_table)
         try:
             await self._run(bound, task_status)
         finally:
@@ -74,7 +78,7 @@ class BrokerServer:
         data_dir.mkdir(parents=True, exist_ok=True)
         local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1], None)
         self.controller = Controller(self.config, MetadataStore(data_dir), local)
-        self.replicas = ReplicaManager(self.config)
+        self.replicas = ReplicaManager(self.config, self.partition_table)
         await self.replicas.startup(self.controller.image)
         self.controller.add_listener(self.replicas.apply_metadata)
         self.groups = GroupCoordinator(self.config, self.replicas, self.controller)

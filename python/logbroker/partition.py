@@ -3,19 +3,25 @@
 State (Kafka's names):
     leader, leader_epoch, replicas, isr   from the metadata image (controller-owned)
     log.log_end_offset (LEO)              owned by the Rust Log
-    high watermark (HW)                   owned here, stored in the Rust Log: the minimum LEO
+    high watermark (HW)                   stored in the Rust Log and moved by the data path's
+                                          rule (rust/src/server/partition.rs): the minimum LEO
                                           over the ISR, so with a one-replica ISR it equals
                                           the leader's LEO right after every append
-    follower LEOs                         reported by follower fetches (next wave)
+    follower LEOs                         reported by follower fetches, kept in Rust
+
+`core` is this replica's entry in the data path's partition table (`_core.ReplicaPartition`):
+Produce and Fetch are served from it on the network thread; this object mirrors the leader
+state into it (`apply_state`) and moves the HW after the control plane's own appends
+(`maybe_increment_hw`, e.g. the group coordinator writing `__consumer_offsets`).
 
 Invariants:
     log_start_offset <= HW <= LEO; consumers never read at or above the HW;
     every leader change arrives with a higher leader epoch, which the log records in its
     leader-epoch cache the first time a batch is appended under it.
 
-Waiting: Fetch long-polls and acks=all produces wait for the HW to move. A waiter
-registers a trio.Event with every partition it cares about (`add_waiter`); `notify`
-sets and forgets them all, and the waiter re-checks its own condition.
+Waiting: control-plane writers that need their write covered by the HW (the group
+coordinator) register a trio.Event (`add_waiter`); `notify` sets and forgets them all, and
+the waiter re-checks its own condition. (Data-path waits live in Rust.)
 """
 
 from __future__ import annotations
@@ -24,21 +30,24 @@ import uuid
 
 import trio
 
-from logbroker._core import Log
+from logbroker._core import Log, PartitionTable
 from logbroker.coord.metadata import PartitionState
 
 
 class Partition:
-    def __init__(self, topic: str, topic_id: uuid.UUID, state: PartitionState, log: Log, node_id: int) -> None:
+    def __init__(self, topic: str, topic_id: uuid.UUID, state: PartitionState, log: Log, node_id: int,
+                 table: PartitionTable, min_insync_replicas: int) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = state.partition
         self.node_id = node_id
         self.log = log
-        self.follower_leos: dict[int, int] = {}
+        self.min_insync_replicas = min_insync_replicas
         self.deleted = False  # set when the topic is deleted; waiters then see UNKNOWN_TOPIC_OR_PARTITION
         self._waiters: set[trio.Event] = set()
         self.state = state
+        self.core = table.add(topic, state.partition, node_id, log, state.leader, state.leader_epoch, list(state.isr),
+                              min_insync_replicas)
         self.apply_state(state)
 
     def __repr__(self) -> str:
@@ -48,12 +57,15 @@ class Partition:
     def name(self) -> str:
         return f"{self.topic}-{self.index}"
 
-    def apply_state(self, state: PartitionState) -> None:
+    def apply_state(self, state: PartitionState, min_insync_replicas: int | None = None) -> None:
         self.state = state
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
+        if min_insync_replicas is not None:
+            self.min_insync_replicas = min_insync_replicas
+        self.core.update(state.leader, state.leader_epoch, self.isr, self.min_insync_replicas)
         if self.is_leader:
             self.maybe_increment_hw()
 
@@ -66,16 +78,9 @@ class Partition:
         return self.log.high_watermark
 
     def maybe_increment_hw(self) -> bool:
-        """HW = min LEO over the ISR (the leader's own LEO counts for itself)."""
-        leo = self.log.log_end_offset
-        candidates = [leo]
-        for replica in self.isr:
-            if replica != self.node_id:
-                candidates.append(self.follower_leos.get(replica, self.log.log_start_offset))
-        new_hw = min(candidates)
-        old_hw = self.log.high_watermark
-        if new_hw > old_hw:
-            self.log.update_high_watermark(new_hw)
+        """HW = min LEO over the ISR (the leader's own LEO counts for itself); the data
+        path's waiters and ours are woken when it moves."""
+        if self.core.maybe_increment_hw():
             self.notify()
             return True
         return False

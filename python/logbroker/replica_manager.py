@@ -36,15 +36,23 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, table: _core.PartitionTable | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.data_dir = config.data_dir
+        # The data path's view of our replicas (shared with the network thread, if any).
+        self.table = table if table is not None else _core.PartitionTable()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._image: MetadataImage | None = None
         self._closed = False
 
     # --- lifecycle ------------------------------------------------------------------
+
+    def _min_isr(self, configs: dict[str, str]) -> int:
+        return int(configs.get("min.insync.replicas", self.config.get_int("min.insync.replicas")))
+
+    def _partition(self, topic, state, lg: _core.Log) -> Partition:
+        return Partition(topic.name, topic.topic_id, state, lg, self.node_id, self.table, self._min_isr(topic.configs))
 
     def _open_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log:
         path = self.data_dir / partition_dir_name(topic, partition)
@@ -81,7 +89,8 @@ class ReplicaManager:
                     f", first problem: {first_error}" if first_error else "", lg.log_end_offset,
                 )
         for (topic, state), lg in zip(wanted, logs):
-            self.partitions[(topic.name, state.partition)] = Partition(topic.name, topic.topic_id, state, lg, self.node_id)
+            self.partitions[(topic.name, state.partition)] = self._partition(topic, state, lg)
+        self.table.set_topics(set(image.topics))
         self._image = image
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
         for entry in self.data_dir.iterdir():
@@ -109,6 +118,7 @@ class ReplicaManager:
 
         for p in to_delete:
             p.deleted = True
+            self.table.remove(p.topic, p.index)
 
         def work() -> list[_core.Log]:
             for p in to_delete:
@@ -130,11 +140,14 @@ class ReplicaManager:
             p.deleted = True
             p.notify()
         for ((name, idx), (topic, state)), lg in zip(to_open, opened):
-            self.partitions[(name, idx)] = Partition(name, topic.topic_id, state, lg, self.node_id)
+            self.partitions[(name, idx)] = self._partition(topic, state, lg)
+        for p, configs in config_changed:
+            p.apply_state(p.state, self._min_isr(configs))
         for key, (topic, state) in wanted.items():
             p = self.partitions.get(key)
             if p is not None and p.state != state:
                 p.apply_state(state)
+        self.table.set_topics(set(image.topics))
         self._image = image
 
     async def shutdown(self) -> None:

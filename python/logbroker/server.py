@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from logbroker.broker import BrokerServer
 
 log = logging.getLogger("logbroker.server")
+datapath_log = logging.getLogger("logbroker.datapath")
 
 
 class KafkaServer:
@@ -49,9 +50,10 @@ class KafkaServer:
     def connections(self) -> int:
         return 0 if self.net is None else int(self.net.stats()["connections"])
 
-    def bind(self, host: str, port: int) -> tuple[str, int]:
-        """Binds the listener and starts the network thread; returns the bound address."""
-        self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms)
+    def bind(self, host: str, port: int, partitions: _core.PartitionTable) -> tuple[str, int]:
+        """Binds the listener and starts the network thread, which serves Produce and Fetch
+        from `partitions`; returns the bound address."""
+        self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms, partitions)
         return self.net.address
 
     async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
@@ -63,15 +65,15 @@ class KafkaServer:
                 task_status.started()
                 while True:
                     await trio.lowlevel.wait_readable(net.notify_fd)
-                    for conn, frame, peer, reason, fault in net.take_events():
+                    for conn, frame, peer, message, level in net.take_events():
                         if frame is not None:
                             nursery.start_soon(self._serve_request, net, conn, frame, peer)
+                        elif conn == -2:
+                            datapath_log.log(level, "%s", message)
                         elif conn < 0:
-                            log.error("network thread: %s", reason)
-                        elif fault:
-                            log.warning("closed connection from %s: %s", peer, reason)
+                            log.log(level, "network thread: %s", message)
                         else:
-                            log.debug("connection from %s closed: %s", peer, reason)
+                            log.log(level, "connection from %s closed: %s", peer, message)
         finally:
             self.close()
 
@@ -101,6 +103,8 @@ class KafkaServer:
         api_key, version = header.request_api_key, header.request_api_version
         entry = HANDLERS.get(api_key)
         name = API_NAMES.get(api_key, f"api {api_key}")
+        if entry is not None and entry.handler is None:
+            raise ProtocolError(f"{name} from {peer} reached the Python handlers; the network thread serves it")
         if entry is None or not entry.min_version <= version <= entry.max_version:
             if api_key == 18:  # ApiVersions: KIP-511 fallback reply at v0
                 from logbroker.handlers.api_versions import unsupported_version_response

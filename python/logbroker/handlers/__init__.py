@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from logbroker import _core
 from logbroker.protocol import REQUESTS, RequestHeader
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class HandlerEntry:
     api_key: int
     min_version: int
     max_version: int
-    handler: Callable[[RequestContext, Any], Awaitable[Any]]
+    handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
 
     @property
     def request_class(self) -> type:
@@ -80,22 +81,24 @@ def _build() -> dict[int, HandlerEntry]:
         delete_topics,
         describe_cluster,
         describe_producers,
-        fetch,
         groups,
         init_producer_id,
         list_offsets,
         metadata,
         offset_for_leader_epoch,
         offsets,
-        produce,
     )
 
     modules = [
-        produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
+        list_offsets, metadata, api_versions, create_topics, delete_topics,
         delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
         describe_cluster, describe_producers,
     ]
     table = {}
+    # Produce and Fetch are served by the Rust network thread (rust/src/server/); they are
+    # here for ApiVersions, with the versions it serves.
+    for key, lo, hi in _core.data_path_apis():
+        table[key] = HandlerEntry(key, lo, hi, None)
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
     for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES]:

@@ -50,6 +50,13 @@ fn non_negative(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+impl PyLog {
+    /// The engine log, shared with the data path.
+    pub fn shared(&self) -> Arc<Log> {
+        Arc::clone(&self.log)
+    }
+}
+
 #[pymethods]
 impl PyLog {
     #[staticmethod]

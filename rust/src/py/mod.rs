@@ -40,5 +40,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_reencode, m)?)?;
     m.add_class::<server::PyNetworkServer>()?;
+    m.add_class::<server::PyPartitionTable>()?;
+    m.add_class::<server::PyReplicaPartition>()?;
+    m.add_function(wrap_pyfunction!(server::data_path_apis, m)?)?;
     Ok(())
 }

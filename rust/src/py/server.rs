@@ -2,32 +2,97 @@
 //! request handlers (trio) wait on `notify_fd`, take events in bulk and answer each request
 //! with `respond` (chunks: bytes-like objects and `FileRegion`s, or None for no response) or
 //! `close`.
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use super::log::{extract_bytes, PyFileRegion};
+use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
-use crate::server::{Event, NetworkServer, ServerConfig};
+use crate::server::partition::{LeaderState, Partition, PartitionTable};
+use crate::server::{Event, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
+
+/// The partitions the data path serves. The control plane adds one per local replica and
+/// keeps its leader state current; the network thread reads it.
+#[pyclass(name = "PartitionTable", module = "logbroker._core", frozen)]
+pub struct PyPartitionTable(Arc<PartitionTable>);
+
+#[pymethods]
+impl PyPartitionTable {
+    #[new]
+    fn new() -> Self {
+        PyPartitionTable(Arc::new(PartitionTable::new()))
+    }
+
+    /// Adds (or replaces) a local replica; returns its handle.
+    #[allow(clippy::too_many_arguments)]
+    fn add(&self, topic: &str, index: i32, node_id: i32, log: &PyLog, leader: i32, leader_epoch: i32, isr: Vec<i32>,
+           min_insync_replicas: i32) -> PyReplicaPartition {
+        let state = LeaderState { leader, leader_epoch, isr, min_insync_replicas };
+        PyReplicaPartition(self.0.add(topic, index, node_id, log.shared(), state))
+    }
+
+    /// Removes a replica (topic deleted); requests waiting on it are answered.
+    fn remove(&self, topic: &str, index: i32) {
+        self.0.remove(topic, index);
+    }
+
+    /// The topic names of the metadata image (for "no such topic" vs "no such partition").
+    fn set_topics(&self, names: std::collections::HashSet<String>) {
+        self.0.set_topics(names);
+    }
+}
+
+/// One local replica as the data path sees it (see rust/src/server/partition.rs).
+#[pyclass(name = "ReplicaPartition", module = "logbroker._core", frozen)]
+pub struct PyReplicaPartition(Arc<Partition>);
+
+#[pymethods]
+impl PyReplicaPartition {
+    /// New leader state from the metadata image.
+    fn update(&self, leader: i32, leader_epoch: i32, isr: Vec<i32>, min_insync_replicas: i32) {
+        self.0.update(LeaderState { leader, leader_epoch, isr, min_insync_replicas });
+    }
+
+    /// HW = min LEO over the ISR; True if it moved (waiting requests are woken).
+    fn maybe_increment_hw(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.0.maybe_increment_hw())
+    }
+
+    #[getter]
+    fn removed(&self) -> bool {
+        self.0.is_removed()
+    }
+}
+
+/// `[(api_key, min_version, max_version)]` of the APIs the network thread serves itself.
+#[pyfunction]
+pub fn data_path_apis() -> Vec<(i16, i16, i16)> {
+    DATA_PATH_APIS.to_vec()
+}
 
 #[pyclass(name = "NetworkServer", module = "logbroker._core", frozen)]
 pub struct PyNetworkServer {
     inner: NetworkServer,
 }
 
-/// `(conn, frame, peer, reason, fault)`: a request has a frame; a closed connection a reason.
-type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, bool);
+/// `(conn, frame, peer, message, level)`: a request has a frame; anything else is a message
+/// to log at `level` (Python's logging levels).
+type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32);
 
 #[pymethods]
 impl PyNetworkServer {
     #[new]
-    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes=-1, idle_ms=-1))]
-    fn new(py: Python<'_>, host: &str, port: u16, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64) -> PyResult<Self> {
+    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, partitions))]
+    fn new(py: Python<'_>, host: &str, port: u16, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
+           partitions: &PyPartitionTable) -> PyResult<Self> {
         let config = ServerConfig {
             max_frame,
             queued_max_request_bytes,
             idle: u64::try_from(idle_ms).ok().map(std::time::Duration::from_millis),
         };
-        let inner = py.detach(|| NetworkServer::start(host, port, config))?;
+        let table = Arc::clone(&partitions.0);
+        let inner = py.detach(|| NetworkServer::start(host, port, config, table))?;
         Ok(PyNetworkServer { inner })
     }
 
@@ -44,20 +109,23 @@ impl PyNetworkServer {
         self.inner.notify_fd()
     }
 
-    /// Every waiting event as `(conn, frame, peer, reason, fault)`: a request carries its frame
-    /// (bytes, without the size prefix); a connection the network thread closed carries the
-    /// reason and whether it is a fault (False for hang-ups and idling); conn -1 is an error
-    /// of the network thread itself.
+    /// Every waiting event as `(conn, frame, peer, message, level)`: a request carries its
+    /// frame (bytes, without the size prefix); a connection the network thread closed carries
+    /// the reason, at WARNING for a protocol violation and DEBUG for hang-ups and idling;
+    /// conn -1 is an error of the network thread itself, conn -2 a data-path log line.
     fn take_events<'py>(&self, py: Python<'py>) -> Vec<PyEvent<'py>> {
         let events = py.detach(|| self.inner.take_events());
         events
             .into_iter()
             .map(|ev| match ev {
                 #[allow(clippy::cast_possible_wrap)]
-                Event::Request { conn, frame, peer } => (conn as i64, Some(PyBytes::new(py, &frame)), peer, None, false),
+                Event::Request { conn, frame, peer } => (conn as i64, Some(PyBytes::new(py, &frame)), peer, None, 0),
                 #[allow(clippy::cast_possible_wrap)]
-                Event::Closed { conn, peer, reason, fault } => (conn as i64, None, peer, Some(reason), fault),
-                Event::Fatal(msg) => (-1, None, String::new(), Some(msg), true),
+                Event::Closed { conn, peer, reason, fault } => {
+                    (conn as i64, None, peer, Some(reason), if fault { LogLine::WARNING } else { LogLine::DEBUG })
+                }
+                Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR),
+                Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level),
             })
             .collect()
     }

@@ -110,6 +110,7 @@ impl Connection {
     }
 
     /// Reads until a whole frame is here, the socket is drained, or the pool is full.
+    #[allow(clippy::too_many_lines)]
     pub fn read_frame(&mut self, pool: &MemoryPool, max_frame: usize) -> Result<ReadOutcome, ConnError> {
         debug_assert_eq!(self.phase, Phase::Reading);
         loop {

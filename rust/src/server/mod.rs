@@ -21,8 +21,15 @@
 //! Thread-safety: `NetworkServer` methods may be called from any thread.
 
 pub mod connection;
+pub mod fetch;
 pub mod memory_pool;
 pub mod network;
+pub mod partition;
+pub mod produce;
+pub mod request;
+
+#[cfg(test)]
+mod data_path_tests;
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -41,6 +48,31 @@ use mio::{Poll, Waker};
 use crate::protocol::Chunk;
 use memory_pool::MemoryPool;
 use network::{NetworkLoop, WAKER};
+use partition::{PartitionTable, Wakeup};
+
+/// The APIs the network thread serves itself, with their version ranges (advertised in
+/// ApiVersions by the Python side, which serves every other API).
+pub const DATA_PATH_APIS: [(i16, i16, i16); 2] =
+    [(0, produce::MIN_VERSION, produce::MAX_VERSION), (1, fetch::MIN_VERSION, fetch::MAX_VERSION)];
+
+/// A log line for the Python side's logging (the network thread has no logger of its own).
+#[derive(Debug)]
+pub struct LogLine {
+    /// Python's logging levels.
+    pub level: i32,
+    pub message: String,
+}
+
+impl LogLine {
+    pub const DEBUG: i32 = 10;
+    pub const INFO: i32 = 20;
+    pub const WARNING: i32 = 30;
+    pub const ERROR: i32 = 40;
+
+    pub fn new(level: i32, message: String) -> Self {
+        LogLine { level, message }
+    }
+}
 
 /// Listener and limits.
 #[derive(Debug, Clone)]
@@ -62,6 +94,8 @@ pub enum Event {
     Closed { conn: u64, peer: String, reason: String, fault: bool },
     /// The network thread hit an error it cannot attribute to one connection.
     Fatal(String),
+    /// Something the data path wants logged (logger `logbroker.datapath`).
+    Log(LogLine),
 }
 
 /// What the handlers tell the network thread.
@@ -89,9 +123,11 @@ pub struct Shared {
     pub config: ServerConfig,
     pub pool: MemoryPool,
     pub stats: Stats,
+    /// The partitions the data path serves (set by the control plane).
+    pub table: Arc<PartitionTable>,
     events: Mutex<EventQueue>,
     commands: Mutex<Vec<Command>>,
-    waker: Waker,
+    wakeup: Arc<Wakeup>,
     notify_tx: UnixStream,
     notify_rx: UnixStream,
 }
@@ -113,7 +149,7 @@ impl Shared {
 
     fn command(&self, cmd: Command) {
         lock(&self.commands).push(cmd);
-        let _ = self.waker.wake();
+        self.wakeup.wake(Vec::new());
     }
 }
 
@@ -126,7 +162,7 @@ pub struct NetworkServer {
 
 impl NetworkServer {
     /// Binds `host:port` (port 0 picks one) and starts the network thread.
-    pub fn start(host: &str, port: u16, config: ServerConfig) -> io::Result<NetworkServer> {
+    pub fn start(host: &str, port: u16, config: ServerConfig, table: Arc<PartitionTable>) -> io::Result<NetworkServer> {
         let addr = (host, port)
             .to_socket_addrs()?
             .next()
@@ -134,7 +170,10 @@ impl NetworkServer {
         let listener = TcpListener::bind(addr)?;
         let address = listener.local_addr()?;
         let poll = Poll::new()?;
-        let waker = Waker::new(poll.registry(), WAKER)?;
+        let wakeup = Arc::clone(table.wakeup());
+        if !wakeup.attach(Waker::new(poll.registry(), WAKER)?) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the partition table already serves another network server"));
+        }
         let (notify_tx, notify_rx) = UnixStream::pair()?;
         notify_tx.set_nonblocking(true)?;
         notify_rx.set_nonblocking(true)?;
@@ -142,9 +181,10 @@ impl NetworkServer {
             pool: MemoryPool::new(config.queued_max_request_bytes),
             config,
             stats: Stats::default(),
+            table,
             events: Mutex::new(EventQueue { events: VecDeque::new(), notified: false }),
             commands: Mutex::new(Vec::new()),
-            waker,
+            wakeup,
             notify_tx,
             notify_rx,
         });

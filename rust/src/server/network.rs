@@ -1,9 +1,12 @@
 //! The network thread: one mio (epoll) loop that accepts connections, reads request frames,
 //! hands them to the request handlers and writes their responses.
 //!
-//! The loop never blocks on anything but `poll`: reads and writes are non-blocking, frames go
-//! to the handler queue (`Shared::requests`), answers come back as commands through
-//! `Shared::commands` with a `mio::Waker` poke. Timers: idle connections are closed after
+//! The loop never blocks on anything but `poll`: reads and writes are non-blocking. Produce
+//! and Fetch frames are served right here (`produce.rs`, `fetch.rs`: decode, append or read,
+//! encode); every other frame goes to the Python handlers (`Shared::events`), whose answers
+//! come back as commands through `Shared::commands` with a `mio::Waker` poke.
+//! Parked requests (Fetch long polls, acks=all Produce) wait in `parked` until a partition
+//! wakes them (`Wakeup`) or their deadline passes. Idle connections are closed after
 //! `connections.max.idle.ms`, checked once a second.
 
 use std::collections::{HashMap, VecDeque};
@@ -17,7 +20,24 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
 use super::connection::{ConnError, Connection, Phase, ReadOutcome};
-use super::{Command, Event, Shared};
+use super::request::{decode_header, peek_api};
+use super::{fetch, produce, Command, Event, LogLine, Shared};
+use crate::protocol::{Chunk, ProtocolError, Reader};
+
+/// A request waiting on partitions.
+enum Parked {
+    Produce(produce::PendingProduce),
+    Fetch(Box<fetch::PendingFetch>),
+}
+
+impl Parked {
+    fn deadline(&self) -> Instant {
+        match self {
+            Parked::Produce(p) => p.deadline,
+            Parked::Fetch(f) => f.deadline,
+        }
+    }
+}
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
@@ -32,6 +52,8 @@ pub struct NetworkLoop {
     next_id: u64,
     /// Connections waiting for pool memory, oldest first.
     paused: VecDeque<u64>,
+    /// Requests waiting on partitions, by connection.
+    parked: HashMap<u64, Parked>,
     last_tick: Instant,
 }
 
@@ -45,6 +67,7 @@ impl NetworkLoop {
             conns: HashMap::new(),
             next_id: FIRST_CONN,
             paused: VecDeque::new(),
+            parked: HashMap::new(),
             last_tick: Instant::now(),
         })
     }
@@ -53,7 +76,7 @@ impl NetworkLoop {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
+            if let Err(e) = self.poll.poll(&mut events, Some(self.poll_timeout())) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.shared.push_event(Event::Fatal(format!("network loop poll failed: {e}")));
                     break;
@@ -69,6 +92,7 @@ impl NetworkLoop {
             if !self.run_commands() {
                 break;
             }
+            self.run_parked();
             self.resume_paused();
             if self.last_tick.elapsed() >= TICK {
                 self.last_tick = Instant::now();
@@ -130,7 +154,10 @@ impl NetworkLoop {
                 conn.phase = Phase::Handling;
                 let peer = conn.peer.clone();
                 self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-                self.shared.push_event(Event::Request { conn: id, frame, peer });
+                match peek_api(&frame) {
+                    Some((key @ (0 | 1), version)) => self.serve_data(id, key, version, frame, &peer),
+                    _ => self.shared.push_event(Event::Request { conn: id, frame, peer }),
+                }
             }
             Ok(ReadOutcome::WouldBlock) => {}
             Ok(ReadOutcome::NoMemory) => self.paused.push_back(id),
@@ -143,27 +170,139 @@ impl NetworkLoop {
         }
     }
 
+    /// Serves a Produce (0) or Fetch (1) frame here, without Python.
+    fn serve_data(&mut self, id: u64, api_key: i16, version: i16, frame: bytes::Bytes, peer: &str) {
+        let (name, lo, hi, flexible_min) = if api_key == 0 {
+            ("Produce", produce::MIN_VERSION, produce::MAX_VERSION, 9)
+        } else {
+            ("Fetch", fetch::MIN_VERSION, fetch::MAX_VERSION, 12)
+        };
+        let mut r = Reader::new(frame);
+        let header = match decode_header(&mut r, version >= flexible_min) {
+            Ok(h) => h,
+            Err(e) => {
+                self.close(id, Some((format!("request header from {peer} does not decode: {e}"), true)));
+                return;
+            }
+        };
+        if version < lo || version > hi {
+            let client = header.client_id.as_deref().unwrap_or("");
+            self.close(id, Some((format!("{name} v{version} from {peer} (client {client:?}) is not supported; this broker serves v{lo}-{hi}"), true)));
+            return;
+        }
+        let mut logs = Vec::new();
+        let table = Arc::clone(&self.shared.table);
+        let result: Result<Option<Option<Vec<Chunk>>>, ProtocolError> = if api_key == 0 {
+            #[allow(clippy::cast_possible_truncation)]
+            let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            produce::handle(&table, &mut r, version, header.correlation_id, peer, now_ms, &mut logs).map(|o| match o {
+                produce::Outcome::Done(chunks) => Some(chunks),
+                produce::Outcome::Wait(p) => {
+                    for part in p.partitions() {
+                        part.add_waiter(id);
+                    }
+                    self.parked.insert(id, Parked::Produce(p));
+                    None
+                }
+            })
+        } else {
+            fetch::handle(&table, &mut r, version, header.correlation_id, peer, &mut logs).map(|o| match o {
+                fetch::Outcome::Done(chunks) => Some(Some(chunks)),
+                fetch::Outcome::Wait(f) => {
+                    for part in &f.waiting_on {
+                        part.add_waiter(id);
+                    }
+                    self.parked.insert(id, Parked::Fetch(f));
+                    None
+                }
+            })
+        };
+        for line in logs {
+            self.shared.push_event(Event::Log(line));
+        }
+        match result {
+            Ok(Some(chunks)) => self.finish(id, chunks),
+            Ok(None) => {}
+            Err(e) => self.close(id, Some((format!("{name} v{version} request from {peer} does not decode: {e}"), true))),
+        }
+    }
+
+    /// Re-checks parked requests that were woken or whose deadline passed.
+    fn run_parked(&mut self) {
+        let now = Instant::now();
+        let mut due: Vec<u64> = self.shared.table.wakeup().take();
+        due.extend(self.parked.iter().filter(|(_, p)| p.deadline() <= now).map(|(id, _)| *id));
+        due.sort_unstable();
+        due.dedup();
+        for id in due {
+            let Some(mut parked) = self.parked.remove(&id) else { continue };
+            let expired = parked.deadline() <= now;
+            let mut logs = Vec::new();
+            let done = match &mut parked {
+                Parked::Produce(p) => p.try_complete(expired),
+                Parked::Fetch(f) => f.try_complete(&self.shared.table, expired, &mut logs),
+            };
+            for line in logs {
+                self.shared.push_event(Event::Log(line));
+            }
+            match done {
+                Ok(Some(chunks)) => {
+                    Self::unpark(id, &parked);
+                    self.finish(id, Some(chunks));
+                }
+                Ok(None) => {
+                    // Still waiting: (re-)register on the partitions it now waits on.
+                    match &parked {
+                        Parked::Produce(p) => p.partitions().for_each(|part| part.add_waiter(id)),
+                        Parked::Fetch(f) => f.waiting_on.iter().for_each(|part| part.add_waiter(id)),
+                    }
+                    self.parked.insert(id, parked);
+                }
+                Err(e) => {
+                    Self::unpark(id, &parked);
+                    self.shared.push_event(Event::Log(LogLine::new(LogLine::ERROR, format!("encoding a response failed: {e}"))));
+                    self.close(id, Some((format!("encoding a response failed: {e}"), true)));
+                }
+            }
+        }
+    }
+
+    fn unpark(id: u64, parked: &Parked) {
+        match parked {
+            Parked::Produce(p) => p.partitions().for_each(|part| part.remove_waiter(id)),
+            Parked::Fetch(f) => f.waiting_on.iter().for_each(|part| part.remove_waiter(id)),
+        }
+    }
+
+    fn poll_timeout(&self) -> Duration {
+        let now = Instant::now();
+        self.parked.values().map(|p| p.deadline().saturating_duration_since(now)).min().map_or(TICK, |d| d.min(TICK))
+    }
+
+    /// The request in flight on `conn` is answered (`None`: it has no response).
+    fn finish(&mut self, conn: u64, chunks: Option<Vec<Chunk>>) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.phase != Phase::Handling {
+            return;
+        }
+        c.release_request(&self.shared.pool);
+        match chunks {
+            Some(chunks) => {
+                c.queue_response(chunks);
+                c.phase = Phase::Writing;
+            }
+            None => c.phase = Phase::Reading,
+        }
+        // The next request may already wait in the socket (no new event comes for it).
+        self.service(conn);
+    }
+
     /// Applies the handlers' answers; false on shutdown.
     fn run_commands(&mut self) -> bool {
         let cmds = std::mem::take(&mut *self.shared.commands.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         for cmd in cmds {
             match cmd {
-                Command::Respond { conn, chunks } => {
-                    let Some(c) = self.conns.get_mut(&conn) else { continue };
-                    if c.phase != Phase::Handling {
-                        continue;
-                    }
-                    c.release_request(&self.shared.pool);
-                    match chunks {
-                        Some(chunks) => {
-                            c.queue_response(chunks);
-                            c.phase = Phase::Writing;
-                        }
-                        None => c.phase = Phase::Reading,
-                    }
-                    // The next request may already wait in the socket (no new event comes for it).
-                    self.service(conn);
-                }
+                Command::Respond { conn, chunks } => self.finish(conn, chunks),
                 Command::Close { conn, reason } => self.close(conn, reason.map(|r| (r, true))),
                 Command::Shutdown => return false,
             }
@@ -207,6 +346,9 @@ impl NetworkLoop {
     /// Closes and forgets a connection; `reason` (text, is it a fault) is reported to Python.
     fn close(&mut self, id: u64, reason: Option<(String, bool)>) {
         let Some(mut c) = self.conns.remove(&id) else { return };
+        if let Some(parked) = self.parked.remove(&id) {
+            Self::unpark(id, &parked);
+        }
         let _ = self.poll.registry().deregister(&mut c.stream);
         c.release_all(&self.shared.pool);
         self.paused.retain(|p| *p != id);

@@ -1,0 +1,191 @@
+//! Produce (API key 0, versions 3-11), served on the network thread without Python.
+//!
+//! Per partition, in request order: acks must be 0, 1 or -1; transactions are refused
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, until transactions exist); the partition must be
+//! here (UNKNOWN_TOPIC_OR_PARTITION, naming whether the topic exists) and led by this broker
+//! (NOT_LEADER_OR_FOLLOWER); the records must be present (INVALID_RECORD); with acks=-1 the
+//! ISR must be at least `min.insync.replicas` (NOT_ENOUGH_REPLICAS). Then the log appends
+//! (validating every batch: framing, CRC-32C, sizes, producer sequences; all or nothing per
+//! partition) and the high watermark moves, waking waiting fetches.
+//!
+//! acks=0: no response. acks=1: answered after the leader append. acks=-1: answered once the
+//! HW covers every appended batch (at once while the ISR is the leader alone), else parked
+//! until it does or `timeout_ms` passes (REQUEST_TIMED_OUT for the partitions still short).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::partition::{Partition, PartitionTable};
+use super::request::{code, error_code_for, frame_response};
+use super::LogLine;
+use crate::protocol::messages::produce_request::ProduceRequest;
+use crate::protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use crate::protocol::{Chunk, ProtocolError, Reader, Records};
+
+pub const MIN_VERSION: i16 = 3;
+pub const MAX_VERSION: i16 = 11;
+const FLEXIBLE_MIN: i16 = 9;
+
+/// An acks=-1 produce waiting for the HW.
+pub struct PendingProduce {
+    response: ProduceResponse,
+    /// (topic index, partition index in the response, partition, offset the HW must reach)
+    waits: Vec<(usize, usize, Arc<Partition>, i64)>,
+    version: i16,
+    correlation_id: i32,
+    timeout_ms: i32,
+    pub deadline: Instant,
+}
+
+impl PendingProduce {
+    pub fn partitions(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.waits.iter().map(|w| &w.2)
+    }
+
+    /// The response if every wait is satisfied, or (`expired`) with the rest timed out.
+    pub fn try_complete(&mut self, expired: bool) -> Result<Option<Vec<Chunk>>, ProtocolError> {
+        let timeout_ms = self.timeout_ms;
+        let mut short = Vec::new();
+        for (i, w) in self.waits.iter().enumerate() {
+            if w.2.log.high_watermark() < w.3 && !w.2.is_removed() {
+                short.push(i);
+            }
+        }
+        if !short.is_empty() && !expired {
+            return Ok(None);
+        }
+        for i in short {
+            let (t, p, part, offset) = &self.waits[i];
+            let r = &mut self.response.responses[*t].partition_responses[*p];
+            r.error_code = code::REQUEST_TIMED_OUT;
+            r.error_message = Some(format!("HW of {} did not reach {offset} within {timeout_ms} ms", part.name()));
+        }
+        frame_response(&self.response, self.version, self.correlation_id, self.version >= FLEXIBLE_MIN).map(Some)
+    }
+}
+
+/// What serving a Produce produced.
+pub enum Outcome {
+    /// The response now (`None`: acks=0, no response at all).
+    Done(Option<Vec<Chunk>>),
+    /// Parked until the HW moves or the deadline.
+    Wait(PendingProduce),
+}
+
+fn partition_response(index: i32, error_code: i16, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse {
+        index,
+        error_code,
+        base_offset: -1,
+        log_append_time_ms: -1,
+        log_start_offset: -1,
+        error_message: message,
+        ..Default::default()
+    }
+}
+
+pub fn handle(
+    table: &PartitionTable,
+    r: &mut Reader,
+    version: i16,
+    correlation_id: i32,
+    peer: &str,
+    now_ms: i64,
+    logs: &mut Vec<LogLine>,
+) -> Result<Outcome, ProtocolError> {
+    let req = ProduceRequest::decode(r, version)?;
+    let acks = req.acks;
+    let mut response = ProduceResponse::default();
+    let mut waits = Vec::new();
+    for (ti, topic) in req.topic_data.into_iter().enumerate() {
+        let mut out = TopicProduceResponse { name: topic.name.clone(), ..Default::default() };
+        for pdata in topic.partition_data {
+            let idx = pdata.index;
+            let name = &topic.name;
+            let part = table.get(name, idx);
+            let reject = |code: i16, msg: String| partition_response(idx, code, Some(msg));
+            let resp = if !matches!(acks, -1..=1) {
+                reject(code::INVALID_REQUIRED_ACKS, format!("acks={acks} is not 0, 1 or -1"))
+            } else if req.transactional_id.is_some() {
+                reject(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker yet".into())
+            } else if let Some(part) = part.filter(|p| !p.is_removed()) {
+                let st = part.state();
+                if st.leader != part.node_id {
+                    reject(code::NOT_LEADER_OR_FOLLOWER, format!("broker {} is not the leader of {name}-{idx}", part.node_id))
+                } else if pdata.records.as_ref().is_none_or(Records::is_empty) {
+                    reject(code::INVALID_RECORD, format!("produce to {name}-{idx} carries no record batches"))
+                } else if acks == -1 && i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas {
+                    reject(
+                        code::NOT_ENOUGH_REPLICAS,
+                        format!("ISR of {name}-{idx} is {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas),
+                    )
+                } else {
+                    let records = match pdata.records {
+                        Some(Records::Bytes(b)) => b.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    match part.log.append_as_leader(records, st.leader_epoch, now_ms) {
+                        Ok(res) => {
+                            part.maybe_increment_hw();
+                            if acks == -1 {
+                                waits.push((ti, out.partition_responses.len(), Arc::clone(&part), res.last_offset + 1));
+                            }
+                            PartitionProduceResponse {
+                                index: idx,
+                                error_code: code::NONE,
+                                base_offset: res.base_offset,
+                                log_append_time_ms: res.log_append_time,
+                                log_start_offset: res.log_start_offset,
+                                ..Default::default()
+                            }
+                        }
+                        Err(_) if part.is_removed() => {
+                            // Deleted while we appended: the topic is gone, not the disk.
+                            reject(code::UNKNOWN_TOPIC_OR_PARTITION, format!("partition {name}-{idx} was deleted"))
+                        }
+                        Err(e) => {
+                            let c = error_code_for(&e);
+                            // A storage failure is the broker's fault; anything else is the client's input.
+                            let level = if c == code::KAFKA_STORAGE_ERROR { LogLine::ERROR } else { LogLine::INFO };
+                            logs.push(LogLine::new(level, format!("produce to {name}-{idx} from {peer} rejected ({}): {e}", code_name(c))));
+                            reject(c, e.to_string())
+                        }
+                    }
+                }
+            } else {
+                let msg = if table.has_topic(name) {
+                    format!("partition {name}-{idx} does not exist")
+                } else {
+                    format!("topic {name:?} does not exist")
+                };
+                reject(code::UNKNOWN_TOPIC_OR_PARTITION, msg)
+            };
+            out.partition_responses.push(resp);
+        }
+        response.responses.push(out);
+    }
+    if acks == 0 {
+        return Ok(Outcome::Done(None));
+    }
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms.max(0)).unwrap_or(0));
+    let mut pending =
+        PendingProduce { response, waits, version, correlation_id, timeout_ms: req.timeout_ms, deadline: Instant::now() + timeout };
+    match pending.try_complete(false)? {
+        Some(chunks) => Ok(Outcome::Done(Some(chunks))),
+        None => Ok(Outcome::Wait(pending)),
+    }
+}
+
+pub fn code_name(c: i16) -> &'static str {
+    match c {
+        code::CORRUPT_MESSAGE => "CORRUPT_MESSAGE",
+        code::MESSAGE_TOO_LARGE => "MESSAGE_TOO_LARGE",
+        code::INVALID_RECORD => "INVALID_RECORD",
+        code::OFFSET_OUT_OF_RANGE => "OFFSET_OUT_OF_RANGE",
+        code::OUT_OF_ORDER_SEQUENCE_NUMBER => "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        code::INVALID_PRODUCER_EPOCH => "INVALID_PRODUCER_EPOCH",
+        code::INVALID_CONFIG => "INVALID_CONFIG",
+        code::KAFKA_STORAGE_ERROR => "KAFKA_STORAGE_ERROR",
+        _ => "ERROR",
+    }
+}
