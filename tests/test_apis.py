@@ -10,7 +10,7 @@ import time
 import pytest
 
 from logbroker import Broker, _core
-from logbroker.handlers import HANDLERS
+from logbroker.broker.handlers import HANDLERS
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from test_bad_input import create_topic, produce_request

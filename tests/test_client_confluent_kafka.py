@@ -105,3 +105,4 @@ def test_admin_create_describe_partitions_delete(broker):
     assert configs["segment.bytes"].value == "1073741824"
     admin.delete_topics(["adm"])["adm"].result(10)
     assert "adm" not in admin.list_topics(timeout=10).topics
+

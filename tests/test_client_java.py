@@ -58,3 +58,42 @@ def test_java_consumer_kip848_group(broker, kafka_tools):
     assert consume(kafka_tools, bs, "java-848", 100, "jg-848", "consumer") == lines
     # the group committed its offsets through the new protocol
     assert broker.server.groups.groups["jg-848"].offsets[("java-848", 0)].offset == 100
+
+
+def test_java_consumer_uses_incremental_fetch_sessions(broker, kafka_tools):
+    """The Java consumer opens a KIP-227 fetch session on its first fetch and then sends
+    incremental fetches; records produced while it long-polls arrive through them."""
+    import time
+
+    import logbroker
+
+    bs = broker.bootstrap_servers
+    with logbroker.Admin(bs) as admin:
+        admin.create_topics([logbroker.NewTopic("jsess", 24)])
+    first = [f"k{i}:a{i}" for i in range(240)]
+    second = [f"k{i}:b{i}" for i in range(240)]
+    produce(kafka_tools, bs, "jsess", first, "none")
+    net = broker.server.server.net
+    cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+        "--bootstrap-server", bs, "--topic", "jsess", "--from-beginning", "--max-messages", "480", "--timeout-ms", "60000",
+        "--formatter-property", "print.key=true", "--formatter-property", "key.separator=:", "--group", "jsess-g"])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while net.stats()["fetch_sessions"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert net.stats()["fetch_sessions"] >= 1, net.stats()
+        time.sleep(1.0)  # the consumer has read the first batch and long-polls incrementally
+        produce(kafka_tools, bs, "jsess", second, "none")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    lines = out.decode().splitlines()
+    assert sorted(lines) == sorted(first + second)
+    # Per key (one partition each), the first batch's record comes before the second's.
+    seen = {}
+    for line in lines:
+        key, value = line.split(":")
+        seen.setdefault(key, []).append(value[0])
+    assert all(v == ["a", "b"] for v in seen.values())

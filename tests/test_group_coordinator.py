@@ -8,13 +8,13 @@ import pytest
 import trio
 import trio.testing
 
-from logbroker.config import BrokerConfig
+from logbroker.broker.config import BrokerConfig
 from logbroker.coord.controller import Controller
 from logbroker.coord.group import GroupState
 from logbroker.coord.group_coordinator import GroupCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.protocol import REQUESTS, ErrorCode
-from logbroker.replica_manager import ReplicaManager
+from logbroker.broker.replica_manager import ReplicaManager
 
 
 @pytest.fixture

@@ -141,6 +141,7 @@ def e2e(bootstrap: str, topic: str, rate: float, seconds: float, size: int, skip
     if not d.get("complete"):
         raise LoadError(f"e2e consumer got {d['samples']} of {count - skip} records")
     d["producer"] = prod
+    d["records"] = count
     return d
 
 

@@ -23,6 +23,8 @@ GOALS = {
     "idle_rss": ("<=", 0.25),
 }
 SENDFILE_GOAL = 0.5
+# Broker CPU (issue 11): per GB produced and consumed, and per record at one request per record.
+CPU_GOAL = ("<=", 0.5)
 LABEL = {"produce": "Produce", "consume": "Consume", "coldstart": "Cold start to first produce",
          "idle_rss": "Idle RSS", "e2e_p50": "End-to-end latency p50", "e2e_p99": "End-to-end latency p99",
          "e2e_p999": "End-to-end latency p99.9", "e2e_p50_req": "End-to-end latency p50 (one request per record)",
@@ -48,6 +50,8 @@ def fmt(v, unit: str) -> str:
         return f"{v:,.0f} MB"
     if unit == "s/GB":
         return f"{v:.2f} s/GB"
+    if unit == "us":
+        return f"{v:,.0f} us"
     return f"{v:g} {unit}"
 
 
@@ -155,7 +159,17 @@ def resource_rows(res: dict) -> list[dict]:
             per[b] = vals
         ratios = [x / y if x is not None and y else None for x, y in zip(per["logbroker"], per["kafka"])]
         out.append({"what": label, "short": short, "unit": "s/GB", "lb": med(per["logbroker"]), "kafka": med(per["kafka"]),
-                    "ratios": ratios, "ratio": med(ratios)})
+                    "ratios": ratios, "ratio": med(ratios), "goal": CPU_GOAL})
+    per = {}
+    for b in ("logbroker", "kafka"):
+        per[b] = [None if s["extra"].get("records") is None else 1e6 * s["extra"]["broker_cpu_s"] / s["extra"]["records"]
+                  for s in sorted(res["samples"], key=lambda s: s["pair"])
+                  if s["metric"] == "e2e_req" and s["broker"] == b and s["value"] is not None]
+    ratios = [x / y if x is not None and y else None for x, y in zip(per["logbroker"], per["kafka"])]
+    out.append({"what": "CPU per record at one produce request per record (latency run; includes the consumer's fetches)",
+                "short": "CPU per record, one request per record", "unit": "us",
+                "lb": med(per["logbroker"]), "kafka": med(per["kafka"]), "ratios": ratios, "ratio": med(ratios),
+                "goal": CPU_GOAL})
     peaks = {}
     for b in ("logbroker", "kafka"):
         vals = [s["extra"].get("broker_peak_rss") for s in res["samples"]
@@ -163,7 +177,7 @@ def resource_rows(res: dict) -> list[dict]:
         vals = [v for v in vals if v]
         peaks[b] = max(vals) / 1e6 if vals else None
     out.append({"what": "Peak RSS under load (max over all produce/consume/latency runs)", "short": "Peak RSS under load",
-                "unit": "MB",
+                "unit": "MB", "goal": None,
                 "lb": peaks["logbroker"], "kafka": peaks["kafka"], "ratios": [],
                 "ratio": peaks["logbroker"] / peaks["kafka"] if peaks["logbroker"] and peaks["kafka"] else None})
     return out
@@ -230,8 +244,8 @@ def _category(frames: list[str]) -> str:
             return "Kafka codec (Python, logbroker/protocol)"
         if "trio/_threads" in f or "_thread_cache" in f or "_entry_queue" in f or "wakeup_thread" in f:
             return "thread hand-off (trio.to_thread)"
-        if "logbroker/handlers" in f:
-            return "request handlers (Python, logbroker/handlers)"
+        if "logbroker/broker/handlers" in f:
+            return "request handlers (Python, logbroker/broker/handlers)"
         if "logbroker/" in f:
             return "server and partitions (Python, logbroker/*)"
         if "trio/" in f or "outcome/" in f:
@@ -504,13 +518,16 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
         a(f"| {r['what']} | {r['config']} | {r['client']} | {lb} | {kf} | {rfmt(r['ratio'])} | {pr} | {gtxt} | "
           f"{met(r['ratio'], goal) if (r['lb'] is not None or r['kafka'] is not None) else ''} |")
     a("")
-    a("Resources (no goal set; lower is better):")
+    a("Broker resources (the broker process only; lower is better):")
     a("")
-    a("| broker process | logbroker | Kafka | ratio | per-pair ratios |")
-    a("| --- | ---: | ---: | ---: | --- |")
+    a("| broker process | logbroker | Kafka | ratio | per-pair ratios | goal | |")
+    a("| --- | ---: | ---: | ---: | --- | --- | --- |")
     for r in resource_rows(res):
         pr = ", ".join("–" if x is None else f"{x:.2f}" for x in r["ratios"])
-        a(f"| {r['what']} | {fmt(r['lb'], r['unit'])} | {fmt(r['kafka'], r['unit'])} | {rfmt(r['ratio'])} | {pr} |")
+        goal = r.get("goal")
+        gtxt = f"{goal[0]} {goal[1]:g}x" if goal else ""
+        a(f"| {r['what']} | {fmt(r['lb'], r['unit'])} | {fmt(r['kafka'], r['unit'])} | {rfmt(r['ratio'])} | {pr} | "
+          f"{gtxt} | {met(r['ratio'], goal)} |")
     a("")
     a("Where the two cores went during the runs (median over runs; cores = CPU seconds / wall seconds; "
       "the load generators are the client processes):")

@@ -264,7 +264,8 @@ class NetworkServer:
     """The broker's Rust network thread: listener, connections, frames, responses."""
 
     def __new__(
-        cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int, idle_ms: int, partitions: PartitionTable
+        cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int, idle_ms: int, fetch_session_slots: int,
+        partitions: PartitionTable,
     ) -> NetworkServer: ...
     @property
     def address(self) -> tuple[str, int]: ...

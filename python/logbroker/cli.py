@@ -17,7 +17,7 @@ import sys
 
 import trio
 
-from logbroker.config import BrokerConfig, ConfigError
+from logbroker.broker.config import BrokerConfig, ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return group_cli.run(args)
     if args.command == "config-keys":
-        from logbroker.config import BROKER_KEYS
+        from logbroker.broker.config import BROKER_KEYS
 
         for key in BROKER_KEYS.values():
             print(f"{key.name} = {key.default}\n    {key.doc}")

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from logbroker.client.errors import KafkaError, error_for
-from logbroker.client.network import Pending, Versioned
+from logbroker.client.network import Network, Pending, Versioned
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.find_coordinator_request import _FindCoordinatorRequest
 from logbroker.protocol.messages.heartbeat_request import _HeartbeatRequest
@@ -41,8 +41,28 @@ from logbroker.protocol.messages.join_group_request import _JoinGroupRequest
 from logbroker.protocol.messages.leave_group_request import _LeaveGroupRequest
 from logbroker.protocol.messages.sync_group_request import _SyncGroupRequest
 
-if TYPE_CHECKING:
-    from logbroker.client.fetcher import ConsumerCore
+class MemberHost(Protocol):
+    """What a group membership uses of its consumer (`fetcher.ConsumerCore` is one). The
+    membership depends on this, not on the fetcher, so imports point one way."""
+
+    net: Network
+    metadata: Any
+    now: float
+    errors: Any
+    assignment: dict[Any, Any]
+    poll_expired: bool
+
+    def call_at(self, when: float, fn: Callable[[], object]) -> None: ...
+    def wake(self) -> None: ...
+    def notify(self) -> None: ...
+    def want_topics(self, topics: set[str] | list[str]) -> None: ...
+    def request_metadata_update(self) -> None: ...
+    def wait_metadata(self, ready: Callable[[], bool], timeout: float, what: str) -> Pending[Any]: ...
+    def assignment_received(self, tps: list[TopicPartition]) -> None: ...
+    def add_partitions(self, tps: list[TopicPartition]) -> None: ...
+    def revoke_partitions(self, tps: list[TopicPartition], done: Callable[[], None]) -> None: ...
+    def lose_partitions(self) -> None: ...
+    def prepare_rejoin(self, group: Any) -> None: ...
 
 __all__ = [
     "CoordinatorLink",
@@ -171,7 +191,7 @@ class CoordinatorLink:
     """Finding a group's coordinator and sending it requests; shared by the classic
     membership below and the KIP-848 one (`group_consumer.py`)."""
 
-    def __init__(self, core: ConsumerCore, group_id: str) -> None:
+    def __init__(self, core: MemberHost, group_id: str) -> None:
         self.core = core
         cfg = core.config
         self.group_id = group_id
@@ -249,7 +269,7 @@ class CoordinatorLink:
 class GroupMembership(CoordinatorLink):
     """One member of a classic consumer group (see the module docstring)."""
 
-    def __init__(self, core: ConsumerCore, group_id: str) -> None:
+    def __init__(self, core: MemberHost, group_id: str) -> None:
         super().__init__(core, group_id)
         cfg = core.config
         self.session_timeout_ms: int = cfg["session.timeout.ms"]

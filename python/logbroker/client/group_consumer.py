@@ -34,16 +34,13 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from logbroker.client.errors import error_for
-from logbroker.client.group import CoordinatorLink, TopicPartition
+from logbroker.client.group import CoordinatorLink, MemberHost, TopicPartition
 from logbroker.client.network import Pending, Versioned
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.consumer_group_heartbeat_request import _ConsumerGroupHeartbeatRequest
-
-if TYPE_CHECKING:
-    from logbroker.client.fetcher import ConsumerCore
 
 __all__ = ["CONSUMER_GROUP_HEARTBEAT", "ConsumerGroupMembership"]
 
@@ -60,7 +57,7 @@ _FATAL = {ErrorCode.UNSUPPORTED_VERSION, ErrorCode.GROUP_MAX_SIZE_REACHED, Error
 class ConsumerGroupMembership(CoordinatorLink):
     """One member of a KIP-848 consumer group (see the module docstring)."""
 
-    def __init__(self, core: ConsumerCore, group_id: str) -> None:
+    def __init__(self, core: MemberHost, group_id: str) -> None:
         super().__init__(core, group_id)
         cfg = core.config
         self.rebalance_timeout_ms: int = cfg["max.poll.interval.ms"]

@@ -21,7 +21,7 @@ from typing import Awaitable, Callable
 
 import trio
 
-from logbroker.config import BrokerConfig, ConfigError, validate_topic_config
+from logbroker.broker.config import BrokerConfig, ConfigError, validate_topic_config
 from logbroker.coord.metadata import (
     BrokerRegistration,
     MetadataImage,
@@ -74,7 +74,7 @@ class Controller:
                 f"but cluster.id is set to {configured}"
             )
         if not cluster_id:
-            from logbroker.config import new_cluster_id
+            from logbroker.broker.config import new_cluster_id
 
             cluster_id = new_cluster_id()
         brokers = {self.local.node_id: self.local}
@@ -257,7 +257,7 @@ class Controller:
                 checked = validate_topic_config(sets)
             except ConfigError as e:
                 raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
-            from logbroker.config import TOPIC_KEYS
+            from logbroker.broker.config import TOPIC_KEYS
 
             for k, v in changes.items():
                 if v is None:

@@ -26,7 +26,7 @@ import trio
 
 from logbroker.clock import now_ms
 from logbroker import _core
-from logbroker.config import BrokerConfig
+from logbroker.broker.config import BrokerConfig
 from logbroker.coord.consumer_group import ConsumerGroupCoordinator
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter

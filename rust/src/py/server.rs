@@ -83,13 +83,15 @@ type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i
 #[pymethods]
 impl PyNetworkServer {
     #[new]
-    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, partitions))]
+    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions))]
+    #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, host: &str, port: u16, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
-           partitions: &PyPartitionTable) -> PyResult<Self> {
+           fetch_session_slots: usize, partitions: &PyPartitionTable) -> PyResult<Self> {
         let config = ServerConfig {
             max_frame,
             queued_max_request_bytes,
             idle: u64::try_from(idle_ms).ok().map(std::time::Duration::from_millis),
+            fetch_session_slots,
         };
         let table = Arc::clone(&partitions.0);
         let inner = py.detach(|| NetworkServer::start(host, port, config, table))?;
@@ -165,13 +167,14 @@ impl PyNetworkServer {
         py.detach(|| self.inner.shutdown());
     }
 
-    /// Counters: connections, requests, pool_used, pool_limit, pool_refusals.
+    /// Counters: connections, requests, fetch_sessions, pool_used, pool_limit, pool_refusals.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering;
         let s = self.inner.shared();
         let d = PyDict::new(py);
         d.set_item("connections", s.stats.connections.load(Ordering::Relaxed))?;
         d.set_item("requests", s.stats.requests.load(Ordering::Relaxed))?;
+        d.set_item("fetch_sessions", s.stats.fetch_sessions.load(Ordering::Relaxed))?;
         d.set_item("pool_used", s.pool.used())?;
         d.set_item("pool_limit", s.pool.limit())?;
         d.set_item("pool_refusals", s.pool.refusals())?;

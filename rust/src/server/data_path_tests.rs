@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::fetch;
+use super::fetch_session::FetchSessionCache;
 use super::partition::{LeaderState, PartitionTable};
 use super::produce;
 use super::request::code;
@@ -96,7 +97,7 @@ fn produce_then_fetch_round_trip() {
     assert_eq!((pr.error_code, pr.base_offset), (code::NONE, 0));
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (2, 2));
 
-    let out = fetch::handle(&table, &mut body(&fetch_req(0, 1, 500), 12), 12, 8, "peer", &mut logs).unwrap();
+    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(0, 1, 500), 12), 12, 8, "peer", &mut logs).unwrap();
     let fetch::Outcome::Done(chunks) = out else { panic!("data is there") };
     let resp: FetchResponse = decode(chunks, 12, true);
     let pd = &resp.responses[0].partitions[0];
@@ -166,24 +167,96 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
-    let out = fetch::handle(&table, &mut body(&fetch_req(0, 1, 500), 11), 11, 1, "peer", &mut logs).unwrap();
+    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(0, 1, 500), 11), 11, 1, "peer", &mut logs).unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!("an empty log parks the fetch") };
     assert_eq!(pending.waiting_on.len(), 1);
-    assert!(pending.try_complete(&table, false, &mut logs).unwrap().is_none());
+    assert!(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().is_none());
     let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, "peer", 0, &mut logs).unwrap();
     assert_eq!(p.log.high_watermark(), 1);
-    let resp: FetchResponse = decode(pending.try_complete(&table, false, &mut logs).unwrap().unwrap(), 11, false);
+    let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
     assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
     // Out of range: answered at once with the error, and logged.
-    let out = fetch::handle(&table, &mut body(&fetch_req(9, 1, 500), 11), 11, 3, "peer", &mut logs).unwrap();
+    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(9, 1, 500), 11), 11, 3, "peer", &mut logs).unwrap();
     let fetch::Outcome::Done(chunks) = out else { panic!() };
     let resp: FetchResponse = decode(chunks, 11, false);
     assert_eq!(resp.responses[0].partitions[0].error_code, code::OFFSET_OUT_OF_RANGE);
     assert!(logs.iter().any(|l| l.message.contains("fetch offset 9 of t-0 is outside [log start 0, LEO 1]")));
     // A removed partition answers a parked fetch with UNKNOWN_TOPIC_OR_PARTITION.
-    let out = fetch::handle(&table, &mut body(&fetch_req(1, 1, 500), 11), 11, 4, "peer", &mut logs).unwrap();
+    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(1, 1, 500), 11), 11, 4, "peer", &mut logs).unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!() };
     table.remove("t", 0);
-    let resp: FetchResponse = decode(pending.try_complete(&table, false, &mut logs).unwrap().unwrap(), 11, false);
+    let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
     assert_eq!(resp.responses[0].partitions[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
+}
+
+#[test]
+fn fetch_sessions_send_only_news() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, _p) = table_with(dir.path(), vec![1]);
+    let mut sessions = FetchSessionCache::new(10);
+    let mut logs = Vec::new();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs).unwrap();
+    // Open a session (epoch 0): a full response carrying the new session id.
+    let mut req = fetch_req(0, 0, 0);
+    req.session_epoch = 0;
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&req, 12), 12, 1, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    let resp: FetchResponse = decode(chunks, 12, true);
+    let id = resp.session_id;
+    assert_ne!(id, 0);
+    assert_eq!(resp.responses[0].partitions[0].high_watermark, 1);
+    // Epoch 1, listing nothing: the session's cached fetch offset (0) is used.
+    let mut inc = fetch_req(0, 0, 0);
+    inc.session_id = id;
+    inc.session_epoch = 1;
+    inc.topics.clear();
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    let resp: FetchResponse = decode(chunks, 12, true);
+    assert_eq!(resp.session_id, id);
+    // The records at offset 0 are news (records count as news every time).
+    assert_eq!(resp.responses.len(), 1);
+    // Move the offset to 1 (the end): no records, HW unchanged: an empty incremental response.
+    let mut inc2 = fetch_req(1, 0, 0);
+    inc2.session_id = id;
+    inc2.session_epoch = 2;
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc2, 12), 12, 3, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    let resp: FetchResponse = decode(chunks, 12, true);
+    assert!(resp.responses.is_empty(), "{resp:?}");
+    // A new record moves the HW: the partition is back in the response.
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, "peer", 0, &mut logs).unwrap();
+    let mut inc3 = fetch_req(1, 0, 0);
+    inc3.session_id = id;
+    inc3.session_epoch = 3;
+    inc3.topics.clear();
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 5, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    let resp: FetchResponse = decode(chunks, 12, true);
+    assert_eq!(resp.responses[0].partitions[0].high_watermark, 2);
+    assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
+    // A stale epoch and an unknown session are top-level errors.
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 6, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::INVALID_FETCH_SESSION_EPOCH);
+    let mut unknown = inc3.clone();
+    unknown.session_id = id + 1000;
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&unknown, 12), 12, 7, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::FETCH_SESSION_ID_NOT_FOUND);
+    // Epoch -1 closes the session.
+    let mut close = fetch_req(2, 0, 0);
+    close.session_id = id;
+    close.session_epoch = -1;
+    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&close, 12), 12, 8, "peer", &mut logs).unwrap() else {
+        panic!()
+    };
+    assert_eq!(decode::<FetchResponse>(chunks, 12, true).session_id, 0);
+    assert!(sessions.is_empty());
 }

@@ -11,17 +11,17 @@
 //! Long poll: with less than `min_bytes` available and no partition in error, the request is
 //! parked on its partitions until the HW moves or `max_wait_ms` passes.
 //!
-//! Fetch sessions (KIP-227) are not kept yet: every response carries session id 0, which
-//! tells clients to send full requests; a request naming a session gets
-//! FETCH_SESSION_ID_NOT_FOUND.
+//! Fetch sessions (KIP-227, `fetch_session.rs`): a request may open a session, and later
+//! requests of it list only what changed; their responses list only partitions with news.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::fetch_session::{CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use super::partition::{Partition, PartitionTable};
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
-use crate::protocol::messages::fetch_request::FetchRequest;
+use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use crate::protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
 use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records};
 
@@ -29,9 +29,34 @@ pub const MIN_VERSION: i16 = 4;
 pub const MAX_VERSION: i16 = 12;
 const FLEXIBLE_MIN: i16 = 12;
 
+/// One partition to read: from the request, or from the session for an incremental one.
+#[derive(Debug, Clone)]
+struct Target {
+    topic: String,
+    partition: i32,
+    fetch_offset: i64,
+    max_bytes: i32,
+    current_leader_epoch: i32,
+}
+
+/// How the response relates to a fetch session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionMode {
+    /// No session: full response, session id 0.
+    None,
+    /// Open a session when answering (full response).
+    New,
+    /// An incremental request of session `id`: only partitions with news.
+    Incremental { id: i32, epoch: i32 },
+}
+
 /// A Fetch waiting for data.
 pub struct PendingFetch {
-    req: FetchRequest,
+    targets: Vec<Target>,
+    mode: SessionMode,
+    replica_id: i32,
+    min_bytes: i32,
+    max_bytes: i32,
     version: i16,
     correlation_id: i32,
     peer: String,
@@ -61,8 +86,77 @@ pub fn leader_partition(table: &PartitionTable, topic: &str, index: i32, current
     Ok(part)
 }
 
+fn target_of(topic: &str, p: &FetchPartition, version: i16) -> Target {
+    Target {
+        topic: topic.to_owned(),
+        partition: p.partition,
+        fetch_offset: p.fetch_offset,
+        max_bytes: p.partition_max_bytes,
+        current_leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
+    }
+}
+
+fn cached_of(t: &Target) -> CachedPartition {
+    CachedPartition {
+        topic: t.topic.clone(),
+        partition: t.partition,
+        fetch_offset: t.fetch_offset,
+        max_bytes: t.max_bytes,
+        current_leader_epoch: t.current_leader_epoch,
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start_offset: -1,
+    }
+}
+
+/// The partitions to read and the session mode, or a top-level session error code.
+fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -> Result<(Vec<Target>, SessionMode), i16> {
+    let listed = || req.topics.iter().flat_map(|t| t.partitions.iter().map(|p| target_of(&t.topic, p, version))).collect::<Vec<_>>();
+    let (id, epoch) = (req.session_id, req.session_epoch);
+    if version < 7 || epoch == FINAL_EPOCH {
+        if id != 0 {
+            sessions.remove(id);
+        }
+        return Ok((listed(), SessionMode::None));
+    }
+    if epoch == INITIAL_EPOCH {
+        if id != 0 {
+            sessions.remove(id);
+        }
+        return Ok((listed(), SessionMode::New));
+    }
+    if id == 0 {
+        return Err(code::INVALID_FETCH_SESSION_EPOCH);
+    }
+    let session = sessions.lookup(id, epoch).map_err(|e| match e {
+        SessionError::NotFound => code::FETCH_SESSION_ID_NOT_FOUND,
+        SessionError::InvalidEpoch => code::INVALID_FETCH_SESSION_EPOCH,
+    })?;
+    for f in &req.forgotten_topics_data {
+        for p in &f.partitions {
+            session.forget(&f.topic, *p);
+        }
+    }
+    for t in listed() {
+        session.upsert(cached_of(&t));
+    }
+    let targets = session
+        .partitions
+        .iter()
+        .map(|c| Target {
+            topic: c.topic.clone(),
+            partition: c.partition,
+            fetch_offset: c.fetch_offset,
+            max_bytes: c.max_bytes,
+            current_leader_epoch: c.current_leader_epoch,
+        })
+        .collect();
+    Ok((targets, SessionMode::Incremental { id, epoch }))
+}
+
 pub fn handle(
     table: &PartitionTable,
+    sessions: &mut FetchSessionCache,
     r: &mut Reader,
     version: i16,
     correlation_id: i32,
@@ -70,31 +164,36 @@ pub fn handle(
     logs: &mut Vec<LogLine>,
 ) -> Result<Outcome, ProtocolError> {
     let req = FetchRequest::decode(r, version)?;
-    if req.session_id != 0 {
-        let resp = FetchResponse { error_code: code::FETCH_SESSION_ID_NOT_FOUND, ..Default::default() };
-        return Ok(Outcome::Done(frame_response(&resp, version, correlation_id, version >= FLEXIBLE_MIN)?));
-    }
+    let (targets, mode) = match resolve(sessions, &req, version) {
+        Ok(x) => x,
+        Err(c) => {
+            let resp = FetchResponse { error_code: c, ..Default::default() };
+            return Ok(Outcome::Done(frame_response(&resp, version, correlation_id, version >= FLEXIBLE_MIN)?));
+        }
+    };
     if req.replica_id >= 0 {
         // A follower's fetch offset is its log end offset (for the leader's HW).
-        for t in &req.topics {
-            for p in &t.partitions {
-                if let Ok(part) = leader_partition(table, &t.topic, p.partition, p.current_leader_epoch) {
-                    part.record_follower_leo(req.replica_id, p.fetch_offset);
-                    part.maybe_increment_hw();
-                }
+        for t in &targets {
+            if let Ok(part) = leader_partition(table, &t.topic, t.partition, t.current_leader_epoch) {
+                part.record_follower_leo(req.replica_id, t.fetch_offset);
+                part.maybe_increment_hw();
             }
         }
     }
     let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
     let mut pending = PendingFetch {
-        req,
+        targets,
+        mode,
+        replica_id: req.replica_id,
+        min_bytes: req.min_bytes,
+        max_bytes: req.max_bytes,
         version,
         correlation_id,
         peer: peer.to_owned(),
         deadline: Instant::now() + wait,
         waiting_on: Vec::new(),
     };
-    match pending.try_complete(table, false, logs)? {
+    match pending.try_complete(table, sessions, false, logs)? {
         Some(chunks) => Ok(Outcome::Done(chunks)),
         None => Ok(Outcome::Wait(Box::new(pending))),
     }
@@ -103,84 +202,134 @@ pub fn handle(
 impl PendingFetch {
     /// Reads every partition; the response if there is enough data, an error, nothing to
     /// wait on, or `expired`; otherwise `None` with `waiting_on` set.
-    pub fn try_complete(&mut self, table: &PartitionTable, expired: bool, logs: &mut Vec<LogLine>) -> Result<Option<Vec<Chunk>>, ProtocolError> {
-        let req = &self.req;
-        let follower = req.replica_id >= 0;
-        let response_max = u64::try_from(req.max_bytes.max(0)).unwrap_or(0);
+    pub fn try_complete(
+        &mut self,
+        table: &PartitionTable,
+        sessions: &mut FetchSessionCache,
+        expired: bool,
+        logs: &mut Vec<LogLine>,
+    ) -> Result<Option<Vec<Chunk>>, ProtocolError> {
+        let follower = self.replica_id >= 0;
+        let response_max = u64::try_from(self.max_bytes.max(0)).unwrap_or(0);
         let mut total: u64 = 0;
         let mut errors = false;
         let mut readable = Vec::new();
-        let mut topics = Vec::with_capacity(req.topics.len());
-        for t in &req.topics {
-            let mut out = FetchableTopicResponse { topic: t.topic.clone(), ..Default::default() };
-            for p in &t.partitions {
-                let epoch = if self.version >= 9 { p.current_leader_epoch } else { -1 };
-                let mut data = PartitionData {
-                    partition_index: p.partition,
-                    high_watermark: -1,
-                    last_stable_offset: -1,
-                    log_start_offset: -1,
-                    preferred_read_replica: -1,
-                    records: Some(Records::Bytes(Bytes::new())),
-                    aborted_transactions: Some(Vec::new()),
-                    ..Default::default()
-                };
-                match leader_partition(table, &t.topic, p.partition, epoch) {
-                    Err(c) => {
-                        data.error_code = c;
+        let mut datas = Vec::with_capacity(self.targets.len());
+        for t in &self.targets {
+            let mut data = PartitionData {
+                partition_index: t.partition,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                preferred_read_replica: -1,
+                records: Some(Records::Bytes(Bytes::new())),
+                aborted_transactions: Some(Vec::new()),
+                ..Default::default()
+            };
+            match leader_partition(table, &t.topic, t.partition, t.current_leader_epoch) {
+                Err(c) => {
+                    data.error_code = c;
+                    data.aborted_transactions = None;
+                    errors = true;
+                }
+                Ok(part) => {
+                    let lg = &part.log;
+                    let hw = lg.high_watermark();
+                    let leo = lg.log_end_offset();
+                    let log_start = lg.log_start_offset();
+                    data.high_watermark = hw;
+                    data.last_stable_offset = hw;
+                    data.log_start_offset = log_start;
+                    let upper = if follower { leo } else { hw };
+                    let budget = u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
+                    if t.fetch_offset < log_start || t.fetch_offset > leo {
+                        data.error_code = code::OFFSET_OUT_OF_RANGE;
                         data.aborted_transactions = None;
                         errors = true;
-                    }
-                    Ok(part) => {
-                        let lg = &part.log;
-                        let hw = lg.high_watermark();
-                        let leo = lg.log_end_offset();
-                        let log_start = lg.log_start_offset();
-                        data.high_watermark = hw;
-                        data.last_stable_offset = hw;
-                        data.log_start_offset = log_start;
-                        let upper = if follower { leo } else { hw };
-                        let budget = u64::try_from(p.partition_max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
-                        if p.fetch_offset < log_start || p.fetch_offset > leo {
-                            data.error_code = code::OFFSET_OUT_OF_RANGE;
-                            data.aborted_transactions = None;
-                            errors = true;
-                            logs.push(LogLine::new(
-                                LogLine::INFO,
-                                format!(
-                                    "fetch from {}: fetch offset {} of {} is outside [log start {log_start}, LEO {leo}]",
-                                    self.peer,
-                                    p.fetch_offset,
-                                    part.name()
-                                ),
-                            ));
-                        } else if p.fetch_offset < upper && !(budget == 0 && total > 0) {
-                            match lg.read(p.fetch_offset, budget, Some(upper), total == 0) {
-                                Ok(Some(region)) if region.length > 0 => {
-                                    total += region.length;
-                                    data.records = Some(Records::File(region));
-                                }
-                                Ok(_) => {}
-                                Err(e) => {
-                                    data.error_code = error_code_for(&e);
-                                    data.aborted_transactions = None;
-                                    errors = true;
-                                }
+                        logs.push(LogLine::new(
+                            LogLine::INFO,
+                            format!(
+                                "fetch from {}: fetch offset {} of {} is outside [log start {log_start}, LEO {leo}]",
+                                self.peer,
+                                t.fetch_offset,
+                                part.name()
+                            ),
+                        ));
+                    } else if t.fetch_offset < upper && !(budget == 0 && total > 0) {
+                        match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
+                            Ok(Some(region)) if region.length > 0 => {
+                                total += region.length;
+                                data.records = Some(Records::File(region));
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                data.error_code = error_code_for(&e);
+                                data.aborted_transactions = None;
+                                errors = true;
                             }
                         }
-                        readable.push(part);
                     }
+                    readable.push(part);
                 }
-                out.partitions.push(data);
             }
-            topics.push(out);
+            datas.push(data);
         }
-        let min_bytes = u64::try_from(req.min_bytes.max(0)).unwrap_or(0);
-        if total >= min_bytes || errors || readable.is_empty() || expired || Instant::now() >= self.deadline {
-            let resp = FetchResponse { responses: topics, ..Default::default() };
-            return frame_response(&resp, self.version, self.correlation_id, self.version >= FLEXIBLE_MIN).map(Some);
+        let min_bytes = u64::try_from(self.min_bytes.max(0)).unwrap_or(0);
+        if !(total >= min_bytes || errors || readable.is_empty() || expired || Instant::now() >= self.deadline) {
+            self.waiting_on = readable;
+            return Ok(None);
         }
-        self.waiting_on = readable;
-        Ok(None)
+        // Answer: which partitions go in, and what the session remembers.
+        let mut session_id = 0;
+        let mut include = vec![true; datas.len()];
+        match self.mode {
+            SessionMode::None => {}
+            SessionMode::New => {
+                let cached = self
+                    .targets
+                    .iter()
+                    .zip(&datas)
+                    .map(|(t, d)| CachedPartition {
+                        high_watermark: d.high_watermark,
+                        last_stable_offset: d.last_stable_offset,
+                        log_start_offset: d.log_start_offset,
+                        ..cached_of(t)
+                    })
+                    .collect();
+                session_id = sessions.create(cached);
+            }
+            SessionMode::Incremental { id, epoch } => {
+                if let Some(s) = sessions.get_mut(id).filter(|s| s.next_epoch == epoch) {
+                    for (i, (t, d)) in self.targets.iter().zip(&datas).enumerate() {
+                        let Some(c) = s.get_mut(&t.topic, t.partition) else { continue };
+                        let news = d.error_code != code::NONE
+                            || d.records.as_ref().is_some_and(|r| !r.is_empty())
+                            || c.high_watermark != d.high_watermark
+                            || c.last_stable_offset != d.last_stable_offset
+                            || c.log_start_offset != d.log_start_offset;
+                        include[i] = news;
+                        if news {
+                            c.high_watermark = d.high_watermark;
+                            c.last_stable_offset = d.last_stable_offset;
+                            c.log_start_offset = d.log_start_offset;
+                        }
+                    }
+                    s.next_epoch = epoch.checked_add(1).unwrap_or(1);
+                    session_id = id;
+                }
+            }
+        }
+        let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+        for ((t, d), keep) in self.targets.iter().zip(datas).zip(include) {
+            if !keep {
+                continue;
+            }
+            match topics.last_mut() {
+                Some(last) if last.topic == t.topic => last.partitions.push(d),
+                _ => topics.push(FetchableTopicResponse { topic: t.topic.clone(), partitions: vec![d], ..Default::default() }),
+            }
+        }
+        let resp = FetchResponse { session_id, responses: topics, ..Default::default() };
+        frame_response(&resp, self.version, self.correlation_id, self.version >= FLEXIBLE_MIN).map(Some)
     }
 }

@@ -22,6 +22,7 @@
 
 pub mod connection;
 pub mod fetch;
+pub mod fetch_session;
 pub mod memory_pool;
 pub mod network;
 pub mod partition;
@@ -83,6 +84,8 @@ pub struct ServerConfig {
     pub queued_max_request_bytes: i64,
     /// `connections.max.idle.ms` (None: never).
     pub idle: Option<Duration>,
+    /// `max.incremental.fetch.session.cache.slots` (KIP-227 sessions kept; 0: none).
+    pub fetch_session_slots: usize,
 }
 
 /// What the network thread reports to the handlers.
@@ -112,6 +115,8 @@ pub enum Command {
 pub struct Stats {
     pub connections: AtomicU64,
     pub requests: AtomicU64,
+    /// Incremental fetch sessions open now.
+    pub fetch_sessions: AtomicU64,
 }
 
 struct EventQueue {

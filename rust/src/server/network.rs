@@ -21,6 +21,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::connection::{ConnError, Connection, Phase, ReadOutcome};
 use super::request::{decode_header, peek_api};
+use super::fetch_session::FetchSessionCache;
 use super::{fetch, produce, Command, Event, LogLine, Shared};
 use crate::protocol::{Chunk, ProtocolError, Reader};
 
@@ -54,12 +55,15 @@ pub struct NetworkLoop {
     paused: VecDeque<u64>,
     /// Requests waiting on partitions, by connection.
     parked: HashMap<u64, Parked>,
+    /// Incremental fetch sessions (KIP-227).
+    sessions: FetchSessionCache,
     last_tick: Instant,
 }
 
 impl NetworkLoop {
     pub fn new(poll: Poll, mut listener: TcpListener, shared: Arc<Shared>) -> io::Result<Self> {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        let sessions = FetchSessionCache::new(shared.config.fetch_session_slots);
         Ok(NetworkLoop {
             poll,
             listener,
@@ -68,6 +72,7 @@ impl NetworkLoop {
             next_id: FIRST_CONN,
             paused: VecDeque::new(),
             parked: HashMap::new(),
+            sessions,
             last_tick: Instant::now(),
         })
     }
@@ -206,7 +211,7 @@ impl NetworkLoop {
                 }
             })
         } else {
-            fetch::handle(&table, &mut r, version, header.correlation_id, peer, &mut logs).map(|o| match o {
+            fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, peer, &mut logs).map(|o| match o {
                 fetch::Outcome::Done(chunks) => Some(Some(chunks)),
                 fetch::Outcome::Wait(f) => {
                     for part in &f.waiting_on {
@@ -220,6 +225,7 @@ impl NetworkLoop {
         for line in logs {
             self.shared.push_event(Event::Log(line));
         }
+        self.shared.stats.fetch_sessions.store(self.sessions.len() as u64, Ordering::Relaxed);
         match result {
             Ok(Some(chunks)) => self.finish(id, chunks),
             Ok(None) => {}
@@ -240,7 +246,7 @@ impl NetworkLoop {
             let mut logs = Vec::new();
             let done = match &mut parked {
                 Parked::Produce(p) => p.try_complete(expired),
-                Parked::Fetch(f) => f.try_complete(&self.shared.table, expired, &mut logs),
+                Parked::Fetch(f) => f.try_complete(&self.shared.table, &mut self.sessions, expired, &mut logs),
             };
             for line in logs {
                 self.shared.push_event(Event::Log(line));

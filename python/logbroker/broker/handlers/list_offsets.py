@@ -12,8 +12,8 @@ from __future__ import annotations
 import trio
 
 from logbroker import _core
-from logbroker.errors import error_code_for
-from logbroker.handlers import leader_partition
+from logbroker.broker.errors import error_code_for
+from logbroker.broker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.config import TOPIC_KEYS
+from logbroker.broker.config import TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 

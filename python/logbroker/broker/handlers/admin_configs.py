@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.config import BROKER_KEYS, TOPIC_KEYS
+from logbroker.broker.config import BROKER_KEYS, TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 

@@ -17,7 +17,7 @@ Response = RESPONSES[API_KEY]
 
 
 def _api_keys() -> list:
-    from logbroker.handlers import HANDLERS
+    from logbroker.broker.handlers import HANDLERS
 
     return [
         Response.ApiVersion(api_key=e.api_key, min_version=e.min_version, max_version=e.max_version)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from logbroker.handlers import leader_partition
+from logbroker.broker.handlers import leader_partition
 from logbroker.protocol import RESPONSES
 
 API_KEY = 61

@@ -9,18 +9,32 @@ acks=0). Every advertised API is implemented for its whole advertised range.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from logbroker import _core
 from logbroker.protocol import REQUESTS, RequestHeader
 
 if TYPE_CHECKING:
-    from logbroker.broker import BrokerServer
+    from logbroker.broker.config import BrokerConfig
+    from logbroker.broker.replica_manager import ReplicaManager
+    from logbroker.coord.controller import Controller
+    from logbroker.coord.group_coordinator import GroupCoordinator
+
+
+class BrokerView(Protocol):
+    """What a handler sees of the broker (`BrokerServer` is one); handlers depend on this,
+    not on the service module, so imports point one way (service -> dispatch -> handlers)."""
+
+    config: BrokerConfig
+    node_id: int
+    replicas: ReplicaManager | None
+    controller: Controller | None
+    groups: GroupCoordinator | None
 
 
 @dataclasses.dataclass
 class RequestContext:
-    broker: BrokerServer
+    broker: BrokerView
     header: RequestHeader
     peer: str
 
@@ -71,7 +85,7 @@ def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader
 
 
 def _build() -> dict[int, HandlerEntry]:
-    from logbroker.handlers import (
+    from logbroker.broker.handlers import (
         admin_configs,
         api_versions,
         consumer_groups,

@@ -129,6 +129,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("default.replication.factor", _parse_int(1, 32767), "1", "Replication factor of an auto-created topic."),
     ConfigKey("socket.request.max.bytes", _parse_int(1024, INT_MAX), "104857600", "Largest request frame accepted; larger frames close the connection."),
     ConfigKey("connections.max.idle.ms", _parse_int(-1), "600000", "Close connections idle this long (-1: never)."),
+    ConfigKey("max.incremental.fetch.session.cache.slots", _parse_int(0), "1000", "Incremental fetch sessions (KIP-227) kept at most; a new one replaces one idle for 2 minutes, else the client fetches without a session."),
     ConfigKey("queued.max.request.bytes", _parse_int(-1), "104857600", "Memory for all request frames being read or served together (-1: unbounded, Kafka's default); a connection stops reading while it is used up. A single larger request is still read when nothing else holds memory."),
     ConfigKey("log.retention.check.interval.ms", _parse_int(1), "300000", "How often retention runs."),
     ConfigKey("log.flush.scheduler.interval.ms", _parse_int(1), "1000", "How often the flush.ms / segment.ms policies are checked."),

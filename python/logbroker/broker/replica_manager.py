@@ -22,9 +22,9 @@ import trio
 
 from logbroker.clock import now_ms
 from logbroker import _core
-from logbroker.config import BrokerConfig
+from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import MetadataImage
-from logbroker.partition import Partition
+from logbroker.broker.partition import Partition
 
 log = logging.getLogger("logbroker.replicas")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import trio
 
-from logbroker.handlers import leader_partition
+from logbroker.broker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 23

@@ -18,12 +18,10 @@ does); ApiVersions at an unknown version gets the KIP-511 v0 error reply.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
 import trio
 
 from logbroker import _core
-from logbroker.handlers import HANDLERS, RequestContext
+from logbroker.broker.handlers import HANDLERS, BrokerView, RequestContext
 from logbroker.protocol import (
     API_NAMES,
     ProtocolError,
@@ -31,19 +29,17 @@ from logbroker.protocol import (
     encode_response,
 )
 
-if TYPE_CHECKING:
-    from logbroker.broker import BrokerServer
-
-log = logging.getLogger("logbroker.server")
+log = logging.getLogger("logbroker.broker.dispatch")
 datapath_log = logging.getLogger("logbroker.datapath")
 
 
 class KafkaServer:
-    def __init__(self, broker: BrokerServer) -> None:
+    def __init__(self, broker: BrokerView) -> None:
         self.broker = broker
         self.max_frame = broker.config.get_int("socket.request.max.bytes")
         self.idle_ms = broker.config.get_int("connections.max.idle.ms")
         self.queued_max = broker.config.get_int("queued.max.request.bytes")
+        self.fetch_session_slots = broker.config.get_int("max.incremental.fetch.session.cache.slots")
         self.net: _core.NetworkServer | None = None
 
     @property
@@ -53,7 +49,8 @@ class KafkaServer:
     def bind(self, host: str, port: int, partitions: _core.PartitionTable) -> tuple[str, int]:
         """Binds the listener and starts the network thread, which serves Produce and Fetch
         from `partitions`; returns the bound address."""
-        self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms, partitions)
+        self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms,
+                                       self.fetch_session_slots, partitions)
         return self.net.address
 
     async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
@@ -107,7 +104,7 @@ class KafkaServer:
             raise ProtocolError(f"{name} from {peer} reached the Python handlers; the network thread serves it")
         if entry is None or not entry.min_version <= version <= entry.max_version:
             if api_key == 18:  # ApiVersions: KIP-511 fallback reply at v0
-                from logbroker.handlers.api_versions import unsupported_version_response
+                from logbroker.broker.handlers.api_versions import unsupported_version_response
 
                 return encode_response(18, 0, header.correlation_id, unsupported_version_response())
             raise ProtocolError(

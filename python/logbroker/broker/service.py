@@ -1,0 +1,86 @@
+"""The broker service (`BrokerServer`, a trio task).
+
+`BrokerServer.run` follows trio's start protocol: it binds the listener (the Rust network
+thread), opens (and if needed recovers) every local log, and only then calls
+`task_status.started()` with the bound address. Cancelling it shuts down cleanly: the
+listener stops, logs are flushed and closed (clean-shutdown markers written) and
+checkpoints are written. `logbroker serve` runs it as the main task; `Broker`
+(embedded.py) runs it on a background thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import trio
+
+from logbroker import _core
+from logbroker.broker.config import BrokerConfig
+from logbroker.coord.controller import Controller
+from logbroker.coord.group_coordinator import GroupCoordinator
+from logbroker.coord.metadata import BrokerRegistration, MetadataStore
+from logbroker.broker.dispatch import KafkaServer
+from logbroker.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger("logbroker.broker")
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.controller: Controller | None = None
+        self.replicas: ReplicaManager | None = None
+        self.groups: GroupCoordinator | None = None
+        # The partitions Produce and Fetch are served from, shared by the replica manager
+        # (which fills it) and the network thread (which serves from it).
+        self.partition_table = _core.PartitionTable()
+        self.server = KafkaServer(self)
+        self.address: tuple[str, int] | None = None
+        self.advertised: tuple[str, int] | None = None
+
+    @property
+    def cluster_id(self) -> str:
+        assert self.controller is not None
+        return self.controller.image.cluster_id
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        host, port = self.config.listen
+        bound = self.server.bind(host, port, self.partition_table)
+        try:
+            await self._run(bound, task_status)
+        finally:
+            self.server.close()
+            if self.replicas is not None:
+                with trio.CancelScope(shield=True):
+                    await self.replicas.shutdown()
+                    log.info("broker %d stopped; logs closed and checkpoints written", self.node_id)
+
+    async def _run(self, bound: tuple[str, int], task_status: trio.TaskStatus) -> None:
+        self.address = (bound[0], bound[1])
+        adv = self.config.get_str("advertised.listeners")
+        if adv:
+            from logbroker.broker.config import split_host_port
+
+            self.advertised = split_host_port(adv)
+        else:
+            adv_host = "127.0.0.1" if bound[0] in ("0.0.0.0", "::") else bound[0]
+            self.advertised = (adv_host, bound[1])
+        data_dir = self.config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1], None)
+        self.controller = Controller(self.config, MetadataStore(data_dir), local)
+        self.replicas = ReplicaManager(self.config, self.partition_table)
+        await self.replicas.startup(self.controller.image)
+        self.controller.add_listener(self.replicas.apply_metadata)
+        self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
+        await self.groups.startup()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.replicas.run_background)
+            await nursery.start(self.groups.run)
+            await nursery.start(self.server.serve)
+            log.info(
+                "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
+                self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,
+                len(self.replicas.partitions),
+            )
+            task_status.started(self.address)

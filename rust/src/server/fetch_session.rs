@@ -1,0 +1,208 @@
+//! Incremental fetch sessions (KIP-227): a consumer (or follower) of many partitions sends
+//! its full partition list once, then only what changed; the broker answers with only the
+//! partitions that have news.
+//!
+//! # Protocol (session id, epoch) in a Fetch request
+//! - `(0, -1)`: no session; a full request, a full response with session id 0.
+//! - `(0, 0)`: full request, and please open a session: the response carries its id (or 0
+//!   when the cache has no room); the next request uses epoch 1.
+//! - `(id, n > 0)`: incremental. `n` must equal the session's next epoch, else
+//!   INVALID_FETCH_SESSION_EPOCH; an unknown id is FETCH_SESSION_ID_NOT_FOUND. The request
+//!   lists partitions to add or update (fetch offset, max bytes, leader epoch) and
+//!   `forgotten_topics_data` to drop; every other session partition keeps its cached fetch
+//!   state. The response lists only partitions with records, an error, or a high watermark,
+//!   last stable offset or log start offset different from what this session last sent.
+//! - `(id, 0)`: close `id`, open a new session (full). `(id, -1)`: close `id`, no session.
+//!
+//! # Cache
+//! At most `max.incremental.fetch.session.cache.slots` sessions. When full, a new session
+//! replaces the least recently used one only if that one has been idle for
+//! `EVICTION_IDLE`; otherwise the client gets session id 0 and keeps sending full requests
+//! (correct, just larger), as Kafka does.
+//!
+//! Owned by the network thread (no locking).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A session idle this long may be evicted for a new one.
+pub const EVICTION_IDLE: Duration = Duration::from_secs(120);
+
+pub const INITIAL_EPOCH: i32 = 0;
+pub const FINAL_EPOCH: i32 = -1;
+
+/// One partition of a session: what the client asked for and what we last told it.
+#[derive(Debug, Clone)]
+pub struct CachedPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub fetch_offset: i64,
+    pub max_bytes: i32,
+    pub current_leader_epoch: i32,
+    /// Last values sent; -1 until the partition was first answered.
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Debug)]
+pub struct Session {
+    pub id: i32,
+    /// The epoch the next request must carry.
+    pub next_epoch: i32,
+    /// Partitions in session order.
+    pub partitions: Vec<CachedPartition>,
+    index: HashMap<(String, i32), usize>,
+    pub last_used: Instant,
+}
+
+impl Session {
+    fn new(id: i32, partitions: Vec<CachedPartition>) -> Session {
+        let mut s = Session { id, next_epoch: 1, partitions: Vec::new(), index: HashMap::new(), last_used: Instant::now() };
+        for p in partitions {
+            s.upsert(p);
+        }
+        s
+    }
+
+    /// Adds a partition, or updates its fetch state (keeping what was last sent).
+    pub fn upsert(&mut self, p: CachedPartition) {
+        let key = (p.topic.clone(), p.partition);
+        if let Some(&i) = self.index.get(&key) {
+            let c = &mut self.partitions[i];
+            c.fetch_offset = p.fetch_offset;
+            c.max_bytes = p.max_bytes;
+            c.current_leader_epoch = p.current_leader_epoch;
+        } else {
+            self.index.insert(key, self.partitions.len());
+            self.partitions.push(p);
+        }
+    }
+
+    pub fn forget(&mut self, topic: &str, partition: i32) {
+        if self.index.remove(&(topic.to_owned(), partition)).is_some() {
+            self.partitions.retain(|c| !(c.topic == topic && c.partition == partition));
+            self.index = self.partitions.iter().enumerate().map(|(i, c)| ((c.topic.clone(), c.partition), i)).collect();
+        }
+    }
+
+    pub fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut CachedPartition> {
+        let i = *self.index.get(&(topic.to_owned(), partition))?;
+        Some(&mut self.partitions[i])
+    }
+}
+
+/// Why a session request was refused (a top-level Fetch error code).
+#[derive(Debug, PartialEq, Eq)]
+pub enum SessionError {
+    NotFound,
+    InvalidEpoch,
+}
+
+pub struct FetchSessionCache {
+    slots: usize,
+    sessions: HashMap<i32, Session>,
+    next_id: i32,
+}
+
+impl FetchSessionCache {
+    pub fn new(slots: usize) -> Self {
+        FetchSessionCache { slots, sessions: HashMap::new(), next_id: 1 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    pub fn remove(&mut self, id: i32) {
+        self.sessions.remove(&id);
+    }
+
+    /// Opens a session over `partitions`; its id, or 0 when there is no room.
+    pub fn create(&mut self, partitions: Vec<CachedPartition>) -> i32 {
+        if self.slots == 0 {
+            return 0;
+        }
+        if self.sessions.len() >= self.slots {
+            let lru = self.sessions.values().min_by_key(|s| s.last_used).map(|s| (s.id, s.last_used));
+            match lru {
+                Some((id, used)) if used.elapsed() >= EVICTION_IDLE => {
+                    self.sessions.remove(&id);
+                }
+                _ => return 0,
+            }
+        }
+        let mut id = self.next_id;
+        while id == 0 || self.sessions.contains_key(&id) {
+            id = id.wrapping_add(1).max(1);
+        }
+        self.next_id = id.wrapping_add(1).max(1);
+        self.sessions.insert(id, Session::new(id, partitions));
+        id
+    }
+
+    /// The session for an incremental request at `epoch`.
+    pub fn lookup(&mut self, id: i32, epoch: i32) -> Result<&mut Session, SessionError> {
+        let s = self.sessions.get_mut(&id).ok_or(SessionError::NotFound)?;
+        if s.next_epoch != epoch {
+            return Err(SessionError::InvalidEpoch);
+        }
+        s.last_used = Instant::now();
+        Ok(s)
+    }
+
+    pub fn get_mut(&mut self, id: i32) -> Option<&mut Session> {
+        self.sessions.get_mut(&id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(topic: &str, p: i32, offset: i64) -> CachedPartition {
+        CachedPartition {
+            topic: topic.into(),
+            partition: p,
+            fetch_offset: offset,
+            max_bytes: 100,
+            current_leader_epoch: -1,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+        }
+    }
+
+    #[test]
+    fn sessions_keep_order_and_fetch_state() {
+        let mut c = FetchSessionCache::new(2);
+        let id = c.create(vec![part("a", 0, 5), part("a", 1, 7), part("b", 0, 0)]);
+        assert_ne!(id, 0);
+        assert_eq!(c.lookup(id, 2).unwrap_err(), SessionError::InvalidEpoch);
+        assert_eq!(c.lookup(id + 100, 1).unwrap_err(), SessionError::NotFound);
+        let s = c.lookup(id, 1).unwrap();
+        s.upsert(part("a", 1, 9));
+        s.forget("a", 0);
+        s.upsert(part("c", 3, 1));
+        let order: Vec<_> = s.partitions.iter().map(|p| (p.topic.as_str(), p.partition, p.fetch_offset)).collect();
+        assert_eq!(order, [("a", 1, 9), ("b", 0, 0), ("c", 3, 1)]);
+        assert_eq!(s.get_mut("b", 0).unwrap().fetch_offset, 0);
+    }
+
+    #[test]
+    fn a_full_cache_evicts_only_idle_sessions() {
+        let mut c = FetchSessionCache::new(1);
+        let first = c.create(vec![part("a", 0, 0)]);
+        assert_ne!(first, 0);
+        assert_eq!(c.create(vec![part("b", 0, 0)]), 0, "the only session is busy");
+        c.get_mut(first).unwrap().last_used = Instant::now().checked_sub(EVICTION_IDLE).unwrap();
+        let second = c.create(vec![part("b", 0, 0)]);
+        assert!(second != 0 && second != first);
+        assert_eq!(c.len(), 1);
+        assert_eq!(FetchSessionCache::new(0).create(vec![]), 0);
+    }
+}

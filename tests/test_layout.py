@@ -1,0 +1,97 @@
+"""The package layout shows the architecture, and imports point one way.
+
+Every module-level import between logbroker's own modules, including those under
+`if TYPE_CHECKING:` (a dependency in the design even if not at run time; imports inside
+functions are deferred and left out), forms a graph that must have no cycle: a newcomer
+can read the broker, the control plane, the client and Spark bottom-up."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "python"
+PKG = ROOT / "logbroker"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue  # deferred
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    out.add(sub if sub in modules else base)
+            elif isinstance(node, (ast.ClassDef, ast.If, ast.Try, ast.With)):
+                visit(ast.iter_child_nodes(node))
+    visit(tree.body)
+    return {m for m in out if m in modules and m != me}
+
+
+def graph() -> dict[str, set[str]]:
+    paths = [p for p in PKG.rglob("*.py") if "messages" not in p.parts]
+    # The generated codec is one unit; the extension module is a leaf.
+    modules = {module_name(p) for p in paths} | {"logbroker.protocol.messages", "logbroker._core"}
+    return {module_name(p): runtime_imports(p, modules) for p in paths}
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(g.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = dfs(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(g):
+        if n not in state:
+            found = dfs(n)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_broker_is_one_package_beside_client_spark_and_coord():
+    for pkg in ("broker", "broker/handlers", "client", "coord", "spark", "protocol"):
+        assert (PKG / pkg / "__init__.py").exists(), pkg
+    for module in ("service", "embedded", "dispatch", "replica_manager", "partition", "config", "errors"):
+        assert (PKG / "broker" / f"{module}.py").exists(), module
+    # Nothing of the broker is left at the top level.
+    for gone in ("server", "replica_manager", "partition", "config", "errors", "handlers"):
+        assert not (PKG / f"{gone}.py").exists() and not (PKG / gone).is_dir(), gone
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
