@@ -202,6 +202,7 @@ pub fn handle(
 impl PendingFetch {
     /// Reads every partition; the response if there is enough data, an error, nothing to
     /// wait on, or `expired`; otherwise `None` with `waiting_on` set.
+    #[allow(clippy::too_many_lines)]
     pub fn try_complete(
         &mut self,
         table: &PartitionTable,

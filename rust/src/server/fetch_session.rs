@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// A session idle this long may be evicted for a new one.
-pub const EVICTION_IDLE: Duration = Duration::from_secs(120);
+pub const EVICTION_IDLE: Duration = Duration::from_mins(2);
 
 pub const INITIAL_EPOCH: i32 = 0;
 pub const FINAL_EPOCH: i32 = -1;
