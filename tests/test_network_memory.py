@@ -14,6 +14,16 @@ from logbroker import Admin, NewTopic, Producer, _core
 from logbroker.protocol import REQUESTS, encode_request
 
 
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -91,8 +101,8 @@ def test_pool_full_pauses_readers_and_every_request_completes(tmp_path):
                 s.sendall(f[600_000:])
             for n, s in enumerate(socks):
                 s.settimeout(30)
-                (size,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
-                body = s.recv(size, socket.MSG_WAITALL)
+                (size,) = struct.unpack(">i", recv_exact(s, 4))
+                body = recv_exact(s, size)
                 assert struct.unpack_from(">i", body)[0] == n + 1  # correlation id
         finally:
             for s in socks:
@@ -101,3 +111,35 @@ def test_pool_full_pauses_readers_and_every_request_completes(tmp_path):
             ends = admin.list_offsets({("pool", n): "latest" for n in range(8)})
         assert sorted(off for off, _ in ends.values()) == [10] * 8, ends
         assert net.stats()["pool_used"] == 0
+
+
+def test_a_long_burst_of_pipelined_requests_is_served(tmp_path):
+    """20,000 Produce requests (acks=0, so nothing is written back) sent in one burst, then
+    2,000 with acks=1: the network thread serves each as it reads it, in a loop (once it
+    recursed per request and a burst like this overflowed its stack and killed the broker)."""
+    with logbroker.Broker(data_dir=tmp_path / "d") as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("burst", 1)])
+        Produce = REQUESTS[0]
+        batch = _core.encode_batch([(None, b"v", 0, [])], base_timestamp=1)
+
+        def frame(acks: int, cid: int) -> bytes:
+            req = Produce(transactional_id=None, acks=acks, timeout_ms=30000, topic_data=[Produce.TopicProduceData(
+                name="burst", partition_data=[Produce.PartitionProduceData(index=0, records=batch)])])
+            return b"".join(bytes(c) for c in encode_request(0, 9, cid, "burst", req))
+
+        with socket.create_connection(("127.0.0.1", b.port)) as s:
+            s.sendall(b"".join(frame(0, i) for i in range(20_000)))
+            burst = b"".join(frame(1, 100_000 + i) for i in range(2_000))
+            import threading
+            sender = threading.Thread(target=s.sendall, args=(burst,))
+            sender.start()
+            s.settimeout(30)
+            for i in range(2_000):
+                (size,) = struct.unpack(">i", recv_exact(s, 4))
+                body = recv_exact(s, size)
+                assert struct.unpack_from(">i", body)[0] == 100_000 + i  # in order
+            sender.join()
+        with Admin(b.bootstrap_servers) as admin:
+            ends = admin.list_offsets({("burst", 0): "latest"})
+        assert [off for off, _ in ends.values()] == [22_000]

@@ -136,47 +136,73 @@ impl NetworkLoop {
         }
     }
 
-    /// Progress on one connection after a readiness event (or a state change).
+    /// Progress on one connection after a readiness event (or a state change): write what
+    /// is pending, then read and serve requests, for as long as each is answered at once.
+    /// A loop, not recursion: a client streaming pipelined requests that are all answered
+    /// inline (produce at full speed) must not grow the stack.
     fn service(&mut self, id: u64) {
-        let Some(conn) = self.conns.get_mut(&id) else { return };
-        if conn.phase == Phase::Writing {
-            match conn.write_pending() {
-                Ok(true) => conn.phase = Phase::Reading,
-                Ok(false) => return,
-                Err(e) => {
-                    let (reason, fault) = io_reason(&e, "writing the response");
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else { return };
+            if conn.phase == Phase::Writing {
+                match conn.write_pending() {
+                    Ok(true) => conn.phase = Phase::Reading,
+                    Ok(false) => return,
+                    Err(e) => {
+                        let (reason, fault) = io_reason(&e, "writing the response");
+                        self.close(id, Some((reason, fault)));
+                        return;
+                    }
+                }
+            }
+            if conn.phase != Phase::Reading || conn.paused_for_memory {
+                return;
+            }
+            let max_frame = self.shared.config.max_frame;
+            match conn.read_frame(&self.shared.pool, max_frame) {
+                Ok(ReadOutcome::Frame(frame)) => {
+                    conn.phase = Phase::Handling;
+                    let peer = conn.peer.clone();
+                    self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+                    match peek_api(&frame) {
+                        Some((key @ (0 | 1), version)) => match self.serve_data(id, key, version, frame, &peer) {
+                            // Answered: go on with this connection (write, then the next request).
+                            Some(chunks) => {
+                                self.complete(id, chunks);
+                            }
+                            None => return, // parked, or the connection closed
+                        },
+                        _ => {
+                            self.shared.push_event(Event::Request { conn: id, frame, peer });
+                            return;
+                        }
+                    }
+                }
+                Ok(ReadOutcome::WouldBlock) => return,
+                Ok(ReadOutcome::NoMemory) => {
+                    self.paused.push_back(id);
+                    return;
+                }
+                Ok(ReadOutcome::Closed) => {
+                    self.close(id, Some(("closed by the client".to_owned(), false)));
+                    return;
+                }
+                Err(ConnError::Protocol(msg)) => {
+                    self.close(id, Some((msg, true)));
+                    return;
+                }
+                Err(ConnError::Io(e)) => {
+                    let (reason, fault) = io_reason(&e, "reading a request");
                     self.close(id, Some((reason, fault)));
                     return;
                 }
             }
         }
-        if conn.phase != Phase::Reading || conn.paused_for_memory {
-            return;
-        }
-        let max_frame = self.shared.config.max_frame;
-        match conn.read_frame(&self.shared.pool, max_frame) {
-            Ok(ReadOutcome::Frame(frame)) => {
-                conn.phase = Phase::Handling;
-                let peer = conn.peer.clone();
-                self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-                match peek_api(&frame) {
-                    Some((key @ (0 | 1), version)) => self.serve_data(id, key, version, frame, &peer),
-                    _ => self.shared.push_event(Event::Request { conn: id, frame, peer }),
-                }
-            }
-            Ok(ReadOutcome::WouldBlock) => {}
-            Ok(ReadOutcome::NoMemory) => self.paused.push_back(id),
-            Ok(ReadOutcome::Closed) => self.close(id, Some(("closed by the client".to_owned(), false))),
-            Err(ConnError::Protocol(msg)) => self.close(id, Some((msg, true))),
-            Err(ConnError::Io(e)) => {
-                let (reason, fault) = io_reason(&e, "reading a request");
-                self.close(id, Some((reason, fault)));
-            }
-        }
     }
 
-    /// Serves a Produce (0) or Fetch (1) frame here, without Python.
-    fn serve_data(&mut self, id: u64, api_key: i16, version: i16, frame: bytes::Bytes, peer: &str) {
+    /// Serves a Produce (0) or Fetch (1) frame here, without Python: `Some(answer)` when it
+    /// is answered at once (`Some(None)`: no response, acks=0), `None` when it was parked or
+    /// the connection closed.
+    fn serve_data(&mut self, id: u64, api_key: i16, version: i16, frame: bytes::Bytes, peer: &str) -> Option<Option<Vec<Chunk>>> {
         let (name, lo, hi, flexible_min) = if api_key == 0 {
             ("Produce", produce::MIN_VERSION, produce::MAX_VERSION, 9)
         } else {
@@ -187,13 +213,13 @@ impl NetworkLoop {
             Ok(h) => h,
             Err(e) => {
                 self.close(id, Some((format!("request header from {peer} does not decode: {e}"), true)));
-                return;
+                return None;
             }
         };
         if version < lo || version > hi {
             let client = header.client_id.as_deref().unwrap_or("");
             self.close(id, Some((format!("{name} v{version} from {peer} (client {client:?}) is not supported; this broker serves v{lo}-{hi}"), true)));
-            return;
+            return None;
         }
         let mut logs = Vec::new();
         let table = Arc::clone(&self.shared.table);
@@ -227,9 +253,11 @@ impl NetworkLoop {
         }
         self.shared.stats.fetch_sessions.store(self.sessions.len() as u64, Ordering::Relaxed);
         match result {
-            Ok(Some(chunks)) => self.finish(id, chunks),
-            Ok(None) => {}
-            Err(e) => self.close(id, Some((format!("{name} v{version} request from {peer} does not decode: {e}"), true))),
+            Ok(answer) => answer,
+            Err(e) => {
+                self.close(id, Some((format!("{name} v{version} request from {peer} does not decode: {e}"), true)));
+                None
+            }
         }
     }
 
@@ -285,11 +313,20 @@ impl NetworkLoop {
         self.parked.values().map(|p| p.deadline().saturating_duration_since(now)).min().map_or(TICK, |d| d.min(TICK))
     }
 
-    /// The request in flight on `conn` is answered (`None`: it has no response).
+    /// The request in flight on `conn` is answered (`None`: it has no response); then the
+    /// connection goes on (the next request may already wait in the socket, and no new
+    /// readiness event comes for it).
     fn finish(&mut self, conn: u64, chunks: Option<Vec<Chunk>>) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if self.complete(conn, chunks) {
+            self.service(conn);
+        }
+    }
+
+    /// Queues the answer of the request in flight on `conn`; false if there is none.
+    fn complete(&mut self, conn: u64, chunks: Option<Vec<Chunk>>) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else { return false };
         if c.phase != Phase::Handling {
-            return;
+            return false;
         }
         c.release_request(&self.shared.pool);
         match chunks {
@@ -299,8 +336,7 @@ impl NetworkLoop {
             }
             None => c.phase = Phase::Reading,
         }
-        // The next request may already wait in the socket (no new event comes for it).
-        self.service(conn);
+        true
     }
 
     /// Applies the handlers' answers; false on shutdown.
