@@ -565,7 +565,10 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
         runs = meta.get("profile_runs", {})
         a("`py-spy record --native --rate 200` on the logbroker process during one extra run of each kind "
           "(not counted in the table). Shares are of the samples in which a thread was busy (the trio loop "
-          "waiting in epoll and idle worker threads are left out).")
+          "waiting in epoll and idle worker threads are left out). py-spy samples the threads that run "
+          "Python: Produce and Fetch are served on the Rust network thread, which it does not see, so these "
+          "profiles show the control plane at work during the run (admin requests, periodic jobs), not the "
+          "data path.")
         a("")
         for what, path in profs.items():
             if not Path(path).exists():
