@@ -218,25 +218,14 @@ class Gen:
             else:
                 self.w(ind, f"{target} = {elem}::decode(r, version)?;")
         elif kind == "array":
-            self.w(ind, "{")
-            self.w(ind + 1, f"let n = r.array_len({lab}, {v_compact}, {nullable_cond})?;")
-            if opt:
-                self.w(ind + 1, f"if n < 0 {{ {target} = None; }} else {{")
-            else:
-                self.w(ind + 1, "{")
-            self.w(ind + 2, "#[allow(clippy::cast_sign_loss)]")
-            self.w(ind + 2, "let mut items = Vec::with_capacity(n as usize);")
-            self.w(ind + 2, "for _ in 0..n {")
             if elem in PRIM:
-                self.w(ind + 3, f"items.push(r.{PRIM[elem][1]}({lab})?);")
+                one = f"r.{PRIM[elem][1]}({lab})"
             elif elem in ("string", "bytes", "records"):
-                self.w(ind + 3, f"items.push(r.{elem}_opt({lab}, {v_compact}, false)?.unwrap_or_default());")
+                one = f"r.{elem}_opt({lab}, {v_compact}, false).map(Option::unwrap_or_default)"
             else:
-                self.w(ind + 3, f"items.push({elem}::decode(r, version)?);")
-            self.w(ind + 2, "}")
-            self.w(ind + 2, f"{target} = {wrap('items')};")
-            self.w(ind + 1, "}")
-            self.w(ind, "}")
+                one = f"{elem}::decode(r, version)"
+            call = f"r.array({lab}, {v_compact}, {nullable_cond}, |r| {one})?"
+            self.w(ind, f"{target} = {call if opt else call + '.unwrap_or_default()'};")
         else:
             raise AssertionError(kind)
 
@@ -272,24 +261,22 @@ class Gen:
                 self.w(2, "}")
         if flexible != "false":
             tagged = [f for f in st.fields if not f.tagged.intersect(valid).empty]
+            label = rust_str(st.name + '.<tagged fields>')
             self.w(2, f"if {flexible} {{")
-            self.w(3, f"let count = r.uvarint({rust_str(st.name + '.<tagged fields>')})?;")
-            self.w(3, "for _ in 0..count {")
-            self.w(4, f"let (tag, mut t) = r.tagged_field({rust_str(st.name + '.<tagged fields>')})?;")
-            self.w(4, "match tag {")
-            for f in sorted(tagged, key=lambda x: x.tag):
-                label = f"{st.name}.{f.name}"
-                ncond = f"({cond_in(f.nullable, valid)})" if self.is_nullable(f) else "false"
-                self.w(5, f"{f.tag} if {cond_in(f.tagged, valid)} => {{")
-                self.w(6, "let r = &mut t;")
-                self.read_expr(f.kind, f.elem, label, self.field_compact(f), ncond, f, 6, f"this.{ident(f.attr)}")
-                self.w(6, f"r.finish_tag({rust_str(label)})?;")
-                self.w(5, "}")
-            self.w(5, "_ => {")
-            self.w(6, "this.unknown_tagged_fields.insert(tag, t.rest());")
-            self.w(5, "}")
-            self.w(4, "}")
-            self.w(3, "}")
+            if not tagged:
+                self.w(3, f"this.unknown_tagged_fields = r.tagged_fields({label}, |_, _| Ok(false))?;")
+            else:
+                self.w(3, f"this.unknown_tagged_fields = r.tagged_fields({label}, |tag, r| match tag {{")
+                for f in sorted(tagged, key=lambda x: x.tag):
+                    flabel = f"{st.name}.{f.name}"
+                    ncond = f"({cond_in(f.nullable, valid)})" if self.is_nullable(f) else "false"
+                    self.w(4, f"{f.tag} if {cond_in(f.tagged, valid)} => {{")
+                    self.read_expr(f.kind, f.elem, flabel, self.field_compact(f), ncond, f, 5, f"this.{ident(f.attr)}")
+                    self.w(5, f"r.finish_tag({rust_str(flabel)})?;")
+                    self.w(5, "Ok(true)")
+                    self.w(4, "}")
+                self.w(4, "_ => Ok(false),")
+                self.w(3, "})?;")
             self.w(2, "}")
         self.w(2, "Ok(this)")
         self.w(1, "}")
@@ -320,21 +307,14 @@ class Gen:
             else:
                 self.w(ind, f"{expr}.encode({wv}, version)?;")
         elif kind == "array":
-            self.w(ind, "{")
-            if opt:
-                self.w(ind + 1, f"let items = {expr}.as_ref();")
-            else:
-                self.w(ind + 1, f"let items = Some(&{expr});")
-            self.w(ind + 1, f"{wv}.array_len({lab}, items.map(Vec::len), {v_compact}, {nullable_cond}, version)?;")
-            self.w(ind + 1, "for item in items.into_iter().flatten() {")
+            items = f"{expr}.as_deref()" if opt else f"Some(&{expr}[..])"
             if elem in PRIM:
-                self.w(ind + 2, f"{wv}.{PRIM[elem][1]}(*item);")
+                one = f"{{ w.{PRIM[elem][1]}(*item); Ok(()) }}"
             elif elem in ("string", "bytes", "records"):
-                self.w(ind + 2, f"{wv}.{elem}_opt({lab}, Some(item), {v_compact}, false, version)?;")
+                one = f"w.{elem}_opt({lab}, Some(item), {v_compact}, false, version)"
             else:
-                self.w(ind + 2, f"item.encode({wv}, version)?;")
-            self.w(ind + 1, "}")
-            self.w(ind, "}")
+                one = "item.encode(w, version)"
+            self.w(ind, f"{wv}.array({lab}, {items}, {v_compact}, {nullable_cond}, version, |w, item| {one})?;")
         else:
             raise AssertionError(kind)
 

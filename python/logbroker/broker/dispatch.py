@@ -42,10 +42,6 @@ class KafkaServer:
         self.fetch_session_slots = broker.config.get_int("max.incremental.fetch.session.cache.slots")
         self.net: _core.NetworkServer | None = None
 
-    @property
-    def connections(self) -> int:
-        return 0 if self.net is None else int(self.net.stats()["connections"])
-
     def bind(self, host: str, port: int, partitions: _core.PartitionTable) -> tuple[str, int]:
         """Binds the listener and starts the network thread, which serves Produce and Fetch
         from `partitions`; returns the bound address."""
@@ -54,25 +50,22 @@ class KafkaServer:
         return self.net.address
 
     async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        """Serves requests until cancelled; then the network thread closes every connection."""
+        """Serves requests until cancelled (the service closes the network thread: `close`)."""
         net = self.net
         assert net is not None, "bind() first"
-        try:
-            async with trio.open_nursery() as nursery:
-                task_status.started()
-                while True:
-                    await trio.lowlevel.wait_readable(net.notify_fd)
-                    for conn, frame, peer, message, level in net.take_events():
-                        if frame is not None:
-                            nursery.start_soon(self._serve_request, net, conn, frame, peer)
-                        elif conn == -2:
-                            datapath_log.log(level, "%s", message)
-                        elif conn < 0:
-                            log.log(level, "network thread: %s", message)
-                        else:
-                            log.log(level, "connection from %s closed: %s", peer, message)
-        finally:
-            self.close()
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                await trio.lowlevel.wait_readable(net.notify_fd)
+                for conn, frame, peer, message, level in net.take_events():
+                    if frame is not None:
+                        nursery.start_soon(self._serve_request, net, conn, frame, peer)
+                    elif conn == -2:
+                        datapath_log.log(level, "%s", message)
+                    elif conn < 0:
+                        log.log(level, "network thread: %s", message)
+                    else:
+                        log.log(level, "connection from %s closed: %s", peer, message)
 
     def close(self) -> None:
         """Closes the listener and every connection (idempotent)."""

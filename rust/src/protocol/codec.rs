@@ -210,6 +210,33 @@ impl Reader {
         Ok(n as i32)
     }
 
+    /// An array: its count (null is `None`, where allowed), then each element read by `item`.
+    pub fn array<T>(&mut self, label: &str, compact: bool, nullable: bool, mut item: impl FnMut(&mut Reader) -> Result<T, ProtocolError>)
+        -> Result<Option<Vec<T>>, ProtocolError> {
+        let n = self.array_len(label, compact, nullable)?;
+        let Ok(n) = usize::try_from(n) else { return Ok(None) };
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(item(self)?);
+        }
+        Ok(Some(items))
+    }
+
+    /// A tagged-field section: `known(tag, payload)` reads a tag it knows and returns true;
+    /// every other tag is kept raw in the result.
+    pub fn tagged_fields(&mut self, label: &str, mut known: impl FnMut(u32, &mut Reader) -> Result<bool, ProtocolError>)
+        -> Result<TaggedFields, ProtocolError> {
+        let count = self.uvarint(label)?;
+        let mut unknown = TaggedFields::new();
+        for _ in 0..count {
+            let (tag, mut payload) = self.tagged_field(label)?;
+            if !known(tag, &mut payload)? {
+                unknown.insert(tag, payload.rest());
+            }
+        }
+        Ok(unknown)
+    }
+
     /// One tagged field: its tag and a reader over exactly its payload.
     pub fn tagged_field(&mut self, label: &str) -> Result<(u32, Reader), ProtocolError> {
         let tag = self.uvarint(label)?;
@@ -415,6 +442,16 @@ impl Writer {
     pub fn array_len(&mut self, label: &str, n: Option<usize>, compact: bool, nullable: bool, version: i16)
         -> Result<(), ProtocolError> {
         self.length(label, n, compact, true, nullable, version)
+    }
+
+    /// An array: its count (`None` is null, where allowed), then each element written by `item`.
+    pub fn array<T>(&mut self, label: &str, items: Option<&[T]>, compact: bool, nullable: bool, version: i16,
+                    mut item: impl FnMut(&mut Writer, &T) -> Result<(), ProtocolError>) -> Result<(), ProtocolError> {
+        self.array_len(label, items.map(<[T]>::len), compact, nullable, version)?;
+        for x in items.into_iter().flatten() {
+            item(self, x)?;
+        }
+        Ok(())
     }
 
     /// The tagged-field section: `known` (tag, payload) merged over `unknown`, in tag order.

@@ -27,7 +27,6 @@ use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records};
 
 pub const MIN_VERSION: i16 = 4;
 pub const MAX_VERSION: i16 = 12;
-const FLEXIBLE_MIN: i16 = 12;
 
 /// One partition to read: from the request, or from the session for an incremental one.
 #[derive(Debug, Clone)]
@@ -83,6 +82,7 @@ pub fn leader_partition(table: &PartitionTable, topic: &str, index: i32, current
     if current_leader_epoch >= 0 && current_leader_epoch != st.leader_epoch {
         return Err(if current_leader_epoch < st.leader_epoch { code::FENCED_LEADER_EPOCH } else { code::UNKNOWN_LEADER_EPOCH });
     }
+    drop(st);
     Ok(part)
 }
 
@@ -132,11 +132,8 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
         SessionError::NotFound => code::FETCH_SESSION_ID_NOT_FOUND,
         SessionError::InvalidEpoch => code::INVALID_FETCH_SESSION_EPOCH,
     })?;
-    for f in &req.forgotten_topics_data {
-        for p in &f.partitions {
-            session.forget(&f.topic, *p);
-        }
-    }
+    let gone: Vec<(&str, i32)> = req.forgotten_topics_data.iter().flat_map(|f| f.partitions.iter().map(|p| (f.topic.as_str(), *p))).collect();
+    session.forget(&gone);
     for t in listed() {
         session.upsert(cached_of(&t));
     }
@@ -168,7 +165,7 @@ pub fn handle(
         Ok(x) => x,
         Err(c) => {
             let resp = FetchResponse { error_code: c, ..Default::default() };
-            return Ok(Outcome::Done(frame_response(&resp, version, correlation_id, version >= FLEXIBLE_MIN)?));
+            return Ok(Outcome::Done(frame_response(&resp, version, correlation_id)?));
         }
     };
     if req.replica_id >= 0 {
@@ -331,6 +328,6 @@ impl PendingFetch {
             }
         }
         let resp = FetchResponse { session_id, responses: topics, ..Default::default() };
-        frame_response(&resp, self.version, self.correlation_id, self.version >= FLEXIBLE_MIN).map(Some)
+        frame_response(&resp, self.version, self.correlation_id).map(Some)
     }
 }

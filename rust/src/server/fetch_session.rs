@@ -79,9 +79,11 @@ impl Session {
         }
     }
 
-    pub fn forget(&mut self, topic: &str, partition: i32) {
-        if self.index.remove(&(topic.to_owned(), partition)).is_some() {
-            self.partitions.retain(|c| !(c.topic == topic && c.partition == partition));
+    /// Drops partitions (one pass, however many).
+    pub fn forget(&mut self, gone: &[(&str, i32)]) {
+        let before = self.partitions.len();
+        self.partitions.retain(|c| !gone.iter().any(|(t, p)| c.topic == *t && c.partition == *p));
+        if self.partitions.len() != before {
             self.index = self.partitions.iter().enumerate().map(|(i, c)| ((c.topic.clone(), c.partition), i)).collect();
         }
     }
@@ -186,7 +188,7 @@ mod tests {
         assert_eq!(c.lookup(id + 100, 1).unwrap_err(), SessionError::NotFound);
         let s = c.lookup(id, 1).unwrap();
         s.upsert(part("a", 1, 9));
-        s.forget("a", 0);
+        s.forget(&[("a", 0)]);
         s.upsert(part("c", 3, 1));
         let order: Vec<_> = s.partitions.iter().map(|p| (p.topic.as_str(), p.partition, p.fetch_offset)).collect();
         assert_eq!(order, [("a", 1, 9), ("b", 0, 0), ("c", 3, 1)]);

@@ -22,16 +22,34 @@ use mio::{Events, Interest, Poll, Token};
 use super::connection::{ConnError, Connection, Phase, ReadOutcome};
 use super::request::{decode_header, peek_api};
 use super::fetch_session::FetchSessionCache;
-use super::{fetch, produce, Command, Event, LogLine, Shared};
-use crate::protocol::{Chunk, ProtocolError, Reader};
+use super::partition::Partition;
+use super::{fetch, produce, Command, Event, Shared};
+use crate::protocol::messages::{FetchRequest, ProduceRequest};
+use crate::protocol::{Chunk, Message, ProtocolError, Reader};
+
+/// What serving a Produce or Fetch led to.
+enum Served {
+    /// Answered now (`None`: a request without a response, acks=0).
+    Now(Option<Vec<Chunk>>),
+    /// Waiting on partitions.
+    Park(Parked),
+}
 
 /// A request waiting on partitions.
 enum Parked {
-    Produce(produce::PendingProduce),
+    Produce(Box<produce::PendingProduce>),
     Fetch(Box<fetch::PendingFetch>),
 }
 
 impl Parked {
+    /// Every partition the request waits on.
+    fn for_each_partition(&self, f: impl FnMut(&Arc<Partition>)) {
+        match self {
+            Parked::Produce(p) => p.partitions().for_each(f),
+            Parked::Fetch(fetch) => fetch.waiting_on.iter().for_each(f),
+        }
+    }
+
     fn deadline(&self) -> Instant {
         match self {
             Parked::Produce(p) => p.deadline,
@@ -163,19 +181,14 @@ impl NetworkLoop {
                     conn.phase = Phase::Handling;
                     let peer = conn.peer.clone();
                     self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-                    match peek_api(&frame) {
-                        Some((key @ (0 | 1), version)) => match self.serve_data(id, key, version, frame, &peer) {
-                            // Answered: go on with this connection (write, then the next request).
-                            Some(chunks) => {
-                                self.complete(id, chunks);
-                            }
-                            None => return, // parked, or the connection closed
-                        },
-                        _ => {
-                            self.shared.push_event(Event::Request { conn: id, frame, peer });
-                            return;
-                        }
+                    let Some((key @ (0 | 1), version)) = peek_api(&frame) else {
+                        self.shared.push_event(Event::Request { conn: id, frame, peer });
+                        return;
+                    };
+                    if !self.serve_data(id, key, version, frame, &peer) {
+                        return; // parked, or the connection closed
                     }
+                    // Answered: go on with this connection (write, then the next request).
                 }
                 Ok(ReadOutcome::WouldBlock) => return,
                 Ok(ReadOutcome::NoMemory) => {
@@ -199,53 +212,41 @@ impl NetworkLoop {
         }
     }
 
-    /// Serves a Produce (0) or Fetch (1) frame here, without Python: `Some(answer)` when it
-    /// is answered at once (`Some(None)`: no response, acks=0), `None` when it was parked or
-    /// the connection closed.
-    fn serve_data(&mut self, id: u64, api_key: i16, version: i16, frame: bytes::Bytes, peer: &str) -> Option<Option<Vec<Chunk>>> {
+    /// Serves a Produce (0) or Fetch (1) frame here, without Python. True when it was
+    /// answered at once (the answer is queued); false when it was parked or the connection
+    /// closed.
+    fn serve_data(&mut self, id: u64, api_key: i16, version: i16, frame: bytes::Bytes, peer: &str) -> bool {
         let (name, lo, hi, flexible_min) = if api_key == 0 {
-            ("Produce", produce::MIN_VERSION, produce::MAX_VERSION, 9)
+            ("Produce", produce::MIN_VERSION, produce::MAX_VERSION, ProduceRequest::FLEXIBLE_MIN)
         } else {
-            ("Fetch", fetch::MIN_VERSION, fetch::MAX_VERSION, 12)
+            ("Fetch", fetch::MIN_VERSION, fetch::MAX_VERSION, FetchRequest::FLEXIBLE_MIN)
         };
         let mut r = Reader::new(frame);
         let header = match decode_header(&mut r, version >= flexible_min) {
             Ok(h) => h,
             Err(e) => {
                 self.close(id, Some((format!("request header from {peer} does not decode: {e}"), true)));
-                return None;
+                return false;
             }
         };
         if version < lo || version > hi {
             let client = header.client_id.as_deref().unwrap_or("");
             self.close(id, Some((format!("{name} v{version} from {peer} (client {client:?}) is not supported; this broker serves v{lo}-{hi}"), true)));
-            return None;
+            return false;
         }
         let mut logs = Vec::new();
         let table = Arc::clone(&self.shared.table);
-        let result: Result<Option<Option<Vec<Chunk>>>, ProtocolError> = if api_key == 0 {
+        let result: Result<Served, ProtocolError> = if api_key == 0 {
             #[allow(clippy::cast_possible_truncation)]
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             produce::handle(&table, &mut r, version, header.correlation_id, peer, now_ms, &mut logs).map(|o| match o {
-                produce::Outcome::Done(chunks) => Some(chunks),
-                produce::Outcome::Wait(p) => {
-                    for part in p.partitions() {
-                        part.add_waiter(id);
-                    }
-                    self.parked.insert(id, Parked::Produce(p));
-                    None
-                }
+                produce::Outcome::Done(chunks) => Served::Now(chunks),
+                produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
             })
         } else {
             fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, peer, &mut logs).map(|o| match o {
-                fetch::Outcome::Done(chunks) => Some(Some(chunks)),
-                fetch::Outcome::Wait(f) => {
-                    for part in &f.waiting_on {
-                        part.add_waiter(id);
-                    }
-                    self.parked.insert(id, Parked::Fetch(f));
-                    None
-                }
+                fetch::Outcome::Done(chunks) => Served::Now(Some(chunks)),
+                fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
             })
         };
         for line in logs {
@@ -253,10 +254,14 @@ impl NetworkLoop {
         }
         self.shared.stats.fetch_sessions.store(self.sessions.len() as u64, Ordering::Relaxed);
         match result {
-            Ok(answer) => answer,
+            Ok(Served::Now(answer)) => self.complete(id, answer),
+            Ok(Served::Park(parked)) => {
+                self.park(id, parked);
+                false
+            }
             Err(e) => {
                 self.close(id, Some((format!("{name} v{version} request from {peer} does not decode: {e}"), true)));
-                None
+                false
             }
         }
     }
@@ -284,28 +289,23 @@ impl NetworkLoop {
                     Self::unpark(id, &parked);
                     self.finish(id, Some(chunks));
                 }
-                Ok(None) => {
-                    // Still waiting: (re-)register on the partitions it now waits on.
-                    match &parked {
-                        Parked::Produce(p) => p.partitions().for_each(|part| part.add_waiter(id)),
-                        Parked::Fetch(f) => f.waiting_on.iter().for_each(|part| part.add_waiter(id)),
-                    }
-                    self.parked.insert(id, parked);
-                }
+                // Still waiting: (re-)register on the partitions it now waits on.
+                Ok(None) => self.park(id, parked),
                 Err(e) => {
                     Self::unpark(id, &parked);
-                    self.shared.push_event(Event::Log(LogLine::new(LogLine::ERROR, format!("encoding a response failed: {e}"))));
                     self.close(id, Some((format!("encoding a response failed: {e}"), true)));
                 }
             }
         }
     }
 
+    fn park(&mut self, id: u64, parked: Parked) {
+        parked.for_each_partition(|part| part.add_waiter(id));
+        self.parked.insert(id, parked);
+    }
+
     fn unpark(id: u64, parked: &Parked) {
-        match parked {
-            Parked::Produce(p) => p.partitions().for_each(|part| part.remove_waiter(id)),
-            Parked::Fetch(f) => f.waiting_on.iter().for_each(|part| part.remove_waiter(id)),
-        }
+        parked.for_each_partition(|part| part.remove_waiter(id));
     }
 
     fn poll_timeout(&self) -> Duration {

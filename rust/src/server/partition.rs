@@ -84,12 +84,9 @@ impl Partition {
         format!("{}-{}", self.topic, self.index)
     }
 
-    pub fn state(&self) -> LeaderState {
-        self.state.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    pub fn is_leader(&self) -> bool {
-        self.state.read().unwrap_or_else(PoisonError::into_inner).leader == self.node_id
+    /// The leader state, read-locked (no copy per request; keep the guard short).
+    pub fn state(&self) -> std::sync::RwLockReadGuard<'_, LeaderState> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn is_removed(&self) -> bool {
@@ -152,7 +149,8 @@ impl Partition {
 
 /// Every partition this broker holds, by (topic, partition); plus the topic names the
 /// metadata image knows (to tell "no such topic" from "no such partition").
-type PartitionMap = HashMap<(Arc<str>, i32), Arc<Partition>>;
+/// topic -> partition index -> entry (two levels, so a lookup borrows the topic name).
+type PartitionMap = HashMap<String, HashMap<i32, Arc<Partition>>>;
 
 pub struct PartitionTable {
     parts: RwLock<PartitionMap>,
@@ -189,7 +187,13 @@ impl PartitionTable {
             waiters: Mutex::new(Vec::new()),
             wakeup: Arc::clone(&self.wakeup),
         });
-        let old = self.parts.write().unwrap_or_else(PoisonError::into_inner).insert((topic, index), Arc::clone(&p));
+        let old = self
+            .parts
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(topic.to_string())
+            .or_default()
+            .insert(index, Arc::clone(&p));
         if let Some(old) = old {
             old.removed.store(true, Ordering::Release);
             old.wake_all();
@@ -199,8 +203,14 @@ impl PartitionTable {
 
     /// Removes a partition (topic deleted, replica moved away); its waiters are woken.
     pub fn remove(&self, topic: &str, index: i32) {
-        let key: (Arc<str>, i32) = (Arc::from(topic), index);
-        let old = self.parts.write().unwrap_or_else(PoisonError::into_inner).remove(&key);
+        let old = {
+            let mut parts = self.parts.write().unwrap_or_else(PoisonError::into_inner);
+            let old = parts.get_mut(topic).and_then(|m| m.remove(&index));
+            if parts.get(topic).is_some_and(HashMap::is_empty) {
+                parts.remove(topic);
+            }
+            old
+        };
         if let Some(old) = old {
             old.removed.store(true, Ordering::Release);
             old.wake_all();
@@ -208,8 +218,7 @@ impl PartitionTable {
     }
 
     pub fn get(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
-        let key: (Arc<str>, i32) = (Arc::from(topic), index);
-        self.parts.read().unwrap_or_else(PoisonError::into_inner).get(&key).cloned()
+        self.parts.read().unwrap_or_else(PoisonError::into_inner).get(topic)?.get(&index).cloned()
     }
 
     pub fn set_topics(&self, names: HashSet<String>) {

@@ -24,7 +24,6 @@ use crate::protocol::{Chunk, ProtocolError, Reader, Records};
 
 pub const MIN_VERSION: i16 = 3;
 pub const MAX_VERSION: i16 = 11;
-const FLEXIBLE_MIN: i16 = 9;
 
 /// An acks=-1 produce waiting for the HW.
 pub struct PendingProduce {
@@ -60,7 +59,7 @@ impl PendingProduce {
             r.error_code = code::REQUEST_TIMED_OUT;
             r.error_message = Some(format!("HW of {} did not reach {offset} within {timeout_ms} ms", part.name()));
         }
-        frame_response(&self.response, self.version, self.correlation_id, self.version >= FLEXIBLE_MIN).map(Some)
+        frame_response(&self.response, self.version, self.correlation_id).map(Some)
     }
 }
 
@@ -110,21 +109,22 @@ pub fn handle(
                 reject(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker yet".into())
             } else if let Some(part) = part.filter(|p| !p.is_removed()) {
                 let st = part.state();
-                if st.leader != part.node_id {
+                let (is_leader, leader_epoch) = (st.leader == part.node_id, st.leader_epoch);
+                let short_isr = (acks == -1 && i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas)
+                    .then(|| format!("ISR of {name}-{idx} is {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas));
+                drop(st);
+                if !is_leader {
                     reject(code::NOT_LEADER_OR_FOLLOWER, format!("broker {} is not the leader of {name}-{idx}", part.node_id))
                 } else if pdata.records.as_ref().is_none_or(Records::is_empty) {
                     reject(code::INVALID_RECORD, format!("produce to {name}-{idx} carries no record batches"))
-                } else if acks == -1 && i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas {
-                    reject(
-                        code::NOT_ENOUGH_REPLICAS,
-                        format!("ISR of {name}-{idx} is {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas),
-                    )
+                } else if let Some(msg) = short_isr {
+                    reject(code::NOT_ENOUGH_REPLICAS, msg)
                 } else {
                     let records = match pdata.records {
                         Some(Records::Bytes(b)) => b.to_vec(),
                         _ => Vec::new(),
                     };
-                    match part.log.append_as_leader(records, st.leader_epoch, now_ms) {
+                    match part.log.append_as_leader(records, leader_epoch, now_ms) {
                         Ok(res) => {
                             part.maybe_increment_hw();
                             if acks == -1 {

@@ -70,8 +70,9 @@ pub fn decode_header(r: &mut Reader, flexible: bool) -> Result<Header, ProtocolE
     Ok(Header { api_key: h.request_api_key, api_version: h.request_api_version, correlation_id: h.correlation_id, client_id: h.client_id })
 }
 
-/// The response frame: size, header (v1 when `flexible`), then the body `M` at `version`.
-pub fn frame_response<M: Message>(body: &M, version: i16, correlation_id: i32, flexible: bool) -> Result<Vec<Chunk>, ProtocolError> {
+/// The response frame: size, header (v1 when `version` of `M` is flexible), then the body.
+pub fn frame_response<M: Message>(body: &M, version: i16, correlation_id: i32) -> Result<Vec<Chunk>, ProtocolError> {
+    let flexible = M::FLEXIBLE_MIN >= 0 && version >= M::FLEXIBLE_MIN;
     let mut w = Writer::new();
     body.encode_versioned(&mut w, version)?;
     let body_len = w.len();

@@ -41,15 +41,7 @@ impl AddOffsetsToTxnRequest {
         this.producer_epoch = r.i16("AddOffsetsToTxnRequest.ProducerEpoch")?;
         this.group_id = r.string_opt("AddOffsetsToTxnRequest.GroupId", (version >= 3), false)?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("AddOffsetsToTxnRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddOffsetsToTxnRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddOffsetsToTxnRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -33,15 +33,7 @@ impl AddOffsetsToTxnResponse {
         this.throttle_time_ms = r.i32("AddOffsetsToTxnResponse.ThrottleTimeMs")?;
         this.error_code = r.i16("AddOffsetsToTxnResponse.ErrorCode")?;
         if (version >= 3) {
-            let count = r.uvarint("AddOffsetsToTxnResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddOffsetsToTxnResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddOffsetsToTxnResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

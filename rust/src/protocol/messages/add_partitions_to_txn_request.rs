@@ -40,17 +40,7 @@ impl AddPartitionsToTxnRequest {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         if version >= 4 {
-            {
-                let n = r.array_len("AddPartitionsToTxnRequest.Transactions", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(AddPartitionsToTxnTransaction::decode(r, version)?);
-                    }
-                    this.transactions = items;
-                }
-            }
+            this.transactions = r.array("AddPartitionsToTxnRequest.Transactions", (version >= 3), false, |r| AddPartitionsToTxnTransaction::decode(r, version))?.unwrap_or_default();
         }
         if version <= 3 {
             this.v3_and_below_transactional_id = r.string_opt("AddPartitionsToTxnRequest.V3AndBelowTransactionalId", (version >= 3), false)?.unwrap_or_default();
@@ -62,28 +52,10 @@ impl AddPartitionsToTxnRequest {
             this.v3_and_below_producer_epoch = r.i16("AddPartitionsToTxnRequest.V3AndBelowProducerEpoch")?;
         }
         if version <= 3 {
-            {
-                let n = r.array_len("AddPartitionsToTxnRequest.V3AndBelowTopics", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(AddPartitionsToTxnTopic::decode(r, version)?);
-                    }
-                    this.v3_and_below_topics = items;
-                }
-            }
+            this.v3_and_below_topics = r.array("AddPartitionsToTxnRequest.V3AndBelowTopics", (version >= 3), false, |r| AddPartitionsToTxnTopic::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -106,13 +78,7 @@ impl AddPartitionsToTxnRequest {
             return Err(ProtocolError::absent_field("AddPartitionsToTxnRequest.V3AndBelowTopics", version));
         }
         if version >= 4 {
-            {
-                let items = Some(&self.transactions);
-                w.array_len("AddPartitionsToTxnRequest.Transactions", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("AddPartitionsToTxnRequest.Transactions", Some(&self.transactions[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if version <= 3 {
             w.string_opt("AddPartitionsToTxnRequest.V3AndBelowTransactionalId", Some(&self.v3_and_below_transactional_id), (version >= 3), false, version)?;
@@ -124,13 +90,7 @@ impl AddPartitionsToTxnRequest {
             w.i16(self.v3_and_below_producer_epoch);
         }
         if version <= 3 {
-            {
-                let items = Some(&self.v3_and_below_topics);
-                w.array_len("AddPartitionsToTxnRequest.V3AndBelowTopics", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("AddPartitionsToTxnRequest.V3AndBelowTopics", Some(&self.v3_and_below_topics[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -186,28 +146,10 @@ impl AddPartitionsToTxnTransaction {
             this.verify_only = r.bool("AddPartitionsToTxnTransaction.VerifyOnly")?;
         }
         if version >= 4 {
-            {
-                let n = r.array_len("AddPartitionsToTxnTransaction.Topics", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(AddPartitionsToTxnTopic::decode(r, version)?);
-                    }
-                    this.topics = items;
-                }
-            }
+            this.topics = r.array("AddPartitionsToTxnTransaction.Topics", (version >= 3), false, |r| AddPartitionsToTxnTopic::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnTransaction.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnTransaction.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnTransaction.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -242,13 +184,7 @@ impl AddPartitionsToTxnTransaction {
             w.bool(self.verify_only);
         }
         if version >= 4 {
-            {
-                let items = Some(&self.topics);
-                w.array_len("AddPartitionsToTxnTransaction.Topics", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("AddPartitionsToTxnTransaction.Topics", Some(&self.topics[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -283,27 +219,9 @@ impl AddPartitionsToTxnTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("AddPartitionsToTxnTopic.Name", (version >= 3), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("AddPartitionsToTxnTopic.Partitions", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("AddPartitionsToTxnTopic.Partitions")?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("AddPartitionsToTxnTopic.Partitions", (version >= 3), false, |r| r.i32("AddPartitionsToTxnTopic.Partitions"))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -311,13 +229,7 @@ impl AddPartitionsToTxnTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("AddPartitionsToTxnTopic.Name", Some(&self.name), (version >= 3), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("AddPartitionsToTxnTopic.Partitions", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("AddPartitionsToTxnTopic.Partitions", Some(&self.partitions[..]), (version >= 3), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

@@ -41,41 +41,13 @@ impl AddPartitionsToTxnResponse {
             this.error_code = r.i16("AddPartitionsToTxnResponse.ErrorCode")?;
         }
         if version >= 4 {
-            {
-                let n = r.array_len("AddPartitionsToTxnResponse.ResultsByTransaction", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(AddPartitionsToTxnResult::decode(r, version)?);
-                    }
-                    this.results_by_transaction = items;
-                }
-            }
+            this.results_by_transaction = r.array("AddPartitionsToTxnResponse.ResultsByTransaction", (version >= 3), false, |r| AddPartitionsToTxnResult::decode(r, version))?.unwrap_or_default();
         }
         if version <= 3 {
-            {
-                let n = r.array_len("AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(AddPartitionsToTxnTopicResult::decode(r, version)?);
-                    }
-                    this.results_by_topic_v3_and_below = items;
-                }
-            }
+            this.results_by_topic_v3_and_below = r.array("AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow", (version >= 3), false, |r| AddPartitionsToTxnTopicResult::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -93,22 +65,10 @@ impl AddPartitionsToTxnResponse {
             w.i16(self.error_code);
         }
         if version >= 4 {
-            {
-                let items = Some(&self.results_by_transaction);
-                w.array_len("AddPartitionsToTxnResponse.ResultsByTransaction", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("AddPartitionsToTxnResponse.ResultsByTransaction", Some(&self.results_by_transaction[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if version <= 3 {
-            {
-                let items = Some(&self.results_by_topic_v3_and_below);
-                w.array_len("AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow", Some(&self.results_by_topic_v3_and_below[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -146,28 +106,10 @@ impl AddPartitionsToTxnResult {
             this.transactional_id = r.string_opt("AddPartitionsToTxnResult.TransactionalId", (version >= 3), false)?.unwrap_or_default();
         }
         if version >= 4 {
-            {
-                let n = r.array_len("AddPartitionsToTxnResult.TopicResults", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(AddPartitionsToTxnTopicResult::decode(r, version)?);
-                    }
-                    this.topic_results = items;
-                }
-            }
+            this.topic_results = r.array("AddPartitionsToTxnResult.TopicResults", (version >= 3), false, |r| AddPartitionsToTxnTopicResult::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -184,13 +126,7 @@ impl AddPartitionsToTxnResult {
             w.string_opt("AddPartitionsToTxnResult.TransactionalId", Some(&self.transactional_id), (version >= 3), false, version)?;
         }
         if version >= 4 {
-            {
-                let items = Some(&self.topic_results);
-                w.array_len("AddPartitionsToTxnResult.TopicResults", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("AddPartitionsToTxnResult.TopicResults", Some(&self.topic_results[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -225,27 +161,9 @@ impl AddPartitionsToTxnTopicResult {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("AddPartitionsToTxnTopicResult.Name", (version >= 3), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("AddPartitionsToTxnTopicResult.ResultsByPartition", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnPartitionResult::decode(r, version)?);
-                }
-                this.results_by_partition = items;
-            }
-        }
+        this.results_by_partition = r.array("AddPartitionsToTxnTopicResult.ResultsByPartition", (version >= 3), false, |r| AddPartitionsToTxnPartitionResult::decode(r, version))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnTopicResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnTopicResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -253,13 +171,7 @@ impl AddPartitionsToTxnTopicResult {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("AddPartitionsToTxnTopicResult.Name", Some(&self.name), (version >= 3), false, version)?;
-        {
-            let items = Some(&self.results_by_partition);
-            w.array_len("AddPartitionsToTxnTopicResult.ResultsByPartition", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("AddPartitionsToTxnTopicResult.ResultsByPartition", Some(&self.results_by_partition[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -295,15 +207,7 @@ impl AddPartitionsToTxnPartitionResult {
         this.partition_index = r.i32("AddPartitionsToTxnPartitionResult.PartitionIndex")?;
         this.partition_error_code = r.i16("AddPartitionsToTxnPartitionResult.PartitionErrorCode")?;
         if (version >= 3) {
-            let count = r.uvarint("AddPartitionsToTxnPartitionResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AddPartitionsToTxnPartitionResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AddPartitionsToTxnPartitionResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -30,41 +30,17 @@ impl AlterConfigsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("AlterConfigsRequest.Resources", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AlterConfigsResource::decode(r, version)?);
-                }
-                this.resources = items;
-            }
-        }
+        this.resources = r.array("AlterConfigsRequest.Resources", (version >= 2), false, |r| AlterConfigsResource::decode(r, version))?.unwrap_or_default();
         this.validate_only = r.bool("AlterConfigsRequest.ValidateOnly")?;
         if (version >= 2) {
-            let count = r.uvarint("AlterConfigsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterConfigsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterConfigsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.resources);
-            w.array_len("AlterConfigsRequest.Resources", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("AlterConfigsRequest.Resources", Some(&self.resources[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         w.bool(self.validate_only);
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -103,27 +79,9 @@ impl AlterConfigsResource {
         let mut this = Self::default();
         this.resource_type = r.i8("AlterConfigsResource.ResourceType")?;
         this.resource_name = r.string_opt("AlterConfigsResource.ResourceName", (version >= 2), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("AlterConfigsResource.Configs", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AlterableConfig::decode(r, version)?);
-                }
-                this.configs = items;
-            }
-        }
+        this.configs = r.array("AlterConfigsResource.Configs", (version >= 2), false, |r| AlterableConfig::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("AlterConfigsResource.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterConfigsResource.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterConfigsResource.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -132,13 +90,7 @@ impl AlterConfigsResource {
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i8(self.resource_type);
         w.string_opt("AlterConfigsResource.ResourceName", Some(&self.resource_name), (version >= 2), false, version)?;
-        {
-            let items = Some(&self.configs);
-            w.array_len("AlterConfigsResource.Configs", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("AlterConfigsResource.Configs", Some(&self.configs[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -174,15 +126,7 @@ impl AlterableConfig {
         this.name = r.string_opt("AlterableConfig.Name", (version >= 2), false)?.unwrap_or_default();
         this.value = r.string_opt("AlterableConfig.Value", (version >= 2), (true))?;
         if (version >= 2) {
-            let count = r.uvarint("AlterableConfig.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterableConfig.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterableConfig.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

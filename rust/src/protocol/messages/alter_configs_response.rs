@@ -31,27 +31,9 @@ impl AlterConfigsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("AlterConfigsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("AlterConfigsResponse.Responses", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AlterConfigsResourceResponse::decode(r, version)?);
-                }
-                this.responses = items;
-            }
-        }
+        this.responses = r.array("AlterConfigsResponse.Responses", (version >= 2), false, |r| AlterConfigsResourceResponse::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("AlterConfigsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterConfigsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterConfigsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl AlterConfigsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.responses);
-            w.array_len("AlterConfigsResponse.Responses", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("AlterConfigsResponse.Responses", Some(&self.responses[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -109,15 +85,7 @@ impl AlterConfigsResourceResponse {
         this.resource_type = r.i8("AlterConfigsResourceResponse.ResourceType")?;
         this.resource_name = r.string_opt("AlterConfigsResourceResponse.ResourceName", (version >= 2), false)?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("AlterConfigsResourceResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterConfigsResourceResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterConfigsResourceResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

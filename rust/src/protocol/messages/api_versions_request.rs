@@ -37,15 +37,7 @@ impl ApiVersionsRequest {
             this.client_software_version = r.string_opt("ApiVersionsRequest.ClientSoftwareVersion", (version >= 3), false)?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("ApiVersionsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ApiVersionsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ApiVersionsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

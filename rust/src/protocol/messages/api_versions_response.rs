@@ -46,70 +46,34 @@ impl ApiVersionsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.error_code = r.i16("ApiVersionsResponse.ErrorCode")?;
-        {
-            let n = r.array_len("ApiVersionsResponse.ApiKeys", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ApiVersion::decode(r, version)?);
-                }
-                this.api_keys = items;
-            }
-        }
+        this.api_keys = r.array("ApiVersionsResponse.ApiKeys", (version >= 3), false, |r| ApiVersion::decode(r, version))?.unwrap_or_default();
         if version >= 1 {
             this.throttle_time_ms = r.i32("ApiVersionsResponse.ThrottleTimeMs")?;
         }
         if (version >= 3) {
-            let count = r.uvarint("ApiVersionsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ApiVersionsResponse.<tagged fields>")?;
-                match tag {
-                    0 if version >= 3 => {
-                        let r = &mut t;
-                        {
-                            let n = r.array_len("ApiVersionsResponse.SupportedFeatures", (version >= 3), false)?;
-                            {
-                                #[allow(clippy::cast_sign_loss)]
-                                let mut items = Vec::with_capacity(n as usize);
-                                for _ in 0..n {
-                                    items.push(SupportedFeatureKey::decode(r, version)?);
-                                }
-                                this.supported_features = items;
-                            }
-                        }
-                        r.finish_tag("ApiVersionsResponse.SupportedFeatures")?;
-                    }
-                    1 if version >= 3 => {
-                        let r = &mut t;
-                        this.finalized_features_epoch = r.i64("ApiVersionsResponse.FinalizedFeaturesEpoch")?;
-                        r.finish_tag("ApiVersionsResponse.FinalizedFeaturesEpoch")?;
-                    }
-                    2 if version >= 3 => {
-                        let r = &mut t;
-                        {
-                            let n = r.array_len("ApiVersionsResponse.FinalizedFeatures", (version >= 3), false)?;
-                            {
-                                #[allow(clippy::cast_sign_loss)]
-                                let mut items = Vec::with_capacity(n as usize);
-                                for _ in 0..n {
-                                    items.push(FinalizedFeatureKey::decode(r, version)?);
-                                }
-                                this.finalized_features = items;
-                            }
-                        }
-                        r.finish_tag("ApiVersionsResponse.FinalizedFeatures")?;
-                    }
-                    3 if version >= 3 => {
-                        let r = &mut t;
-                        this.zk_migration_ready = r.bool("ApiVersionsResponse.ZkMigrationReady")?;
-                        r.finish_tag("ApiVersionsResponse.ZkMigrationReady")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("ApiVersionsResponse.<tagged fields>", |tag, r| match tag {
+                0 if version >= 3 => {
+                    this.supported_features = r.array("ApiVersionsResponse.SupportedFeatures", (version >= 3), false, |r| SupportedFeatureKey::decode(r, version))?.unwrap_or_default();
+                    r.finish_tag("ApiVersionsResponse.SupportedFeatures")?;
+                    Ok(true)
                 }
-            }
+                1 if version >= 3 => {
+                    this.finalized_features_epoch = r.i64("ApiVersionsResponse.FinalizedFeaturesEpoch")?;
+                    r.finish_tag("ApiVersionsResponse.FinalizedFeaturesEpoch")?;
+                    Ok(true)
+                }
+                2 if version >= 3 => {
+                    this.finalized_features = r.array("ApiVersionsResponse.FinalizedFeatures", (version >= 3), false, |r| FinalizedFeatureKey::decode(r, version))?.unwrap_or_default();
+                    r.finish_tag("ApiVersionsResponse.FinalizedFeatures")?;
+                    Ok(true)
+                }
+                3 if version >= 3 => {
+                    this.zk_migration_ready = r.bool("ApiVersionsResponse.ZkMigrationReady")?;
+                    r.finish_tag("ApiVersionsResponse.ZkMigrationReady")?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -117,13 +81,7 @@ impl ApiVersionsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i16(self.error_code);
-        {
-            let items = Some(&self.api_keys);
-            w.array_len("ApiVersionsResponse.ApiKeys", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ApiVersionsResponse.ApiKeys", Some(&self.api_keys[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if version >= 1 {
             w.i32(self.throttle_time_ms);
         }
@@ -131,13 +89,7 @@ impl ApiVersionsResponse {
             let mut known: Vec<(u32, Vec<u8>)> = Vec::new();
             if (version >= 3) && !self.supported_features.is_empty() {
                 let mut t = Writer::new();
-                {
-                    let items = Some(&self.supported_features);
-                    (&mut t).array_len("ApiVersionsResponse.SupportedFeatures", items.map(Vec::len), (version >= 3), false, version)?;
-                    for item in items.into_iter().flatten() {
-                        item.encode((&mut t), version)?;
-                    }
-                }
+                (&mut t).array("ApiVersionsResponse.SupportedFeatures", Some(&self.supported_features[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
                 known.push((0, t.into_tag_payload("ApiVersionsResponse.SupportedFeatures")?));
             }
             if (version >= 3) && self.finalized_features_epoch != -1 {
@@ -147,13 +99,7 @@ impl ApiVersionsResponse {
             }
             if (version >= 3) && !self.finalized_features.is_empty() {
                 let mut t = Writer::new();
-                {
-                    let items = Some(&self.finalized_features);
-                    (&mut t).array_len("ApiVersionsResponse.FinalizedFeatures", items.map(Vec::len), (version >= 3), false, version)?;
-                    for item in items.into_iter().flatten() {
-                        item.encode((&mut t), version)?;
-                    }
-                }
+                (&mut t).array("ApiVersionsResponse.FinalizedFeatures", Some(&self.finalized_features[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
                 known.push((2, t.into_tag_payload("ApiVersionsResponse.FinalizedFeatures")?));
             }
             if (version >= 3) && self.zk_migration_ready != false {
@@ -199,15 +145,7 @@ impl ApiVersion {
         this.min_version = r.i16("ApiVersion.MinVersion")?;
         this.max_version = r.i16("ApiVersion.MaxVersion")?;
         if (version >= 3) {
-            let count = r.uvarint("ApiVersion.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ApiVersion.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ApiVersion.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -262,15 +200,7 @@ impl SupportedFeatureKey {
             this.max_version = r.i16("SupportedFeatureKey.MaxVersion")?;
         }
         if (version >= 3) {
-            let count = r.uvarint("SupportedFeatureKey.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SupportedFeatureKey.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SupportedFeatureKey.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -340,15 +270,7 @@ impl FinalizedFeatureKey {
             this.min_version_level = r.i16("FinalizedFeatureKey.MinVersionLevel")?;
         }
         if (version >= 3) {
-            let count = r.uvarint("FinalizedFeatureKey.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FinalizedFeatureKey.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("FinalizedFeatureKey.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

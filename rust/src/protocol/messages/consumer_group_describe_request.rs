@@ -30,41 +30,17 @@ impl ConsumerGroupDescribeRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("ConsumerGroupDescribeRequest.GroupIds", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("ConsumerGroupDescribeRequest.GroupIds", (true), false)?.unwrap_or_default());
-                }
-                this.group_ids = items;
-            }
-        }
+        this.group_ids = r.array("ConsumerGroupDescribeRequest.GroupIds", (true), false, |r| r.string_opt("ConsumerGroupDescribeRequest.GroupIds", (true), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         this.include_authorized_operations = r.bool("ConsumerGroupDescribeRequest.IncludeAuthorizedOperations")?;
         if (true) {
-            let count = r.uvarint("ConsumerGroupDescribeRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ConsumerGroupDescribeRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ConsumerGroupDescribeRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.group_ids);
-            w.array_len("ConsumerGroupDescribeRequest.GroupIds", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("ConsumerGroupDescribeRequest.GroupIds", Some(item), (true), false, version)?;
-            }
-        }
+        w.array("ConsumerGroupDescribeRequest.GroupIds", Some(&self.group_ids[..]), (true), false, version, |w, item| w.string_opt("ConsumerGroupDescribeRequest.GroupIds", Some(item), (true), false, version))?;
         w.bool(self.include_authorized_operations);
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);

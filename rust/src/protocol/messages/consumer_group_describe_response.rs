@@ -31,27 +31,9 @@ impl ConsumerGroupDescribeResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("ConsumerGroupDescribeResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("ConsumerGroupDescribeResponse.Groups", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribedGroup::decode(r, version)?);
-                }
-                this.groups = items;
-            }
-        }
+        this.groups = r.array("ConsumerGroupDescribeResponse.Groups", (true), false, |r| DescribedGroup::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("ConsumerGroupDescribeResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ConsumerGroupDescribeResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ConsumerGroupDescribeResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl ConsumerGroupDescribeResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.groups);
-            w.array_len("ConsumerGroupDescribeResponse.Groups", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ConsumerGroupDescribeResponse.Groups", Some(&self.groups[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -126,28 +102,10 @@ impl DescribedGroup {
         this.group_epoch = r.i32("DescribedGroup.GroupEpoch")?;
         this.assignment_epoch = r.i32("DescribedGroup.AssignmentEpoch")?;
         this.assignor_name = r.string_opt("DescribedGroup.AssignorName", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("DescribedGroup.Members", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(Member::decode(r, version)?);
-                }
-                this.members = items;
-            }
-        }
+        this.members = r.array("DescribedGroup.Members", (true), false, |r| Member::decode(r, version))?.unwrap_or_default();
         this.authorized_operations = r.i32("DescribedGroup.AuthorizedOperations")?;
         if (true) {
-            let count = r.uvarint("DescribedGroup.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribedGroup.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribedGroup.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -161,13 +119,7 @@ impl DescribedGroup {
         w.i32(self.group_epoch);
         w.i32(self.assignment_epoch);
         w.string_opt("DescribedGroup.AssignorName", Some(&self.assignor_name), (true), false, version)?;
-        {
-            let items = Some(&self.members);
-            w.array_len("DescribedGroup.Members", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribedGroup.Members", Some(&self.members[..]), (true), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.authorized_operations);
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -234,17 +186,7 @@ impl Member {
         this.member_epoch = r.i32("Member.MemberEpoch")?;
         this.client_id = r.string_opt("Member.ClientId", (true), false)?.unwrap_or_default();
         this.client_host = r.string_opt("Member.ClientHost", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("Member.SubscribedTopicNames", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("Member.SubscribedTopicNames", (true), false)?.unwrap_or_default());
-                }
-                this.subscribed_topic_names = items;
-            }
-        }
+        this.subscribed_topic_names = r.array("Member.SubscribedTopicNames", (true), false, |r| r.string_opt("Member.SubscribedTopicNames", (true), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         this.subscribed_topic_regex = r.string_opt("Member.SubscribedTopicRegex", (true), (true))?;
         this.assignment = Assignment::decode(r, version)?;
         this.target_assignment = Assignment::decode(r, version)?;
@@ -252,15 +194,7 @@ impl Member {
             this.member_type = r.i8("Member.MemberType")?;
         }
         if (true) {
-            let count = r.uvarint("Member.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("Member.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("Member.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -273,13 +207,7 @@ impl Member {
         w.i32(self.member_epoch);
         w.string_opt("Member.ClientId", Some(&self.client_id), (true), false, version)?;
         w.string_opt("Member.ClientHost", Some(&self.client_host), (true), false, version)?;
-        {
-            let items = Some(&self.subscribed_topic_names);
-            w.array_len("Member.SubscribedTopicNames", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("Member.SubscribedTopicNames", Some(item), (true), false, version)?;
-            }
-        }
+        w.array("Member.SubscribedTopicNames", Some(&self.subscribed_topic_names[..]), (true), false, version, |w, item| w.string_opt("Member.SubscribedTopicNames", Some(item), (true), false, version))?;
         w.string_opt("Member.SubscribedTopicRegex", self.subscribed_topic_regex.as_ref(), (true), (true), version)?;
         self.assignment.encode(w, version)?;
         self.target_assignment.encode(w, version)?;
@@ -323,27 +251,9 @@ impl TopicPartitions {
         let mut this = Self::default();
         this.topic_id = r.uuid("TopicPartitions.TopicId")?;
         this.topic_name = r.string_opt("TopicPartitions.TopicName", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("TopicPartitions.Partitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("TopicPartitions.Partitions")?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("TopicPartitions.Partitions", (true), false, |r| r.i32("TopicPartitions.Partitions"))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("TopicPartitions.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicPartitions.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicPartitions.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -352,13 +262,7 @@ impl TopicPartitions {
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.uuid(self.topic_id);
         w.string_opt("TopicPartitions.TopicName", Some(&self.topic_name), (true), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("TopicPartitions.Partitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("TopicPartitions.Partitions", Some(&self.partitions[..]), (true), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -388,40 +292,16 @@ impl Assignment {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("Assignment.TopicPartitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicPartitions::decode(r, version)?);
-                }
-                this.topic_partitions = items;
-            }
-        }
+        this.topic_partitions = r.array("Assignment.TopicPartitions", (true), false, |r| TopicPartitions::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("Assignment.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("Assignment.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("Assignment.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.topic_partitions);
-            w.array_len("Assignment.TopicPartitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("Assignment.TopicPartitions", Some(&self.topic_partitions[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

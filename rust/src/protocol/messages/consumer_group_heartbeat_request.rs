@@ -60,42 +60,14 @@ impl ConsumerGroupHeartbeatRequest {
         this.instance_id = r.string_opt("ConsumerGroupHeartbeatRequest.InstanceId", (true), (true))?;
         this.rack_id = r.string_opt("ConsumerGroupHeartbeatRequest.RackId", (true), (true))?;
         this.rebalance_timeout_ms = r.i32("ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs")?;
-        {
-            let n = r.array_len("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", (true), (true))?;
-            if n < 0 { this.subscribed_topic_names = None; } else {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", (true), false)?.unwrap_or_default());
-                }
-                this.subscribed_topic_names = Some(items);
-            }
-        }
+        this.subscribed_topic_names = r.array("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", (true), (true), |r| r.string_opt("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", (true), false).map(Option::unwrap_or_default))?;
         if version >= 1 {
             this.subscribed_topic_regex = r.string_opt("ConsumerGroupHeartbeatRequest.SubscribedTopicRegex", (true), (version >= 1))?;
         }
         this.server_assignor = r.string_opt("ConsumerGroupHeartbeatRequest.ServerAssignor", (true), (true))?;
-        {
-            let n = r.array_len("ConsumerGroupHeartbeatRequest.TopicPartitions", (true), (true))?;
-            if n < 0 { this.topic_partitions = None; } else {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicPartitions::decode(r, version)?);
-                }
-                this.topic_partitions = Some(items);
-            }
-        }
+        this.topic_partitions = r.array("ConsumerGroupHeartbeatRequest.TopicPartitions", (true), (true), |r| TopicPartitions::decode(r, version))?;
         if (true) {
-            let count = r.uvarint("ConsumerGroupHeartbeatRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ConsumerGroupHeartbeatRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ConsumerGroupHeartbeatRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -111,24 +83,12 @@ impl ConsumerGroupHeartbeatRequest {
         w.string_opt("ConsumerGroupHeartbeatRequest.InstanceId", self.instance_id.as_ref(), (true), (true), version)?;
         w.string_opt("ConsumerGroupHeartbeatRequest.RackId", self.rack_id.as_ref(), (true), (true), version)?;
         w.i32(self.rebalance_timeout_ms);
-        {
-            let items = self.subscribed_topic_names.as_ref();
-            w.array_len("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", items.map(Vec::len), (true), (true), version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", Some(item), (true), false, version)?;
-            }
-        }
+        w.array("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", self.subscribed_topic_names.as_deref(), (true), (true), version, |w, item| w.string_opt("ConsumerGroupHeartbeatRequest.SubscribedTopicNames", Some(item), (true), false, version))?;
         if version >= 1 {
             w.string_opt("ConsumerGroupHeartbeatRequest.SubscribedTopicRegex", self.subscribed_topic_regex.as_ref(), (true), (version >= 1), version)?;
         }
         w.string_opt("ConsumerGroupHeartbeatRequest.ServerAssignor", self.server_assignor.as_ref(), (true), (true), version)?;
-        {
-            let items = self.topic_partitions.as_ref();
-            w.array_len("ConsumerGroupHeartbeatRequest.TopicPartitions", items.map(Vec::len), (true), (true), version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ConsumerGroupHeartbeatRequest.TopicPartitions", self.topic_partitions.as_deref(), (true), (true), version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -162,27 +122,9 @@ impl TopicPartitions {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.topic_id = r.uuid("TopicPartitions.TopicId")?;
-        {
-            let n = r.array_len("TopicPartitions.Partitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("TopicPartitions.Partitions")?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("TopicPartitions.Partitions", (true), false, |r| r.i32("TopicPartitions.Partitions"))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("TopicPartitions.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicPartitions.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicPartitions.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -190,13 +132,7 @@ impl TopicPartitions {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.uuid(self.topic_id);
-        {
-            let items = Some(&self.partitions);
-            w.array_len("TopicPartitions.Partitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("TopicPartitions.Partitions", Some(&self.partitions[..]), (true), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

@@ -53,15 +53,7 @@ impl ConsumerGroupHeartbeatResponse {
         this.heartbeat_interval_ms = r.i32("ConsumerGroupHeartbeatResponse.HeartbeatIntervalMs")?;
         this.assignment = if (true) && r.i8("ConsumerGroupHeartbeatResponse.Assignment")? < 0 { None } else { Some(Assignment::decode(r, version)?) };
         if (true) {
-            let count = r.uvarint("ConsumerGroupHeartbeatResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ConsumerGroupHeartbeatResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ConsumerGroupHeartbeatResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -111,40 +103,16 @@ impl Assignment {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("Assignment.TopicPartitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicPartitions::decode(r, version)?);
-                }
-                this.topic_partitions = items;
-            }
-        }
+        this.topic_partitions = r.array("Assignment.TopicPartitions", (true), false, |r| TopicPartitions::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("Assignment.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("Assignment.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("Assignment.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.topic_partitions);
-            w.array_len("Assignment.TopicPartitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("Assignment.TopicPartitions", Some(&self.topic_partitions[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -178,27 +146,9 @@ impl TopicPartitions {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.topic_id = r.uuid("TopicPartitions.TopicId")?;
-        {
-            let n = r.array_len("TopicPartitions.Partitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("TopicPartitions.Partitions")?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("TopicPartitions.Partitions", (true), false, |r| r.i32("TopicPartitions.Partitions"))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("TopicPartitions.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicPartitions.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicPartitions.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -206,13 +156,7 @@ impl TopicPartitions {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.uuid(self.topic_id);
-        {
-            let items = Some(&self.partitions);
-            w.array_len("TopicPartitions.Partitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("TopicPartitions.Partitions", Some(&self.partitions[..]), (true), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

@@ -33,42 +33,18 @@ impl CreatePartitionsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("CreatePartitionsRequest.Topics", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatePartitionsTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("CreatePartitionsRequest.Topics", (version >= 2), false, |r| CreatePartitionsTopic::decode(r, version))?.unwrap_or_default();
         this.timeout_ms = r.i32("CreatePartitionsRequest.TimeoutMs")?;
         this.validate_only = r.bool("CreatePartitionsRequest.ValidateOnly")?;
         if (version >= 2) {
-            let count = r.uvarint("CreatePartitionsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatePartitionsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatePartitionsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.topics);
-            w.array_len("CreatePartitionsRequest.Topics", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("CreatePartitionsRequest.Topics", Some(&self.topics[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.timeout_ms);
         w.bool(self.validate_only);
         if (version >= 2) {
@@ -108,27 +84,9 @@ impl CreatePartitionsTopic {
         let mut this = Self::default();
         this.name = r.string_opt("CreatePartitionsTopic.Name", (version >= 2), false)?.unwrap_or_default();
         this.count = r.i32("CreatePartitionsTopic.Count")?;
-        {
-            let n = r.array_len("CreatePartitionsTopic.Assignments", (version >= 2), (true))?;
-            if n < 0 { this.assignments = None; } else {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatePartitionsAssignment::decode(r, version)?);
-                }
-                this.assignments = Some(items);
-            }
-        }
+        this.assignments = r.array("CreatePartitionsTopic.Assignments", (version >= 2), (true), |r| CreatePartitionsAssignment::decode(r, version))?;
         if (version >= 2) {
-            let count = r.uvarint("CreatePartitionsTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatePartitionsTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatePartitionsTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -137,13 +95,7 @@ impl CreatePartitionsTopic {
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("CreatePartitionsTopic.Name", Some(&self.name), (version >= 2), false, version)?;
         w.i32(self.count);
-        {
-            let items = self.assignments.as_ref();
-            w.array_len("CreatePartitionsTopic.Assignments", items.map(Vec::len), (version >= 2), (true), version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("CreatePartitionsTopic.Assignments", self.assignments.as_deref(), (version >= 2), (true), version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -173,40 +125,16 @@ impl CreatePartitionsAssignment {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("CreatePartitionsAssignment.BrokerIds", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("CreatePartitionsAssignment.BrokerIds")?);
-                }
-                this.broker_ids = items;
-            }
-        }
+        this.broker_ids = r.array("CreatePartitionsAssignment.BrokerIds", (version >= 2), false, |r| r.i32("CreatePartitionsAssignment.BrokerIds"))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("CreatePartitionsAssignment.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatePartitionsAssignment.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatePartitionsAssignment.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.broker_ids);
-            w.array_len("CreatePartitionsAssignment.BrokerIds", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("CreatePartitionsAssignment.BrokerIds", Some(&self.broker_ids[..]), (version >= 2), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

@@ -31,27 +31,9 @@ impl CreatePartitionsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("CreatePartitionsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("CreatePartitionsResponse.Results", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatePartitionsTopicResult::decode(r, version)?);
-                }
-                this.results = items;
-            }
-        }
+        this.results = r.array("CreatePartitionsResponse.Results", (version >= 2), false, |r| CreatePartitionsTopicResult::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("CreatePartitionsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatePartitionsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatePartitionsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl CreatePartitionsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.results);
-            w.array_len("CreatePartitionsResponse.Results", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("CreatePartitionsResponse.Results", Some(&self.results[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -105,15 +81,7 @@ impl CreatePartitionsTopicResult {
         this.error_code = r.i16("CreatePartitionsTopicResult.ErrorCode")?;
         this.error_message = r.string_opt("CreatePartitionsTopicResult.ErrorMessage", (version >= 2), (true))?;
         if (version >= 2) {
-            let count = r.uvarint("CreatePartitionsTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatePartitionsTopicResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatePartitionsTopicResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -33,42 +33,18 @@ impl CreateTopicsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("CreateTopicsRequest.Topics", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatableTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("CreateTopicsRequest.Topics", (version >= 5), false, |r| CreatableTopic::decode(r, version))?.unwrap_or_default();
         this.timeout_ms = r.i32("CreateTopicsRequest.timeoutMs")?;
         this.validate_only = r.bool("CreateTopicsRequest.validateOnly")?;
         if (version >= 5) {
-            let count = r.uvarint("CreateTopicsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreateTopicsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreateTopicsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.topics);
-            w.array_len("CreateTopicsRequest.Topics", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("CreateTopicsRequest.Topics", Some(&self.topics[..]), (version >= 5), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.timeout_ms);
         w.bool(self.validate_only);
         if (version >= 5) {
@@ -115,38 +91,10 @@ impl CreatableTopic {
         this.name = r.string_opt("CreatableTopic.Name", (version >= 5), false)?.unwrap_or_default();
         this.num_partitions = r.i32("CreatableTopic.NumPartitions")?;
         this.replication_factor = r.i16("CreatableTopic.ReplicationFactor")?;
-        {
-            let n = r.array_len("CreatableTopic.Assignments", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatableReplicaAssignment::decode(r, version)?);
-                }
-                this.assignments = items;
-            }
-        }
-        {
-            let n = r.array_len("CreatableTopic.Configs", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatableTopicConfig::decode(r, version)?);
-                }
-                this.configs = items;
-            }
-        }
+        this.assignments = r.array("CreatableTopic.Assignments", (version >= 5), false, |r| CreatableReplicaAssignment::decode(r, version))?.unwrap_or_default();
+        this.configs = r.array("CreatableTopic.Configs", (version >= 5), false, |r| CreatableTopicConfig::decode(r, version))?.unwrap_or_default();
         if (version >= 5) {
-            let count = r.uvarint("CreatableTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatableTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatableTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -156,20 +104,8 @@ impl CreatableTopic {
         w.string_opt("CreatableTopic.Name", Some(&self.name), (version >= 5), false, version)?;
         w.i32(self.num_partitions);
         w.i16(self.replication_factor);
-        {
-            let items = Some(&self.assignments);
-            w.array_len("CreatableTopic.Assignments", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
-        {
-            let items = Some(&self.configs);
-            w.array_len("CreatableTopic.Configs", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("CreatableTopic.Assignments", Some(&self.assignments[..]), (version >= 5), false, version, |w, item| item.encode(w, version))?;
+        w.array("CreatableTopic.Configs", Some(&self.configs[..]), (version >= 5), false, version, |w, item| item.encode(w, version))?;
         if (version >= 5) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -203,27 +139,9 @@ impl CreatableReplicaAssignment {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.partition_index = r.i32("CreatableReplicaAssignment.PartitionIndex")?;
-        {
-            let n = r.array_len("CreatableReplicaAssignment.BrokerIds", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("CreatableReplicaAssignment.BrokerIds")?);
-                }
-                this.broker_ids = items;
-            }
-        }
+        this.broker_ids = r.array("CreatableReplicaAssignment.BrokerIds", (version >= 5), false, |r| r.i32("CreatableReplicaAssignment.BrokerIds"))?.unwrap_or_default();
         if (version >= 5) {
-            let count = r.uvarint("CreatableReplicaAssignment.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatableReplicaAssignment.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatableReplicaAssignment.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -231,13 +149,7 @@ impl CreatableReplicaAssignment {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.partition_index);
-        {
-            let items = Some(&self.broker_ids);
-            w.array_len("CreatableReplicaAssignment.BrokerIds", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("CreatableReplicaAssignment.BrokerIds", Some(&self.broker_ids[..]), (version >= 5), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (version >= 5) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -273,15 +185,7 @@ impl CreatableTopicConfig {
         this.name = r.string_opt("CreatableTopicConfig.Name", (version >= 5), false)?.unwrap_or_default();
         this.value = r.string_opt("CreatableTopicConfig.Value", (version >= 5), (true))?;
         if (version >= 5) {
-            let count = r.uvarint("CreatableTopicConfig.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatableTopicConfig.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatableTopicConfig.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,27 +31,9 @@ impl CreateTopicsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("CreateTopicsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("CreateTopicsResponse.Topics", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(CreatableTopicResult::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("CreateTopicsResponse.Topics", (version >= 5), false, |r| CreatableTopicResult::decode(r, version))?.unwrap_or_default();
         if (version >= 5) {
-            let count = r.uvarint("CreateTopicsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreateTopicsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreateTopicsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl CreateTopicsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.topics);
-            w.array_len("CreateTopicsResponse.Topics", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("CreateTopicsResponse.Topics", Some(&self.topics[..]), (version >= 5), false, version, |w, item| item.encode(w, version))?;
         if (version >= 5) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -129,33 +105,17 @@ impl CreatableTopicResult {
             this.replication_factor = r.i16("CreatableTopicResult.ReplicationFactor")?;
         }
         if version >= 5 {
-            {
-                let n = r.array_len("CreatableTopicResult.Configs", (version >= 5), (version >= 5))?;
-                if n < 0 { this.configs = None; } else {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(CreatableTopicConfigs::decode(r, version)?);
-                    }
-                    this.configs = Some(items);
-                }
-            }
+            this.configs = r.array("CreatableTopicResult.Configs", (version >= 5), (version >= 5), |r| CreatableTopicConfigs::decode(r, version))?;
         }
         if (version >= 5) {
-            let count = r.uvarint("CreatableTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatableTopicResult.<tagged fields>")?;
-                match tag {
-                    0 if version >= 5 => {
-                        let r = &mut t;
-                        this.topic_config_error_code = r.i16("CreatableTopicResult.TopicConfigErrorCode")?;
-                        r.finish_tag("CreatableTopicResult.TopicConfigErrorCode")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("CreatableTopicResult.<tagged fields>", |tag, r| match tag {
+                0 if version >= 5 => {
+                    this.topic_config_error_code = r.i16("CreatableTopicResult.TopicConfigErrorCode")?;
+                    r.finish_tag("CreatableTopicResult.TopicConfigErrorCode")?;
+                    Ok(true)
                 }
-            }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -175,13 +135,7 @@ impl CreatableTopicResult {
             w.i16(self.replication_factor);
         }
         if version >= 5 {
-            {
-                let items = self.configs.as_ref();
-                w.array_len("CreatableTopicResult.Configs", items.map(Vec::len), (version >= 5), (version >= 5), version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("CreatableTopicResult.Configs", self.configs.as_deref(), (version >= 5), (version >= 5), version, |w, item| item.encode(w, version))?;
         }
         if (version >= 5) {
             let mut known: Vec<(u32, Vec<u8>)> = Vec::new();
@@ -246,15 +200,7 @@ impl CreatableTopicConfigs {
             this.is_sensitive = r.bool("CreatableTopicConfigs.IsSensitive")?;
         }
         if (version >= 5) {
-            let count = r.uvarint("CreatableTopicConfigs.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("CreatableTopicConfigs.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("CreatableTopicConfigs.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -27,40 +27,16 @@ impl DeleteGroupsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("DeleteGroupsRequest.GroupsNames", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("DeleteGroupsRequest.GroupsNames", (version >= 2), false)?.unwrap_or_default());
-                }
-                this.groups_names = items;
-            }
-        }
+        this.groups_names = r.array("DeleteGroupsRequest.GroupsNames", (version >= 2), false, |r| r.string_opt("DeleteGroupsRequest.GroupsNames", (version >= 2), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("DeleteGroupsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteGroupsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteGroupsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.groups_names);
-            w.array_len("DeleteGroupsRequest.GroupsNames", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("DeleteGroupsRequest.GroupsNames", Some(item), (version >= 2), false, version)?;
-            }
-        }
+        w.array("DeleteGroupsRequest.GroupsNames", Some(&self.groups_names[..]), (version >= 2), false, version, |w, item| w.string_opt("DeleteGroupsRequest.GroupsNames", Some(item), (version >= 2), false, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

@@ -31,27 +31,9 @@ impl DeleteGroupsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("DeleteGroupsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("DeleteGroupsResponse.Results", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DeletableGroupResult::decode(r, version)?);
-                }
-                this.results = items;
-            }
-        }
+        this.results = r.array("DeleteGroupsResponse.Results", (version >= 2), false, |r| DeletableGroupResult::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("DeleteGroupsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteGroupsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteGroupsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl DeleteGroupsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.results);
-            w.array_len("DeleteGroupsResponse.Results", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DeleteGroupsResponse.Results", Some(&self.results[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -101,15 +77,7 @@ impl DeletableGroupResult {
         this.group_id = r.string_opt("DeletableGroupResult.GroupId", (version >= 2), false)?.unwrap_or_default();
         this.error_code = r.i16("DeletableGroupResult.ErrorCode")?;
         if (version >= 2) {
-            let count = r.uvarint("DeletableGroupResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeletableGroupResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeletableGroupResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -30,41 +30,17 @@ impl DeleteRecordsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("DeleteRecordsRequest.Topics", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DeleteRecordsTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("DeleteRecordsRequest.Topics", (version >= 2), false, |r| DeleteRecordsTopic::decode(r, version))?.unwrap_or_default();
         this.timeout_ms = r.i32("DeleteRecordsRequest.TimeoutMs")?;
         if (version >= 2) {
-            let count = r.uvarint("DeleteRecordsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteRecordsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteRecordsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.topics);
-            w.array_len("DeleteRecordsRequest.Topics", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DeleteRecordsRequest.Topics", Some(&self.topics[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.timeout_ms);
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -99,27 +75,9 @@ impl DeleteRecordsTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("DeleteRecordsTopic.Name", (version >= 2), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("DeleteRecordsTopic.Partitions", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DeleteRecordsPartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("DeleteRecordsTopic.Partitions", (version >= 2), false, |r| DeleteRecordsPartition::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("DeleteRecordsTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteRecordsTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteRecordsTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -127,13 +85,7 @@ impl DeleteRecordsTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("DeleteRecordsTopic.Name", Some(&self.name), (version >= 2), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("DeleteRecordsTopic.Partitions", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DeleteRecordsTopic.Partitions", Some(&self.partitions[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -169,15 +121,7 @@ impl DeleteRecordsPartition {
         this.partition_index = r.i32("DeleteRecordsPartition.PartitionIndex")?;
         this.offset = r.i64("DeleteRecordsPartition.Offset")?;
         if (version >= 2) {
-            let count = r.uvarint("DeleteRecordsPartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteRecordsPartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteRecordsPartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,27 +31,9 @@ impl DeleteRecordsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("DeleteRecordsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("DeleteRecordsResponse.Topics", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DeleteRecordsTopicResult::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("DeleteRecordsResponse.Topics", (version >= 2), false, |r| DeleteRecordsTopicResult::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("DeleteRecordsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteRecordsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteRecordsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl DeleteRecordsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.topics);
-            w.array_len("DeleteRecordsResponse.Topics", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DeleteRecordsResponse.Topics", Some(&self.topics[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -99,27 +75,9 @@ impl DeleteRecordsTopicResult {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("DeleteRecordsTopicResult.Name", (version >= 2), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("DeleteRecordsTopicResult.Partitions", (version >= 2), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DeleteRecordsPartitionResult::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("DeleteRecordsTopicResult.Partitions", (version >= 2), false, |r| DeleteRecordsPartitionResult::decode(r, version))?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("DeleteRecordsTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteRecordsTopicResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteRecordsTopicResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -127,13 +85,7 @@ impl DeleteRecordsTopicResult {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("DeleteRecordsTopicResult.Name", Some(&self.name), (version >= 2), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("DeleteRecordsTopicResult.Partitions", items.map(Vec::len), (version >= 2), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DeleteRecordsTopicResult.Partitions", Some(&self.partitions[..]), (version >= 2), false, version, |w, item| item.encode(w, version))?;
         if (version >= 2) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -173,15 +125,7 @@ impl DeleteRecordsPartitionResult {
         this.low_watermark = r.i64("DeleteRecordsPartitionResult.LowWatermark")?;
         this.error_code = r.i16("DeleteRecordsPartitionResult.ErrorCode")?;
         if (version >= 2) {
-            let count = r.uvarint("DeleteRecordsPartitionResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteRecordsPartitionResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteRecordsPartitionResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

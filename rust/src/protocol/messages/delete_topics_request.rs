@@ -34,42 +34,14 @@ impl DeleteTopicsRequest {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         if version >= 6 {
-            {
-                let n = r.array_len("DeleteTopicsRequest.Topics", (version >= 4), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(DeleteTopicState::decode(r, version)?);
-                    }
-                    this.topics = items;
-                }
-            }
+            this.topics = r.array("DeleteTopicsRequest.Topics", (version >= 4), false, |r| DeleteTopicState::decode(r, version))?.unwrap_or_default();
         }
         if version <= 5 {
-            {
-                let n = r.array_len("DeleteTopicsRequest.TopicNames", (version >= 4), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.string_opt("DeleteTopicsRequest.TopicNames", (version >= 4), false)?.unwrap_or_default());
-                    }
-                    this.topic_names = items;
-                }
-            }
+            this.topic_names = r.array("DeleteTopicsRequest.TopicNames", (version >= 4), false, |r| r.string_opt("DeleteTopicsRequest.TopicNames", (version >= 4), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         }
         this.timeout_ms = r.i32("DeleteTopicsRequest.TimeoutMs")?;
         if (version >= 4) {
-            let count = r.uvarint("DeleteTopicsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteTopicsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteTopicsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -80,22 +52,10 @@ impl DeleteTopicsRequest {
             return Err(ProtocolError::absent_field("DeleteTopicsRequest.Topics", version));
         }
         if version >= 6 {
-            {
-                let items = Some(&self.topics);
-                w.array_len("DeleteTopicsRequest.Topics", items.map(Vec::len), (version >= 4), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("DeleteTopicsRequest.Topics", Some(&self.topics[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         }
         if version <= 5 {
-            {
-                let items = Some(&self.topic_names);
-                w.array_len("DeleteTopicsRequest.TopicNames", items.map(Vec::len), (version >= 4), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.string_opt("DeleteTopicsRequest.TopicNames", Some(item), (version >= 4), false, version)?;
-                }
-            }
+            w.array("DeleteTopicsRequest.TopicNames", Some(&self.topic_names[..]), (version >= 4), false, version, |w, item| w.string_opt("DeleteTopicsRequest.TopicNames", Some(item), (version >= 4), false, version))?;
         }
         w.i32(self.timeout_ms);
         if (version >= 4) {
@@ -137,15 +97,7 @@ impl DeleteTopicState {
             this.topic_id = r.uuid("DeleteTopicState.TopicId")?;
         }
         if (version >= 4) {
-            let count = r.uvarint("DeleteTopicState.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteTopicState.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteTopicState.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,27 +31,9 @@ impl DeleteTopicsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("DeleteTopicsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("DeleteTopicsResponse.Responses", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DeletableTopicResult::decode(r, version)?);
-                }
-                this.responses = items;
-            }
-        }
+        this.responses = r.array("DeleteTopicsResponse.Responses", (version >= 4), false, |r| DeletableTopicResult::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("DeleteTopicsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeleteTopicsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeleteTopicsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl DeleteTopicsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.responses);
-            w.array_len("DeleteTopicsResponse.Responses", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DeleteTopicsResponse.Responses", Some(&self.responses[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -113,15 +89,7 @@ impl DeletableTopicResult {
             this.error_message = r.string_opt("DeletableTopicResult.ErrorMessage", (version >= 4), (version >= 5))?;
         }
         if (version >= 4) {
-            let count = r.uvarint("DeletableTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DeletableTopicResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DeletableTopicResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -41,15 +41,7 @@ impl DescribeClusterRequest {
             this.include_fenced_brokers = r.bool("DescribeClusterRequest.IncludeFencedBrokers")?;
         }
         if (true) {
-            let count = r.uvarint("DescribeClusterRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeClusterRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeClusterRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -56,28 +56,10 @@ impl DescribeClusterResponse {
         }
         this.cluster_id = r.string_opt("DescribeClusterResponse.ClusterId", (true), false)?.unwrap_or_default();
         this.controller_id = r.i32("DescribeClusterResponse.ControllerId")?;
-        {
-            let n = r.array_len("DescribeClusterResponse.Brokers", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribeClusterBroker::decode(r, version)?);
-                }
-                this.brokers = items;
-            }
-        }
+        this.brokers = r.array("DescribeClusterResponse.Brokers", (true), false, |r| DescribeClusterBroker::decode(r, version))?.unwrap_or_default();
         this.cluster_authorized_operations = r.i32("DescribeClusterResponse.ClusterAuthorizedOperations")?;
         if (true) {
-            let count = r.uvarint("DescribeClusterResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeClusterResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeClusterResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -95,13 +77,7 @@ impl DescribeClusterResponse {
         }
         w.string_opt("DescribeClusterResponse.ClusterId", Some(&self.cluster_id), (true), false, version)?;
         w.i32(self.controller_id);
-        {
-            let items = Some(&self.brokers);
-            w.array_len("DescribeClusterResponse.Brokers", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeClusterResponse.Brokers", Some(&self.brokers[..]), (true), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.cluster_authorized_operations);
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -152,15 +128,7 @@ impl DescribeClusterBroker {
             this.is_fenced = r.bool("DescribeClusterBroker.IsFenced")?;
         }
         if (true) {
-            let count = r.uvarint("DescribeClusterBroker.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeClusterBroker.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeClusterBroker.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -33,31 +33,13 @@ impl DescribeConfigsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("DescribeConfigsRequest.Resources", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribeConfigsResource::decode(r, version)?);
-                }
-                this.resources = items;
-            }
-        }
+        this.resources = r.array("DescribeConfigsRequest.Resources", (version >= 4), false, |r| DescribeConfigsResource::decode(r, version))?.unwrap_or_default();
         this.include_synonyms = r.bool("DescribeConfigsRequest.IncludeSynonyms")?;
         if version >= 3 {
             this.include_documentation = r.bool("DescribeConfigsRequest.IncludeDocumentation")?;
         }
         if (version >= 4) {
-            let count = r.uvarint("DescribeConfigsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeConfigsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeConfigsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -67,13 +49,7 @@ impl DescribeConfigsRequest {
         if !(version >= 3) && self.include_documentation != false {
             return Err(ProtocolError::absent_field("DescribeConfigsRequest.IncludeDocumentation", version));
         }
-        {
-            let items = Some(&self.resources);
-            w.array_len("DescribeConfigsRequest.Resources", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeConfigsRequest.Resources", Some(&self.resources[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         w.bool(self.include_synonyms);
         if version >= 3 {
             w.bool(self.include_documentation);
@@ -115,27 +91,9 @@ impl DescribeConfigsResource {
         let mut this = Self::default();
         this.resource_type = r.i8("DescribeConfigsResource.ResourceType")?;
         this.resource_name = r.string_opt("DescribeConfigsResource.ResourceName", (version >= 4), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("DescribeConfigsResource.ConfigurationKeys", (version >= 4), (true))?;
-            if n < 0 { this.configuration_keys = None; } else {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("DescribeConfigsResource.ConfigurationKeys", (version >= 4), false)?.unwrap_or_default());
-                }
-                this.configuration_keys = Some(items);
-            }
-        }
+        this.configuration_keys = r.array("DescribeConfigsResource.ConfigurationKeys", (version >= 4), (true), |r| r.string_opt("DescribeConfigsResource.ConfigurationKeys", (version >= 4), false).map(Option::unwrap_or_default))?;
         if (version >= 4) {
-            let count = r.uvarint("DescribeConfigsResource.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeConfigsResource.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeConfigsResource.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -144,13 +102,7 @@ impl DescribeConfigsResource {
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i8(self.resource_type);
         w.string_opt("DescribeConfigsResource.ResourceName", Some(&self.resource_name), (version >= 4), false, version)?;
-        {
-            let items = self.configuration_keys.as_ref();
-            w.array_len("DescribeConfigsResource.ConfigurationKeys", items.map(Vec::len), (version >= 4), (true), version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("DescribeConfigsResource.ConfigurationKeys", Some(item), (version >= 4), false, version)?;
-            }
-        }
+        w.array("DescribeConfigsResource.ConfigurationKeys", self.configuration_keys.as_deref(), (version >= 4), (true), version, |w, item| w.string_opt("DescribeConfigsResource.ConfigurationKeys", Some(item), (version >= 4), false, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

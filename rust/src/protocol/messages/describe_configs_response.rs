@@ -31,27 +31,9 @@ impl DescribeConfigsResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("DescribeConfigsResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("DescribeConfigsResponse.Results", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribeConfigsResult::decode(r, version)?);
-                }
-                this.results = items;
-            }
-        }
+        this.results = r.array("DescribeConfigsResponse.Results", (version >= 4), false, |r| DescribeConfigsResult::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("DescribeConfigsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeConfigsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeConfigsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl DescribeConfigsResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.results);
-            w.array_len("DescribeConfigsResponse.Results", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeConfigsResponse.Results", Some(&self.results[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -111,27 +87,9 @@ impl DescribeConfigsResult {
         this.error_message = r.string_opt("DescribeConfigsResult.ErrorMessage", (version >= 4), (true))?;
         this.resource_type = r.i8("DescribeConfigsResult.ResourceType")?;
         this.resource_name = r.string_opt("DescribeConfigsResult.ResourceName", (version >= 4), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("DescribeConfigsResult.Configs", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribeConfigsResourceResult::decode(r, version)?);
-                }
-                this.configs = items;
-            }
-        }
+        this.configs = r.array("DescribeConfigsResult.Configs", (version >= 4), false, |r| DescribeConfigsResourceResult::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("DescribeConfigsResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeConfigsResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeConfigsResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -142,13 +100,7 @@ impl DescribeConfigsResult {
         w.string_opt("DescribeConfigsResult.ErrorMessage", self.error_message.as_ref(), (version >= 4), (true), version)?;
         w.i8(self.resource_type);
         w.string_opt("DescribeConfigsResult.ResourceName", Some(&self.resource_name), (version >= 4), false, version)?;
-        {
-            let items = Some(&self.configs);
-            w.array_len("DescribeConfigsResult.Configs", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeConfigsResult.Configs", Some(&self.configs[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -204,17 +156,7 @@ impl DescribeConfigsResourceResult {
         this.read_only = r.bool("DescribeConfigsResourceResult.ReadOnly")?;
         this.config_source = r.i8("DescribeConfigsResourceResult.ConfigSource")?;
         this.is_sensitive = r.bool("DescribeConfigsResourceResult.IsSensitive")?;
-        {
-            let n = r.array_len("DescribeConfigsResourceResult.Synonyms", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribeConfigsSynonym::decode(r, version)?);
-                }
-                this.synonyms = items;
-            }
-        }
+        this.synonyms = r.array("DescribeConfigsResourceResult.Synonyms", (version >= 4), false, |r| DescribeConfigsSynonym::decode(r, version))?.unwrap_or_default();
         if version >= 3 {
             this.config_type = r.i8("DescribeConfigsResourceResult.ConfigType")?;
         }
@@ -222,15 +164,7 @@ impl DescribeConfigsResourceResult {
             this.documentation = r.string_opt("DescribeConfigsResourceResult.Documentation", (version >= 4), (true))?;
         }
         if (version >= 4) {
-            let count = r.uvarint("DescribeConfigsResourceResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeConfigsResourceResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeConfigsResourceResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -242,13 +176,7 @@ impl DescribeConfigsResourceResult {
         w.bool(self.read_only);
         w.i8(self.config_source);
         w.bool(self.is_sensitive);
-        {
-            let items = Some(&self.synonyms);
-            w.array_len("DescribeConfigsResourceResult.Synonyms", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeConfigsResourceResult.Synonyms", Some(&self.synonyms[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if version >= 3 {
             w.i8(self.config_type);
         }
@@ -294,15 +222,7 @@ impl DescribeConfigsSynonym {
         this.value = r.string_opt("DescribeConfigsSynonym.Value", (version >= 4), (true))?;
         this.source = r.i8("DescribeConfigsSynonym.Source")?;
         if (version >= 4) {
-            let count = r.uvarint("DescribeConfigsSynonym.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeConfigsSynonym.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeConfigsSynonym.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

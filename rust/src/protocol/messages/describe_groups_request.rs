@@ -30,30 +30,12 @@ impl DescribeGroupsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("DescribeGroupsRequest.Groups", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("DescribeGroupsRequest.Groups", (version >= 5), false)?.unwrap_or_default());
-                }
-                this.groups = items;
-            }
-        }
+        this.groups = r.array("DescribeGroupsRequest.Groups", (version >= 5), false, |r| r.string_opt("DescribeGroupsRequest.Groups", (version >= 5), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         if version >= 3 {
             this.include_authorized_operations = r.bool("DescribeGroupsRequest.IncludeAuthorizedOperations")?;
         }
         if (version >= 5) {
-            let count = r.uvarint("DescribeGroupsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeGroupsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeGroupsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -63,13 +45,7 @@ impl DescribeGroupsRequest {
         if !(version >= 3) && self.include_authorized_operations != false {
             return Err(ProtocolError::absent_field("DescribeGroupsRequest.IncludeAuthorizedOperations", version));
         }
-        {
-            let items = Some(&self.groups);
-            w.array_len("DescribeGroupsRequest.Groups", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("DescribeGroupsRequest.Groups", Some(item), (version >= 5), false, version)?;
-            }
-        }
+        w.array("DescribeGroupsRequest.Groups", Some(&self.groups[..]), (version >= 5), false, version, |w, item| w.string_opt("DescribeGroupsRequest.Groups", Some(item), (version >= 5), false, version))?;
         if version >= 3 {
             w.bool(self.include_authorized_operations);
         }

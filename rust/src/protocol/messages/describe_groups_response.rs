@@ -33,27 +33,9 @@ impl DescribeGroupsResponse {
         if version >= 1 {
             this.throttle_time_ms = r.i32("DescribeGroupsResponse.ThrottleTimeMs")?;
         }
-        {
-            let n = r.array_len("DescribeGroupsResponse.Groups", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribedGroup::decode(r, version)?);
-                }
-                this.groups = items;
-            }
-        }
+        this.groups = r.array("DescribeGroupsResponse.Groups", (version >= 5), false, |r| DescribedGroup::decode(r, version))?.unwrap_or_default();
         if (version >= 5) {
-            let count = r.uvarint("DescribeGroupsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeGroupsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeGroupsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -63,13 +45,7 @@ impl DescribeGroupsResponse {
         if version >= 1 {
             w.i32(self.throttle_time_ms);
         }
-        {
-            let items = Some(&self.groups);
-            w.array_len("DescribeGroupsResponse.Groups", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeGroupsResponse.Groups", Some(&self.groups[..]), (version >= 5), false, version, |w, item| item.encode(w, version))?;
         if (version >= 5) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -128,30 +104,12 @@ impl DescribedGroup {
         this.group_state = r.string_opt("DescribedGroup.GroupState", (version >= 5), false)?.unwrap_or_default();
         this.protocol_type = r.string_opt("DescribedGroup.ProtocolType", (version >= 5), false)?.unwrap_or_default();
         this.protocol_data = r.string_opt("DescribedGroup.ProtocolData", (version >= 5), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("DescribedGroup.Members", (version >= 5), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(DescribedGroupMember::decode(r, version)?);
-                }
-                this.members = items;
-            }
-        }
+        this.members = r.array("DescribedGroup.Members", (version >= 5), false, |r| DescribedGroupMember::decode(r, version))?.unwrap_or_default();
         if version >= 3 {
             this.authorized_operations = r.i32("DescribedGroup.AuthorizedOperations")?;
         }
         if (version >= 5) {
-            let count = r.uvarint("DescribedGroup.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribedGroup.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribedGroup.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -172,13 +130,7 @@ impl DescribedGroup {
         w.string_opt("DescribedGroup.GroupState", Some(&self.group_state), (version >= 5), false, version)?;
         w.string_opt("DescribedGroup.ProtocolType", Some(&self.protocol_type), (version >= 5), false, version)?;
         w.string_opt("DescribedGroup.ProtocolData", Some(&self.protocol_data), (version >= 5), false, version)?;
-        {
-            let items = Some(&self.members);
-            w.array_len("DescribedGroup.Members", items.map(Vec::len), (version >= 5), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribedGroup.Members", Some(&self.members[..]), (version >= 5), false, version, |w, item| item.encode(w, version))?;
         if version >= 3 {
             w.i32(self.authorized_operations);
         }
@@ -235,15 +187,7 @@ impl DescribedGroupMember {
         this.member_metadata = r.bytes_opt("DescribedGroupMember.MemberMetadata", (version >= 5), false)?.unwrap_or_default();
         this.member_assignment = r.bytes_opt("DescribedGroupMember.MemberAssignment", (version >= 5), false)?.unwrap_or_default();
         if (version >= 5) {
-            let count = r.uvarint("DescribedGroupMember.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribedGroupMember.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribedGroupMember.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

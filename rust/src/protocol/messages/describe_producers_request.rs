@@ -27,40 +27,16 @@ impl DescribeProducersRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("DescribeProducersRequest.Topics", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicRequest::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("DescribeProducersRequest.Topics", (true), false, |r| TopicRequest::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("DescribeProducersRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeProducersRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeProducersRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.topics);
-            w.array_len("DescribeProducersRequest.Topics", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeProducersRequest.Topics", Some(&self.topics[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -94,27 +70,9 @@ impl TopicRequest {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("TopicRequest.Name", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("TopicRequest.PartitionIndexes", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("TopicRequest.PartitionIndexes")?);
-                }
-                this.partition_indexes = items;
-            }
-        }
+        this.partition_indexes = r.array("TopicRequest.PartitionIndexes", (true), false, |r| r.i32("TopicRequest.PartitionIndexes"))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("TopicRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -122,13 +80,7 @@ impl TopicRequest {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("TopicRequest.Name", Some(&self.name), (true), false, version)?;
-        {
-            let items = Some(&self.partition_indexes);
-            w.array_len("TopicRequest.PartitionIndexes", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("TopicRequest.PartitionIndexes", Some(&self.partition_indexes[..]), (true), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

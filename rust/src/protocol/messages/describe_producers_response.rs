@@ -31,27 +31,9 @@ impl DescribeProducersResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("DescribeProducersResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("DescribeProducersResponse.Topics", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicResponse::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("DescribeProducersResponse.Topics", (true), false, |r| TopicResponse::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("DescribeProducersResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("DescribeProducersResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("DescribeProducersResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl DescribeProducersResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.topics);
-            w.array_len("DescribeProducersResponse.Topics", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("DescribeProducersResponse.Topics", Some(&self.topics[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -99,27 +75,9 @@ impl TopicResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("TopicResponse.Name", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("TopicResponse.Partitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(PartitionResponse::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("TopicResponse.Partitions", (true), false, |r| PartitionResponse::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("TopicResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -127,13 +85,7 @@ impl TopicResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("TopicResponse.Name", Some(&self.name), (true), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("TopicResponse.Partitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TopicResponse.Partitions", Some(&self.partitions[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -175,27 +127,9 @@ impl PartitionResponse {
         this.partition_index = r.i32("PartitionResponse.PartitionIndex")?;
         this.error_code = r.i16("PartitionResponse.ErrorCode")?;
         this.error_message = r.string_opt("PartitionResponse.ErrorMessage", (true), (true))?;
-        {
-            let n = r.array_len("PartitionResponse.ActiveProducers", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ProducerState::decode(r, version)?);
-                }
-                this.active_producers = items;
-            }
-        }
+        this.active_producers = r.array("PartitionResponse.ActiveProducers", (true), false, |r| ProducerState::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("PartitionResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("PartitionResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("PartitionResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -205,13 +139,7 @@ impl PartitionResponse {
         w.i32(self.partition_index);
         w.i16(self.error_code);
         w.string_opt("PartitionResponse.ErrorMessage", self.error_message.as_ref(), (true), (true), version)?;
-        {
-            let items = Some(&self.active_producers);
-            w.array_len("PartitionResponse.ActiveProducers", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("PartitionResponse.ActiveProducers", Some(&self.active_producers[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -263,15 +191,7 @@ impl ProducerState {
         this.coordinator_epoch = r.i32("ProducerState.CoordinatorEpoch")?;
         this.current_txn_start_offset = r.i64("ProducerState.CurrentTxnStartOffset")?;
         if (true) {
-            let count = r.uvarint("ProducerState.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ProducerState.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ProducerState.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

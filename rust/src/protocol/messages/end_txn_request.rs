@@ -41,15 +41,7 @@ impl EndTxnRequest {
         this.producer_epoch = r.i16("EndTxnRequest.ProducerEpoch")?;
         this.committed = r.bool("EndTxnRequest.Committed")?;
         if (version >= 3) {
-            let count = r.uvarint("EndTxnRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("EndTxnRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("EndTxnRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -45,15 +45,7 @@ impl EndTxnResponse {
             this.producer_epoch = r.i16("EndTxnResponse.ProducerEpoch")?;
         }
         if (version >= 3) {
-            let count = r.uvarint("EndTxnResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("EndTxnResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("EndTxnResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

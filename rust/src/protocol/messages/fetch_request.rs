@@ -73,53 +73,27 @@ impl FetchRequest {
         if version >= 7 {
             this.session_epoch = r.i32("FetchRequest.SessionEpoch")?;
         }
-        {
-            let n = r.array_len("FetchRequest.Topics", (version >= 12), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(FetchTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("FetchRequest.Topics", (version >= 12), false, |r| FetchTopic::decode(r, version))?.unwrap_or_default();
         if version >= 7 {
-            {
-                let n = r.array_len("FetchRequest.ForgottenTopicsData", (version >= 12), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(ForgottenTopic::decode(r, version)?);
-                    }
-                    this.forgotten_topics_data = items;
-                }
-            }
+            this.forgotten_topics_data = r.array("FetchRequest.ForgottenTopicsData", (version >= 12), false, |r| ForgottenTopic::decode(r, version))?.unwrap_or_default();
         }
         if version >= 11 {
             this.rack_id = r.string_opt("FetchRequest.RackId", (version >= 12), false)?.unwrap_or_default();
         }
         if (version >= 12) {
-            let count = r.uvarint("FetchRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FetchRequest.<tagged fields>")?;
-                match tag {
-                    0 if version >= 12 => {
-                        let r = &mut t;
-                        this.cluster_id = r.string_opt("FetchRequest.ClusterId", (version >= 12), (version >= 12))?;
-                        r.finish_tag("FetchRequest.ClusterId")?;
-                    }
-                    1 if version >= 15 => {
-                        let r = &mut t;
-                        this.replica_state = ReplicaState::decode(r, version)?;
-                        r.finish_tag("FetchRequest.ReplicaState")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("FetchRequest.<tagged fields>", |tag, r| match tag {
+                0 if version >= 12 => {
+                    this.cluster_id = r.string_opt("FetchRequest.ClusterId", (version >= 12), (version >= 12))?;
+                    r.finish_tag("FetchRequest.ClusterId")?;
+                    Ok(true)
                 }
-            }
+                1 if version >= 15 => {
+                    this.replica_state = ReplicaState::decode(r, version)?;
+                    r.finish_tag("FetchRequest.ReplicaState")?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -148,21 +122,9 @@ impl FetchRequest {
         if version >= 7 {
             w.i32(self.session_epoch);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("FetchRequest.Topics", items.map(Vec::len), (version >= 12), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("FetchRequest.Topics", Some(&self.topics[..]), (version >= 12), false, version, |w, item| item.encode(w, version))?;
         if version >= 7 {
-            {
-                let items = Some(&self.forgotten_topics_data);
-                w.array_len("FetchRequest.ForgottenTopicsData", items.map(Vec::len), (version >= 12), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("FetchRequest.ForgottenTopicsData", Some(&self.forgotten_topics_data[..]), (version >= 12), false, version, |w, item| item.encode(w, version))?;
         }
         if version >= 11 {
             w.string_opt("FetchRequest.RackId", Some(&self.rack_id), (version >= 12), false, version)?;
@@ -217,15 +179,7 @@ impl ReplicaState {
             this.replica_epoch = r.i64("ReplicaState.ReplicaEpoch")?;
         }
         if (version >= 12) {
-            let count = r.uvarint("ReplicaState.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ReplicaState.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ReplicaState.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -285,27 +239,9 @@ impl FetchTopic {
         if version >= 13 {
             this.topic_id = r.uuid("FetchTopic.TopicId")?;
         }
-        {
-            let n = r.array_len("FetchTopic.Partitions", (version >= 12), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(FetchPartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("FetchTopic.Partitions", (version >= 12), false, |r| FetchPartition::decode(r, version))?.unwrap_or_default();
         if (version >= 12) {
-            let count = r.uvarint("FetchTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FetchTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("FetchTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -318,13 +254,7 @@ impl FetchTopic {
         if version >= 13 {
             w.uuid(self.topic_id);
         }
-        {
-            let items = Some(&self.partitions);
-            w.array_len("FetchTopic.Partitions", items.map(Vec::len), (version >= 12), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("FetchTopic.Partitions", Some(&self.partitions[..]), (version >= 12), false, version, |w, item| item.encode(w, version))?;
         if (version >= 12) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -388,25 +318,19 @@ impl FetchPartition {
         }
         this.partition_max_bytes = r.i32("FetchPartition.PartitionMaxBytes")?;
         if (version >= 12) {
-            let count = r.uvarint("FetchPartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FetchPartition.<tagged fields>")?;
-                match tag {
-                    0 if version >= 17 => {
-                        let r = &mut t;
-                        this.replica_directory_id = r.uuid("FetchPartition.ReplicaDirectoryId")?;
-                        r.finish_tag("FetchPartition.ReplicaDirectoryId")?;
-                    }
-                    1 if version >= 18 => {
-                        let r = &mut t;
-                        this.high_watermark = r.i64("FetchPartition.HighWatermark")?;
-                        r.finish_tag("FetchPartition.HighWatermark")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("FetchPartition.<tagged fields>", |tag, r| match tag {
+                0 if version >= 17 => {
+                    this.replica_directory_id = r.uuid("FetchPartition.ReplicaDirectoryId")?;
+                    r.finish_tag("FetchPartition.ReplicaDirectoryId")?;
+                    Ok(true)
                 }
-            }
+                1 if version >= 18 => {
+                    this.high_watermark = r.i64("FetchPartition.HighWatermark")?;
+                    r.finish_tag("FetchPartition.HighWatermark")?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -481,28 +405,10 @@ impl ForgottenTopic {
             this.topic_id = r.uuid("ForgottenTopic.TopicId")?;
         }
         if version >= 7 {
-            {
-                let n = r.array_len("ForgottenTopic.Partitions", (version >= 12), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.i32("ForgottenTopic.Partitions")?);
-                    }
-                    this.partitions = items;
-                }
-            }
+            this.partitions = r.array("ForgottenTopic.Partitions", (version >= 12), false, |r| r.i32("ForgottenTopic.Partitions"))?.unwrap_or_default();
         }
         if (version >= 12) {
-            let count = r.uvarint("ForgottenTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ForgottenTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ForgottenTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -519,13 +425,7 @@ impl ForgottenTopic {
             w.uuid(self.topic_id);
         }
         if version >= 7 {
-            {
-                let items = Some(&self.partitions);
-                w.array_len("ForgottenTopic.Partitions", items.map(Vec::len), (version >= 12), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.i32(*item);
-                }
-            }
+            w.array("ForgottenTopic.Partitions", Some(&self.partitions[..]), (version >= 12), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         }
         if (version >= 12) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);

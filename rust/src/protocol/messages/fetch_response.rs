@@ -46,42 +46,16 @@ impl FetchResponse {
         if version >= 7 {
             this.session_id = r.i32("FetchResponse.SessionId")?;
         }
-        {
-            let n = r.array_len("FetchResponse.Responses", (version >= 12), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(FetchableTopicResponse::decode(r, version)?);
-                }
-                this.responses = items;
-            }
-        }
+        this.responses = r.array("FetchResponse.Responses", (version >= 12), false, |r| FetchableTopicResponse::decode(r, version))?.unwrap_or_default();
         if (version >= 12) {
-            let count = r.uvarint("FetchResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FetchResponse.<tagged fields>")?;
-                match tag {
-                    0 if version >= 16 => {
-                        let r = &mut t;
-                        {
-                            let n = r.array_len("FetchResponse.NodeEndpoints", (version >= 12), false)?;
-                            {
-                                #[allow(clippy::cast_sign_loss)]
-                                let mut items = Vec::with_capacity(n as usize);
-                                for _ in 0..n {
-                                    items.push(NodeEndpoint::decode(r, version)?);
-                                }
-                                this.node_endpoints = items;
-                            }
-                        }
-                        r.finish_tag("FetchResponse.NodeEndpoints")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("FetchResponse.<tagged fields>", |tag, r| match tag {
+                0 if version >= 16 => {
+                    this.node_endpoints = r.array("FetchResponse.NodeEndpoints", (version >= 12), false, |r| NodeEndpoint::decode(r, version))?.unwrap_or_default();
+                    r.finish_tag("FetchResponse.NodeEndpoints")?;
+                    Ok(true)
                 }
-            }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -101,24 +75,12 @@ impl FetchResponse {
         if version >= 7 {
             w.i32(self.session_id);
         }
-        {
-            let items = Some(&self.responses);
-            w.array_len("FetchResponse.Responses", items.map(Vec::len), (version >= 12), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("FetchResponse.Responses", Some(&self.responses[..]), (version >= 12), false, version, |w, item| item.encode(w, version))?;
         if (version >= 12) {
             let mut known: Vec<(u32, Vec<u8>)> = Vec::new();
             if (version >= 16) && !self.node_endpoints.is_empty() {
                 let mut t = Writer::new();
-                {
-                    let items = Some(&self.node_endpoints);
-                    (&mut t).array_len("FetchResponse.NodeEndpoints", items.map(Vec::len), (version >= 12), false, version)?;
-                    for item in items.into_iter().flatten() {
-                        item.encode((&mut t), version)?;
-                    }
-                }
+                (&mut t).array("FetchResponse.NodeEndpoints", Some(&self.node_endpoints[..]), (version >= 12), false, version, |w, item| item.encode(w, version))?;
                 known.push((0, t.into_tag_payload("FetchResponse.NodeEndpoints")?));
             }
             w.tagged_fields(&known, &self.unknown_tagged_fields);
@@ -161,27 +123,9 @@ impl FetchableTopicResponse {
         if version >= 13 {
             this.topic_id = r.uuid("FetchableTopicResponse.TopicId")?;
         }
-        {
-            let n = r.array_len("FetchableTopicResponse.Partitions", (version >= 12), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(PartitionData::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("FetchableTopicResponse.Partitions", (version >= 12), false, |r| PartitionData::decode(r, version))?.unwrap_or_default();
         if (version >= 12) {
-            let count = r.uvarint("FetchableTopicResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FetchableTopicResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("FetchableTopicResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -194,13 +138,7 @@ impl FetchableTopicResponse {
         if version >= 13 {
             w.uuid(self.topic_id);
         }
-        {
-            let items = Some(&self.partitions);
-            w.array_len("FetchableTopicResponse.Partitions", items.map(Vec::len), (version >= 12), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("FetchableTopicResponse.Partitions", Some(&self.partitions[..]), (version >= 12), false, version, |w, item| item.encode(w, version))?;
         if (version >= 12) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -267,46 +205,30 @@ impl PartitionData {
         if version >= 5 {
             this.log_start_offset = r.i64("PartitionData.LogStartOffset")?;
         }
-        {
-            let n = r.array_len("PartitionData.AbortedTransactions", (version >= 12), (true))?;
-            if n < 0 { this.aborted_transactions = None; } else {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AbortedTransaction::decode(r, version)?);
-                }
-                this.aborted_transactions = Some(items);
-            }
-        }
+        this.aborted_transactions = r.array("PartitionData.AbortedTransactions", (version >= 12), (true), |r| AbortedTransaction::decode(r, version))?;
         if version >= 11 {
             this.preferred_read_replica = r.i32("PartitionData.PreferredReadReplica")?;
         }
         this.records = r.records_opt("PartitionData.Records", (version >= 12), (true))?;
         if (version >= 12) {
-            let count = r.uvarint("PartitionData.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("PartitionData.<tagged fields>")?;
-                match tag {
-                    0 if version >= 12 => {
-                        let r = &mut t;
-                        this.diverging_epoch = EpochEndOffset::decode(r, version)?;
-                        r.finish_tag("PartitionData.DivergingEpoch")?;
-                    }
-                    1 if version >= 12 => {
-                        let r = &mut t;
-                        this.current_leader = LeaderIdAndEpoch::decode(r, version)?;
-                        r.finish_tag("PartitionData.CurrentLeader")?;
-                    }
-                    2 if version >= 12 => {
-                        let r = &mut t;
-                        this.snapshot_id = SnapshotId::decode(r, version)?;
-                        r.finish_tag("PartitionData.SnapshotId")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("PartitionData.<tagged fields>", |tag, r| match tag {
+                0 if version >= 12 => {
+                    this.diverging_epoch = EpochEndOffset::decode(r, version)?;
+                    r.finish_tag("PartitionData.DivergingEpoch")?;
+                    Ok(true)
                 }
-            }
+                1 if version >= 12 => {
+                    this.current_leader = LeaderIdAndEpoch::decode(r, version)?;
+                    r.finish_tag("PartitionData.CurrentLeader")?;
+                    Ok(true)
+                }
+                2 if version >= 12 => {
+                    this.snapshot_id = SnapshotId::decode(r, version)?;
+                    r.finish_tag("PartitionData.SnapshotId")?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -332,13 +254,7 @@ impl PartitionData {
         if version >= 5 {
             w.i64(self.log_start_offset);
         }
-        {
-            let items = self.aborted_transactions.as_ref();
-            w.array_len("PartitionData.AbortedTransactions", items.map(Vec::len), (version >= 12), (true), version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("PartitionData.AbortedTransactions", self.aborted_transactions.as_deref(), (version >= 12), (true), version, |w, item| item.encode(w, version))?;
         if version >= 11 {
             w.i32(self.preferred_read_replica);
         }
@@ -398,15 +314,7 @@ impl EpochEndOffset {
             this.end_offset = r.i64("EpochEndOffset.EndOffset")?;
         }
         if (version >= 12) {
-            let count = r.uvarint("EpochEndOffset.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("EpochEndOffset.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("EpochEndOffset.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -464,15 +372,7 @@ impl LeaderIdAndEpoch {
             this.leader_epoch = r.i32("LeaderIdAndEpoch.LeaderEpoch")?;
         }
         if (version >= 12) {
-            let count = r.uvarint("LeaderIdAndEpoch.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("LeaderIdAndEpoch.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("LeaderIdAndEpoch.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -526,15 +426,7 @@ impl SnapshotId {
         this.end_offset = r.i64("SnapshotId.EndOffset")?;
         this.epoch = r.i32("SnapshotId.Epoch")?;
         if (version >= 12) {
-            let count = r.uvarint("SnapshotId.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SnapshotId.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SnapshotId.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -578,15 +470,7 @@ impl AbortedTransaction {
         this.producer_id = r.i64("AbortedTransaction.ProducerId")?;
         this.first_offset = r.i64("AbortedTransaction.FirstOffset")?;
         if (version >= 12) {
-            let count = r.uvarint("AbortedTransaction.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AbortedTransaction.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AbortedTransaction.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -646,15 +530,7 @@ impl NodeEndpoint {
             this.rack = r.string_opt("NodeEndpoint.Rack", (version >= 12), (version >= 16))?;
         }
         if (version >= 12) {
-            let count = r.uvarint("NodeEndpoint.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("NodeEndpoint.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("NodeEndpoint.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -40,28 +40,10 @@ impl FindCoordinatorRequest {
             this.key_type = r.i8("FindCoordinatorRequest.KeyType")?;
         }
         if version >= 4 {
-            {
-                let n = r.array_len("FindCoordinatorRequest.CoordinatorKeys", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.string_opt("FindCoordinatorRequest.CoordinatorKeys", (version >= 3), false)?.unwrap_or_default());
-                    }
-                    this.coordinator_keys = items;
-                }
-            }
+            this.coordinator_keys = r.array("FindCoordinatorRequest.CoordinatorKeys", (version >= 3), false, |r| r.string_opt("FindCoordinatorRequest.CoordinatorKeys", (version >= 3), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("FindCoordinatorRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FindCoordinatorRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("FindCoordinatorRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -84,13 +66,7 @@ impl FindCoordinatorRequest {
             w.i8(self.key_type);
         }
         if version >= 4 {
-            {
-                let items = Some(&self.coordinator_keys);
-                w.array_len("FindCoordinatorRequest.CoordinatorKeys", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.string_opt("FindCoordinatorRequest.CoordinatorKeys", Some(item), (version >= 3), false, version)?;
-                }
-            }
+            w.array("FindCoordinatorRequest.CoordinatorKeys", Some(&self.coordinator_keys[..]), (version >= 3), false, version, |w, item| w.string_opt("FindCoordinatorRequest.CoordinatorKeys", Some(item), (version >= 3), false, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);

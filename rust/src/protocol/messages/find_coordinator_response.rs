@@ -64,28 +64,10 @@ impl FindCoordinatorResponse {
             this.port = r.i32("FindCoordinatorResponse.Port")?;
         }
         if version >= 4 {
-            {
-                let n = r.array_len("FindCoordinatorResponse.Coordinators", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(Coordinator::decode(r, version)?);
-                    }
-                    this.coordinators = items;
-                }
-            }
+            this.coordinators = r.array("FindCoordinatorResponse.Coordinators", (version >= 3), false, |r| Coordinator::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("FindCoordinatorResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("FindCoordinatorResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("FindCoordinatorResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -126,13 +108,7 @@ impl FindCoordinatorResponse {
             w.i32(self.port);
         }
         if version >= 4 {
-            {
-                let items = Some(&self.coordinators);
-                w.array_len("FindCoordinatorResponse.Coordinators", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("FindCoordinatorResponse.Coordinators", Some(&self.coordinators[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -197,15 +173,7 @@ impl Coordinator {
             this.error_message = r.string_opt("Coordinator.ErrorMessage", (version >= 3), (version >= 4))?;
         }
         if (version >= 3) {
-            let count = r.uvarint("Coordinator.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("Coordinator.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("Coordinator.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -43,15 +43,7 @@ impl HeartbeatRequest {
             this.group_instance_id = r.string_opt("HeartbeatRequest.GroupInstanceId", (version >= 4), (version >= 3))?;
         }
         if (version >= 4) {
-            let count = r.uvarint("HeartbeatRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("HeartbeatRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("HeartbeatRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -35,15 +35,7 @@ impl HeartbeatResponse {
         }
         this.error_code = r.i16("HeartbeatResponse.ErrorCode")?;
         if (version >= 4) {
-            let count = r.uvarint("HeartbeatResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("HeartbeatResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("HeartbeatResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

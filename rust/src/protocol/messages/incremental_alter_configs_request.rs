@@ -30,41 +30,17 @@ impl IncrementalAlterConfigsRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("IncrementalAlterConfigsRequest.Resources", (version >= 1), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AlterConfigsResource::decode(r, version)?);
-                }
-                this.resources = items;
-            }
-        }
+        this.resources = r.array("IncrementalAlterConfigsRequest.Resources", (version >= 1), false, |r| AlterConfigsResource::decode(r, version))?.unwrap_or_default();
         this.validate_only = r.bool("IncrementalAlterConfigsRequest.ValidateOnly")?;
         if (version >= 1) {
-            let count = r.uvarint("IncrementalAlterConfigsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("IncrementalAlterConfigsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("IncrementalAlterConfigsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.resources);
-            w.array_len("IncrementalAlterConfigsRequest.Resources", items.map(Vec::len), (version >= 1), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("IncrementalAlterConfigsRequest.Resources", Some(&self.resources[..]), (version >= 1), false, version, |w, item| item.encode(w, version))?;
         w.bool(self.validate_only);
         if (version >= 1) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -103,27 +79,9 @@ impl AlterConfigsResource {
         let mut this = Self::default();
         this.resource_type = r.i8("AlterConfigsResource.ResourceType")?;
         this.resource_name = r.string_opt("AlterConfigsResource.ResourceName", (version >= 1), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("AlterConfigsResource.Configs", (version >= 1), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(AlterableConfig::decode(r, version)?);
-                }
-                this.configs = items;
-            }
-        }
+        this.configs = r.array("AlterConfigsResource.Configs", (version >= 1), false, |r| AlterableConfig::decode(r, version))?.unwrap_or_default();
         if (version >= 1) {
-            let count = r.uvarint("AlterConfigsResource.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterConfigsResource.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterConfigsResource.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -132,13 +90,7 @@ impl AlterConfigsResource {
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i8(self.resource_type);
         w.string_opt("AlterConfigsResource.ResourceName", Some(&self.resource_name), (version >= 1), false, version)?;
-        {
-            let items = Some(&self.configs);
-            w.array_len("AlterConfigsResource.Configs", items.map(Vec::len), (version >= 1), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("AlterConfigsResource.Configs", Some(&self.configs[..]), (version >= 1), false, version, |w, item| item.encode(w, version))?;
         if (version >= 1) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -178,15 +130,7 @@ impl AlterableConfig {
         this.config_operation = r.i8("AlterableConfig.ConfigOperation")?;
         this.value = r.string_opt("AlterableConfig.Value", (version >= 1), (true))?;
         if (version >= 1) {
-            let count = r.uvarint("AlterableConfig.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("AlterableConfig.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("AlterableConfig.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

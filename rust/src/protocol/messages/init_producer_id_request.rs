@@ -57,15 +57,7 @@ impl InitProducerIdRequest {
             this.keep_prepared_txn = r.bool("InitProducerIdRequest.KeepPreparedTxn")?;
         }
         if (version >= 2) {
-            let count = r.uvarint("InitProducerIdRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("InitProducerIdRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("InitProducerIdRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -53,15 +53,7 @@ impl InitProducerIdResponse {
             this.ongoing_txn_producer_epoch = r.i16("InitProducerIdResponse.OngoingTxnProducerEpoch")?;
         }
         if (version >= 2) {
-            let count = r.uvarint("InitProducerIdResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("InitProducerIdResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("InitProducerIdResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -58,30 +58,12 @@ impl JoinGroupRequest {
             this.group_instance_id = r.string_opt("JoinGroupRequest.GroupInstanceId", (version >= 6), (version >= 5))?;
         }
         this.protocol_type = r.string_opt("JoinGroupRequest.ProtocolType", (version >= 6), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("JoinGroupRequest.Protocols", (version >= 6), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(JoinGroupRequestProtocol::decode(r, version)?);
-                }
-                this.protocols = items;
-            }
-        }
+        this.protocols = r.array("JoinGroupRequest.Protocols", (version >= 6), false, |r| JoinGroupRequestProtocol::decode(r, version))?.unwrap_or_default();
         if version >= 8 {
             this.reason = r.string_opt("JoinGroupRequest.Reason", (version >= 6), (version >= 8))?;
         }
         if (version >= 6) {
-            let count = r.uvarint("JoinGroupRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("JoinGroupRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("JoinGroupRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -101,13 +83,7 @@ impl JoinGroupRequest {
             w.string_opt("JoinGroupRequest.GroupInstanceId", self.group_instance_id.as_ref(), (version >= 6), (version >= 5), version)?;
         }
         w.string_opt("JoinGroupRequest.ProtocolType", Some(&self.protocol_type), (version >= 6), false, version)?;
-        {
-            let items = Some(&self.protocols);
-            w.array_len("JoinGroupRequest.Protocols", items.map(Vec::len), (version >= 6), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("JoinGroupRequest.Protocols", Some(&self.protocols[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         if version >= 8 {
             w.string_opt("JoinGroupRequest.Reason", self.reason.as_ref(), (version >= 6), (version >= 8), version)?;
         }
@@ -146,15 +122,7 @@ impl JoinGroupRequestProtocol {
         this.name = r.string_opt("JoinGroupRequestProtocol.Name", (version >= 6), false)?.unwrap_or_default();
         this.metadata = r.bytes_opt("JoinGroupRequestProtocol.Metadata", (version >= 6), false)?.unwrap_or_default();
         if (version >= 6) {
-            let count = r.uvarint("JoinGroupRequestProtocol.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("JoinGroupRequestProtocol.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("JoinGroupRequestProtocol.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -65,27 +65,9 @@ impl JoinGroupResponse {
             this.skip_assignment = r.bool("JoinGroupResponse.SkipAssignment")?;
         }
         this.member_id = r.string_opt("JoinGroupResponse.MemberId", (version >= 6), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("JoinGroupResponse.Members", (version >= 6), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(JoinGroupResponseMember::decode(r, version)?);
-                }
-                this.members = items;
-            }
-        }
+        this.members = r.array("JoinGroupResponse.Members", (version >= 6), false, |r| JoinGroupResponseMember::decode(r, version))?.unwrap_or_default();
         if (version >= 6) {
-            let count = r.uvarint("JoinGroupResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("JoinGroupResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("JoinGroupResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -109,13 +91,7 @@ impl JoinGroupResponse {
             w.bool(self.skip_assignment);
         }
         w.string_opt("JoinGroupResponse.MemberId", Some(&self.member_id), (version >= 6), false, version)?;
-        {
-            let items = Some(&self.members);
-            w.array_len("JoinGroupResponse.Members", items.map(Vec::len), (version >= 6), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("JoinGroupResponse.Members", Some(&self.members[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -157,15 +133,7 @@ impl JoinGroupResponseMember {
         }
         this.metadata = r.bytes_opt("JoinGroupResponseMember.Metadata", (version >= 6), false)?.unwrap_or_default();
         if (version >= 6) {
-            let count = r.uvarint("JoinGroupResponseMember.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("JoinGroupResponseMember.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("JoinGroupResponseMember.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

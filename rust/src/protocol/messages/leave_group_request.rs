@@ -38,28 +38,10 @@ impl LeaveGroupRequest {
             this.member_id = r.string_opt("LeaveGroupRequest.MemberId", (version >= 4), false)?.unwrap_or_default();
         }
         if version >= 3 {
-            {
-                let n = r.array_len("LeaveGroupRequest.Members", (version >= 4), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(MemberIdentity::decode(r, version)?);
-                    }
-                    this.members = items;
-                }
-            }
+            this.members = r.array("LeaveGroupRequest.Members", (version >= 4), false, |r| MemberIdentity::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 4) {
-            let count = r.uvarint("LeaveGroupRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("LeaveGroupRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("LeaveGroupRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -77,13 +59,7 @@ impl LeaveGroupRequest {
             w.string_opt("LeaveGroupRequest.MemberId", Some(&self.member_id), (version >= 4), false, version)?;
         }
         if version >= 3 {
-            {
-                let items = Some(&self.members);
-                w.array_len("LeaveGroupRequest.Members", items.map(Vec::len), (version >= 4), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("LeaveGroupRequest.Members", Some(&self.members[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -130,15 +106,7 @@ impl MemberIdentity {
             this.reason = r.string_opt("MemberIdentity.Reason", (version >= 4), (version >= 5))?;
         }
         if (version >= 4) {
-            let count = r.uvarint("MemberIdentity.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MemberIdentity.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MemberIdentity.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

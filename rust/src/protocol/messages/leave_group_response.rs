@@ -38,28 +38,10 @@ impl LeaveGroupResponse {
         }
         this.error_code = r.i16("LeaveGroupResponse.ErrorCode")?;
         if version >= 3 {
-            {
-                let n = r.array_len("LeaveGroupResponse.Members", (version >= 4), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(MemberResponse::decode(r, version)?);
-                    }
-                    this.members = items;
-                }
-            }
+            this.members = r.array("LeaveGroupResponse.Members", (version >= 4), false, |r| MemberResponse::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 4) {
-            let count = r.uvarint("LeaveGroupResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("LeaveGroupResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("LeaveGroupResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -74,13 +56,7 @@ impl LeaveGroupResponse {
         }
         w.i16(self.error_code);
         if version >= 3 {
-            {
-                let items = Some(&self.members);
-                w.array_len("LeaveGroupResponse.Members", items.map(Vec::len), (version >= 4), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("LeaveGroupResponse.Members", Some(&self.members[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -127,15 +103,7 @@ impl MemberResponse {
             this.error_code = r.i16("MemberResponse.ErrorCode")?;
         }
         if (version >= 4) {
-            let count = r.uvarint("MemberResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MemberResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MemberResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,41 +31,13 @@ impl ListGroupsRequest {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         if version >= 4 {
-            {
-                let n = r.array_len("ListGroupsRequest.StatesFilter", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.string_opt("ListGroupsRequest.StatesFilter", (version >= 3), false)?.unwrap_or_default());
-                    }
-                    this.states_filter = items;
-                }
-            }
+            this.states_filter = r.array("ListGroupsRequest.StatesFilter", (version >= 3), false, |r| r.string_opt("ListGroupsRequest.StatesFilter", (version >= 3), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         }
         if version >= 5 {
-            {
-                let n = r.array_len("ListGroupsRequest.TypesFilter", (version >= 3), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.string_opt("ListGroupsRequest.TypesFilter", (version >= 3), false)?.unwrap_or_default());
-                    }
-                    this.types_filter = items;
-                }
-            }
+            this.types_filter = r.array("ListGroupsRequest.TypesFilter", (version >= 3), false, |r| r.string_opt("ListGroupsRequest.TypesFilter", (version >= 3), false).map(Option::unwrap_or_default))?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("ListGroupsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListGroupsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListGroupsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -79,22 +51,10 @@ impl ListGroupsRequest {
             return Err(ProtocolError::absent_field("ListGroupsRequest.TypesFilter", version));
         }
         if version >= 4 {
-            {
-                let items = Some(&self.states_filter);
-                w.array_len("ListGroupsRequest.StatesFilter", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.string_opt("ListGroupsRequest.StatesFilter", Some(item), (version >= 3), false, version)?;
-                }
-            }
+            w.array("ListGroupsRequest.StatesFilter", Some(&self.states_filter[..]), (version >= 3), false, version, |w, item| w.string_opt("ListGroupsRequest.StatesFilter", Some(item), (version >= 3), false, version))?;
         }
         if version >= 5 {
-            {
-                let items = Some(&self.types_filter);
-                w.array_len("ListGroupsRequest.TypesFilter", items.map(Vec::len), (version >= 3), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.string_opt("ListGroupsRequest.TypesFilter", Some(item), (version >= 3), false, version)?;
-                }
-            }
+            w.array("ListGroupsRequest.TypesFilter", Some(&self.types_filter[..]), (version >= 3), false, version, |w, item| w.string_opt("ListGroupsRequest.TypesFilter", Some(item), (version >= 3), false, version))?;
         }
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);

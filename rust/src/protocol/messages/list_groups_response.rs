@@ -37,27 +37,9 @@ impl ListGroupsResponse {
             this.throttle_time_ms = r.i32("ListGroupsResponse.ThrottleTimeMs")?;
         }
         this.error_code = r.i16("ListGroupsResponse.ErrorCode")?;
-        {
-            let n = r.array_len("ListGroupsResponse.Groups", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ListedGroup::decode(r, version)?);
-                }
-                this.groups = items;
-            }
-        }
+        this.groups = r.array("ListGroupsResponse.Groups", (version >= 3), false, |r| ListedGroup::decode(r, version))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("ListGroupsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListGroupsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListGroupsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -68,13 +50,7 @@ impl ListGroupsResponse {
             w.i32(self.throttle_time_ms);
         }
         w.i16(self.error_code);
-        {
-            let items = Some(&self.groups);
-            w.array_len("ListGroupsResponse.Groups", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ListGroupsResponse.Groups", Some(&self.groups[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -122,15 +98,7 @@ impl ListedGroup {
             this.group_type = r.string_opt("ListedGroup.GroupType", (version >= 3), false)?.unwrap_or_default();
         }
         if (version >= 3) {
-            let count = r.uvarint("ListedGroup.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListedGroup.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListedGroup.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -40,30 +40,12 @@ impl ListOffsetsRequest {
         if version >= 2 {
             this.isolation_level = r.i8("ListOffsetsRequest.IsolationLevel")?;
         }
-        {
-            let n = r.array_len("ListOffsetsRequest.Topics", (version >= 6), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ListOffsetsTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("ListOffsetsRequest.Topics", (version >= 6), false, |r| ListOffsetsTopic::decode(r, version))?.unwrap_or_default();
         if version >= 10 {
             this.timeout_ms = r.i32("ListOffsetsRequest.TimeoutMs")?;
         }
         if (version >= 6) {
-            let count = r.uvarint("ListOffsetsRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListOffsetsRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListOffsetsRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -77,13 +59,7 @@ impl ListOffsetsRequest {
         if version >= 2 {
             w.i8(self.isolation_level);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("ListOffsetsRequest.Topics", items.map(Vec::len), (version >= 6), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ListOffsetsRequest.Topics", Some(&self.topics[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         if version >= 10 {
             w.i32(self.timeout_ms);
         }
@@ -120,27 +96,9 @@ impl ListOffsetsTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("ListOffsetsTopic.Name", (version >= 6), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("ListOffsetsTopic.Partitions", (version >= 6), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ListOffsetsPartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("ListOffsetsTopic.Partitions", (version >= 6), false, |r| ListOffsetsPartition::decode(r, version))?.unwrap_or_default();
         if (version >= 6) {
-            let count = r.uvarint("ListOffsetsTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListOffsetsTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListOffsetsTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -148,13 +106,7 @@ impl ListOffsetsTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("ListOffsetsTopic.Name", Some(&self.name), (version >= 6), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("ListOffsetsTopic.Partitions", items.map(Vec::len), (version >= 6), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ListOffsetsTopic.Partitions", Some(&self.partitions[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -196,15 +148,7 @@ impl ListOffsetsPartition {
         }
         this.timestamp = r.i64("ListOffsetsPartition.Timestamp")?;
         if (version >= 6) {
-            let count = r.uvarint("ListOffsetsPartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListOffsetsPartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListOffsetsPartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -33,27 +33,9 @@ impl ListOffsetsResponse {
         if version >= 2 {
             this.throttle_time_ms = r.i32("ListOffsetsResponse.ThrottleTimeMs")?;
         }
-        {
-            let n = r.array_len("ListOffsetsResponse.Topics", (version >= 6), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ListOffsetsTopicResponse::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("ListOffsetsResponse.Topics", (version >= 6), false, |r| ListOffsetsTopicResponse::decode(r, version))?.unwrap_or_default();
         if (version >= 6) {
-            let count = r.uvarint("ListOffsetsResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListOffsetsResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListOffsetsResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -63,13 +45,7 @@ impl ListOffsetsResponse {
         if version >= 2 {
             w.i32(self.throttle_time_ms);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("ListOffsetsResponse.Topics", items.map(Vec::len), (version >= 6), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ListOffsetsResponse.Topics", Some(&self.topics[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -103,27 +79,9 @@ impl ListOffsetsTopicResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("ListOffsetsTopicResponse.Name", (version >= 6), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("ListOffsetsTopicResponse.Partitions", (version >= 6), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(ListOffsetsPartitionResponse::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("ListOffsetsTopicResponse.Partitions", (version >= 6), false, |r| ListOffsetsPartitionResponse::decode(r, version))?.unwrap_or_default();
         if (version >= 6) {
-            let count = r.uvarint("ListOffsetsTopicResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListOffsetsTopicResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListOffsetsTopicResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -131,13 +89,7 @@ impl ListOffsetsTopicResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("ListOffsetsTopicResponse.Name", Some(&self.name), (version >= 6), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("ListOffsetsTopicResponse.Partitions", items.map(Vec::len), (version >= 6), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ListOffsetsTopicResponse.Partitions", Some(&self.partitions[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -187,15 +139,7 @@ impl ListOffsetsPartitionResponse {
             this.leader_epoch = r.i32("ListOffsetsPartitionResponse.LeaderEpoch")?;
         }
         if (version >= 6) {
-            let count = r.uvarint("ListOffsetsPartitionResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ListOffsetsPartitionResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ListOffsetsPartitionResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -36,17 +36,7 @@ impl MetadataRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("MetadataRequest.Topics", (version >= 9), (version >= 1))?;
-            if n < 0 { this.topics = None; } else {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(MetadataRequestTopic::decode(r, version)?);
-                }
-                this.topics = Some(items);
-            }
-        }
+        this.topics = r.array("MetadataRequest.Topics", (version >= 9), (version >= 1), |r| MetadataRequestTopic::decode(r, version))?;
         if version >= 4 {
             this.allow_auto_topic_creation = r.bool("MetadataRequest.AllowAutoTopicCreation")?;
         }
@@ -57,15 +47,7 @@ impl MetadataRequest {
             this.include_topic_authorized_operations = r.bool("MetadataRequest.IncludeTopicAuthorizedOperations")?;
         }
         if (version >= 9) {
-            let count = r.uvarint("MetadataRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MetadataRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MetadataRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -81,13 +63,7 @@ impl MetadataRequest {
         if !(version >= 8) && self.include_topic_authorized_operations != false {
             return Err(ProtocolError::absent_field("MetadataRequest.IncludeTopicAuthorizedOperations", version));
         }
-        {
-            let items = self.topics.as_ref();
-            w.array_len("MetadataRequest.Topics", items.map(Vec::len), (version >= 9), (version >= 1), version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("MetadataRequest.Topics", self.topics.as_deref(), (version >= 9), (version >= 1), version, |w, item| item.encode(w, version))?;
         if version >= 4 {
             w.bool(self.allow_auto_topic_creation);
         }
@@ -134,15 +110,7 @@ impl MetadataRequestTopic {
         }
         this.name = r.string_opt("MetadataRequestTopic.Name", (version >= 9), (version >= 10))?;
         if (version >= 9) {
-            let count = r.uvarint("MetadataRequestTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MetadataRequestTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MetadataRequestTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

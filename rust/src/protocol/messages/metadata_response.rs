@@ -48,34 +48,14 @@ impl MetadataResponse {
         if version >= 3 {
             this.throttle_time_ms = r.i32("MetadataResponse.ThrottleTimeMs")?;
         }
-        {
-            let n = r.array_len("MetadataResponse.Brokers", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(MetadataResponseBroker::decode(r, version)?);
-                }
-                this.brokers = items;
-            }
-        }
+        this.brokers = r.array("MetadataResponse.Brokers", (version >= 9), false, |r| MetadataResponseBroker::decode(r, version))?.unwrap_or_default();
         if version >= 2 {
             this.cluster_id = r.string_opt("MetadataResponse.ClusterId", (version >= 9), (version >= 2))?;
         }
         if version >= 1 {
             this.controller_id = r.i32("MetadataResponse.ControllerId")?;
         }
-        {
-            let n = r.array_len("MetadataResponse.Topics", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(MetadataResponseTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("MetadataResponse.Topics", (version >= 9), false, |r| MetadataResponseTopic::decode(r, version))?.unwrap_or_default();
         if version >= 8 && version <= 10 {
             this.cluster_authorized_operations = r.i32("MetadataResponse.ClusterAuthorizedOperations")?;
         }
@@ -83,15 +63,7 @@ impl MetadataResponse {
             this.error_code = r.i16("MetadataResponse.ErrorCode")?;
         }
         if (version >= 9) {
-            let count = r.uvarint("MetadataResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MetadataResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MetadataResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -104,26 +76,14 @@ impl MetadataResponse {
         if version >= 3 {
             w.i32(self.throttle_time_ms);
         }
-        {
-            let items = Some(&self.brokers);
-            w.array_len("MetadataResponse.Brokers", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("MetadataResponse.Brokers", Some(&self.brokers[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         if version >= 2 {
             w.string_opt("MetadataResponse.ClusterId", self.cluster_id.as_ref(), (version >= 9), (version >= 2), version)?;
         }
         if version >= 1 {
             w.i32(self.controller_id);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("MetadataResponse.Topics", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("MetadataResponse.Topics", Some(&self.topics[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         if version >= 8 && version <= 10 {
             w.i32(self.cluster_authorized_operations);
         }
@@ -175,15 +135,7 @@ impl MetadataResponseBroker {
             this.rack = r.string_opt("MetadataResponseBroker.Rack", (version >= 9), (version >= 1))?;
         }
         if (version >= 9) {
-            let count = r.uvarint("MetadataResponseBroker.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MetadataResponseBroker.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MetadataResponseBroker.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -248,30 +200,12 @@ impl MetadataResponseTopic {
         if version >= 1 {
             this.is_internal = r.bool("MetadataResponseTopic.IsInternal")?;
         }
-        {
-            let n = r.array_len("MetadataResponseTopic.Partitions", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(MetadataResponsePartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("MetadataResponseTopic.Partitions", (version >= 9), false, |r| MetadataResponsePartition::decode(r, version))?.unwrap_or_default();
         if version >= 8 {
             this.topic_authorized_operations = r.i32("MetadataResponseTopic.TopicAuthorizedOperations")?;
         }
         if (version >= 9) {
-            let count = r.uvarint("MetadataResponseTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MetadataResponseTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MetadataResponseTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -289,13 +223,7 @@ impl MetadataResponseTopic {
         if version >= 1 {
             w.bool(self.is_internal);
         }
-        {
-            let items = Some(&self.partitions);
-            w.array_len("MetadataResponseTopic.Partitions", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("MetadataResponseTopic.Partitions", Some(&self.partitions[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         if version >= 8 {
             w.i32(self.topic_authorized_operations);
         }
@@ -352,51 +280,13 @@ impl MetadataResponsePartition {
         if version >= 7 {
             this.leader_epoch = r.i32("MetadataResponsePartition.LeaderEpoch")?;
         }
-        {
-            let n = r.array_len("MetadataResponsePartition.ReplicaNodes", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("MetadataResponsePartition.ReplicaNodes")?);
-                }
-                this.replica_nodes = items;
-            }
-        }
-        {
-            let n = r.array_len("MetadataResponsePartition.IsrNodes", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("MetadataResponsePartition.IsrNodes")?);
-                }
-                this.isr_nodes = items;
-            }
-        }
+        this.replica_nodes = r.array("MetadataResponsePartition.ReplicaNodes", (version >= 9), false, |r| r.i32("MetadataResponsePartition.ReplicaNodes"))?.unwrap_or_default();
+        this.isr_nodes = r.array("MetadataResponsePartition.IsrNodes", (version >= 9), false, |r| r.i32("MetadataResponsePartition.IsrNodes"))?.unwrap_or_default();
         if version >= 5 {
-            {
-                let n = r.array_len("MetadataResponsePartition.OfflineReplicas", (version >= 9), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.i32("MetadataResponsePartition.OfflineReplicas")?);
-                    }
-                    this.offline_replicas = items;
-                }
-            }
+            this.offline_replicas = r.array("MetadataResponsePartition.OfflineReplicas", (version >= 9), false, |r| r.i32("MetadataResponsePartition.OfflineReplicas"))?.unwrap_or_default();
         }
         if (version >= 9) {
-            let count = r.uvarint("MetadataResponsePartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("MetadataResponsePartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("MetadataResponsePartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -409,28 +299,10 @@ impl MetadataResponsePartition {
         if version >= 7 {
             w.i32(self.leader_epoch);
         }
-        {
-            let items = Some(&self.replica_nodes);
-            w.array_len("MetadataResponsePartition.ReplicaNodes", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
-        {
-            let items = Some(&self.isr_nodes);
-            w.array_len("MetadataResponsePartition.IsrNodes", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("MetadataResponsePartition.ReplicaNodes", Some(&self.replica_nodes[..]), (version >= 9), false, version, |w, item| { w.i32(*item); Ok(()) })?;
+        w.array("MetadataResponsePartition.IsrNodes", Some(&self.isr_nodes[..]), (version >= 9), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if version >= 5 {
-            {
-                let items = Some(&self.offline_replicas);
-                w.array_len("MetadataResponsePartition.OfflineReplicas", items.map(Vec::len), (version >= 9), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.i32(*item);
-                }
-            }
+            w.array("MetadataResponsePartition.OfflineReplicas", Some(&self.offline_replicas[..]), (version >= 9), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         }
         if (version >= 9) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);

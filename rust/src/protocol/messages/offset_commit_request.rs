@@ -51,27 +51,9 @@ impl OffsetCommitRequest {
         if version <= 4 {
             this.retention_time_ms = r.i64("OffsetCommitRequest.RetentionTimeMs")?;
         }
-        {
-            let n = r.array_len("OffsetCommitRequest.Topics", (version >= 8), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetCommitRequestTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("OffsetCommitRequest.Topics", (version >= 8), false, |r| OffsetCommitRequestTopic::decode(r, version))?.unwrap_or_default();
         if (version >= 8) {
-            let count = r.uvarint("OffsetCommitRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetCommitRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetCommitRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -90,13 +72,7 @@ impl OffsetCommitRequest {
         if version <= 4 {
             w.i64(self.retention_time_ms);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("OffsetCommitRequest.Topics", items.map(Vec::len), (version >= 8), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetCommitRequest.Topics", Some(&self.topics[..]), (version >= 8), false, version, |w, item| item.encode(w, version))?;
         if (version >= 8) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -138,27 +114,9 @@ impl OffsetCommitRequestTopic {
         if version >= 10 {
             this.topic_id = r.uuid("OffsetCommitRequestTopic.TopicId")?;
         }
-        {
-            let n = r.array_len("OffsetCommitRequestTopic.Partitions", (version >= 8), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetCommitRequestPartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("OffsetCommitRequestTopic.Partitions", (version >= 8), false, |r| OffsetCommitRequestPartition::decode(r, version))?.unwrap_or_default();
         if (version >= 8) {
-            let count = r.uvarint("OffsetCommitRequestTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetCommitRequestTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetCommitRequestTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -171,13 +129,7 @@ impl OffsetCommitRequestTopic {
         if version >= 10 {
             w.uuid(self.topic_id);
         }
-        {
-            let items = Some(&self.partitions);
-            w.array_len("OffsetCommitRequestTopic.Partitions", items.map(Vec::len), (version >= 8), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetCommitRequestTopic.Partitions", Some(&self.partitions[..]), (version >= 8), false, version, |w, item| item.encode(w, version))?;
         if (version >= 8) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -223,15 +175,7 @@ impl OffsetCommitRequestPartition {
         }
         this.committed_metadata = r.string_opt("OffsetCommitRequestPartition.CommittedMetadata", (version >= 8), (true))?;
         if (version >= 8) {
-            let count = r.uvarint("OffsetCommitRequestPartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetCommitRequestPartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetCommitRequestPartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -33,27 +33,9 @@ impl OffsetCommitResponse {
         if version >= 3 {
             this.throttle_time_ms = r.i32("OffsetCommitResponse.ThrottleTimeMs")?;
         }
-        {
-            let n = r.array_len("OffsetCommitResponse.Topics", (version >= 8), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetCommitResponseTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("OffsetCommitResponse.Topics", (version >= 8), false, |r| OffsetCommitResponseTopic::decode(r, version))?.unwrap_or_default();
         if (version >= 8) {
-            let count = r.uvarint("OffsetCommitResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetCommitResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetCommitResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -63,13 +45,7 @@ impl OffsetCommitResponse {
         if version >= 3 {
             w.i32(self.throttle_time_ms);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("OffsetCommitResponse.Topics", items.map(Vec::len), (version >= 8), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetCommitResponse.Topics", Some(&self.topics[..]), (version >= 8), false, version, |w, item| item.encode(w, version))?;
         if (version >= 8) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -111,27 +87,9 @@ impl OffsetCommitResponseTopic {
         if version >= 10 {
             this.topic_id = r.uuid("OffsetCommitResponseTopic.TopicId")?;
         }
-        {
-            let n = r.array_len("OffsetCommitResponseTopic.Partitions", (version >= 8), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetCommitResponsePartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("OffsetCommitResponseTopic.Partitions", (version >= 8), false, |r| OffsetCommitResponsePartition::decode(r, version))?.unwrap_or_default();
         if (version >= 8) {
-            let count = r.uvarint("OffsetCommitResponseTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetCommitResponseTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetCommitResponseTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -144,13 +102,7 @@ impl OffsetCommitResponseTopic {
         if version >= 10 {
             w.uuid(self.topic_id);
         }
-        {
-            let items = Some(&self.partitions);
-            w.array_len("OffsetCommitResponseTopic.Partitions", items.map(Vec::len), (version >= 8), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetCommitResponseTopic.Partitions", Some(&self.partitions[..]), (version >= 8), false, version, |w, item| item.encode(w, version))?;
         if (version >= 8) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -186,15 +138,7 @@ impl OffsetCommitResponsePartition {
         this.partition_index = r.i32("OffsetCommitResponsePartition.PartitionIndex")?;
         this.error_code = r.i16("OffsetCommitResponsePartition.ErrorCode")?;
         if (version >= 8) {
-            let count = r.uvarint("OffsetCommitResponsePartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetCommitResponsePartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetCommitResponsePartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

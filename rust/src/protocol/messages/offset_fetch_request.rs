@@ -40,44 +40,16 @@ impl OffsetFetchRequest {
             this.group_id = r.string_opt("OffsetFetchRequest.GroupId", (version >= 6), false)?.unwrap_or_default();
         }
         if version <= 7 {
-            {
-                let n = r.array_len("OffsetFetchRequest.Topics", (version >= 6), (version >= 2 && version <= 7))?;
-                if n < 0 { this.topics = None; } else {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchRequestTopic::decode(r, version)?);
-                    }
-                    this.topics = Some(items);
-                }
-            }
+            this.topics = r.array("OffsetFetchRequest.Topics", (version >= 6), (version >= 2 && version <= 7), |r| OffsetFetchRequestTopic::decode(r, version))?;
         }
         if version >= 8 {
-            {
-                let n = r.array_len("OffsetFetchRequest.Groups", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchRequestGroup::decode(r, version)?);
-                    }
-                    this.groups = items;
-                }
-            }
+            this.groups = r.array("OffsetFetchRequest.Groups", (version >= 6), false, |r| OffsetFetchRequestGroup::decode(r, version))?.unwrap_or_default();
         }
         if version >= 7 {
             this.require_stable = r.bool("OffsetFetchRequest.RequireStable")?;
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -100,22 +72,10 @@ impl OffsetFetchRequest {
             w.string_opt("OffsetFetchRequest.GroupId", Some(&self.group_id), (version >= 6), false, version)?;
         }
         if version <= 7 {
-            {
-                let items = self.topics.as_ref();
-                w.array_len("OffsetFetchRequest.Topics", items.map(Vec::len), (version >= 6), (version >= 2 && version <= 7), version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchRequest.Topics", self.topics.as_deref(), (version >= 6), (version >= 2 && version <= 7), version, |w, item| item.encode(w, version))?;
         }
         if version >= 8 {
-            {
-                let items = Some(&self.groups);
-                w.array_len("OffsetFetchRequest.Groups", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchRequest.Groups", Some(&self.groups[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         }
         if version >= 7 {
             w.bool(self.require_stable);
@@ -156,28 +116,10 @@ impl OffsetFetchRequestTopic {
             this.name = r.string_opt("OffsetFetchRequestTopic.Name", (version >= 6), false)?.unwrap_or_default();
         }
         if version <= 7 {
-            {
-                let n = r.array_len("OffsetFetchRequestTopic.PartitionIndexes", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.i32("OffsetFetchRequestTopic.PartitionIndexes")?);
-                    }
-                    this.partition_indexes = items;
-                }
-            }
+            this.partition_indexes = r.array("OffsetFetchRequestTopic.PartitionIndexes", (version >= 6), false, |r| r.i32("OffsetFetchRequestTopic.PartitionIndexes"))?.unwrap_or_default();
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchRequestTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchRequestTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchRequestTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -194,13 +136,7 @@ impl OffsetFetchRequestTopic {
             w.string_opt("OffsetFetchRequestTopic.Name", Some(&self.name), (version >= 6), false, version)?;
         }
         if version <= 7 {
-            {
-                let items = Some(&self.partition_indexes);
-                w.array_len("OffsetFetchRequestTopic.PartitionIndexes", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.i32(*item);
-                }
-            }
+            w.array("OffsetFetchRequestTopic.PartitionIndexes", Some(&self.partition_indexes[..]), (version >= 6), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         }
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -250,28 +186,10 @@ impl OffsetFetchRequestGroup {
             this.member_epoch = r.i32("OffsetFetchRequestGroup.MemberEpoch")?;
         }
         if version >= 8 {
-            {
-                let n = r.array_len("OffsetFetchRequestGroup.Topics", (version >= 6), (version >= 8))?;
-                if n < 0 { this.topics = None; } else {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchRequestTopics::decode(r, version)?);
-                    }
-                    this.topics = Some(items);
-                }
-            }
+            this.topics = r.array("OffsetFetchRequestGroup.Topics", (version >= 6), (version >= 8), |r| OffsetFetchRequestTopics::decode(r, version))?;
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchRequestGroup.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchRequestGroup.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchRequestGroup.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -294,13 +212,7 @@ impl OffsetFetchRequestGroup {
             w.i32(self.member_epoch);
         }
         if version >= 8 {
-            {
-                let items = self.topics.as_ref();
-                w.array_len("OffsetFetchRequestGroup.Topics", items.map(Vec::len), (version >= 6), (version >= 8), version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchRequestGroup.Topics", self.topics.as_deref(), (version >= 6), (version >= 8), version, |w, item| item.encode(w, version))?;
         }
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -344,28 +256,10 @@ impl OffsetFetchRequestTopics {
             this.topic_id = r.uuid("OffsetFetchRequestTopics.TopicId")?;
         }
         if version >= 8 {
-            {
-                let n = r.array_len("OffsetFetchRequestTopics.PartitionIndexes", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(r.i32("OffsetFetchRequestTopics.PartitionIndexes")?);
-                    }
-                    this.partition_indexes = items;
-                }
-            }
+            this.partition_indexes = r.array("OffsetFetchRequestTopics.PartitionIndexes", (version >= 6), false, |r| r.i32("OffsetFetchRequestTopics.PartitionIndexes"))?.unwrap_or_default();
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchRequestTopics.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchRequestTopics.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchRequestTopics.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -382,13 +276,7 @@ impl OffsetFetchRequestTopics {
             w.uuid(self.topic_id);
         }
         if version >= 8 {
-            {
-                let items = Some(&self.partition_indexes);
-                w.array_len("OffsetFetchRequestTopics.PartitionIndexes", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    w.i32(*item);
-                }
-            }
+            w.array("OffsetFetchRequestTopics.PartitionIndexes", Some(&self.partition_indexes[..]), (version >= 6), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         }
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);

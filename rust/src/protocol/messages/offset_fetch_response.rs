@@ -40,44 +40,16 @@ impl OffsetFetchResponse {
             this.throttle_time_ms = r.i32("OffsetFetchResponse.ThrottleTimeMs")?;
         }
         if version <= 7 {
-            {
-                let n = r.array_len("OffsetFetchResponse.Topics", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchResponseTopic::decode(r, version)?);
-                    }
-                    this.topics = items;
-                }
-            }
+            this.topics = r.array("OffsetFetchResponse.Topics", (version >= 6), false, |r| OffsetFetchResponseTopic::decode(r, version))?.unwrap_or_default();
         }
         if version >= 2 && version <= 7 {
             this.error_code = r.i16("OffsetFetchResponse.ErrorCode")?;
         }
         if version >= 8 {
-            {
-                let n = r.array_len("OffsetFetchResponse.Groups", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchResponseGroup::decode(r, version)?);
-                    }
-                    this.groups = items;
-                }
-            }
+            this.groups = r.array("OffsetFetchResponse.Groups", (version >= 6), false, |r| OffsetFetchResponseGroup::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -94,25 +66,13 @@ impl OffsetFetchResponse {
             w.i32(self.throttle_time_ms);
         }
         if version <= 7 {
-            {
-                let items = Some(&self.topics);
-                w.array_len("OffsetFetchResponse.Topics", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchResponse.Topics", Some(&self.topics[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         }
         if version >= 2 && version <= 7 {
             w.i16(self.error_code);
         }
         if version >= 8 {
-            {
-                let items = Some(&self.groups);
-                w.array_len("OffsetFetchResponse.Groups", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchResponse.Groups", Some(&self.groups[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -150,28 +110,10 @@ impl OffsetFetchResponseTopic {
             this.name = r.string_opt("OffsetFetchResponseTopic.Name", (version >= 6), false)?.unwrap_or_default();
         }
         if version <= 7 {
-            {
-                let n = r.array_len("OffsetFetchResponseTopic.Partitions", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchResponsePartition::decode(r, version)?);
-                    }
-                    this.partitions = items;
-                }
-            }
+            this.partitions = r.array("OffsetFetchResponseTopic.Partitions", (version >= 6), false, |r| OffsetFetchResponsePartition::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchResponseTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchResponseTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchResponseTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -188,13 +130,7 @@ impl OffsetFetchResponseTopic {
             w.string_opt("OffsetFetchResponseTopic.Name", Some(&self.name), (version >= 6), false, version)?;
         }
         if version <= 7 {
-            {
-                let items = Some(&self.partitions);
-                w.array_len("OffsetFetchResponseTopic.Partitions", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchResponseTopic.Partitions", Some(&self.partitions[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -253,15 +189,7 @@ impl OffsetFetchResponsePartition {
             this.error_code = r.i16("OffsetFetchResponsePartition.ErrorCode")?;
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchResponsePartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchResponsePartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchResponsePartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -334,31 +262,13 @@ impl OffsetFetchResponseGroup {
             this.group_id = r.string_opt("OffsetFetchResponseGroup.GroupId", (version >= 6), false)?.unwrap_or_default();
         }
         if version >= 8 {
-            {
-                let n = r.array_len("OffsetFetchResponseGroup.Topics", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchResponseTopics::decode(r, version)?);
-                    }
-                    this.topics = items;
-                }
-            }
+            this.topics = r.array("OffsetFetchResponseGroup.Topics", (version >= 6), false, |r| OffsetFetchResponseTopics::decode(r, version))?.unwrap_or_default();
         }
         if version >= 8 {
             this.error_code = r.i16("OffsetFetchResponseGroup.ErrorCode")?;
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchResponseGroup.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchResponseGroup.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchResponseGroup.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -378,13 +288,7 @@ impl OffsetFetchResponseGroup {
             w.string_opt("OffsetFetchResponseGroup.GroupId", Some(&self.group_id), (version >= 6), false, version)?;
         }
         if version >= 8 {
-            {
-                let items = Some(&self.topics);
-                w.array_len("OffsetFetchResponseGroup.Topics", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchResponseGroup.Topics", Some(&self.topics[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         }
         if version >= 8 {
             w.i16(self.error_code);
@@ -431,28 +335,10 @@ impl OffsetFetchResponseTopics {
             this.topic_id = r.uuid("OffsetFetchResponseTopics.TopicId")?;
         }
         if version >= 8 {
-            {
-                let n = r.array_len("OffsetFetchResponseTopics.Partitions", (version >= 6), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(OffsetFetchResponsePartitions::decode(r, version)?);
-                    }
-                    this.partitions = items;
-                }
-            }
+            this.partitions = r.array("OffsetFetchResponseTopics.Partitions", (version >= 6), false, |r| OffsetFetchResponsePartitions::decode(r, version))?.unwrap_or_default();
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchResponseTopics.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchResponseTopics.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchResponseTopics.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -469,13 +355,7 @@ impl OffsetFetchResponseTopics {
             w.uuid(self.topic_id);
         }
         if version >= 8 {
-            {
-                let items = Some(&self.partitions);
-                w.array_len("OffsetFetchResponseTopics.Partitions", items.map(Vec::len), (version >= 6), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("OffsetFetchResponseTopics.Partitions", Some(&self.partitions[..]), (version >= 6), false, version, |w, item| item.encode(w, version))?;
         }
         if (version >= 6) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -534,15 +414,7 @@ impl OffsetFetchResponsePartitions {
             this.error_code = r.i16("OffsetFetchResponsePartitions.ErrorCode")?;
         }
         if (version >= 6) {
-            let count = r.uvarint("OffsetFetchResponsePartitions.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetFetchResponsePartitions.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetFetchResponsePartitions.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

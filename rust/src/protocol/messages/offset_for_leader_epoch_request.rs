@@ -33,27 +33,9 @@ impl OffsetForLeaderEpochRequest {
         if version >= 3 {
             this.replica_id = r.i32("OffsetForLeaderEpochRequest.ReplicaId")?;
         }
-        {
-            let n = r.array_len("OffsetForLeaderEpochRequest.Topics", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetForLeaderTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("OffsetForLeaderEpochRequest.Topics", (version >= 4), false, |r| OffsetForLeaderTopic::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("OffsetForLeaderEpochRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetForLeaderEpochRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetForLeaderEpochRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -63,13 +45,7 @@ impl OffsetForLeaderEpochRequest {
         if version >= 3 {
             w.i32(self.replica_id);
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("OffsetForLeaderEpochRequest.Topics", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetForLeaderEpochRequest.Topics", Some(&self.topics[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -103,27 +79,9 @@ impl OffsetForLeaderTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.topic = r.string_opt("OffsetForLeaderTopic.Topic", (version >= 4), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("OffsetForLeaderTopic.Partitions", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetForLeaderPartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("OffsetForLeaderTopic.Partitions", (version >= 4), false, |r| OffsetForLeaderPartition::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("OffsetForLeaderTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetForLeaderTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetForLeaderTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -131,13 +89,7 @@ impl OffsetForLeaderTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("OffsetForLeaderTopic.Topic", Some(&self.topic), (version >= 4), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("OffsetForLeaderTopic.Partitions", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetForLeaderTopic.Partitions", Some(&self.partitions[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -177,15 +129,7 @@ impl OffsetForLeaderPartition {
         this.current_leader_epoch = r.i32("OffsetForLeaderPartition.CurrentLeaderEpoch")?;
         this.leader_epoch = r.i32("OffsetForLeaderPartition.LeaderEpoch")?;
         if (version >= 4) {
-            let count = r.uvarint("OffsetForLeaderPartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetForLeaderPartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetForLeaderPartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,27 +31,9 @@ impl OffsetForLeaderEpochResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("OffsetForLeaderEpochResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("OffsetForLeaderEpochResponse.Topics", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(OffsetForLeaderTopicResult::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("OffsetForLeaderEpochResponse.Topics", (version >= 4), false, |r| OffsetForLeaderTopicResult::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("OffsetForLeaderEpochResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetForLeaderEpochResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetForLeaderEpochResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl OffsetForLeaderEpochResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.topics);
-            w.array_len("OffsetForLeaderEpochResponse.Topics", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetForLeaderEpochResponse.Topics", Some(&self.topics[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -99,27 +75,9 @@ impl OffsetForLeaderTopicResult {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.topic = r.string_opt("OffsetForLeaderTopicResult.Topic", (version >= 4), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("OffsetForLeaderTopicResult.Partitions", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(EpochEndOffset::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("OffsetForLeaderTopicResult.Partitions", (version >= 4), false, |r| EpochEndOffset::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("OffsetForLeaderTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("OffsetForLeaderTopicResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("OffsetForLeaderTopicResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -127,13 +85,7 @@ impl OffsetForLeaderTopicResult {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("OffsetForLeaderTopicResult.Topic", Some(&self.topic), (version >= 4), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("OffsetForLeaderTopicResult.Partitions", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("OffsetForLeaderTopicResult.Partitions", Some(&self.partitions[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -177,15 +129,7 @@ impl EpochEndOffset {
         this.leader_epoch = r.i32("EpochEndOffset.LeaderEpoch")?;
         this.end_offset = r.i64("EpochEndOffset.EndOffset")?;
         if (version >= 4) {
-            let count = r.uvarint("EpochEndOffset.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("EpochEndOffset.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("EpochEndOffset.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

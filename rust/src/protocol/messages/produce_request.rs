@@ -39,27 +39,9 @@ impl ProduceRequest {
         this.transactional_id = r.string_opt("ProduceRequest.TransactionalId", (version >= 9), (true))?;
         this.acks = r.i16("ProduceRequest.Acks")?;
         this.timeout_ms = r.i32("ProduceRequest.TimeoutMs")?;
-        {
-            let n = r.array_len("ProduceRequest.TopicData", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicProduceData::decode(r, version)?);
-                }
-                this.topic_data = items;
-            }
-        }
+        this.topic_data = r.array("ProduceRequest.TopicData", (version >= 9), false, |r| TopicProduceData::decode(r, version))?.unwrap_or_default();
         if (version >= 9) {
-            let count = r.uvarint("ProduceRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ProduceRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ProduceRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -69,13 +51,7 @@ impl ProduceRequest {
         w.string_opt("ProduceRequest.TransactionalId", self.transactional_id.as_ref(), (version >= 9), (true), version)?;
         w.i16(self.acks);
         w.i32(self.timeout_ms);
-        {
-            let items = Some(&self.topic_data);
-            w.array_len("ProduceRequest.TopicData", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ProduceRequest.TopicData", Some(&self.topic_data[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         if (version >= 9) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -117,27 +93,9 @@ impl TopicProduceData {
         if version >= 13 {
             this.topic_id = r.uuid("TopicProduceData.TopicId")?;
         }
-        {
-            let n = r.array_len("TopicProduceData.PartitionData", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(PartitionProduceData::decode(r, version)?);
-                }
-                this.partition_data = items;
-            }
-        }
+        this.partition_data = r.array("TopicProduceData.PartitionData", (version >= 9), false, |r| PartitionProduceData::decode(r, version))?.unwrap_or_default();
         if (version >= 9) {
-            let count = r.uvarint("TopicProduceData.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicProduceData.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicProduceData.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -150,13 +108,7 @@ impl TopicProduceData {
         if version >= 13 {
             w.uuid(self.topic_id);
         }
-        {
-            let items = Some(&self.partition_data);
-            w.array_len("TopicProduceData.PartitionData", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TopicProduceData.PartitionData", Some(&self.partition_data[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         if (version >= 9) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -192,15 +144,7 @@ impl PartitionProduceData {
         this.index = r.i32("PartitionProduceData.Index")?;
         this.records = r.records_opt("PartitionProduceData.Records", (version >= 9), (true))?;
         if (version >= 9) {
-            let count = r.uvarint("PartitionProduceData.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("PartitionProduceData.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("PartitionProduceData.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -33,43 +33,17 @@ impl ProduceResponse {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("ProduceResponse.Responses", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TopicProduceResponse::decode(r, version)?);
-                }
-                this.responses = items;
-            }
-        }
+        this.responses = r.array("ProduceResponse.Responses", (version >= 9), false, |r| TopicProduceResponse::decode(r, version))?.unwrap_or_default();
         this.throttle_time_ms = r.i32("ProduceResponse.ThrottleTimeMs")?;
         if (version >= 9) {
-            let count = r.uvarint("ProduceResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ProduceResponse.<tagged fields>")?;
-                match tag {
-                    0 if version >= 10 => {
-                        let r = &mut t;
-                        {
-                            let n = r.array_len("ProduceResponse.NodeEndpoints", (version >= 9), false)?;
-                            {
-                                #[allow(clippy::cast_sign_loss)]
-                                let mut items = Vec::with_capacity(n as usize);
-                                for _ in 0..n {
-                                    items.push(NodeEndpoint::decode(r, version)?);
-                                }
-                                this.node_endpoints = items;
-                            }
-                        }
-                        r.finish_tag("ProduceResponse.NodeEndpoints")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("ProduceResponse.<tagged fields>", |tag, r| match tag {
+                0 if version >= 10 => {
+                    this.node_endpoints = r.array("ProduceResponse.NodeEndpoints", (version >= 9), false, |r| NodeEndpoint::decode(r, version))?.unwrap_or_default();
+                    r.finish_tag("ProduceResponse.NodeEndpoints")?;
+                    Ok(true)
                 }
-            }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -79,25 +53,13 @@ impl ProduceResponse {
         if !(version >= 10) && !self.node_endpoints.is_empty() {
             return Err(ProtocolError::absent_field("ProduceResponse.NodeEndpoints", version));
         }
-        {
-            let items = Some(&self.responses);
-            w.array_len("ProduceResponse.Responses", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("ProduceResponse.Responses", Some(&self.responses[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.throttle_time_ms);
         if (version >= 9) {
             let mut known: Vec<(u32, Vec<u8>)> = Vec::new();
             if (version >= 10) && !self.node_endpoints.is_empty() {
                 let mut t = Writer::new();
-                {
-                    let items = Some(&self.node_endpoints);
-                    (&mut t).array_len("ProduceResponse.NodeEndpoints", items.map(Vec::len), (version >= 9), false, version)?;
-                    for item in items.into_iter().flatten() {
-                        item.encode((&mut t), version)?;
-                    }
-                }
+                (&mut t).array("ProduceResponse.NodeEndpoints", Some(&self.node_endpoints[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
                 known.push((0, t.into_tag_payload("ProduceResponse.NodeEndpoints")?));
             }
             w.tagged_fields(&known, &self.unknown_tagged_fields);
@@ -140,27 +102,9 @@ impl TopicProduceResponse {
         if version >= 13 {
             this.topic_id = r.uuid("TopicProduceResponse.TopicId")?;
         }
-        {
-            let n = r.array_len("TopicProduceResponse.PartitionResponses", (version >= 9), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(PartitionProduceResponse::decode(r, version)?);
-                }
-                this.partition_responses = items;
-            }
-        }
+        this.partition_responses = r.array("TopicProduceResponse.PartitionResponses", (version >= 9), false, |r| PartitionProduceResponse::decode(r, version))?.unwrap_or_default();
         if (version >= 9) {
-            let count = r.uvarint("TopicProduceResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TopicProduceResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TopicProduceResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -173,13 +117,7 @@ impl TopicProduceResponse {
         if version >= 13 {
             w.uuid(self.topic_id);
         }
-        {
-            let items = Some(&self.partition_responses);
-            w.array_len("TopicProduceResponse.PartitionResponses", items.map(Vec::len), (version >= 9), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TopicProduceResponse.PartitionResponses", Some(&self.partition_responses[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         if (version >= 9) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -238,36 +176,20 @@ impl PartitionProduceResponse {
             this.log_start_offset = r.i64("PartitionProduceResponse.LogStartOffset")?;
         }
         if version >= 8 {
-            {
-                let n = r.array_len("PartitionProduceResponse.RecordErrors", (version >= 9), false)?;
-                {
-                    #[allow(clippy::cast_sign_loss)]
-                    let mut items = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        items.push(BatchIndexAndErrorMessage::decode(r, version)?);
-                    }
-                    this.record_errors = items;
-                }
-            }
+            this.record_errors = r.array("PartitionProduceResponse.RecordErrors", (version >= 9), false, |r| BatchIndexAndErrorMessage::decode(r, version))?.unwrap_or_default();
         }
         if version >= 8 {
             this.error_message = r.string_opt("PartitionProduceResponse.ErrorMessage", (version >= 9), (version >= 8))?;
         }
         if (version >= 9) {
-            let count = r.uvarint("PartitionProduceResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("PartitionProduceResponse.<tagged fields>")?;
-                match tag {
-                    0 if version >= 10 => {
-                        let r = &mut t;
-                        this.current_leader = LeaderIdAndEpoch::decode(r, version)?;
-                        r.finish_tag("PartitionProduceResponse.CurrentLeader")?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
+            this.unknown_tagged_fields = r.tagged_fields("PartitionProduceResponse.<tagged fields>", |tag, r| match tag {
+                0 if version >= 10 => {
+                    this.current_leader = LeaderIdAndEpoch::decode(r, version)?;
+                    r.finish_tag("PartitionProduceResponse.CurrentLeader")?;
+                    Ok(true)
                 }
-            }
+                _ => Ok(false),
+            })?;
         }
         Ok(this)
     }
@@ -285,13 +207,7 @@ impl PartitionProduceResponse {
             w.i64(self.log_start_offset);
         }
         if version >= 8 {
-            {
-                let items = Some(&self.record_errors);
-                w.array_len("PartitionProduceResponse.RecordErrors", items.map(Vec::len), (version >= 9), false, version)?;
-                for item in items.into_iter().flatten() {
-                    item.encode(w, version)?;
-                }
-            }
+            w.array("PartitionProduceResponse.RecordErrors", Some(&self.record_errors[..]), (version >= 9), false, version, |w, item| item.encode(w, version))?;
         }
         if version >= 8 {
             w.string_opt("PartitionProduceResponse.ErrorMessage", self.error_message.as_ref(), (version >= 9), (version >= 8), version)?;
@@ -341,15 +257,7 @@ impl BatchIndexAndErrorMessage {
             this.batch_index_error_message = r.string_opt("BatchIndexAndErrorMessage.BatchIndexErrorMessage", (version >= 9), (version >= 8))?;
         }
         if (version >= 9) {
-            let count = r.uvarint("BatchIndexAndErrorMessage.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("BatchIndexAndErrorMessage.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("BatchIndexAndErrorMessage.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -407,15 +315,7 @@ impl LeaderIdAndEpoch {
             this.leader_epoch = r.i32("LeaderIdAndEpoch.LeaderEpoch")?;
         }
         if (version >= 9) {
-            let count = r.uvarint("LeaderIdAndEpoch.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("LeaderIdAndEpoch.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("LeaderIdAndEpoch.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -485,15 +385,7 @@ impl NodeEndpoint {
             this.rack = r.string_opt("NodeEndpoint.Rack", (version >= 9), (version >= 10))?;
         }
         if (version >= 9) {
-            let count = r.uvarint("NodeEndpoint.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("NodeEndpoint.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("NodeEndpoint.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -41,15 +41,7 @@ impl RequestHeader {
         this.correlation_id = r.i32("RequestHeader.CorrelationId")?;
         this.client_id = r.string_opt("RequestHeader.ClientId", false, (true))?;
         if (version >= 2) {
-            let count = r.uvarint("RequestHeader.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("RequestHeader.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("RequestHeader.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

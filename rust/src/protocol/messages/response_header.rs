@@ -29,15 +29,7 @@ impl ResponseHeader {
         let mut this = Self::default();
         this.correlation_id = r.i32("ResponseHeader.CorrelationId")?;
         if (version >= 1) {
-            let count = r.uvarint("ResponseHeader.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("ResponseHeader.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("ResponseHeader.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -29,15 +29,7 @@ impl SaslAuthenticateRequest {
         let mut this = Self::default();
         this.auth_bytes = r.bytes_opt("SaslAuthenticateRequest.AuthBytes", (version >= 2), false)?.unwrap_or_default();
         if (version >= 2) {
-            let count = r.uvarint("SaslAuthenticateRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SaslAuthenticateRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SaslAuthenticateRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

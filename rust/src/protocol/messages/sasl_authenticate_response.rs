@@ -43,15 +43,7 @@ impl SaslAuthenticateResponse {
             this.session_lifetime_ms = r.i64("SaslAuthenticateResponse.SessionLifetimeMs")?;
         }
         if (version >= 2) {
-            let count = r.uvarint("SaslAuthenticateResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SaslAuthenticateResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SaslAuthenticateResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,30 +31,14 @@ impl SaslHandshakeResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.error_code = r.i16("SaslHandshakeResponse.ErrorCode")?;
-        {
-            let n = r.array_len("SaslHandshakeResponse.Mechanisms", false, false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.string_opt("SaslHandshakeResponse.Mechanisms", false, false)?.unwrap_or_default());
-                }
-                this.mechanisms = items;
-            }
-        }
+        this.mechanisms = r.array("SaslHandshakeResponse.Mechanisms", false, false, |r| r.string_opt("SaslHandshakeResponse.Mechanisms", false, false).map(Option::unwrap_or_default))?.unwrap_or_default();
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i16(self.error_code);
-        {
-            let items = Some(&self.mechanisms);
-            w.array_len("SaslHandshakeResponse.Mechanisms", items.map(Vec::len), false, false, version)?;
-            for item in items.into_iter().flatten() {
-                w.string_opt("SaslHandshakeResponse.Mechanisms", Some(item), false, false, version)?;
-            }
-        }
+        w.array("SaslHandshakeResponse.Mechanisms", Some(&self.mechanisms[..]), false, false, version, |w, item| w.string_opt("SaslHandshakeResponse.Mechanisms", Some(item), false, false, version))?;
         Ok(())
     }
 }

@@ -57,27 +57,9 @@ impl SyncGroupRequest {
         if version >= 5 {
             this.protocol_name = r.string_opt("SyncGroupRequest.ProtocolName", (version >= 4), (version >= 5))?;
         }
-        {
-            let n = r.array_len("SyncGroupRequest.Assignments", (version >= 4), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(SyncGroupRequestAssignment::decode(r, version)?);
-                }
-                this.assignments = items;
-            }
-        }
+        this.assignments = r.array("SyncGroupRequest.Assignments", (version >= 4), false, |r| SyncGroupRequestAssignment::decode(r, version))?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("SyncGroupRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SyncGroupRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SyncGroupRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -99,13 +81,7 @@ impl SyncGroupRequest {
         if version >= 5 {
             w.string_opt("SyncGroupRequest.ProtocolName", self.protocol_name.as_ref(), (version >= 4), (version >= 5), version)?;
         }
-        {
-            let items = Some(&self.assignments);
-            w.array_len("SyncGroupRequest.Assignments", items.map(Vec::len), (version >= 4), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("SyncGroupRequest.Assignments", Some(&self.assignments[..]), (version >= 4), false, version, |w, item| item.encode(w, version))?;
         if (version >= 4) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -141,15 +117,7 @@ impl SyncGroupRequestAssignment {
         this.member_id = r.string_opt("SyncGroupRequestAssignment.MemberId", (version >= 4), false)?.unwrap_or_default();
         this.assignment = r.bytes_opt("SyncGroupRequestAssignment.Assignment", (version >= 4), false)?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("SyncGroupRequestAssignment.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SyncGroupRequestAssignment.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SyncGroupRequestAssignment.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

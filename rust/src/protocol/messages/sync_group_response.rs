@@ -51,15 +51,7 @@ impl SyncGroupResponse {
         }
         this.assignment = r.bytes_opt("SyncGroupResponse.Assignment", (version >= 4), false)?.unwrap_or_default();
         if (version >= 4) {
-            let count = r.uvarint("SyncGroupResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("SyncGroupResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("SyncGroupResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -61,27 +61,9 @@ impl TxnOffsetCommitRequest {
         if version >= 3 {
             this.group_instance_id = r.string_opt("TxnOffsetCommitRequest.GroupInstanceId", (version >= 3), (version >= 3))?;
         }
-        {
-            let n = r.array_len("TxnOffsetCommitRequest.Topics", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TxnOffsetCommitRequestTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("TxnOffsetCommitRequest.Topics", (version >= 3), false, |r| TxnOffsetCommitRequestTopic::decode(r, version))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("TxnOffsetCommitRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TxnOffsetCommitRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TxnOffsetCommitRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -110,13 +92,7 @@ impl TxnOffsetCommitRequest {
         if version >= 3 {
             w.string_opt("TxnOffsetCommitRequest.GroupInstanceId", self.group_instance_id.as_ref(), (version >= 3), (version >= 3), version)?;
         }
-        {
-            let items = Some(&self.topics);
-            w.array_len("TxnOffsetCommitRequest.Topics", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TxnOffsetCommitRequest.Topics", Some(&self.topics[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -150,27 +126,9 @@ impl TxnOffsetCommitRequestTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("TxnOffsetCommitRequestTopic.Name", (version >= 3), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("TxnOffsetCommitRequestTopic.Partitions", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TxnOffsetCommitRequestPartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("TxnOffsetCommitRequestTopic.Partitions", (version >= 3), false, |r| TxnOffsetCommitRequestPartition::decode(r, version))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("TxnOffsetCommitRequestTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TxnOffsetCommitRequestTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TxnOffsetCommitRequestTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -178,13 +136,7 @@ impl TxnOffsetCommitRequestTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("TxnOffsetCommitRequestTopic.Name", Some(&self.name), (version >= 3), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("TxnOffsetCommitRequestTopic.Partitions", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TxnOffsetCommitRequestTopic.Partitions", Some(&self.partitions[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -230,15 +182,7 @@ impl TxnOffsetCommitRequestPartition {
         }
         this.committed_metadata = r.string_opt("TxnOffsetCommitRequestPartition.CommittedMetadata", (version >= 3), (true))?;
         if (version >= 3) {
-            let count = r.uvarint("TxnOffsetCommitRequestPartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TxnOffsetCommitRequestPartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TxnOffsetCommitRequestPartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

@@ -31,27 +31,9 @@ impl TxnOffsetCommitResponse {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.throttle_time_ms = r.i32("TxnOffsetCommitResponse.ThrottleTimeMs")?;
-        {
-            let n = r.array_len("TxnOffsetCommitResponse.Topics", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TxnOffsetCommitResponseTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("TxnOffsetCommitResponse.Topics", (version >= 3), false, |r| TxnOffsetCommitResponseTopic::decode(r, version))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("TxnOffsetCommitResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TxnOffsetCommitResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TxnOffsetCommitResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -59,13 +41,7 @@ impl TxnOffsetCommitResponse {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i32(self.throttle_time_ms);
-        {
-            let items = Some(&self.topics);
-            w.array_len("TxnOffsetCommitResponse.Topics", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TxnOffsetCommitResponse.Topics", Some(&self.topics[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -99,27 +75,9 @@ impl TxnOffsetCommitResponseTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("TxnOffsetCommitResponseTopic.Name", (version >= 3), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("TxnOffsetCommitResponseTopic.Partitions", (version >= 3), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(TxnOffsetCommitResponsePartition::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("TxnOffsetCommitResponseTopic.Partitions", (version >= 3), false, |r| TxnOffsetCommitResponsePartition::decode(r, version))?.unwrap_or_default();
         if (version >= 3) {
-            let count = r.uvarint("TxnOffsetCommitResponseTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TxnOffsetCommitResponseTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TxnOffsetCommitResponseTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -127,13 +85,7 @@ impl TxnOffsetCommitResponseTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("TxnOffsetCommitResponseTopic.Name", Some(&self.name), (version >= 3), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("TxnOffsetCommitResponseTopic.Partitions", items.map(Vec::len), (version >= 3), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("TxnOffsetCommitResponseTopic.Partitions", Some(&self.partitions[..]), (version >= 3), false, version, |w, item| item.encode(w, version))?;
         if (version >= 3) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -169,15 +121,7 @@ impl TxnOffsetCommitResponsePartition {
         this.partition_index = r.i32("TxnOffsetCommitResponsePartition.PartitionIndex")?;
         this.error_code = r.i16("TxnOffsetCommitResponsePartition.ErrorCode")?;
         if (version >= 3) {
-            let count = r.uvarint("TxnOffsetCommitResponsePartition.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("TxnOffsetCommitResponsePartition.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("TxnOffsetCommitResponsePartition.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }

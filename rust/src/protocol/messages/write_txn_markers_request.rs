@@ -27,40 +27,16 @@ impl WriteTxnMarkersRequest {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("WriteTxnMarkersRequest.Markers", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(WritableTxnMarker::decode(r, version)?);
-                }
-                this.markers = items;
-            }
-        }
+        this.markers = r.array("WriteTxnMarkersRequest.Markers", (true), false, |r| WritableTxnMarker::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("WriteTxnMarkersRequest.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WriteTxnMarkersRequest.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WriteTxnMarkersRequest.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.markers);
-            w.array_len("WriteTxnMarkersRequest.Markers", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("WriteTxnMarkersRequest.Markers", Some(&self.markers[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -105,28 +81,10 @@ impl WritableTxnMarker {
         this.producer_id = r.i64("WritableTxnMarker.ProducerId")?;
         this.producer_epoch = r.i16("WritableTxnMarker.ProducerEpoch")?;
         this.transaction_result = r.bool("WritableTxnMarker.TransactionResult")?;
-        {
-            let n = r.array_len("WritableTxnMarker.Topics", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(WritableTxnMarkerTopic::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("WritableTxnMarker.Topics", (true), false, |r| WritableTxnMarkerTopic::decode(r, version))?.unwrap_or_default();
         this.coordinator_epoch = r.i32("WritableTxnMarker.CoordinatorEpoch")?;
         if (true) {
-            let count = r.uvarint("WritableTxnMarker.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WritableTxnMarker.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WritableTxnMarker.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -136,13 +94,7 @@ impl WritableTxnMarker {
         w.i64(self.producer_id);
         w.i16(self.producer_epoch);
         w.bool(self.transaction_result);
-        {
-            let items = Some(&self.topics);
-            w.array_len("WritableTxnMarker.Topics", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("WritableTxnMarker.Topics", Some(&self.topics[..]), (true), false, version, |w, item| item.encode(w, version))?;
         w.i32(self.coordinator_epoch);
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -177,27 +129,9 @@ impl WritableTxnMarkerTopic {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("WritableTxnMarkerTopic.Name", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("WritableTxnMarkerTopic.PartitionIndexes", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(r.i32("WritableTxnMarkerTopic.PartitionIndexes")?);
-                }
-                this.partition_indexes = items;
-            }
-        }
+        this.partition_indexes = r.array("WritableTxnMarkerTopic.PartitionIndexes", (true), false, |r| r.i32("WritableTxnMarkerTopic.PartitionIndexes"))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("WritableTxnMarkerTopic.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WritableTxnMarkerTopic.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WritableTxnMarkerTopic.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -205,13 +139,7 @@ impl WritableTxnMarkerTopic {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("WritableTxnMarkerTopic.Name", Some(&self.name), (true), false, version)?;
-        {
-            let items = Some(&self.partition_indexes);
-            w.array_len("WritableTxnMarkerTopic.PartitionIndexes", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                w.i32(*item);
-            }
-        }
+        w.array("WritableTxnMarkerTopic.PartitionIndexes", Some(&self.partition_indexes[..]), (true), false, version, |w, item| { w.i32(*item); Ok(()) })?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }

@@ -27,40 +27,16 @@ impl WriteTxnMarkersResponse {
     #[allow(unused_variables, clippy::too_many_lines, clippy::needless_late_init)]
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
-        {
-            let n = r.array_len("WriteTxnMarkersResponse.Markers", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(WritableTxnMarkerResult::decode(r, version)?);
-                }
-                this.markers = items;
-            }
-        }
+        this.markers = r.array("WriteTxnMarkersResponse.Markers", (true), false, |r| WritableTxnMarkerResult::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("WriteTxnMarkersResponse.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WriteTxnMarkersResponse.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WriteTxnMarkersResponse.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
 
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
-        {
-            let items = Some(&self.markers);
-            w.array_len("WriteTxnMarkersResponse.Markers", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("WriteTxnMarkersResponse.Markers", Some(&self.markers[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -94,27 +70,9 @@ impl WritableTxnMarkerResult {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.producer_id = r.i64("WritableTxnMarkerResult.ProducerId")?;
-        {
-            let n = r.array_len("WritableTxnMarkerResult.Topics", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(WritableTxnMarkerTopicResult::decode(r, version)?);
-                }
-                this.topics = items;
-            }
-        }
+        this.topics = r.array("WritableTxnMarkerResult.Topics", (true), false, |r| WritableTxnMarkerTopicResult::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("WritableTxnMarkerResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WritableTxnMarkerResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WritableTxnMarkerResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -122,13 +80,7 @@ impl WritableTxnMarkerResult {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.i64(self.producer_id);
-        {
-            let items = Some(&self.topics);
-            w.array_len("WritableTxnMarkerResult.Topics", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("WritableTxnMarkerResult.Topics", Some(&self.topics[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -162,27 +114,9 @@ impl WritableTxnMarkerTopicResult {
     pub fn decode(r: &mut Reader, version: i16) -> Result<Self, ProtocolError> {
         let mut this = Self::default();
         this.name = r.string_opt("WritableTxnMarkerTopicResult.Name", (true), false)?.unwrap_or_default();
-        {
-            let n = r.array_len("WritableTxnMarkerTopicResult.Partitions", (true), false)?;
-            {
-                #[allow(clippy::cast_sign_loss)]
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(WritableTxnMarkerPartitionResult::decode(r, version)?);
-                }
-                this.partitions = items;
-            }
-        }
+        this.partitions = r.array("WritableTxnMarkerTopicResult.Partitions", (true), false, |r| WritableTxnMarkerPartitionResult::decode(r, version))?.unwrap_or_default();
         if (true) {
-            let count = r.uvarint("WritableTxnMarkerTopicResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WritableTxnMarkerTopicResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WritableTxnMarkerTopicResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
@@ -190,13 +124,7 @@ impl WritableTxnMarkerTopicResult {
     #[allow(unused_variables, clippy::too_many_lines)]
     pub fn encode(&self, w: &mut Writer, version: i16) -> Result<(), ProtocolError> {
         w.string_opt("WritableTxnMarkerTopicResult.Name", Some(&self.name), (true), false, version)?;
-        {
-            let items = Some(&self.partitions);
-            w.array_len("WritableTxnMarkerTopicResult.Partitions", items.map(Vec::len), (true), false, version)?;
-            for item in items.into_iter().flatten() {
-                item.encode(w, version)?;
-            }
-        }
+        w.array("WritableTxnMarkerTopicResult.Partitions", Some(&self.partitions[..]), (true), false, version, |w, item| item.encode(w, version))?;
         if (true) {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
         }
@@ -232,15 +160,7 @@ impl WritableTxnMarkerPartitionResult {
         this.partition_index = r.i32("WritableTxnMarkerPartitionResult.PartitionIndex")?;
         this.error_code = r.i16("WritableTxnMarkerPartitionResult.ErrorCode")?;
         if (true) {
-            let count = r.uvarint("WritableTxnMarkerPartitionResult.<tagged fields>")?;
-            for _ in 0..count {
-                let (tag, mut t) = r.tagged_field("WritableTxnMarkerPartitionResult.<tagged fields>")?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, t.rest());
-                    }
-                }
-            }
+            this.unknown_tagged_fields = r.tagged_fields("WritableTxnMarkerPartitionResult.<tagged fields>", |_, _| Ok(false))?;
         }
         Ok(this)
     }
