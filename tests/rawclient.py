@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from logbroker.protocol import REQUESTS, RESPONSES, Writer
+from logbroker.protocol import REQUESTS, RESPONSES
 
 FLEXIBLE_MIN = {k: cls.flexible_versions_min for k, cls in REQUESTS.items()}
 
@@ -63,10 +63,8 @@ class RawClient:
 
     def request(self, api_key: int, version: int, body, raw_body: bytes | None = None):
         self.correlation_id += 1
-        w = Writer()
         if raw_body is None:
-            body.encode(version, w)
-            payload = w.getvalue()
+            payload = body.to_bytes(version)
         else:
             payload = raw_body
         self.send_frame(request_header(api_key, version, self.correlation_id) + payload)

@@ -9,7 +9,7 @@ import socket
 import struct
 
 from logbroker import Admin, Broker, NewTopic, Producer
-from logbroker.protocol import REQUESTS, Writer
+from logbroker.protocol import REQUESTS
 from rawclient import request_header
 
 
@@ -51,9 +51,7 @@ def test_client_hanging_up_mid_fetch_is_not_a_warning(tmp_path, caplog):
                     session_epoch=-1, topics=[Fetch.FetchTopic(topic="big", partitions=[
                         Fetch.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])],
                     forgotten_topics_data=[], rack_id="")
-        w = Writer()
-        req.encode(11, w)
-        payload = request_header(1, 11, 1) + w.getvalue()
+        payload = request_header(1, 11, 1) + req.to_bytes(11)
         for _ in range(5):
             s = socket.create_connection((host, int(port)))
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

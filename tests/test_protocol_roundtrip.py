@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logbroker.protocol import REQUESTS, RESPONSES, RequestHeader, ResponseHeader, ProtocolError, Writer
+from logbroker.protocol import REQUESTS, RESPONSES, RequestHeader, ResponseHeader, ProtocolError
 
 MESSAGES = [*REQUESTS.values(), *RESPONSES.values(), RequestHeader, ResponseHeader]
 CASES = [
@@ -87,9 +87,7 @@ def _flexible_min(cls):
 
 
 def encode(obj, version) -> bytes:
-    w = Writer()
-    obj.encode(version, w)
-    return w.getvalue()
+    return obj.to_bytes(version)
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate logbroker's Kafka protocol codec from the vendored JSON message specs.
+"""Generate logbroker's Kafka message classes (Python) from the vendored JSON message specs.
 
     python tools/gen_protocol.py                 # specs/ -> messages/ in the package
     python tools/gen_protocol.py --out DIR       # write somewhere else (used by the drift test)
@@ -8,14 +8,14 @@ Input: python/logbroker/protocol/specs/*.json (Apache Kafka 4.1.1 message defini
 with `//` comments). Output: python/logbroker/protocol/messages/<snake_name>.py, one
 module per message, and messages/__init__.py (the API registry).
 
-How the output works. For every struct (the message body and each nested struct) the
-generator computes the wire layout at each version in the message's validVersions: which
-fields are present, whether they are tagged, nullable or compact, and (recursively) the
-layouts of the nested structs. Versions with the same layout share one decode function
-and one encode function, written out as straight-line code: runs of fixed-width fields
-are read and written with one precompiled `struct.Struct`, strings/arrays/tagged fields
-are inlined. The class's `_dec`/`_enc` tuples map each version to its function, so at run
-time nothing interprets the spec.
+What the output is. One class per struct (the message body, and each nested struct as a
+class inside it): `__slots__` with each field's spec facts as a comment, a keyword-only
+`__init__` with the spec defaults, `_fields` (FieldInfo metadata for tests and tools), and
+`_rs`, the struct's id in the Rust codec. There is no codec here: the bytes are read and
+written by the Rust codec (tools/gen_protocol_rs.py generates it from the same specs, and
+rust/src/py/messages.rs converts each struct to and from these classes). The spec model
+below (Versions, FieldSpec, StructSpec, MessageSpec, load_spec, struct_ids) is shared with
+that generator.
 
 The generated files are checked in; tests/test_protocol_generated.py regenerates them
 into a temporary directory and fails on any difference. Edit this generator (or the
@@ -253,38 +253,19 @@ def load_spec(path: Path) -> MessageSpec:
     )
 
 
-# =========================================================================== layouts
+def struct_ids(msgs: list[MessageSpec]) -> list[tuple[MessageSpec, StructSpec]]:
+    """Every struct class of every message, in the order that numbers them: the Python
+    class's `_rs` and the Rust bridge's match arms (rust/src/py/messages.rs) both use the
+    index into this list. Messages by module name, each message's body first, then its
+    nested structs in definition order."""
+    out: list[tuple[MessageSpec, StructSpec]] = []
+    for m in sorted(msgs, key=lambda m: m.module):
+        out.append((m, m.top))
+        out.extend((m, st) for st in m.structs.values())
+    return out
 
 
-def analyse(msg: MessageSpec) -> None:
-    """Group each struct's versions by identical wire layout (children first)."""
-    done: set[str] = set()
-
-    def visit(st: StructSpec) -> None:
-        if st.name in done:
-            return
-        for f in st.fields:
-            if f.struct_name:
-                visit(msg.structs[f.struct_name])
-        sigs: dict[tuple, int] = {}
-        for v in range(msg.valid.lo, msg.valid.hi + 1):
-            entries = []
-            for f in st.fields:
-                if v not in f.versions:
-                    entries.append((f.name, "absent"))
-                    continue
-                child = msg.structs[f.struct_name].group_of[v] if f.struct_name else None
-                entries.append((f.name, v in f.tagged, v in f.nullable, compact(msg, f, v), child))
-            sig = (v in msg.flexible, tuple(entries))
-            if sig not in sigs:
-                sigs[sig] = len(st.groups)
-                st.groups.append(v)
-            st.group_of[v] = sigs[sig]
-        done.add(st.name)
-
-    visit(msg.top)
-    for st in msg.structs.values():
-        visit(st)
+# =========================================================================== defaults
 
 
 def compact(msg: MessageSpec, f: FieldSpec, v: int) -> bool:
@@ -293,23 +274,6 @@ def compact(msg: MessageSpec, f: FieldSpec, v: int) -> bool:
     if f.flexible is not None and v not in f.flexible:
         return False
     return True
-
-
-def group_versions(msg: MessageSpec, st: StructSpec, g: int) -> str:
-    vs = [v for v, gg in st.group_of.items() if gg == g]
-    runs = []
-    start = prev = vs[0]
-    for v in vs[1:]:
-        if v == prev + 1:
-            prev = v
-            continue
-        runs.append((start, prev))
-        start = prev = v
-    runs.append((start, prev))
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-# =========================================================================== defaults
 
 
 def default_value(f: FieldSpec):
@@ -367,20 +331,6 @@ def default_expr(f: FieldSpec) -> str:
     return repr(d)
 
 
-def nondefault_test(f: FieldSpec, expr: str) -> str:
-    """Condition (generated code) that is true when `expr` differs from the default."""
-    d = default_value(f)
-    if f.kind == "uuid":
-        return f"{expr} != ZERO_UUID"
-    if f.kind == "array":
-        return f"{expr} is not None" if d is None else f"{expr} != []"
-    if f.kind == "struct":
-        return f"{expr} is not None" if d is None else f"{expr} != _DEF_{f.elem}"
-    if d is None:
-        return f"{expr} is not None"
-    return f"{expr} != {d!r}"
-
-
 def default_meta(f: FieldSpec) -> str:
     d = default_value(f)
     if f.kind == "uuid":
@@ -392,370 +342,27 @@ def default_meta(f: FieldSpec) -> str:
     return repr(d)
 
 
-# =========================================================================== code writer
+# =========================================================================== classes
 
 
 class Code:
-    """Lines of generated code, with the field label each line belongs to."""
+    """Lines of generated code."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.marks: list[tuple[int, str]] = []  # (line index, label)
 
     def __call__(self, indent: int = 0, text: str = "") -> None:
         self.lines.append(("    " * indent + text) if text else "")
 
-    def mark(self, label: str) -> None:
-        self.marks.append((len(self.lines), label))
-
     def extend(self, other: Code) -> None:
-        base = len(self.lines)
         self.lines.extend(other.lines)
-        self.marks.extend((base + i, lab) for i, lab in other.marks)
 
 
 class ModuleGen:
-    def __init__(self, msg: MessageSpec) -> None:
+    def __init__(self, msg: MessageSpec, ids: dict[tuple[str, str], int]) -> None:
         self.msg = msg
-        self.formats: set[str] = set()
+        self.ids = ids
 
-    # -- helpers
-    def sname(self, fmt: str) -> str:
-        self.formats.add(fmt)
-        return "_S_" + fmt[1:].replace("?", "o")
-
-    def dname(self, st: StructSpec, g: int) -> str:
-        return f"_d_{st.name}_{g}"
-
-    def ename(self, st: StructSpec, g: int) -> str:
-        return f"_e_{st.name}_{g}"
-
-    def label(self, st: StructSpec, f: FieldSpec | None = None, extra: str = "") -> str:
-        base = st.name if f is None else f"{st.name}.{f.name}"
-        return base + extra
-
-    # ------------------------------------------------------------------ decode
-    def read_len(self, c: Code, ind: int, var: str, is_compact: bool, width: str) -> None:
-        """Read a length/count into `var`: compact -> uvarint-1, else int16/int32."""
-        if is_compact:
-            c(ind, f"{var} = buf[pos]")
-            c(ind, f"if {var} < 128:")
-            c(ind + 1, "pos += 1")
-            c(ind, "else:")
-            c(ind + 1, f"{var}, pos = _uvarint(buf, pos)")
-            c(ind, f"{var} -= 1")
-        else:
-            fmt = ">h" if width == "h" else ">i"
-            c(ind, f"({var},) = {self.sname(fmt)}.unpack_from(buf, pos)")
-            c(ind, f"pos += {2 if width == 'h' else 4}")
-
-    def read_value(self, c: Code, ind: int, kind: str, elem, target: str, label: str,
-                   v: int, f: FieldSpec, nullable: bool, is_compact: bool) -> None:
-        """Emit code reading one value of `kind` into `target` (an lvalue)."""
-        msg = self.msg
-        lab = repr(label)
-        if kind in FIXED:
-            ch, size = FIXED[kind]
-            c(ind, f"({target},) = {self.sname('>' + ch)}.unpack_from(buf, pos)")
-            c(ind, f"pos += {size}")
-        elif kind == "uuid":
-            c(ind, "e = pos + 16")
-            c(ind, "if e > n:")
-            c(ind + 1, f"raise _short({lab}, pos, 16, n)")
-            c(ind, f"{target} = _uuid(buf[pos:e])")
-            c(ind, "pos = e")
-        elif kind in ("string", "bytes", "records"):
-            self.read_len(c, ind, "ln", is_compact, "h" if kind == "string" else "i")
-            c(ind, "if ln < 0:")
-            if nullable:
-                if not is_compact:
-                    c(ind + 1, "if ln != -1:")
-                    c(ind + 2, f"raise _bad_length({lab}, pos, ln)")
-                c(ind + 1, f"{target} = None")
-            else:
-                if not is_compact:
-                    c(ind + 1, "if ln != -1:")
-                    c(ind + 2, f"raise _bad_length({lab}, pos, ln)")
-                c(ind + 1, f"raise _bad_null({lab}, pos)")
-            c(ind, "else:")
-            if kind == "string" and is_compact:
-                c(ind + 1, "if ln > 32767:")
-                c(ind + 2, f"raise _bad_length({lab}, pos, ln)")
-            c(ind + 1, "e = pos + ln")
-            c(ind + 1, "if e > n:")
-            c(ind + 2, f"raise _short({lab}, pos, ln, n)")
-            if kind == "string":
-                c(ind + 1, f"{target} = str(buf[pos:e], 'utf-8')")
-            elif kind == "bytes":
-                c(ind + 1, f"{target} = bytes(buf[pos:e])")
-            else:
-                c(ind + 1, f"{target} = buf[pos:e]")
-            c(ind + 1, "pos = e")
-        elif kind == "struct":
-            st = msg.structs[elem]
-            fn = self.dname(st, st.group_of[v])
-            if nullable:
-                c(ind, f"({'flag'},) = {self.sname('>b')}.unpack_from(buf, pos)")
-                c(ind, "pos += 1")
-                c(ind, "if flag < 0:")
-                c(ind + 1, f"{target} = None")
-                c(ind, "else:")
-                c(ind + 1, f"{target}, pos = {fn}(buf, pos)")
-            else:
-                c(ind, f"{target}, pos = {fn}(buf, pos)")
-        elif kind == "array":
-            self.read_len(c, ind, "cnt", is_compact, "i")
-            c(ind, "if cnt < 0:")
-            if nullable:
-                if not is_compact:
-                    c(ind + 1, "if cnt != -1:")
-                    c(ind + 2, f"raise _bad_length({lab}, pos, cnt)")
-                c(ind + 1, f"{target} = None")
-            else:
-                if not is_compact:
-                    c(ind + 1, "if cnt != -1:")
-                    c(ind + 2, f"raise _bad_length({lab}, pos, cnt)")
-                c(ind + 1, f"raise _bad_null({lab}, pos)")
-            c(ind, "else:")
-            c(ind + 1, "if cnt > n - pos:")
-            c(ind + 2, f"raise _too_many({lab}, pos, cnt, n)")
-            if elem in FIXED:
-                ch, size = FIXED[elem]
-                c(ind + 1, f"{target} = list(_unpack_from('>%d{ch}' % cnt, buf, pos))")
-                c(ind + 1, f"pos += {size} * cnt")
-            elif elem in SCALAR:
-                c(ind + 1, "lst = []")
-                c(ind + 1, "for _ in range(cnt):")
-                self.read_value(c, ind + 2, elem, None, "el", label + "[]", v, f, False, is_compact)
-                c(ind + 2, "lst.append(el)")
-                c(ind + 1, f"{target} = lst")
-            else:
-                st = msg.structs[elem]
-                fn = self.dname(st, st.group_of[v])
-                c(ind + 1, "lst = []")
-                c(ind + 1, "app = lst.append")
-                c(ind + 1, "for _ in range(cnt):")
-                c(ind + 2, f"el, pos = {fn}(buf, pos)")
-                c(ind + 2, "app(el)")
-                c(ind + 1, f"{target} = lst")
-        else:
-            raise SystemExit(f"cannot read {kind}")
-
-    def gen_decoder(self, st: StructSpec, g: int) -> Code:
-        msg = self.msg
-        v = st.groups[g]
-        flexible = v in msg.flexible
-        c = Code()
-        c.mark(self.label(st))
-        c(0, f"def {self.dname(st, g)}(buf, pos):")
-        c(1, f"# {st.name}, versions {group_versions(msg, st, g)}")
-        c(1, "n = len(buf)")
-        c(1, "try:")
-        c(2, f"o = _new(_{st.name})")
-        fields = [f for f in st.fields if v in f.versions and v not in f.tagged]
-        tagged = [f for f in st.fields if v in f.tagged]
-        absent = [f for f in st.fields if v not in f.versions]
-        i = 0
-        while i < len(fields):
-            f = fields[i]
-            if f.kind in FIXED:
-                run = [f]
-                while i + len(run) < len(fields) and fields[i + len(run)].kind in FIXED:
-                    run.append(fields[i + len(run)])
-                fmt = ">" + "".join(FIXED[x.kind][0] for x in run)
-                size = sum(FIXED[x.kind][1] for x in run)
-                c.mark(self.label(st, run[0]))
-                targets = ", ".join(f"o.{x.attr}" for x in run)
-                if len(run) == 1:
-                    targets += ","
-                c(2, f"{targets} = {self.sname(fmt)}.unpack_from(buf, pos)")
-                c(2, f"pos += {size}")
-                i += len(run)
-                continue
-            c.mark(self.label(st, f))
-            self.read_value(c, 2, f.kind, f.elem, f"o.{f.attr}", self.label(st, f), v, f,
-                            v in f.nullable, compact(msg, f, v))
-            i += 1
-        for f in absent + tagged:
-            c(2, f"o.{f.attr} = {default_expr(f)}")
-        if flexible:
-            c.mark(self.label(st, None, ".<tagged fields>"))
-            c(2, "tc = buf[pos]")
-            c(2, "if tc < 128:")
-            c(3, "pos += 1")
-            c(2, "else:")
-            c(3, "tc, pos = _uvarint(buf, pos)")
-            c(2, "unk = {}")
-            c(2, "for _ in range(tc):")
-            c(3, "tag, pos = _uvarint(buf, pos)")
-            c(3, "sz, pos = _uvarint(buf, pos)")
-            c(3, "end = pos + sz")
-            c(3, "if end > n:")
-            c(4, f"raise _short({self.label(st, None, '.<tagged fields>')!r}, pos, sz, n)")
-            kw = "if"
-            for f in sorted(tagged, key=lambda x: x.tag):
-                c(3, f"{kw} tag == {f.tag}:")
-                c.mark(self.label(st, f))
-                self.read_value(c, 4, f.kind, f.elem, f"o.{f.attr}", self.label(st, f), v, f,
-                                v in f.nullable, compact(msg, f, v))
-                c(4, "if pos != end:")
-                c(5, f"raise _tag_size({self.label(st, f)!r}, pos, end)")
-                c.mark(self.label(st, None, ".<tagged fields>"))
-                kw = "elif"
-            if tagged:
-                c(3, "else:")
-                c(4, "unk[tag] = bytes(buf[pos:end])")
-            else:
-                c(3, "unk[tag] = bytes(buf[pos:end])")
-            c(3, "pos = end")
-            c(2, "o.unknown_tagged_fields = unk")
-        else:
-            c(2, "o.unknown_tagged_fields = {}")
-        c(2, "return o, pos")
-        c(1, "except _LOW_DEC as x:")
-        c(2, "raise _malformed(x, _LINES, pos) from x")
-        return c
-
-    # ------------------------------------------------------------------ encode
-    def write_len(self, c: Code, ind: int, b: str, expr: str, is_compact: bool, width: str) -> None:
-        if is_compact:
-            c(ind, f"ln = {expr} + 1")
-            c(ind, "if ln < 128:")
-            c(ind + 1, f"{b}.append(ln)")
-            c(ind, "else:")
-            c(ind + 1, f"{b} += _uvb(ln)")
-        else:
-            fmt = ">h" if width == "h" else ">i"
-            c(ind, f"{b} += {self.sname(fmt)}.pack({expr})")
-
-    def write_null(self, c: Code, ind: int, b: str, is_compact: bool, width: str) -> None:
-        if is_compact:
-            c(ind, f"{b}.append(0)")
-        else:
-            nul = repr(b"\xff" * (2 if width == "h" else 4))
-            c(ind, f"{b} += {nul}")
-
-    def write_value(self, c: Code, ind: int, kind: str, elem, expr: str, label: str, v: int,
-                    nullable: bool, is_compact: bool, b: str) -> None:
-        msg = self.msg
-        lab = repr(label)
-        if kind in FIXED:
-            ch, _ = FIXED[kind]
-            c(ind, f"{b} += {self.sname('>' + ch)}.pack({expr})")
-        elif kind == "uuid":
-            c(ind, f"{b} += {expr}.bytes")
-        elif kind == "records":
-            c(ind, f"w.write_records({expr}, {is_compact})")
-        elif kind in ("string", "bytes"):
-            width = "h" if kind == "string" else "i"
-            c(ind, f"val = {expr}")
-            c(ind, "if val is None:")
-            if nullable:
-                self.write_null(c, ind + 1, b, is_compact, width)
-            else:
-                c(ind + 1, f"raise _enc_null({lab})")
-            c(ind, "else:")
-            if kind == "string":
-                c(ind + 1, "val = val.encode()")
-                c(ind + 1, "if len(val) > 32767:")
-                c(ind + 2, f"raise _enc_too_long({lab}, len(val))")
-            self.write_len(c, ind + 1, b, "len(val)", is_compact, width)
-            c(ind + 1, f"{b} += val")
-        elif kind == "struct":
-            st = msg.structs[elem]
-            fn = self.ename(st, st.group_of[v])
-            if nullable:
-                c(ind, f"val = {expr}")
-                c(ind, "if val is None:")
-                c(ind + 1, f"{b} += b'\\xff'")
-                c(ind, "else:")
-                c(ind + 1, f"{b} += b'\\x01'")
-                c(ind + 1, f"{fn}(val, {b}, w)")
-            else:
-                c(ind, f"{fn}({expr}, {b}, w)")
-        elif kind == "array":
-            c(ind, f"arr = {expr}")
-            c(ind, "if arr is None:")
-            if nullable:
-                self.write_null(c, ind + 1, b, is_compact, "i")
-            else:
-                c(ind + 1, f"raise _enc_null({lab})")
-            c(ind, "else:")
-            self.write_len(c, ind + 1, b, "len(arr)", is_compact, "i")
-            if elem in FIXED:
-                ch, _ = FIXED[elem]
-                c(ind + 1, f"{b} += _pack('>%d{ch}' % len(arr), *arr)")
-            elif elem in SCALAR:
-                c(ind + 1, "for el in arr:")
-                self.write_value(c, ind + 2, elem, None, "el", label + "[]", v, False, is_compact, b)
-            else:
-                st = msg.structs[elem]
-                fn = self.ename(st, st.group_of[v])
-                c(ind + 1, "for el in arr:")
-                c(ind + 2, f"{fn}(el, {b}, w)")
-        else:
-            raise SystemExit(f"cannot write {kind}")
-
-    def gen_encoder(self, st: StructSpec, g: int) -> Code:
-        msg = self.msg
-        v = st.groups[g]
-        flexible = v in msg.flexible
-        c = Code()
-        c.mark(self.label(st))
-        c(0, f"def {self.ename(st, g)}(o, b, w):")
-        c(1, f"# {st.name}, versions {group_versions(msg, st, g)}")
-        c(1, "try:")
-        fields = [f for f in st.fields if v in f.versions and v not in f.tagged]
-        tagged = [f for f in st.fields if v in f.tagged]
-        absent = [f for f in st.fields if v not in f.versions and not f.ignorable]
-        for f in absent:
-            c.mark(self.label(st, f))
-            c(2, f"if {nondefault_test(f, 'o.' + f.attr)}:")
-            c(3, f"raise _enc_absent({self.label(st, f)!r})")
-        i = 0
-        while i < len(fields):
-            f = fields[i]
-            if f.kind in FIXED:
-                run = [f]
-                while i + len(run) < len(fields) and fields[i + len(run)].kind in FIXED:
-                    run.append(fields[i + len(run)])
-                fmt = ">" + "".join(FIXED[x.kind][0] for x in run)
-                c.mark(self.label(st, run[0]))
-                args = ", ".join(f"o.{x.attr}" for x in run)
-                c(2, f"b += {self.sname(fmt)}.pack({args})")
-                i += len(run)
-                continue
-            c.mark(self.label(st, f))
-            self.write_value(c, 2, f.kind, f.elem, f"o.{f.attr}", self.label(st, f), v,
-                             v in f.nullable, compact(msg, f, v), "b")
-            i += 1
-        if flexible:
-            c.mark(self.label(st, None, ".<tagged fields>"))
-            c(2, "unk = o.unknown_tagged_fields")
-            if tagged:
-                c(2, "tg = []")
-                for f in sorted(tagged, key=lambda x: x.tag):
-                    c.mark(self.label(st, f))
-                    c(2, f"if {nondefault_test(f, 'o.' + f.attr)}:")
-                    c(3, "t = bytearray()")
-                    self.write_value(c, 3, f.kind, f.elem, f"o.{f.attr}", self.label(st, f), v,
-                                     v in f.nullable, compact(msg, f, v), "t")
-                    c(3, f"tg.append(({f.tag}, t))")
-                c.mark(self.label(st, None, ".<tagged fields>"))
-                c(2, "if tg or unk:")
-                c(3, "_write_tags(b, tg, unk)")
-            else:
-                c(2, "if unk:")
-                c(3, "_write_tags(b, None, unk)")
-            c(2, "else:")
-            c(3, "b.append(0)")
-        elif not fields and not absent:
-            c(2, "pass")
-        c(1, "except _LOW_ENC as x:")
-        c(2, "raise _unencodable(x, _LINES) from x")
-        return c
-
-    # ------------------------------------------------------------------ classes
     def field_comment(self, f: FieldSpec) -> str:
         msg = self.msg
         eff = f.versions.intersect(msg.valid)
@@ -792,6 +399,8 @@ class ModuleGen:
             c(ind + 1, f'"""Struct {st.name} of {msg.name}."""')
             c()
         c(ind + 1, f"_msg = {msg.name!r}")
+        c(ind + 1, f"_rs = {self.ids[(msg.name, st.name)]}")
+        c(ind + 1, f"_lo, _hi = {msg.valid.lo}, {msg.valid.hi}")
         c(ind + 1, "__slots__ = (")
         for f in st.fields:
             about = f.about.strip().replace("\n", " ")
@@ -825,17 +434,6 @@ class ModuleGen:
                 c(ind + 2, f"self.{f.attr} = {f.attr}")
         c(ind + 2, "self.unknown_tagged_fields = {} if unknown_tagged_fields is _MISSING "
                    "else unknown_tagged_fields")
-        c()
-        c(ind + 1, "def __eq__(self, other):")
-        c(ind + 2, "if type(other) is not type(self):")
-        c(ind + 3, "return NotImplemented")
-        c(ind + 2, "return (")
-        for f in st.fields:
-            c(ind + 3, f"self.{f.attr} == other.{f.attr} and")
-        c(ind + 3, "self.unknown_tagged_fields == other.unknown_tagged_fields")
-        c(ind + 2, ")")
-        c()
-        c(ind + 1, "__hash__ = None")
         return c
 
     def field_info(self, f: FieldSpec) -> str:
@@ -854,7 +452,6 @@ class ModuleGen:
     # ------------------------------------------------------------------ module
     def generate(self) -> str:
         msg = self.msg
-        analyse(msg)
         body = Code()
         body.extend(self.gen_class(msg.top, 0, True))
         body(0)
@@ -862,28 +459,12 @@ class ModuleGen:
         body(0, f"_{msg.name} = {msg.name}")
         for sname in msg.structs:
             body(0, f"_{sname} = {msg.name}.{sname}")
-        for sname, st in msg.structs.items():
+        for sname in msg.structs:
             if any(f.kind == "struct" and f.elem == sname and default_value(f) is not None
                    for s in [msg.top, *msg.structs.values()] for f in s.fields):
                 body(0, f"_DEF_{sname} = _{sname}()")
-        all_structs = [msg.top, *msg.structs.values()]
-        for st in all_structs:
-            for g in range(len(st.groups)):
-                body(0)
-                body(0)
-                body.extend(self.gen_decoder(st, g))
-                body(0)
-                body(0)
-                body.extend(self.gen_encoder(st, g))
         body(0)
-        body(0)
-        for st in all_structs:
-            lo, hi = msg.valid.lo, msg.valid.hi
-            decs = ", ".join(self.dname(st, st.group_of[v]) for v in range(lo, hi + 1))
-            encs = ", ".join(self.ename(st, st.group_of[v]) for v in range(lo, hi + 1))
-            body(0, f"_{st.name}._lo, _{st.name}._hi = {lo}, {hi}")
-            body(0, f"_{st.name}._dec = ({decs},)")
-            body(0, f"_{st.name}._enc = ({encs},)")
+        for st in [msg.top, *msg.structs.values()]:
             body(0, f"_{st.name}._fields = (")
             for f in st.fields:
                 body(1, self.field_info(f) + ",")
@@ -893,40 +474,15 @@ class ModuleGen:
         head(0, BANNER)
         head(0, f"# source: specs/{msg.source}")
         head(0, "# ruff: noqa")
-        head(0, f'"""{msg.name}: generated codec. See logbroker.protocol for the API."""')
+        head(0, f'"""{msg.name}: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""')
         head(0)
-        head(0, "from logbroker.protocol._runtime import (")
-        for name in ("LOW_DEC as _LOW_DEC", "LOW_ENC as _LOW_ENC", "_MISSING", "FieldInfo as _F",
-                     "Struct", "ZERO_UUID", "_new", "bad_length as _bad_length",
-                     "bad_null as _bad_null", "enc_absent as _enc_absent", "enc_null as _enc_null",
-                     "enc_too_long as _enc_too_long", "make_uuid as _uuid",
-                     "malformed as _malformed", "pack as _pack", "read_uvarint as _uvarint",
-                     "short as _short", "tag_size as _tag_size", "too_many as _too_many",
-                     "unencodable as _unencodable", "unpack_from as _unpack_from",
-                     "uvarint_bytes as _uvb", "write_tags as _write_tags"):
-            head(1, name + ",")
-        head(0, ")")
-        head(0, "from struct import Struct as _Struct")
+        head(0, "from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID")
         head(0)
         head(0, f"__all__ = [{msg.name!r}]")
         head(0)
-        for fmt in sorted(self.formats):
-            head(0, f"{self.sname(fmt)} = _Struct({fmt!r})")
-        head(0)
         head(0)
         head.extend(body)
-        # line table for error messages: 1-based line numbers of each field's code
-        nos = [i + 1 for i, _ in head.marks]
-        names = [lab for _, lab in head.marks]
-        order = sorted(range(len(nos)), key=lambda k: nos[k])
-        head(0)
-        head(0, "# (line, field) table used to name the field in ProtocolError messages")
-        head(0, "_LINES = (")
-        head(1, "(" + ", ".join(str(nos[k]) for k in order) + ",),")
-        head(1, "(" + ", ".join(repr(names[k]) for k in order) + ",),")
-        head(0, ")")
         text = "\n".join(head.lines) + "\n"
-        # normalise: no trailing spaces
         return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
@@ -934,7 +490,7 @@ class ModuleGen:
 
 
 def gen_registry(msgs: list[MessageSpec]) -> str:
-    lines = [BANNER, '"""Registry of the generated message classes, by API key."""', ""]
+    lines = [BANNER, '"""Registry of the generated message classes, by API key, and every struct class by id."""', ""]
     for m in sorted(msgs, key=lambda m: m.module):
         lines.append(f"from logbroker.protocol.messages.{m.module} import {m.name}")
     lines.append("")
@@ -953,9 +509,16 @@ def gen_registry(msgs: list[MessageSpec]) -> str:
         lines.append(f"    {m.api_key}: {m.name[: -len('Request')]!r},")
     lines.append("}")
     lines.append("")
+    lines.append("# Every struct class, indexed by its `_rs` id (the Rust codec's class numbering).")
+    lines.append("CLASSES = (")
+    for m, st in struct_ids(msgs):
+        path = m.name if st is m.top else f"{m.name}.{st.name}"
+        lines.append(f"    {path},")
+    lines.append(")")
+    lines.append("")
     names = sorted(m.name for m in msgs)
     lines.append("__all__ = [")
-    for n in ["API_NAMES", "REQUESTS", "RESPONSES", *names]:
+    for n in ["API_NAMES", "CLASSES", "REQUESTS", "RESPONSES", *names]:
         lines.append(f"    {n!r},")
     lines.append("]")
     return "\n".join(lines) + "\n"
@@ -967,6 +530,7 @@ def generate(specs: Path = SPECS, out: Path = OUT) -> list[Path]:
     for m in msgs:
         if m.type in ("request", "response") and m.api_key is None:
             raise SystemExit(f"{m.source}: no apiKey")
+    ids = {(m.name, st.name): i for i, (m, st) in enumerate(struct_ids(msgs))}
     out.mkdir(parents=True, exist_ok=True)
     written = []
     wanted = {f"{m.module}.py" for m in msgs} | {"__init__.py"}
@@ -975,7 +539,7 @@ def generate(specs: Path = SPECS, out: Path = OUT) -> list[Path]:
             p.unlink()
     for m in msgs:
         path = out / f"{m.module}.py"
-        path.write_text(ModuleGen(m).generate(), encoding="utf-8")
+        path.write_text(ModuleGen(m, ids).generate(), encoding="utf-8")
         written.append(path)
     init = out / "__init__.py"
     init.write_text(gen_registry(msgs), encoding="utf-8")

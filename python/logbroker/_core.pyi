@@ -43,6 +43,9 @@ __all__ = [
     "encode_batch",
     "murmur2",
     "partition_for_key",
+    "protocol_decode",
+    "protocol_encode",
+    "protocol_encode_frame",
     "protocol_reencode",
     "read_offset_checkpoint",
     "validate_batches",
@@ -252,6 +255,17 @@ def decode_columns(
     count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
 
 # --- Kafka protocol codec (rust/src/py/protocol.rs) ---
+
+def protocol_decode(cls_id: int, buf: Buffer, pos: int, version: int) -> tuple[Any, int]:
+    """Decodes one instance of message class `cls_id` (its `_rs`) at buf[pos:]: (object, end).
+    Records fields are memoryview slices of buf. Raises KafkaProtocolError naming the field."""
+
+def protocol_encode(cls_id: int, obj: Any, version: int) -> bytes:
+    """Encodes `obj` (an instance of message class `cls_id`) at `version`."""
+
+def protocol_encode_frame(header_id: int, header: Any, header_version: int, body_id: int, body: Any,
+                          version: int) -> bytes:
+    """A whole frame: 4-byte size, header, body."""
 
 def protocol_reencode(api_key: int, version: int, request: bool, body: Buffer) -> tuple[bytes, int]:
     """Decodes a message body with the Rust codec and encodes it again: (bytes, consumed).

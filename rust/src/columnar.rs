@@ -15,6 +15,7 @@
 //! - `headers` (when asked): list<struct<key: string, value: binary>> as list offsets
 //!   (n+1), then the struct's children: header keys (offsets, data) and header values
 //!   (validity, offsets, data).
+//!
 //! `next_offset` is where the next fetch should start: past the last whole batch read, or
 //! `end_offset` if that came first.
 use crate::batch::{self, BatchHeader, Control, HEADER_LEN};
@@ -38,7 +39,7 @@ impl BinaryColumn {
     }
 
     fn push(&mut self, v: Option<&[u8]>) -> Result<()> {
-        if self.len % 8 == 0 {
+        if self.len.is_multiple_of(8) {
             self.validity.push(0);
         }
         if let Some(bytes) = v {

@@ -9,8 +9,12 @@ The codec does no I/O. A broker reads a size-prefixed frame and calls
     chunks = encode_response(header.request_api_key, header.request_api_version,
                              header.correlation_id, response_obj)
 
-`chunks` is the whole response frame (size prefix, response header, body) as `bytes`
-pieces and file regions (see `Writer`), ready for send/sendfile.
+`chunks` is the whole response frame (size prefix, response header, body) as a list
+of `bytes` (one item), ready to send.
+
+The bytes are read and written by the Rust codec (rust/src/protocol, generated from the
+same specs; rust/src/py/messages.rs converts its structs to and from these classes), the
+one codec the broker's data path, the control plane and the client share.
 
 Message classes (`REQUESTS[key]`, `RESPONSES[key]`, e.g. `ProduceRequest`) carry
 `api_key`, `name`, `valid_versions = (lo, hi)`, `flexible_versions_min`; nested structs
@@ -19,11 +23,11 @@ are nested classes named after the spec's struct types (`ProduceRequest.TopicPro
 class has
 
 * `__init__(**fields)` (keyword-only; missing fields take the spec default),
-* `decode(buf, pos, version) -> (obj, end)` and `encode(version, writer)`,
+* `decode(buf, pos, version) -> (obj, end)` and `to_bytes(version)`,
 * `__eq__`/`__repr__`, and `unknown_tagged_fields` ({tag: bytes}, kept on re-encode).
 
 Values: ints/bools as Python ints/bools; `string` as str; `bytes` as bytes; `records` as
-a zero-copy memoryview slice of the input when decoding, and bytes-like, a file region or
+a zero-copy memoryview slice of the input when decoding, and a bytes-like object or
 a list of those when encoding; `uuid` as `uuid.UUID` (default `ZERO_UUID`, all zero
 bits); arrays as lists; nullable fields use None. Defaults follow the spec (`default`
 key, else 0 / "" / False / b"" / [] / a default struct; `records` default to None).
@@ -37,7 +41,8 @@ from __future__ import annotations
 
 import struct as _struct
 
-from logbroker.protocol._runtime import ZERO_UUID, FieldInfo, Struct, Writer
+from logbroker import _core
+from logbroker.protocol._runtime import ZERO_UUID, FieldInfo, Struct, codec_error
 from logbroker.protocol.errors import ErrorCode, ProtocolError
 from logbroker.protocol.messages import API_NAMES, REQUESTS, RESPONSES
 from logbroker.protocol.messages.request_header import RequestHeader
@@ -54,7 +59,6 @@ __all__ = [
     "RequestHeader",
     "ResponseHeader",
     "Struct",
-    "Writer",
     "decode_request",
     "decode_request_header",
     "decode_response",
@@ -137,32 +141,31 @@ def encode_response_header(api_key: int, api_version: int, correlation_id: int) 
     return _I.pack(correlation_id)
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Struct) -> list:
-    """The full response frame: 4-byte size, response header, body; as Writer chunks."""
+def encode_response(api_key: int, version: int, correlation_id: int, body: Struct) -> list[bytes]:
+    """The full response frame (4-byte size, response header, body) as a one-item list."""
     cls = RESPONSES.get(api_key)
     if cls is not None and type(body) is not cls:
         raise ProtocolError(f"{type(body).__qualname__} is not the response of API key {api_key}")
-    w = Writer()
-    b = w.buf
-    b += b"\x00\x00\x00\x00"
-    b += _I.pack(correlation_id)
-    if response_header_version(api_key, version):
-        b.append(0)
-    body.encode(version, w)
-    _I.pack_into(b, 0, w.nbytes - 4)
-    return w.chunks()
+    return [_encode_frame(ResponseHeader(correlation_id=correlation_id),
+                          response_header_version(api_key, version), body, version)]
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Struct) -> list:
-    """Client side: the full request frame (size, header v1/v2, body) as Writer chunks."""
-    w = Writer()
-    w.buf += b"\x00\x00\x00\x00"
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Struct) -> list[bytes]:
+    """Client side: the full request frame (size, header v1/v2, body) as a one-item list."""
     hdr = RequestHeader(request_api_key=api_key, request_api_version=version,
                         correlation_id=correlation_id, client_id=client_id)
-    hdr.encode(request_header_version(api_key, version), w)
-    body.encode(version, w)
-    _I.pack_into(w.buf, 0, w.nbytes - 4)
-    return w.chunks()
+    return [_encode_frame(hdr, request_header_version(api_key, version), body, version)]
+
+
+def _encode_frame(header: Struct, header_version: int, body: Struct, version: int) -> bytes:
+    cls = type(body)
+    if not cls._lo <= version <= cls._hi:
+        raise ProtocolError(f"version {version} is outside {cls._lo}-{cls._hi}", api=cls._msg, version=version,
+                            error_code=ErrorCode.UNSUPPORTED_VERSION)
+    try:
+        return _core.protocol_encode_frame(type(header)._rs, header, header_version, cls._rs, body, version)
+    except _core.KafkaProtocolError as e:
+        raise codec_error(e, cls._msg, version) from None
 
 
 def decode_response(api_key: int, version: int, buf) -> tuple[int, Struct]:

@@ -10,4 +10,4 @@
 pub mod codec;
 pub mod messages;
 
-pub use codec::{Bytes, Chunk, Message, ProtocolError, Reader, Records, Writer};
+pub use codec::{Bytes, Chunk, Message, ProtocolError, Reader, Records, TaggedFields, Uuid, Writer};

@@ -6,7 +6,9 @@
 //! - `client.rs`: the Python client's accumulator, futures, fetch decoder and records;
 //! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`;
 //! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers);
-//! - `protocol.rs`: `protocol_reencode` (the Rust Kafka codec, for its cross-check);
+//! - `protocol.rs`: the Kafka codec for Python (`protocol_decode`, `protocol_encode`,
+//!   `protocol_encode_frame`) and the value conversions; `messages.rs` (generated) applies
+//!   them to every message struct;
 //! - `server.rs`: `NetworkServer` (the Rust network layer the broker serves requests through).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
@@ -21,6 +23,7 @@ mod errors;
 mod functions;
 mod gil;
 mod log;
+mod messages;
 mod protocol;
 mod server;
 
@@ -39,6 +42,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     client::register(m)?;
     m.add_function(wrap_pyfunction!(columnar::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_reencode, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::protocol_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::protocol_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::protocol_encode_frame, m)?)?;
     m.add_class::<server::PyNetworkServer>()?;
     m.add_class::<server::PyPartitionTable>()?;
     m.add_class::<server::PyReplicaPartition>()?;
