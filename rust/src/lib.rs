@@ -28,6 +28,9 @@ pub mod time_index;
 // The Kafka protocol codec, generated from the message specs.
 pub mod protocol;
 
+// The controller quorum: raft-rs over a durable Raft log (sans I/O, driven from trio).
+pub mod raft;
+
 // The broker's network layer: listener, connections, frames, responses.
 pub mod server;
 

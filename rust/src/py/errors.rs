@@ -10,6 +10,8 @@
 //! ├── InvalidProducerEpochError  InvalidProducerEpoch
 //! ├── KafkaStorageError          Io (incl. ENOSPC), CorruptIndex, Closed
 //! └── InvalidConfigError         InvalidConfig
+//! RaftError(Exception)            raft::RaftError (the controller quorum's state)
+//! └── NoLeaderError               RaftError::NoLeader
 //! KafkaProtocolError(ValueError)  protocol::ProtocolError (a frame that does not decode,
 //!                                 a message that cannot be encoded)
 //! ```
@@ -33,6 +35,9 @@ create_exception!(logbroker._core, OutOfOrderSequenceError, LogBrokerError, "An 
 create_exception!(logbroker._core, InvalidProducerEpochError, LogBrokerError, "A producer epoch older than the current one (fenced).");
 create_exception!(logbroker._core, KafkaStorageError, LogBrokerError, "An I/O failure (including a full disk), a corrupt index or checkpoint, or a closed log.");
 create_exception!(logbroker._core, InvalidConfigError, LogBrokerError, "A configuration key with a bad value, or an unknown key.");
+
+create_exception!(logbroker._core, RaftError, PyException, "The controller quorum's Raft state: a metadata-log I/O failure or corruption, a bad configuration or message.");
+create_exception!(logbroker._core, NoLeaderError, RaftError, "A proposal while no controller leader is known (retry after an election).");
 
 create_exception!(logbroker._core, KafkaProtocolError, PyValueError, "A Kafka protocol frame that does not decode, or a message that cannot be encoded.");
 
@@ -79,5 +84,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KafkaStorageError", py.get_type::<KafkaStorageError>())?;
     m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
     m.add("KafkaProtocolError", py.get_type::<KafkaProtocolError>())?;
+    m.add("RaftError", py.get_type::<RaftError>())?;
+    m.add("NoLeaderError", py.get_type::<NoLeaderError>())?;
     Ok(())
 }

@@ -9,6 +9,7 @@
 //! - `protocol.rs`: the Kafka codec for Python (`protocol_decode`, `protocol_encode`,
 //!   `protocol_encode_frame`) and the value conversions; `messages.rs` (generated) applies
 //!   them to every message struct;
+//! - `raft.rs`: `RaftNode` (one controller-quorum voter, rust/src/raft);
 //! - `server.rs`: `NetworkServer` (the Rust network layer the broker serves requests through).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
@@ -25,6 +26,7 @@ mod gil;
 mod log;
 mod messages;
 mod protocol;
+mod raft;
 mod server;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -45,6 +47,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(protocol::protocol_decode, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_encode, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_encode_frame, m)?)?;
+    m.add_class::<raft::PyRaftNode>()?;
     m.add_class::<server::PyNetworkServer>()?;
     m.add_class::<server::PyPartitionTable>()?;
     m.add_class::<server::PyReplicaPartition>()?;

@@ -1,0 +1,174 @@
+"""The controller quorum's driver: one trio task that owns a `_core.RaftNode` (raft-rs over
+a durable Raft log, rust/src/raft) and drives it.
+
+    node = _core.RaftNode(node_id, voters, directory)
+    driver = QuorumDriver(node, transport, apply)
+    nursery.start_soon(driver.run)
+    index = await driver.propose(record_bytes)      # committed and applied here
+    driver.receive(message_bytes)                   # the transport hands in peer messages
+
+The driver does no consensus: it feeds raft-rs its inputs (ticks, peer messages,
+proposals), then calls `ready()`, which persists what Raft asks (entries, hard state;
+fsynced, in a worker thread so the event loop never blocks on the disk) and returns the
+messages to send and the committed entries, which are applied in index order by `apply`.
+Inputs that arrive while a `ready()` is on disk are batched into the next round, so one
+fsync covers many messages (group commit).
+
+Timing: `tick_seconds` x `election_tick` is the election timeout (raft-rs randomises it
+between 1x and 2x), `heartbeat_tick` ticks between heartbeats. Kafka's
+`controller.quorum.election.timeout.ms` (1000) is `election_tick` = 10 ticks of 100 ms.
+
+A proposal is matched to its committed entry by a random 16-byte context, so a proposal
+made at a follower (forwarded to the leader by Raft) completes when this node applies it.
+A proposal made while no leader is known is kept and offered again every round. If the
+entry is lost (a leader change before it committed), `propose` times out with
+`QuorumTimeout` and the caller decides whether to retry. A record appended twice (a
+forwarded proposal delivered twice) is applied once: see `_first_time`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Awaitable, Callable, Protocol
+
+import trio
+
+from logbroker import _core
+
+log = logging.getLogger("logbroker.quorum")
+
+__all__ = ["QuorumDriver", "QuorumTimeout", "Transport"]
+
+
+class QuorumTimeout(Exception):
+    """A proposal did not commit in time (no leader, or the leader changed)."""
+
+
+class Transport(Protocol):
+    def send(self, to: int, message: bytes) -> None:
+        """Queue a Raft message for node `to`; must not block; may drop it."""
+
+
+# (index, data) of a committed record, applied in index order.
+Apply = Callable[[int, bytes], None]
+# (index, term, data) of a snapshot to load instead of the records it covers.
+InstallSnapshot = Callable[[int, int, bytes], None]
+RunSync = Callable[..., Awaitable]
+
+DEDUPE_WINDOW = 4096
+
+
+class QuorumDriver:
+    def __init__(self, node: _core.RaftNode, transport: Transport, apply: Apply, *,
+                 install_snapshot: InstallSnapshot | None = None, tick_seconds: float = 0.1,
+                 run_sync: RunSync | None = None) -> None:
+        self.node = node
+        self.transport = transport
+        self.apply = apply
+        self.install_snapshot = install_snapshot
+        self.tick_seconds = tick_seconds
+        self._run_sync: RunSync = run_sync or trio.to_thread.run_sync
+        self._inbox: list[bytes] = []
+        self._proposals: list[tuple[bytes, bytes]] = []
+        self._wake = trio.Event()
+        self._waiters: dict[bytes, tuple[trio.Event, list[int]]] = {}
+        self.applied_index = 0
+        self.failed: BaseException | None = None
+        self._recent: dict[bytes, None] = {}  # contexts of the last DEDUPE_WINDOW records applied
+
+    # -- inputs (never block)
+    def receive(self, message: bytes) -> None:
+        """A Raft message from a peer; handled in the next round."""
+        self._inbox.append(message)
+        self._wake.set()
+
+    async def propose(self, data: bytes, timeout: float = 5.0) -> int:
+        """Append `data` to the metadata log; returns its index once it is committed and
+        applied on this node. Raises QuorumTimeout if that does not happen in `timeout`."""
+        ctx = os.urandom(16)
+        done = trio.Event()
+        slot: list[int] = []
+        self._waiters[ctx] = (done, slot)
+        self._proposals.append((ctx, data))
+        self._wake.set()
+        try:
+            with trio.move_on_after(timeout):
+                await done.wait()
+            if not slot:
+                raise QuorumTimeout(
+                    f"metadata record of {len(data)} bytes not committed within {timeout}s "
+                    f"(node {self.node.node_id}, leader {self.node.leader_id or 'unknown'}, term {self.node.term})")
+            return slot[0]
+        finally:
+            self._waiters.pop(ctx, None)
+
+    def _first_time(self, ctx: bytes) -> bool:
+        """False for a record whose context was applied among the last DEDUPE_WINDOW records
+        (a forwarded proposal the network delivered twice is appended twice). Every node
+        decides alike: the window is a function of the log prefix it applies (replayed in
+        full on restart; a snapshot will have to carry it)."""
+        if ctx in self._recent:
+            return False
+        self._recent[ctx] = None
+        if len(self._recent) > DEDUPE_WINDOW:
+            del self._recent[next(iter(self._recent))]
+        return True
+
+    # -- the loop
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        node = self.node
+        next_tick = trio.current_time() + self.tick_seconds
+        task_status.started()
+        while True:
+            with trio.move_on_at(next_tick):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            now = trio.current_time()
+            while now >= next_tick:
+                node.tick()
+                next_tick += self.tick_seconds
+            inbox, self._inbox = self._inbox, []
+            for msg in inbox:
+                try:
+                    node.step(msg)
+                except _core.RaftError as e:
+                    if isinstance(e, _core.NoLeaderError):
+                        continue
+                    log.warning("node %d: dropped a Raft message of %d bytes: %s", node.node_id, len(msg), e)
+            proposals, self._proposals = self._proposals, []
+            for i, (ctx, data) in enumerate(proposals):
+                if ctx not in self._waiters:
+                    continue
+                try:
+                    node.propose(ctx, data)
+                except _core.NoLeaderError:
+                    # no leader known yet: keep them for the next round (next tick at the latest)
+                    self._proposals[:0] = [p for p in proposals[i:] if p[0] in self._waiters]
+                    break
+            try:
+                messages, snapshot, committed = await self._run_sync(node.ready)
+            except _core.RaftError as e:
+                self.failed = e
+                log.error("node %d: the metadata log failed, the quorum node stops: %s", node.node_id, e)
+                raise
+            for to, msg in messages:
+                self.transport.send(to, msg)
+            if snapshot is not None:
+                index, term, data = snapshot
+                if self.install_snapshot is None:
+                    raise _core.RaftError(f"node {node.node_id}: received a snapshot at index {index} but cannot install one")
+                self.install_snapshot(index, term, data)
+                self.applied_index = index
+            for index, _term, normal, ctx, data in committed:
+                if index <= self.applied_index:
+                    continue
+                if normal and self._first_time(ctx):
+                    self.apply(index, data)
+                self.applied_index = index
+                w = self._waiters.get(ctx)
+                if w is not None and normal:
+                    w[1].append(index)
+                    w[0].set()
+            if messages or committed or snapshot is not None:
+                self._wake.set()  # Raft may have more ready (e.g. after advance)

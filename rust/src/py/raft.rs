@@ -1,0 +1,120 @@
+//! `RaftNode`: one controller-quorum voter (rust/src/raft) for the trio driver in
+//! `logbroker.coord.quorum`. Calls that write to disk (`ready`, `compact`) release the GIL.
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::errors::{NoLeaderError, RaftError as PyRaftError};
+use crate::raft::node::{NodeConfig, QuorumNode};
+use crate::raft::RaftError;
+
+impl From<RaftError> for PyErr {
+    fn from(e: RaftError) -> PyErr {
+        match e {
+            RaftError::NoLeader => NoLeaderError::new_err(e.to_string()),
+            e => PyRaftError::new_err(e.to_string()),
+        }
+    }
+}
+
+type Ready<'py> = (Vec<(u64, Bound<'py, PyBytes>)>, Option<(u64, u64, Bound<'py, PyBytes>)>,
+    Vec<(u64, u64, bool, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>);
+
+#[pyclass(name = "RaftNode", module = "logbroker._core", frozen)]
+pub struct PyRaftNode {
+    id: u64,
+    node: Mutex<QuorumNode>,
+}
+
+impl PyRaftNode {
+    fn with<T>(&self, f: impl FnOnce(&mut QuorumNode) -> T) -> T {
+        let mut g = self.node.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut g)
+    }
+}
+
+#[pymethods]
+impl PyRaftNode {
+    #[new]
+    #[pyo3(signature = (node_id, voters, directory, election_tick = 10, heartbeat_tick = 2))]
+    fn new(py: Python<'_>, node_id: u64, voters: Vec<u64>, directory: std::path::PathBuf, election_tick: usize,
+           heartbeat_tick: usize) -> PyResult<Self> {
+        let cfg = NodeConfig { id: node_id, voters, election_tick, heartbeat_tick };
+        let node = py.detach(|| QuorumNode::open(&directory, &cfg))?;
+        Ok(PyRaftNode { id: node_id, node: Mutex::new(node) })
+    }
+
+    #[getter]
+    fn node_id(&self) -> u64 {
+        self.id
+    }
+
+    /// One tick of the election/heartbeat clock; true if `ready()` has work.
+    fn tick(&self) -> PyResult<bool> {
+        Ok(self.with(QuorumNode::tick)?)
+    }
+
+    /// A Raft message a peer sent.
+    fn step(&self, msg: &[u8]) -> PyResult<()> {
+        Ok(self.with(|n| n.step(msg))?)
+    }
+
+    /// Appends a record through Raft; raises NoLeaderError when no leader is known.
+    fn propose(&self, context: Vec<u8>, data: Vec<u8>) -> PyResult<()> {
+        Ok(self.with(|n| n.propose(context, data))?)
+    }
+
+    fn campaign(&self) -> PyResult<()> {
+        Ok(self.with(QuorumNode::campaign)?)
+    }
+
+    fn transfer_leader(&self, to: u64) {
+        self.with(|n| n.transfer_leader(to));
+    }
+
+    /// Persists (fsync) and returns `(messages, snapshot, committed)`: messages as
+    /// `[(peer id, bytes)]`, a snapshot to install first as `(index, term, data)` or None,
+    /// committed entries as `[(index, term, normal, context, data)]`.
+    fn ready<'py>(&self, py: Python<'py>) -> PyResult<Ready<'py>> {
+        let out = py.detach(|| self.with(QuorumNode::ready))?;
+        let messages = out.messages.into_iter().map(|(to, m)| (to, PyBytes::new(py, &m))).collect();
+        let snapshot = out.snapshot.map(|(i, t, d)| (i, t, PyBytes::new(py, &d)));
+        let committed = out
+            .committed
+            .into_iter()
+            .map(|c| (c.index, c.term, c.normal, PyBytes::new(py, &c.context), PyBytes::new(py, &c.data)))
+            .collect();
+        Ok((messages, snapshot, committed))
+    }
+
+    /// Snapshot of the applied metadata image `data` at `index`; drops the log before it.
+    fn compact(&self, py: Python<'_>, index: u64, data: Vec<u8>) -> PyResult<()> {
+        Ok(py.detach(|| self.with(|n| n.compact(index, data)))?)
+    }
+
+    #[getter]
+    fn leader_id(&self) -> u64 {
+        self.with(|n| n.leader_id())
+    }
+
+    #[getter]
+    fn term(&self) -> u64 {
+        self.with(|n| n.term())
+    }
+
+    #[getter]
+    fn role(&self) -> &'static str {
+        self.with(|n| n.role())
+    }
+
+    #[getter]
+    fn commit_index(&self) -> u64 {
+        self.with(|n| n.commit_index())
+    }
+
+    #[getter]
+    fn last_index(&self) -> u64 {
+        self.with(|n| n.last_index())
+    }
+}

@@ -1,0 +1,254 @@
+//! One voter of the controller quorum: raft-rs's `RawNode` over `DurableStorage`, driven from
+//! outside (sans I/O). The driver (Python, trio: `logbroker.coord.quorum`) calls
+//!
+//! - `tick()` every tick interval (election and heartbeat timeouts are counted in ticks);
+//! - `step(bytes)` for every Raft message a peer sent;
+//! - `propose(context, data)` to append a metadata record (forwarded to the leader by Raft);
+//! - `ready()` after any of these: it persists what Raft asks (entries, hard state,
+//!   snapshot; fsynced), and returns the messages to send and the newly committed entries to
+//!   apply, in order.
+//!
+//! Invariant: the messages returned by `ready()` that depend on persisted state (votes,
+//! append acknowledgements) are taken only after that state is fsynced; a failed write
+//! returns the error and sends nothing, and the node must not be used again (its Raft
+//! state and its disk may disagree); the driver stops it.
+use std::path::Path;
+
+use protobuf::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Message, Snapshot};
+use raft::storage::MemStorage;
+use raft::{Config, RawNode, StateRole};
+
+use super::storage::DurableStorage;
+use super::RaftError;
+
+/// A committed entry for the driver to apply.
+pub struct Committed {
+    pub index: u64,
+    pub term: u64,
+    /// False for Raft's own entries (a new leader's empty entry, configuration changes).
+    pub normal: bool,
+    pub context: Vec<u8>,
+    pub data: Vec<u8>,
+}
+
+/// What one `ready()` produced.
+#[derive(Default)]
+pub struct ReadyOut {
+    /// (peer id, encoded raft-proto Message)
+    pub messages: Vec<(u64, Vec<u8>)>,
+    /// A snapshot to install before `committed` (index, term, data).
+    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    pub committed: Vec<Committed>,
+}
+
+/// Timing and limits of a voter.
+pub struct NodeConfig {
+    pub id: u64,
+    pub voters: Vec<u64>,
+    pub election_tick: usize,
+    pub heartbeat_tick: usize,
+}
+
+pub struct QuorumNode {
+    raw: RawNode<MemStorage>,
+    store: DurableStorage,
+    failed: Option<String>,
+}
+
+#[allow(clippy::needless_pass_by_value)] // used as map_err(raft_err)
+fn raft_err(e: raft::Error) -> RaftError {
+    RaftError::Raft(e.to_string())
+}
+
+impl QuorumNode {
+    /// Opens the Raft state in `dir` (new or existing) and starts as a follower.
+    pub fn open(dir: &Path, cfg: &NodeConfig) -> Result<Self, RaftError> {
+        if !cfg.voters.contains(&cfg.id) {
+            return Err(RaftError::Config(format!("node {} is not one of the voters {:?}", cfg.id, cfg.voters)));
+        }
+        let store = DurableStorage::open(dir, &cfg.voters)?;
+        let held = raft::Storage::initial_state(store.mem()).map_err(raft_err)?.conf_state.voters;
+        let mut held_sorted = held.clone();
+        held_sorted.sort_unstable();
+        let mut want = cfg.voters.clone();
+        want.sort_unstable();
+        if held_sorted != want {
+            return Err(RaftError::Config(format!(
+                "controller.quorum.voters names nodes {want:?}, but the metadata log in {} was written by a quorum of {held_sorted:?}",
+                dir.display()
+            )));
+        }
+        let applied = store.snapshot()?.map_or(0, |s| s.get_metadata().index);
+        let config = Config {
+            id: cfg.id,
+            election_tick: cfg.election_tick,
+            heartbeat_tick: cfg.heartbeat_tick,
+            applied,
+            pre_vote: true,
+            check_quorum: true,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            ..Config::default()
+        };
+        config.validate().map_err(|e| RaftError::Config(e.to_string()))?;
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw = RawNode::new(&config, store.mem().clone(), &logger).map_err(raft_err)?;
+        Ok(QuorumNode { raw, store, failed: None })
+    }
+
+    fn check(&self) -> Result<(), RaftError> {
+        match &self.failed {
+            Some(why) => Err(RaftError::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// One tick; true if Raft has something ready.
+    pub fn tick(&mut self) -> Result<bool, RaftError> {
+        self.check()?;
+        Ok(self.raw.tick())
+    }
+
+    /// A message from a peer (raft-proto bytes).
+    pub fn step(&mut self, msg: &[u8]) -> Result<(), RaftError> {
+        self.check()?;
+        let m = Message::parse_from_bytes(msg).map_err(|e| RaftError::BadMessage(format!("{} bytes: {e}", msg.len())))?;
+        match self.raw.step(m) {
+            Ok(()) | Err(raft::Error::StepPeerNotFound | raft::Error::StepLocalMsg) => Ok(()),
+            Err(e) => Err(raft_err(e)),
+        }
+    }
+
+    /// Proposes a record; `ProposalDropped` when no leader is known.
+    pub fn propose(&mut self, context: Vec<u8>, data: Vec<u8>) -> Result<(), RaftError> {
+        self.check()?;
+        self.raw.propose(context, data).map_err(|e| match e {
+            raft::Error::ProposalDropped => RaftError::NoLeader,
+            e => raft_err(e),
+        })
+    }
+
+    /// Starts an election now (tests, and a node that knows the leader is gone).
+    pub fn campaign(&mut self) -> Result<(), RaftError> {
+        self.check()?;
+        self.raw.campaign().map_err(raft_err)
+    }
+
+    /// Asks the leader (this node) to hand leadership to `to` (controlled shutdown).
+    pub fn transfer_leader(&mut self, to: u64) {
+        self.raw.transfer_leader(to);
+    }
+
+    pub fn leader_id(&self) -> u64 {
+        self.raw.raft.leader_id
+    }
+
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    pub fn role(&self) -> &'static str {
+        match self.raw.raft.state {
+            StateRole::Leader => "leader",
+            StateRole::Candidate => "candidate",
+            StateRole::PreCandidate => "precandidate",
+            StateRole::Follower => "follower",
+        }
+    }
+
+    pub fn commit_index(&self) -> u64 {
+        self.raw.raft.raft_log.committed
+    }
+
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
+    /// Snapshot of the applied state `data` at `index`, dropping the log before it.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), RaftError> {
+        self.check()?;
+        if index > self.raw.raft.raft_log.applied {
+            return Err(RaftError::Config(format!(
+                "cannot snapshot at index {index}: only {} is applied",
+                self.raw.raft.raft_log.applied
+            )));
+        }
+        self.store.compact(index, data)
+    }
+
+    /// Persists what Raft asks and returns what to send and apply (see the module doc).
+    pub fn ready(&mut self) -> Result<ReadyOut, RaftError> {
+        self.check()?;
+        let mut out = ReadyOut::default();
+        if !self.raw.has_ready() {
+            return Ok(out);
+        }
+        match self.ready_inner(&mut out) {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn ready_inner(&mut self, out: &mut ReadyOut) -> Result<(), RaftError> {
+        let mut rd = self.raw.ready();
+        encode_messages(rd.take_messages(), &mut out.messages)?;
+        if !rd.snapshot().is_empty() {
+            let snap: Snapshot = rd.snapshot().clone();
+            self.store.apply_snapshot(&snap)?;
+            let md = snap.get_metadata();
+            out.snapshot = Some((md.index, md.term, snap.data.to_vec()));
+        }
+        let committed = rd.take_committed_entries();
+        self.apply_entries(committed, out)?;
+        self.store.append(rd.entries())?;
+        if let Some(hs) = rd.hs() {
+            self.store.set_hard_state(hs)?;
+        }
+        // only now, with entries and hard state on disk, may votes and acks leave
+        encode_messages(rd.take_persisted_messages(), &mut out.messages)?;
+        let mut light = self.raw.advance(rd);
+        if let Some(commit) = light.commit_index() {
+            self.store.set_commit(commit);
+        }
+        encode_messages(light.take_messages(), &mut out.messages)?;
+        let committed = light.take_committed_entries();
+        self.apply_entries(committed, out)?;
+        self.raw.advance_apply();
+        Ok(())
+    }
+
+    fn apply_entries(&mut self, entries: Vec<Entry>, out: &mut ReadyOut) -> Result<(), RaftError> {
+        for e in entries {
+            let normal = e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty();
+            match e.get_entry_type() {
+                EntryType::EntryConfChange => {
+                    let cc = ConfChange::parse_from_bytes(&e.data).map_err(|x| RaftError::BadMessage(x.to_string()))?;
+                    self.raw.apply_conf_change(&cc).map_err(raft_err)?;
+                }
+                EntryType::EntryConfChangeV2 => {
+                    let cc = ConfChangeV2::parse_from_bytes(&e.data).map_err(|x| RaftError::BadMessage(x.to_string()))?;
+                    self.raw.apply_conf_change(&cc).map_err(raft_err)?;
+                }
+                EntryType::EntryNormal => {}
+            }
+            out.committed.push(Committed { index: e.index, term: e.term, normal, context: e.context.to_vec(), data: e.data.to_vec() });
+        }
+        Ok(())
+    }
+}
+
+fn encode_messages(msgs: Vec<Message>, out: &mut Vec<(u64, Vec<u8>)>) -> Result<(), RaftError> {
+    for m in msgs {
+        let to = m.to;
+        out.push((to, m.write_to_bytes().map_err(|e| RaftError::Raft(e.to_string()))?));
+    }
+    Ok(())
+}
