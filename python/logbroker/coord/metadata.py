@@ -66,6 +66,8 @@ class BrokerRegistration:
     host: str
     port: int
     rack: str | None = None
+    epoch: int = 0  # bumped by each registration; fences stale heartbeats
+    fenced: bool = False
 
 
 @dataclasses.dataclass

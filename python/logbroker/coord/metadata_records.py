@@ -1,0 +1,199 @@
+"""Metadata records: the entries of the replicated metadata log, in KRaft's spirit (one
+record per fact that changed), and `apply`, the only way the metadata image changes.
+
+Every controller voter and every broker applies the same records in log order, so `apply`
+is deterministic: it reads nothing but the image and the record, and a record that does not
+fit the image (an unknown topic id, a stale broker epoch) is a `MetadataRecordError`, never
+a partial change.
+
+Encoding: one record per log entry, UTF-8 JSON `{"type": <name>, "v": 1, ...fields}` with
+sorted keys. JSON keeps the log readable with standard tools; records are small and rare
+(metadata, not data), so compactness does not matter here.
+
+    RegisterBroker   node_id, epoch, host, port, rack       a broker (re)joins; starts fenced
+    FenceBroker      node_id, epoch, fenced                 fence (missed heartbeats, shutdown)
+                                                            or unfence (caught up)
+    UnregisterBroker node_id, epoch
+    Topic            name, topic_id (hex)
+    Partition        topic_id, partition, replicas, isr, leader, leader_epoch
+    PartitionChange  topic_id, partition, and any of leader, isr, replicas;
+                     a new leader bumps the leader epoch; every change bumps the partition epoch
+    Config           resource ("topic"|"broker"), name, key, value (None removes it)
+    RemoveTopic      topic_id
+    ProducerIds      next_producer_id (the first id not yet handed out)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from typing import Any
+
+from logbroker.coord.metadata import BrokerRegistration, MetadataImage, PartitionState, TopicState
+
+__all__ = ["MetadataRecordError", "apply", "decode_record", "encode_record"]
+
+VERSION = 1
+NO_LEADER = -1
+
+
+class MetadataRecordError(Exception):
+    """A record that does not decode or does not fit the image it is applied to."""
+
+
+def encode_record(kind: str, **fields: Any) -> bytes:
+    if kind not in _APPLY:
+        raise MetadataRecordError(f"unknown metadata record type {kind!r}")
+    return json.dumps({"type": kind, "v": VERSION, **fields}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_record(data: bytes) -> dict:
+    try:
+        rec = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataRecordError(f"metadata record of {len(data)} bytes is not JSON: {e}") from None
+    if not isinstance(rec, dict) or rec.get("type") not in _APPLY:
+        raise MetadataRecordError(f"metadata record {data[:80]!r} has no known type")
+    if rec.get("v") != VERSION:
+        raise MetadataRecordError(f"{rec['type']} record version {rec.get('v')!r} is not {VERSION}")
+    return rec
+
+
+def apply(image: MetadataImage, data: bytes) -> None:
+    """Apply one encoded record to `image` in place (all or nothing)."""
+    rec = decode_record(data)
+    try:
+        _APPLY[rec["type"]](image, rec)
+    except KeyError as e:
+        raise MetadataRecordError(f"{rec['type']} record lacks field {e}: {rec}") from None
+
+
+def _topic(image: MetadataImage, rec: dict) -> TopicState:
+    tid = uuid.UUID(hex=rec["topic_id"])
+    t = image.topic_by_id(tid)
+    if t is None:
+        raise MetadataRecordError(f"{rec['type']} record names topic id {tid}, which does not exist")
+    return t
+
+
+def _broker(image: MetadataImage, rec: dict) -> BrokerRegistration:
+    b = image.brokers.get(rec["node_id"])
+    if b is None:
+        raise MetadataRecordError(f"{rec['type']} record names broker {rec['node_id']}, which is not registered")
+    if rec["epoch"] != b.epoch:
+        raise MetadataRecordError(
+            f"{rec['type']} record for broker {b.node_id} carries epoch {rec['epoch']}, the registration is {b.epoch}")
+    return b
+
+
+def _register_broker(image: MetadataImage, rec: dict) -> None:
+    old = image.brokers.get(rec["node_id"])
+    if old is not None and rec["epoch"] <= old.epoch:
+        raise MetadataRecordError(
+            f"RegisterBroker for {rec['node_id']} with epoch {rec['epoch']}, not above the current {old.epoch}")
+    image.brokers[rec["node_id"]] = BrokerRegistration(rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
+                                                       epoch=rec["epoch"], fenced=True)
+
+
+def _fence_broker(image: MetadataImage, rec: dict) -> None:
+    _broker(image, rec).fenced = bool(rec["fenced"])
+
+
+def _unregister_broker(image: MetadataImage, rec: dict) -> None:
+    _broker(image, rec)
+    del image.brokers[rec["node_id"]]
+
+
+def _topic_record(image: MetadataImage, rec: dict) -> None:
+    name, tid = rec["name"], uuid.UUID(hex=rec["topic_id"])
+    if name in image.topics:
+        raise MetadataRecordError(f"Topic record for {name!r}, which exists (id {image.topics[name].topic_id})")
+    if image.topic_by_id(tid) is not None:
+        raise MetadataRecordError(f"Topic record for {name!r} reuses topic id {tid}")
+    image.topics[name] = TopicState(name, tid, {}, {})
+
+
+def _partition(image: MetadataImage, rec: dict) -> None:
+    t = _topic(image, rec)
+    p = rec["partition"]
+    if p in t.partitions:
+        raise MetadataRecordError(f"Partition record for {t.name}-{p}, which exists")
+    replicas, isr, leader = list(rec["replicas"]), list(rec["isr"]), rec["leader"]
+    _check_partition(t.name, p, replicas, isr, leader)
+    t.partitions[p] = PartitionState(p, leader, rec["leader_epoch"], replicas, isr, 0)
+
+
+def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], leader: int) -> None:
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise MetadataRecordError(f"{topic}-{p}: replicas {replicas} must be distinct and not empty")
+    if not set(isr) <= set(replicas):
+        raise MetadataRecordError(f"{topic}-{p}: ISR {isr} is not within the replicas {replicas}")
+    if leader != NO_LEADER and leader not in isr:
+        raise MetadataRecordError(f"{topic}-{p}: leader {leader} is not in the ISR {isr}")
+
+
+def _partition_change(image: MetadataImage, rec: dict) -> None:
+    t = _topic(image, rec)
+    p = rec["partition"]
+    ps = t.partitions.get(p)
+    if ps is None:
+        raise MetadataRecordError(f"PartitionChange for {t.name}-{p}, which does not exist")
+    replicas = list(rec.get("replicas", ps.replicas))
+    isr = list(rec.get("isr", ps.isr))
+    leader = rec.get("leader", ps.leader)
+    _check_partition(t.name, p, replicas, isr, leader)
+    if leader != ps.leader:
+        ps.leader_epoch += 1
+    ps.leader, ps.isr, ps.replicas = leader, isr, replicas
+    ps.partition_epoch += 1
+
+
+def _config(image: MetadataImage, rec: dict) -> None:
+    if rec["resource"] != "topic":
+        raise MetadataRecordError(f"Config record for resource type {rec['resource']!r} is not supported yet")
+    t = image.topics.get(rec["name"])
+    if t is None:
+        raise MetadataRecordError(f"Config record for topic {rec['name']!r}, which does not exist")
+    if rec["value"] is None:
+        t.configs.pop(rec["key"], None)
+    else:
+        t.configs[rec["key"]] = str(rec["value"])
+
+
+def _remove_topic(image: MetadataImage, rec: dict) -> None:
+    t = _topic(image, rec)
+    del image.topics[t.name]
+
+
+def _producer_ids(image: MetadataImage, rec: dict) -> None:
+    nxt = rec["next_producer_id"]
+    if nxt < image.next_producer_id:
+        raise MetadataRecordError(f"ProducerIds record moves next_producer_id back from {image.next_producer_id} to {nxt}")
+    image.next_producer_id = nxt
+
+
+_APPLY = {
+    "RegisterBroker": _register_broker,
+    "FenceBroker": _fence_broker,
+    "UnregisterBroker": _unregister_broker,
+    "Topic": _topic_record,
+    "Partition": _partition,
+    "PartitionChange": _partition_change,
+    "Config": _config,
+    "RemoveTopic": _remove_topic,
+    "ProducerIds": _producer_ids,
+}
+
+
+def snapshot(image: MetadataImage) -> bytes:
+    """The image as a snapshot payload (brokers included)."""
+    doc = image.to_json()
+    doc["brokers"] = [dataclasses.asdict(b) for _, b in sorted(image.brokers.items())]
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def load_snapshot(data: bytes, controller_id: int) -> MetadataImage:
+    doc = json.loads(data)
+    brokers = {b["node_id"]: BrokerRegistration(**b) for b in doc.get("brokers", [])}
+    return MetadataImage.from_json(doc, controller_id, brokers)

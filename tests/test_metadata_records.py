@@ -1,0 +1,192 @@
+"""Metadata records (logbroker.coord.metadata_records) against a simple model: random
+sequences of valid and invalid records are applied to an image and to plain dicts; the two
+agree after every record, an invalid record changes nothing, and a snapshot of the image
+loads back equal."""
+
+from __future__ import annotations
+
+import copy
+import random
+import uuid
+
+import pytest
+
+from logbroker.coord.metadata import MetadataImage
+from logbroker.coord.metadata_records import (
+    MetadataRecordError,
+    apply,
+    decode_record,
+    encode_record,
+    load_snapshot,
+    snapshot,
+)
+
+
+def new_image() -> MetadataImage:
+    return MetadataImage("cluster-1", 1, {}, {}, 0)
+
+
+def view(image: MetadataImage) -> dict:
+    return {
+        "brokers": {n: (b.host, b.port, b.rack, b.epoch, b.fenced) for n, b in image.brokers.items()},
+        "topics": {t.name: (t.topic_id.hex, dict(t.configs), {p: (s.leader, s.leader_epoch, list(s.replicas), list(s.isr),
+                                                                     s.partition_epoch)
+                                                                 for p, s in t.partitions.items()})
+                   for t in image.topics.values()},
+        "next_producer_id": image.next_producer_id,
+    }
+
+
+class Model:
+    """The same rules, written as plainly as possible."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, tuple] = {}
+        self.topics: dict[str, tuple] = {}
+        self.next_producer_id = 0
+
+    def state(self) -> dict:
+        return {"brokers": copy.deepcopy(self.brokers), "topics": copy.deepcopy(self.topics),
+                "next_producer_id": self.next_producer_id}
+
+    def by_id(self, tid: str):
+        return next((n for n, t in self.topics.items() if t[0] == tid), None)
+
+    def step(self, rec: dict) -> bool:
+        """Apply if valid; False (and no change) if not."""
+        k = rec["type"]
+        if k == "RegisterBroker":
+            old = self.brokers.get(rec["node_id"])
+            if old is not None and rec["epoch"] <= old[3]:
+                return False
+            self.brokers[rec["node_id"]] = (rec["host"], rec["port"], rec["rack"], rec["epoch"], True)
+        elif k in ("FenceBroker", "UnregisterBroker"):
+            b = self.brokers.get(rec["node_id"])
+            if b is None or b[3] != rec["epoch"]:
+                return False
+            if k == "FenceBroker":
+                self.brokers[rec["node_id"]] = (*b[:4], rec["fenced"])
+            else:
+                del self.brokers[rec["node_id"]]
+        elif k == "Topic":
+            if rec["name"] in self.topics or self.by_id(rec["topic_id"]) is not None:
+                return False
+            self.topics[rec["name"]] = (rec["topic_id"], {}, {})
+        elif k in ("Partition", "PartitionChange"):
+            name = self.by_id(rec["topic_id"])
+            if name is None:
+                return False
+            parts = self.topics[name][2]
+            p = rec["partition"]
+            if (k == "Partition") == (p in parts):
+                return False
+            old = parts.get(p, (None, 0, None, None, -1))
+            leader = rec.get("leader", old[0])
+            replicas = rec.get("replicas", old[2])
+            isr = rec.get("isr", old[3])
+            if not replicas or len(set(replicas)) != len(replicas) or not set(isr) <= set(replicas) or (
+                    leader != -1 and leader not in isr):
+                return False
+            if k == "Partition":
+                parts[p] = (leader, rec["leader_epoch"], list(replicas), list(isr), 0)
+            else:
+                parts[p] = (leader, old[1] + (leader != old[0]), list(replicas), list(isr), old[4] + 1)
+        elif k == "Config":
+            if rec["name"] not in self.topics:
+                return False
+            cfg = self.topics[rec["name"]][1]
+            if rec["value"] is None:
+                cfg.pop(rec["key"], None)
+            else:
+                cfg[rec["key"]] = rec["value"]
+        elif k == "RemoveTopic":
+            name = self.by_id(rec["topic_id"])
+            if name is None:
+                return False
+            del self.topics[name]
+        elif k == "ProducerIds":
+            if rec["next_producer_id"] < self.next_producer_id:
+                return False
+            self.next_producer_id = rec["next_producer_id"]
+        return True
+
+
+def random_record(rng: random.Random, model: Model) -> dict:
+    tids = [t[0] for t in model.topics.values()] + [uuid.UUID(int=rng.randrange(1 << 16)).hex]
+    names = list(model.topics) + [f"t{rng.randrange(6)}"]
+    nodes = [1, 2, 3, 4]
+    ids = rng.sample(nodes, rng.randint(0, 3))
+    k = rng.choice(["RegisterBroker", "FenceBroker", "UnregisterBroker", "Topic", "Topic", "Partition", "Partition",
+                    "PartitionChange", "PartitionChange", "Config", "RemoveTopic", "ProducerIds"])
+    n = rng.choice(nodes)
+    epoch = model.brokers.get(n, (0, 0, 0, 0))[3] + rng.choice([-1, 0, 0, 1])
+    if k == "RegisterBroker":
+        return dict(type=k, node_id=n, epoch=epoch, host="h", port=9000 + n, rack=rng.choice([None, "r1"]))
+    if k == "FenceBroker":
+        return dict(type=k, node_id=n, epoch=epoch, fenced=rng.random() < 0.5)
+    if k == "UnregisterBroker":
+        return dict(type=k, node_id=n, epoch=epoch)
+    if k == "Topic":
+        return dict(type=k, name=rng.choice(names), topic_id=rng.choice(tids) if rng.random() < 0.2 else uuid.uuid4().hex)
+    if k in ("Partition", "PartitionChange"):
+        rec = dict(type=k, topic_id=rng.choice(tids), partition=rng.randrange(3))
+        isr = ids[: rng.randint(0, len(ids))]
+        fields = dict(replicas=ids, isr=isr, leader=rng.choice(isr + [-1, 9]))
+        if k == "Partition":
+            rec.update(fields, leader_epoch=rng.randrange(3))
+        else:
+            rec.update({f: v for f, v in fields.items() if rng.random() < 0.6})
+        return rec
+    if k == "Config":
+        return dict(type=k, resource="topic", name=rng.choice(names), key=rng.choice(["retention.ms", "x"]),
+                    value=rng.choice([None, "1", "2"]))
+    if k == "RemoveTopic":
+        return dict(type=k, topic_id=rng.choice(tids))
+    return dict(type=k, next_producer_id=model.next_producer_id + rng.choice([-1000, 0, 1000]))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_records_against_the_model(seed):
+    rng = random.Random(seed)
+    image, model = new_image(), Model()
+    applied = rejected = 0
+    for _ in range(300):
+        rec = random_record(rng, model)
+        data = encode_record(rec.pop("type"), **rec)
+        rec = decode_record(data)
+        before = view(image)
+        ok = model.step(rec)
+        if ok:
+            apply(image, data)
+            applied += 1
+        else:
+            with pytest.raises(MetadataRecordError):
+                apply(image, data)
+            assert view(image) == before, f"a rejected {rec['type']} record changed the image"
+            rejected += 1
+        assert view(image) == model.state()
+    assert applied > 50 and rejected > 20
+    back = load_snapshot(snapshot(image), 1)
+    assert view(back) == view(image)
+
+
+def test_leader_change_bumps_leader_epoch_and_every_change_the_partition_epoch():
+    image = new_image()
+    tid = uuid.uuid4().hex
+    for kind, fields in [("Topic", dict(name="t", topic_id=tid)),
+                         ("Partition", dict(topic_id=tid, partition=0, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1,
+                                            leader_epoch=0)),
+                         ("PartitionChange", dict(topic_id=tid, partition=0, isr=[1, 2])),
+                         ("PartitionChange", dict(topic_id=tid, partition=0, leader=2))]:
+        apply(image, encode_record(kind, **fields))
+    p = image.topics["t"].partitions[0]
+    assert (p.leader, p.leader_epoch, p.isr, p.partition_epoch) == (2, 1, [1, 2], 2)
+
+
+@pytest.mark.parametrize("data", [b"", b"not json", b"[]", b'{"type":"Nope","v":1}', b'{"type":"Topic","v":2}',
+                                  b'{"type":"Topic","v":1}', "\u00ff".encode("latin-1")])
+def test_garbage_records_are_errors(data):
+    image = new_image()
+    with pytest.raises(MetadataRecordError):
+        apply(image, data)
+    assert view(image) == view(new_image())
