@@ -15,9 +15,10 @@ sorted keys. JSON keeps the log readable with standard tools; records are small 
                                                             or unfence (caught up)
     UnregisterBroker node_id, epoch
     Topic            name, topic_id (hex)
-    Partition        topic_id, partition, replicas, isr, leader, leader_epoch
-    PartitionChange  topic_id, partition, and any of leader, isr, replicas;
-                     a new leader bumps the leader epoch; every change bumps the partition epoch
+    Partition        topic_id, partition, replicas, isr, leader, leader_epoch[, partition_epoch]
+    PartitionChange  topic_id, partition, and any of leader, isr, replicas; a new leader bumps
+                     the leader epoch and every change the partition epoch, unless the record
+                     carries leader_epoch / partition_epoch (never lower than the current ones)
     Config           resource ("topic"|"broker"), name, key, value (None removes it)
     RemoveTopic      topic_id
     ProducerIds      next_producer_id (the first id not yet handed out)
@@ -32,7 +33,7 @@ from typing import Any
 
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage, PartitionState, TopicState
 
-__all__ = ["MetadataRecordError", "apply", "decode_record", "encode_record"]
+__all__ = ["MetadataRecordError", "apply", "decode_record", "diff_records", "encode_record", "load_snapshot", "snapshot"]
 
 VERSION = 1
 NO_LEADER = -1
@@ -121,7 +122,7 @@ def _partition(image: MetadataImage, rec: dict) -> None:
         raise MetadataRecordError(f"Partition record for {t.name}-{p}, which exists")
     replicas, isr, leader = list(rec["replicas"]), list(rec["isr"]), rec["leader"]
     _check_partition(t.name, p, replicas, isr, leader)
-    t.partitions[p] = PartitionState(p, leader, rec["leader_epoch"], replicas, isr, 0)
+    t.partitions[p] = PartitionState(p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0))
 
 
 def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], leader: int) -> None:
@@ -143,10 +144,14 @@ def _partition_change(image: MetadataImage, rec: dict) -> None:
     isr = list(rec.get("isr", ps.isr))
     leader = rec.get("leader", ps.leader)
     _check_partition(t.name, p, replicas, isr, leader)
-    if leader != ps.leader:
-        ps.leader_epoch += 1
+    leader_epoch = rec.get("leader_epoch", ps.leader_epoch + (leader != ps.leader))
+    partition_epoch = rec.get("partition_epoch", ps.partition_epoch + 1)
+    if leader_epoch < ps.leader_epoch or partition_epoch < ps.partition_epoch:
+        raise MetadataRecordError(
+            f"PartitionChange for {t.name}-{p} moves epochs back: leader epoch {ps.leader_epoch} -> {leader_epoch}, "
+            f"partition epoch {ps.partition_epoch} -> {partition_epoch}")
     ps.leader, ps.isr, ps.replicas = leader, isr, replicas
-    ps.partition_epoch += 1
+    ps.leader_epoch, ps.partition_epoch = leader_epoch, partition_epoch
 
 
 def _config(image: MetadataImage, rec: dict) -> None:
@@ -197,3 +202,57 @@ def load_snapshot(data: bytes, controller_id: int) -> MetadataImage:
     doc = json.loads(data)
     brokers = {b["node_id"]: BrokerRegistration(**b) for b in doc.get("brokers", [])}
     return MetadataImage.from_json(doc, controller_id, brokers)
+
+
+def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
+    """The records that turn `old` into `new` when applied in order (the controller computes
+    a new image as before and writes this difference to the log). Epochs are carried
+    explicitly, so the result is exact whatever rules produced `new`."""
+    out: list[bytes] = []
+    for n, b in sorted(old.brokers.items()):
+        if n not in new.brokers:
+            out.append(encode_record("UnregisterBroker", node_id=n, epoch=b.epoch))
+    for n, b in sorted(new.brokers.items()):
+        o = old.brokers.get(n)
+        if o is not None and b.epoch <= o.epoch and (o.epoch, o.host, o.port, o.rack) != (b.epoch, b.host, b.port, b.rack):
+            # gone and back with a lower epoch: only an unregistration explains it
+            out.append(encode_record("UnregisterBroker", node_id=n, epoch=o.epoch))
+            o = None
+        if o is None or (o.epoch, o.host, o.port, o.rack) != (b.epoch, b.host, b.port, b.rack):
+            out.append(encode_record("RegisterBroker", node_id=n, epoch=b.epoch, host=b.host, port=b.port, rack=b.rack))
+            if not b.fenced:
+                out.append(encode_record("FenceBroker", node_id=n, epoch=b.epoch, fenced=False))
+        elif o.fenced != b.fenced:
+            out.append(encode_record("FenceBroker", node_id=n, epoch=b.epoch, fenced=b.fenced))
+    new_ids = {t.topic_id for t in new.topics.values()}
+    for _, t in sorted(old.topics.items()):
+        if t.topic_id not in new_ids:
+            out.append(encode_record("RemoveTopic", topic_id=t.topic_id.hex))
+    old_by_id = {t.topic_id: t for t in old.topics.values()}
+    for _, t in sorted(new.topics.items()):
+        o = old_by_id.get(t.topic_id)
+        tid = t.topic_id.hex
+        if o is None:
+            out.append(encode_record("Topic", name=t.name, topic_id=tid))
+        old_cfg = {} if o is None else o.configs
+        for k in sorted(set(old_cfg) | set(t.configs)):
+            if old_cfg.get(k) != t.configs.get(k):
+                out.append(encode_record("Config", resource="topic", name=t.name, key=k, value=t.configs.get(k)))
+        old_parts = {} if o is None else o.partitions
+        for p, ps in sorted(t.partitions.items()):
+            op = old_parts.get(p)
+            if op is None:
+                out.append(encode_record("Partition", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
+                                         leader=ps.leader, leader_epoch=ps.leader_epoch,
+                                         partition_epoch=ps.partition_epoch))
+            elif (op.leader, op.leader_epoch, op.replicas, op.isr, op.partition_epoch) != (
+                    ps.leader, ps.leader_epoch, ps.replicas, ps.isr, ps.partition_epoch):
+                out.append(encode_record("PartitionChange", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
+                                         leader=ps.leader, leader_epoch=ps.leader_epoch,
+                                         partition_epoch=ps.partition_epoch))
+        if o is not None and set(old_parts) - set(t.partitions):
+            raise MetadataRecordError(f"topic {t.name!r}: partitions {sorted(set(old_parts) - set(t.partitions))} "
+                                      "cannot be removed (Kafka never shrinks a topic)")
+    if new.next_producer_id != old.next_producer_id:
+        out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
+    return out
