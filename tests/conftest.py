@@ -93,6 +93,9 @@ class BrokerProcess:
         line = self.proc.stdout.readline().decode()
         if "ready" not in line or time.monotonic() > deadline:
             self.proc.kill()
+            self.proc.wait()
+            self._close_files()
+            self.proc = None
             raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log_path.read_text()}")
         self.ready_line = line
         return self

@@ -1,6 +1,7 @@
 """The `logbroker` command.
 
-    logbroker serve [--data-dir DIR] [--listen HOST:PORT] [--config FILE] [--set key=value ...]
+    logbroker serve [--data-dir DIR] [--listen HOST:PORT | NAME://HOST:PORT,...] [--node-id N]
+                    [--voters ID@HOST:PORT,...] [--config FILE] [--set key=value ...]
     logbroker group list|describe GROUP|reset-offsets GROUP --topic T --to-...|delete GROUP
 
 Prints one line on stdout when the broker accepts connections, logs to stderr, and
@@ -26,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run a broker (one node, combined broker and controller)")
     s.add_argument("--data-dir", help="data directory (config key log.dirs; default ./logbroker-data)")
     s.add_argument("--listen", help="HOST:PORT to listen on (config key listeners; default 127.0.0.1:9092)")
+    s.add_argument("--node-id", type=int, help="this node's id (config key node.id; default 1)")
+    s.add_argument("--voters", help="the controller quorum, ID@HOST:PORT,... (config key controller.quorum.voters)")
     s.add_argument("--config", help="Java-properties file with broker config keys")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -73,19 +76,31 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen})
+        config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen,
+                                                                "node.id": args.node_id,
+                                                                "controller.quorum.voters": args.voters})
     except ConfigError as e:
         print(f"logbroker: bad configuration: {e}", file=sys.stderr)
         return 2
     try:
         trio.run(_serve, config)
-    except ConfigError as e:
-        print(f"logbroker: bad configuration: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"logbroker: cannot start: {e}", file=sys.stderr)
-        return 1
+    except BaseException as e:  # noqa: BLE001 - sorted below; anything else is re-raised
+        cause = _startup_error(e)
+        if isinstance(cause, ConfigError):
+            print(f"logbroker: bad configuration: {cause}", file=sys.stderr)
+            return 2
+        if isinstance(cause, OSError):
+            print(f"logbroker: cannot start: {cause}", file=sys.stderr)
+            return 1
+        raise
     return 0
+
+
+def _startup_error(e: BaseException) -> BaseException | None:
+    """The ConfigError or OSError behind a failed start (trio may wrap it in exception groups)."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e if isinstance(e, (ConfigError, OSError)) else None
 
 
 if __name__ == "__main__":

@@ -85,8 +85,67 @@ def _parse_choice(*choices: str) -> Callable[[str], str]:
 
 
 def _parse_listener(text: str) -> str:
-    host, port = split_host_port(text)
-    return f"{host}:{port}"
+    """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ConfigError("no listener given")
+    out, names = [], set()
+    for part in parts:
+        name = "PLAINTEXT"
+        if "://" in part:
+            name = part.split("://", 1)[0].strip().upper()
+        if name in names:
+            raise ConfigError(f"listener name {name} appears twice in {text!r}")
+        names.add(name)
+        host, port = split_host_port(part)
+        out.append(f"{name}://{host}:{port}" if len(parts) > 1 or "://" in part else f"{host}:{port}")
+    return ",".join(out)
+
+
+def parse_listeners(text: str) -> dict[str, tuple[str, int]]:
+    """Listener name -> (host, port); a bare HOST:PORT is the PLAINTEXT listener."""
+    out = {}
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name = part.split("://", 1)[0].upper() if "://" in part else "PLAINTEXT"
+        out[name] = split_host_port(part)
+    return out
+
+
+def _parse_voters(text: str) -> str:
+    voters = parse_voters(text)
+    return ",".join(f"{n}@{h}:{p}" for n, (h, p) in voters.items())
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """`controller.quorum.voters`: `ID@HOST:PORT,...` -> {id: (host, port)} (empty: none)."""
+    out: dict[int, tuple[str, int]] = {}
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        ident, sep, addr = part.partition("@")
+        if not sep:
+            raise ConfigError(f"voter {part!r} is not ID@HOST:PORT")
+        try:
+            n = int(ident)
+        except ValueError:
+            raise ConfigError(f"voter id {ident!r} in {part!r} is not a number") from None
+        if n < 0 or n in out:
+            raise ConfigError(f"voter id {n} in {text!r} is negative or appears twice")
+        out[n] = split_host_port(addr)
+    return out
+
+
+def _parse_roles(text: str) -> str:
+    roles = {r.strip() for r in str(text).split(",") if r.strip()}
+    if not roles or not roles <= {"broker", "controller"}:
+        raise ConfigError(f"process.roles must be broker, controller or both, got {text!r}")
+    if roles != {"broker", "controller"}:
+        raise ConfigError(f"process.roles={text!r}: only combined mode (broker,controller) is supported so far")
+    return "broker,controller"
 
 
 def split_host_port(text: str) -> tuple[str, int]:
@@ -94,7 +153,7 @@ def split_host_port(text: str) -> tuple[str, int]:
     if "://" in t:
         t = t.split("://", 1)[1]
     if "," in t:
-        raise ConfigError(f"only one listener is supported, got {text!r}")
+        raise ConfigError(f"expected one HOST:PORT, got {text!r}")
     host, sep, port_text = t.rpartition(":")
     if not sep:
         raise ConfigError(f"expected HOST:PORT, got {text!r}")
@@ -120,9 +179,13 @@ class ConfigKey:
 _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("node.id", _parse_int(0, INT_MAX), "1", "This broker's id (Kafka: node.id / broker.id)."),
     ConfigKey("log.dirs", _parse_str, "./logbroker-data", "Data directory holding one directory per partition."),
-    ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on (PLAINTEXT://HOST:PORT also accepted)."),
+    ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
+    ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles; combined mode (broker,controller) is what is supported so far."),
+    ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
+    ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
+    ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),
     ConfigKey("advertised.listeners", _parse_str, "", "HOST:PORT given to clients in Metadata; defaults to the bound listener."),
-    ConfigKey("cluster.id", _parse_str, "", "Cluster id; generated and stored in meta.properties on first start when empty."),
+    ConfigKey("cluster.id", _parse_str, "", "Cluster id; when empty a single node generates one and a cluster node derives it from controller.quorum.voters (the same on every voter); stored in meta.properties on first start."),
     ConfigKey("auto.create.topics.enable", _parse_bool, "true", "Create a topic when Metadata asks for an unknown one."),
     ConfigKey("delete.topic.enable", _parse_bool, "true", "Allow DeleteTopics."),
     ConfigKey("num.partitions", _parse_int(1, 1_000_000), "1", "Partitions of an auto-created topic."),
@@ -279,7 +342,38 @@ class BrokerConfig:
 
     @property
     def listen(self) -> tuple[str, int]:
-        return split_host_port(self.get_str("listeners"))
+        """The client listener: PLAINTEXT, else the first that is not the controller's."""
+        ls = parse_listeners(self.get_str("listeners"))
+        if "PLAINTEXT" in ls:
+            return ls["PLAINTEXT"]
+        ctl = self.get_str("controller.listener.names").upper()
+        for name, addr in ls.items():
+            if name != ctl:
+                return addr
+        raise ConfigError(f"listeners={self.get_str('listeners')!r} has no listener for clients")
+
+    @property
+    def controller_listen(self) -> tuple[str, int] | None:
+        return parse_listeners(self.get_str("listeners")).get(self.get_str("controller.listener.names").upper())
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        return parse_voters(self.get_str("controller.quorum.voters"))
+
+    def check_quorum(self) -> None:
+        """Cross-key checks of a cluster node's quorum settings (ConfigError naming values)."""
+        voters = self.quorum_voters
+        if not voters:
+            return
+        if self.node_id not in voters:
+            raise ConfigError(f"node.id {self.node_id} is not in controller.quorum.voters {self.get_str('controller.quorum.voters')}")
+        ctl = self.controller_listen
+        if ctl is None:
+            raise ConfigError(f"controller.quorum.voters is set, but listeners={self.get_str('listeners')!r} has no "
+                              f"{self.get_str('controller.listener.names')}:// listener")
+        if ctl[1] != voters[self.node_id][1]:
+            raise ConfigError(f"the controller listener port {ctl[1]} differs from node {self.node_id}'s entry "
+                              f"{voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters")
 
     def items(self) -> list[tuple[str, object]]:
         return sorted(self._values.items())

@@ -37,6 +37,7 @@ class BrokerServer:
         self.server = KafkaServer(self)
         self.address: tuple[str, int] | None = None
         self.advertised: tuple[str, int] | None = None
+        self.quorum = None  # MetadataQuorum in a cluster (controller.quorum.voters set)
 
     @property
     def cluster_id(self) -> str:
@@ -68,13 +69,23 @@ class BrokerServer:
         data_dir = self.config.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1], None)
-        self.controller = Controller(self.config, MetadataStore(data_dir), local)
+        quorum = None
+        if self.config.quorum_voters:
+            from logbroker.coord.metadata_quorum import MetadataQuorum, derived_cluster_id
+
+            self.config.check_quorum()
+            cluster_id = self.config.get_str("cluster.id") or derived_cluster_id(self.config.quorum_voters)
+            quorum = MetadataQuorum(self.config, local, cluster_id)
+        self.quorum = quorum
+        self.controller = Controller(self.config, MetadataStore(data_dir), local, quorum)
         self.replicas = ReplicaManager(self.config, self.partition_table)
         await self.replicas.startup(self.controller.image)
         self.controller.add_listener(self.replicas.apply_metadata)
         self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
         await self.groups.startup()
         async with trio.open_nursery() as nursery:
+            if quorum is not None:
+                await nursery.start(quorum.run, self.controller.on_quorum_image)
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
             await nursery.start(self.server.serve)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 import uuid
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import trio
 
@@ -30,7 +30,12 @@ from logbroker.coord.metadata import (
     TopicState,
     topic_name_error,
 )
+from logbroker.coord.metadata_records import diff_records
+from logbroker.coord.quorum import QuorumTimeout
 from logbroker.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from logbroker.coord.metadata_quorum import MetadataQuorum
 
 log = logging.getLogger("logbroker.controller")
 
@@ -49,17 +54,28 @@ Listener = Callable[[MetadataImage], Awaitable[None]]
 
 
 class Controller:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, local: BrokerRegistration) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, local: BrokerRegistration,
+                 quorum: MetadataQuorum | None = None) -> None:
         self.config = config
         self.store = store
         self.local = local
+        self.quorum = quorum
         self._lock = trio.Lock()
         self._listeners: list[Listener] = []
         self._producer_id_next = 0
         self._producer_id_end = 0
         self.image = self._load()
 
+    @property
+    def controller_id(self) -> int:
+        """The active controller: the quorum's leader in a cluster (-1 while none is known)."""
+        if self.quorum is not None:
+            return self.quorum.leader_id or -1
+        return self.image.controller_id
+
     def _load(self) -> MetadataImage:
+        if self.quorum is not None:
+            return self._load_quorum(self.quorum)
         meta = self.store.read_meta_properties()
         cluster_id = meta.get("cluster.id") or self.config.get_str("cluster.id")
         if meta.get("node.id") and int(meta["node.id"]) != self.local.node_id:
@@ -89,10 +105,46 @@ class Controller:
             self.store.write_meta_properties(image.cluster_id, self.local.node_id)
         return image
 
+    def _load_quorum(self, quorum: MetadataQuorum) -> MetadataImage:
+        meta = self.store.read_meta_properties()
+        if meta.get("node.id") and int(meta["node.id"]) != self.local.node_id:
+            raise ConfigError(f"data directory {self.store.data_dir} belongs to node.id {meta['node.id']}, "
+                              f"but this broker is node.id {self.local.node_id}")
+        if meta.get("cluster.id") and meta["cluster.id"] != quorum.cluster_id:
+            raise ConfigError(
+                f"data directory {self.store.data_dir} belongs to cluster {meta['cluster.id']}, but this node is "
+                f"configured for cluster {quorum.cluster_id} (controller.quorum.voters "
+                f"{self.config.get_str('controller.quorum.voters')}); refusing to start")
+        if self.store.load() is not None:
+            raise ConfigError(f"data directory {self.store.data_dir} holds a single-node metadata image; a cluster node "
+                              "needs its own data directory (moving a single node into a cluster is not supported yet)")
+        if not meta:
+            self.store.data_dir.mkdir(parents=True, exist_ok=True)
+            self.store.write_meta_properties(quorum.cluster_id, self.local.node_id)
+        return quorum.image
+
+    async def on_quorum_image(self, image: MetadataImage) -> None:
+        """A new image applied from the metadata log (cluster mode): publish it."""
+        self.image = image
+        for listener in self._listeners:
+            await listener(image)
+
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     async def _commit(self, image: MetadataImage) -> None:
+        if self.quorum is not None:
+            if not self.quorum.is_active:
+                leader = self.quorum.leader_id
+                raise ControllerError(
+                    ErrorCode.NOT_CONTROLLER,
+                    f"node {self.local.node_id} is not the active controller; "
+                    + (f"node {leader} is" if leader else "no controller is elected yet"))
+            try:
+                await self.quorum.write(diff_records(self.image, image))
+            except QuorumTimeout as e:
+                raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+            return
         await trio.to_thread.run_sync(self.store.save, image)
         self.image = image
         for listener in self._listeners:
@@ -101,7 +153,7 @@ class Controller:
     # --- topics -------------------------------------------------------------------
 
     def _assign(self, partition: int, replication_factor: int) -> PartitionState:
-        brokers = sorted(self.image.brokers)
+        brokers = sorted(n for n, b in self.image.brokers.items() if not b.fenced)
         if replication_factor > len(brokers):
             raise ControllerError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,

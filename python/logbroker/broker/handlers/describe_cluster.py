@@ -21,9 +21,9 @@ async def handle(ctx, request):
                         cluster_id=image.cluster_id, controller_id=-1, brokers=[])
     brokers = [
         Response.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-        for _, b in sorted(image.brokers.items())
+        for _, b in sorted(image.brokers.items()) if not b.fenced
     ]
     return Response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=endpoint,
-        cluster_id=image.cluster_id, controller_id=image.controller_id, brokers=brokers,
+        cluster_id=image.cluster_id, controller_id=ctx.controller.controller_id, brokers=brokers,
     )

@@ -92,12 +92,12 @@ async def handle(ctx, request):
             image = controller.image
     brokers = [
         Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for _, b in sorted(image.brokers.items())
+        for _, b in sorted(image.brokers.items()) if not b.fenced
     ]
     return Response(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=image.cluster_id,
-        controller_id=image.controller_id,
+        controller_id=controller.controller_id,
         topics=topics_out,
     )

@@ -1,0 +1,139 @@
+"""The metadata log of a cluster node (`controller.quorum.voters` set): the controller
+quorum's Raft voter (`_core.RaftNode`, driven by `QuorumDriver`, networked by
+`QuorumTransport` on the CONTROLLER listener) and the metadata image built by applying its
+committed records (`metadata_records`).
+
+    <log.dirs>/__cluster_metadata-0/    raft.log, hardstate, snapshot, voters (rust/src/raft)
+
+The Raft leader is the active controller: `Controller` computes a new image as in a single
+node and `write`s the records that lead there; every voter applies them in log order and
+publishes each new image to its listeners (replica manager, group coordinator). On
+restart the log is replayed from the start (snapshots are the next step), so a node's image
+is rebuilt from what the quorum committed, nothing else.
+
+Each node registers itself once the quorum has a leader: RegisterBroker (epoch = the time
+in ms, so a restart always registers above the last one) and FenceBroker unfenced.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import logging
+import time
+from typing import Awaitable, Callable
+
+import trio
+
+from logbroker import _core
+from logbroker.broker.config import BrokerConfig
+from logbroker.coord.metadata import BrokerRegistration, MetadataImage
+from logbroker.coord.metadata_records import apply, encode_record
+from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
+from logbroker.coord.quorum_transport import QuorumTransport
+
+log = logging.getLogger("logbroker.quorum")
+
+__all__ = ["MetadataQuorum", "derived_cluster_id"]
+
+Publish = Callable[[MetadataImage], Awaitable[None]]
+
+
+def derived_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+    """The cluster id of a quorum started without `cluster.id`: every voter derives the same
+    one from the voter list, so no format step is needed; a node whose data directory holds
+    another id refuses to start."""
+    text = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(voters.items()))
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).decode().rstrip("=")
+
+
+class MetadataQuorum:
+    def __init__(self, config: BrokerConfig, local: BrokerRegistration, cluster_id: str) -> None:
+        self.config = config
+        self.local = local
+        self.voters = config.quorum_voters
+        self.cluster_id = cluster_id
+        ticks = 10
+        self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ticks
+        self.node = _core.RaftNode(local.node_id, sorted(self.voters), str(config.data_dir / "__cluster_metadata-0"),
+                                   election_tick=ticks, heartbeat_tick=2)
+        self.transport = QuorumTransport(local.node_id, cluster_id, self.voters)
+        self.driver = QuorumDriver(self.node, self.transport, self._apply, tick_seconds=self.tick_seconds)
+        self.image = MetadataImage(cluster_id, 0, {}, {}, 0)
+        self.applied_index = 0
+        self._published = 0
+        self._new = trio.Event()  # records applied, not yet published
+        self._published_ev = trio.Event()  # replaced after each publication
+        self._publish: Publish | None = None
+        self._pending: list[tuple[int, MetadataImage]] = []
+
+    @property
+    def leader_id(self) -> int:
+        return self.node.leader_id
+
+    @property
+    def is_active(self) -> bool:
+        return self.node.role == "leader"
+
+    def _apply(self, index: int, data: bytes) -> None:
+        batch = json.loads(data)
+        image = copy.deepcopy(self.image)
+        for rec in batch:
+            apply(image, json.dumps(rec).encode())
+        image.controller_id = self.leader_id
+        self.image = image
+        self.applied_index = index
+        self._pending.append((index, image))
+        self._new.set()
+
+    async def write(self, records: list[bytes], timeout: float = 10.0) -> None:
+        """Append the records as one entry; returns once this node applied and published it."""
+        if not records:
+            return
+        data = json.dumps([json.loads(r) for r in records], separators=(",", ":")).encode()
+        index = await self.driver.propose(data, timeout=timeout)
+        await self.wait_published(index)
+
+    async def wait_published(self, index: int) -> None:
+        while self._published < index:
+            await self._published_ev.wait()
+
+    async def run(self, publish: Publish, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run the voter; `publish` receives every new image in order."""
+        self._publish = publish
+        listen = self.config.controller_listen
+        assert listen is not None
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.driver.run)
+            await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive)
+            nursery.start_soon(self._publisher)
+            nursery.start_soon(self._register)
+            task_status.started()
+
+    async def _publisher(self) -> None:
+        while True:
+            await self._new.wait()
+            self._new = trio.Event()
+            pending, self._pending = self._pending, []
+            for index, image in pending:
+                assert self._publish is not None
+                await self._publish(image)
+                self._published = index
+            ev, self._published_ev = self._published_ev, trio.Event()
+            ev.set()
+
+    async def _register(self) -> None:
+        epoch = int(time.time() * 1000)
+        b = self.local
+        records = [encode_record("RegisterBroker", node_id=b.node_id, epoch=epoch, host=b.host, port=b.port, rack=b.rack),
+                   encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False)]
+        while True:
+            try:
+                await self.write(records, timeout=10)
+                log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
+                         b.node_id, epoch, self.leader_id)
+                return
+            except QuorumTimeout as e:
+                log.warning("node %d: registration not committed yet, retrying: %s", b.node_id, e)

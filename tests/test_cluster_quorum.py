@@ -1,0 +1,144 @@
+"""Three `logbroker serve` processes forming a controller quorum on loopback, configured
+with Kafka's keys (node.id, listeners with a CONTROLLER listener, controller.quorum.voters):
+the metadata (brokers, topics) is the same on every node, topics are created through the
+active controller with a real client, and killing the active controller (kill -9) elects
+another one that keeps accepting metadata changes; the killed node restarts and catches up.
+Replication of partition data is issue 13: topics here have replication factor 1."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import BrokerProcess, free_port
+
+
+def start_cluster(tmp_path, n=3) -> list[BrokerProcess]:
+    ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+    voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+    nodes = []
+    for i, (p, c) in ports.items():
+        bp = BrokerProcess(tmp_path / f"node{i}", port=p,
+                           extra=["--node-id", str(i), "--voters", voters,
+                                  "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
+        nodes.append(bp)
+    for bp in nodes:
+        bp.start()
+    return nodes
+
+
+def metadata(bp: BrokerProcess):
+    admin = AdminClient({"bootstrap.servers": bp.bootstrap_servers})
+    return admin.list_topics(timeout=10)
+
+
+def controller_of(bp: BrokerProcess) -> int:
+    admin = AdminClient({"bootstrap.servers": bp.bootstrap_servers})
+    return admin.describe_cluster().result(10).controller.id
+
+
+def wait_for(cond, timeout=20.0, what=""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception:  # noqa: BLE001 - a node may be mid-election
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    nodes = start_cluster(tmp_path)
+    yield nodes
+    for bp in nodes:
+        if bp.proc is not None:
+            bp.proc.kill()
+            bp.proc.wait()
+            bp._close_files()
+
+
+def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(cluster):
+    wait_for(lambda: all(len(metadata(bp).brokers) == 3 for bp in cluster), what="3 registered brokers everywhere")
+    admin = AdminClient({"bootstrap.servers": ",".join(bp.bootstrap_servers for bp in cluster)})
+    fs = admin.create_topics([NewTopic("spread", num_partitions=6, replication_factor=1)], operation_timeout=20)
+    fs["spread"].result(30)
+
+    def topic_everywhere(name, parts):
+        views = []
+        for bp in cluster:
+            if bp.proc is None:
+                continue
+            t = metadata(bp).topics.get(name)
+            if t is None or len(t.partitions) != parts:
+                return False
+            views.append(sorted((p, t.partitions[p].leader, tuple(t.partitions[p].replicas)) for p in t.partitions))
+        return all(v == views[0] for v in views) and views[0]
+
+    view = wait_for(lambda: topic_everywhere("spread", 6), what="topic on every node")
+    assert {leader for _, leader, _ in view} == {1, 2, 3}  # leaders spread over the brokers
+
+    # records go to each partition's leader, wherever it is
+    p = Producer({"bootstrap.servers": cluster[0].bootstrap_servers, "enable.idempotence": False, "acks": 1})
+    for i in range(60):
+        p.produce("spread", value=f"v{i}".encode(), partition=i % 6)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster[1].bootstrap_servers, "group.id": "g", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    from confluent_kafka import TopicPartition
+    c.assign([TopicPartition("spread", i, 0) for i in range(6)])
+    got = set()
+    deadline = time.monotonic() + 30
+    while len(got) < 60 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.add(m.value())
+    c.close()
+    assert len(got) == 60
+
+    # kill -9 the active controller: another node takes over and metadata changes go on
+    old = controller_of(cluster[0])
+    victim = next(bp for bp, i in zip(cluster, (1, 2, 3)) if i == old)
+    t0 = time.monotonic()
+    victim.kill()
+    rest = [bp for bp in cluster if bp is not victim]
+
+    def new_controller():
+        ids = {controller_of(bp) for bp in rest}
+        return len(ids) == 1 and ids != {old} and ids != {-1} and ids.pop()
+
+    new = wait_for(new_controller, what="a new active controller")
+    elapsed = time.monotonic() - t0
+    print(f"controller {old} killed; node {new} active after {elapsed:.2f} s")
+    admin2 = AdminClient({"bootstrap.servers": ",".join(bp.bootstrap_servers for bp in rest)})
+
+    def create_after():
+        admin2.create_topics([NewTopic("after", num_partitions=2, replication_factor=1)])["after"].result(10)
+        return True
+
+    wait_for(create_after, what="CreateTopics through the new controller")
+    wait_for(lambda: all(metadata(bp).topics.get("after") for bp in rest), what="new topic on the survivors")
+
+    victim.start()  # restarts from its data directory and catches up from the log
+    wait_for(lambda: metadata(victim).topics.get("after") is not None and "spread" in metadata(victim).topics,
+             what="the restarted node to catch up")
+
+
+def test_a_node_from_another_cluster_refuses_to_start(tmp_path):
+    single = BrokerProcess(tmp_path / "old").start()  # a single-node data directory
+    single.stop()
+    p, c = free_port(), free_port()
+    bp = BrokerProcess(tmp_path / "old", port=p, extra=[
+        "--node-id", "1", "--voters", f"1@127.0.0.1:{c},2@127.0.0.1:{free_port()},3@127.0.0.1:{free_port()}",
+        "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
+    with pytest.raises(RuntimeError, match="broker did not start"):
+        bp.start(timeout=20)
+    text = bp.log_text()
+    assert "logbroker: bad configuration: data directory" in text and "refusing to start" in text, text[-2000:]
+    assert "Traceback" not in text
