@@ -79,13 +79,20 @@ class BrokerServer:
         self.quorum = quorum
         self.controller = Controller(self.config, MetadataStore(data_dir), local, quorum)
         self.replicas = ReplicaManager(self.config, self.partition_table)
-        await self.replicas.startup(self.controller.image)
-        self.controller.add_listener(self.replicas.apply_metadata)
-        self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
-        await self.groups.startup()
         async with trio.open_nursery() as nursery:
             if quorum is not None:
+                # the data directory checked (Controller), open the metadata log and replay
+                # what this node knows is committed, so local logs open against that image
+                quorum.open()
                 await nursery.start(quorum.run, self.controller.on_quorum_image)
+                await quorum.wait_replayed()
+            image = self.controller.image
+            await self.replicas.startup(image)
+            self.controller.add_listener(self.replicas.apply_metadata)
+            if self.controller.image is not image:  # records applied while the logs opened
+                await self.replicas.apply_metadata(self.controller.image)
+            self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
+            await self.groups.startup()
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
             await nursery.start(self.server.serve)

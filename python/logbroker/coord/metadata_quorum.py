@@ -9,7 +9,9 @@ The Raft leader is the active controller: `Controller` computes a new image as i
 node and `write`s the records that lead there; every voter applies them in log order and
 publishes each new image to its listeners (replica manager, group coordinator). On
 restart the log is replayed from the start (snapshots are the next step), so a node's image
-is rebuilt from what the quorum committed, nothing else.
+is rebuilt from what the quorum committed, nothing else; the broker opens its local logs only
+after the records it already knew to be committed are applied (`wait_replayed`), so a
+restart never mistakes its own partitions for leftovers.
 
 Each node registers itself once the quorum has a leader: RegisterBroker (epoch = the time
 in ms, so a restart always registers above the last one) and FenceBroker unfenced.
@@ -55,12 +57,11 @@ class MetadataQuorum:
         self.local = local
         self.voters = config.quorum_voters
         self.cluster_id = cluster_id
-        ticks = 10
-        self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ticks
-        self.node = _core.RaftNode(local.node_id, sorted(self.voters), str(config.data_dir / "__cluster_metadata-0"),
-                                   election_tick=ticks, heartbeat_tick=2)
+        self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / 10  # 10 ticks
+        self.node: _core.RaftNode | None = None
         self.transport = QuorumTransport(local.node_id, cluster_id, self.voters)
-        self.driver = QuorumDriver(self.node, self.transport, self._apply, tick_seconds=self.tick_seconds)
+        self.driver: QuorumDriver | None = None
+        self._replay_to = 0
         self.image = MetadataImage(cluster_id, 0, {}, {}, 0)
         self.applied_index = 0
         self._published = 0
@@ -69,13 +70,29 @@ class MetadataQuorum:
         self._publish: Publish | None = None
         self._pending: list[tuple[int, MetadataImage]] = []
 
+    def open(self) -> None:
+        """Open the metadata log (after the data directory was checked)."""
+        self.node = _core.RaftNode(self.local.node_id, sorted(self.voters),
+                                   str(self.config.data_dir / "__cluster_metadata-0"),
+                                   election_tick=10, heartbeat_tick=2)
+        self._replay_to = self.node.commit_index
+        self.driver = QuorumDriver(self.node, self.transport, self._apply, tick_seconds=self.tick_seconds)
+
+    async def wait_replayed(self) -> None:
+        """Until the entries this node already knew to be committed are applied and their
+        images published (Raft's own entries count as applied, they change nothing)."""
+        assert self.driver is not None
+        while (self.driver.applied_index < self._replay_to or self._pending
+               or self._published < self.applied_index):
+            await trio.sleep(0.01)
+
     @property
     def leader_id(self) -> int:
-        return self.node.leader_id
+        return 0 if self.node is None else self.node.leader_id
 
     @property
     def is_active(self) -> bool:
-        return self.node.role == "leader"
+        return self.node is not None and self.node.role == "leader"
 
     def _apply(self, index: int, data: bytes) -> None:
         batch = json.loads(data)
@@ -93,6 +110,7 @@ class MetadataQuorum:
         if not records:
             return
         data = json.dumps([json.loads(r) for r in records], separators=(",", ":")).encode()
+        assert self.driver is not None
         index = await self.driver.propose(data, timeout=timeout)
         await self.wait_published(index)
 
@@ -105,6 +123,7 @@ class MetadataQuorum:
         self._publish = publish
         listen = self.config.controller_listen
         assert listen is not None
+        assert self.driver is not None
         async with trio.open_nursery() as nursery:
             await nursery.start(self.driver.run)
             await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive)
