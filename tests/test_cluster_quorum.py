@@ -104,6 +104,13 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
     assert p.flush(30) == 0
     assert read_all(cluster[1], "spread", 6) == {f"v{i}".encode() for i in range(60)}
 
+    # an idempotent producer (the default in Kafka's clients) through every node: each node
+    # gets its producer-id block from the quorum, whoever the controller is
+    for bp in cluster:
+        idem = Producer({"bootstrap.servers": bp.bootstrap_servers, "enable.idempotence": True, "acks": "all"})
+        idem.produce("spread", value=b"idempotent", partition=0)
+        assert idem.flush(30) == 0
+
     # kill -9 the active controller: another node takes over and metadata changes go on
     old = controller_of(cluster[0])
     victim = next(bp for bp, i in zip(cluster, (1, 2, 3)) if i == old)
@@ -131,7 +138,7 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
     wait_for(lambda: metadata(victim).topics.get("after") is not None and "spread" in metadata(victim).topics,
              what="the restarted node to catch up")
     # its partitions kept their records through the kill and the replay
-    assert read_all(victim, "spread", 6) == {f"v{i}".encode() for i in range(60)}
+    assert read_all(victim, "spread", 6, expect=61) == {f"v{i}".encode() for i in range(60)} | {b"idempotent"}
 
 
 def test_a_node_from_another_cluster_refuses_to_start(tmp_path):

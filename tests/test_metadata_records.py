@@ -105,6 +105,10 @@ class Model:
             if name is None:
                 return False
             del self.topics[name]
+        elif k == "ProducerIdBlock":
+            if not 1 <= rec["size"] <= 1_000_000:
+                return False
+            self.next_producer_id += rec["size"]
         elif k == "ProducerIds":
             if rec["next_producer_id"] < self.next_producer_id:
                 return False
@@ -118,7 +122,8 @@ def random_record(rng: random.Random, model: Model) -> dict:
     nodes = [1, 2, 3, 4]
     ids = rng.sample(nodes, rng.randint(0, 3))
     k = rng.choice(["RegisterBroker", "FenceBroker", "UnregisterBroker", "Topic", "Topic", "Partition", "Partition",
-                    "PartitionChange", "PartitionChange", "Config", "RemoveTopic", "ProducerIds"])
+                    "PartitionChange", "PartitionChange", "Config", "RemoveTopic", "ProducerIds",
+                    "ProducerIdBlock"])
     n = rng.choice(nodes)
     epoch = model.brokers.get(n, (0, 0, 0, 0))[3] + rng.choice([-1, 0, 0, 1])
     if k == "RegisterBroker":
@@ -143,6 +148,8 @@ def random_record(rng: random.Random, model: Model) -> dict:
                     value=rng.choice([None, "1", "2"]))
     if k == "RemoveTopic":
         return dict(type=k, topic_id=rng.choice(tids))
+    if k == "ProducerIdBlock":
+        return dict(type=k, broker_id=n, size=rng.choice([0, 1000, 2_000_000]))
     return dict(type=k, next_producer_id=model.next_producer_id + rng.choice([-1000, 0, 1000]))
 
 

@@ -30,7 +30,7 @@ from logbroker.coord.metadata import (
     TopicState,
     topic_name_error,
 )
-from logbroker.coord.metadata_records import diff_records
+from logbroker.coord.metadata_records import MetadataRecordError, diff_records
 from logbroker.coord.quorum import QuorumTimeout
 from logbroker.protocol import ErrorCode
 
@@ -144,6 +144,8 @@ class Controller:
                 await self.quorum.write(diff_records(self.image, image))
             except QuorumTimeout as e:
                 raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+            except MetadataRecordError as e:
+                raise ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from None
             return
         await trio.to_thread.run_sync(self.store.save, image)
         self.image = image
@@ -328,7 +330,14 @@ class Controller:
 
     async def allocate_producer_id(self) -> int:
         async with self._lock:
-            if self._producer_id_next >= self._producer_id_end:
+            if self._producer_id_next >= self._producer_id_end and self.quorum is not None:
+                # any node asks the quorum for a block; no need to be the active controller
+                try:
+                    start = await self.quorum.allocate_producer_ids(PRODUCER_ID_BLOCK)
+                except (QuorumTimeout, MetadataRecordError) as e:
+                    raise ControllerError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
+                self._producer_id_next, self._producer_id_end = start, start + PRODUCER_ID_BLOCK
+            elif self._producer_id_next >= self._producer_id_end:
                 image = copy.deepcopy(self.image)
                 start = image.next_producer_id
                 image.next_producer_id = start + PRODUCER_ID_BLOCK

@@ -32,7 +32,7 @@ import trio
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage
-from logbroker.coord.metadata_records import apply, encode_record
+from logbroker.coord.metadata_records import MetadataRecordError, apply, encode_record
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 from logbroker.coord.quorum_transport import QuorumTransport
 
@@ -62,6 +62,8 @@ class MetadataQuorum:
         self.transport = QuorumTransport(local.node_id, cluster_id, self.voters)
         self.driver: QuorumDriver | None = None
         self._replay_to = 0
+        self._block_start = -1
+        self._rejected: dict[int, str] = {}  # entries every node rejected (index -> why)
         self.image = MetadataImage(cluster_id, 0, {}, {}, 0)
         self.applied_index = 0
         self._published = 0
@@ -77,6 +79,15 @@ class MetadataQuorum:
                                    election_tick=10, heartbeat_tick=2)
         self._replay_to = self.node.commit_index
         self.driver = QuorumDriver(self.node, self.transport, self._apply, tick_seconds=self.tick_seconds)
+
+    async def allocate_producer_ids(self, size: int) -> int:
+        """A block of `size` producer ids for this broker, from any node (the proposal goes to
+        the leader through Raft); returns its first id."""
+        self._block_start = -1
+        await self.write([encode_record("ProducerIdBlock", broker_id=self.local.node_id, size=size)])
+        if self._block_start < 0:
+            raise QuorumTimeout(f"node {self.local.node_id}: the producer-id block was not granted")
+        return self._block_start
 
     async def wait_replayed(self) -> None:
         """Until the entries this node already knew to be committed are applied and their
@@ -95,11 +106,24 @@ class MetadataQuorum:
         return self.node is not None and self.node.role == "leader"
 
     def _apply(self, index: int, data: bytes) -> None:
-        batch = json.loads(data)
         image = copy.deepcopy(self.image)
-        for rec in batch:
-            apply(image, json.dumps(rec).encode())
-        image.controller_id = self.leader_id
+        block_start = -1
+        try:
+            batch = json.loads(data)
+            for rec in batch:
+                if rec.get("type") == "ProducerIdBlock" and rec.get("broker_id") == self.local.node_id:
+                    block_start = image.next_producer_id  # ours: it starts where the log says
+                apply(image, json.dumps(rec).encode())
+        except (MetadataRecordError, ValueError, TypeError, AttributeError) as e:
+            # every node rejects the same entry the same way: the image stays as it was
+            log.error("node %d: metadata log entry %d (%d bytes) rejected, image unchanged: %s",
+                      self.local.node_id, index, len(data), e)
+            self._rejected[index] = str(e)
+            image = self.image
+        else:
+            if block_start >= 0:
+                self._block_start = block_start
+            image.controller_id = self.leader_id
         self.image = image
         self.applied_index = index
         self._pending.append((index, image))
@@ -113,6 +137,9 @@ class MetadataQuorum:
         assert self.driver is not None
         index = await self.driver.propose(data, timeout=timeout)
         await self.wait_published(index)
+        why = self._rejected.pop(index, None)
+        if why is not None:
+            raise MetadataRecordError(f"metadata log entry {index} was rejected: {why}")
 
     async def wait_published(self, index: int) -> None:
         while self._published < index:

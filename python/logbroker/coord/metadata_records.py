@@ -22,6 +22,8 @@ sorted keys. JSON keeps the log readable with standard tools; records are small 
     Config           resource ("topic"|"broker"), name, key, value (None removes it)
     RemoveTopic      topic_id
     ProducerIds      next_producer_id (the first id not yet handed out)
+    ProducerIdBlock  broker_id, size: the block [next_producer_id, +size) goes to that broker
+                     (any broker asks through the quorum; the log order decides the block)
 """
 
 from __future__ import annotations
@@ -178,6 +180,13 @@ def _producer_ids(image: MetadataImage, rec: dict) -> None:
     image.next_producer_id = nxt
 
 
+def _producer_id_block(image: MetadataImage, rec: dict) -> None:
+    size = rec["size"]
+    if not isinstance(size, int) or not 1 <= size <= 1_000_000:
+        raise MetadataRecordError(f"ProducerIdBlock for broker {rec['broker_id']} asks for {size!r} ids")
+    image.next_producer_id += size
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -188,6 +197,7 @@ _APPLY = {
     "Config": _config,
     "RemoveTopic": _remove_topic,
     "ProducerIds": _producer_ids,
+    "ProducerIdBlock": _producer_id_block,
 }
 
 

@@ -5,6 +5,7 @@ functions translate requests and responses."""
 
 from __future__ import annotations
 
+from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import GroupState
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -21,12 +22,18 @@ async def find_coordinator(ctx, request):
     coord = ctx.broker.groups
     version = ctx.version
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    unavailable = None
     if request.key_type == GROUP_KEY and any(keys):
-        await coord.ensure_offsets_topic()
+        try:
+            await coord.ensure_offsets_topic()
+        except ControllerError as e:  # a cluster node that is not the active controller (yet)
+            unavailable = f"{OFFSETS_TOPIC} does not exist yet and this node cannot create it: {e.message}"
     results = []
     for key in keys:
         node, host, port, code, msg = -1, "", -1, ErrorCode.NONE, None
-        if request.key_type == TRANSACTION_KEY:
+        if unavailable is not None and request.key_type == GROUP_KEY and key:
+            code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable
+        elif request.key_type == TRANSACTION_KEY:
             code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker"
         elif request.key_type != GROUP_KEY:
             code, msg = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"

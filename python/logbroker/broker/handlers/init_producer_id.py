@@ -9,11 +9,16 @@ transaction APIs are not advertised.
 
 from __future__ import annotations
 
+import logging
+
+from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
+
+log = logging.getLogger("logbroker.broker")
 
 Response = RESPONSES[API_KEY]
 MAX_EPOCH = 32767
@@ -25,5 +30,9 @@ async def handle(ctx, request):
     if ctx.version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=request.producer_id,
                         producer_epoch=request.producer_epoch + 1)
-    pid = await ctx.controller.allocate_producer_id()
+    try:
+        pid = await ctx.controller.allocate_producer_id()
+    except ControllerError as e:  # a cluster without a quorum leader for now: retriable
+        log.info("InitProducerId from %s: %s", ctx.peer, e.message)
+        return Response(throttle_time_ms=0, error_code=e.code, producer_id=-1, producer_epoch=-1)
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)
