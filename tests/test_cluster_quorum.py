@@ -95,6 +95,9 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
         return all(v == views[0] for v in views) and views[0]
 
     view = wait_for(lambda: topic_everywhere("spread", 6), what="topic on every node")
+    # three brokers, but no partition replication yet: a replicated topic is refused clearly
+    with pytest.raises(Exception, match="needs partition replication"):
+        admin.create_topics([NewTopic("rf3", num_partitions=1, replication_factor=3)])["rf3"].result(30)
     assert {leader for _, leader, _ in view} == {1, 2, 3}  # leaders spread over the brokers
 
     # records go to each partition's leader, wherever it is

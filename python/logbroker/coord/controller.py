@@ -210,6 +210,14 @@ class Controller:
             raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
         if not assignments:
             self._assign(0, replication_factor)  # raises INVALID_REPLICATION_FACTOR early
+        widest = max((len(r) for r in assignments.values()), default=0) if assignments else replication_factor
+        if widest > 1:
+            # followers would never fetch (partition replication is issue 13): refuse rather
+            # than create partitions whose acks=all produces can only time out
+            raise ControllerError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"topic {name!r}: replication factor {widest} needs partition replication, which this "
+                "broker does not do yet; use 1")
         return num_partitions, replication_factor, checked
 
     async def create_topic(
@@ -286,6 +294,11 @@ class Controller:
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                             f"topic {name!r} partition {p}: assignment {r} names unknown brokers {unknown}",
                         )
+                    if len(r) > 1:
+                        raise ControllerError(
+                            ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"topic {name!r} partition {p}: assignment {r} needs partition replication, which this "
+                            "broker does not do yet; give one broker")
                     new[p] = PartitionState(p, r[0], 0, list(r), list(r), 0)
                 else:
                     new[p] = self._assign(p, rf)
