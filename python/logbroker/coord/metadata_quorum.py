@@ -171,15 +171,20 @@ class MetadataQuorum:
             ev.set()
 
     async def _register(self) -> None:
-        epoch = int(time.time() * 1000)
         b = self.local
-        records = [encode_record("RegisterBroker", node_id=b.node_id, epoch=epoch, host=b.host, port=b.port, rack=b.rack),
-                   encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False)]
         while True:
+            epoch = max(int(time.time() * 1000), self._last_epoch() + 1)
+            records = [encode_record("RegisterBroker", node_id=b.node_id, epoch=epoch, host=b.host, port=b.port,
+                                     rack=b.rack),
+                       encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False)]
             try:
                 await self.write(records, timeout=10)
                 log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
                          b.node_id, epoch, self.leader_id)
                 return
-            except QuorumTimeout as e:
+            except (QuorumTimeout, MetadataRecordError) as e:
                 log.warning("node %d: registration not committed yet, retrying: %s", b.node_id, e)
+
+    def _last_epoch(self) -> int:
+        old = self.image.brokers.get(self.local.node_id)
+        return -1 if old is None else old.epoch
