@@ -92,10 +92,7 @@ class BrokerProcess:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
         if "ready" not in line or time.monotonic() > deadline:
-            self.proc.kill()
-            self.proc.wait()
-            self._close_files()
-            self.proc = None
+            self.reap()
             raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log_path.read_text()}")
         self.ready_line = line
         return self
@@ -116,6 +113,14 @@ class BrokerProcess:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def reap(self) -> None:
+        """Kill it if it still runs (test teardown) and close its files."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self._close_files()
+            self.proc = None
+
     def log_text(self) -> str:
         return self.log_path.read_text()
 
@@ -131,10 +136,7 @@ def broker_process(tmp_path):
 
     yield start
     for bp in procs:
-        if bp.proc is not None:
-            bp.proc.kill()
-            bp.proc.wait()
-            bp._close_files()
+        bp.reap()
 
 
 def have(cmd: str) -> bool:

@@ -71,10 +71,7 @@ def cluster(tmp_path):
     nodes = start_cluster(tmp_path)
     yield nodes
     for bp in nodes:
-        if bp.proc is not None:
-            bp.proc.kill()
-            bp.proc.wait()
-            bp._close_files()
+        bp.reap()
 
 
 def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(cluster):

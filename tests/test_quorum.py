@@ -110,6 +110,12 @@ class Sim:
                     assert other == n, f"two leaders in term {term}: {other} and {n}"
             await trio.sleep(0.01)
 
+    async def wait_applied(self, index: int, timeout: float) -> None:
+        """Until every node applied up to `index` (fails after `timeout` simulated seconds)."""
+        with trio.fail_after(timeout):
+            while not all(max(self.applied[n], default=0) >= index for n in VOTERS):
+                await trio.sleep(0.05)
+
     def check_logs_agree(self) -> None:
         merged: dict[int, bytes] = {}
         for n, log in self.applied.items():
@@ -223,9 +229,8 @@ def test_elects_one_leader_and_replicates(tmp_path):
                 await sim.start(n)
             nursery.start_soon(sim.watch_leaders)
             idx = await sim.drivers[2].propose(b"hello", timeout=10)
-            with trio.fail_after(5):
-                while not all(sim.applied[n].get(idx) == b"hello" for n in VOTERS):
-                    await trio.sleep(0.05)
+            await sim.wait_applied(idx, 5)
+            assert all(sim.applied[n].get(idx) == b"hello" for n in VOTERS)
             leaders = {d.node.leader_id for d in sim.drivers.values()}
             assert len(leaders) == 1 and leaders != {0}
             nursery.cancel_scope.cancel()
@@ -250,9 +255,7 @@ def test_restart_keeps_the_log_and_votes(tmp_path):
             for n in VOTERS:
                 await sim.start(n)  # applied logs restart empty and are replayed from disk
             idx = await sim.drivers[3].propose(b"after", timeout=10)
-            with trio.fail_after(5):
-                while not all(max(sim.applied[n], default=0) >= idx for n in VOTERS):
-                    await trio.sleep(0.05)
+            await sim.wait_applied(idx, 5)
             for n in VOTERS:
                 records = [d for d in sim.applied[n].values()]
                 assert records[: 5] == [f"r{i}".encode() for i in range(5)] and records[-1] == b"after"

@@ -34,6 +34,22 @@ class Voter:
                 await nursery.start(self.transport.serve, "127.0.0.1", self.port, self.driver.receive)
 
 
+async def _commit_everywhere(at: Voter, voters: list[Voter], data: bytes) -> None:
+    """Propose `data` at one voter and wait until every voter in `voters` applied it."""
+    idx = await at.driver.propose(data, timeout=5)
+    with trio.fail_after(5):
+        while not all(v.applied.get(idx) == data for v in voters):
+            await trio.sleep(0.01)
+
+
+async def _cluster(tmp_path, nursery, cluster_ids=("c1", "c1", "c1")) -> tuple[dict, list[Voter]]:
+    peers = _peers()
+    voters = [Voter(n, tmp_path, peers, cluster_id=c) for n, c in zip(VOTERS, cluster_ids)]
+    for v in voters:
+        nursery.start_soon(v.run)
+    return peers, voters
+
+
 def _peers() -> dict[int, tuple[str, int]]:
     return {n: ("127.0.0.1", free_port()) for n in VOTERS}
 
@@ -53,25 +69,16 @@ def test_three_voters_over_tcp_elect_commit_and_fail_over(tmp_path):
     times = {}
 
     async def main():
-        peers = _peers()
-        voters = [Voter(n, tmp_path, peers) for n in VOTERS]
         async with trio.open_nursery() as nursery:
-            for v in voters:
-                nursery.start_soon(v.run)
+            _, voters = await _cluster(tmp_path, nursery)
             leader, times["first election"] = await _leader(voters, 10)
             for v in voters:  # a record proposed at any voter commits everywhere
-                idx = await v.driver.propose(f"from-{v.n}".encode(), timeout=5)
-                with trio.fail_after(5):
-                    while not all(w.applied.get(idx) == f"from-{v.n}".encode() for w in voters):
-                        await trio.sleep(0.01)
+                await _commit_everywhere(v, voters, f"from-{v.n}".encode())
             leader.scope.cancel()  # the leader dies
             new, times["failover"] = await _leader([v for v in voters if v is not leader], 10)
             assert new is not leader
             rest = [v for v in voters if v is not leader]
-            idx = await rest[0].driver.propose(b"after failover", timeout=5)
-            with trio.fail_after(5):
-                while not all(w.applied.get(idx) == b"after failover" for w in rest):
-                    await trio.sleep(0.01)
+            await _commit_everywhere(rest[0], rest, b"after failover")
             assert all(v.transport.dropped >= 0 for v in voters)
             nursery.cancel_scope.cancel()
 
@@ -84,11 +91,8 @@ def test_a_peer_of_another_cluster_is_refused(tmp_path, caplog):
     caplog.set_level(logging.ERROR, logger="logbroker.quorum")
 
     async def main():
-        peers = _peers()
-        voters = [Voter(1, tmp_path, peers), Voter(2, tmp_path, peers), Voter(3, tmp_path, peers, cluster_id="other")]
         async with trio.open_nursery() as nursery:
-            for v in voters:
-                nursery.start_soon(v.run)
+            _, voters = await _cluster(tmp_path, nursery, ("c1", "c1", "other"))
             leader, _ = await _leader(voters[:2], 10)  # 1 and 2 are a majority
             idx = await leader.driver.propose(b"x", timeout=5)
             await trio.sleep(1.0)
@@ -105,11 +109,8 @@ def test_garbage_on_the_controller_port_is_closed_and_harmless(tmp_path, caplog)
     caplog.set_level(logging.ERROR, logger="logbroker.quorum")
 
     async def main():
-        peers = _peers()
-        voters = [Voter(n, tmp_path, peers) for n in VOTERS]
         async with trio.open_nursery() as nursery:
-            for v in voters:
-                nursery.start_soon(v.run)
+            peers, voters = await _cluster(tmp_path, nursery)
             await _leader(voters, 10)
 
             def junk():
@@ -119,10 +120,7 @@ def test_garbage_on_the_controller_port_is_closed_and_harmless(tmp_path, caplog)
                     return s.recv(10)
 
             assert await trio.to_thread.run_sync(junk) == b""  # closed on us
-            idx = await voters[0].driver.propose(b"still fine", timeout=5)
-            with trio.fail_after(5):
-                while not all(v.applied.get(idx) == b"still fine" for v in voters):
-                    await trio.sleep(0.01)
+            await _commit_everywhere(voters[0], voters, b"still fine")
             nursery.cancel_scope.cancel()
 
     trio.run(main)

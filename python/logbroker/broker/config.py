@@ -86,31 +86,26 @@ def _parse_choice(*choices: str) -> Callable[[str], str]:
 
 def _parse_listener(text: str) -> str:
     """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
-    parts = [p.strip() for p in str(text).split(",") if p.strip()]
-    if not parts:
-        raise ConfigError("no listener given")
-    out, names = [], set()
-    for part in parts:
-        name = "PLAINTEXT"
-        if "://" in part:
-            name = part.split("://", 1)[0].strip().upper()
-        if name in names:
-            raise ConfigError(f"listener name {name} appears twice in {text!r}")
-        names.add(name)
-        host, port = split_host_port(part)
-        out.append(f"{name}://{host}:{port}" if len(parts) > 1 or "://" in part else f"{host}:{port}")
-    return ",".join(out)
+    ls = parse_listeners(text)
+    if len(ls) == 1 and "://" not in str(text):
+        host, port = ls["PLAINTEXT"]
+        return f"{host}:{port}"
+    return ",".join(f"{name}://{host}:{port}" for name, (host, port) in ls.items())
 
 
 def parse_listeners(text: str) -> dict[str, tuple[str, int]]:
     """Listener name -> (host, port); a bare HOST:PORT is the PLAINTEXT listener."""
-    out = {}
+    out: dict[str, tuple[str, int]] = {}
     for part in str(text).split(","):
         part = part.strip()
         if not part:
             continue
-        name = part.split("://", 1)[0].upper() if "://" in part else "PLAINTEXT"
+        name = part.split("://", 1)[0].strip().upper() if "://" in part else "PLAINTEXT"
+        if name in out:
+            raise ConfigError(f"listener name {name} appears twice in {text!r}")
         out[name] = split_host_port(part)
+    if not out:
+        raise ConfigError("no listener given")
     return out
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
-import json
 import logging
 import time
 from typing import Awaitable, Callable
@@ -32,13 +31,18 @@ import trio
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage
-from logbroker.coord.metadata_records import MetadataRecordError, apply, encode_record
+from logbroker.coord.metadata_records import MetadataRecordError, apply_record, decode_batch, encode_batch, encode_record
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 from logbroker.coord.quorum_transport import QuorumTransport
 
 log = logging.getLogger("logbroker.quorum")
 
 __all__ = ["MetadataQuorum", "derived_cluster_id"]
+
+# The election timeout is this many ticks (raft-rs randomises it up to twice that); a leader
+# heartbeats every HEARTBEAT_TICKS, a fifth of it.
+ELECTION_TICKS = 10
+HEARTBEAT_TICKS = 2
 
 Publish = Callable[[MetadataImage], Awaitable[None]]
 
@@ -57,7 +61,7 @@ class MetadataQuorum:
         self.local = local
         self.voters = config.quorum_voters
         self.cluster_id = cluster_id
-        self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / 10  # 10 ticks
+        self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ELECTION_TICKS
         self.node: _core.RaftNode | None = None
         self.transport = QuorumTransport(local.node_id, cluster_id, self.voters)
         self.driver: QuorumDriver | None = None
@@ -76,7 +80,7 @@ class MetadataQuorum:
         """Open the metadata log (after the data directory was checked)."""
         self.node = _core.RaftNode(self.local.node_id, sorted(self.voters),
                                    str(self.config.data_dir / "__cluster_metadata-0"),
-                                   election_tick=10, heartbeat_tick=2)
+                                   election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS)
         self._replay_to = self.node.commit_index
         self.driver = QuorumDriver(self.node, self.transport, self._apply, tick_seconds=self.tick_seconds)
 
@@ -109,11 +113,10 @@ class MetadataQuorum:
         image = copy.deepcopy(self.image)
         block_start = -1
         try:
-            batch = json.loads(data)
-            for rec in batch:
-                if rec.get("type") == "ProducerIdBlock" and rec.get("broker_id") == self.local.node_id:
+            for rec in decode_batch(data):
+                if rec["type"] == "ProducerIdBlock" and rec.get("broker_id") == self.local.node_id:
                     block_start = image.next_producer_id  # ours: it starts where the log says
-                apply(image, json.dumps(rec).encode())
+                apply_record(image, rec)
         except (MetadataRecordError, ValueError, TypeError, AttributeError) as e:
             # every node rejects the same entry the same way: the image stays as it was
             log.error("node %d: metadata log entry %d (%d bytes) rejected, image unchanged: %s",
@@ -133,7 +136,7 @@ class MetadataQuorum:
         """Append the records as one entry; returns once this node applied and published it."""
         if not records:
             return
-        data = json.dumps([json.loads(r) for r in records], separators=(",", ":")).encode()
+        data = encode_batch(records)
         assert self.driver is not None
         index = await self.driver.propose(data, timeout=timeout)
         await self.wait_published(index)

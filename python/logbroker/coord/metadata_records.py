@@ -6,8 +6,9 @@ is deterministic: it reads nothing but the image and the record, and a record th
 fit the image (an unknown topic id, a stale broker epoch) is a `MetadataRecordError`, never
 a partial change.
 
-Encoding: one record per log entry, UTF-8 JSON `{"type": <name>, "v": 1, ...fields}` with
-sorted keys. JSON keeps the log readable with standard tools; records are small and rare
+Encoding: a record is UTF-8 JSON `{"type": <name>, "v": 1, ...fields}` with sorted keys; a
+metadata-log entry is a JSON array of the records written together (`encode_batch`), applied
+all or nothing. JSON keeps the log readable with standard tools; records are small and rare
 (metadata, not data), so compactness does not matter here.
 
     RegisterBroker   node_id, epoch, host, port, rack       a broker (re)joins; starts fenced
@@ -35,7 +36,8 @@ from typing import Any
 
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage, PartitionState, TopicState
 
-__all__ = ["MetadataRecordError", "apply", "decode_record", "diff_records", "encode_record", "load_snapshot", "snapshot"]
+__all__ = ["MetadataRecordError", "apply", "apply_record", "decode_batch", "decode_record", "diff_records",
+           "encode_batch", "encode_record", "load_snapshot", "snapshot"]
 
 VERSION = 1
 NO_LEADER = -1
@@ -51,21 +53,44 @@ def encode_record(kind: str, **fields: Any) -> bytes:
     return json.dumps({"type": kind, "v": VERSION, **fields}, sort_keys=True, separators=(",", ":")).encode()
 
 
-def decode_record(data: bytes) -> dict:
+def _json(data: bytes, what: str):
     try:
-        rec = json.loads(data)
+        return json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MetadataRecordError(f"metadata record of {len(data)} bytes is not JSON: {e}") from None
+        raise MetadataRecordError(f"{what} of {len(data)} bytes is not JSON: {e}") from None
+
+
+def _checked(rec) -> dict:
     if not isinstance(rec, dict) or rec.get("type") not in _APPLY:
-        raise MetadataRecordError(f"metadata record {data[:80]!r} has no known type")
+        raise MetadataRecordError(f"metadata record {str(rec)[:80]} has no known type")
     if rec.get("v") != VERSION:
         raise MetadataRecordError(f"{rec['type']} record version {rec.get('v')!r} is not {VERSION}")
     return rec
 
 
+def decode_record(data: bytes) -> dict:
+    return _checked(_json(data, "metadata record"))
+
+
+def encode_batch(records: list[bytes]) -> bytes:
+    """Records written as one metadata-log entry: a JSON array of them."""
+    return b"[" + b",".join(records) + b"]"
+
+
+def decode_batch(data: bytes) -> list[dict]:
+    batch = _json(data, "metadata log entry")
+    if not isinstance(batch, list):
+        raise MetadataRecordError(f"metadata log entry {data[:80]!r} is not a list of records")
+    return [_checked(rec) for rec in batch]
+
+
 def apply(image: MetadataImage, data: bytes) -> None:
     """Apply one encoded record to `image` in place (all or nothing)."""
-    rec = decode_record(data)
+    apply_record(image, decode_record(data))
+
+
+def apply_record(image: MetadataImage, rec: dict) -> None:
+    """Apply one decoded, checked record (see `decode_record`/`decode_batch`)."""
     try:
         _APPLY[rec["type"]](image, rec)
     except KeyError as e:

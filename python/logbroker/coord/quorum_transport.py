@@ -113,21 +113,15 @@ class QuorumTransport:
                 except OSError:
                     pass
                 with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
-                    while len(buf) < _HELLO.size:
-                        chunk = await stream.receive_some(65536)
-                        if not chunk:
-                            return
-                        buf += chunk
+                    if not await _fill(stream, buf, _HELLO.size):
+                        return
                     magic, version, sender, n = _HELLO.unpack_from(buf)
                     if magic != MAGIC or version != VERSION:
                         log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
                                   self.node_id, peer, magic, version)
                         return
-                    while len(buf) < _HELLO.size + n:
-                        chunk = await stream.receive_some(65536)
-                        if not chunk:
-                            return
-                        buf += chunk
+                    if not await _fill(stream, buf, _HELLO.size + n):
+                        return
                 if hello_wait.cancelled_caught:
                     log.error("node %d: connection from %s sent no complete hello in %.0f s; closing",
                               self.node_id, peer, HELLO_TIMEOUT)
@@ -155,9 +149,17 @@ class QuorumTransport:
                         receive(bytes(buf[pos + 4:pos + 4 + size]))
                         pos += 4 + size
                     del buf[:pos]
-                    chunk = await stream.receive_some(1 << 20)
-                    if not chunk:
+                    if not await _fill(stream, buf, len(buf) + 1):
                         return
-                    buf += chunk
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.info("node %d: connection from %s lost: %s", self.node_id, peer, e)
+
+
+async def _fill(stream: trio.SocketStream, buf: bytearray, n: int) -> bool:
+    """Read until `buf` holds at least `n` bytes; False if the peer closed first."""
+    while len(buf) < n:
+        chunk = await stream.receive_some(1 << 20)
+        if not chunk:
+            return False
+        buf += chunk
+    return True

@@ -42,7 +42,7 @@ from __future__ import annotations
 import struct as _struct
 
 from logbroker import _core
-from logbroker.protocol._runtime import ZERO_UUID, FieldInfo, Struct, codec_error
+from logbroker.protocol._runtime import ZERO_UUID, FieldInfo, Struct, check_version, codec_error
 from logbroker.protocol.errors import ErrorCode, ProtocolError
 from logbroker.protocol.messages import API_NAMES, REQUESTS, RESPONSES
 from logbroker.protocol.messages.request_header import RequestHeader
@@ -159,9 +159,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
 
 def _encode_frame(header: Struct, header_version: int, body: Struct, version: int) -> bytes:
     cls = type(body)
-    if not cls._lo <= version <= cls._hi:
-        raise ProtocolError(f"version {version} is outside {cls._lo}-{cls._hi}", api=cls._msg, version=version,
-                            error_code=ErrorCode.UNSUPPORTED_VERSION)
+    check_version(cls, version)
     try:
         return _core.protocol_encode_frame(type(header)._rs, header, header_version, cls._rs, body, version)
     except _core.KafkaProtocolError as e:

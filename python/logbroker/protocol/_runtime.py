@@ -23,7 +23,7 @@ from collections import namedtuple
 from logbroker import _core
 from logbroker.protocol.errors import ErrorCode, ProtocolError
 
-__all__ = ["FieldInfo", "Struct", "ZERO_UUID", "codec_error"]
+__all__ = ["FieldInfo", "Struct", "ZERO_UUID", "check_version", "codec_error"]
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -66,7 +66,8 @@ def codec_error(e: Exception, api: str | None, version: int | None, base: int = 
                          position=None if pos is None else base + int(pos.group(1)))
 
 
-def _check_version(cls, version: int) -> None:
+def check_version(cls, version: int) -> None:
+    """UNSUPPORTED_VERSION unless `version` is in the message class's range."""
     if not cls._lo <= version <= cls._hi:
         raise ProtocolError(
             f"version {version} is outside {cls._lo}-{cls._hi}",
@@ -92,7 +93,7 @@ class Struct:
     def decode(cls, buf, pos: int, version: int):
         """Decode one instance at `buf[pos:]` (any bytes-like object); returns (obj, end
         position). Records fields are memoryview slices of `buf`."""
-        _check_version(cls, version)
+        check_version(cls, version)
         try:
             return _core.protocol_decode(cls._rs, buf, pos, version)
         except _core.KafkaProtocolError as e:
@@ -101,7 +102,7 @@ class Struct:
     def to_bytes(self, version: int) -> bytes:
         """The encoding at `version`."""
         cls = type(self)
-        _check_version(cls, version)
+        check_version(cls, version)
         try:
             return _core.protocol_encode(cls._rs, self, version)
         except _core.KafkaProtocolError as e:

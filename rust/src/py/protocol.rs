@@ -38,19 +38,23 @@ use crate::protocol::{messages as rs, Bytes, Reader, Records, TaggedFields, Uuid
 /// The message classes, by `_rs` index (imported once, on first use).
 static CLASSES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
 static UUID: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+static OBJECT_NEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// What conversions need: the classes, `object.__new__`, `uuid.UUID`, and the decoded
 /// buffer (records become slices of it).
 pub struct Cx<'py> {
     pub py: Python<'py>,
     classes: &'py [Py<PyType>],
-    new: Bound<'py, PyAny>,
+    new: &'py Py<PyAny>,
     uuid: &'py (Py<PyAny>, Py<PyAny>),
     input: Option<Input<'py>>,
 }
 
+/// The decoded buffer; its byte view is made on the first records field (most messages
+/// carry none).
 struct Input<'py> {
-    view: Bound<'py, PyAny>,
+    buf: Bound<'py, PyAny>,
+    view: std::cell::OnceCell<Bound<'py, PyAny>>,
     base: usize,
     len: usize,
 }
@@ -77,13 +81,13 @@ impl<'py> Cx<'py> {
             let zero = cls.call1((py.None(), py.None(), py.None(), py.None(), 0))?;
             Ok((cls.unbind(), zero.unbind()))
         })?;
-        let new = py.get_type::<pyo3::types::PyAny>().getattr(intern!(py, "__new__"))?;
+        let new = OBJECT_NEW.get_or_try_init(py, || py.get_type::<pyo3::types::PyAny>().getattr("__new__").map(Bound::unbind))?;
         Ok(Cx { py, classes, new, uuid, input: None })
     }
 
     /// A bare instance of class `id` (no `__init__`; every slot is set by the caller).
     pub fn instance(&self, id: usize) -> PyResult<Bound<'py, PyAny>> {
-        self.new.call1((self.classes[id].bind(self.py),))
+        self.new.bind(self.py).call1((self.classes[id].bind(self.py),))
     }
 
     fn records(&self, b: &Bytes) -> PyResult<Bound<'py, PyAny>> {
@@ -91,7 +95,13 @@ impl<'py> Cx<'py> {
             let start = (b.as_ptr() as usize).wrapping_sub(inp.base);
             if start <= inp.len && b.len() <= inp.len - start {
                 let s = PySlice::new(self.py, isize::try_from(start)?, isize::try_from(start + b.len())?, 1);
-                return inp.view.get_item(s);
+                let view = if let Some(v) = inp.view.get() {
+                    v
+                } else {
+                    let v = PyMemoryView::from(&inp.buf)?.call_method1(intern!(self.py, "cast"), ("B",))?;
+                    inp.view.get_or_init(|| v)
+                };
+                return view.get_item(s);
             }
         }
         Ok(PyBytes::new(self.py, b).into_any())
@@ -344,7 +354,8 @@ pub fn protocol_decode<'py>(py: Python<'py>, cls_id: usize, buf: &Bound<'py, PyA
     }
     let mut cx = Cx::new(py)?;
     cx.input = Some(Input {
-        view: PyMemoryView::from(buf)?.call_method1(intern!(py, "cast"), ("B",))?,
+        buf: buf.clone(),
+        view: std::cell::OnceCell::new(),
         base: all.as_ptr() as usize,
         len: all.len(),
     });
