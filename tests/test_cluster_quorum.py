@@ -3,7 +3,8 @@ with Kafka's keys (node.id, listeners with a CONTROLLER listener, controller.quo
 the metadata (brokers, topics) is the same on every node, topics are created through the
 active controller with a real client, and killing the active controller (kill -9) elects
 another one that keeps accepting metadata changes; the killed node restarts and catches up.
-Replication of partition data is issue 13: topics here have replication factor 1."""
+Replication of partition data is issue 13: replicas are placed, but followers do not fetch yet
+(the ISR is the leader alone)."""
 
 from __future__ import annotations
 
@@ -92,10 +93,19 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
         return all(v == views[0] for v in views) and views[0]
 
     view = wait_for(lambda: topic_everywhere("spread", 6), what="topic on every node")
-    # three brokers, but no partition replication yet: a replicated topic is refused clearly
-    with pytest.raises(Exception, match="needs partition replication"):
-        admin.create_topics([NewTopic("rf3", num_partitions=1, replication_factor=3)])["rf3"].result(30)
     assert {leader for _, leader, _ in view} == {1, 2, 3}  # leaders spread over the brokers
+
+    # replication factor 3: every broker shows the same replicas, ISR and leaders; replicas
+    # spread round robin; the ISR is the leader alone until followers replicate (issue 13)
+    admin.create_topics([NewTopic("rf3", num_partitions=3, replication_factor=3)])["rf3"].result(30)
+    rf3 = wait_for(lambda: topic_everywhere("rf3", 3), what="rf3 on every node")
+    assert all(sorted(replicas) == [1, 2, 3] and leader == replicas[0] for _, leader, replicas in rf3)
+    assert {leader for _, leader, _ in rf3} == {1, 2, 3}
+    isrs = {tuple(sorted((p, tuple(t.partitions[p].isrs)) for p in t.partitions))
+            for t in (metadata(bp).topics["rf3"] for bp in cluster)}
+    assert len(isrs) == 1 and all(isr == (leader,) for (_, isr), (_, leader, _) in zip(sorted(isrs.pop()), rf3))
+    with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR|larger than the 3"):
+        admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])["rf4"].result(30)
 
     # records go to each partition's leader, wherever it is
     p = Producer({"bootstrap.servers": cluster[0].bootstrap_servers, "enable.idempotence": False, "acks": 1})

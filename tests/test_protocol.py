@@ -48,8 +48,9 @@ def frame(chunks) -> bytes:
 
 def test_registry():
     assert set(REQUESTS) == set(RESPONSES) == set(API_NAMES)
-    assert len(REQUESTS) == 35
+    assert len(REQUESTS) == 37
     assert API_NAMES[0] == "Produce" and API_NAMES[18] == "ApiVersions" and API_NAMES[42] == "DeleteGroups"
+    assert API_NAMES[55] == "DescribeQuorum" and API_NAMES[63] == "BrokerHeartbeat"  # the cluster's own
     for key, cls in REQUESTS.items():
         assert cls.api_key == key and cls.name.endswith("Request")
         assert RESPONSES[key].valid_versions == cls.valid_versions

@@ -54,8 +54,18 @@ async def _serve(config: BrokerConfig) -> None:
             )
             async for signum in signals:
                 logging.getLogger("logbroker").info("received %s, shutting down", signal.Signals(signum).name)
+                # a second signal while leaderships move stops at once
+                with trio.CancelScope() as moving:
+                    nursery.start_soon(_cancel_on_signal, signals, moving)
+                    await server.controlled_shutdown()
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,8 @@ import logging
 import trio
 
 from logbroker import _core
-from logbroker.broker.handlers import HANDLERS, BrokerView, RequestContext
+from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
+from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.protocol import (
     API_NAMES,
     ProtocolError,
@@ -86,12 +87,17 @@ class KafkaServer:
         net.respond(conn, chunks)
 
     async def handle_frame(self, frame: bytes, peer: str) -> list | None:
+        """Serve one request frame (without its size prefix); on a connection of the
+        controller listener (coord/controller_channel.py) with the controller's table."""
         try:
             header, pos = decode_request_header(memoryview(frame))
         except ProtocolError as e:
             raise ProtocolError(f"request header from {peer} does not decode: {e}") from None
         api_key, version = header.request_api_key, header.request_api_version
-        entry = HANDLERS.get(api_key)
+        table = CONTROLLER_HANDLERS if serving_controller_listener.get() else HANDLERS
+        entry = table.get(api_key)
+        if entry is not None and entry.cluster_only and getattr(self.broker, "quorum", None) is None:
+            entry = None
         name = API_NAMES.get(api_key, f"api {api_key}")
         if entry is not None and entry.handler is None:
             raise ProtocolError(f"{name} from {peer} reached the Python handlers; the network thread serves it")
@@ -110,7 +116,7 @@ class KafkaServer:
             raise ProtocolError(f"{name} v{version} request from {peer} does not decode: {e}") from None
         if end != len(frame):
             log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end)
-        ctx = RequestContext(self.broker, header, peer)
+        ctx = RequestContext(self.broker, header, peer, table)
         try:
             response = await entry.handler(ctx, request)
         except ProtocolError as e:

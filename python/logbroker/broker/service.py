@@ -10,12 +10,16 @@ checkpoints are written. `logbroker serve` runs it as the main task; `Broker`
 
 from __future__ import annotations
 
+import functools
 import logging
+
 import trio
 
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
+from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
+from logbroker.coord.controller_channel import serve_kafka_connection
 from logbroker.coord.group_coordinator import GroupCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.broker.dispatch import KafkaServer
@@ -38,6 +42,14 @@ class BrokerServer:
         self.address: tuple[str, int] | None = None
         self.advertised: tuple[str, int] | None = None
         self.quorum = None  # MetadataQuorum in a cluster (controller.quorum.voters set)
+        self.lifecycle: BrokerLifecycle | None = None  # heartbeats, in a cluster
+
+    async def controlled_shutdown(self) -> None:
+        """Before stopping a cluster node: move its partition leaderships (and, if it is the
+        active controller, controller leadership) to other nodes; bounded, see
+        coord/broker_lifecycle.py. Nothing to do for a single node."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()
 
     @property
     def cluster_id(self) -> str:
@@ -68,7 +80,8 @@ class BrokerServer:
             self.advertised = (adv_host, bound[1])
         data_dir = self.config.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1], None)
+        local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1],
+                                   self.config.get_str("broker.rack") or None)
         quorum = None
         if self.config.quorum_voters:
             from logbroker.coord.metadata_quorum import MetadataQuorum, derived_cluster_id
@@ -84,7 +97,9 @@ class BrokerServer:
                 # the data directory checked (Controller), open the metadata log and replay
                 # what this node knows is committed, so local logs open against that image
                 quorum.open()
-                await nursery.start(quorum.run, self.controller.on_quorum_image)
+                kafka = functools.partial(serve_kafka_connection, handle_frame=self.server.handle_frame,
+                                          max_frame=self.config.get_int("socket.request.max.bytes"))
+                await nursery.start(quorum.run, self.controller.on_quorum_image, kafka)
                 await quorum.wait_replayed()
             image = self.controller.image
             await self.replicas.startup(image)
@@ -95,6 +110,12 @@ class BrokerServer:
             await self.groups.startup()
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
+            if quorum is not None:
+                assert self.controller.sessions is not None
+                self.lifecycle = BrokerLifecycle(self.controller, quorum,
+                                                 self.config.get_int("broker.heartbeat.interval.ms"))
+                await nursery.start(self.controller.sessions.run)
+                await nursery.start(self.lifecycle.run)
             await nursery.start(self.server.serve)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",

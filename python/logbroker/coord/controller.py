@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import random
 import uuid
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -30,17 +31,28 @@ from logbroker.coord.metadata import (
     TopicState,
     topic_name_error,
 )
-from logbroker.coord.metadata_records import MetadataRecordError, diff_records
+from logbroker.coord.controller_channel import ControllerClient, serving_controller_listener
+from logbroker.coord.metadata_records import NO_LEADER, MetadataRecordError, diff_records
 from logbroker.coord.quorum import QuorumTimeout
 from logbroker.protocol import ErrorCode
 
 if TYPE_CHECKING:
+    from logbroker.coord.broker_lifecycle import BrokerSessions
+    from logbroker.coord.controller_forwarding import Forwarder
     from logbroker.coord.metadata_quorum import MetadataQuorum
 
 log = logging.getLogger("logbroker.controller")
 
 PRODUCER_ID_BLOCK = 1000
 MAX_PARTITIONS = 100_000
+
+
+def new_partition(index: int, replicas: list[int]) -> PartitionState:
+    """A new partition led by its first (preferred) replica. Its ISR is that leader alone:
+    followers join the ISR once they fetch and catch up (partition replication, the next
+    step); until then a replication factor above 1 places replicas and shows them under-
+    replicated, and acks=all needs only the leader (with min.insync.replicas 1)."""
+    return PartitionState(index, replicas[0], 0, list(replicas), [replicas[0]], 0)
 
 
 class ControllerError(Exception):
@@ -64,7 +76,17 @@ class Controller:
         self._listeners: list[Listener] = []
         self._producer_id_next = 0
         self._producer_id_end = 0
+        self._changed = trio.Event()
         self.image = self._load()
+        self.sessions: BrokerSessions | None = None
+        self.forwarder: Forwarder | None = None
+        if quorum is not None:
+            from logbroker.coord.broker_lifecycle import BrokerSessions
+            from logbroker.coord.controller_forwarding import Forwarder
+
+            self.sessions = BrokerSessions(self, config.get_int("broker.session.timeout.ms"))
+            self.forwarder = Forwarder(self, ControllerClient(local.node_id, quorum.voters, lambda: quorum.leader_id,
+                                                              "forwarded metadata changes"))
 
     @property
     def controller_id(self) -> int:
@@ -128,6 +150,19 @@ class Controller:
         self.image = image
         for listener in self._listeners:
             await listener(image)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def image_changed(self) -> None:
+        """Wait for the next published image."""
+        await self._changed.wait()
+
+    def _forward(self) -> bool:
+        """True when this call must go to the active controller: a cluster node that is not
+        it, and not already serving a request on the controller listener (which answers
+        NOT_CONTROLLER instead, so a request is forwarded at most once)."""
+        return (self.quorum is not None and not self.quorum.is_active
+                and not serving_controller_listener.get())
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -151,19 +186,40 @@ class Controller:
         self.image = image
         for listener in self._listeners:
             await listener(image)
+        self._changed.set()
+        self._changed = trio.Event()
 
     # --- topics -------------------------------------------------------------------
 
-    def _assign(self, partition: int, replication_factor: int) -> PartitionState:
-        brokers = sorted(n for n, b in self.image.brokers.items() if not b.fenced)
+    def placement_order(self) -> list[int]:
+        """The unfenced brokers in placement order: by id, and when brokers have racks
+        (`broker.rack`), alternating racks (first broker of each rack, then the second of
+        each, ...), so consecutive picks land on different racks."""
+        live = sorted(n for n, b in self.image.brokers.items() if not b.fenced)
+        racks: dict[str, list[int]] = {}
+        for n in live:
+            racks.setdefault(self.image.brokers[n].rack or "", []).append(n)
+        if len(racks) <= 1:
+            return live
+        order: list[int] = []
+        columns = [racks[r] for r in sorted(racks)]
+        for i in range(max(len(c) for c in columns)):
+            order.extend(c[i] for c in columns if i < len(c))
+        return order
+
+    def _assign(self, partition: int, replication_factor: int, start: int = 0) -> PartitionState:
+        """Replicas of a new partition: `replication_factor` consecutive brokers of the
+        placement order beginning at (start + partition), so replicas and leaders go round
+        robin over brokers (and racks); the first replica is the preferred leader."""
+        brokers = self.placement_order()
         if replication_factor > len(brokers):
             raise ControllerError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} is larger than the {len(brokers)} available broker(s)",
             )
-        start = partition % len(brokers)
-        replicas = [brokers[(start + i) % len(brokers)] for i in range(replication_factor)]
-        return PartitionState(partition, replicas[0], 0, replicas, list(replicas), 0)
+        first = (start + partition) % len(brokers)
+        replicas = [brokers[(first + i) % len(brokers)] for i in range(replication_factor)]
+        return new_partition(partition, replicas)
 
     def check_new_topic(
         self,
@@ -210,14 +266,6 @@ class Controller:
             raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
         if not assignments:
             self._assign(0, replication_factor)  # raises INVALID_REPLICATION_FACTOR early
-        widest = max((len(r) for r in assignments.values()), default=0) if assignments else replication_factor
-        if widest > 1:
-            # followers would never fetch (partition replication is issue 13): refuse rather
-            # than create partitions whose acks=all produces can only time out
-            raise ControllerError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"topic {name!r}: replication factor {widest} needs partition replication, which this "
-                "broker does not do yet; use 1")
         return num_partitions, replication_factor, checked
 
     async def create_topic(
@@ -229,17 +277,22 @@ class Controller:
         configs: dict[str, str | None] | None = None,
         validate_only: bool = False,
     ) -> TopicState:
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.create_topic(name, num_partitions, replication_factor, assignments,
+                                                     configs or {}, validate_only)
         async with self._lock:
             num_partitions, replication_factor, checked = self.check_new_topic(
                 name, num_partitions, replication_factor, assignments, configs or {}
             )
             partitions = {}
+            start = random.randrange(max(1, len(self.placement_order())))  # spread leaders over topics
             for p in range(num_partitions):
                 if assignments:
                     r = assignments[p]
-                    partitions[p] = PartitionState(p, r[0], 0, list(r), list(r), 0)
+                    partitions[p] = new_partition(p, list(r))
                 else:
-                    partitions[p] = self._assign(p, replication_factor)
+                    partitions[p] = self._assign(p, replication_factor, start)
             topic = TopicState(name, uuid.uuid4(), partitions, checked)
             if validate_only:
                 return topic
@@ -250,6 +303,9 @@ class Controller:
             return topic
 
     async def delete_topic(self, name: str) -> TopicState:
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.delete_topic(name)
         async with self._lock:
             if not self.config.get_bool("delete.topic.enable"):
                 raise ControllerError(ErrorCode.TOPIC_DELETION_DISABLED, f"cannot delete topic {name!r}: delete.topic.enable is false")
@@ -265,6 +321,9 @@ class Controller:
     async def create_partitions(
         self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool
     ) -> None:
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.create_partitions(name, count, assignments, validate_only)
         async with self._lock:
             topic = self.image.topics.get(name)
             if topic is None:
@@ -285,6 +344,7 @@ class Controller:
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"topic {name!r}: {len(assignments)} assignments given for {count - current} new partitions",
                 )
+            start = random.randrange(max(1, len(self.placement_order())))
             for i, p in enumerate(range(current, count)):
                 if assignments is not None:
                     r = assignments[i]
@@ -294,14 +354,9 @@ class Controller:
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                             f"topic {name!r} partition {p}: assignment {r} names unknown brokers {unknown}",
                         )
-                    if len(r) > 1:
-                        raise ControllerError(
-                            ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"topic {name!r} partition {p}: assignment {r} needs partition replication, which this "
-                            "broker does not do yet; give one broker")
-                    new[p] = PartitionState(p, r[0], 0, list(r), list(r), 0)
+                    new[p] = new_partition(p, list(r))
                 else:
-                    new[p] = self._assign(p, rf)
+                    new[p] = self._assign(p, rf, start)
             if validate_only:
                 return
             image = copy.deepcopy(self.image)
@@ -314,6 +369,9 @@ class Controller:
     ) -> None:
         """Set (value) or delete (None) topic config overrides. `replace` drops every
         override not named (AlterConfigs semantics)."""
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.alter_topic_configs(name, changes, replace, validate_only)
         async with self._lock:
             topic = self.image.topics.get(name)
             if topic is None:
@@ -339,6 +397,69 @@ class Controller:
             await self._commit(image)
             log.info("topic %s: configs now %s", name, configs)
 
+    # --- brokers: fencing and leader election ----------------------------------------
+
+    async def fence_brokers(self, node_ids: list[int], reason: str) -> None:
+        """Fence brokers (session expired, controlled shutdown): they leave Metadata; each
+        partition they lead gets another unfenced ISR member as leader (leader epoch bumped)
+        or, with none left, no leader; they leave every ISR that has other members (the
+        last member stays, so it can lead again without losing acknowledged writes)."""
+        async with self._lock:
+            image = copy.deepcopy(self.image)
+            gone = {n for n in node_ids if n in image.brokers and not image.brokers[n].fenced}
+            if not gone:
+                return
+            for n in gone:
+                image.brokers[n].fenced = True
+            moved = self._elect(image, gone)
+            await self._commit(image)
+            log.warning("fenced broker(s) %s (%s); %d partition leadership(s) changed: %s", sorted(gone), reason,
+                        len(moved), _summary(moved))
+
+    async def unfence_broker(self, node_id: int, epoch: int) -> None:
+        async with self._lock:
+            b = self.image.brokers.get(node_id)
+            if b is None or b.epoch != epoch or not b.fenced:
+                return
+            image = copy.deepcopy(self.image)
+            image.brokers[node_id].fenced = False
+            moved = self._elect(image, set())
+            await self._commit(image)
+            log.info("unfenced broker %d (epoch %d); %d partition(s) got a leader: %s", node_id, epoch, len(moved),
+                     _summary(moved))
+
+    async def reconcile_brokers(self, expired: list[int]) -> None:
+        """The active controller's periodic pass: fence `expired` brokers and give leaderless
+        partitions a leader from their live ISR."""
+        if expired:
+            await self.fence_brokers(expired, f"no heartbeat for {self.config.get_int('broker.session.timeout.ms')} ms")
+        async with self._lock:
+            image = copy.deepcopy(self.image)
+            moved = self._elect(image, set())
+            if moved:
+                await self._commit(image)
+                log.info("elected leaders for %d partition(s): %s", len(moved), _summary(moved))
+
+    @staticmethod
+    def _elect(image: MetadataImage, gone: set[int]) -> list[tuple[str, int, int, int]]:
+        """Move leaderships off `gone` and onto live ISR members where a partition has no
+        live leader; returns (topic, partition, old leader, new leader) for each change."""
+        live = {n for n, b in image.brokers.items() if not b.fenced}
+        moved = []
+        for t in image.topics.values():
+            for ps in t.partitions.values():
+                isr = [r for r in ps.isr if r not in gone] or ps.isr
+                leader = ps.leader
+                if leader == NO_LEADER or leader not in live or leader not in isr:
+                    leader = next((r for r in isr if r in live), NO_LEADER)
+                if (leader, isr) != (ps.leader, ps.isr):
+                    if leader != ps.leader:
+                        moved.append((t.name, ps.partition, ps.leader, leader))
+                        ps.leader_epoch += 1
+                    ps.partition_epoch += 1
+                    ps.leader, ps.isr = leader, list(isr)
+        return moved
+
     # --- producer ids ---------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
@@ -359,3 +480,8 @@ class Controller:
             pid = self._producer_id_next
             self._producer_id_next += 1
             return pid
+
+
+def _summary(moved: list[tuple[str, int, int, int]], limit: int = 10) -> str:
+    text = ", ".join(f"{t}-{p} {a}->{b}" for t, p, a, b in moved[:limit])
+    return text + (f" and {len(moved) - limit} more" if len(moved) > limit else "") if moved else "none"

@@ -33,7 +33,7 @@ from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage
 from logbroker.coord.metadata_records import MetadataRecordError, apply_record, decode_batch, encode_batch, encode_record
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
-from logbroker.coord.quorum_transport import QuorumTransport
+from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
 
 log = logging.getLogger("logbroker.quorum")
 
@@ -75,6 +75,9 @@ class MetadataQuorum:
         self._published_ev = trio.Event()  # replaced after each publication
         self._publish: Publish | None = None
         self._pending: list[tuple[int, MetadataImage]] = []
+        self.registered_epoch: int | None = None  # this process's registration, once committed
+        self._registered_at: dict[int, int] = {}  # node id -> index of its current RegisterBroker
+        self._caught_up_at: dict[int, float] = {}  # voter -> last time seen caught up (leader only)
 
     def open(self) -> None:
         """Open the metadata log (after the data directory was checked)."""
@@ -101,6 +104,52 @@ class MetadataQuorum:
                or self._published < self.applied_index):
             await trio.sleep(0.01)
 
+    def registered_index(self, node_id: int) -> int:
+        """The metadata-log index of the broker's current registration: a broker whose
+        heartbeat reports a lower applied index has not caught up with its own registration."""
+        return self._registered_at.get(node_id, 0)
+
+    async def hand_over_leadership(self, timeout: float) -> None:
+        """On the leader (controlled shutdown): hand Raft leadership to a caught-up, recently
+        active voter and wait until it took over, so the quorum need not wait an election
+        timeout after this node stops. Does nothing if no voter qualifies."""
+        assert self.node is not None and self.driver is not None
+        with trio.move_on_after(max(0.0, timeout)):
+            while self.is_active:
+                last = self.node.last_index
+                ready = [n for n, matched, active in self.node.progress()
+                         if n != self.local.node_id and active and matched >= last]
+                if not ready:
+                    log.info("node %d: no caught-up voter to hand controller leadership to; stopping as leader",
+                             self.local.node_id)
+                    return
+                self.driver.transfer_leader(ready[0])
+                with trio.move_on_after(2 * self.tick_seconds * ELECTION_TICKS):
+                    while self.is_active:
+                        await trio.sleep(self.tick_seconds)
+            log.info("node %d handed controller leadership to node %d", self.local.node_id, self.leader_id)
+
+    def describe(self) -> dict:
+        """The quorum as the leader sees it (for DescribeQuorum): leader, term, commit index
+        and, per voter, its matched index and wall-clock times of its last message and of
+        the last time it was seen caught up."""
+        assert self.node is not None
+        now = time.time()
+        last = self.node.last_index
+        voters = []
+        for n, matched, _active in self.node.progress():
+            if n == self.local.node_id:
+                voters.append((n, last, -1, int(now * 1000)))
+                continue
+            heard = self.transport.last_heard.get(n)
+            if matched >= last and heard is not None:
+                self._caught_up_at[n] = heard
+            caught = self._caught_up_at.get(n)
+            voters.append((n, matched, -1 if heard is None else int(heard * 1000),
+                           -1 if caught is None else int(caught * 1000)))
+        return {"leader_id": self.leader_id, "term": self.node.term, "commit_index": self.node.commit_index,
+                "voters": voters}
+
     @property
     def leader_id(self) -> int:
         return 0 if self.node is None else self.node.leader_id
@@ -117,6 +166,8 @@ class MetadataQuorum:
                 if rec["type"] == "ProducerIdBlock" and rec.get("broker_id") == self.local.node_id:
                     block_start = image.next_producer_id  # ours: it starts where the log says
                 apply_record(image, rec)
+                if rec["type"] == "RegisterBroker":
+                    self._registered_at[rec["node_id"]] = index
         except (MetadataRecordError, ValueError, TypeError, AttributeError) as e:
             # every node rejects the same entry the same way: the image stays as it was
             log.error("node %d: metadata log entry %d (%d bytes) rejected, image unchanged: %s",
@@ -148,15 +199,17 @@ class MetadataQuorum:
         while self._published < index:
             await self._published_ev.wait()
 
-    async def run(self, publish: Publish, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Run the voter; `publish` receives every new image in order."""
+    async def run(self, publish: Publish, kafka: KafkaConnection | None = None, *,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run the voter; `publish` receives every new image in order; `kafka` serves the
+        Kafka connections of the controller listener (controller_channel.py)."""
         self._publish = publish
         listen = self.config.controller_listen
         assert listen is not None
         assert self.driver is not None
         async with trio.open_nursery() as nursery:
             await nursery.start(self.driver.run)
-            await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive)
+            await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive, kafka)
             nursery.start_soon(self._publisher)
             nursery.start_soon(self._register)
             task_status.started()
@@ -182,6 +235,7 @@ class MetadataQuorum:
                        encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False)]
             try:
                 await self.write(records, timeout=10)
+                self.registered_epoch = epoch
                 log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
                          b.node_id, epoch, self.leader_id)
                 return

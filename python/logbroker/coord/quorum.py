@@ -76,11 +76,17 @@ class QuorumDriver:
         self.applied_index = 0
         self.failed: BaseException | None = None
         self._recent: dict[bytes, None] = {}  # contexts of the last DEDUPE_WINDOW records applied
+        self._transfer_to = 0
 
     # -- inputs (never block)
     def receive(self, message: bytes) -> None:
         """A Raft message from a peer; handled in the next round."""
         self._inbox.append(message)
+        self._wake.set()
+
+    def transfer_leader(self, to: int) -> None:
+        """Ask Raft (on the leader) to hand leadership to `to`; done in the next round."""
+        self._transfer_to = to
         self._wake.set()
 
     async def propose(self, data: bytes, timeout: float = 5.0) -> int:
@@ -136,6 +142,9 @@ class QuorumDriver:
                     if isinstance(e, _core.NoLeaderError):
                         continue
                     log.warning("node %d: dropped a Raft message of %d bytes: %s", node.node_id, len(msg), e)
+            if self._transfer_to:
+                node.transfer_leader(self._transfer_to)
+                self._transfer_to = 0
             proposals, self._proposals = self._proposals, []
             for i, (ctx, data) in enumerate(proposals):
                 if ctx not in self._waiters:

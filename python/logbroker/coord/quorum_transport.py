@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Callable
+import time
+from typing import Awaitable, Callable
 
 import trio
 
@@ -34,6 +35,8 @@ HELLO_TIMEOUT = 5.0
 _HELLO = struct.Struct(">4sHQH")
 _LEN = struct.Struct(">I")
 
+KafkaConnection = Callable[[trio.SocketStream, bytearray, str], Awaitable[None]]
+
 
 class QuorumTransport:
     def __init__(self, node_id: int, cluster_id: str, peers: dict[int, tuple[str, int]],
@@ -44,6 +47,7 @@ class QuorumTransport:
         self.voters = set(peers) | {node_id}
         self._queues = {n: trio.open_memory_channel(queue_size) for n in self.peers}
         self.dropped = 0
+        self.last_heard: dict[int, float] = {}  # peer -> wall-clock time of its last message
         self.listen_port: int | None = None
 
     # -- sending (the driver's Transport protocol)
@@ -92,18 +96,22 @@ class QuorumTransport:
 
     # -- receiving
     async def serve(self, host: str, port: int, receive: Callable[[bytes], None],
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    kafka: KafkaConnection | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Accept the peers' connections on host:port and hand their messages to `receive`;
-        also dials every peer. Runs until cancelled."""
+        also dials every peer. A connection that does not open with the magic goes to
+        `kafka` (Kafka requests to the controller, controller_channel.py) if given. Runs
+        until cancelled."""
         listeners = await trio.open_tcp_listeners(port, host=host)
         self.listen_port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             for peer in self.peers:
                 nursery.start_soon(self._dial, peer)
             task_status.started(self.listen_port)
-            await trio.serve_listeners(lambda s: self._inbound(s, receive), listeners, handler_nursery=nursery)
+            await trio.serve_listeners(lambda s: self._inbound(s, receive, kafka), listeners,
+                                       handler_nursery=nursery)
 
-    async def _inbound(self, stream: trio.SocketStream, receive: Callable[[bytes], None]) -> None:
+    async def _inbound(self, stream: trio.SocketStream, receive: Callable[[bytes], None],
+                       kafka: KafkaConnection | None) -> None:
         buf = bytearray()
         peer = "?"
         try:
@@ -112,6 +120,16 @@ class QuorumTransport:
                     peer = "%s:%d" % stream.socket.getpeername()[:2]
                 except OSError:
                     pass
+                with trio.move_on_after(HELLO_TIMEOUT) as first_wait:
+                    if not await _fill(stream, buf, len(MAGIC)):
+                        return
+                if first_wait.cancelled_caught:
+                    log.error("node %d: connection from %s sent nothing in %.0f s; closing", self.node_id, peer,
+                              HELLO_TIMEOUT)
+                    return
+                if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
+                    await kafka(stream, buf, peer)
+                    return
                 with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
                     if not await _fill(stream, buf, _HELLO.size):
                         return
@@ -147,6 +165,7 @@ class QuorumTransport:
                         if len(buf) - pos < 4 + size:
                             break
                         receive(bytes(buf[pos + 4:pos + 4 + size]))
+                        self.last_heard[sender] = time.time()
                         pos += 4 + size
                     del buf[:pos]
                     if not await _fill(stream, buf, len(buf) + 1):

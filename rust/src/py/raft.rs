@@ -117,4 +117,15 @@ impl PyRaftNode {
     fn last_index(&self) -> u64 {
         self.with(|n| n.last_index())
     }
+
+    /// The latest snapshot held, `(index, term, data)`, or None: the state to start from.
+    fn stored_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Option<(u64, u64, Bound<'py, PyBytes>)>> {
+        let snap = py.detach(|| self.with(|n| n.stored_snapshot()))?;
+        Ok(snap.map(|(i, t, d)| (i, t, PyBytes::new(py, &d))))
+    }
+
+    /// On the leader: `[(node_id, matched_index, recently_active)]` for every voter; `[]` elsewhere.
+    fn progress(&self) -> Vec<(u64, u64, bool)> {
+        self.with(|n| n.progress())
+    }
 }

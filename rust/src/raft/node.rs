@@ -16,10 +16,9 @@ use std::path::Path;
 
 use protobuf::Message as _;
 use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Message, Snapshot};
-use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole};
 
-use super::storage::DurableStorage;
+use super::storage::{DurableStorage, RaftStore};
 use super::RaftError;
 
 /// A committed entry for the driver to apply.
@@ -51,7 +50,7 @@ pub struct NodeConfig {
 }
 
 pub struct QuorumNode {
-    raw: RawNode<MemStorage>,
+    raw: RawNode<RaftStore>,
     store: DurableStorage,
     failed: Option<String>,
 }
@@ -93,7 +92,7 @@ impl QuorumNode {
         };
         config.validate().map_err(|e| RaftError::Config(e.to_string()))?;
         let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let raw = RawNode::new(&config, store.mem().clone(), &logger).map_err(raft_err)?;
+        let raw = RawNode::new(&config, store.raft_store(), &logger).map_err(raft_err)?;
         Ok(QuorumNode { raw, store, failed: None })
     }
 
@@ -167,6 +166,23 @@ impl QuorumNode {
 
     pub fn last_index(&self) -> u64 {
         self.raw.raft.raft_log.last_index()
+    }
+
+    /// On the leader, each voter's matched log index and whether it was heard from within
+    /// the last election timeout (raft-rs's `recent_active`), by node id; empty elsewhere.
+    pub fn progress(&self) -> Vec<(u64, u64, bool)> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        let mut out: Vec<(u64, u64, bool)> =
+            self.raw.raft.prs().iter().map(|(id, pr)| (*id, pr.matched, pr.recent_active)).collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The latest snapshot held (index, term, data): the applied state to start from.
+    pub fn stored_snapshot(&self) -> Result<Option<(u64, u64, Vec<u8>)>, RaftError> {
+        Ok(self.store.snapshot()?.map(|s| (s.get_metadata().index, s.get_metadata().term, s.data.to_vec())))
     }
 
     /// Snapshot of the applied state `data` at `index`, dropping the log before it.

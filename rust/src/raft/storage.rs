@@ -25,6 +25,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
@@ -48,6 +49,47 @@ pub struct DurableStorage {
     dir: PathBuf,
     mem: MemStorage,
     log: File,
+    snap: Arc<RwLock<Option<Snapshot>>>,
+}
+
+/// What raft-rs reads: the in-memory log, and the latest snapshot *with its data* for a
+/// follower that needs entries already compacted away (MemStorage alone would build a
+/// snapshot of metadata only, which a follower cannot install).
+#[derive(Clone)]
+pub struct RaftStore {
+    mem: MemStorage,
+    snap: Arc<RwLock<Option<Snapshot>>>,
+}
+
+impl raft::Storage for RaftStore {
+    fn initial_state(&self) -> raft::Result<raft::RaftState> {
+        self.mem.initial_state()
+    }
+
+    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>,
+               context: raft::GetEntriesContext) -> raft::Result<Vec<Entry>> {
+        self.mem.entries(low, high, max_size, context)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        self.mem.term(idx)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        self.mem.first_index()
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        self.mem.last_index()
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let held = self.snap.read().unwrap_or_else(|p| p.into_inner());
+        match &*held {
+            Some(s) if s.get_metadata().index >= request_index => Ok(s.clone()),
+            _ => Err(raft::Error::Store(raft::StorageError::SnapshotTemporarilyUnavailable)),
+        }
+    }
 }
 
 fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> RaftError {
@@ -132,12 +174,14 @@ impl DurableStorage {
         let mem = MemStorage::new();
         let snap_path = dir.join(SNAPSHOT);
         let mut conf_from_snapshot = false;
+        let mut held = None;
         if let Some(raw) = read_file(&snap_path)? {
             let (recs, _) = unframe(&raw);
             let rec = recs.first().ok_or_else(|| RaftError::Corrupt { path: snap_path.clone(), what: "snapshot record".into() })?;
             let snap = Snapshot::parse_from_bytes(rec)
                 .map_err(|e| RaftError::Corrupt { path: snap_path.clone(), what: format!("snapshot: {e}") })?;
-            mem.wl().apply_snapshot(snap).map_err(|e| RaftError::Raft(e.to_string()))?;
+            mem.wl().apply_snapshot(snap.clone()).map_err(|e| RaftError::Raft(e.to_string()))?;
+            held = Some(snap);
             conf_from_snapshot = true;
         }
         let log_path = dir.join(LOG);
@@ -174,11 +218,20 @@ impl DurableStorage {
             log.set_len(valid as u64).map_err(io(&log_path, "truncate torn tail"))?;
             log.sync_all().map_err(io(&log_path, "fsync"))?;
         }
-        Ok(DurableStorage { dir: dir.to_path_buf(), mem, log })
+        Ok(DurableStorage { dir: dir.to_path_buf(), mem, log, snap: Arc::new(RwLock::new(held)) })
     }
 
     pub fn mem(&self) -> &MemStorage {
         &self.mem
+    }
+
+    /// The storage raft-rs reads (shares this storage's log and snapshot).
+    pub fn raft_store(&self) -> RaftStore {
+        RaftStore { mem: self.mem.clone(), snap: Arc::clone(&self.snap) }
+    }
+
+    fn set_snapshot(&self, snap: &Snapshot) {
+        *self.snap.write().unwrap_or_else(|p| p.into_inner()) = Some(snap.clone());
     }
 
     /// Appends entries (replacing any conflicting suffix) durably: written and fsynced.
@@ -216,6 +269,7 @@ impl DurableStorage {
         let payload = snap.write_to_bytes().map_err(|e| RaftError::Raft(e.to_string()))?;
         write_atomic(&self.dir, SNAPSHOT, &frame(&payload))?;
         self.mem.wl().apply_snapshot(snap.clone()).map_err(|e| RaftError::Raft(e.to_string()))?;
+        self.set_snapshot(snap);
         self.rewrite_log()
     }
 
@@ -232,7 +286,10 @@ impl DurableStorage {
         }
         let payload = snap.write_to_bytes().map_err(|e| RaftError::Raft(e.to_string()))?;
         write_atomic(&self.dir, SNAPSHOT, &frame(&payload))?;
-        self.mem.wl().compact(index + 1).map_err(|e| RaftError::Raft(e.to_string()))?;
+        self.set_snapshot(&snap);
+        // keep the entry at `index` itself: MemStorage answers first_index and term from its
+        // entries, and an emptied log would fall back to the previous snapshot's index
+        self.mem.wl().compact(index).map_err(|e| RaftError::Raft(e.to_string()))?;
         self.rewrite_log()
     }
 

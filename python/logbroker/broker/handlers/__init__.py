@@ -37,6 +37,7 @@ class RequestContext:
     broker: BrokerView
     header: RequestHeader
     peer: str
+    handlers: dict[int, HandlerEntry] = dataclasses.field(default_factory=lambda: HANDLERS)  # the listener's table
 
     @property
     def version(self) -> int:
@@ -57,6 +58,7 @@ class HandlerEntry:
     min_version: int
     max_version: int
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
+    cluster_only: bool = False  # served (and advertised) only by a node of a controller quorum
 
     @property
     def request_class(self) -> type:
@@ -84,10 +86,11 @@ def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader
     return ErrorCode.NONE, part
 
 
-def _build() -> dict[int, HandlerEntry]:
+def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     from logbroker.broker.handlers import (
         admin_configs,
         api_versions,
+        broker_heartbeat,
         consumer_groups,
         create_partitions,
         create_topics,
@@ -95,6 +98,7 @@ def _build() -> dict[int, HandlerEntry]:
         delete_topics,
         describe_cluster,
         describe_producers,
+        describe_quorum,
         groups,
         init_producer_id,
         list_offsets,
@@ -117,7 +121,19 @@ def _build() -> dict[int, HandlerEntry]:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
     for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
-    return table
+    quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
+                          describe_quorum.handle, cluster_only=True)
+    table[quorum.api_key] = quorum
+    # The CONTROLLER listener (coord/controller_channel.py): the admin APIs that change
+    # metadata, and the controller-only BrokerHeartbeat.
+    from logbroker.coord.controller_channel import CONTROLLER_APIS
+
+    controller = {k: e for k, e in table.items() if k in CONTROLLER_APIS}
+    controller[broker_heartbeat.API_KEY] = HandlerEntry(
+        broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle,
+        cluster_only=True)
+    return table, controller
 
 
-HANDLERS: dict[int, HandlerEntry] = _build()
+# HANDLERS: the broker listener's APIs; CONTROLLER_HANDLERS: the controller listener's
+HANDLERS, CONTROLLER_HANDLERS = _build()

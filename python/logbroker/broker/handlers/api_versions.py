@@ -1,4 +1,6 @@
-"""ApiVersions (18): the version ranges in HANDLERS, nothing else.
+"""ApiVersions (18): the version ranges of the listener's table (HANDLERS on the broker
+listener, CONTROLLER_HANDLERS on the controller listener), nothing else; the cluster-only
+APIs (DescribeQuorum, BrokerHeartbeat) only on a node of a controller quorum.
 
 KIP-511: a client may send a newer ApiVersions than we know; the server answers with
 a v0 response carrying UNSUPPORTED_VERSION and our ApiVersions range, and the client
@@ -16,12 +18,12 @@ MAX_VERSION = 4
 Response = RESPONSES[API_KEY]
 
 
-def _api_keys() -> list:
-    from logbroker.broker.handlers import HANDLERS
-
+def _api_keys(ctx) -> list:
+    clustered = getattr(ctx.broker, "quorum", None) is not None
     return [
         Response.ApiVersion(api_key=e.api_key, min_version=e.min_version, max_version=e.max_version)
-        for e in sorted(HANDLERS.values(), key=lambda e: e.api_key)
+        for e in sorted(ctx.handlers.values(), key=lambda e: e.api_key)
+        if clustered or not e.cluster_only
     ]
 
 
@@ -33,4 +35,4 @@ def unsupported_version_response():
 
 
 async def handle(ctx, request):
-    return Response(error_code=ErrorCode.NONE, api_keys=_api_keys(), throttle_time_ms=0)
+    return Response(error_code=ErrorCode.NONE, api_keys=_api_keys(ctx), throttle_time_ms=0)

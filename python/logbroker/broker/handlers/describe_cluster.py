@@ -1,4 +1,5 @@
-"""DescribeCluster (60): cluster id, controller and brokers (endpoint type 1: brokers)."""
+"""DescribeCluster (60): cluster id, controller and brokers (endpoint type 1: brokers); the
+unfenced ones, and from v2 the fenced ones too when asked (include_fenced_brokers)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ async def handle(ctx, request):
         return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                         error_message=f"unknown endpoint type {endpoint}", endpoint_type=endpoint,
                         cluster_id=image.cluster_id, controller_id=-1, brokers=[])
+    fenced_too = ctx.version >= 2 and request.include_fenced_brokers  # KIP-1073
     brokers = [
-        Response.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-        for _, b in sorted(image.brokers.items()) if not b.fenced
+        Response.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=b.fenced)
+        for _, b in sorted(image.brokers.items()) if fenced_too or not b.fenced
     ]
     return Response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=endpoint,

@@ -9,6 +9,8 @@ from logbroker.protocol.messages.alter_configs_request import AlterConfigsReques
 from logbroker.protocol.messages.alter_configs_response import AlterConfigsResponse
 from logbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from logbroker.protocol.messages.api_versions_response import ApiVersionsResponse
+from logbroker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from logbroker.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from logbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from logbroker.protocol.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from logbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
@@ -31,6 +33,8 @@ from logbroker.protocol.messages.describe_groups_request import DescribeGroupsRe
 from logbroker.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from logbroker.protocol.messages.describe_producers_request import DescribeProducersRequest
 from logbroker.protocol.messages.describe_producers_response import DescribeProducersResponse
+from logbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
+from logbroker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
 from logbroker.protocol.messages.end_txn_request import EndTxnRequest
 from logbroker.protocol.messages.end_txn_response import EndTxnResponse
 from logbroker.protocol.messages.fetch_request import FetchRequest
@@ -106,8 +110,10 @@ REQUESTS = {
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
+    55: DescribeQuorumRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
+    63: BrokerHeartbeatRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
 }
@@ -143,8 +149,10 @@ RESPONSES = {
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
     44: IncrementalAlterConfigsResponse,
+    55: DescribeQuorumResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
+    63: BrokerHeartbeatResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
 }
@@ -180,8 +188,10 @@ API_NAMES = {
     37: 'CreatePartitions',
     42: 'DeleteGroups',
     44: 'IncrementalAlterConfigs',
+    55: 'DescribeQuorum',
     60: 'DescribeCluster',
     61: 'DescribeProducers',
+    63: 'BrokerHeartbeat',
     68: 'ConsumerGroupHeartbeat',
     69: 'ConsumerGroupDescribe',
 }
@@ -207,6 +217,8 @@ CLASSES = (
     ApiVersionsResponse.ApiVersion,
     ApiVersionsResponse.SupportedFeatureKey,
     ApiVersionsResponse.FinalizedFeatureKey,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupDescribeResponse.DescribedGroup,
@@ -262,6 +274,15 @@ CLASSES = (
     DescribeProducersResponse.TopicResponse,
     DescribeProducersResponse.PartitionResponse,
     DescribeProducersResponse.ProducerState,
+    DescribeQuorumRequest,
+    DescribeQuorumRequest.TopicData,
+    DescribeQuorumRequest.PartitionData,
+    DescribeQuorumResponse,
+    DescribeQuorumResponse.TopicData,
+    DescribeQuorumResponse.PartitionData,
+    DescribeQuorumResponse.Node,
+    DescribeQuorumResponse.Listener,
+    DescribeQuorumResponse.ReplicaState,
     EndTxnRequest,
     EndTxnResponse,
     FetchRequest,
@@ -380,6 +401,8 @@ __all__ = [
     'AlterConfigsResponse',
     'ApiVersionsRequest',
     'ApiVersionsResponse',
+    'BrokerHeartbeatRequest',
+    'BrokerHeartbeatResponse',
     'ConsumerGroupDescribeRequest',
     'ConsumerGroupDescribeResponse',
     'ConsumerGroupHeartbeatRequest',
@@ -402,6 +425,8 @@ __all__ = [
     'DescribeGroupsResponse',
     'DescribeProducersRequest',
     'DescribeProducersResponse',
+    'DescribeQuorumRequest',
+    'DescribeQuorumResponse',
     'EndTxnRequest',
     'EndTxnResponse',
     'FetchRequest',

@@ -16,7 +16,7 @@ class DeleteRecordsRequest(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsRequest'
-    _rs = 45
+    _rs = 47
     _lo, _hi = 0, 2
     __slots__ = (
         # Each topic that we want to delete records from.
@@ -30,7 +30,7 @@ class DeleteRecordsRequest(Struct):
         """Struct DeleteRecordsTopic of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 46
+        _rs = 48
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsRequest(Struct):
         """Struct DeleteRecordsPartition of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 47
+        _rs = 49
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

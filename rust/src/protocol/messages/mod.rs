@@ -11,6 +11,8 @@ pub mod alter_configs_request;
 pub mod alter_configs_response;
 pub mod api_versions_request;
 pub mod api_versions_response;
+pub mod broker_heartbeat_request;
+pub mod broker_heartbeat_response;
 pub mod consumer_group_describe_request;
 pub mod consumer_group_describe_response;
 pub mod consumer_group_heartbeat_request;
@@ -33,6 +35,8 @@ pub mod describe_groups_request;
 pub mod describe_groups_response;
 pub mod describe_producers_request;
 pub mod describe_producers_response;
+pub mod describe_quorum_request;
+pub mod describe_quorum_response;
 pub mod end_txn_request;
 pub mod end_txn_response;
 pub mod fetch_request;
@@ -84,6 +88,8 @@ pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
+pub use broker_heartbeat_request::BrokerHeartbeatRequest;
+pub use broker_heartbeat_response::BrokerHeartbeatResponse;
 pub use consumer_group_describe_request::ConsumerGroupDescribeRequest;
 pub use consumer_group_describe_response::ConsumerGroupDescribeResponse;
 pub use consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
@@ -106,6 +112,8 @@ pub use describe_groups_request::DescribeGroupsRequest;
 pub use describe_groups_response::DescribeGroupsResponse;
 pub use describe_producers_request::DescribeProducersRequest;
 pub use describe_producers_response::DescribeProducersResponse;
+pub use describe_quorum_request::DescribeQuorumRequest;
+pub use describe_quorum_response::DescribeQuorumResponse;
 pub use end_txn_request::EndTxnRequest;
 pub use end_txn_response::EndTxnResponse;
 pub use fetch_request::FetchRequest;
@@ -182,8 +190,10 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (37, "CreatePartitions", 0, 3, 2),
     (42, "DeleteGroups", 0, 2, 2),
     (44, "IncrementalAlterConfigs", 0, 1, 1),
+    (55, "DescribeQuorum", 0, 2, 0),
     (60, "DescribeCluster", 0, 2, 0),
     (61, "DescribeProducers", 0, 0, 0),
+    (63, "BrokerHeartbeat", 0, 1, 0),
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (69, "ConsumerGroupDescribe", 0, 1, 0),
 ];
@@ -256,10 +266,14 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (42, false) => roundtrip::<DeleteGroupsResponse>(body, version),
         (44, true) => roundtrip::<IncrementalAlterConfigsRequest>(body, version),
         (44, false) => roundtrip::<IncrementalAlterConfigsResponse>(body, version),
+        (55, true) => roundtrip::<DescribeQuorumRequest>(body, version),
+        (55, false) => roundtrip::<DescribeQuorumResponse>(body, version),
         (60, true) => roundtrip::<DescribeClusterRequest>(body, version),
         (60, false) => roundtrip::<DescribeClusterResponse>(body, version),
         (61, true) => roundtrip::<DescribeProducersRequest>(body, version),
         (61, false) => roundtrip::<DescribeProducersResponse>(body, version),
+        (63, true) => roundtrip::<BrokerHeartbeatRequest>(body, version),
+        (63, false) => roundtrip::<BrokerHeartbeatResponse>(body, version),
         (68, true) => roundtrip::<ConsumerGroupHeartbeatRequest>(body, version),
         (68, false) => roundtrip::<ConsumerGroupHeartbeatResponse>(body, version),
         (69, true) => roundtrip::<ConsumerGroupDescribeRequest>(body, version),

@@ -1,0 +1,24 @@
+"""BrokerHeartbeat (63), on the controller listener only: a broker's liveness and its
+controlled shutdown, answered by the active controller (coord/broker_lifecycle.py)."""
+
+from __future__ import annotations
+
+from logbroker.protocol import RESPONSES, ErrorCode
+
+API_KEY = 63
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+Response = RESPONSES[API_KEY]
+
+
+async def handle(ctx, request):
+    sessions = ctx.controller.sessions
+    if sessions is None:  # not a cluster node (the table only serves this in a cluster)
+        return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, is_caught_up=False,
+                        is_fenced=True, should_shut_down=False)
+    error, caught_up, fenced, should = await sessions.heartbeat(
+        request.broker_id, request.broker_epoch, request.current_metadata_offset, request.want_fence,
+        request.want_shut_down)
+    return Response(throttle_time_ms=0, error_code=error, is_caught_up=caught_up, is_fenced=fenced,
+                    should_shut_down=should)

@@ -1,0 +1,193 @@
+"""Broker liveness in a cluster: heartbeats, session expiry (fencing), controlled shutdown.
+
+Broker side (`BrokerLifecycle`, one per node): every `broker.heartbeat.interval.ms` the
+broker sends Kafka's BrokerHeartbeat (broker id, registration epoch, the metadata-log index
+it has applied, want_fence=false, want_shut_down) to the active controller over the
+CONTROLLER listener. The active controller's own broker needs no network: it records its
+heartbeat directly. Controlled shutdown sets want_shut_down: the controller fences the
+broker and moves its leaderships away, and answers should_shut_down once that is committed;
+the broker then stops (after at most `controlled.shutdown.timeout`, it stops anyway). A
+broker that is the active controller writes its own fencing first and then hands Raft
+leadership to a caught-up voter, so the quorum need not wait an election timeout.
+
+Controller side (`BrokerSessions`, consulted only while this node is the active
+controller): the time of each broker's last heartbeat. When a node becomes the active
+controller every registered broker starts with a fresh session (its heartbeats went to the
+previous controller). `Controller.reconcile_brokers` (run periodically by
+`BrokerSessions.run`) fences every unfenced broker silent for longer than
+`broker.session.timeout.ms` and elects leaders for partitions left without one.
+
+    heartbeat from            answer
+    unknown broker id         BROKER_ID_NOT_REGISTERED
+    another epoch             STALE_BROKER_EPOCH (an older incarnation, or not yet replayed)
+    a fenced broker           unfenced again (want_fence false), is_fenced true until committed
+    want_shut_down            fenced + leaderships moved; should_shut_down once committed
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from logbroker.coord.controller import ControllerError
+from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
+from logbroker.protocol import REQUESTS, ErrorCode
+
+if TYPE_CHECKING:
+    from logbroker.coord.controller import Controller
+    from logbroker.coord.metadata_quorum import MetadataQuorum
+
+log = logging.getLogger("logbroker.controller")
+
+HEARTBEAT = 63
+HEARTBEAT_VERSION = 1
+CONTROLLED_SHUTDOWN_SECONDS = 10.0
+
+
+class BrokerSessions:
+    """The active controller's view of broker liveness (see the module doc)."""
+
+    def __init__(self, controller: Controller, session_timeout_ms: int) -> None:
+        self.controller = controller
+        self.session_timeout = session_timeout_ms / 1000
+        self.last_seen: dict[int, float] = {}
+        self.shutting_down: set[int] = set()
+        self._was_active = False
+
+    def _active(self) -> bool:
+        q = self.controller.quorum
+        active = q is not None and q.is_active
+        if active and not self._was_active:
+            now = time.monotonic()
+            self.last_seen = {n: now for n in self.controller.image.brokers}
+            self.shutting_down.clear()
+            log.info("node %d is the active controller: broker sessions start now (timeout %.1f s)",
+                     self.controller.local.node_id, self.session_timeout)
+        self._was_active = active
+        return active
+
+    def expired(self) -> list[int]:
+        """Unfenced brokers whose session ran out (never this node: it is alive)."""
+        now = time.monotonic()
+        me = self.controller.local.node_id
+        self.last_seen[me] = now
+        return sorted(n for n, b in self.controller.image.brokers.items()
+                      if not b.fenced and n != me and now - self.last_seen.setdefault(n, now) > self.session_timeout)
+
+    async def heartbeat(self, broker_id: int, epoch: int, metadata_offset: int, want_fence: bool,
+                        want_shut_down: bool) -> tuple[ErrorCode, bool, bool, bool]:
+        """(error, is_caught_up, is_fenced, should_shut_down) for one BrokerHeartbeat."""
+        if not self._active():
+            return ErrorCode.NOT_CONTROLLER, False, True, False
+        reg = self.controller.image.brokers.get(broker_id)
+        if reg is None:
+            return ErrorCode.BROKER_ID_NOT_REGISTERED, False, True, False
+        if reg.epoch != epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, False, reg.fenced, False
+        self.last_seen[broker_id] = time.monotonic()
+        caught_up = metadata_offset >= self.controller.quorum.registered_index(broker_id)
+        try:
+            if want_shut_down:
+                if broker_id not in self.shutting_down:
+                    log.info("broker %d (epoch %d) asks for a controlled shutdown: moving its leaderships",
+                             broker_id, epoch)
+                    self.shutting_down.add(broker_id)
+                if not reg.fenced:
+                    await self.controller.fence_brokers([broker_id], "controlled shutdown")
+                return ErrorCode.NONE, caught_up, True, True
+            if reg.fenced and not want_fence and caught_up and broker_id not in self.shutting_down:
+                await self.controller.unfence_broker(broker_id, epoch)
+        except ControllerError as e:
+            # e.g. the broker re-registered meanwhile (its records were written against the
+            # old registration and rejected alike everywhere): it asks again next beat
+            log.info("heartbeat of broker %d (epoch %d): %s", broker_id, epoch, e.message)
+            return e.code, caught_up, True, False
+        reg = self.controller.image.brokers.get(broker_id)
+        return ErrorCode.NONE, caught_up, reg is None or reg.fenced, False
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """While active: fence expired sessions, elect leaders for leaderless partitions."""
+        task_status.started()
+        interval = min(1.0, self.session_timeout / 4)
+        while True:
+            await trio.sleep(interval)
+            if not self._active():
+                continue
+            try:
+                await self.controller.reconcile_brokers(self.expired())
+            except Exception as e:  # noqa: BLE001 - a failed round is retried next interval
+                log.warning("node %d: broker session check failed, retrying: %s", self.controller.local.node_id, e)
+
+
+class BrokerLifecycle:
+    """This broker's heartbeats and controlled shutdown (see the module doc)."""
+
+    def __init__(self, controller: Controller, quorum: MetadataQuorum, interval_ms: int) -> None:
+        self.controller = controller
+        self.quorum = quorum
+        self.node_id = controller.local.node_id
+        self.interval = interval_ms / 1000
+        self.client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "heartbeats")
+        self.fenced: bool | None = None
+        self._shutting_down = False
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        try:
+            while not self._shutting_down:
+                try:
+                    await self._beat(want_shut_down=False, timeout=max(self.interval, 1.0))
+                except ControllerUnavailable as e:
+                    log.debug("%s", e)
+                await trio.sleep(self.interval)
+        finally:
+            await self.client.close()
+
+    async def _beat(self, want_shut_down: bool, timeout: float) -> bool | None:
+        """One heartbeat; returns should_shut_down (None when not registered yet)."""
+        epoch = self.quorum.registered_epoch  # this process's registration, not a replayed one
+        if epoch is None:
+            return None
+        if self.quorum.is_active:
+            assert self.controller.sessions is not None
+            error, _, fenced, should = await self.controller.sessions.heartbeat(
+                self.node_id, epoch, self.quorum.applied_index, False, want_shut_down)
+        else:
+            req = REQUESTS[HEARTBEAT](broker_id=self.node_id, broker_epoch=epoch,
+                                      current_metadata_offset=self.quorum.applied_index, want_fence=False,
+                                      want_shut_down=want_shut_down)
+            resp = await self.client.request(HEARTBEAT, HEARTBEAT_VERSION, req, timeout,
+                                             retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+            error, fenced, should = ErrorCode(resp.error_code), resp.is_fenced, resp.should_shut_down
+        if error != ErrorCode.NONE:
+            log.debug("node %d: heartbeat (epoch %d) answered %s", self.node_id, epoch, error.name)
+            return None
+        if fenced != self.fenced:
+            log.info("node %d is %s (controller %d)", self.node_id, "fenced" if fenced else "unfenced",
+                     self.quorum.leader_id)
+            self.fenced = fenced
+        return should
+
+    async def controlled_shutdown(self, timeout: float = CONTROLLED_SHUTDOWN_SECONDS) -> None:
+        """Move this broker's leaderships away before it stops (bounded by `timeout`)."""
+        self._shutting_down = True
+        start = time.monotonic()
+        with trio.move_on_after(timeout) as scope:
+            while True:
+                try:
+                    if await self._beat(want_shut_down=True, timeout=timeout):
+                        break
+                except ControllerUnavailable as e:
+                    log.warning("node %d: controlled shutdown: %s", self.node_id, e)
+                await trio.sleep(0.05)
+            if self.quorum.is_active:
+                await self.quorum.hand_over_leadership(timeout - (time.monotonic() - start))
+        if scope.cancelled_caught:
+            log.warning("node %d: controlled shutdown did not finish within %.0f s; stopping anyway",
+                        self.node_id, timeout)
+        else:
+            log.info("node %d: controlled shutdown done in %.2f s (leaderships moved)", self.node_id,
+                     time.monotonic() - start)

@@ -1,0 +1,136 @@
+"""Forwarding metadata changes from any broker to the active controller.
+
+In a cluster only the active controller (the Raft leader) writes the metadata log. When a
+broker that is not the active controller is asked to create or delete a topic, add
+partitions or change topic configs (by a client, by Metadata's auto-creation, by the group
+coordinator creating __consumer_offsets), `Controller` hands the call to `Forwarder`, which
+sends the matching Kafka request to the active controller's CONTROLLER listener
+(controller_channel.py), turns a per-topic error back into `ControllerError` with the
+controller's code and message, and on success waits (bounded) until this broker's own
+image shows the change, so the client's next Metadata on this broker sees it.
+
+    create_topic          CreateTopics v7
+    delete_topic          DeleteTopics v6
+    create_partitions     CreatePartitions v3
+    alter_topic_configs   AlterConfigs v2 (replace) or IncrementalAlterConfigs v1
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable
+
+import trio
+
+from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
+from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState
+from logbroker.protocol import REQUESTS, ErrorCode
+
+if TYPE_CHECKING:
+    from logbroker.coord.controller import Controller
+
+log = logging.getLogger("logbroker.controller")
+
+TOPIC_RESOURCE = 2
+TOPIC_CONFIG_SOURCE = 1  # CreateTopics result configs: set on the topic
+SET, DELETE = 0, 1
+CATCH_UP_SECONDS = 5.0
+
+
+class Forwarder:
+    def __init__(self, controller: Controller, client: ControllerClient, timeout: float = 30.0) -> None:
+        self.controller = controller
+        self.client = client
+        self.timeout = timeout
+
+    async def _send(self, api_key: int, version: int, body, result_of: Callable[[object], object]):
+        """Send and return the one per-topic result; NOT_CONTROLLER (leadership moved while
+        the request travelled) is retried."""
+        from logbroker.coord.controller import ControllerError
+
+        def moved(response) -> bool:
+            return result_of(response).error_code == ErrorCode.NOT_CONTROLLER
+
+        try:
+            response = await self.client.request(api_key, version, body, self.timeout, retry_on=moved)
+        except ControllerUnavailable as e:
+            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        result = result_of(response)
+        if result.error_code != ErrorCode.NONE:
+            raise ControllerError(ErrorCode(result.error_code), result.error_message or ErrorCode(result.error_code).name)
+        return result
+
+    async def _caught_up(self, done: Callable[[MetadataImage], bool], what: str) -> None:
+        with trio.move_on_after(CATCH_UP_SECONDS):
+            while not done(self.controller.image):
+                await self.controller.image_changed()
+            return
+        log.warning("node %d: %s was committed by the controller but is not in this node's image after %.0f s",
+                    self.controller.local.node_id, what, CATCH_UP_SECONDS)
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
+                           validate_only: bool) -> TopicState:
+        req = REQUESTS[19]
+        topic = req.CreatableTopic(
+            name=name, num_partitions=num_partitions if not assignments else -1,
+            replication_factor=replication_factor if not assignments else -1,
+            assignments=[req.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+                         for p, b in sorted((assignments or {}).items())],
+            configs=[req.CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())])
+        body = req(topics=[topic], timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
+        res = await self._send(19, 7, body, lambda r: r.topics[0])
+        if validate_only:
+            parts = {p: PartitionState(p, -1, 0, [-1] * res.replication_factor, [], 0) for p in range(res.num_partitions)}
+            overrides = {c.name: c.value for c in res.configs or [] if c.config_source == TOPIC_CONFIG_SOURCE}
+            return TopicState(name, res.topic_id, parts, overrides)
+        await self._caught_up(lambda im: name in im.topics and im.topics[name].topic_id == res.topic_id,
+                              f"topic {name!r} (id {res.topic_id})")
+        return self.controller.image.topics.get(name) or TopicState(name, res.topic_id, {}, {})
+
+    async def delete_topic(self, name: str) -> TopicState:
+        from logbroker.coord.controller import ControllerError
+
+        topic = self.controller.image.topics.get(name)
+        req = REQUESTS[20]
+        body = req(topics=[req.DeleteTopicState(name=name)], timeout_ms=int(self.timeout * 1000))
+        res = await self._send(20, 6, body, lambda r: r.responses[0])
+        await self._caught_up(lambda im: name not in im.topics or im.topics[name].topic_id != res.topic_id,
+                              f"deletion of topic {name!r}")
+        if topic is None:
+            raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return topic
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                                validate_only: bool) -> None:
+        req = REQUESTS[37]
+        t = req.CreatePartitionsTopic(
+            name=name, count=count,
+            assignments=None if assignments is None else [req.CreatePartitionsAssignment(broker_ids=list(a))
+                                                          for a in assignments])
+        body = req(topics=[t], timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
+        await self._send(37, 3, body, lambda r: r.results[0])
+        if not validate_only:
+            await self._caught_up(lambda im: name in im.topics and len(im.topics[name].partitions) >= count,
+                                  f"topic {name!r} with {count} partitions")
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+                                  validate_only: bool) -> None:
+        if replace:
+            req = REQUESTS[33]
+            res = req.AlterConfigsResource(
+                resource_type=TOPIC_RESOURCE, resource_name=name,
+                configs=[req.AlterableConfig(name=k, value=v) for k, v in sorted(changes.items()) if v is not None])
+            await self._send(33, 2, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
+        else:
+            req = REQUESTS[44]
+            res = req.AlterConfigsResource(
+                resource_type=TOPIC_RESOURCE, resource_name=name,
+                configs=[req.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
+                         for k, v in sorted(changes.items())])
+            await self._send(44, 1, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
+        if not validate_only:
+            def applied(im: MetadataImage) -> bool:  # values may be normalised: look at the keys
+                t = im.topics.get(name)
+                return t is not None and all((k in t.configs) == (v is not None) for k, v in changes.items())
+            await self._caught_up(applied, f"the configs of topic {name!r}")

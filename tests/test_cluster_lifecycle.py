@@ -1,0 +1,175 @@
+"""Broker lifecycle in a three-node cluster (separate `logbroker serve` processes):
+heartbeats and fencing after `broker.session.timeout.ms`, leaderships moved (here: taken
+offline, the ISR being the leader alone until replication) with bumped leader epochs and
+given back when the broker returns, controlled shutdown (SIGTERM) fencing at once and
+handing over controller leadership, metadata changes forwarded from any broker to the
+active controller, and DescribeQuorum from any broker."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from rawclient import RawClient
+
+from conftest import BrokerProcess, free_port
+from logbroker.protocol import REQUESTS
+
+SESSION_MS = 3000
+FAST = ["--set", f"broker.session.timeout.ms={SESSION_MS}", "--set", "broker.heartbeat.interval.ms=300"]
+
+
+def start_cluster(tmp_path, n=3, extra=()) -> list[BrokerProcess]:
+    ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+    voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+    nodes = [BrokerProcess(tmp_path / f"node{i}", port=p,
+                           extra=["--node-id", str(i), "--voters", voters, *FAST, *extra,
+                                  "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
+             for i, (p, c) in ports.items()]
+    for bp in nodes:
+        bp.start()
+    return nodes
+
+
+def wait_for(cond, timeout=30.0, what=""):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - a node may be mid-election
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+def metadata(bp: BrokerProcess):
+    """(broker ids, {(topic, partition): (leader, leader_epoch, replicas, isr)}, controller id)."""
+    req = REQUESTS[3](topics=None, allow_auto_topic_creation=False)
+    with RawClient(bp.bootstrap_servers) as c:
+        r = c.request(3, 12, req)
+    parts = {(t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
+             for t in r.topics for p in t.partitions}
+    return sorted(b.node_id for b in r.brokers), parts, r.controller_id
+
+
+def node_id(cluster, bp) -> int:
+    return cluster.index(bp) + 1
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    nodes = start_cluster(tmp_path)
+    yield nodes
+    for bp in nodes:
+        bp.reap()
+
+
+def test_a_killed_broker_is_fenced_and_its_leaderships_move_with_bumped_epochs(cluster):
+    wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in cluster), what="3 brokers everywhere")
+    admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap_servers})
+    admin.create_topics([NewTopic("t", num_partitions=6, replication_factor=1)])["t"].result(30)
+    _, parts, controller = wait_for(lambda: (m := metadata(cluster[0])) and len(m[1]) == 6 and m, what="topic t")
+    victim_id = next(i for i in (1, 2, 3) if i != controller)
+    victim = cluster[victim_id - 1]
+    led = {k: v for k, v in parts.items() if v[0] == victim_id}
+    assert led, parts
+    survivor = next(bp for i, bp in enumerate(cluster, 1) if i not in (victim_id,))
+
+    t0 = time.monotonic()
+    victim.kill()
+    wait_for(lambda: victim_id not in metadata(survivor)[0], what="the killed broker to be fenced")
+    fenced_after = time.monotonic() - t0
+    print(f"broker {victim_id} killed; fenced after {fenced_after:.2f} s (session timeout {SESSION_MS} ms)")
+    assert SESSION_MS / 1000 * 0.8 <= fenced_after <= SESSION_MS / 1000 + 5
+    _, after, _ = metadata(survivor)
+    for key, (leader, epoch, replicas, isr) in led.items():
+        # replication factor 1: no other ISR member, so the partition has no leader now
+        assert after[key][0] == -1 and after[key][1] == epoch + 1 and after[key][3] == isr, (key, after[key])
+    for key, v in parts.items():
+        if key not in led:
+            assert after[key] == v  # untouched
+
+    victim.start()  # re-registers: unfenced, and leads its partitions again (epoch bumped again)
+    wait_for(lambda: all(metadata(survivor)[1][k][0] == victim_id for k in led), what="leaderships back")
+    _, back, _ = metadata(victim)
+    for key, (_, epoch, _, _) in led.items():
+        assert back[key][0] == victim_id and back[key][1] == epoch + 2
+
+
+def test_controlled_shutdown_fences_at_once_and_hands_over_the_controller(cluster):
+    wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in cluster), what="3 brokers everywhere")
+    admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap_servers})
+    admin.create_topics([NewTopic("t", num_partitions=3, replication_factor=1)])["t"].result(30)
+    _, parts, controller = wait_for(lambda: (m := metadata(cluster[0])) and len(m[1]) == 3 and m, what="topic t")
+
+    # a broker that is not the controller: fenced before it exits, no session timeout to wait
+    other = next(i for i in (1, 2, 3) if i != controller)
+    assert cluster[other - 1].stop(signal.SIGTERM) == 0
+    _, now, _ = metadata(cluster[controller - 1])
+    assert other not in metadata(cluster[controller - 1])[0]
+    assert all(now[k][0] == -1 for k, v in parts.items() if v[0] == other)
+    assert "controlled shutdown done" in cluster[other - 1].log_text()
+    cluster[other - 1].start()
+    wait_for(lambda: metadata(cluster[controller - 1])[0] == [1, 2, 3], what="the broker back")
+
+    # the active controller: hands Raft leadership to a caught-up voter before it exits
+    rest = [bp for i, bp in enumerate(cluster, 1) if i != controller]
+    t0 = time.monotonic()
+    assert cluster[controller - 1].stop(signal.SIGTERM) == 0
+    stopped = time.monotonic() - t0
+    new = wait_for(lambda: (c := metadata(rest[0])[2]) not in (controller, -1) and c, what="a new controller")
+    print(f"controller {controller} stopped in {stopped:.2f} s; node {new} active "
+          f"{time.monotonic() - t0 - stopped:.2f} s after the exit")
+    assert time.monotonic() - t0 - stopped < 1.0  # handed over, no election timeout waited
+    assert controller not in metadata(rest[0])[0]
+    assert "handed controller leadership to node" in cluster[controller - 1].log_text()
+
+
+def test_any_broker_forwards_metadata_changes_and_describes_the_quorum(cluster):
+    wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in cluster), what="3 brokers everywhere")
+    controller = metadata(cluster[0])[2]
+    follower = next(bp for i, bp in enumerate(cluster, 1) if i != controller)
+    # straight to a broker that is not the controller (kcat-style raw requests, no client routing)
+    req = REQUESTS[19]
+    body = req(topics=[req.CreatableTopic(name="fwd", num_partitions=4, replication_factor=2,
+                                          configs=[req.CreatableTopicConfig(name="retention.ms", value="60000")])],
+               timeout_ms=10000, validate_only=False)
+    with RawClient(follower.bootstrap_servers) as c:
+        r = c.request(19, 7, body)
+        assert r.topics[0].error_code == 0, r.topics[0].error_message
+        assert r.topics[0].num_partitions == 4 and r.topics[0].replication_factor == 2
+        # visible on this broker as soon as CreateTopics returns (it waited for its own image)
+        _, parts, _ = metadata(follower)
+        assert sorted(p for (t, p) in parts if t == "fwd") == [0, 1, 2, 3]
+        r = c.request(19, 7, body)
+        assert r.topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS, from the controller
+        cp = REQUESTS[37]
+        r = c.request(37, 3, cp(topics=[cp.CreatePartitionsTopic(name="fwd", count=6, assignments=None)],
+                                timeout_ms=10000, validate_only=False))
+        assert r.results[0].error_code == 0, r.results[0].error_message
+        ia = REQUESTS[44]
+        r = c.request(44, 1, ia(resources=[ia.AlterConfigsResource(
+            resource_type=2, resource_name="fwd",
+            configs=[ia.AlterableConfig(name="retention.ms", config_operation=1, value=None)])], validate_only=False))
+        assert r.responses[0].error_code == 0, r.responses[0].error_message
+        dt = REQUESTS[20]
+        r = c.request(20, 6, dt(topics=[dt.DeleteTopicState(name="fwd")], timeout_ms=10000))
+        assert r.responses[0].error_code == 0, r.responses[0].error_message
+        assert not any(t == "fwd" for (t, _) in metadata(follower)[1])
+
+        dq = REQUESTS[55]
+        q = c.request(55, 2, dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
+                                                      partitions=[dq.PartitionData(partition_index=0)])]))
+    assert q.error_code == 0
+    p = q.topics[0].partitions[0]
+    assert p.error_code == 0 and p.leader_id == controller and p.leader_epoch >= 1 and p.high_watermark > 0
+    assert sorted(v.replica_id for v in p.current_voters) == [1, 2, 3]
+    assert all(v.log_end_offset >= p.high_watermark - 5 for v in p.current_voters)
+    assert sorted(n.node_id for n in q.nodes) == [1, 2, 3]
+    assert all(n.listeners[0].name == "CONTROLLER" for n in q.nodes)
