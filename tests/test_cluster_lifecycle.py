@@ -173,3 +173,33 @@ def test_any_broker_forwards_metadata_changes_and_describes_the_quorum(cluster):
     assert all(v.log_end_offset >= p.high_watermark - 5 for v in p.current_voters)
     assert sorted(n.node_id for n in q.nodes) == [1, 2, 3]
     assert all(n.listeners[0].name == "CONTROLLER" for n in q.nodes)
+
+
+def test_snapshots_bound_the_metadata_log_and_a_node_far_behind_catches_up_from_one(tmp_path):
+    nodes = start_cluster(tmp_path, extra=["--set", "metadata.log.max.record.bytes.between.snapshots=1500"])
+    try:
+        wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in nodes), what="3 brokers everywhere")
+        controller = metadata(nodes[0])[2]
+        behind = next(bp for i, bp in enumerate(nodes, 1) if i != controller)
+        behind.kill()
+        admin = AdminClient({"bootstrap.servers": nodes[controller - 1].bootstrap_servers})
+        for i in range(12):
+            admin.create_topics([NewTopic(f"s{i}", num_partitions=2, replication_factor=1)])[f"s{i}"].result(30)
+        leader_log = nodes[controller - 1].log_text()
+        assert "metadata snapshot at index" in leader_log, leader_log[-3000:]
+        raft_log = (nodes[controller - 1].data_dir / "__cluster_metadata-0" / "raft.log").stat().st_size
+
+        behind.start()  # its log ends before the leader's snapshot: it is sent the snapshot
+        wait_for(lambda: all(f"s{i}" in {t for t, _ in metadata(behind)[1]} for i in range(12)),
+                 what="the restarted node to catch up")
+        assert "loaded the metadata snapshot at index" in behind.log_text()
+        # the leader's log holds only what follows its latest snapshot (it stays small)
+        assert raft_log < 12 * 1500
+
+        behind.stop()  # and a restart starts from its own snapshot, then replays the rest
+        behind.start()
+        assert sum(1 for (t, _) in metadata(behind)[1] if t.startswith("s")) == 24
+        assert behind.log_text().count("loaded the metadata snapshot at index") == 2
+    finally:
+        for bp in nodes:
+            bp.reap()

@@ -182,6 +182,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("broker.rack", _parse_str, "", "This broker's rack; replicas of a partition are spread over racks first (empty: no rack)."),
     ConfigKey("broker.session.timeout.ms", _parse_int(100, INT_MAX), "9000", "A broker that sends no heartbeat to the active controller for this long is fenced: it leaves Metadata and its partition leaderships move (or go offline)."),
     ConfigKey("broker.heartbeat.interval.ms", _parse_int(10, INT_MAX), "2000", "How often a broker heartbeats to the active controller."),
+    ConfigKey("metadata.log.max.record.bytes.between.snapshots", _parse_int(1), "20971520", "Bytes of metadata records applied between snapshots of the metadata image; a snapshot drops the metadata log before it, and a node too far behind catches up from it."),
     ConfigKey("advertised.listeners", _parse_str, "", "HOST:PORT given to clients in Metadata; defaults to the bound listener."),
     ConfigKey("cluster.id", _parse_str, "", "Cluster id; when empty a single node generates one and a cluster node derives it from controller.quorum.voters (the same on every voter); stored in meta.properties on first start."),
     ConfigKey("auto.create.topics.enable", _parse_bool, "true", "Create a topic when Metadata asks for an unknown one."),

@@ -8,7 +8,7 @@ committed records (`metadata_records`).
 The Raft leader is the active controller: `Controller` computes a new image as in a single
 node and `write`s the records that lead there; every voter applies them in log order and
 publishes each new image to its listeners (replica manager, group coordinator). On
-restart the log is replayed from the start (snapshots are the next step), so a node's image
+restart the node loads its latest snapshot and replays the log after it, so a node's image
 is rebuilt from what the quorum committed, nothing else; the broker opens its local logs only
 after the records it already knew to be committed are applied (`wait_replayed`), so a
 restart never mistakes its own partitions for leftovers.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import json
 import logging
 import time
 from typing import Awaitable, Callable
@@ -31,7 +32,15 @@ import trio
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage
-from logbroker.coord.metadata_records import MetadataRecordError, apply_record, decode_batch, encode_batch, encode_record
+from logbroker.coord.metadata_records import (
+    MetadataRecordError,
+    apply_record,
+    decode_batch,
+    encode_batch,
+    encode_record,
+    load_snapshot,
+    snapshot,
+)
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
 
@@ -43,6 +52,7 @@ __all__ = ["MetadataQuorum", "derived_cluster_id"]
 # heartbeats every HEARTBEAT_TICKS, a fifth of it.
 ELECTION_TICKS = 10
 HEARTBEAT_TICKS = 2
+SNAPSHOT_VERSION = 1
 
 Publish = Callable[[MetadataImage], Awaitable[None]]
 
@@ -78,14 +88,74 @@ class MetadataQuorum:
         self.registered_epoch: int | None = None  # this process's registration, once committed
         self._registered_at: dict[int, int] = {}  # node id -> index of its current RegisterBroker
         self._caught_up_at: dict[int, float] = {}  # voter -> last time seen caught up (leader only)
+        self.snapshot_bytes = config.get_int("metadata.log.max.record.bytes.between.snapshots")
+        self.snapshot_index = 0
+        self._since_snapshot = 0
 
     def open(self) -> None:
-        """Open the metadata log (after the data directory was checked)."""
+        """Open the metadata log (after the data directory was checked): start from its
+        snapshot, if it has one, then replay the entries after it."""
         self.node = _core.RaftNode(self.local.node_id, sorted(self.voters),
                                    str(self.config.data_dir / "__cluster_metadata-0"),
                                    election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS)
         self._replay_to = self.node.commit_index
-        self.driver = QuorumDriver(self.node, self.transport, self._apply, tick_seconds=self.tick_seconds)
+        self.driver = QuorumDriver(self.node, self.transport, self._apply, install_snapshot=self._install_snapshot,
+                                   tick_seconds=self.tick_seconds)
+        held = self.node.stored_snapshot()
+        if held is not None:
+            index, term, data = held
+            self._install_snapshot(index, term, data)
+            self.driver.applied_index = index
+
+    # -- snapshots: what bounds the metadata log
+    def _snapshot_payload(self) -> bytes:
+        """The applied state at `applied_index`: the image, the proposal contexts of the
+        dedupe window (so a duplicate after the snapshot is still recognised) and where each
+        broker registered. JSON: {"version": 1, "image": ..., "recent": [hex], "registered_at": {id: index}}."""
+        assert self.driver is not None
+        doc = {"version": SNAPSHOT_VERSION, "image": json.loads(snapshot(self.image)),
+               "recent": [c.hex() for c in self.driver.recent_contexts()],
+               "registered_at": {str(n): i for n, i in sorted(self._registered_at.items())}}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+    def _install_snapshot(self, index: int, term: int, data: bytes) -> None:
+        """Load a snapshot (our own at start, or the leader's when this node was too far
+        behind): it replaces the image wholesale."""
+        assert self.driver is not None
+        try:
+            doc = json.loads(data)
+            if doc.get("version") != SNAPSHOT_VERSION:
+                raise ValueError(f"snapshot version {doc.get('version')!r}, expected {SNAPSHOT_VERSION}")
+            image = load_snapshot(json.dumps(doc["image"]).encode(), self.leader_id)
+        except (ValueError, KeyError, TypeError) as e:
+            raise MetadataRecordError(f"node {self.local.node_id}: metadata snapshot at index {index} (term {term}, "
+                                      f"{len(data)} bytes) does not load: {e}") from None
+        self.driver.restore_recent([bytes.fromhex(c) for c in doc.get("recent", [])])
+        self._registered_at = {int(n): i for n, i in doc.get("registered_at", {}).items()}
+        self.image = image
+        self.applied_index = index
+        self.snapshot_index = index
+        self._since_snapshot = 0
+        self._pending.append((index, image))
+        self._new.set()
+        log.info("node %d: loaded the metadata snapshot at index %d (term %d, %d bytes): %d broker(s), %d topic(s)",
+                 self.local.node_id, index, term, len(data), len(image.brokers), len(image.topics))
+
+    async def _maybe_snapshot(self) -> None:
+        """Snapshot the applied image once `metadata.log.max.record.bytes.between.snapshots`
+        bytes of records were applied since the last one; the log before it is dropped."""
+        if self._since_snapshot < self.snapshot_bytes or self.node is None:
+            return
+        index, payload = self.applied_index, self._snapshot_payload()  # consistent: no await between
+        try:
+            await trio.to_thread.run_sync(self.node.compact, index, payload)
+        except _core.RaftError as e:
+            log.warning("node %d: metadata snapshot at index %d not taken: %s", self.local.node_id, index, e)
+            return
+        self._since_snapshot = 0
+        self.snapshot_index = index
+        log.info("node %d: metadata snapshot at index %d (%d bytes); the log before it is dropped",
+                 self.local.node_id, index, len(payload))
 
     async def allocate_producer_ids(self, size: int) -> int:
         """A block of `size` producer ids for this broker, from any node (the proposal goes to
@@ -180,6 +250,7 @@ class MetadataQuorum:
             image.controller_id = self.leader_id
         self.image = image
         self.applied_index = index
+        self._since_snapshot += len(data)
         self._pending.append((index, image))
         self._new.set()
 
@@ -225,6 +296,7 @@ class MetadataQuorum:
                 self._published = index
             ev, self._published_ev = self._published_ev, trio.Event()
             ev.set()
+            await self._maybe_snapshot()
 
     async def _register(self) -> None:
         b = self.local

@@ -84,6 +84,14 @@ class QuorumDriver:
         self._inbox.append(message)
         self._wake.set()
 
+    def recent_contexts(self) -> list[bytes]:
+        """The dedupe window, oldest first (a snapshot carries it)."""
+        return list(self._recent)
+
+    def restore_recent(self, contexts: list[bytes]) -> None:
+        """Replace the dedupe window with a snapshot's."""
+        self._recent = dict.fromkeys(contexts[-DEDUPE_WINDOW:])
+
     def transfer_leader(self, to: int) -> None:
         """Ask Raft (on the leader) to hand leadership to `to`; done in the next round."""
         self._transfer_to = to
@@ -112,8 +120,8 @@ class QuorumDriver:
     def _first_time(self, ctx: bytes) -> bool:
         """False for a record whose context was applied among the last DEDUPE_WINDOW records
         (a forwarded proposal the network delivered twice is appended twice). Every node
-        decides alike: the window is a function of the log prefix it applies (replayed in
-        full on restart; a snapshot will have to carry it)."""
+        decides alike: the window is a function of the log prefix it applies (a snapshot
+        carries it: `recent_contexts` / `restore_recent`)."""
         if ctx in self._recent:
             return False
         self._recent[ctx] = None
