@@ -152,5 +152,5 @@ async def test_offsets_retention_expires_offsets_of_empty_groups(tmp_path, nurse
     assert "simple" not in coord.groups
     # the tombstones are in __consumer_offsets: a reload finds nothing
     coord.groups.clear()
-    await coord._load()
+    await coord.reload()
     assert "simple" not in coord.groups

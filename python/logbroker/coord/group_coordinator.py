@@ -73,17 +73,54 @@ class GroupCoordinator:
         self._wakeup = trio.Event()
         self._pending_stores: list[Group] = []
         self._append_locks: dict[int, trio.Lock] = {}
-        self._loaded = False
+        self._led: dict[int, int] = {}  # __consumer_offsets partitions loaded -> their leader epoch
         self.consumer = ConsumerGroupCoordinator(self)
 
     # --- start-up -------------------------------------------------------------------
 
     async def startup(self) -> None:
-        """Load every `__consumer_offsets` partition this broker leads. The topic itself is
-        created on first use (the first FindCoordinator), as Kafka does, so a broker that
-        never sees a group never pays for its partitions."""
-        if OFFSETS_TOPIC in self.controller.image.topics:
-            await self._load()
+        """Load every `__consumer_offsets` partition this broker leads, and follow
+        leadership from then on (`on_metadata`). The topic itself is created on first use
+        (the first FindCoordinator), as Kafka does, so a broker that never sees a group
+        never pays for its partitions."""
+        await self.on_metadata(self.controller.image)
+        self.controller.add_listener(self.on_metadata)
+
+    async def on_metadata(self, image) -> None:
+        """A group's coordinator is the leader of its `__consumer_offsets` partition: load
+        the groups of every partition this broker now leads (new, or led again with another
+        leader epoch: its log may have changed meanwhile) from the log, and forget those of
+        partitions it no longer leads (their members find the new coordinator through
+        FindCoordinator after NOT_COORDINATOR)."""
+        topic = image.topics.get(OFFSETS_TOPIC)
+        led = {} if topic is None else {p: ps.leader_epoch for p, ps in topic.partitions.items()
+                                         if ps.leader == self.config.node_id}
+        if topic is not None:
+            self.num_partitions = len(topic.partitions)
+        lost = [p for p in self._led if led.get(p) != self._led[p]]
+        if lost:
+            self._unload(lost)
+        gained = [p for p, e in led.items() if self._led.get(p) != e]
+        if gained:
+            await self._load(gained, led)
+
+    async def reload(self) -> None:
+        """Forget every group and load them again from the log (what a new coordinator sees)."""
+        self._unload(list(self._led))
+        await self.on_metadata(self.controller.image)
+
+    def _unload(self, partitions: list[int]) -> None:
+        gone = set(partitions)
+        for p in partitions:
+            self._led.pop(p, None)
+        dropped = [g for g in self.groups if self.partition_of(g) in gone]
+        for g in dropped:
+            del self.groups[g]
+        dropped_848 = [g for g in self.consumer.groups if self.partition_of(g) in gone]
+        for g in dropped_848:
+            del self.consumer.groups[g]
+        log.info("no longer coordinator for %s partition(s) %s: %d group(s) unloaded", OFFSETS_TOPIC,
+                 sorted(partitions), len(dropped) + len(dropped_848))
 
     async def ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.controller.image.topics:
@@ -102,12 +139,10 @@ class GroupCoordinator:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         self.num_partitions = len(self.controller.image.topics[OFFSETS_TOPIC].partitions)
-        self._loaded = True
 
-    async def _load(self) -> None:
-        topic = self.controller.image.topics[OFFSETS_TOPIC]
-        self.num_partitions = len(topic.partitions)
-        parts = [p for (t, _), p in self.replicas.partitions.items() if t == OFFSETS_TOPIC and p.is_leader]
+    async def _load(self, indexes: list[int], epochs: dict[int, int]) -> None:
+        wanted = set(indexes)
+        parts = [p for (t, i), p in self.replicas.partitions.items() if t == OFFSETS_TOPIC and i in wanted]
 
         def read_all() -> list[tuple[int, list]]:
             return [(p.index, p.log.read_records(p.log.log_start_offset, p.log.high_watermark)) for p in parts]
@@ -121,8 +156,10 @@ class GroupCoordinator:
                     n_offsets += self._replay(key, value, t)
                 except OffsetsRecordError as e:
                     log.error("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, index, offset, e)
-        self._loaded = True
-        log.info("loaded %d group(s) and %d committed offset(s) from %s", len(self.groups), n_offsets, OFFSETS_TOPIC)
+        for p in parts:
+            self._led[p.index] = epochs[p.index]
+        log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s); %d group(s) now",
+                 OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets, len(self.groups))
 
     def _replay(self, key: bytes | None, value: bytes | None, t: float) -> int:
         if key is None:
@@ -169,12 +206,21 @@ class GroupCoordinator:
 
     def coordinator_for(self, group_id: str):
         """(error, partition) for FindCoordinator and for request validation."""
-        part = self.replicas.get(OFFSETS_TOPIC, self.partition_of(group_id))
-        if part is None or not self._loaded:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if not part.is_leader:
+        index = self.partition_of(group_id)
+        part = self.replicas.get(OFFSETS_TOPIC, index)
+        if part is None or not part.is_leader:
             return ErrorCode.NOT_COORDINATOR, part
+        if index not in self._led:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, part
         return ErrorCode.NONE, part
+
+    def coordinator_node(self, group_id: str) -> tuple[int, int]:
+        """(partition, leader id or -1) of the group's `__consumer_offsets` partition, from
+        the metadata image: the coordinator wherever it is (FindCoordinator)."""
+        index = self.partition_of(group_id)
+        topic = self.controller.image.topics.get(OFFSETS_TOPIC)
+        ps = None if topic is None else topic.partitions.get(index)
+        return index, -1 if ps is None else ps.leader
 
     def check_coordinator(self, group_id: str) -> int:
         if not group_id:
@@ -737,3 +783,14 @@ class GroupCoordinator:
                 log.info("group %s deleted", gid)
                 out[gid] = ErrorCode.NONE
         return out
+
+
+def _ranges(indexes: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5" (log lines about many partitions)."""
+    runs: list[list[int]] = []
+    for i in indexes:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs) or "none"

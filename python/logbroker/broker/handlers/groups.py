@@ -40,13 +40,14 @@ async def find_coordinator(ctx, request):
         elif not key:
             code, msg = ErrorCode.INVALID_REQUEST, "empty group id"
         else:
-            code, part = coord.coordinator_for(key)
-            if code == ErrorCode.NONE or code == ErrorCode.NOT_COORDINATOR:
-                b = ctx.controller.image.brokers.get(part.leader)
-                if b is None:
-                    code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, f"leader of {OFFSETS_TOPIC}-{part.index} is not available"
-                else:
-                    code, node, host, port = ErrorCode.NONE, b.node_id, b.host, b.port
+            # the leader of the group's partition, wherever it is (the image knows)
+            index, leader = coord.coordinator_node(key)
+            b = ctx.controller.image.brokers.get(leader)
+            if b is None or b.fenced:
+                code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"{OFFSETS_TOPIC}-{index} has no available leader (leader {leader})")
+            else:
+                code, node, host, port = ErrorCode.NONE, b.node_id, b.host, b.port
         results.append((key, node, host, port, code, msg))
     if version >= 4:
         return Response(throttle_time_ms=0, coordinators=[

@@ -1,0 +1,74 @@
+"""Kafka's own tools and the Java client against a three-node cluster, each command through a
+different broker: kafka-topics creates and describes a topic with replication factor 3
+(forwarded to the active controller when needed), the console producer and a consumer group
+move records through other brokers, and kafka-metadata-quorum describes the controller
+quorum (DescribeQuorum, forwarded to the active controller)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_client_java import consume, produce
+from test_cluster_lifecycle import metadata, start_cluster, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
+                                reason="Java 17 and Maven are needed for the Java client")
+
+
+@pytest.fixture(scope="module")
+def kafka_tools():
+    from benches.peers.kafka import install
+
+    return install()
+
+
+def tool(kafka_tools, main: str, args: list[str]) -> str:
+    r = subprocess.run(kafka_tools.tools_java(main, args), capture_output=True, timeout=120)
+    assert r.returncode == 0, (r.stdout.decode()[-2000:], r.stderr.decode()[-3000:])
+    return r.stdout.decode()
+
+
+def test_kafka_tools_and_java_client_through_any_broker(tmp_path, kafka_tools):
+    nodes = start_cluster(tmp_path)
+    try:
+        wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in nodes), what="3 brokers everywhere")
+        controller = metadata(nodes[0])[2]
+        others = [bp for i, bp in enumerate(nodes, 1) if i != controller]
+        topics = "org.apache.kafka.tools.TopicCommand"
+        tool(kafka_tools, topics, ["--bootstrap-server", others[0].bootstrap_servers, "--create", "--topic", "jt",
+                                   "--partitions", "6", "--replication-factor", "3"])
+        for bp in nodes:  # the same replicas, ISR and leaders from every broker
+            wait_for(lambda bp=bp: sum(1 for t, _ in metadata(bp)[1] if t == "jt") == 6, what="jt everywhere")
+        described = tool(kafka_tools, topics, ["--bootstrap-server", others[1].bootstrap_servers, "--describe",
+                                               "--topic", "jt"])
+        rows = re.findall(r"Partition: (\d+)\s+Leader: (\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)", described)
+        assert len(rows) == 6, described
+        assert {leader for _, leader, _, _ in rows} == {"1", "2", "3"}
+        assert all(sorted(r.split(",")) == ["1", "2", "3"] and isr == leader and r.split(",")[0] == leader
+                   for _, leader, r, isr in rows), described
+        _, parts, _ = metadata(nodes[controller - 1])
+        assert {int(p): int(leader) for p, leader, _, _ in rows} == {p: v[0] for (t, p), v in parts.items() if t == "jt"}
+
+        lines = [f"k{i}:v{i}" for i in range(300)]
+        produce(kafka_tools, others[0].bootstrap_servers, "jt", lines, "lz4")
+        got = consume(kafka_tools, others[1].bootstrap_servers, "jt", 300, "jgroup", "classic")
+        assert sorted(got) == sorted(lines)
+
+        quorum = tool(kafka_tools, "org.apache.kafka.tools.MetadataQuorumCommand",
+                      ["--bootstrap-server", others[1].bootstrap_servers, "describe", "--status"])
+        assert re.search(rf"LeaderId:\s+{controller}\b", quorum), quorum
+        assert re.search(r"CurrentVoters:\s+\[.*1.*2.*3", quorum, re.S), quorum
+        replication = tool(kafka_tools, "org.apache.kafka.tools.MetadataQuorumCommand",
+                           ["--bootstrap-server", others[0].bootstrap_servers, "describe", "--replication"])
+        assert "Leader" in replication and "Follower" in replication, replication
+    finally:
+        for bp in nodes:
+            bp.reap()
