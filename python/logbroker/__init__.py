@@ -13,6 +13,7 @@ versions in `logbroker.aio`), usable against Apache Kafka as well.
 from logbroker._core import __version__
 from logbroker.broker import Broker, BrokerServer
 from logbroker.broker.config import BrokerConfig, ConfigError
+from logbroker.cluster import Cluster
 from logbroker.client import (
     Admin,
     Consumer,
@@ -31,6 +32,7 @@ __all__ = [
     "Broker",
     "BrokerConfig",
     "BrokerServer",
+    "Cluster",
     "ConfigError",
     "Consumer",
     "ConsumerRecord",

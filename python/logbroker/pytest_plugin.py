@@ -6,7 +6,9 @@
 `logbroker_broker` is function-scoped: each test gets a fresh broker with a temporary
 data directory on a free loopback port, started in-process (no JVM, no container)
 and stopped (data removed) after the test. `logbroker_session_broker` is one broker
-shared by a whole session.
+shared by a whole session. `logbroker_cluster` is a three-node cluster
+(`logbroker.Cluster(3)`, `logbroker serve` subprocesses), started and ready, stopped after
+the test.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Iterator
 import pytest
 
 from logbroker.broker import Broker
+from logbroker.cluster import Cluster
 
 
 @pytest.fixture
@@ -28,3 +31,9 @@ def logbroker_broker() -> Iterator[Broker]:
 def logbroker_session_broker() -> Iterator[Broker]:
     with Broker() as broker:
         yield broker
+
+
+@pytest.fixture
+def logbroker_cluster() -> Iterator[Cluster]:
+    with Cluster(3) as cluster:
+        yield cluster

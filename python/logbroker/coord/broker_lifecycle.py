@@ -45,6 +45,7 @@ log = logging.getLogger("logbroker.controller")
 HEARTBEAT = 63
 HEARTBEAT_VERSION = 1
 CONTROLLED_SHUTDOWN_SECONDS = 10.0
+NO_CONTROLLER_SECONDS = 2.0
 
 
 class BrokerSessions:
@@ -175,10 +176,19 @@ class BrokerLifecycle:
         """Move this broker's leaderships away before it stops (bounded by `timeout`)."""
         self._shutting_down = True
         start = time.monotonic()
+        leaderless_since: float | None = None
         with trio.move_on_after(timeout) as scope:
             while True:
+                if self.quorum.leader_id == 0:  # the quorum is gone (the others stopped too)
+                    leaderless_since = leaderless_since or time.monotonic()
+                    if time.monotonic() - leaderless_since > NO_CONTROLLER_SECONDS:
+                        log.warning("node %d: no active controller for %.0f s; stopping without moving "
+                                    "leaderships", self.node_id, NO_CONTROLLER_SECONDS)
+                        return
+                else:
+                    leaderless_since = None
                 try:
-                    if await self._beat(want_shut_down=True, timeout=timeout):
+                    if await self._beat(want_shut_down=True, timeout=NO_CONTROLLER_SECONDS):
                         break
                 except ControllerUnavailable as e:
                     log.warning("node %d: controlled shutdown: %s", self.node_id, e)

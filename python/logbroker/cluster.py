@@ -1,0 +1,220 @@
+"""`logbroker.Cluster(n)`: N `logbroker serve` nodes (combined broker and controller) as
+subprocesses on free loopback ports, for tests and notebooks.
+
+    with logbroker.Cluster(3) as cluster:
+        admin = logbroker.Admin(bootstrap_servers=cluster.bootstrap_servers)
+        cluster.node(2).kill()          # kill -9; .stop() is a clean SIGTERM
+        cluster.node(2).start()         # same ports and data directory
+
+Each node gets its own data directory (under `data_dir`, or a temporary directory removed
+on `stop()`), its stderr in `<node dir>.log`, and the same `config` keys (`--set k=v`).
+`start()` returns once every node prints its ready line and every node's Metadata lists
+every running node; a node that does not start raises with the tail of its log. Exiting
+the `with` block stops every node (no orphans, even after a failed start).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["Cluster", "ClusterNode"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterNode:
+    """One `logbroker serve` process of a `Cluster`."""
+
+    def __init__(self, node_id: int, port: int, controller_port: int, data_dir: Path, args: list[str]) -> None:
+        self.node_id = node_id
+        self.port = port
+        self.controller_port = controller_port
+        self.data_dir = data_dir
+        self.log_path = data_dir.with_name(data_dir.name + ".log")
+        self._args = args
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    @property
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 60.0) -> ClusterNode:
+        """Start the process and wait for its ready line."""
+        if self.is_running:
+            return self
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "logbroker", "serve", *self._args],
+                                         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = self.proc.stdout.readline().decode()
+        if "ready" not in line or time.monotonic() > deadline:
+            self.kill()
+            raise RuntimeError(f"node {self.node_id} (port {self.port}, controller port {self.controller_port}) did "
+                               f"not start: {line.strip()!r}; log {self.log_path}:\n{self.log_text()[-3000:]}")
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM: a controlled shutdown (leaderships move first); returns the exit code."""
+        return self._end(signal.SIGTERM, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        self._end(signal.SIGKILL, 30.0)
+
+    def restart(self, timeout: float = 60.0) -> ClusterNode:
+        self.stop()
+        return self.start(timeout)
+
+    def _end(self, sig: int, timeout: float) -> int | None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        return rc
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class Cluster:
+    """N combined broker+controller nodes (see the module doc)."""
+
+    def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
+                 racks: list[str] | None = None, log_level: str = "INFO") -> None:
+        if n < 1:
+            raise ValueError(f"a cluster needs at least one node, got {n}")
+        if racks is not None and len(racks) != n:
+            raise ValueError(f"racks names {len(racks)} racks for {n} nodes")
+        self._tmp = None if data_dir is not None else tempfile.mkdtemp(prefix="logbroker-cluster-")
+        root = Path(data_dir if data_dir is not None else self._tmp)
+        ports = {i: (_free_port(), _free_port()) for i in range(1, n + 1)}
+        voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+        sets = [f"{k}={v}" for k, v in (config or {}).items()]
+        self.nodes: list[ClusterNode] = []
+        for i, (p, c) in ports.items():
+            args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
+                    "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}", "--log-level", log_level]
+            for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
+                args += ["--set", kv]
+            self.nodes.append(ClusterNode(i, p, c, root / f"node{i}", args))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.bootstrap_servers for n in self.nodes)
+
+    def node(self, node_id: int) -> ClusterNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in this cluster (nodes {[n.node_id for n in self.nodes]})")
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        try:
+            for n in self.nodes:
+                n.start(timeout)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until every running node's Metadata lists every running node as a broker."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            running = [n for n in self.nodes if n.is_running]
+            want = sorted(n.node_id for n in running)
+            views = {}
+            for n in running:
+                try:
+                    views[n.node_id] = self._brokers(n)
+                except Exception as e:  # noqa: BLE001 - a node may still be starting
+                    views[n.node_id] = str(e)
+            if all(v == want for v in views.values()):
+                return
+            last = "; ".join(f"node {k} lists {v}" for k, v in views.items())
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster not ready after {timeout:.0f} s: want brokers {want}; {last}")
+            time.sleep(0.1)
+
+    def controller_id(self, timeout: float = 30.0) -> int:
+        """The active controller, as a running node reports it."""
+        from logbroker.client.connection import BrokerConnection
+        from logbroker.protocol import REQUESTS
+
+        deadline = time.monotonic() + timeout
+        while True:
+            for n in self.nodes:
+                if not n.is_running:
+                    continue
+                try:
+                    with BrokerConnection(n.bootstrap_servers, timeout=5) as c:
+                        cid = c.send(REQUESTS[60](), version=0).controller_id
+                    if cid >= 0:
+                        return cid
+                except Exception:  # noqa: BLE001 - try the next node
+                    pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no active controller reported within {timeout:.0f} s")
+            time.sleep(0.1)
+
+    @staticmethod
+    def _brokers(n: ClusterNode) -> list[int]:
+        from logbroker.client.connection import BrokerConnection
+        from logbroker.protocol import REQUESTS
+
+        with BrokerConnection(n.bootstrap_servers, timeout=5) as c:
+            r = c.send(REQUESTS[3](topics=[], allow_auto_topic_creation=False))
+        return sorted(b.node_id for b in r.brokers)
+
+    def stop(self) -> None:
+        """Stop every node (SIGTERM; SIGKILL if one does not exit) and remove a temporary data directory."""
+        for n in self.nodes:  # all at once: each moves what it can while the others go
+            if n.is_running and n.proc is not None:
+                n.proc.send_signal(signal.SIGTERM)
+        for n in self.nodes:
+            n.stop()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
