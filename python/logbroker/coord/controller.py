@@ -37,8 +37,6 @@ from logbroker.coord.quorum import QuorumTimeout
 from logbroker.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from logbroker.coord.broker_lifecycle import BrokerSessions
-    from logbroker.coord.controller_forwarding import Forwarder
     from logbroker.coord.metadata_quorum import MetadataQuorum
 
 log = logging.getLogger("logbroker.controller")
@@ -78,8 +76,9 @@ class Controller:
         self._producer_id_end = 0
         self._changed = trio.Event()
         self.image = self._load()
-        self.sessions: BrokerSessions | None = None
-        self.forwarder: Forwarder | None = None
+        # cluster only; their modules depend on this one, so they are imported here
+        self.sessions = None  # broker_lifecycle.BrokerSessions
+        self.forwarder = None  # controller_forwarding.Forwarder
         if quorum is not None:
             from logbroker.coord.broker_lifecycle import BrokerSessions
             from logbroker.coord.controller_forwarding import Forwarder
