@@ -125,6 +125,36 @@ class BrokerProcess:
         return self.log_path.read_text()
 
 
+def cluster_processes(tmp_path, n: int = 3, extra=()) -> list[BrokerProcess]:
+    """N `logbroker serve` processes forming a cluster (node ids 1..n, each broker and
+    controller on its own pair of loopback ports), started; `extra` goes to every node."""
+    ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+    voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+    nodes = [BrokerProcess(tmp_path / f"node{i}", port=p,
+                           extra=["--node-id", str(i), "--voters", voters, *extra,
+                                  "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
+             for i, (p, c) in ports.items()]
+    for bp in nodes:
+        bp.start()
+    return nodes
+
+
+def wait_until(cond, timeout: float = 30.0, what: str = ""):
+    """Poll `cond` until it returns something true (returned); errors count as not yet (a
+    node may be mid-election); AssertionError naming `what` and the last error on timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
 @pytest.fixture
 def broker_process(tmp_path):
     procs = []

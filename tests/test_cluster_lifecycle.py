@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from rawclient import RawClient
 
-from conftest import BrokerProcess, free_port
+from conftest import BrokerProcess, cluster_processes, wait_until
 from logbroker.protocol import REQUESTS
 
 SESSION_MS = 3000
@@ -23,29 +23,10 @@ FAST = ["--set", f"broker.session.timeout.ms={SESSION_MS}", "--set", "broker.hea
 
 
 def start_cluster(tmp_path, n=3, extra=()) -> list[BrokerProcess]:
-    ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
-    voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
-    nodes = [BrokerProcess(tmp_path / f"node{i}", port=p,
-                           extra=["--node-id", str(i), "--voters", voters, *FAST, *extra,
-                                  "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
-             for i, (p, c) in ports.items()]
-    for bp in nodes:
-        bp.start()
-    return nodes
+    return cluster_processes(tmp_path, n, [*FAST, *extra])
 
 
-def wait_for(cond, timeout=30.0, what=""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = cond()
-            if v:
-                return v
-        except Exception as e:  # noqa: BLE001 - a node may be mid-election
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+wait_for = wait_until
 
 
 def metadata(bp: BrokerProcess):

@@ -14,21 +14,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import BrokerProcess, free_port
+from conftest import BrokerProcess, cluster_processes, free_port, wait_until
 
 
 def start_cluster(tmp_path, n=3) -> list[BrokerProcess]:
-    ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
-    voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
-    nodes = []
-    for i, (p, c) in ports.items():
-        bp = BrokerProcess(tmp_path / f"node{i}", port=p,
-                           extra=["--node-id", str(i), "--voters", voters,
-                                  "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"])
-        nodes.append(bp)
-    for bp in nodes:
-        bp.start()
-    return nodes
+    return cluster_processes(tmp_path, n)
 
 
 def metadata(bp: BrokerProcess):
@@ -54,17 +44,7 @@ def controller_of(bp: BrokerProcess) -> int:
     return admin.describe_cluster().result(10).controller.id
 
 
-def wait_for(cond, timeout=20.0, what=""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            v = cond()
-            if v:
-                return v
-        except Exception:  # noqa: BLE001 - a node may be mid-election
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = wait_until
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ class KafkaServer:
         api_key, version = header.request_api_key, header.request_api_version
         table = CONTROLLER_HANDLERS if serving_controller_listener.get() else HANDLERS
         entry = table.get(api_key)
-        if entry is not None and entry.cluster_only and getattr(self.broker, "quorum", None) is None:
+        if entry is not None and not entry.served_by(self.broker):
             entry = None
         name = API_NAMES.get(api_key, f"api {api_key}")
         if entry is not None and entry.handler is None:

@@ -146,6 +146,10 @@ class Controller:
 
     async def on_quorum_image(self, image: MetadataImage) -> None:
         """A new image applied from the metadata log (cluster mode): publish it."""
+        await self._publish(image)
+
+    async def _publish(self, image: MetadataImage) -> None:
+        """Make `image` current: listeners in order, then whoever waits in `image_changed`."""
         self.image = image
         for listener in self._listeners:
             await listener(image)
@@ -182,11 +186,7 @@ class Controller:
                 raise ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from None
             return
         await trio.to_thread.run_sync(self.store.save, image)
-        self.image = image
-        for listener in self._listeners:
-            await listener(image)
-        self._changed.set()
-        self._changed = trio.Event()
+        await self._publish(image)
 
     # --- topics -------------------------------------------------------------------
 
@@ -433,16 +433,18 @@ class Controller:
         if expired:
             await self.fence_brokers(expired, f"no heartbeat for {self.config.get_int('broker.session.timeout.ms')} ms")
         async with self._lock:
+            if not self._elect(self.image, set(), apply=False):
+                return  # the usual pass: nothing to elect, no image copied
             image = copy.deepcopy(self.image)
             moved = self._elect(image, set())
-            if moved:
-                await self._commit(image)
-                log.info("elected leaders for %d partition(s): %s", len(moved), _summary(moved))
+            await self._commit(image)
+            log.info("elected leaders for %d partition(s): %s", len(moved), _summary(moved))
 
     @staticmethod
-    def _elect(image: MetadataImage, gone: set[int]) -> list[tuple[str, int, int, int]]:
+    def _elect(image: MetadataImage, gone: set[int], apply: bool = True) -> list[tuple[str, int, int, int]]:
         """Move leaderships off `gone` and onto live ISR members where a partition has no
-        live leader; returns (topic, partition, old leader, new leader) for each change."""
+        live leader; returns (topic, partition, old leader, new leader) for each leader
+        change. With `apply` false the image is left as it is (what would change)."""
         live = {n for n, b in image.brokers.items() if not b.fenced}
         moved = []
         for t in image.topics.values():
@@ -451,9 +453,10 @@ class Controller:
                 leader = ps.leader
                 if leader == NO_LEADER or leader not in live or leader not in isr:
                     leader = next((r for r in isr if r in live), NO_LEADER)
-                if (leader, isr) != (ps.leader, ps.isr):
+                if leader != ps.leader:
+                    moved.append((t.name, ps.partition, ps.leader, leader))
+                if apply and (leader, isr) != (ps.leader, ps.isr):
                     if leader != ps.leader:
-                        moved.append((t.name, ps.partition, ps.leader, leader))
                         ps.leader_epoch += 1
                     ps.partition_epoch += 1
                     ps.leader, ps.isr = leader, list(isr)

@@ -30,7 +30,8 @@ from typing import Callable
 
 import trio
 
-from logbroker.protocol import API_NAMES, ErrorCode, ProtocolError, decode_response, encode_request
+from logbroker.coord.quorum_transport import MAX_FRAME, fill_buffer
+from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
 log = logging.getLogger("logbroker.controller")
 
@@ -55,16 +56,13 @@ async def serve_kafka_connection(stream: trio.SocketStream, buf: bytearray, peer
     `buf`; `handle_frame(frame, peer)` returns the response chunks (or None)."""
     serving_controller_listener.set(True)
     while True:
-        if not await _fill(stream, buf, 4):
+        try:
+            frame = await _read_frame(stream, buf, max_frame)
+        except ProtocolError as e:
+            log.error("controller listener: %s sent %s; closing", peer, e)
             return
-        (size,) = _LEN.unpack_from(buf)
-        if size < 0 or size > max_frame:
-            log.error("controller listener: %s sent a frame of %d bytes (limit %d); closing", peer, size, max_frame)
+        if frame is None:
             return
-        if not await _fill(stream, buf, 4 + size):
-            return
-        frame = bytes(buf[4:4 + size])
-        del buf[:4 + size]
         try:
             chunks = await handle_frame(frame, peer)
         except ProtocolError as e:
@@ -78,13 +76,19 @@ async def serve_kafka_connection(stream: trio.SocketStream, buf: bytearray, peer
             await stream.send_all(b"".join(bytes(c) for c in chunks))
 
 
-async def _fill(stream: trio.SocketStream, buf: bytearray, n: int) -> bool:
-    while len(buf) < n:
-        chunk = await stream.receive_some(1 << 20)
-        if not chunk:
-            return False
-        buf += chunk
-    return True
+async def _read_frame(stream: trio.SocketStream, buf: bytearray, limit: int) -> bytes | None:
+    """The next size-prefixed frame (without its size), from what `buf` holds and then the
+    stream; None if the peer closed first. A size outside [0, limit] is a ProtocolError."""
+    if not await fill_buffer(stream, buf, 4):
+        return None
+    (size,) = _LEN.unpack_from(buf)
+    if size < 0 or size > limit:
+        raise ProtocolError(f"a frame of {size} bytes (limit {limit})")
+    if not await fill_buffer(stream, buf, 4 + size):
+        return None
+    frame = bytes(buf[4:4 + size])
+    del buf[:4 + size]
+    return frame
 
 
 class ControllerClient:
@@ -149,19 +153,13 @@ class ControllerClient:
             self._to = to
         stream = self._stream
         corr = next(self._correlation) & 0x7FFFFFFF
-        frame = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)
-        await stream.send_all(b"".join(bytes(c) for c in frame))
-        buf = bytearray()
-        if not await _fill(stream, buf, 4):
+        request = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)
+        await stream.send_all(b"".join(bytes(c) for c in request))
+        frame = await _read_frame(stream, bytearray(), MAX_FRAME)
+        if frame is None:
             raise EOFError("the controller closed the connection")
-        (size,) = _LEN.unpack_from(buf)
-        if not await _fill(stream, buf, 4 + size):
-            raise EOFError("the controller closed the connection mid-response")
-        got, response = decode_response(api_key, version, memoryview(buf)[4:4 + size])
+        got, response = decode_response(api_key, version, frame)
         if got != corr:
             raise ProtocolError(f"response correlation id {got}, expected {corr}")
         return response
 
-
-def not_controller(code: int) -> bool:
-    return code == ErrorCode.NOT_CONTROLLER

@@ -7,7 +7,8 @@ peers' connections and receives):
     hello   b"LBRQ" | u16 version (1) | u64 sender node id | u16 length | cluster id (UTF-8)
     frame   u32 length | raft-proto Message bytes          (repeated)
 
-A connection whose hello does not match (another magic, another cluster id, a node id
+A connection that does not open with the magic is a Kafka client of the controller
+(controller_channel.py) when the node serves one. A connection whose hello does not match (another cluster id, a node id
 outside the voters) is closed with an ERROR log naming both sides' values; nothing from it
 reaches Raft; so is one that sends no complete hello within 5 s. Frames above `MAX_FRAME` close the connection. Sending never blocks the
 driver: messages go to a bounded per-peer queue and are dropped when it is full or the peer
@@ -26,7 +27,7 @@ import trio
 
 log = logging.getLogger("logbroker.quorum")
 
-__all__ = ["QuorumTransport"]
+__all__ = ["QuorumTransport", "fill_buffer"]
 
 MAGIC = b"LBRQ"
 VERSION = 1
@@ -121,7 +122,7 @@ class QuorumTransport:
                 except OSError:
                     pass
                 with trio.move_on_after(HELLO_TIMEOUT) as first_wait:
-                    if not await _fill(stream, buf, len(MAGIC)):
+                    if not await fill_buffer(stream, buf, len(MAGIC)):
                         return
                 if first_wait.cancelled_caught:
                     log.error("node %d: connection from %s sent nothing in %.0f s; closing", self.node_id, peer,
@@ -131,14 +132,14 @@ class QuorumTransport:
                     await kafka(stream, buf, peer)
                     return
                 with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
-                    if not await _fill(stream, buf, _HELLO.size):
+                    if not await fill_buffer(stream, buf, _HELLO.size):
                         return
                     magic, version, sender, n = _HELLO.unpack_from(buf)
                     if magic != MAGIC or version != VERSION:
                         log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
                                   self.node_id, peer, magic, version)
                         return
-                    if not await _fill(stream, buf, _HELLO.size + n):
+                    if not await fill_buffer(stream, buf, _HELLO.size + n):
                         return
                 if hello_wait.cancelled_caught:
                     log.error("node %d: connection from %s sent no complete hello in %.0f s; closing",
@@ -168,13 +169,13 @@ class QuorumTransport:
                         self.last_heard[sender] = time.time()
                         pos += 4 + size
                     del buf[:pos]
-                    if not await _fill(stream, buf, len(buf) + 1):
+                    if not await fill_buffer(stream, buf, len(buf) + 1):
                         return
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.info("node %d: connection from %s lost: %s", self.node_id, peer, e)
 
 
-async def _fill(stream: trio.SocketStream, buf: bytearray, n: int) -> bool:
+async def fill_buffer(stream: trio.SocketStream, buf: bytearray, n: int) -> bool:
     """Read until `buf` holds at least `n` bytes; False if the peer closed first."""
     while len(buf) < n:
         chunk = await stream.receive_some(1 << 20)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from logbroker.broker.replica_manager import ReplicaManager
     from logbroker.coord.controller import Controller
     from logbroker.coord.group_coordinator import GroupCoordinator
+    from logbroker.coord.metadata_quorum import MetadataQuorum
 
 
 class BrokerView(Protocol):
@@ -30,6 +31,7 @@ class BrokerView(Protocol):
     replicas: ReplicaManager | None
     controller: Controller | None
     groups: GroupCoordinator | None
+    quorum: MetadataQuorum | None  # set on a node of a controller quorum
 
 
 @dataclasses.dataclass
@@ -63,6 +65,10 @@ class HandlerEntry:
     @property
     def request_class(self) -> type:
         return REQUESTS[self.api_key]
+
+    def served_by(self, broker: BrokerView) -> bool:
+        """Whether this broker serves (and advertises) the API: cluster-only APIs need a quorum."""
+        return not self.cluster_only or broker.quorum is not None
 
 
 def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1):

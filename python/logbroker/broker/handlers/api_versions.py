@@ -19,11 +19,10 @@ Response = RESPONSES[API_KEY]
 
 
 def _api_keys(ctx) -> list:
-    clustered = getattr(ctx.broker, "quorum", None) is not None
     return [
         Response.ApiVersion(api_key=e.api_key, min_version=e.min_version, max_version=e.max_version)
         for e in sorted(ctx.handlers.values(), key=lambda e: e.api_key)
-        if clustered or not e.cluster_only
+        if e.served_by(ctx.broker)
     ]
 
 

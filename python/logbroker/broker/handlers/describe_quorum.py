@@ -21,7 +21,7 @@ Response = RESPONSES[API_KEY]
 METADATA_TOPIC = "__cluster_metadata"
 
 
-def _partition(ctx, index: int, leader: dict | None, error: ErrorCode, message: str | None):
+def _partition(index: int, leader: dict | None, error: ErrorCode, message: str | None):
     if leader is None:
         return Response.PartitionData(partition_index=index, error_code=error, error_message=message, leader_id=-1,
                                       leader_epoch=-1, high_watermark=-1, current_voters=[], observers=[])
@@ -55,15 +55,15 @@ async def handle(ctx, request):
         parts = []
         for p in t.partitions:
             if t.topic_name != METADATA_TOPIC or p.partition_index != 0:
-                parts.append(_partition(ctx, p.partition_index, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                parts.append(_partition(p.partition_index, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         f"{t.topic_name}-{p.partition_index} is not the metadata log "
                                         f"({METADATA_TOPIC}-0)"))
             elif state is None:
-                parts.append(_partition(ctx, 0, None, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                parts.append(_partition(0, None, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                         f"node {ctx.broker.node_id} is not the active controller "
                                         f"(leader {quorum.leader_id or 'unknown'})"))
             else:
-                parts.append(_partition(ctx, 0, state, ErrorCode.NONE, None))
+                parts.append(_partition(0, state, ErrorCode.NONE, None))
         topics.append(Response.TopicData(topic_name=t.topic_name, partitions=parts))
     return Response(error_code=ErrorCode.NONE, error_message=None, topics=topics, nodes=_nodes(ctx))
 
