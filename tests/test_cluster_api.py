@@ -1,11 +1,23 @@
-"""`logbroker.Cluster(3)` and the `logbroker_cluster` pytest fixture: three real nodes in
-subprocesses; every node agrees on brokers and controller; a stopped node leaves the others
-serving and rejoins on start; the last nodes stopping together do not hang."""
+"""`logbroker.Cluster(3)`, the `logbroker_cluster` pytest fixture and `logbroker cluster
+status`, with real processes: three nodes in subprocesses; every node agrees on brokers and
+controller; a topic made through the Admin client shows on every node; a stopped node leaves
+the others serving and rejoins on start or restart(); the last nodes stopping together do not
+hang; a node that cannot start is named with its log and nothing is left running. The status
+command prints the nodes (with racks), the controller and the quorum, as tables or JSON; it
+says why when a broker has no quorum to describe, exits 1 naming an unreachable bootstrap
+server and 2 on bad arguments. `logbroker serve --rack` sets broker.rack."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 
+import pytest
+
+from conftest import BrokerProcess, free_port
 from logbroker import Admin, Cluster, NewTopic
 from logbroker.client.connection import BrokerConnection
 from logbroker.protocol import REQUESTS
@@ -17,12 +29,23 @@ def brokers_and_topics(node) -> tuple[list[int], set[str]]:
     return sorted(b.node_id for b in r.brokers), {t.name for t in r.topics}
 
 
+def controller_seen_by(node) -> int:
+    with BrokerConnection(node.bootstrap_servers, timeout=5) as c:
+        return c.send(REQUESTS[60](), version=0).controller_id
+
+
+def status(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "logbroker", "cluster", "status", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
 def test_cluster_of_three(tmp_path):
     with Cluster(3, data_dir=tmp_path, config={"broker.session.timeout.ms": 3000,
                                                "broker.heartbeat.interval.ms": 300}) as cluster:
         assert [brokers_and_topics(n)[0] for n in cluster.nodes] == [[1, 2, 3]] * 3
         controller = cluster.controller_id()
         assert controller in (1, 2, 3)
+        assert [controller_seen_by(n) for n in cluster.nodes] == [controller] * 3
         with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
             admin.create_topics([NewTopic("c", num_partitions=3, replication_factor=3)])
         deadline = time.monotonic() + 20
@@ -44,3 +67,90 @@ def test_logbroker_cluster_fixture(logbroker_cluster):
     assert len(logbroker_cluster.nodes) == 3
     assert all(brokers_and_topics(n)[0] == [1, 2, 3] for n in logbroker_cluster.nodes)
     assert logbroker_cluster.bootstrap_servers.count(",") == 2
+    node = logbroker_cluster.node(2)
+    pid, port, log = node.pid, node.port, node.log_path
+    node.restart()  # same ports and data directory, a new process
+    assert node.is_running and node.pid != pid and node.port == port
+    logbroker_cluster.wait_ready(30)
+    assert brokers_and_topics(node)[0] == [1, 2, 3]
+    assert log.read_text().count("serving on") == 2  # both runs log to the same file
+
+
+def test_failed_start_names_the_node_and_leaves_nothing_running(tmp_path):
+    cluster = Cluster(2, data_dir=tmp_path, config={"num.partitions": "lots"})
+    with pytest.raises(RuntimeError, match=r"(?s)node 1 \(port \d+.*exited with code 2.*num.partitions"):
+        cluster.start()
+    assert not any(n.is_running for n in cluster.nodes)
+    assert all(n.pid is None for n in cluster.nodes)
+
+
+def test_cluster_status(tmp_path):
+    racks = ["east", "west", "east"]
+    with Cluster(3, data_dir=tmp_path, racks=racks) as cluster:
+        controller = cluster.controller_id()
+        out = status("--bootstrap-server", cluster.node(2).bootstrap_servers)
+        assert out.returncode == 0, out.stderr
+        assert out.stderr == ""
+        text = out.stdout
+        assert f"active controller {controller} " in text
+        for n, rack in zip(cluster.nodes, racks):
+            row = next(line.split() for line in text.splitlines() if line.split()[1:2] == [f"127.0.0.1:{n.port}"])
+            assert row == [str(n.node_id), f"127.0.0.1:{n.port}", rack, "broker,controller", "unfenced"]
+        assert f"quorum __cluster_metadata-0: leader {controller}, leader epoch " in text
+        assert "under-replicated or offline partitions: none" in text
+
+        with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("rf3", num_partitions=2, replication_factor=3)])
+        deadline = time.monotonic() + 20
+        while "rf3" not in brokers_and_topics(cluster.node(1))[1]:
+            assert time.monotonic() < deadline, "topic rf3 not on node 1"
+            time.sleep(0.1)
+        out = status("--bootstrap-server", f"127.0.0.1:{free_port()},{cluster.node(1).bootstrap_servers}", "--json")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["bootstrap_server"] == cluster.node(1).bootstrap_servers  # the first one answering
+        assert doc["controller_id"] == controller and doc["cluster_id"]
+        assert [(n["node_id"], n["port"], n["rack"], n["roles"]) for n in doc["nodes"]] == [
+            (n.node_id, n.port, rack, ["broker", "controller"]) for n, rack in zip(cluster.nodes, racks)]
+        q = doc["quorum"]
+        assert doc["quorum_error"] is None and q["leader_id"] == controller and q["high_watermark"] > 0
+        assert sorted(v["node_id"] for v in q["voters"]) == [1, 2, 3]
+        assert [v["status"] for v in q["voters"] if v["node_id"] == controller] == ["leader"]
+        assert all(v["lag"] is not None and v["lag"] >= 0 for v in q["voters"])
+        assert all(v["last_fetch_age_ms"] is not None for v in q["voters"] if v["node_id"] != controller)
+        # until followers replicate (issue 13) a partition's ISR is its leader alone
+        assert {(p["topic"], p["partition"]) for p in doc["partitions"]} <= {("rf3", 0), ("rf3", 1)}
+        assert all(p["status"] == "under-replicated" and len(p["replicas"]) == 3 for p in doc["partitions"])
+
+
+def test_cluster_status_of_a_single_broker_and_serve_rack(tmp_path):
+    """A node outside a quorum does not offer DescribeQuorum: the other tables, and why not."""
+    bp = BrokerProcess(tmp_path / "data", extra=["--rack", "rack-a"]).start()
+    try:
+        out = status("--bootstrap-server", bp.bootstrap_servers)
+        assert out.returncode == 0, out.stderr
+        assert "Traceback" not in out.stdout + out.stderr
+        assert f"1   {bp.bootstrap_servers}  rack-a  broker  unfenced" in out.stdout
+        assert ("quorum: could not be described: broker "
+                f"{bp.bootstrap_servers} does not offer DescribeQuorum (API key 55)") in out.stdout
+        assert "under-replicated or offline partitions: none" in out.stdout
+        doc = json.loads(status("--bootstrap-server", bp.bootstrap_servers, "--json").stdout)
+        assert doc["quorum"] is None and "DescribeQuorum" in doc["quorum_error"]
+    finally:
+        assert bp.stop() == 0
+
+
+def test_cluster_status_unreachable_and_bad_arguments():
+    dead = f"127.0.0.1:{free_port()}"
+    t0 = time.monotonic()
+    out = status("--bootstrap-server", dead)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith(f"logbroker: cannot reach the cluster at {dead}: ")
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert time.monotonic() - t0 < 15
+    bad = status("--bootstrap-server", "no-port-here")
+    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr and "'no-port-here'" in bad.stderr
+    assert status("--no-such-flag").returncode == 2
+    usage = subprocess.run([sys.executable, "-m", "logbroker", "cluster"], capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "200"})
+    assert usage.returncode == 2 and "status" in usage.stderr

@@ -1,8 +1,9 @@
 """The `logbroker` command.
 
     logbroker serve [--data-dir DIR] [--listen HOST:PORT | NAME://HOST:PORT,...] [--node-id N]
-                    [--voters ID@HOST:PORT,...] [--config FILE] [--set key=value ...]
+                    [--voters ID@HOST:PORT,...] [--rack RACK] [--config FILE] [--set key=value ...]
     logbroker group list|describe GROUP|reset-offsets GROUP --topic T --to-...|delete GROUP
+    logbroker cluster status [--bootstrap-server HOST:PORT] [--json]
 
 Prints one line on stdout when the broker accepts connections, logs to stderr, and
 shuts down cleanly (logs flushed and closed, checkpoints written) on SIGINT or SIGTERM.
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", help="HOST:PORT to listen on (config key listeners; default 127.0.0.1:9092)")
     s.add_argument("--node-id", type=int, help="this node's id (config key node.id; default 1)")
     s.add_argument("--voters", help="the controller quorum, ID@HOST:PORT,... (config key controller.quorum.voters)")
+    s.add_argument("--rack", help="this broker's rack (config key broker.rack)")
     s.add_argument("--config", help="Java-properties file with broker config keys")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -36,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.group_cli import add_parser as add_group_parser
 
     add_group_parser(sub)
+    from logbroker.cluster_cli import add_parser as add_cluster_parser
+
+    add_cluster_parser(sub)
     return p
 
 
@@ -74,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         from logbroker import group_cli
 
         return group_cli.run(args)
+    if args.command == "cluster":
+        from logbroker import cluster_cli
+
+        return cluster_cli.run(args)
     if args.command == "config-keys":
         from logbroker.broker.config import BROKER_KEYS
 
@@ -88,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen,
                                                                 "node.id": args.node_id,
-                                                                "controller.quorum.voters": args.voters})
+                                                                "controller.quorum.voters": args.voters,
+                                                                "broker.rack": args.rack})
     except ConfigError as e:
         print(f"logbroker: bad configuration: {e}", file=sys.stderr)
         return 2

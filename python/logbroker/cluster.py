@@ -10,11 +10,15 @@ Each node gets its own data directory (under `data_dir`, or a temporary director
 on `stop()`), its stderr in `<node dir>.log`, and the same `config` keys (`--set k=v`).
 `start()` returns once every node prints its ready line and every node's Metadata lists
 every running node; a node that does not start raises with the tail of its log. Exiting
-the `with` block stops every node (no orphans, even after a failed start).
+the `with` block stops every node; a failed start kills every node it started, and nodes
+still running when the interpreter exits are stopped then (no orphans).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import selectors
 import shutil
 import signal
 import socket
@@ -43,6 +47,7 @@ class ClusterNode:
         self.data_dir = data_dir
         self.log_path = data_dir.with_name(data_dir.name + ".log")
         self._args = args
+        self._ready_line = ""
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -58,9 +63,16 @@ class ClusterNode:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 60.0) -> ClusterNode:
-        """Start the process and wait for its ready line."""
+        """Start the process (same ports and data directory as before) and wait for its ready line."""
+        self.spawn()
+        self.wait_started(timeout)
+        return self
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it (`wait_started` waits)."""
         if self.is_running:
-            return self
+            return
+        self._end(signal.SIGKILL, 5.0)  # a process that exited on its own: close its pipe
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         try:
@@ -68,14 +80,47 @@ class ClusterNode:
                                          stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         finally:
             log.close()
+        self._ready_line = ""
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        """Until the spawned process prints its ready line; kills it and raises (with the log
+        tail) if it exits first or does not print it within `timeout` seconds."""
+        if self._ready_line:
+            return
+        if self.proc is None:
+            raise RuntimeError(f"node {self.node_id} (port {self.port}) was not started")
         assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()  # read unbuffered: a stuck node must not block us past the timeout
+        buf = b""
+        closed = False
         deadline = time.monotonic() + timeout
-        line = self.proc.stdout.readline().decode()
-        if "ready" not in line or time.monotonic() > deadline:
-            self.kill()
-            raise RuntimeError(f"node {self.node_id} (port {self.port}, controller port {self.controller_port}) did "
-                               f"not start: {line.strip()!r}; log {self.log_path}:\n{self.log_text()[-3000:]}")
-        return self
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    break
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    closed = True
+                    break
+                buf += chunk
+        line = buf.split(b"\n")[0].decode(errors="replace").strip()
+        if line.startswith("logbroker ready:"):
+            self._ready_line = line
+            return
+        if closed:
+            try:
+                why = f"exited with code {self.proc.wait(5)}"
+            except subprocess.TimeoutExpired:
+                why = "closed its stdout without a ready line"
+        else:
+            why = f"printed no ready line within {timeout:.0f} s"
+        self.kill()
+        raise RuntimeError(f"node {self.node_id} (port {self.port}, controller port {self.controller_port}, "
+                           f"data dir {self.data_dir}) did not start: {why}"
+                           + (f", stdout {line!r}" if line else "")
+                           + f"; log {self.log_path}:\n{self.log_text()[-3000:]}")
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM: a controlled shutdown (leaderships move first); returns the exit code."""
@@ -86,11 +131,13 @@ class ClusterNode:
         self._end(signal.SIGKILL, 30.0)
 
     def restart(self, timeout: float = 60.0) -> ClusterNode:
+        """Stop (SIGTERM) and start again on the same ports and data directory."""
         self.stop()
         return self.start(timeout)
 
     def _end(self, sig: int, timeout: float) -> int | None:
         proc, self.proc = self.proc, None
+        self._ready_line = ""
         if proc is None:
             return None
         if proc.poll() is None:
@@ -124,7 +171,7 @@ class Cluster:
         root = Path(data_dir if data_dir is not None else self._tmp)
         ports = {i: (_free_port(), _free_port()) for i in range(1, n + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
-        sets = [f"{k}={v}" for k, v in (config or {}).items()]
+        sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config or {}).items()]
         self.nodes: list[ClusterNode] = []
         for i, (p, c) in ports.items():
             args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
@@ -144,11 +191,23 @@ class Cluster:
         raise KeyError(f"no node {node_id} in this cluster (nodes {[n.node_id for n in self.nodes]})")
 
     def start(self, timeout: float = 60.0) -> Cluster:
+        """Start every node (all at once) and wait until each lists every node as a broker.
+        On any failure every node is killed (and a temporary data directory removed)."""
+        atexit.register(self.stop)
         try:
             for n in self.nodes:
-                n.start(timeout)
+                n.spawn()
+            for n in self.nodes:
+                n.wait_started(timeout)
             self.wait_ready(timeout)
+            for n in self.nodes:  # wait_ready looks at running nodes only
+                if not n.is_running:
+                    raise RuntimeError(f"node {n.node_id} (port {n.port}) exited with code "
+                                       f"{n.proc.poll() if n.proc else None} while the cluster started; "
+                                       f"log {n.log_path}:\n{n.log_text()[-3000:]}")
         except BaseException:
+            for n in self.nodes:
+                n.kill()
             self.stop()
             raise
         return self
@@ -212,6 +271,7 @@ class Cluster:
             n.stop()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+        atexit.unregister(self.stop)
 
     def __enter__(self) -> Cluster:
         return self.start()
