@@ -30,13 +30,20 @@ wait_for = wait_until
 
 
 def metadata(bp: BrokerProcess):
-    """(broker ids, {(topic, partition): (leader, leader_epoch, replicas, isr)}, controller id)."""
+    """(broker ids, {(topic, partition): (leader, leader_epoch, replicas, isr)}, active
+    controller id (from DescribeCluster: in a cluster, Metadata names the broker asked))."""
     req = REQUESTS[3](topics=None, allow_auto_topic_creation=False)
     with RawClient(bp.bootstrap_servers) as c:
         r = c.request(3, 12, req)
+        controller = c.request(60, 0, REQUESTS[60]()).controller_id
     parts = {(t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
              for t in r.topics for p in t.partitions}
-    return sorted(b.node_id for b in r.brokers), parts, r.controller_id
+    assert r.controller_id == node_of(bp), f"Metadata from {bp.bootstrap_servers} names {r.controller_id}"
+    return sorted(b.node_id for b in r.brokers), parts, controller
+
+
+def node_of(bp: BrokerProcess) -> int:
+    return int(bp.extra[bp.extra.index("--node-id") + 1])
 
 
 def node_id(cluster, bp) -> int:

@@ -15,6 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import BrokerProcess, cluster_processes, free_port, wait_until
+from logbroker.client.connection import BrokerConnection
+from logbroker.protocol import REQUESTS
 
 
 def start_cluster(tmp_path, n=3) -> list[BrokerProcess]:
@@ -40,8 +42,10 @@ def read_all(bp: BrokerProcess, topic: str, partitions: int, expect: int = 60) -
 
 
 def controller_of(bp: BrokerProcess) -> int:
-    admin = AdminClient({"bootstrap.servers": bp.bootstrap_servers})
-    return admin.describe_cluster().result(10).controller.id
+    """The active controller as DescribeCluster names it (librdkafka's describe_cluster reads
+    Metadata, where a cluster broker names itself, as KRaft brokers name a live broker)."""
+    with BrokerConnection(bp.bootstrap_servers, timeout=5) as c:
+        return c.send(REQUESTS[60](), version=0).controller_id
 
 
 wait_for = wait_until

@@ -1,9 +1,10 @@
 """The controller quorum (raft-rs in rust/src/raft, driven by logbroker.coord.quorum) under
 trio's MockClock with a simulated network that drops, delays, duplicates and partitions
-messages, and nodes that crash and restart from their metadata-log directory.
+messages, and nodes that crash and restart from their metadata-log directory. Three voters
+and one observer (a broker-only node: a learner the leader adds by configuration change).
 
 A checker asserts Raft's safety properties on every run:
-- at most one leader per term (sampled every 10 ms of simulated time);
+- at most one leader per term (sampled every 10 ms of simulated time), never the observer;
 - every node applies records in index order, and all nodes apply the same record at the
   same index;
 - no acknowledged record is lost: once `propose` returned index i for record r, every node
@@ -23,6 +24,8 @@ from logbroker import _core
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 
 VOTERS = [1, 2, 3]
+OBSERVER = 4
+NODES = VOTERS + [OBSERVER]
 
 
 async def inline(fn, *args):
@@ -30,15 +33,15 @@ async def inline(fn, *args):
 
 
 class Sim:
-    """Three voters on a simulated network; the whole cluster's history for the checker."""
+    """Three voters and an observer on a simulated network; the whole cluster's history for the checker."""
 
     def __init__(self, rng: random.Random, root, nursery: trio.Nursery) -> None:
         self.rng = rng
         self.root = root
         self.nursery = nursery
-        self.drivers: dict[int, QuorumDriver | None] = {n: None for n in VOTERS}
+        self.drivers: dict[int, QuorumDriver | None] = {n: None for n in NODES}
         self.scopes: dict[int, trio.CancelScope] = {}
-        self.applied: dict[int, dict[int, bytes]] = {n: {} for n in VOTERS}
+        self.applied: dict[int, dict[int, bytes]] = {n: {} for n in NODES}
         self.cut: set[frozenset[int]] = set()
         self.drop = 0.0
         self.dup = 0.05
@@ -78,7 +81,8 @@ class Sim:
             assert index > last, f"node {n} applied index {index} after {last}"
             applied[index] = data
 
-        node = _core.RaftNode(n, VOTERS, str(self.root / f"node{n}"), election_tick=10, heartbeat_tick=2)
+        node = _core.RaftNode(n, VOTERS, str(self.root / f"node{n}"), election_tick=10, heartbeat_tick=2,
+                              observer=n == OBSERVER)
         driver = QuorumDriver(node, self.transport(n), apply, tick_seconds=0.1, run_sync=inline)
         scope = trio.CancelScope()
         self.scopes[n] = scope
@@ -100,10 +104,20 @@ class Sim:
         self.restarts += 1
         await self.start(n)
 
+    async def admit_observer(self) -> None:
+        """What MetadataQuorum does on the leader: propose the observer as a learner."""
+        while True:
+            for d in self.drivers.values():
+                if d is not None and d.node.role == "leader" and OBSERVER not in d.node.learners:
+                    d.add_learners({OBSERVER})
+            await trio.sleep(0.2)
+
     # -- checks
     async def watch_leaders(self) -> None:
         while True:
             for n, d in self.drivers.items():
+                if d is not None and d.node.role != "follower":
+                    assert n != OBSERVER, f"the observer became {d.node.role}"
                 if d is not None and d.node.role == "leader":
                     term = d.node.term
                     other = self.leaders.setdefault(term, n)
@@ -113,7 +127,7 @@ class Sim:
     async def wait_applied(self, index: int, timeout: float) -> None:
         """Until every node applied up to `index` (fails after `timeout` simulated seconds)."""
         with trio.fail_after(timeout):
-            while not all(max(self.applied[n], default=0) >= index for n in VOTERS):
+            while not all(max(self.applied[n], default=0) >= index for n in NODES if n in self.scopes):
                 await trio.sleep(0.05)
 
     def check_logs_agree(self) -> None:
@@ -156,12 +170,12 @@ async def faults(sim: Sim, rng: random.Random) -> None:
     while True:
         await trio.sleep(rng.uniform(0.5, 3.0))
         kind = rng.choice(["partition", "heal", "restart", "lossy", "isolate"])
-        n = rng.choice(VOTERS)
+        n = rng.choice(NODES)
         if kind == "partition":
-            other = rng.choice([m for m in VOTERS if m != n])
+            other = rng.choice([m for m in NODES if m != n])
             sim.cut.add(frozenset((n, other)))
         elif kind == "isolate":
-            for m in VOTERS:
+            for m in NODES:
                 if m != n:
                     sim.cut.add(frozenset((n, m)))
         elif kind == "heal":
@@ -177,9 +191,10 @@ async def run_seed(seed: int, root) -> Sim:
     seq = [0]
     async with trio.open_nursery() as nursery:
         sim = Sim(rng, root, nursery)
-        for n in VOTERS:
+        for n in NODES:
             await sim.start(n)
         nursery.start_soon(sim.watch_leaders)
+        nursery.start_soon(sim.admit_observer)
         with trio.move_on_after(30):
             async with trio.open_nursery() as chaos:
                 chaos.start_soon(client, sim, rng, seq)
@@ -187,19 +202,19 @@ async def run_seed(seed: int, root) -> Sim:
         # faults stop; heal and let everything catch up
         sim.cut.clear()
         sim.drop = 0.0
-        for n in VOTERS:
+        for n in NODES:
             if sim.drivers[n] is None:
                 await sim.start(n)
         target = max(sim.acked, default=0)
         with trio.move_on_after(30):
-            while not all(max(sim.applied[n], default=0) >= target for n in VOTERS):
+            while not all(max(sim.applied[n], default=0) >= target for n in NODES):
                 await trio.sleep(0.1)
         # one more record through the healed cluster commits everywhere
         d = sim.drivers[1]
         assert d is not None
         final = await d.propose(b"final", timeout=10)
         with trio.move_on_after(10):
-            while not all(max(sim.applied[n], default=0) >= final for n in VOTERS):
+            while not all(max(sim.applied[n], default=0) >= final for n in NODES):
                 await trio.sleep(0.1)
         nursery.cancel_scope.cancel()
     return sim
@@ -210,7 +225,7 @@ def test_raft_safety_under_faults(seed, tmp_path):
     clock = trio.testing.MockClock(autojump_threshold=0)
     sim = trio.run(run_seed, seed, tmp_path, clock=clock)
     sim.check_logs_agree()
-    for n in VOTERS:
+    for n in NODES:
         log = sim.applied[n]
         for index, data in sim.acked.items():
             assert log.get(index) == data, f"seed {seed}: acknowledged record {data!r} at {index} lost on node {n}"
@@ -231,7 +246,7 @@ def test_elects_one_leader_and_replicates(tmp_path):
             idx = await sim.drivers[2].propose(b"hello", timeout=10)
             await sim.wait_applied(idx, 5)
             assert all(sim.applied[n].get(idx) == b"hello" for n in VOTERS)
-            leaders = {d.node.leader_id for d in sim.drivers.values()}
+            leaders = {d.node.leader_id for d in sim.drivers.values() if d is not None}
             assert len(leaders) == 1 and leaders != {0}
             nursery.cancel_scope.cancel()
 
@@ -271,6 +286,73 @@ def test_bad_configuration_is_refused(tmp_path):
     _core.RaftNode(1, VOTERS, str(tmp_path / "b"))
     with pytest.raises(_core.RaftError, match="was written by a quorum of"):
         _core.RaftNode(1, [1, 2, 5], str(tmp_path / "b"))
+    with pytest.raises(_core.RaftError, match="cannot be a broker-only observer"):
+        _core.RaftNode(2, VOTERS, str(tmp_path / "c"), observer=True)
+
+
+def test_an_observer_follows_the_log_forwards_proposals_and_never_votes(tmp_path):
+    """The leader adds the observer as a learner; it applies what the voters apply, its
+    proposals commit through the leader, it keeps its log across a restart, and the quorum
+    goes on electing among the voters alone (the observer never campaigns, even isolated)."""
+    async def main():
+        async with trio.open_nursery() as nursery:
+            sim = Sim(random.Random(3), tmp_path, nursery)
+            sim.dup = 0.0
+            for n in NODES:
+                await sim.start(n)
+            nursery.start_soon(sim.watch_leaders)
+            nursery.start_soon(sim.admit_observer)
+            first = await sim.drivers[1].propose(b"from a voter", timeout=10)
+            with trio.fail_after(10):
+                while OBSERVER not in sim.drivers[1].node.learners:
+                    await trio.sleep(0.05)
+            mine = await sim.drivers[OBSERVER].propose(b"from the observer", timeout=10)
+            await sim.wait_applied(mine, 5)
+            assert all(sim.applied[n][first] == b"from a voter" and sim.applied[n][mine] == b"from the observer"
+                       for n in NODES)
+            # isolated for many election timeouts, the observer stays a follower
+            for m in VOTERS:
+                sim.cut.add(frozenset((OBSERVER, m)))
+            await trio.sleep(10)
+            assert sim.drivers[OBSERVER].node.role == "follower"
+            sim.cut.clear()
+            # restarted, it replays its own log and catches up with what it missed
+            await sim.restart(OBSERVER)
+            later = await sim.drivers[2].propose(b"after the restart", timeout=10)
+            await sim.wait_applied(later, 10)
+            assert sim.applied[OBSERVER][first] == b"from a voter" and sim.applied[OBSERVER][later] == b"after the restart"
+            leader = next(n for n in VOTERS if sim.drivers[n].node.role == "leader")
+            assert OBSERVER in sim.drivers[leader].node.learners
+            assert [p[0] for p in sim.drivers[leader].node.progress()] == NODES
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_a_vote_request_from_outside_the_voters_is_refused(tmp_path):
+    """Only answers and proposals are taken from a node outside the voters: a vote request
+    from it (a misconfigured node) is an error, and nothing changes."""
+    async def main():
+        async with trio.open_nursery() as nursery:
+            sim = Sim(random.Random(5), tmp_path, nursery)
+            sim.dup = 0.0
+            for n in VOTERS:
+                await sim.start(n)
+            await sim.drivers[1].propose(b"x", timeout=10)
+            leader = next(n for n in VOTERS if sim.drivers[n].node.role == "leader")
+            # a node 9 believing it is a voter campaigns: its vote requests reach the voters
+            rogue = _core.RaftNode(9, [9, *VOTERS], str(tmp_path / "rogue"), election_tick=10, heartbeat_tick=2)
+            rogue.campaign()
+            messages, _snap, _committed = rogue.ready()
+            assert messages
+            for to, msg in messages:
+                if to in VOTERS:
+                    with pytest.raises(_core.RaftError, match="not a voter"):
+                        sim.drivers[to].node.step(msg)
+            assert sim.drivers[leader].node.role == "leader"
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_garbage_message_is_an_error_not_a_crash(tmp_path):

@@ -1,7 +1,8 @@
 """The `logbroker` command.
 
     logbroker serve [--data-dir DIR] [--listen HOST:PORT | NAME://HOST:PORT,...] [--node-id N]
-                    [--voters ID@HOST:PORT,...] [--rack RACK] [--config FILE] [--set key=value ...]
+                    [--voters ID@HOST:PORT,...] [--roles broker[,controller]] [--rack RACK]
+                    [--config FILE] [--set key=value ...]
     logbroker group list|describe GROUP|reset-offsets GROUP --topic T --to-...|delete GROUP
     logbroker cluster status [--bootstrap-server HOST:PORT] [--json]
 
@@ -30,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", help="HOST:PORT to listen on (config key listeners; default 127.0.0.1:9092)")
     s.add_argument("--node-id", type=int, help="this node's id (config key node.id; default 1)")
     s.add_argument("--voters", help="the controller quorum, ID@HOST:PORT,... (config key controller.quorum.voters)")
+    s.add_argument("--roles", help="broker,controller (combined, the default) or broker (config key process.roles)")
     s.add_argument("--rack", help="this broker's rack (config key broker.rack)")
     s.add_argument("--config", help="Java-properties file with broker config keys")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen,
                                                                 "node.id": args.node_id,
                                                                 "controller.quorum.voters": args.voters,
-                                                                "broker.rack": args.rack})
+                                                                "broker.rack": args.rack,
+                                                                "process.roles": args.roles})
     except ConfigError as e:
         print(f"logbroker: bad configuration: {e}", file=sys.stderr)
         return 2

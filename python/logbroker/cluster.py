@@ -1,5 +1,6 @@
 """`logbroker.Cluster(n)`: N `logbroker serve` nodes (combined broker and controller) as
-subprocesses on free loopback ports, for tests and notebooks.
+subprocesses on free loopback ports, for tests and notebooks; `broker_only=k` adds k
+broker-only nodes (process.roles=broker, ids n+1..n+k) that follow the quorum as observers.
 
     with logbroker.Cluster(3) as cluster:
         admin = logbroker.Admin(bootstrap_servers=cluster.bootstrap_servers)
@@ -40,7 +41,7 @@ def _free_port() -> int:
 class ClusterNode:
     """One `logbroker serve` process of a `Cluster`."""
 
-    def __init__(self, node_id: int, port: int, controller_port: int, data_dir: Path, args: list[str]) -> None:
+    def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str]) -> None:
         self.node_id = node_id
         self.port = port
         self.controller_port = controller_port
@@ -159,14 +160,16 @@ class ClusterNode:
 
 
 class Cluster:
-    """N combined broker+controller nodes (see the module doc)."""
+    """N combined broker+controller nodes and `broker_only` broker-only nodes (see the module doc)."""
 
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
-                 racks: list[str] | None = None, log_level: str = "INFO") -> None:
+                 racks: list[str] | None = None, log_level: str = "INFO", broker_only: int = 0) -> None:
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
-        if racks is not None and len(racks) != n:
-            raise ValueError(f"racks names {len(racks)} racks for {n} nodes")
+        if broker_only < 0:
+            raise ValueError(f"broker_only must be >= 0, got {broker_only}")
+        if racks is not None and len(racks) != n + broker_only:
+            raise ValueError(f"racks names {len(racks)} racks for {n + broker_only} nodes")
         self._tmp = None if data_dir is not None else tempfile.mkdtemp(prefix="logbroker-cluster-")
         root = Path(data_dir if data_dir is not None else self._tmp)
         ports = {i: (_free_port(), _free_port()) for i in range(1, n + 1)}
@@ -179,6 +182,13 @@ class Cluster:
             for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
                 args += ["--set", kv]
             self.nodes.append(ClusterNode(i, p, c, root / f"node{i}", args))
+        for i in range(n + 1, n + broker_only + 1):
+            p = _free_port()
+            args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
+                    "--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}", "--log-level", log_level]
+            for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
+                args += ["--set", kv]
+            self.nodes.append(ClusterNode(i, p, None, root / f"node{i}", args))
 
     @property
     def bootstrap_servers(self) -> str:

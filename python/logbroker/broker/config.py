@@ -138,9 +138,10 @@ def _parse_roles(text: str) -> str:
     roles = {r.strip() for r in str(text).split(",") if r.strip()}
     if not roles or not roles <= {"broker", "controller"}:
         raise ConfigError(f"process.roles must be broker, controller or both, got {text!r}")
-    if roles != {"broker", "controller"}:
-        raise ConfigError(f"process.roles={text!r}: only combined mode (broker,controller) is supported so far")
-    return "broker,controller"
+    if "broker" not in roles:
+        raise ConfigError(f"process.roles={text!r}: controller-only nodes are not supported yet; use "
+                          "broker,controller (combined) or broker")
+    return ",".join(sorted(roles))
 
 
 def split_host_port(text: str) -> tuple[str, int]:
@@ -175,7 +176,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("node.id", _parse_int(0, INT_MAX), "1", "This broker's id (Kafka: node.id / broker.id)."),
     ConfigKey("log.dirs", _parse_str, "./logbroker-data", "Data directory holding one directory per partition."),
     ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
-    ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles; combined mode (broker,controller) is what is supported so far."),
+    ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
     ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
     ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
     ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),
@@ -359,10 +360,28 @@ class BrokerConfig:
     def quorum_voters(self) -> dict[int, tuple[str, int]]:
         return parse_voters(self.get_str("controller.quorum.voters"))
 
+    @property
+    def is_controller(self) -> bool:
+        """A controller-quorum voter (process.roles includes controller)."""
+        return "controller" in self.get_str("process.roles").split(",")
+
     def check_quorum(self) -> None:
         """Cross-key checks of a cluster node's quorum settings (ConfigError naming values)."""
         voters = self.quorum_voters
         if not voters:
+            if not self.is_controller:
+                raise ConfigError("process.roles=broker needs controller.quorum.voters: a broker-only node follows "
+                                  "a controller quorum")
+            return
+        if not self.is_controller:
+            if self.node_id in voters:
+                raise ConfigError(f"node.id {self.node_id} is a voter in controller.quorum.voters "
+                                  f"{self.get_str('controller.quorum.voters')}, but process.roles=broker; a voter "
+                                  f"needs process.roles=broker,controller (or give this broker another node.id)")
+            if self.controller_listen is not None:
+                raise ConfigError(f"process.roles=broker, but listeners={self.get_str('listeners')!r} has a "
+                                  f"{self.get_str('controller.listener.names')}:// listener; only controllers listen "
+                                  f"on it")
             return
         if self.node_id not in voters:
             raise ConfigError(f"node.id {self.node_id} is not in controller.quorum.voters {self.get_str('controller.quorum.voters')}")

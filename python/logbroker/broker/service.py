@@ -83,10 +83,10 @@ class BrokerServer:
         local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1],
                                    self.config.get_str("broker.rack") or None)
         quorum = None
+        self.config.check_quorum()
         if self.config.quorum_voters:
             from logbroker.coord.metadata_quorum import MetadataQuorum, derived_cluster_id
 
-            self.config.check_quorum()
             cluster_id = self.config.get_str("cluster.id") or derived_cluster_id(self.config.quorum_voters)
             quorum = MetadataQuorum(self.config, local, cluster_id)
         self.quorum = quorum

@@ -94,6 +94,17 @@ class Controller:
             return self.quorum.leader_id or -1
         return self.image.controller_id
 
+    @property
+    def client_controller_id(self) -> int:
+        """The controller named to clients in Metadata. In a cluster every broker forwards
+        admin requests to the active controller, so, as KRaft brokers name a live broker
+        rather than the controller, a broker names itself: a client never waits on a
+        controller that just died (librdkafka's admin client would, until its request times
+        out). DescribeCluster and DescribeQuorum name the active controller."""
+        if self.quorum is None:
+            return self.image.controller_id
+        return self.local.node_id
+
     def _load(self) -> MetadataImage:
         if self.quorum is not None:
             return self._load_quorum(self.quorum)

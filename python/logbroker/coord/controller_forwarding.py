@@ -17,6 +17,9 @@ image shows the change, so the client's next Metadata on this broker sees it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import logging
 from typing import TYPE_CHECKING, Callable
 
@@ -36,6 +39,21 @@ TOPIC_CONFIG_SOURCE = 1  # CreateTopics result configs: set on the topic
 SET, DELETE = 0, 1
 CATCH_UP_SECONDS = 5.0
 
+# The client's own timeout_ms (CreateTopics, DeleteTopics, CreatePartitions) bounds how long a
+# forwarded request waits for a controller; set by the handler with `client_timeout`.
+_client_timeout: contextvars.ContextVar[float | None] = contextvars.ContextVar("client_timeout", default=None)
+
+
+@contextlib.contextmanager
+def client_timeout(timeout_ms: int):
+    """Within this block a forwarded request waits at most the client's `timeout_ms` (at
+    least 1 s, at most the forwarder's own limit) for the active controller."""
+    token = _client_timeout.set(max(1.0, timeout_ms / 1000))
+    try:
+        yield
+    finally:
+        _client_timeout.reset(token)
+
 
 class Forwarder:
     def __init__(self, controller: Controller, client: ControllerClient, timeout: float = 30.0) -> None:
@@ -52,7 +70,8 @@ class Forwarder:
             return result_of(response).error_code == ErrorCode.NOT_CONTROLLER
 
         try:
-            response = await self.client.request(api_key, version, body, self.timeout, retry_on=moved)
+            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
+            response = await self.client.request(api_key, version, body, timeout, retry_on=moved)
         except ControllerUnavailable as e:
             raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
         result = result_of(response)

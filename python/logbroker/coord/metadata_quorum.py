@@ -1,7 +1,14 @@
-"""The metadata log of a cluster node (`controller.quorum.voters` set): the controller
-quorum's Raft voter (`_core.RaftNode`, driven by `QuorumDriver`, networked by
-`QuorumTransport` on the CONTROLLER listener) and the metadata image built by applying its
-committed records (`metadata_records`).
+"""The metadata log of a cluster node (`controller.quorum.voters` set): the node's member of
+the controller quorum's Raft group (`_core.RaftNode`, driven by `QuorumDriver`, networked
+by `QuorumTransport` on the CONTROLLER listener) and the metadata image built by applying
+its committed records (`metadata_records`).
+
+A combined node (process.roles=broker,controller) is a voter. A broker-only node
+(process.roles=broker) is an observer, Kafka's word, a raft-rs learner: it dials the
+voters, the leader adds it to the Raft configuration as a learner once it connects, and
+from then on it receives (and stores) the metadata log like a voter, but never votes or
+campaigns, and its proposals (registration, producer-id blocks) are forwarded to the
+leader by Raft.
 
     <log.dirs>/__cluster_metadata-0/    raft.log, hardstate, snapshot, voters (rust/src/raft)
 
@@ -70,10 +77,11 @@ class MetadataQuorum:
         self.config = config
         self.local = local
         self.voters = config.quorum_voters
+        self.observer = not config.is_controller
         self.cluster_id = cluster_id
         self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ELECTION_TICKS
         self.node: _core.RaftNode | None = None
-        self.transport = QuorumTransport(local.node_id, cluster_id, self.voters)
+        self.transport = QuorumTransport(local.node_id, cluster_id, self.voters, observer=self.observer)
         self.driver: QuorumDriver | None = None
         self._replay_to = 0
         self._block_start = -1
@@ -97,7 +105,8 @@ class MetadataQuorum:
         snapshot, if it has one, then replay the entries after it."""
         self.node = _core.RaftNode(self.local.node_id, sorted(self.voters),
                                    str(self.config.data_dir / "__cluster_metadata-0"),
-                                   election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS)
+                                   election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS,
+                                   observer=self.observer)
         self._replay_to = self.node.commit_index
         self.driver = QuorumDriver(self.node, self.transport, self._apply, install_snapshot=self._install_snapshot,
                                    tick_seconds=self.tick_seconds)
@@ -187,8 +196,9 @@ class MetadataQuorum:
         with trio.move_on_after(max(0.0, timeout)):
             while self.is_active:
                 last = self.node.last_index
+                learners = set(self.node.learners)  # observers cannot lead
                 ready = [n for n, matched, active in self.node.progress()
-                         if n != self.local.node_id and active and matched >= last]
+                         if n != self.local.node_id and n not in learners and active and matched >= last]
                 if not ready:
                     log.info("node %d: no caught-up voter to hand controller leadership to; stopping as leader",
                              self.local.node_id)
@@ -201,12 +211,13 @@ class MetadataQuorum:
 
     def describe(self) -> dict:
         """The quorum as the leader sees it (for DescribeQuorum): leader, term, commit index
-        and, per voter, its matched index and wall-clock times of its last message and of
-        the last time it was seen caught up."""
+        and, per voter and per observer, its matched index and wall-clock times of its last
+        message and of the last time it was seen caught up."""
         assert self.node is not None
         now = time.time()
         last = self.node.last_index
-        voters = []
+        learners = set(self.node.learners)
+        voters, observers = [], []
         for n, matched, _active in self.node.progress():
             if n == self.local.node_id:
                 voters.append((n, last, -1, int(now * 1000)))
@@ -215,10 +226,10 @@ class MetadataQuorum:
             if matched >= last and heard is not None:
                 self._caught_up_at[n] = heard
             caught = self._caught_up_at.get(n)
-            voters.append((n, matched, -1 if heard is None else int(heard * 1000),
-                           -1 if caught is None else int(caught * 1000)))
+            (observers if n in learners else voters).append(
+                (n, matched, -1 if heard is None else int(heard * 1000), -1 if caught is None else int(caught * 1000)))
         return {"leader_id": self.leader_id, "term": self.node.term, "commit_index": self.node.commit_index,
-                "voters": voters}
+                "voters": voters, "observers": observers}
 
     @property
     def leader_id(self) -> int:
@@ -275,15 +286,29 @@ class MetadataQuorum:
         """Run the voter; `publish` receives every new image in order; `kafka` serves the
         Kafka connections of the controller listener (controller_channel.py)."""
         self._publish = publish
-        listen = self.config.controller_listen
-        assert listen is not None
         assert self.driver is not None
         async with trio.open_nursery() as nursery:
             await nursery.start(self.driver.run)
-            await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive, kafka)
+            if self.observer:
+                await nursery.start(self.transport.run_observer, self.driver.receive)
+            else:
+                listen = self.config.controller_listen
+                assert listen is not None
+                await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive, kafka)
+                nursery.start_soon(self._admit_observers)
             nursery.start_soon(self._publisher)
             nursery.start_soon(self._register)
             task_status.started()
+
+    async def _admit_observers(self) -> None:
+        """On the leader: every connected observer that is not a learner yet is proposed as one."""
+        assert self.node is not None and self.driver is not None
+        while True:
+            await trio.sleep(self.tick_seconds * HEARTBEAT_TICKS)
+            if self.is_active:
+                waiting = set(self.transport.observers) - set(self.node.learners)
+                if waiting:
+                    self.driver.add_learners(waiting)
 
     async def _publisher(self) -> None:
         while True:

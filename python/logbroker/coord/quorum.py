@@ -77,6 +77,7 @@ class QuorumDriver:
         self.failed: BaseException | None = None
         self._recent: dict[bytes, None] = {}  # contexts of the last DEDUPE_WINDOW records applied
         self._transfer_to = 0
+        self._add_learners: set[int] = set()
 
     # -- inputs (never block)
     def receive(self, message: bytes) -> None:
@@ -95,6 +96,12 @@ class QuorumDriver:
     def transfer_leader(self, to: int) -> None:
         """Ask Raft (on the leader) to hand leadership to `to`; done in the next round."""
         self._transfer_to = to
+        self._wake.set()
+
+    def add_learners(self, ids: set[int]) -> None:
+        """On the leader: propose these observers as learners (one configuration change at
+        a time; raft-rs ignores the rest, the caller asks again)."""
+        self._add_learners |= ids
         self._wake.set()
 
     async def propose(self, data: bytes, timeout: float = 5.0) -> int:
@@ -153,6 +160,11 @@ class QuorumDriver:
             if self._transfer_to:
                 node.transfer_leader(self._transfer_to)
                 self._transfer_to = 0
+            learners, self._add_learners = self._add_learners, set()
+            for n in sorted(learners):
+                if node.add_learner(n):
+                    log.info("node %d: proposed observer %d as a learner of the metadata log", node.node_id, n)
+                    break  # one configuration change at a time
             proposals, self._proposals = self._proposals, []
             for i, (ctx, data) in enumerate(proposals):
                 if ctx not in self._waiters:

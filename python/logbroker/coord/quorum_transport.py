@@ -1,19 +1,28 @@
-"""TCP between the controller quorum's voters: carries raft-rs messages (opaque bytes) from
-one `QuorumDriver` to another over the CONTROLLER listener.
+"""TCP between the members of the controller quorum: carries raft-rs messages (opaque bytes)
+from one `QuorumDriver` to another over the CONTROLLER listener.
 
-Wire format (one connection per direction: a node dials each peer and sends; it accepts the
-peers' connections and receives):
+Wire format (a voter dials each other voter and sends on that connection; it accepts the
+others' connections and receives on them):
 
     hello   b"LBRQ" | u16 version (1) | u64 sender node id | u16 length | cluster id (UTF-8)
     frame   u32 length | raft-proto Message bytes          (repeated)
 
+Observers (broker-only nodes, Raft learners) have no controller listener: an observer
+dials every voter and the connection carries frames both ways; the voter answers the
+observer on the connection the observer opened (`observers` names the connected ones, so
+the leader can add them as learners). A voter refuses a second live connection claiming
+an observer's node id (two brokers configured with the same node.id) with an ERROR naming
+both peers.
+
 A connection that does not open with the magic is a Kafka client of the controller
-(controller_channel.py) when the node serves one. A connection whose hello does not match (another cluster id, a node id
-outside the voters) is closed with an ERROR log naming both sides' values; nothing from it
-reaches Raft; so is one that sends no complete hello within 5 s. Frames above `MAX_FRAME` close the connection. Sending never blocks the
-driver: messages go to a bounded per-peer queue and are dropped when it is full or the peer
-is down (Raft retransmits; the drop is counted). A lost connection is redialled with a
-backoff from 50 ms up to 1 s.
+(controller_channel.py) when the node serves one. A connection whose hello does not match
+(another cluster id, a voter's id from a node that is not that voter) is closed with an
+ERROR log naming both sides' values; nothing from it reaches Raft; so is one that sends no
+complete hello within 5 s. Frames above `MAX_FRAME` close the connection. Sending never
+blocks the driver: messages go to a bounded per-peer queue and are dropped when it is full
+or the peer is down, including what was queued when the connection broke (Raft
+retransmits; the drop is counted). A lost connection is redialled
+with a backoff from 50 ms up to 1 s.
 """
 
 from __future__ import annotations
@@ -41,12 +50,19 @@ KafkaConnection = Callable[[trio.SocketStream, bytearray, str], Awaitable[None]]
 
 class QuorumTransport:
     def __init__(self, node_id: int, cluster_id: str, peers: dict[int, tuple[str, int]],
-                 queue_size: int = 4096) -> None:
+                 queue_size: int = 4096, observer: bool = False) -> None:
+        """`peers` are the voters (id -> controller listener); `observer` for a broker-only
+        node, which is not one of them."""
         self.node_id = node_id
         self.cluster_id = cluster_id
+        self.observer = observer
         self.peers = {n: addr for n, addr in peers.items() if n != node_id}
-        self.voters = set(peers) | {node_id}
+        self.voters = set(peers) if observer else set(peers) | {node_id}
+        self._queue_size = queue_size
         self._queues = {n: trio.open_memory_channel(queue_size) for n in self.peers}
+        self.observers: dict[int, str] = {}  # connected observer id -> its address (voters only)
+        self._observer_queues: dict[int, trio.MemorySendChannel] = {}
+        self._receive: Callable[[bytes], None] | None = None
         self.dropped = 0
         self.last_heard: dict[int, float] = {}  # peer -> wall-clock time of its last message
         self.listen_port: int | None = None
@@ -54,12 +70,13 @@ class QuorumTransport:
     # -- sending (the driver's Transport protocol)
     def send(self, to: int, message: bytes) -> None:
         q = self._queues.get(to)
-        if q is None:
+        channel = q[0] if q is not None else self._observer_queues.get(to)
+        if channel is None:
             self.dropped += 1
             return
         try:
-            q[0].send_nowait(message)
-        except trio.WouldBlock:
+            channel.send_nowait(message)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             self.dropped += 1
 
     def _hello(self) -> bytes:
@@ -75,6 +92,7 @@ class QuorumTransport:
                 stream = await trio.open_tcp_stream(host, port)
             except OSError as e:
                 log.debug("node %d: controller %d at %s:%d unreachable: %s", self.node_id, peer, host, port, e)
+                self._drop_queued(recv)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
@@ -82,18 +100,66 @@ class QuorumTransport:
             try:
                 async with stream:
                     await stream.send_all(self._hello())
-                    while True:
-                        msg = await recv.receive()
-                        batch = [msg]
-                        while len(batch) < 256:  # coalesce what is queued into one write
-                            try:
-                                batch.append(recv.receive_nowait())
-                            except trio.WouldBlock:
-                                break
-                        await stream.send_all(b"".join(_LEN.pack(len(m)) + m for m in batch))
+                    async with trio.open_nursery() as nursery:
+                        # frames coming back: an observer's answers from the voter (a voter
+                        # never writes on a connection it accepted from another voter)
+                        nursery.start_soon(self._read_back, stream, peer, nursery.cancel_scope)
+                        await _write_frames(stream, recv)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                 log.info("node %d: connection to controller %d at %s:%d lost: %s", self.node_id, peer, host, port, e)
-                await trio.sleep(backoff)
+            self._drop_queued(recv)
+            await trio.sleep(backoff)
+
+    def _drop_queued(self, recv: trio.MemoryReceiveChannel) -> None:
+        """Messages queued for a peer that is down are stale by the time it is back (Raft
+        retransmits what is still needed: a restarted node far behind gets a snapshot, not
+        old appends); drop them."""
+        while True:
+            try:
+                recv.receive_nowait()
+            except trio.WouldBlock:
+                return
+            self.dropped += 1
+
+    async def _read_back(self, stream: trio.SocketStream, peer: int, scope: trio.CancelScope) -> None:
+        buf = bytearray()
+        try:
+            await self._read_frames(stream, buf, peer)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        if self.observer:
+            log.info("node %d: controller %d closed the connection (a refusal is explained in its log)",
+                     self.node_id, peer)
+        scope.cancel()
+
+    async def _read_frames(self, stream: trio.SocketStream, buf: bytearray, sender: int) -> None:
+        """Hand every complete frame to the driver until the peer closes."""
+        while True:
+            pos = 0
+            while len(buf) - pos >= 4:
+                (size,) = _LEN.unpack_from(buf, pos)
+                if size > MAX_FRAME:
+                    log.error("node %d: node %d sent a %d-byte frame (limit %d); closing",
+                              self.node_id, sender, size, MAX_FRAME)
+                    return
+                if len(buf) - pos < 4 + size:
+                    break
+                if self._receive is not None:
+                    self._receive(bytes(buf[pos + 4:pos + 4 + size]))
+                self.last_heard[sender] = time.time()
+                pos += 4 + size
+            del buf[:pos]
+            if not await fill_buffer(stream, buf, len(buf) + 1):
+                return
+
+    async def run_observer(self, receive: Callable[[bytes], None], task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """A broker-only node: dial every voter, send and receive on those connections."""
+        assert self.observer
+        self._receive = receive
+        async with trio.open_nursery() as nursery:
+            for peer in self.peers:
+                nursery.start_soon(self._dial, peer)
+            task_status.started()
 
     # -- receiving
     async def serve(self, host: str, port: int, receive: Callable[[bytes], None],
@@ -102,17 +168,41 @@ class QuorumTransport:
         also dials every peer. A connection that does not open with the magic goes to
         `kafka` (Kafka requests to the controller, controller_channel.py) if given. Runs
         until cancelled."""
+        self._receive = receive
         listeners = await trio.open_tcp_listeners(port, host=host)
         self.listen_port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             for peer in self.peers:
                 nursery.start_soon(self._dial, peer)
             task_status.started(self.listen_port)
-            await trio.serve_listeners(lambda s: self._inbound(s, receive, kafka), listeners,
-                                       handler_nursery=nursery)
+            await trio.serve_listeners(lambda s: self._inbound(s, kafka), listeners, handler_nursery=nursery)
 
-    async def _inbound(self, stream: trio.SocketStream, receive: Callable[[bytes], None],
-                       kafka: KafkaConnection | None) -> None:
+    async def _serve_observer(self, stream: trio.SocketStream, buf: bytearray, sender: int, peer: str) -> None:
+        """An observer's connection: its frames go to the driver, ours to it go back on it."""
+        send, recv = trio.open_memory_channel(self._queue_size)
+        self.observers[sender] = peer
+        self._observer_queues[sender] = send
+        log.info("node %d: observer (broker-only node) %d connected from %s", self.node_id, sender, peer)
+        try:
+            async with trio.open_nursery() as nursery:
+                async def write() -> None:
+                    try:
+                        await _write_frames(stream, recv)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(write)
+                await self._read_frames(stream, buf, sender)
+                nursery.cancel_scope.cancel()
+        finally:
+            if self._observer_queues.get(sender) is send:
+                del self._observer_queues[sender]
+                del self.observers[sender]
+            send.close()
+            log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer)
+
+    async def _inbound(self, stream: trio.SocketStream, kafka: KafkaConnection | None) -> None:
         buf = bytearray()
         peer = "?"
         try:
@@ -151,28 +241,34 @@ class QuorumTransport:
                     log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
                               self.node_id, sender, peer, cid, self.cluster_id)
                     return
-                if sender not in self.voters or sender == self.node_id:
-                    log.error("node %d: connection from %s claims node id %d, not one of the other voters %s; refused",
-                              self.node_id, peer, sender, sorted(self.voters - {self.node_id}))
+                if sender == self.node_id:
+                    log.error("node %d: connection from %s claims this node's own id %d; refused (two nodes "
+                              "configured with node.id %d?)", self.node_id, peer, sender, sender)
                     return
-                while True:
-                    pos = 0
-                    while len(buf) - pos >= 4:
-                        (size,) = _LEN.unpack_from(buf, pos)
-                        if size > MAX_FRAME:
-                            log.error("node %d: controller %d sent a %d-byte frame (limit %d); closing",
-                                      self.node_id, sender, size, MAX_FRAME)
-                            return
-                        if len(buf) - pos < 4 + size:
-                            break
-                        receive(bytes(buf[pos + 4:pos + 4 + size]))
-                        self.last_heard[sender] = time.time()
-                        pos += 4 + size
-                    del buf[:pos]
-                    if not await fill_buffer(stream, buf, len(buf) + 1):
-                        return
+                if sender in self.voters:
+                    await self._read_frames(stream, buf, sender)
+                    return
+                if sender in self.observers:
+                    log.error("node %d: connection from %s claims observer node id %d, which is connected from %s; "
+                              "refused (two brokers configured with node.id %d?)", self.node_id, peer, sender,
+                              self.observers[sender], sender)
+                    return
+                await self._serve_observer(stream, buf, sender, peer)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.info("node %d: connection from %s lost: %s", self.node_id, peer, e)
+
+
+async def _write_frames(stream: trio.SocketStream, recv: trio.MemoryReceiveChannel) -> None:
+    """Write queued messages as frames until the channel or the stream closes."""
+    while True:
+        msg = await recv.receive()
+        batch = [msg]
+        while len(batch) < 256:  # coalesce what is queued into one write
+            try:
+                batch.append(recv.receive_nowait())
+            except trio.WouldBlock:
+                break
+        await stream.send_all(b"".join(_LEN.pack(len(m)) + m for m in batch))
 
 
 async def fill_buffer(stream: trio.SocketStream, buf: bytearray, n: int) -> bool:

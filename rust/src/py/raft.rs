@@ -37,10 +37,10 @@ impl PyRaftNode {
 #[pymethods]
 impl PyRaftNode {
     #[new]
-    #[pyo3(signature = (node_id, voters, directory, election_tick = 10, heartbeat_tick = 2))]
+    #[pyo3(signature = (node_id, voters, directory, election_tick = 10, heartbeat_tick = 2, observer = false))]
     fn new(py: Python<'_>, node_id: u64, voters: Vec<u64>, directory: std::path::PathBuf, election_tick: usize,
-           heartbeat_tick: usize) -> PyResult<Self> {
-        let cfg = NodeConfig { id: node_id, voters, election_tick, heartbeat_tick };
+           heartbeat_tick: usize, observer: bool) -> PyResult<Self> {
+        let cfg = NodeConfig { id: node_id, voters, observer, election_tick, heartbeat_tick };
         let node = py.detach(|| QuorumNode::open(&directory, &cfg))?;
         Ok(PyRaftNode { id: node_id, node: Mutex::new(node) })
     }
@@ -71,6 +71,18 @@ impl PyRaftNode {
 
     fn transfer_leader(&self, to: u64) {
         self.with(|n| n.transfer_leader(to));
+    }
+
+    /// On the leader: propose observer `node_id` as a learner; False if it is a member
+    /// already, a change is pending or this node does not lead.
+    fn add_learner(&self, node_id: u64) -> PyResult<bool> {
+        Ok(self.with(|n| n.add_learner(node_id))?)
+    }
+
+    /// The observers (learners) of the current configuration.
+    #[getter]
+    fn learners(&self) -> Vec<u64> {
+        self.with(|n| n.learners())
     }
 
     /// Persists (fsync) and returns `(messages, snapshot, committed)`: messages as
@@ -124,7 +136,7 @@ impl PyRaftNode {
         Ok(snap.map(|(i, t, d)| (i, t, PyBytes::new(py, &d))))
     }
 
-    /// On the leader: `[(node_id, matched_index, recently_active)]` for every voter; `[]` elsewhere.
+    /// On the leader: `[(node_id, matched_index, recently_active)]` for every voter and learner; `[]` elsewhere.
     fn progress(&self) -> Vec<(u64, u64, bool)> {
         self.with(|n| n.progress())
     }

@@ -1,5 +1,6 @@
-//! One voter of the controller quorum: raft-rs's `RawNode` over `DurableStorage`, driven from
-//! outside (sans I/O). The driver (Python, trio: `logbroker.coord.quorum`) calls
+//! One member of the controller quorum's Raft group: a voter (a controller), or an observer
+//! (a broker-only node: a raft-rs learner, which receives the metadata log but never votes
+//! or campaigns). raft-rs's `RawNode` over `DurableStorage`, driven from outside (sans I/O). The driver (Python, trio: `logbroker.coord.quorum`) calls
 //!
 //! - `tick()` every tick interval (election and heartbeat timeouts are counted in ticks);
 //! - `step(bytes)` for every Raft message a peer sent;
@@ -8,6 +9,11 @@
 //!   snapshot; fsynced), and returns the messages to send and the newly committed entries to
 //!   apply, in order.
 //!
+//! Observers join by configuration change: the leader proposes `AddLearnerNode` for an
+//! observer that connected (`add_learner`); until that commits the observer hears nothing.
+//! Every applied configuration change is kept in the storage's `ConfState`, so snapshots
+//! carry the learners (a learner drops a snapshot that does not name it).
+//!
 //! Invariant: the messages returned by `ready()` that depend on persisted state (votes,
 //! append acknowledgements) are taken only after that state is fsynced; a failed write
 //! returns the error and sends nothing, and the node must not be used again (its Raft
@@ -15,11 +21,16 @@
 use std::path::Path;
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Message, Snapshot};
+use raft::eraftpb::{ConfChange, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, MessageType, Snapshot};
 use raft::{Config, RawNode, StateRole};
 
 use super::storage::{DurableStorage, RaftStore};
 use super::RaftError;
+
+/// What a node outside the voters (an observer) may send: answers to the leader's appends
+/// and heartbeats, and proposals it forwards.
+const FROM_OBSERVERS: [MessageType; 3] =
+    [MessageType::MsgAppendResponse, MessageType::MsgHeartbeatResponse, MessageType::MsgPropose];
 
 /// A committed entry for the driver to apply.
 pub struct Committed {
@@ -41,10 +52,12 @@ pub struct ReadyOut {
     pub committed: Vec<Committed>,
 }
 
-/// Timing and limits of a voter.
+/// Timing and limits of a quorum member.
 pub struct NodeConfig {
     pub id: u64,
     pub voters: Vec<u64>,
+    /// A broker-only node: must not be one of `voters`; joins as a learner.
+    pub observer: bool,
     pub election_tick: usize,
     pub heartbeat_tick: usize,
 }
@@ -63,7 +76,11 @@ fn raft_err(e: raft::Error) -> RaftError {
 impl QuorumNode {
     /// Opens the Raft state in `dir` (new or existing) and starts as a follower.
     pub fn open(dir: &Path, cfg: &NodeConfig) -> Result<Self, RaftError> {
-        if !cfg.voters.contains(&cfg.id) {
+        if cfg.observer && cfg.voters.contains(&cfg.id) {
+            return Err(RaftError::Config(format!(
+                "node {} is one of the voters {:?}, so it cannot be a broker-only observer", cfg.id, cfg.voters)));
+        }
+        if !cfg.observer && !cfg.voters.contains(&cfg.id) {
             return Err(RaftError::Config(format!("node {} is not one of the voters {:?}", cfg.id, cfg.voters)));
         }
         let store = DurableStorage::open(dir, &cfg.voters)?;
@@ -113,6 +130,12 @@ impl QuorumNode {
     pub fn step(&mut self, msg: &[u8]) -> Result<(), RaftError> {
         self.check()?;
         let m = Message::parse_from_bytes(msg).map_err(|e| RaftError::BadMessage(format!("{} bytes: {e}", msg.len())))?;
+        if !self.raw.raft.prs().conf().voters().contains(m.from) && !FROM_OBSERVERS.contains(&m.get_msg_type()) {
+            // an observer only answers the leader and forwards proposals; anything else
+            // (a vote request, an append) from outside the voters is a misconfigured node
+            return Err(RaftError::BadMessage(format!(
+                "{:?} from node {}, which is not a voter", m.get_msg_type(), m.from)));
+        }
         match self.raw.step(m) {
             Ok(()) | Err(raft::Error::StepPeerNotFound | raft::Error::StepLocalMsg) => Ok(()),
             Err(e) => Err(raft_err(e)),
@@ -137,6 +160,26 @@ impl QuorumNode {
     /// Asks the leader (this node) to hand leadership to `to` (controlled shutdown).
     pub fn transfer_leader(&mut self, to: u64) {
         self.raw.transfer_leader(to);
+    }
+
+    /// On the leader: proposes adding observer `id` as a learner, unless it already is a
+    /// member or another configuration change is pending (the caller retries). True if proposed.
+    pub fn add_learner(&mut self, id: u64) -> Result<bool, RaftError> {
+        self.check()?;
+        let conf = self.raw.raft.prs().conf();
+        if !self.is_leader() || conf.voters().contains(id) || conf.learners().contains(&id) || self.raw.raft.has_pending_conf() {
+            return Ok(false);
+        }
+        let cc = ConfChange { change_type: ConfChangeType::AddLearnerNode, node_id: id, ..Default::default() };
+        self.raw.propose_conf_change(Vec::new(), cc).map_err(raft_err)?;
+        Ok(true)
+    }
+
+    /// The learners (observers) of the current configuration, sorted.
+    pub fn learners(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = self.raw.raft.prs().conf().learners().iter().copied().collect();
+        out.sort_unstable();
+        out
     }
 
     pub fn leader_id(&self) -> u64 {
@@ -168,7 +211,7 @@ impl QuorumNode {
         self.raw.raft.raft_log.last_index()
     }
 
-    /// On the leader, each voter's matched log index and whether it was heard from within
+    /// On the leader, each member's (voters and learners) matched log index and whether it was heard from within
     /// the last election timeout (raft-rs's `recent_active`), by node id; empty elsewhere.
     pub fn progress(&self) -> Vec<(u64, u64, bool)> {
         if !self.is_leader() {
@@ -247,11 +290,13 @@ impl QuorumNode {
             match e.get_entry_type() {
                 EntryType::EntryConfChange => {
                     let cc = ConfChange::parse_from_bytes(&e.data).map_err(|x| RaftError::BadMessage(x.to_string()))?;
-                    self.raw.apply_conf_change(&cc).map_err(raft_err)?;
+                    let cs = self.raw.apply_conf_change(&cc).map_err(raft_err)?;
+                    self.store.set_conf_state(cs);
                 }
                 EntryType::EntryConfChangeV2 => {
                     let cc = ConfChangeV2::parse_from_bytes(&e.data).map_err(|x| RaftError::BadMessage(x.to_string()))?;
-                    self.raw.apply_conf_change(&cc).map_err(raft_err)?;
+                    let cs = self.raw.apply_conf_change(&cc).map_err(raft_err)?;
+                    self.store.set_conf_state(cs);
                 }
                 EntryType::EntryNormal => {}
             }

@@ -257,6 +257,12 @@ impl DurableStorage {
         Ok(())
     }
 
+    /// The configuration after an applied change (learners joining). In memory: a restart
+    /// applies the change again from the log, and a snapshot taken later records it.
+    pub fn set_conf_state(&mut self, cs: ConfState) {
+        self.mem.wl().set_conf_state(cs);
+    }
+
     /// Records a new commit index (in memory; the next hard-state write carries it, and on
     /// restart entries past a lost commit index are simply committed again).
     pub fn set_commit(&mut self, commit: u64) {

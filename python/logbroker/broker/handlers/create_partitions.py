@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
+from logbroker.coord.controller_forwarding import client_timeout
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -19,7 +20,8 @@ async def handle(ctx, request):
         results.append(res)
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            await ctx.controller.create_partitions(t.name, t.count, assignments, request.validate_only)
+            with client_timeout(request.timeout_ms):
+                await ctx.controller.create_partitions(t.name, t.count, assignments, request.validate_only)
         except ControllerError as e:
             res.error_code = e.code
             res.error_message = e.message

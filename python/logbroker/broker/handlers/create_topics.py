@@ -7,6 +7,7 @@ import logging
 from logbroker.broker.config import TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
+from logbroker.coord.controller_forwarding import client_timeout
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -50,9 +51,10 @@ async def handle(ctx, request):
             continue
         configs = {c.name: c.value for c in t.configs}
         try:
-            topic = await ctx.controller.create_topic(
-                t.name, t.num_partitions, t.replication_factor, assignments, configs, request.validate_only
-            )
+            with client_timeout(request.timeout_ms):
+                topic = await ctx.controller.create_topic(
+                    t.name, t.num_partitions, t.replication_factor, assignments, configs, request.validate_only
+                )
         except ControllerError as e:
             res.error_code = e.code
             res.error_message = e.message

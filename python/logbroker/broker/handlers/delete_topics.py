@@ -6,6 +6,7 @@ import uuid
 
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
+from logbroker.coord.controller_forwarding import client_timeout
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -32,7 +33,8 @@ async def handle(ctx, request):
                 continue
             name = res.name = topic.name
         try:
-            topic = await ctx.controller.delete_topic(name)
+            with client_timeout(request.timeout_ms):
+                topic = await ctx.controller.delete_topic(name)
             res.topic_id = topic.topic_id
         except ControllerError as e:
             res.error_code = e.code

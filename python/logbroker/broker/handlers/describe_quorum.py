@@ -3,7 +3,8 @@
 Served by a node of a controller quorum only (advertised only there). The active
 controller answers from its Raft state: leader, leader epoch (the Raft term), high
 watermark (the commit index), and per voter its log end offset (the index the leader knows
-it holds), the time of its last message and the last time it was seen caught up. Another
+it holds), the time of its last message and the last time it was seen caught up, and the
+same for each observer (a broker-only node, a Raft learner). Another
 node forwards the request to the active controller; on the controller listener a node that
 is not the leader answers NOT_LEADER_OR_FOLLOWER for the partition, as Kafka does.
 """
@@ -25,12 +26,15 @@ def _partition(index: int, leader: dict | None, error: ErrorCode, message: str |
     if leader is None:
         return Response.PartitionData(partition_index=index, error_code=error, error_message=message, leader_id=-1,
                                       leader_epoch=-1, high_watermark=-1, current_voters=[], observers=[])
-    voters = [Response.ReplicaState(replica_id=n, log_end_offset=leo, last_fetch_timestamp=fetched,
-                                    last_caught_up_timestamp=caught)
-              for n, leo, fetched, caught in leader["voters"]]
+    def replicas(kind: str) -> list:
+        return [Response.ReplicaState(replica_id=n, log_end_offset=leo, last_fetch_timestamp=fetched,
+                                      last_caught_up_timestamp=caught)
+                for n, leo, fetched, caught in leader[kind]]
+
     return Response.PartitionData(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
                                   leader_id=leader["leader_id"], leader_epoch=leader["term"],
-                                  high_watermark=leader["commit_index"], current_voters=voters, observers=[])
+                                  high_watermark=leader["commit_index"], current_voters=replicas("voters"),
+                                  observers=replicas("observers"))
 
 
 def _nodes(ctx) -> list:

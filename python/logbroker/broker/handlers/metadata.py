@@ -98,6 +98,6 @@ async def handle(ctx, request):
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=image.cluster_id,
-        controller_id=controller.controller_id,
+        controller_id=controller.client_controller_id,
         topics=topics_out,
     )
