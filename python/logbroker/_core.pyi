@@ -343,7 +343,12 @@ class PartitionTable:
         min_insync_replicas: int,
     ) -> ReplicaPartition: ...
     def remove(self, topic: str, index: int) -> None: ...
-    def set_topics(self, names: set[str]) -> None: ...
+    def set_metadata(
+        self,
+        node_id: int,
+        topics: list[tuple[str, bytes, list[tuple[int, int, int]]]],
+        brokers: list[tuple[int, str, int, str | None]],
+    ) -> None: ...
 
 @final
 class ReplicaPartition:

@@ -90,7 +90,7 @@ class ReplicaManager:
                 )
         for (topic, state), lg in zip(wanted, logs):
             self.partitions[(topic.name, state.partition)] = self._partition(topic, state, lg)
-        self.table.set_topics(set(image.topics))
+        self._set_cluster_view(image)
         self._image = image
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
         for entry in self.data_dir.iterdir():
@@ -116,6 +116,9 @@ class ReplicaManager:
                     if old is not None and old.configs != wanted[k][0].configs:
                         config_changed.append((p, wanted[k][0].configs))
 
+        # The data path learns the new image first, so a request for a deleted partition
+        # finds no such topic rather than a leader that is going away.
+        self._set_cluster_view(image)
         for p in to_delete:
             p.deleted = True
             self.table.remove(p.topic, p.index)
@@ -147,8 +150,17 @@ class ReplicaManager:
             p = self.partitions.get(key)
             if p is not None and p.state != state:
                 p.apply_state(state)
-        self.table.set_topics(set(image.topics))
         self._image = image
+
+    def _set_cluster_view(self, image: MetadataImage) -> None:
+        """Every partition's leader and every broker's endpoint, for the data path's
+        NOT_LEADER_OR_FOLLOWER answers (KIP-951); one call per image."""
+        topics = [
+            (t.name, t.topic_id.bytes, [(s.partition, s.leader, s.leader_epoch) for s in t.partitions.values()])
+            for t in image.topics.values()
+        ]
+        brokers = [(b.node_id, b.host, b.port, b.rack) for b in image.brokers.values()]
+        self.table.set_metadata(self.node_id, topics, brokers)
 
     async def shutdown(self) -> None:
         """Flush and close every log, then write the checkpoints."""

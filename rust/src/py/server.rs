@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
-use crate::server::partition::{LeaderState, Partition, PartitionTable};
+use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
 use crate::server::{Event, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
 
 /// The partitions the data path serves. The control plane adds one per local replica and
@@ -37,9 +37,32 @@ impl PyPartitionTable {
         self.0.remove(topic, index);
     }
 
-    /// The topic names of the metadata image (for "no such topic" vs "no such partition").
-    fn set_topics(&self, names: std::collections::HashSet<String>) {
-        self.0.set_topics(names);
+    /// The cluster as the metadata image has it, replacing the last call's: this broker's
+    /// id; `topics` as `(name, topic id (16 bytes), [(partition, leader, leader epoch)])`;
+    /// `brokers` as `(node id, host, port, rack)`. The data path uses it to tell a partition
+    /// that does not exist from one led elsewhere, and to name the leader (KIP-951).
+    #[allow(clippy::type_complexity)]
+    fn set_metadata(&self, py: Python<'_>, node_id: i32, topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
+                    brokers: Vec<(i32, String, i32, Option<String>)>) -> PyResult<()> {
+        let mut named = Vec::with_capacity(topics.len());
+        for (name, id, parts) in topics {
+            let id: [u8; 16] = id.as_bytes().try_into().map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!("topic id of {name:?} is {} bytes, not 16", id.as_bytes().len()))
+            })?;
+            named.push((name, id, parts));
+        }
+        py.detach(|| {
+            let topics = named
+                .into_iter()
+                .map(|(name, id, parts)| {
+                    let leaders = parts.into_iter().map(|(p, leader, leader_epoch)| (p, CurrentLeader { leader, leader_epoch })).collect();
+                    (name, TopicView { id, leaders })
+                })
+                .collect();
+            let brokers = brokers.into_iter().map(|(id, host, port, rack)| (id, BrokerEndpoint { host, port, rack })).collect();
+            self.0.set_metadata(node_id, ClusterView::new(topics, brokers));
+        });
+        Ok(())
     }
 }
 

@@ -84,7 +84,7 @@ impl raft::Storage for RaftStore {
     }
 
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        let held = self.snap.read().unwrap_or_else(|p| p.into_inner());
+        let held = self.snap.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*held {
             Some(s) if s.get_metadata().index >= request_index => Ok(s.clone()),
             _ => Err(raft::Error::Store(raft::StorageError::SnapshotTemporarilyUnavailable)),
@@ -231,7 +231,7 @@ impl DurableStorage {
     }
 
     fn set_snapshot(&self, snap: &Snapshot) {
-        *self.snap.write().unwrap_or_else(|p| p.into_inner()) = Some(snap.clone());
+        *self.snap.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(snap.clone());
     }
 
     /// Appends entries (replacing any conflicting suffix) durably: written and fsynced.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::fetch;
 use super::fetch_session::FetchSessionCache;
-use super::partition::{LeaderState, PartitionTable};
+use super::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, PartitionTable, TopicView};
 use super::produce;
 use super::request::code;
 use crate::builder::{BatchBuilder, Rec};
@@ -24,8 +24,26 @@ fn table_with(dir: &std::path::Path, isr: Vec<i32>) -> (PartitionTable, Arc<supe
     let log = Arc::new(Log::open(&dir.join("t-0"), "t", 0, LogConfig::default(), None, 0).unwrap());
     let min_isr = 1;
     let p = table.add("t", 0, 1, log, LeaderState { leader: 1, leader_epoch: 0, isr, min_insync_replicas: min_isr });
-    table.set_topics(["t".to_owned()].into_iter().collect());
+    table.set_metadata(1, view_with_t(1, 0));
     (table, p)
+}
+
+const T_ID: [u8; 16] = [7; 16];
+const U_ID: [u8; 16] = [9; 16];
+
+/// The image: topic "t" (id T_ID, one partition led by `t_leader` at epoch `t_epoch`), topic
+/// "u" (id U_ID, partitions 0-1 led by broker 3 at epoch 4, which this broker does not
+/// hold), brokers 1-3 on localhost ports 9001-9003, broker 3 in rack "r3".
+fn view_with_t(t_leader: i32, t_epoch: i32) -> ClusterView {
+    let leaders = |l: i32, e: i32, n: i32| (0..n).map(|p| (p, CurrentLeader { leader: l, leader_epoch: e })).collect();
+    let topics = [
+        ("t".to_owned(), TopicView { id: T_ID, leaders: leaders(t_leader, t_epoch, 1) }),
+        ("u".to_owned(), TopicView { id: U_ID, leaders: leaders(3, 4, 2) }),
+    ];
+    let brokers = (1..=3).map(|i| {
+        (i, BrokerEndpoint { host: "localhost".into(), port: 9000 + i, rack: (i == 3).then(|| "r3".to_owned()) })
+    });
+    ClusterView::new(topics.into_iter().collect(), brokers.collect())
 }
 
 fn body<M: Message>(m: &M, version: i16) -> Reader {
@@ -181,9 +199,11 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
     let resp: FetchResponse = decode(chunks, 11, false);
     assert_eq!(resp.responses[0].partitions[0].error_code, code::OFFSET_OUT_OF_RANGE);
     assert!(logs.iter().any(|l| l.message.contains("fetch offset 9 of t-0 is outside [log start 0, LEO 1]")));
-    // A removed partition answers a parked fetch with UNKNOWN_TOPIC_OR_PARTITION.
+    // A deleted partition (gone from the image, then removed) answers a parked fetch with
+    // UNKNOWN_TOPIC_OR_PARTITION.
     let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(1, 1, 500), 11), 11, 4, "peer", &mut logs).unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!() };
+    table.set_metadata(1, ClusterView::default());
     table.remove("t", 0);
     let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
     assert_eq!(resp.responses[0].partitions[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
@@ -259,4 +279,122 @@ fn fetch_sessions_send_only_news() {
     };
     assert_eq!(decode::<FetchResponse>(chunks, 12, true).session_id, 0);
     assert!(sessions.is_empty());
+}
+
+fn produce_to(topic: &str, partition: i32, version: i16, table: &PartitionTable) -> ProduceResponse {
+    let mut req = produce_req(1, partition, &[b"a"]);
+    req.topic_data[0].name = topic.into();
+    let out = produce::handle(table, &mut body(&req, version), version, 1, "peer", 0, &mut Vec::new()).unwrap();
+    let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=1 answers at once") };
+    decode(chunks, version, version >= 9)
+}
+
+#[test]
+fn produce_at_a_non_leader_names_the_leader_from_v10() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1, 2]);
+    // This broker (1) holds a follower replica of t-0; broker 2 leads it at epoch 6.
+    p.update(LeaderState { leader: 2, leader_epoch: 6, isr: vec![1, 2], min_insync_replicas: 1 });
+    table.set_metadata(1, view_with_t(2, 6));
+    let resp = produce_to("t", 0, 10, &table);
+    let pr = &resp.responses[0].partition_responses[0];
+    assert_eq!(pr.error_code, code::NOT_LEADER_OR_FOLLOWER);
+    assert_eq!((pr.current_leader.leader_id, pr.current_leader.leader_epoch), (2, 6));
+    assert_eq!(pr.error_message.as_deref(), Some("broker 1 is not the leader of t-0: broker 2 is (leader epoch 6)"));
+    let eps: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id, e.host.as_str(), e.port, e.rack.clone())).collect();
+    assert_eq!(eps, [(2, "localhost", 9002, None)]);
+    assert_eq!(p.log.log_end_offset(), 0, "nothing written at a follower");
+
+    // A partition this broker holds no replica of: NOT_LEADER_OR_FOLLOWER too (it exists),
+    // naming broker 3 with its rack; each endpoint once for two partitions.
+    let mut req = produce_req(1, 0, &[b"a"]);
+    req.topic_data[0].name = "u".into();
+    let second = req.topic_data[0].partition_data[0].clone();
+    req.topic_data[0].partition_data.push(PartitionProduceData { index: 1, ..second });
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 11), 11, 1, "peer", 0, &mut Vec::new()).unwrap() else {
+        panic!()
+    };
+    let resp: ProduceResponse = decode(chunks, 11, true);
+    for pr in &resp.responses[0].partition_responses {
+        assert_eq!((pr.error_code, pr.current_leader.leader_id, pr.current_leader.leader_epoch), (code::NOT_LEADER_OR_FOLLOWER, 3, 4));
+    }
+    let eps: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id, e.port, e.rack.clone())).collect();
+    assert_eq!(eps, [(3, 9003, Some("r3".to_owned()))]);
+
+    // Before v10 the same error, without the hint (the version has no field for it).
+    let resp = produce_to("u", 0, 9, &table);
+    let pr = &resp.responses[0].partition_responses[0];
+    assert_eq!((pr.error_code, pr.current_leader.leader_id), (code::NOT_LEADER_OR_FOLLOWER, -1));
+    assert!(resp.node_endpoints.is_empty());
+    // Only what does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+    let resp = produce_to("u", 2, 11, &table);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(resp.responses[0].partition_responses[0].error_message.as_deref(), Some("partition u-2 does not exist"));
+    let resp = produce_to("nope", 0, 11, &table);
+    assert_eq!(resp.responses[0].partition_responses[0].error_message.as_deref(), Some("topic \"nope\" does not exist"));
+    assert!(resp.node_endpoints.is_empty());
+}
+
+fn fetch_of(version: i16, topic: &str, id: [u8; 16], partition: i32, epoch: i32, table: &PartitionTable) -> FetchResponse {
+    let mut req = fetch_req(0, 0, 0);
+    req.topics[0].topic = if version >= 13 { String::new() } else { topic.into() };
+    req.topics[0].topic_id = if version >= 13 { id } else { [0; 16] };
+    req.topics[0].partitions[0].partition = partition;
+    req.topics[0].partitions[0].current_leader_epoch = epoch;
+    let out = fetch::handle(table, &mut FetchSessionCache::new(10), &mut body(&req, version), version, 1, "peer", &mut Vec::new()).unwrap();
+    let fetch::Outcome::Done(chunks) = out else { panic!("errors and max_wait 0 answer at once") };
+    decode(chunks, version, version >= 12)
+}
+
+#[test]
+fn fetch_by_topic_id_and_leader_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, _p) = table_with(dir.path(), vec![1]);
+    table.set_metadata(1, view_with_t(1, 0));
+    let _ = produce_to("t", 0, 11, &table);
+    // v13+: by topic id; the response names the id, not the name.
+    for v in [13, 16, 18] {
+        let resp = fetch_of(v, "", T_ID, 0, 0, &table);
+        let (t, pd) = (&resp.responses[0], &resp.responses[0].partitions[0]);
+        assert_eq!((t.topic_id, t.topic.as_str(), pd.error_code, pd.high_watermark), (T_ID, "", code::NONE, 1), "v{v}");
+        assert!(!pd.records.as_ref().unwrap().is_empty());
+    }
+    // An id the image does not have: UNKNOWN_TOPIC_ID.
+    let resp = fetch_of(16, "", [5; 16], 0, -1, &table);
+    assert_eq!((resp.responses[0].topic_id, resp.responses[0].partitions[0].error_code), ([5; 16], code::UNKNOWN_TOPIC_ID));
+    // Led elsewhere: NOT_LEADER_OR_FOLLOWER, CurrentLeader from v12, NodeEndpoints from v16.
+    let resp = fetch_of(16, "", U_ID, 1, -1, &table);
+    let pd = &resp.responses[0].partitions[0];
+    assert_eq!((pd.error_code, pd.current_leader.leader_id, pd.current_leader.leader_epoch), (code::NOT_LEADER_OR_FOLLOWER, 3, 4));
+    assert_eq!(resp.node_endpoints.iter().map(|e| (e.node_id, e.port)).collect::<Vec<_>>(), [(3, 9003)]);
+    let resp = fetch_of(12, "u", [0; 16], 1, -1, &table);
+    let pd = &resp.responses[0].partitions[0];
+    assert_eq!((pd.error_code, pd.current_leader.leader_id), (code::NOT_LEADER_OR_FOLLOWER, 3));
+    let resp = fetch_of(11, "u", [0; 16], 1, -1, &table);
+    assert_eq!((resp.responses[0].partitions[0].error_code, resp.responses[0].partitions[0].current_leader.leader_id), (code::NOT_LEADER_OR_FOLLOWER, -1));
+    // An old leader epoch is fenced, and told the current one; a newer one is unknown.
+    table.get("t", 0).unwrap().update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1], min_insync_replicas: 1 });
+    let resp = fetch_of(16, "", T_ID, 0, 2, &table);
+    let pd = &resp.responses[0].partitions[0];
+    assert_eq!((pd.error_code, pd.current_leader.leader_id, pd.current_leader.leader_epoch), (code::FENCED_LEADER_EPOCH, 1, 3));
+    assert_eq!(fetch_of(16, "", T_ID, 0, 4, &table).responses[0].partitions[0].error_code, code::UNKNOWN_LEADER_EPOCH);
+    // Nonexistent partition of a known topic.
+    assert_eq!(fetch_of(16, "", T_ID, 7, -1, &table).responses[0].partitions[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
+}
+
+#[test]
+fn a_v15_follower_names_itself_in_replica_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1, 2]);
+    let out = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11), 11, 1, "peer", 0, &mut Vec::new()).unwrap();
+    assert!(matches!(out, produce::Outcome::Done(Some(_))));
+    assert_eq!(p.log.high_watermark(), 0, "follower 2 has not fetched");
+    let mut req = fetch_req(2, 0, 0);
+    req.topics[0].topic = String::new();
+    req.topics[0].topic_id = T_ID;
+    req.replica_state.replica_id = 2;
+    req.replica_state.replica_epoch = 1;
+    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&req, 15), 15, 1, "peer", &mut Vec::new()).unwrap();
+    assert!(matches!(out, fetch::Outcome::Done(_) | fetch::Outcome::Wait(_)));
+    assert_eq!(p.log.high_watermark(), 2, "the follower's fetch offset moved the HW");
 }

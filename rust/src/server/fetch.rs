@@ -1,4 +1,4 @@
-//! Fetch (API key 1, versions 4-12), served on the network thread without Python.
+//! Fetch (API key 1, versions 4-18), served on the network thread without Python.
 //!
 //! Reads never copy record bytes: the log returns `FileRegion`s that the connection sends
 //! with sendfile(2). Limits follow Kafka (KIP-74): the response holds at most `max_bytes` and
@@ -7,6 +7,15 @@
 //! than its limits. Consumers read up to the high watermark (read_committed too: the last
 //! stable offset equals the HW while transactions are unsupported); a follower
 //! (`replica_id >= 0`) reads up to the LEO and its fetch offset is its LEO for the HW.
+//!
+//! Naming: v4-12 name topics, v13+ name them by topic id (UNKNOWN_TOPIC_ID for an id the
+//! metadata image does not have; the id is resolved again at every read, so a topic
+//! recreated under the same name is not served to a session of the old one). A follower
+//! names itself with `replica_id` up to v14 and `ReplicaState` from v15.
+//!
+//! Not the leader (KIP-951): a partition led elsewhere answers NOT_LEADER_OR_FOLLOWER, and
+//! an old current leader epoch FENCED_LEADER_EPOCH, with `CurrentLeader` (v12+) and the
+//! leaders' endpoints in `NodeEndpoints` (v16+), whether or not this broker holds a replica.
 //!
 //! Long poll: with less than `min_bytes` available and no partition in error, the request is
 //! parked on its partitions until the HW moves or `max_wait_ms` passes.
@@ -17,21 +26,25 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fetch_session::{CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
-use super::partition::{Partition, PartitionTable};
+use super::fetch_session::{session_key, CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
+use super::partition::{NotServed, Partition, PartitionTable};
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
-use crate::protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
-use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records};
+use crate::protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
+use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records, Uuid};
 
 pub const MIN_VERSION: i16 = 4;
-pub const MAX_VERSION: i16 = 12;
+pub const MAX_VERSION: i16 = 18;
+/// The first version that names topics by id.
+const TOPIC_ID_VERSION: i16 = 13;
 
 /// One partition to read: from the request, or from the session for an incremental one.
 #[derive(Debug, Clone)]
 struct Target {
+    /// v4-12: the name sent; v13+: unused (the name is looked up from `topic_id` per read).
     topic: String,
+    topic_id: Uuid,
     partition: i32,
     fetch_offset: i64,
     max_bytes: i32,
@@ -70,25 +83,10 @@ pub enum Outcome {
     Wait(Box<PendingFetch>),
 }
 
-/// The leader check every partition-level read makes: the partition, or an error code.
-/// A client-supplied current leader epoch (-1: not checked) older than ours is
-/// FENCED_LEADER_EPOCH, newer is UNKNOWN_LEADER_EPOCH.
-pub fn leader_partition(table: &PartitionTable, topic: &str, index: i32, current_leader_epoch: i32) -> Result<Arc<Partition>, i16> {
-    let part = table.get(topic, index).filter(|p| !p.is_removed()).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
-    let st = part.state();
-    if st.leader != part.node_id {
-        return Err(code::NOT_LEADER_OR_FOLLOWER);
-    }
-    if current_leader_epoch >= 0 && current_leader_epoch != st.leader_epoch {
-        return Err(if current_leader_epoch < st.leader_epoch { code::FENCED_LEADER_EPOCH } else { code::UNKNOWN_LEADER_EPOCH });
-    }
-    drop(st);
-    Ok(part)
-}
-
-fn target_of(topic: &str, p: &FetchPartition, version: i16) -> Target {
+fn target_of(topic: &str, topic_id: Uuid, p: &FetchPartition, version: i16) -> Target {
     Target {
         topic: topic.to_owned(),
+        topic_id,
         partition: p.partition,
         fetch_offset: p.fetch_offset,
         max_bytes: p.partition_max_bytes,
@@ -99,6 +97,7 @@ fn target_of(topic: &str, p: &FetchPartition, version: i16) -> Target {
 fn cached_of(t: &Target) -> CachedPartition {
     CachedPartition {
         topic: t.topic.clone(),
+        topic_id: t.topic_id,
         partition: t.partition,
         fetch_offset: t.fetch_offset,
         max_bytes: t.max_bytes,
@@ -111,7 +110,15 @@ fn cached_of(t: &Target) -> CachedPartition {
 
 /// The partitions to read and the session mode, or a top-level session error code.
 fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -> Result<(Vec<Target>, SessionMode), i16> {
-    let listed = || req.topics.iter().flat_map(|t| t.partitions.iter().map(|p| target_of(&t.topic, p, version))).collect::<Vec<_>>();
+    let listed = || {
+        req.topics
+            .iter()
+            .flat_map(|t| {
+                let id = if version >= TOPIC_ID_VERSION { t.topic_id } else { Uuid::default() };
+                t.partitions.iter().map(move |p| target_of(&t.topic, id, p, version))
+            })
+            .collect::<Vec<_>>()
+    };
     let (id, epoch) = (req.session_id, req.session_epoch);
     if version < 7 || epoch == FINAL_EPOCH {
         if id != 0 {
@@ -132,7 +139,14 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
         SessionError::NotFound => code::FETCH_SESSION_ID_NOT_FOUND,
         SessionError::InvalidEpoch => code::INVALID_FETCH_SESSION_EPOCH,
     })?;
-    let gone: Vec<(&str, i32)> = req.forgotten_topics_data.iter().flat_map(|f| f.partitions.iter().map(|p| (f.topic.as_str(), *p))).collect();
+    let gone: Vec<_> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|f| {
+            let id = if version >= TOPIC_ID_VERSION { f.topic_id } else { Uuid::default() };
+            f.partitions.iter().map(move |p| session_key(id, &f.topic, *p))
+        })
+        .collect();
     session.forget(&gone);
     for t in listed() {
         session.upsert(cached_of(&t));
@@ -142,6 +156,7 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
         .iter()
         .map(|c| Target {
             topic: c.topic.clone(),
+            topic_id: c.topic_id,
             partition: c.partition,
             fetch_offset: c.fetch_offset,
             max_bytes: c.max_bytes,
@@ -168,11 +183,13 @@ pub fn handle(
             return Ok(Outcome::Done(frame_response(&resp, version, correlation_id)?));
         }
     };
-    if req.replica_id >= 0 {
+    let replica_id = if version >= 15 { req.replica_state.replica_id } else { req.replica_id };
+    if replica_id >= 0 {
         // A follower's fetch offset is its log end offset (for the leader's HW).
         for t in &targets {
-            if let Ok(part) = leader_partition(table, &t.topic, t.partition, t.current_leader_epoch) {
-                part.record_follower_leo(req.replica_id, t.fetch_offset);
+            let Some(name) = topic_name(table, t, version) else { continue };
+            if let Ok(part) = table.leader_for(&name, t.partition, t.current_leader_epoch) {
+                part.record_follower_leo(replica_id, t.fetch_offset);
                 part.maybe_increment_hw();
             }
         }
@@ -181,7 +198,7 @@ pub fn handle(
     let mut pending = PendingFetch {
         targets,
         mode,
-        replica_id: req.replica_id,
+        replica_id,
         min_bytes: req.min_bytes,
         max_bytes: req.max_bytes,
         version,
@@ -193,6 +210,15 @@ pub fn handle(
     match pending.try_complete(table, sessions, false, logs)? {
         Some(chunks) => Ok(Outcome::Done(chunks)),
         None => Ok(Outcome::Wait(Box::new(pending))),
+    }
+}
+
+/// The topic name a target reads: as sent (v4-12) or the image's name for its id (v13+).
+fn topic_name(table: &PartitionTable, t: &Target, version: i16) -> Option<String> {
+    if version >= TOPIC_ID_VERSION {
+        table.topic_name(&t.topic_id)
+    } else {
+        Some(t.topic.clone())
     }
 }
 
@@ -212,6 +238,8 @@ impl PendingFetch {
         let mut total: u64 = 0;
         let mut errors = false;
         let mut readable = Vec::new();
+        let mut hinted = Vec::new();
+        let by_id = self.version >= TOPIC_ID_VERSION;
         let mut datas = Vec::with_capacity(self.targets.len());
         for t in &self.targets {
             let mut data = PartitionData {
@@ -224,11 +252,19 @@ impl PendingFetch {
                 aborted_transactions: Some(Vec::new()),
                 ..Default::default()
             };
-            match leader_partition(table, &t.topic, t.partition, t.current_leader_epoch) {
-                Err(c) => {
-                    data.error_code = c;
+            let found = match topic_name(table, t, self.version) {
+                Some(name) => table.leader_for(&name, t.partition, t.current_leader_epoch),
+                None => Err(NotServed::UnknownTopic),
+            };
+            match found {
+                Err(why) => {
+                    data.error_code = why.code(by_id);
                     data.aborted_transactions = None;
                     errors = true;
+                    if let Some(l) = why.current_leader().filter(|_| self.version >= 12) {
+                        data.current_leader = LeaderIdAndEpoch { leader_id: l.leader, leader_epoch: l.leader_epoch, ..Default::default() };
+                        hinted.push(l.leader);
+                    }
                 }
                 Ok(part) => {
                     let lg = &part.log;
@@ -299,7 +335,7 @@ impl PendingFetch {
             SessionMode::Incremental { id, epoch } => {
                 if let Some(s) = sessions.get_mut(id).filter(|s| s.next_epoch == epoch) {
                     for (i, (t, d)) in self.targets.iter().zip(&datas).enumerate() {
-                        let Some(c) = s.get_mut(&t.topic, t.partition) else { continue };
+                        let Some(c) = s.get_mut(&session_key(t.topic_id, &t.topic, t.partition)) else { continue };
                         let news = d.error_code != code::NONE
                             || d.records.as_ref().is_some_and(|r| !r.is_empty())
                             || c.high_watermark != d.high_watermark
@@ -323,11 +359,24 @@ impl PendingFetch {
                 continue;
             }
             match topics.last_mut() {
-                Some(last) if last.topic == t.topic => last.partitions.push(d),
-                _ => topics.push(FetchableTopicResponse { topic: t.topic.clone(), partitions: vec![d], ..Default::default() }),
+                Some(last) if last.topic == t.topic && last.topic_id == t.topic_id => last.partitions.push(d),
+                _ => topics.push(FetchableTopicResponse {
+                    topic: if by_id { String::new() } else { t.topic.clone() },
+                    topic_id: t.topic_id,
+                    partitions: vec![d],
+                    ..Default::default()
+                }),
             }
         }
-        let resp = FetchResponse { session_id, responses: topics, ..Default::default() };
+        let mut resp = FetchResponse { session_id, responses: topics, ..Default::default() };
+        if self.version >= 16 && !hinted.is_empty() {
+            let view = table.view();
+            resp.node_endpoints = view
+                .endpoints_of(hinted)
+                .into_iter()
+                .map(|(id, e)| NodeEndpoint { node_id: id, host: e.host.clone(), port: e.port, rack: e.rack.clone(), ..Default::default() })
+                .collect();
+        }
         frame_response(&resp, self.version, self.correlation_id).map(Some)
     }
 }

@@ -25,6 +25,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::protocol::Uuid;
+
 /// A session idle this long may be evicted for a new one.
 pub const EVICTION_IDLE: Duration = Duration::from_mins(2);
 
@@ -34,7 +36,10 @@ pub const FINAL_EPOCH: i32 = -1;
 /// One partition of a session: what the client asked for and what we last told it.
 #[derive(Debug, Clone)]
 pub struct CachedPartition {
+    /// The topic name (Fetch v4-12), or resolved from `topic_id` when it was added (v13+).
     pub topic: String,
+    /// All zero before v13.
+    pub topic_id: Uuid,
     pub partition: i32,
     pub fetch_offset: i64,
     pub max_bytes: i32,
@@ -45,6 +50,24 @@ pub struct CachedPartition {
     pub log_start_offset: i64,
 }
 
+/// How a session names a partition: by topic id from v13 (the name is left empty, so a topic
+/// recreated under the same name is another partition), by name before.
+pub type SessionKey = (Uuid, String, i32);
+
+pub fn session_key(topic_id: Uuid, topic: &str, partition: i32) -> SessionKey {
+    if topic_id == Uuid::default() {
+        (topic_id, topic.to_owned(), partition)
+    } else {
+        (topic_id, String::new(), partition)
+    }
+}
+
+impl CachedPartition {
+    pub fn key(&self) -> SessionKey {
+        session_key(self.topic_id, &self.topic, self.partition)
+    }
+}
+
 #[derive(Debug)]
 pub struct Session {
     pub id: i32,
@@ -52,7 +75,7 @@ pub struct Session {
     pub next_epoch: i32,
     /// Partitions in session order.
     pub partitions: Vec<CachedPartition>,
-    index: HashMap<(String, i32), usize>,
+    index: HashMap<SessionKey, usize>,
     pub last_used: Instant,
 }
 
@@ -67,7 +90,7 @@ impl Session {
 
     /// Adds a partition, or updates its fetch state (keeping what was last sent).
     pub fn upsert(&mut self, p: CachedPartition) {
-        let key = (p.topic.clone(), p.partition);
+        let key = p.key();
         if let Some(&i) = self.index.get(&key) {
             let c = &mut self.partitions[i];
             c.fetch_offset = p.fetch_offset;
@@ -80,16 +103,16 @@ impl Session {
     }
 
     /// Drops partitions (one pass, however many).
-    pub fn forget(&mut self, gone: &[(&str, i32)]) {
+    pub fn forget(&mut self, gone: &[SessionKey]) {
         let before = self.partitions.len();
-        self.partitions.retain(|c| !gone.iter().any(|(t, p)| c.topic == *t && c.partition == *p));
+        self.partitions.retain(|c| !gone.contains(&c.key()));
         if self.partitions.len() != before {
-            self.index = self.partitions.iter().enumerate().map(|(i, c)| ((c.topic.clone(), c.partition), i)).collect();
+            self.index = self.partitions.iter().enumerate().map(|(i, c)| (c.key(), i)).collect();
         }
     }
 
-    pub fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut CachedPartition> {
-        let i = *self.index.get(&(topic.to_owned(), partition))?;
+    pub fn get_mut(&mut self, key: &SessionKey) -> Option<&mut CachedPartition> {
+        let i = *self.index.get(key)?;
         Some(&mut self.partitions[i])
     }
 }
@@ -169,6 +192,7 @@ mod tests {
     fn part(topic: &str, p: i32, offset: i64) -> CachedPartition {
         CachedPartition {
             topic: topic.into(),
+            topic_id: Uuid::default(),
             partition: p,
             fetch_offset: offset,
             max_bytes: 100,
@@ -188,11 +212,26 @@ mod tests {
         assert_eq!(c.lookup(id + 100, 1).unwrap_err(), SessionError::NotFound);
         let s = c.lookup(id, 1).unwrap();
         s.upsert(part("a", 1, 9));
-        s.forget(&[("a", 0)]);
+        s.forget(&[session_key(Uuid::default(), "a", 0)]);
         s.upsert(part("c", 3, 1));
         let order: Vec<_> = s.partitions.iter().map(|p| (p.topic.as_str(), p.partition, p.fetch_offset)).collect();
         assert_eq!(order, [("a", 1, 9), ("b", 0, 0), ("c", 3, 1)]);
-        assert_eq!(s.get_mut("b", 0).unwrap().fetch_offset, 0);
+        assert_eq!(s.get_mut(&session_key(Uuid::default(), "b", 0)).unwrap().fetch_offset, 0);
+    }
+
+    #[test]
+    fn sessions_name_partitions_by_topic_id_from_v13() {
+        let mut c = FetchSessionCache::new(1);
+        let (old, new) = ([1u8; 16], [2u8; 16]);
+        let by_id = |id: Uuid, p: i32| CachedPartition { topic_id: id, ..part("t", p, 0) };
+        let id = c.create(vec![by_id(old, 0), part("t", 0, 3)]);
+        let s = c.lookup(id, 1).unwrap();
+        // The same name under another id (the topic recreated) is another partition.
+        s.upsert(by_id(new, 0));
+        assert_eq!(s.partitions.len(), 3);
+        s.forget(&[session_key(old, "", 0)]);
+        let left: Vec<_> = s.partitions.iter().map(|p| (p.topic_id, p.fetch_offset)).collect();
+        assert_eq!(left, [(Uuid::default(), 3), (new, 0)]);
     }
 
     #[test]

@@ -17,16 +17,26 @@
 //! the partition hands those ids to `Wakeup`, which the network loop drains; the request then
 //! re-checks its own condition (spurious wake-ups are harmless).
 //!
+//! # The cluster view
+//! Besides its own replicas the table holds what the metadata image says about *every*
+//! partition (leader and leader epoch, by topic name and topic id) and every registered
+//! broker's client endpoint, replaced whole by the control plane at each image change
+//! (`set_metadata`). The data path uses it to answer a request for a partition this broker
+//! does not lead: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID only when the partition does
+//! not exist anywhere, otherwise NOT_LEADER_OR_FOLLOWER naming the current leader and its
+//! endpoint (KIP-951), so the client moves at once instead of refreshing metadata.
+//!
 //! Thread-safety: every method takes `&self`; the control plane calls them from Python
 //! threads, the data path from the network thread.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use mio::Waker;
 
 use crate::log::Log;
+use crate::protocol::Uuid;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -147,14 +157,118 @@ impl Partition {
     }
 }
 
-/// Every partition this broker holds, by (topic, partition); plus the topic names the
-/// metadata image knows (to tell "no such topic" from "no such partition").
+/// A partition's leader as the metadata image names it (-1: no leader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CurrentLeader {
+    pub leader: i32,
+    pub leader_epoch: i32,
+}
+
+/// A broker's client endpoint, for KIP-951's NodeEndpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// One topic of the metadata image: its id and each partition's current leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicView {
+    pub id: Uuid,
+    pub leaders: HashMap<i32, CurrentLeader>,
+}
+
+/// What the metadata image says about the whole cluster (see the module doc).
+#[derive(Debug, Default)]
+pub struct ClusterView {
+    pub topics: HashMap<String, TopicView>,
+    /// topic id -> name
+    pub names: HashMap<Uuid, String>,
+    pub brokers: HashMap<i32, BrokerEndpoint>,
+}
+
+impl ClusterView {
+    pub fn new(topics: HashMap<String, TopicView>, brokers: HashMap<i32, BrokerEndpoint>) -> Self {
+        let names = topics.iter().map(|(n, t)| (t.id, n.clone())).collect();
+        ClusterView { topics, names, brokers }
+    }
+
+    /// The endpoints of `ids` (each once, in id order; unknown ids and -1 skipped), for a
+    /// response's NodeEndpoints.
+    pub fn endpoints_of(&self, ids: impl IntoIterator<Item = i32>) -> Vec<(i32, &BrokerEndpoint)> {
+        let mut ids: Vec<i32> = ids.into_iter().filter(|i| *i >= 0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().filter_map(|i| self.brokers.get(&i).map(|e| (i, e))).collect()
+    }
+}
+
+/// Why this broker cannot serve a partition as its leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotServed {
+    /// No topic of that name (or id) in the metadata image.
+    UnknownTopic,
+    /// The topic exists, the partition does not.
+    UnknownPartition,
+    /// The partition exists; another broker leads it (or none: leader -1).
+    NotLeader(CurrentLeader),
+    /// The client's current leader epoch is older than ours.
+    FencedEpoch(CurrentLeader),
+    /// The client's current leader epoch is newer than ours (our metadata is behind).
+    UnknownEpoch,
+}
+
+impl NotServed {
+    /// The error code; `by_id`: the request named the topic by id (Fetch v13+).
+    pub fn code(self, by_id: bool) -> i16 {
+        use super::request::code;
+        match self {
+            NotServed::UnknownTopic if by_id => code::UNKNOWN_TOPIC_ID,
+            NotServed::UnknownTopic | NotServed::UnknownPartition => code::UNKNOWN_TOPIC_OR_PARTITION,
+            NotServed::NotLeader(_) => code::NOT_LEADER_OR_FOLLOWER,
+            NotServed::FencedEpoch(_) => code::FENCED_LEADER_EPOCH,
+            NotServed::UnknownEpoch => code::UNKNOWN_LEADER_EPOCH,
+        }
+    }
+
+    /// The leader to send the client to (KIP-951), if there is one.
+    pub fn current_leader(self) -> Option<CurrentLeader> {
+        match self {
+            NotServed::NotLeader(l) | NotServed::FencedEpoch(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// A message naming the partition, this broker and the leader.
+    pub fn describe(self, topic: &str, index: i32, node_id: i32) -> String {
+        match self {
+            NotServed::UnknownTopic => format!("topic {topic:?} does not exist"),
+            NotServed::UnknownPartition => format!("partition {topic}-{index} does not exist"),
+            NotServed::NotLeader(l) if l.leader < 0 => {
+                format!("partition {topic}-{index} has no leader (leader epoch {})", l.leader_epoch)
+            }
+            NotServed::NotLeader(l) => format!(
+                "broker {node_id} is not the leader of {topic}-{index}: broker {} is (leader epoch {})",
+                l.leader, l.leader_epoch
+            ),
+            NotServed::FencedEpoch(l) => {
+                format!("leader epoch of {topic}-{index} is {}, newer than the request's", l.leader_epoch)
+            }
+            NotServed::UnknownEpoch => format!("the request's leader epoch of {topic}-{index} is newer than broker {node_id}'s"),
+        }
+    }
+}
+
+/// Every partition this broker holds, by (topic, partition); plus the cluster view.
 /// topic -> partition index -> entry (two levels, so a lookup borrows the topic name).
 type PartitionMap = HashMap<String, HashMap<i32, Arc<Partition>>>;
 
 pub struct PartitionTable {
     parts: RwLock<PartitionMap>,
-    topics: RwLock<HashSet<String>>,
+    view: RwLock<Arc<ClusterView>>,
+    /// This broker's id (-1 until the control plane says; only used in messages).
+    node_id: std::sync::atomic::AtomicI32,
     wakeup: Arc<Wakeup>,
 }
 
@@ -166,7 +280,12 @@ impl Default for PartitionTable {
 
 impl PartitionTable {
     pub fn new() -> Self {
-        PartitionTable { parts: RwLock::new(HashMap::new()), topics: RwLock::new(HashSet::new()), wakeup: Arc::default() }
+        PartitionTable {
+            parts: RwLock::new(HashMap::new()),
+            view: RwLock::new(Arc::default()),
+            node_id: std::sync::atomic::AtomicI32::new(-1),
+            wakeup: Arc::default(),
+        }
     }
 
     pub fn wakeup(&self) -> &Arc<Wakeup> {
@@ -221,11 +340,59 @@ impl PartitionTable {
         self.parts.read().unwrap_or_else(PoisonError::into_inner).get(topic)?.get(&index).cloned()
     }
 
-    pub fn set_topics(&self, names: HashSet<String>) {
-        *self.topics.write().unwrap_or_else(PoisonError::into_inner) = names;
+    /// Replaces the cluster view (one call per metadata image change).
+    pub fn set_metadata(&self, node_id: i32, view: ClusterView) {
+        self.node_id.store(node_id, Ordering::Relaxed);
+        *self.view.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(view);
+    }
+
+    /// The current cluster view (a cheap handle; it is replaced, never changed in place).
+    pub fn view(&self) -> Arc<ClusterView> {
+        Arc::clone(&self.view.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id.load(Ordering::Relaxed)
     }
 
     pub fn has_topic(&self, name: &str) -> bool {
-        self.topics.read().unwrap_or_else(PoisonError::into_inner).contains(name)
+        self.view.read().unwrap_or_else(PoisonError::into_inner).topics.contains_key(name)
+    }
+
+    /// The name of the topic with id `id`, if the image has it.
+    pub fn topic_name(&self, id: &Uuid) -> Option<String> {
+        self.view.read().unwrap_or_else(PoisonError::into_inner).names.get(id).cloned()
+    }
+
+    /// The local leader replica of `topic`-`index`, or why not (see `NotServed`). A
+    /// client-supplied current leader epoch (-1: not checked) older than ours is fenced,
+    /// newer is unknown.
+    pub fn leader_for(&self, topic: &str, index: i32, current_leader_epoch: i32) -> Result<Arc<Partition>, NotServed> {
+        let Some(part) = self.get(topic, index).filter(|p| !p.is_removed()) else {
+            return Err(self.not_here(topic, index));
+        };
+        let st = part.state();
+        let current = CurrentLeader { leader: st.leader, leader_epoch: st.leader_epoch };
+        if st.leader != part.node_id {
+            return Err(NotServed::NotLeader(current));
+        }
+        if current_leader_epoch >= 0 && current_leader_epoch != st.leader_epoch {
+            return Err(if current_leader_epoch < st.leader_epoch { NotServed::FencedEpoch(current) } else { NotServed::UnknownEpoch });
+        }
+        drop(st);
+        Ok(part)
+    }
+
+    /// Why a partition without a local replica is not served: it does not exist, or it is
+    /// led elsewhere (as far as the image knows; leader -1 while it has none).
+    fn not_here(&self, topic: &str, index: i32) -> NotServed {
+        let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
+        match view.topics.get(topic) {
+            None => NotServed::UnknownTopic,
+            Some(t) => match t.leaders.get(&index) {
+                None => NotServed::UnknownPartition,
+                Some(l) => NotServed::NotLeader(*l),
+            },
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! Produce (API key 0, versions 3-11), served on the network thread without Python.
 //!
 //! Per partition, in request order: acks must be 0, 1 or -1; transactions are refused
-//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, until transactions exist); the partition must be
-//! here (UNKNOWN_TOPIC_OR_PARTITION, naming whether the topic exists) and led by this broker
-//! (NOT_LEADER_OR_FOLLOWER); the records must be present (INVALID_RECORD); with acks=-1 the
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, until transactions exist); the partition must
+//! exist (UNKNOWN_TOPIC_OR_PARTITION, naming whether the topic exists) and be led by this
+//! broker (NOT_LEADER_OR_FOLLOWER; from v10 with the current leader and its endpoint,
+//! KIP-951, whether or not this broker holds a replica); the records must be present (INVALID_RECORD); with acks=-1 the
 //! ISR must be at least `min.insync.replicas` (NOT_ENOUGH_REPLICAS). Then the log appends
 //! (validating every batch: framing, CRC-32C, sizes, producer sequences; all or nothing per
 //! partition) and the high watermark moves, waking waiting fetches.
@@ -19,7 +20,9 @@ use super::partition::{Partition, PartitionTable};
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
 use crate::protocol::messages::produce_request::ProduceRequest;
-use crate::protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use crate::protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+};
 use crate::protocol::{Chunk, ProtocolError, Reader, Records};
 
 pub const MIN_VERSION: i16 = 3;
@@ -96,69 +99,35 @@ pub fn handle(
     let acks = req.acks;
     let mut response = ProduceResponse::default();
     let mut waits = Vec::new();
+    let mut hinted = Vec::new();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         let mut out = TopicProduceResponse { name: topic.name.clone(), ..Default::default() };
         for pdata in topic.partition_data {
             let idx = pdata.index;
             let name = &topic.name;
-            let part = table.get(name, idx);
             let reject = |code: i16, msg: String| partition_response(idx, code, Some(msg));
             let resp = if !matches!(acks, -1..=1) {
                 reject(code::INVALID_REQUIRED_ACKS, format!("acks={acks} is not 0, 1 or -1"))
             } else if req.transactional_id.is_some() {
                 reject(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker yet".into())
-            } else if let Some(part) = part.filter(|p| !p.is_removed()) {
-                let st = part.state();
-                let (is_leader, leader_epoch) = (st.leader == part.node_id, st.leader_epoch);
-                let short_isr = (acks == -1 && i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas)
-                    .then(|| format!("ISR of {name}-{idx} is {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas));
-                drop(st);
-                if !is_leader {
-                    reject(code::NOT_LEADER_OR_FOLLOWER, format!("broker {} is not the leader of {name}-{idx}", part.node_id))
-                } else if pdata.records.as_ref().is_none_or(Records::is_empty) {
-                    reject(code::INVALID_RECORD, format!("produce to {name}-{idx} carries no record batches"))
-                } else if let Some(msg) = short_isr {
-                    reject(code::NOT_ENOUGH_REPLICAS, msg)
-                } else {
-                    let records = match pdata.records {
-                        Some(Records::Bytes(b)) => b.to_vec(),
-                        _ => Vec::new(),
-                    };
-                    match part.log.append_as_leader(records, leader_epoch, now_ms) {
-                        Ok(res) => {
-                            part.maybe_increment_hw();
-                            if acks == -1 {
-                                waits.push((ti, out.partition_responses.len(), Arc::clone(&part), res.last_offset + 1));
-                            }
-                            PartitionProduceResponse {
-                                index: idx,
-                                error_code: code::NONE,
-                                base_offset: res.base_offset,
-                                log_append_time_ms: res.log_append_time,
-                                log_start_offset: res.log_start_offset,
-                                ..Default::default()
-                            }
+            } else {
+                match table.leader_for(name, idx, -1) {
+                    Err(why) => {
+                        let mut resp = reject(why.code(false), why.describe(name, idx, table.node_id()));
+                        if let Some(l) = why.current_leader().filter(|_| version >= 10) {
+                            resp.current_leader = LeaderIdAndEpoch { leader_id: l.leader, leader_epoch: l.leader_epoch, ..Default::default() };
+                            hinted.push(l.leader);
                         }
-                        Err(_) if part.is_removed() => {
-                            // Deleted while we appended: the topic is gone, not the disk.
-                            reject(code::UNKNOWN_TOPIC_OR_PARTITION, format!("partition {name}-{idx} was deleted"))
+                        resp
+                    }
+                    Ok(part) => {
+                        let (resp, wait_for) = append(&part, pdata.records, acks, now_ms, peer, logs);
+                        if let Some(offset) = wait_for {
+                            waits.push((ti, out.partition_responses.len(), part, offset));
                         }
-                        Err(e) => {
-                            let c = error_code_for(&e);
-                            // A storage failure is the broker's fault; anything else is the client's input.
-                            let level = if c == code::KAFKA_STORAGE_ERROR { LogLine::ERROR } else { LogLine::INFO };
-                            logs.push(LogLine::new(level, format!("produce to {name}-{idx} from {peer} rejected ({}): {e}", code_name(c))));
-                            reject(c, e.to_string())
-                        }
+                        resp
                     }
                 }
-            } else {
-                let msg = if table.has_topic(name) {
-                    format!("partition {name}-{idx} does not exist")
-                } else {
-                    format!("topic {name:?} does not exist")
-                };
-                reject(code::UNKNOWN_TOPIC_OR_PARTITION, msg)
             };
             out.partition_responses.push(resp);
         }
@@ -167,12 +136,74 @@ pub fn handle(
     if acks == 0 {
         return Ok(Outcome::Done(None));
     }
+    if !hinted.is_empty() {
+        let view = table.view();
+        response.node_endpoints = view
+            .endpoints_of(hinted)
+            .into_iter()
+            .map(|(id, e)| NodeEndpoint { node_id: id, host: e.host.clone(), port: e.port, rack: e.rack.clone(), ..Default::default() })
+            .collect();
+    }
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms.max(0)).unwrap_or(0));
     let mut pending =
         PendingProduce { response, waits, version, correlation_id, timeout_ms: req.timeout_ms, deadline: Instant::now() + timeout };
     match pending.try_complete(false)? {
         Some(chunks) => Ok(Outcome::Done(Some(chunks))),
         None => Ok(Outcome::Wait(pending)),
+    }
+}
+
+/// Appends one partition's records as its leader: the response, and for acks=-1 after a
+/// successful append the offset the HW must reach before answering.
+fn append(
+    part: &Partition,
+    records: Option<Records>,
+    acks: i16,
+    now_ms: i64,
+    peer: &str,
+    logs: &mut Vec<LogLine>,
+) -> (PartitionProduceResponse, Option<i64>) {
+    let (name, idx) = (&part.topic, part.index);
+    let reject = |code: i16, msg: String| partition_response(idx, code, Some(msg));
+    let st = part.state();
+    let leader_epoch = st.leader_epoch;
+    let short_isr = (acks == -1 && i32::try_from(st.isr.len()).unwrap_or(i32::MAX) < st.min_insync_replicas)
+        .then(|| format!("ISR of {name}-{idx} is {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas));
+    drop(st);
+    if records.as_ref().is_none_or(Records::is_empty) {
+        return (reject(code::INVALID_RECORD, format!("produce to {name}-{idx} carries no record batches")), None);
+    }
+    if let Some(msg) = short_isr {
+        return (reject(code::NOT_ENOUGH_REPLICAS, msg), None);
+    }
+    let records = match records {
+        Some(Records::Bytes(b)) => b.to_vec(),
+        _ => Vec::new(),
+    };
+    match part.log.append_as_leader(records, leader_epoch, now_ms) {
+        Ok(res) => {
+            part.maybe_increment_hw();
+            let resp = PartitionProduceResponse {
+                index: idx,
+                error_code: code::NONE,
+                base_offset: res.base_offset,
+                log_append_time_ms: res.log_append_time,
+                log_start_offset: res.log_start_offset,
+                ..Default::default()
+            };
+            (resp, (acks == -1).then_some(res.last_offset + 1))
+        }
+        // Deleted while we appended: the topic is gone, not the disk.
+        Err(_) if part.is_removed() => {
+            (reject(code::UNKNOWN_TOPIC_OR_PARTITION, format!("partition {name}-{idx} was deleted")), None)
+        }
+        Err(e) => {
+            let c = error_code_for(&e);
+            // A storage failure is the broker's fault; anything else is the client's input.
+            let level = if c == code::KAFKA_STORAGE_ERROR { LogLine::ERROR } else { LogLine::INFO };
+            logs.push(LogLine::new(level, format!("produce to {name}-{idx} from {peer} rejected ({}): {e}", code_name(c))));
+            (reject(c, e.to_string()), None)
+        }
     }
 }
 

@@ -32,6 +32,7 @@ pub mod code {
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
     pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
     pub const INVALID_RECORD: i16 = 87;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
 }
 
 /// The error code an engine failure is answered with (as python/logbroker/errors.py).

@@ -74,14 +74,18 @@ class HandlerEntry:
 def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1):
     """The one lookup every partition-level request makes: (error code, Partition or None).
 
-    UNKNOWN_TOPIC_OR_PARTITION when this broker has no replica, NOT_LEADER_OR_FOLLOWER when
-    it is not the leader, and for a client-supplied current leader epoch (-1 = not checked)
-    FENCED_LEADER_EPOCH if it is older than ours, UNKNOWN_LEADER_EPOCH if newer.
+    UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist, NOT_LEADER_OR_FOLLOWER
+    when this broker does not lead it (holding a replica or not), and for a client-supplied
+    current leader epoch (-1 = not checked) FENCED_LEADER_EPOCH if it is older than ours,
+    UNKNOWN_LEADER_EPOCH if newer.
     """
     from logbroker.protocol import ErrorCode
 
     part = ctx.replicas.get(topic, index)
     if part is None:
+        t = ctx.controller.image.topics.get(topic)
+        if t is not None and index in t.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     if not part.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
