@@ -25,6 +25,7 @@ from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import MetadataImage
 from logbroker.broker.partition import Partition
+from logbroker.broker.replication import Replication
 
 log = logging.getLogger("logbroker.replicas")
 
@@ -45,6 +46,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._image: MetadataImage | None = None
         self._closed = False
+        self.replication = Replication(config, self)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -92,6 +94,7 @@ class ReplicaManager:
             self.partitions[(topic.name, state.partition)] = self._partition(topic, state, lg)
         self._set_cluster_view(image)
         self._image = image
+        await self.replication.after_image(image)
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
         for entry in self.data_dir.iterdir():
             if entry.is_dir() and not entry.name.startswith("__") and entry.name not in known:
@@ -116,6 +119,9 @@ class ReplicaManager:
                     if old is not None and old.configs != wanted[k][0].configs:
                         config_changed.append((p, wanted[k][0].configs))
 
+        # Replicas that stop following (now leaders, leaderless, deleted) are off the fetch
+        # loops before anything else changes.
+        await self.replication.before_image(image)
         # The data path learns the new image first, so a request for a deleted partition
         # finds no such topic rather than a leader that is going away.
         self._set_cluster_view(image)
@@ -151,6 +157,7 @@ class ReplicaManager:
             if p is not None and p.state != state:
                 p.apply_state(state)
         self._image = image
+        await self.replication.after_image(image)
 
     def _set_cluster_view(self, image: MetadataImage) -> None:
         """Every partition's leader and every broker's endpoint, for the data path's
@@ -167,6 +174,7 @@ class ReplicaManager:
         if self._closed:
             return
         self._closed = True
+        await self.replication.shutdown()
         parts = list(self.partitions.values())
 
         def close_all() -> None:

@@ -116,6 +116,8 @@ class BrokerServer:
                                                  self.config.get_int("broker.heartbeat.interval.ms"))
                 await nursery.start(self.controller.sessions.run)
                 await nursery.start(self.lifecycle.run)
+                self.replicas.replication.quorum = quorum
+                await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",

@@ -27,6 +27,7 @@ mod log;
 mod messages;
 mod protocol;
 mod raft;
+mod replication;
 mod server;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -52,5 +53,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<server::PyPartitionTable>()?;
     m.add_class::<server::PyReplicaPartition>()?;
     m.add_function(wrap_pyfunction!(server::data_path_apis, m)?)?;
+    m.add_class::<replication::PyReplicaFetcherManager>()?;
     Ok(())
 }

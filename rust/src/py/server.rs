@@ -68,7 +68,7 @@ impl PyPartitionTable {
 
 /// One local replica as the data path sees it (see rust/src/server/partition.rs).
 #[pyclass(name = "ReplicaPartition", module = "logbroker._core", frozen)]
-pub struct PyReplicaPartition(Arc<Partition>);
+pub struct PyReplicaPartition(pub(crate) Arc<Partition>);
 
 #[pymethods]
 impl PyReplicaPartition {
@@ -85,6 +85,12 @@ impl PyReplicaPartition {
     #[getter]
     fn removed(&self) -> bool {
         self.0.is_removed()
+    }
+
+    /// What the leader knows of each follower: `[(replica, leo, last_fetch_ms,
+    /// last_caught_up_ms)]` (-1: not yet), reset when the leader epoch changes.
+    fn follower_states(&self) -> Vec<(i32, i64, i64, i64)> {
+        self.0.follower_states().into_iter().map(|(r, f)| (r, f.leo, f.last_fetch_ms, f.last_caught_up_ms)).collect()
     }
 }
 

@@ -163,10 +163,10 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (3, 0));
     assert!(pending.try_complete(false).unwrap().is_none());
     // The follower catches up to 2: not yet; to 3: the HW covers the batch.
-    p.record_follower_leo(2, 2);
+    p.record_follower_fetch(2, 2, 0);
     assert!(p.maybe_increment_hw());
     assert!(pending.try_complete(false).unwrap().is_none());
-    p.record_follower_leo(2, 3);
+    p.record_follower_fetch(2, 3, 0);
     assert!(p.maybe_increment_hw());
     let resp: ProduceResponse = decode(pending.try_complete(false).unwrap().unwrap(), 9, true);
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NONE);

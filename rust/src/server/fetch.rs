@@ -17,6 +17,13 @@
 //! an old current leader epoch FENCED_LEADER_EPOCH, with `CurrentLeader` (v12+) and the
 //! leaders' endpoints in `NodeEndpoints` (v16+), whether or not this broker holds a replica.
 //!
+//! Followers and diverging logs: a follower (`replica_id >= 0`) reads up to the LEO, and its
+//! fetch offset is its LEO for the HW and the ISR (`Partition::record_follower_fetch`). From
+//! v12 a fetcher names the epoch of its last record (`last_fetched_epoch`); if the leader's
+//! log ends that epoch earlier than the fetch offset, or has no such epoch, the answer is a
+//! `DivergingEpoch` (epoch, end offset) with no records, and the fetcher truncates there
+//! (Kafka's KIP-320/KIP-595 check; the follower loop in `replica_fetcher.rs` does this).
+//!
 //! Long poll: with less than `min_bytes` available and no partition in error, the request is
 //! parked on its partitions until the HW moves or `max_wait_ms` passes.
 //!
@@ -49,6 +56,7 @@ struct Target {
     fetch_offset: i64,
     max_bytes: i32,
     current_leader_epoch: i32,
+    last_fetched_epoch: i32,
 }
 
 /// How the response relates to a fetch session.
@@ -91,6 +99,7 @@ fn target_of(topic: &str, topic_id: Uuid, p: &FetchPartition, version: i16) -> T
         fetch_offset: p.fetch_offset,
         max_bytes: p.partition_max_bytes,
         current_leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
+        last_fetched_epoch: if version >= 12 { p.last_fetched_epoch } else { -1 },
     }
 }
 
@@ -102,6 +111,7 @@ fn cached_of(t: &Target) -> CachedPartition {
         fetch_offset: t.fetch_offset,
         max_bytes: t.max_bytes,
         current_leader_epoch: t.current_leader_epoch,
+        last_fetched_epoch: t.last_fetched_epoch,
         high_watermark: -1,
         last_stable_offset: -1,
         log_start_offset: -1,
@@ -161,6 +171,7 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
             fetch_offset: c.fetch_offset,
             max_bytes: c.max_bytes,
             current_leader_epoch: c.current_leader_epoch,
+            last_fetched_epoch: c.last_fetched_epoch,
         })
         .collect();
     Ok((targets, SessionMode::Incremental { id, epoch }))
@@ -189,7 +200,7 @@ pub fn handle(
         for t in &targets {
             let Some(name) = topic_name(table, t, version) else { continue };
             if let Ok(part) = table.leader_for(&name, t.partition, t.current_leader_epoch) {
-                part.record_follower_leo(replica_id, t.fetch_offset);
+                part.record_follower_fetch(replica_id, t.fetch_offset, super::partition::now_ms());
                 part.maybe_increment_hw();
             }
         }
@@ -223,6 +234,10 @@ fn topic_name(table: &PartitionTable, t: &Target, version: i16) -> Option<String
 }
 
 impl PendingFetch {
+    pub fn is_follower(&self) -> bool {
+        self.replica_id >= 0
+    }
+
     /// Reads every partition; the response if there is enough data, an error, nothing to
     /// wait on, or `expired`; otherwise `None` with `waiting_on` set.
     #[allow(clippy::too_many_lines)]
@@ -276,7 +291,14 @@ impl PendingFetch {
                     data.log_start_offset = log_start;
                     let upper = if follower { leo } else { hw };
                     let budget = u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
-                    if t.fetch_offset < log_start || t.fetch_offset > leo {
+                    let diverging = (t.last_fetched_epoch >= 0)
+                        .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
+                        .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
+                    if let Some((epoch, end_offset)) = diverging {
+                        data.diverging_epoch.epoch = epoch;
+                        data.diverging_epoch.end_offset = end_offset;
+                        errors = true; // answer now: the fetcher must truncate first
+                    } else if t.fetch_offset < log_start || t.fetch_offset > leo {
                         data.error_code = code::OFFSET_OUT_OF_RANGE;
                         data.aborted_transactions = None;
                         errors = true;

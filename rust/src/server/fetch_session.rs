@@ -44,6 +44,8 @@ pub struct CachedPartition {
     pub fetch_offset: i64,
     pub max_bytes: i32,
     pub current_leader_epoch: i32,
+    /// The epoch of the last record the client has (v12+; -1: not checked).
+    pub last_fetched_epoch: i32,
     /// Last values sent; -1 until the partition was first answered.
     pub high_watermark: i64,
     pub last_stable_offset: i64,
@@ -96,6 +98,7 @@ impl Session {
             c.fetch_offset = p.fetch_offset;
             c.max_bytes = p.max_bytes;
             c.current_leader_epoch = p.current_leader_epoch;
+            c.last_fetched_epoch = p.last_fetched_epoch;
         } else {
             self.index.insert(key, self.partitions.len());
             self.partitions.push(p);
@@ -197,6 +200,7 @@ mod tests {
             fetch_offset: offset,
             max_bytes: 100,
             current_leader_epoch: -1,
+            last_fetched_epoch: -1,
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,

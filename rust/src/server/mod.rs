@@ -27,6 +27,7 @@ pub mod memory_pool;
 pub mod network;
 pub mod partition;
 pub mod produce;
+pub mod replica_fetcher;
 pub mod request;
 
 #[cfg(test)]

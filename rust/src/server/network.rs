@@ -50,6 +50,11 @@ impl Parked {
         }
     }
 
+    /// A follower's fetch waits for the leader's LEO, everything else for the HW.
+    fn waits_for_leo(&self) -> bool {
+        matches!(self, Parked::Fetch(f) if f.is_follower())
+    }
+
     fn deadline(&self) -> Instant {
         match self {
             Parked::Produce(p) => p.deadline,
@@ -300,7 +305,8 @@ impl NetworkLoop {
     }
 
     fn park(&mut self, id: u64, parked: Parked) {
-        parked.for_each_partition(|part| part.add_waiter(id));
+        let for_leo = parked.waits_for_leo();
+        parked.for_each_partition(|part| part.add_waiter(id, for_leo));
         self.parked.insert(id, parked);
     }
 

@@ -4,7 +4,12 @@
 //! # State (Kafka's names)
 //! - `leader`, `leader_epoch`, `isr`, `min_insync_replicas`: set by the control plane from the
 //!   metadata image (`Partition::update`); the data path only reads them.
-//! - follower LEOs: reported by follower fetches (`record_follower_leo`).
+//! - follower state (Kafka's `ReplicaState` on the leader): each follower's LEO (its fetch
+//!   offset), when it last fetched, and when it was last caught up: at a fetch at or past the
+//!   leader's LEO of that moment, or — Kafka's rule — at the time of its previous fetch if this
+//!   fetch reached the LEO the leader had then. Reset when the leader epoch changes (a new
+//!   leadership: ISR members count as caught up now). The ISR manager (Python) reads it
+//!   (`follower_states`) to shrink and expand the ISR.
 //! - high watermark: stored in the `Log`; `maybe_increment_hw` sets it to the minimum LEO over
 //!   the ISR (the leader's own LEO counts for itself), never lower than before.
 //!
@@ -15,7 +20,8 @@
 //! A parked request (a Fetch long poll, an acks=all Produce) registers its id with each
 //! partition it waits on. When the HW moves, the state changes or the partition is removed,
 //! the partition hands those ids to `Wakeup`, which the network loop drains; the request then
-//! re-checks its own condition (spurious wake-ups are harmless).
+//! re-checks its own condition (spurious wake-ups are harmless). A follower's fetch waits for
+//! the LEO instead (`add_waiter(id, true)`): it is woken when the leader appends.
 //!
 //! # The cluster view
 //! Besides its own replicas the table holds what the metadata image says about *every*
@@ -69,6 +75,22 @@ impl Wakeup {
     }
 }
 
+/// What the leader knows of one follower (times in ms since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    pub leo: i64,
+    pub last_fetch_ms: i64,
+    pub last_caught_up_ms: i64,
+    /// The leader's LEO at the follower's last fetch.
+    pub leader_leo_at_last_fetch: i64,
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 #[derive(Debug, Clone)]
 pub struct LeaderState {
     pub leader: i32,
@@ -83,9 +105,12 @@ pub struct Partition {
     pub node_id: i32,
     pub log: Arc<Log>,
     state: RwLock<LeaderState>,
-    follower_leos: Mutex<HashMap<i32, i64>>,
+    followers: Mutex<HashMap<i32, FollowerState>>,
     removed: AtomicBool,
     waiters: Mutex<Vec<u64>>,
+    leo_waiters: Mutex<Vec<u64>>,
+    /// The LEO the LEO waiters were last woken for.
+    leo_announced: std::sync::atomic::AtomicI64,
     wakeup: Arc<Wakeup>,
 }
 
@@ -103,15 +128,49 @@ impl Partition {
         self.removed.load(Ordering::Acquire)
     }
 
-    /// New leader/epoch/ISR from the metadata image; the HW may move (a smaller ISR).
+    /// New leader/epoch/ISR from the metadata image; the HW may move (a smaller ISR). A new
+    /// leader epoch starts a new leadership: follower state is reset, ISR members caught up now.
     pub fn update(&self, state: LeaderState) {
-        *self.state.write().unwrap_or_else(PoisonError::into_inner) = state;
+        let new_leadership = {
+            let mut st = self.state.write().unwrap_or_else(PoisonError::into_inner);
+            let changed = st.leader_epoch != state.leader_epoch || st.leader != state.leader;
+            *st = state;
+            changed
+        };
+        if new_leadership {
+            let now = now_ms();
+            let isr = self.state().isr.clone();
+            let mut f = lock(&self.followers);
+            f.clear();
+            for r in isr.into_iter().filter(|r| *r != self.node_id) {
+                f.insert(r, FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: now, leader_leo_at_last_fetch: -1 });
+            }
+        }
         self.maybe_increment_hw();
         self.wake_all();
+        self.wake_leo_waiters();
     }
 
-    pub fn record_follower_leo(&self, replica: i32, leo: i64) {
-        lock(&self.follower_leos).insert(replica, leo);
+    /// A follower fetched at `fetch_offset` (its LEO): its state moves (see the module doc).
+    pub fn record_follower_fetch(&self, replica: i32, fetch_offset: i64, now_ms: i64) {
+        let leader_leo = self.log.log_end_offset();
+        let mut all = lock(&self.followers);
+        let f = all.entry(replica).or_insert(FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: -1, leader_leo_at_last_fetch: -1 });
+        if fetch_offset >= leader_leo {
+            f.last_caught_up_ms = now_ms;
+        } else if f.leader_leo_at_last_fetch >= 0 && fetch_offset >= f.leader_leo_at_last_fetch {
+            f.last_caught_up_ms = f.last_caught_up_ms.max(f.last_fetch_ms);
+        }
+        f.leo = fetch_offset;
+        f.last_fetch_ms = now_ms;
+        f.leader_leo_at_last_fetch = leader_leo;
+    }
+
+    /// Every follower the leader has state for: (replica id, state).
+    pub fn follower_states(&self) -> Vec<(i32, FollowerState)> {
+        let mut v: Vec<_> = lock(&self.followers).iter().map(|(r, f)| (*r, *f)).collect();
+        v.sort_unstable_by_key(|(r, _)| *r);
+        v
     }
 
     /// HW = min LEO over the ISR (see the module doc); true if it moved (waiters are woken).
@@ -120,16 +179,21 @@ impl Partition {
         if st.leader != self.node_id {
             return false;
         }
-        let mut hw = self.log.log_end_offset();
+        let leo = self.log.log_end_offset();
+        let mut hw = leo;
         {
-            let leos = lock(&self.follower_leos);
+            let followers = lock(&self.followers);
             for r in &st.isr {
                 if *r != self.node_id {
-                    hw = hw.min(leos.get(r).copied().unwrap_or_else(|| self.log.log_start_offset()));
+                    let f = followers.get(r).map_or(-1, |f| f.leo);
+                    hw = hw.min(if f >= 0 { f } else { self.log.log_start_offset() });
                 }
             }
         }
         drop(st);
+        if leo > self.leo_announced.fetch_max(leo, Ordering::AcqRel) {
+            self.wake_leo_waiters();
+        }
         if hw > self.log.high_watermark() {
             self.log.update_high_watermark(hw);
             self.wake_all();
@@ -138,8 +202,9 @@ impl Partition {
         false
     }
 
-    pub fn add_waiter(&self, id: u64) {
-        let mut w = lock(&self.waiters);
+    /// Parks request `id` here until the HW moves (or, `for_leo`, the LEO).
+    pub fn add_waiter(&self, id: u64, for_leo: bool) {
+        let mut w = lock(if for_leo { &self.leo_waiters } else { &self.waiters });
         if !w.contains(&id) {
             w.push(id);
         }
@@ -147,6 +212,14 @@ impl Partition {
 
     pub fn remove_waiter(&self, id: u64) {
         lock(&self.waiters).retain(|w| *w != id);
+        lock(&self.leo_waiters).retain(|w| *w != id);
+    }
+
+    fn wake_leo_waiters(&self) {
+        let ids = std::mem::take(&mut *lock(&self.leo_waiters));
+        if !ids.is_empty() {
+            self.wakeup.wake(ids);
+        }
     }
 
     fn wake_all(&self) {
@@ -295,15 +368,26 @@ impl PartitionTable {
     /// Adds (or replaces) a partition's entry; returns it.
     pub fn add(&self, topic: &str, index: i32, node_id: i32, log: Arc<Log>, state: LeaderState) -> Arc<Partition> {
         let topic: Arc<str> = Arc::from(topic);
+        // A replica opened as leader: its ISR followers count as caught up now (as at a
+        // leader change), so the ISR is not shrunk before they have had time to fetch.
+        let now = now_ms();
+        let followers = state
+            .isr
+            .iter()
+            .filter(|r| **r != node_id)
+            .map(|r| (*r, FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: now, leader_leo_at_last_fetch: -1 }))
+            .collect();
         let p = Arc::new(Partition {
             topic: Arc::clone(&topic),
             index,
             node_id,
             log,
             state: RwLock::new(state),
-            follower_leos: Mutex::new(HashMap::new()),
+            followers: Mutex::new(followers),
             removed: AtomicBool::new(false),
             waiters: Mutex::new(Vec::new()),
+            leo_waiters: Mutex::new(Vec::new()),
+            leo_announced: std::sync::atomic::AtomicI64::new(-1),
             wakeup: Arc::clone(&self.wakeup),
         });
         let old = self
@@ -316,6 +400,7 @@ impl PartitionTable {
         if let Some(old) = old {
             old.removed.store(true, Ordering::Release);
             old.wake_all();
+            old.wake_leo_waiters();
         }
         p
     }
@@ -333,6 +418,7 @@ impl PartitionTable {
         if let Some(old) = old {
             old.removed.store(true, Ordering::Release);
             old.wake_all();
+            old.wake_leo_waiters();
         }
     }
 

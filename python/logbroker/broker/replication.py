@@ -1,0 +1,200 @@
+"""Replication's control plane on one broker: which local replicas follow which leader, and
+the ISR of the partitions this broker leads.
+
+Followers. After every metadata image the local replicas whose leader is another live broker
+are handed to the Rust follower fetch loops (`_core.ReplicaFetcherManager`, one thread per
+source broker; rust/src/server/replica_fetcher.rs), grouped by leader with the leader's
+endpoint and leader epoch. A replica that becomes leader, loses its leader or is deleted is
+taken off them *before* the new state is applied (`unfollow` returns only when no loop
+writes to it any more). The loops do the fetching, appending, truncation and HW on their own;
+this module only logs what they report (`take_events`, every 200 ms).
+
+ISR (leader side; Kafka's `Partition.maybeShrinkIsr` / `maybeExpandIsr`). Every
+`replica.lag.time.max.ms / 2` (and every 250 ms for expansion) each led partition compares its
+followers' state (rust/src/server/partition.rs `follower_states`) with its ISR:
+    shrink   an ISR member not caught up to the leader's LEO for `replica.lag.time.max.ms`
+    expand   a replica outside the ISR, on an unfenced broker, whose LEO reached the HW and
+             the start of the current leader epoch
+and asks the controller with AlterPartition (leader epoch and partition epoch as the image
+has them). The new ISR takes effect when the controller's record reaches this broker's
+image; until then the HW is computed over the committed ISR, which is the larger one during
+a shrink (Kafka's "maximal ISR"), so no acknowledged record depends on a replica outside the
+committed ISR. One request per partition is in flight at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Awaitable, Callable
+
+import trio
+
+from logbroker import _core
+from logbroker.broker.config import BrokerConfig
+from logbroker.coord.metadata import MetadataImage
+
+log = logging.getLogger("logbroker.replication")
+
+NO_LEADER = -1
+
+# (topic id, partition, leader epoch, partition epoch, new ISR) -> (error code, message)
+AlterIsr = Callable[[object, int, int, int, list[int]], Awaitable[tuple[int, str]]]
+
+
+class Replication:
+    def __init__(self, config: BrokerConfig, replicas) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.replicas = replicas  # ReplicaManager
+        self.fetchers = _core.ReplicaFetcherManager(
+            self.node_id,
+            max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+            min_bytes=config.get_int("replica.fetch.min.bytes"),
+            response_max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+            partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
+            backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+            socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+        )
+        self.alter_isr: AlterIsr | None = None  # set by the service in a cluster
+        self.quorum = None  # MetadataQuorum in a cluster: this broker's registration epoch
+        self._following: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
+        self._in_flight: set[tuple[str, int]] = set()
+        self._image: MetadataImage | None = None
+
+    # --- followers ----------------------------------------------------------------------
+
+    def _wanted(self, image: MetadataImage) -> dict[tuple[str, int], tuple[int, int]]:
+        """Local replicas that should follow: key -> (leader, leader epoch)."""
+        out = {}
+        for t in image.topics.values():
+            for ps in t.partitions.values():
+                if self.node_id in ps.replicas and ps.leader not in (NO_LEADER, self.node_id) and ps.leader in image.brokers:
+                    out[(t.name, ps.partition)] = (ps.leader, ps.leader_epoch)
+        return out
+
+    async def before_image(self, image: MetadataImage) -> None:
+        """Stop following what must not be followed under `image` (before its states apply)."""
+        wanted = self._wanted(image)
+        stop = [k for k, v in self._following.items() if wanted.get(k, (None, None))[0] != v[0]]
+        if stop:
+            await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
+            for k in stop:
+                self._following.pop(k, None)
+
+    async def after_image(self, image: MetadataImage) -> None:
+        """Follow every local replica led elsewhere, at the image's leader epochs."""
+        self._image = image
+        wanted = self._wanted(image)
+        by_leader: dict[int, list] = {}
+        for key, (leader, epoch) in wanted.items():
+            p = self.replicas.partitions.get(key)
+            if p is None or p.deleted or self._following.get(key) == (leader, epoch):
+                continue
+            by_leader.setdefault(leader, []).append((key, p, epoch))
+        for leader, items in by_leader.items():
+            b = image.brokers[leader]
+            args = [(p.core, p.topic_id.bytes, epoch) for _k, p, epoch in items]
+            await trio.to_thread.run_sync(self.fetchers.follow, leader, b.host, b.port, args)
+            for key, _p, epoch in items:
+                self._following[key] = (leader, epoch)
+            log.info("following %d partition(s) from broker %d at %s:%d: %s", len(items), leader, b.host, b.port,
+                     _names([k for k, _p, _e in items]))
+
+    def set_broker_epoch(self, epoch: int) -> None:
+        self.fetchers.set_broker_epoch(epoch)
+
+    async def shutdown(self) -> None:
+        await trio.to_thread.run_sync(self.fetchers.shutdown)
+        self._following.clear()
+
+    # --- background -----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._every, 0.2, self._drain_events)
+            nursery.start_soon(self._every, max(lag_ms / 2000, 0.05), self._shrink)
+            nursery.start_soon(self._every, 0.25, self._expand)
+            task_status.started()
+
+    async def _every(self, seconds: float, job) -> None:
+        while True:
+            await trio.sleep(seconds)
+            try:
+                await job()
+            except Exception:
+                log.exception("replication job %s failed", job.__name__)
+
+    async def _drain_events(self) -> None:
+        epoch = getattr(self.quorum, "registered_epoch", None)
+        if epoch is not None:
+            self.fetchers.set_broker_epoch(epoch)
+        for level, message in self.fetchers.take_events():
+            log.log(level, "%s", message)
+
+    async def _shrink(self) -> None:
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        now = int(time.time() * 1000)
+        for p in self._led():
+            states = {r: (leo, caught_up) for r, leo, _fetch, caught_up in p.core.follower_states()}
+            out = [r for r in p.isr if r != self.node_id
+                   and now - states.get(r, (-1, -1))[1] > lag_ms]
+            if out:
+                new_isr = [r for r in p.isr if r not in out]
+                detail = ", ".join(f"{r} (LEO {states.get(r, (-1, -1))[0]}, last caught up "
+                                   f"{_ago(now, states.get(r, (-1, -1))[1])})" for r in out)
+                await self._alter(p, new_isr, f"shrink: {detail} behind leader LEO {p.log.log_end_offset} for more "
+                                              f"than replica.lag.time.max.ms={lag_ms}")
+
+    async def _expand(self) -> None:
+        image = self._image
+        if image is None:
+            return
+        for p in self._led():
+            hw = p.log.high_watermark
+            entries = p.log.epoch_entries()
+            epoch_start = next((o for e, o in reversed(entries) if e == p.leader_epoch), None)
+            states = {r: leo for r, leo, _fetch, _caught in p.core.follower_states()}
+            joining = [r for r in p.replicas if r not in p.isr and r in states
+                       and (b := image.brokers.get(r)) is not None and not b.fenced
+                       and states[r] >= hw and (epoch_start is None or states[r] >= epoch_start)]
+            if joining:
+                new_isr = list(p.isr) + joining
+                await self._alter(p, new_isr, "expand: " + ", ".join(
+                    f"{r} caught up (LEO {states[r]}, HW {hw})" for r in joining))
+
+    def _led(self) -> list:
+        if self.alter_isr is None:
+            return []
+        return [p for p in self.replicas.partitions.values()
+                if p.is_leader and not p.deleted and (p.topic, p.index) not in self._in_flight]
+
+    async def _alter(self, p, new_isr: list[int], why: str) -> None:
+        key = (p.topic, p.index)
+        state = p.state
+        self._in_flight.add(key)
+        try:
+            log.info("%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
+                     p.name, state.isr, new_isr, state.leader_epoch, state.partition_epoch, why)
+            code, message = await self.alter_isr(p.topic_id, p.index, state.leader_epoch, state.partition_epoch,
+                                                 new_isr)
+            if code != 0:
+                log.info("%s: ISR change %s -> %s refused (error %d): %s", p.name, state.isr, new_isr, code, message)
+            else:
+                # wait (bounded) for the committed change to reach this broker's image, so the
+                # next pass does not ask again with the old partition epoch
+                with trio.move_on_after(2):
+                    while p.state.partition_epoch == state.partition_epoch and not p.deleted:
+                        await trio.sleep(0.02)
+        finally:
+            self._in_flight.discard(key)
+
+
+def _names(keys: list[tuple[str, int]], limit: int = 8) -> str:
+    text = ", ".join(f"{t}-{p}" for t, p in sorted(keys)[:limit])
+    return text + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def _ago(now: int, t: int) -> str:
+    return "never" if t < 0 else f"{now - t} ms ago"

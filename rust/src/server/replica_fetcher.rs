@@ -1,0 +1,741 @@
+//! Follower fetch loops: this broker's follower replicas pull from their leaders.
+//!
+//! One `ReplicaFetcher` (a thread) per source broker carries every partition this broker
+//! follows there in one Fetch request (Kafka's replica fetcher threads). The control plane
+//! (Python) only says which partitions to follow from where (`ReplicaFetcherManager::follow`,
+//! `unfollow`) and logs the events the loops report; no Python runs per request or batch.
+//!
+//! # One round
+//! 1. For each followed partition not backing off: fetch offset = its LEO, last fetched
+//!    epoch = its latest leader epoch, current leader epoch = the epoch it follows.
+//! 2. Fetch (the highest version both sides have, at least 12; `ReplicaState` with this
+//!    broker's id and epoch from v15, `replica_id` before; topic ids from v13), long-polling
+//!    `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`.
+//! 3. Per partition in the answer, under the partition set's lock (so `unfollow` returning
+//!    means no more writes to that log from here), and only if it is still followed at the
+//!    same leader epoch:
+//!    - records: appended with the leader's offsets and leader epochs (`Log::append_as_follower`
+//!      validates framing and CRC-32C and keeps the producer state); HW = min(leader's HW,
+//!      own LEO); the log start follows the leader's.
+//!    - `DivergingEpoch` (epoch E, end offset O): the local log ends E at O' of its own; it is
+//!      truncated to min(O, O') and the next round checks again (never to the HW blindly;
+//!      only when the leader has no epoch information at all, Kafka's fallback to the HW).
+//!    - OFFSET_OUT_OF_RANGE: below the leader's log start, the log restarts there; above the
+//!      leader's LEO (possible only after an unclean election), OffsetForLeaderEpoch for the
+//!      local latest epoch says where to truncate.
+//!    - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_*: the partition backs off
+//!      `replica.fetch.backoff.ms`; the control plane moves it when the metadata says so.
+//!    - a local append failure (corrupt data, disk): logged naming partition and offset; the
+//!      partition backs off and retries from its LEO.
+//! 4. A connection failure closes the connection, backs off and reconnects (one log line per
+//!    change of state, not per attempt).
+//!
+//! Threads: each loop runs without the GIL (pure Rust); blocking socket I/O with timeouts;
+//! `shutdown` interrupts a long poll by shutting the socket down.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::partition::Partition;
+use super::request::code;
+use super::LogLine;
+use crate::protocol::messages::api_versions_request::ApiVersionsRequest;
+use crate::protocol::messages::api_versions_response::ApiVersionsResponse;
+use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic, ReplicaState};
+use crate::protocol::messages::fetch_response::{FetchResponse, PartitionData};
+use crate::protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use crate::protocol::messages::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
+use crate::protocol::messages::request_header::RequestHeader;
+use crate::protocol::{Bytes, Message, ProtocolError, Reader, Records, Uuid, Writer};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The newest Fetch version the loop speaks, and the oldest it accepts (DivergingEpoch).
+const FETCH_MAX: i16 = 17;
+const FETCH_MIN: i16 = 12;
+const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
+
+/// Kafka's replica fetcher settings (names in the field docs).
+#[derive(Debug, Clone)]
+pub struct FetcherConfig {
+    pub node_id: i32,
+    /// `replica.fetch.wait.max.ms`
+    pub max_wait_ms: i32,
+    /// `replica.fetch.min.bytes`
+    pub min_bytes: i32,
+    /// `replica.fetch.response.max.bytes`
+    pub response_max_bytes: i32,
+    /// `replica.fetch.max.bytes`
+    pub partition_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`
+    pub backoff_ms: u64,
+    /// `replica.socket.timeout.ms`
+    pub socket_timeout_ms: u64,
+}
+
+/// A partition this broker follows.
+struct Followed {
+    part: Arc<Partition>,
+    topic_id: Uuid,
+    /// The leader epoch of the leadership followed (sent as current leader epoch).
+    leader_epoch: i32,
+    backoff_until: Option<Instant>,
+}
+
+/// Counters of one fetcher, for metrics and tests.
+#[derive(Default)]
+pub struct FetcherStats {
+    pub fetches: AtomicU64,
+    pub bytes: AtomicU64,
+    pub batches_appended: AtomicU64,
+    pub truncations: AtomicU64,
+    pub errors: AtomicU64,
+    pub connected: AtomicBool,
+}
+
+struct Shared {
+    source: i32,
+    address: String,
+    config: FetcherConfig,
+    broker_epoch: Arc<AtomicI64>,
+    partitions: Mutex<HashMap<(Arc<str>, i32), Followed>>,
+    changed: Condvar,
+    stop: AtomicBool,
+    stream: Mutex<Option<TcpStream>>,
+    events: Arc<Mutex<Vec<LogLine>>>,
+    stats: FetcherStats,
+}
+
+impl Shared {
+    fn event(&self, level: i32, message: String) {
+        lock(&self.events).push(LogLine::new(level, message));
+    }
+}
+
+/// One fetch loop (thread) for one source broker.
+pub struct ReplicaFetcher {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ReplicaFetcher {
+    fn start(source: i32, address: String, config: FetcherConfig, broker_epoch: Arc<AtomicI64>, events: Arc<Mutex<Vec<LogLine>>>) -> Self {
+        let shared = Arc::new(Shared {
+            source,
+            address,
+            config,
+            broker_epoch,
+            partitions: Mutex::new(HashMap::new()),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            stream: Mutex::new(None),
+            events,
+            stats: FetcherStats::default(),
+        });
+        let s = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name(format!("replica-fetcher-{source}"))
+            .spawn(move || Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false }.run())
+            .ok();
+        ReplicaFetcher { shared, thread }
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.changed.notify_all();
+        if let Some(s) = lock(&self.shared.stream).as_ref() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ReplicaFetcher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Every fetcher of this broker, by source broker.
+pub struct ReplicaFetcherManager {
+    config: FetcherConfig,
+    broker_epoch: Arc<AtomicI64>,
+    fetchers: Mutex<HashMap<i32, ReplicaFetcher>>,
+    events: Arc<Mutex<Vec<LogLine>>>,
+}
+
+/// One partition to follow: the local replica, its topic id, the leader epoch followed.
+pub type FollowRequest = (Arc<Partition>, Uuid, i32);
+
+impl ReplicaFetcherManager {
+    pub fn new(config: FetcherConfig) -> Self {
+        ReplicaFetcherManager {
+            config,
+            broker_epoch: Arc::new(AtomicI64::new(-1)),
+            fetchers: Mutex::new(HashMap::new()),
+            events: Arc::default(),
+        }
+    }
+
+    /// The broker epoch sent in `ReplicaState` (from this broker's registration).
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch.store(epoch, Ordering::Relaxed);
+    }
+
+    /// Follows `partitions` from broker `source` at `host:port` (replacing the fetcher if
+    /// the source's address changed); each leaves any other fetcher it was on.
+    pub fn follow(&self, source: i32, host: &str, port: i32, partitions: Vec<FollowRequest>) {
+        let address = format!("{host}:{port}");
+        let mut fetchers = lock(&self.fetchers);
+        let keys: Vec<(Arc<str>, i32)> = partitions.iter().map(|(p, _, _)| (Arc::clone(&p.topic), p.index)).collect();
+        for (id, f) in fetchers.iter() {
+            if *id != source {
+                let mut parts = lock(&f.shared.partitions);
+                for k in &keys {
+                    parts.remove(k);
+                }
+            }
+        }
+        if fetchers.get(&source).is_some_and(|f| f.shared.address != address) {
+            if let Some(mut old) = fetchers.remove(&source) {
+                let moved: Vec<Followed> = lock(&old.shared.partitions).drain().map(|(_, v)| v).collect();
+                old.stop();
+                let f = self.fetcher(&mut fetchers, source, &address);
+                let mut parts = lock(&f.shared.partitions);
+                for m in moved {
+                    parts.insert((Arc::clone(&m.part.topic), m.part.index), m);
+                }
+            }
+        }
+        let f = self.fetcher(&mut fetchers, source, &address);
+        {
+            let mut parts = lock(&f.shared.partitions);
+            for (part, topic_id, leader_epoch) in partitions {
+                let key = (Arc::clone(&part.topic), part.index);
+                match parts.get_mut(&key) {
+                    Some(e) if Arc::ptr_eq(&e.part, &part) && e.leader_epoch == leader_epoch => {}
+                    _ => {
+                        parts.insert(key, Followed { part, topic_id, leader_epoch, backoff_until: None });
+                    }
+                }
+            }
+        }
+        f.shared.changed.notify_all();
+    }
+
+    fn fetcher<'a>(&self, fetchers: &'a mut HashMap<i32, ReplicaFetcher>, source: i32, address: &str) -> &'a ReplicaFetcher {
+        fetchers.entry(source).or_insert_with(|| {
+            ReplicaFetcher::start(source, address.to_owned(), self.config.clone(), Arc::clone(&self.broker_epoch), Arc::clone(&self.events))
+        })
+    }
+
+    /// Stops following `keys` (topic, partition); when it returns no fetcher writes to them.
+    /// Fetchers left with nothing to follow are stopped.
+    pub fn unfollow(&self, keys: &[(String, i32)]) {
+        let mut fetchers = lock(&self.fetchers);
+        let mut idle = Vec::new();
+        for (id, f) in fetchers.iter() {
+            let mut parts = lock(&f.shared.partitions);
+            for (t, p) in keys {
+                parts.remove(&(Arc::from(t.as_str()), *p));
+            }
+            if parts.is_empty() {
+                idle.push(*id);
+            }
+        }
+        for id in idle {
+            if let Some(mut f) = fetchers.remove(&id) {
+                f.stop();
+            }
+        }
+    }
+
+    /// (source broker, topic, partition) of everything followed.
+    pub fn followed(&self) -> Vec<(i32, String, i32)> {
+        let fetchers = lock(&self.fetchers);
+        let mut v: Vec<_> = fetchers
+            .iter()
+            .flat_map(|(id, f)| lock(&f.shared.partitions).keys().map(|(t, p)| (*id, t.to_string(), *p)).collect::<Vec<_>>())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Per source broker: (source, connected, fetches, bytes, batches appended, truncations, errors).
+    pub fn stats(&self) -> Vec<(i32, bool, u64, u64, u64, u64, u64)> {
+        let fetchers = lock(&self.fetchers);
+        let mut v: Vec<_> = fetchers
+            .iter()
+            .map(|(id, f)| {
+                let s = &f.shared.stats;
+                (
+                    *id,
+                    s.connected.load(Ordering::Relaxed),
+                    s.fetches.load(Ordering::Relaxed),
+                    s.bytes.load(Ordering::Relaxed),
+                    s.batches_appended.load(Ordering::Relaxed),
+                    s.truncations.load(Ordering::Relaxed),
+                    s.errors.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        v.sort_unstable_by_key(|s| s.0);
+        v
+    }
+
+    /// Log lines the loops reported since the last call.
+    pub fn take_events(&self) -> Vec<LogLine> {
+        std::mem::take(&mut *lock(&self.events))
+    }
+
+    /// Stops every fetcher (waits for their threads).
+    pub fn shutdown(&self) {
+        let all: Vec<ReplicaFetcher> = lock(&self.fetchers).drain().map(|(_, f)| f).collect();
+        for mut f in all {
+            f.stop();
+        }
+    }
+}
+
+impl Drop for ReplicaFetcherManager {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// What one round sends for one partition.
+struct Sent {
+    key: (Arc<str>, i32),
+    leader_epoch: i32,
+    fetch_offset: i64,
+}
+
+struct Loop {
+    shared: Arc<Shared>,
+    conn: Option<TcpStream>,
+    correlation_id: i32,
+    fetch_version: i16,
+    /// The last round failed on the connection (log once per change).
+    failing: bool,
+}
+
+impl Loop {
+    fn run(mut self) {
+        while !self.shared.stop.load(Ordering::Acquire) {
+            let Some((req, sent)) = self.build() else { continue };
+            match self.round(&req, &sent) {
+                Ok(resp) => {
+                    if self.failing {
+                        self.failing = false;
+                        self.shared.event(LogLine::INFO, format!("fetching from broker {} at {} again", self.shared.source, self.shared.address));
+                    }
+                    self.apply(&resp, &sent);
+                }
+                Err(e) => {
+                    self.disconnect();
+                    if self.shared.stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    self.shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    if !self.failing {
+                        self.failing = true;
+                        self.shared.event(
+                            LogLine::WARNING,
+                            format!(
+                                "fetching {} partition(s) from broker {} at {} failed: {e}; retrying every {} ms",
+                                sent.len(),
+                                self.shared.source,
+                                self.shared.address,
+                                self.shared.config.backoff_ms
+                            ),
+                        );
+                    }
+                    self.sleep(Duration::from_millis(self.shared.config.backoff_ms));
+                }
+            }
+        }
+        self.disconnect();
+    }
+
+    /// Waits for `d` or until stopped / the partition set changes.
+    fn sleep(&self, d: Duration) {
+        let parts = lock(&self.shared.partitions);
+        if !self.shared.stop.load(Ordering::Acquire) {
+            let _ = self.shared.changed.wait_timeout(parts, d);
+        }
+    }
+
+    /// The next request, or None (after waiting) when nothing is ready to fetch.
+    fn build(&mut self) -> Option<(FetchRequest, Vec<Sent>)> {
+        let now = Instant::now();
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        let mut sent = Vec::new();
+        let mut next_ready: Option<Instant> = None;
+        {
+            let parts = lock(&self.shared.partitions);
+            if parts.is_empty() {
+                if !self.shared.stop.load(Ordering::Acquire) {
+                    let _ = self.shared.changed.wait_timeout(parts, Duration::from_millis(500));
+                }
+                return None;
+            }
+            let mut ordered: Vec<_> = parts.iter().collect();
+            ordered.sort_by(|a, b| a.0.cmp(b.0));
+            for (key, f) in ordered {
+                if let Some(t) = f.backoff_until.filter(|t| *t > now) {
+                    next_ready = Some(next_ready.map_or(t, |n| n.min(t)));
+                    continue;
+                }
+                if f.part.is_removed() {
+                    continue;
+                }
+                let log = &f.part.log;
+                let fetch_offset = log.log_end_offset();
+                let p = FetchPartition {
+                    partition: key.1,
+                    current_leader_epoch: f.leader_epoch,
+                    fetch_offset,
+                    last_fetched_epoch: log.latest_epoch().unwrap_or(-1),
+                    log_start_offset: log.log_start_offset(),
+                    partition_max_bytes: self.shared.config.partition_max_bytes,
+                    ..Default::default()
+                };
+                match topics.last_mut() {
+                    Some(t) if t.topic == *key.0 => t.partitions.push(p),
+                    _ => topics.push(FetchTopic { topic: key.0.to_string(), topic_id: f.topic_id, partitions: vec![p], ..Default::default() }),
+                }
+                sent.push(Sent { key: key.clone(), leader_epoch: f.leader_epoch, fetch_offset });
+            }
+            if sent.is_empty() {
+                let wait = next_ready.map_or(Duration::from_millis(500), |t| t.saturating_duration_since(now));
+                if !self.shared.stop.load(Ordering::Acquire) {
+                    let _ = self.shared.changed.wait_timeout(parts, wait.max(Duration::from_millis(1)));
+                }
+                return None;
+            }
+        }
+        let c = &self.shared.config;
+        let req = FetchRequest {
+            replica_id: c.node_id,
+            replica_state: ReplicaState { replica_id: c.node_id, replica_epoch: self.shared.broker_epoch.load(Ordering::Relaxed), ..Default::default() },
+            max_wait_ms: c.max_wait_ms,
+            min_bytes: c.min_bytes,
+            max_bytes: c.response_max_bytes,
+            isolation_level: 0,
+            session_id: 0,
+            session_epoch: -1,
+            topics,
+            ..Default::default()
+        };
+        Some((req, sent))
+    }
+
+    fn disconnect(&mut self) {
+        if let Some(s) = self.conn.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        *lock(&self.shared.stream) = None;
+        self.shared.stats.connected.store(false, Ordering::Relaxed);
+    }
+
+    fn connect(&mut self) -> Result<(), String> {
+        let timeout = Duration::from_millis(self.shared.config.socket_timeout_ms);
+        let addr = self
+            .shared
+            .address
+            .to_socket_addrs()
+            .map_err(|e| format!("resolving {}: {e}", self.shared.address))?
+            .next()
+            .ok_or_else(|| format!("{} resolves to no address", self.shared.address))?;
+        let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connecting: {e}"))?;
+        let _ = s.set_nodelay(true);
+        s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+        *lock(&self.shared.stream) = s.try_clone().ok();
+        self.conn = Some(s);
+        // Negotiate the Fetch version (ApiVersions v3: request header v2, response header v0).
+        let resp: ApiVersionsResponse = self.call(
+            &ApiVersionsRequest { client_software_name: "logbroker-replica-fetcher".into(), client_software_version: env!("CARGO_PKG_VERSION").into(), ..Default::default() },
+            3,
+            Duration::from_millis(self.shared.config.socket_timeout_ms),
+            false,
+        )?;
+        if resp.error_code != code::NONE {
+            return Err(format!("ApiVersions answered error {}", resp.error_code));
+        }
+        let fetch = resp.api_keys.iter().find(|k| k.api_key == 1).ok_or("the leader does not serve Fetch")?;
+        let v = fetch.max_version.min(FETCH_MAX);
+        if v < FETCH_MIN || fetch.min_version > v {
+            return Err(format!("the leader serves Fetch v{}-{}, replication needs v{FETCH_MIN}+", fetch.min_version, fetch.max_version));
+        }
+        self.fetch_version = v;
+        self.shared.stats.connected.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sends one request and reads its response (`flexible_response_header`: header v1).
+    fn call<Req: Message, Resp: Message>(&mut self, req: &Req, version: i16, wait: Duration, flexible_response_header: bool) -> Result<Resp, String> {
+        let conn = self.conn.as_mut().ok_or("not connected")?;
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let correlation_id = self.correlation_id;
+        let flexible = Req::FLEXIBLE_MIN >= 0 && version >= Req::FLEXIBLE_MIN;
+        let mut w = Writer::new();
+        let header = RequestHeader {
+            request_api_key: Req::API_KEY,
+            request_api_version: version,
+            correlation_id,
+            client_id: Some(format!("replica-{}", self.shared.config.node_id)),
+            ..Default::default()
+        };
+        header.encode(&mut w, if flexible { 2 } else { 1 }).map_err(|e| e.to_string())?;
+        req.encode_versioned(&mut w, version).map_err(|e: ProtocolError| e.to_string())?;
+        let body = w.into_vec().map_err(|e| e.to_string())?;
+        let mut frame = Vec::with_capacity(body.len() + 4);
+        frame.extend_from_slice(&i32::try_from(body.len()).map_err(|_| "request too large")?.to_be_bytes());
+        frame.extend_from_slice(&body);
+        conn.write_all(&frame).map_err(|e| format!("sending {}: {e}", Req::NAME))?;
+        conn.set_read_timeout(Some(wait + Duration::from_millis(self.shared.config.socket_timeout_ms))).map_err(|e| e.to_string())?;
+        let mut size = [0u8; 4];
+        conn.read_exact(&mut size).map_err(|e| format!("reading the {} response: {e}", Req::NAME))?;
+        let size = i32::from_be_bytes(size);
+        let limit = i64::from(self.shared.config.response_max_bytes) + (1 << 20);
+        if size < 4 || i64::from(size) > limit {
+            return Err(format!("{} response frame of {size} bytes (limit {limit})", Req::NAME));
+        }
+        let mut buf = vec![0u8; usize::try_from(size).unwrap_or(0)];
+        conn.read_exact(&mut buf).map_err(|e| format!("reading the {} response: {e}", Req::NAME))?;
+        let mut r = Reader::new(Bytes::from(buf));
+        let got = r.i32("correlation id").map_err(|e| e.to_string())?;
+        if got != correlation_id {
+            return Err(format!("{} response has correlation id {got}, expected {correlation_id}", Req::NAME));
+        }
+        if flexible_response_header {
+            r.tagged_fields("response header", |_, _| Ok(false)).map_err(|e| e.to_string())?;
+        }
+        Resp::decode_versioned(&mut r, version).map_err(|e| e.to_string())
+    }
+
+    fn round(&mut self, req: &FetchRequest, sent: &[Sent]) -> Result<FetchResponse, String> {
+        if self.conn.is_none() {
+            self.connect()?;
+        }
+        let mut req = req.clone();
+        if self.fetch_version >= 15 {
+            req.replica_id = -1;
+        }
+        if self.fetch_version < 13 {
+            for t in &mut req.topics {
+                t.topic_id = Uuid::default();
+            }
+        } else {
+            for t in &mut req.topics {
+                t.topic.clear();
+            }
+        }
+        let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
+        let resp: FetchResponse = self.call(&req, self.fetch_version, wait, true)?;
+        self.shared.stats.fetches.fetch_add(1, Ordering::Relaxed);
+        if resp.error_code != code::NONE {
+            return Err(format!("Fetch answered error {} for {} partition(s)", resp.error_code, sent.len()));
+        }
+        Ok(resp)
+    }
+
+    /// Applies a response (see the module doc, step 3).
+    fn apply(&mut self, resp: &FetchResponse, sent: &[Sent]) {
+        let by_key: HashMap<&(Arc<str>, i32), &Sent> = sent.iter().map(|s| (&s.key, s)).collect();
+        let mut out_of_range = Vec::new();
+        {
+            let mut parts = lock(&self.shared.partitions);
+            let ids: HashMap<Uuid, Arc<str>> = parts.iter().map(|(k, f)| (f.topic_id, Arc::clone(&k.0))).collect();
+            for t in &resp.responses {
+                let topic: Arc<str> = if self.fetch_version >= 13 {
+                    match ids.get(&t.topic_id) {
+                        Some(n) => Arc::clone(n),
+                        None => continue,
+                    }
+                } else {
+                    Arc::from(t.topic.as_str())
+                };
+                for d in &t.partitions {
+                    let key = (Arc::clone(&topic), d.partition_index);
+                    let (Some(s), Some(f)) = (by_key.get(&key), parts.get_mut(&key)) else { continue };
+                    if f.leader_epoch != s.leader_epoch || f.part.is_removed() {
+                        continue; // moved on since the request was sent
+                    }
+                    if let Some(retry) = self.apply_partition(f, d, s.fetch_offset) {
+                        if retry == Retry::OutOfRange {
+                            out_of_range.push((key.clone(), f.leader_epoch, f.topic_id));
+                        } else {
+                            f.backoff_until = Some(Instant::now() + Duration::from_millis(self.shared.config.backoff_ms));
+                        }
+                    }
+                }
+            }
+        }
+        for (key, epoch, topic_id) in out_of_range {
+            self.resolve_out_of_range(&key, epoch, topic_id);
+        }
+    }
+
+    /// Applies one partition's data; `Some` when it must back off or resolve an out-of-range.
+    fn apply_partition(&self, f: &Followed, d: &PartitionData, fetch_offset: i64) -> Option<Retry> {
+        let name = f.part.name();
+        let source = self.shared.source;
+        let log = &f.part.log;
+        match d.error_code {
+            code::NONE => {}
+            code::OFFSET_OUT_OF_RANGE => {
+                if d.log_start_offset >= 0 && fetch_offset < d.log_start_offset {
+                    // Behind the leader's log start: what we lack is gone; restart there.
+                    self.shared.event(
+                        LogLine::WARNING,
+                        format!("{name}: fetch offset {fetch_offset} is below leader {source}'s log start {}; restarting the log there", d.log_start_offset),
+                    );
+                    if let Err(e) = log.truncate_fully_and_start_at(d.log_start_offset) {
+                        self.shared.event(LogLine::ERROR, format!("{name}: restarting the log at {} failed: {e}", d.log_start_offset));
+                        return Some(Retry::Backoff);
+                    }
+                    self.shared.stats.truncations.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+                return Some(Retry::OutOfRange);
+            }
+            c => {
+                self.shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+                let level = if matches!(c, code::NOT_LEADER_OR_FOLLOWER | code::FENCED_LEADER_EPOCH | code::UNKNOWN_LEADER_EPOCH) {
+                    LogLine::DEBUG
+                } else {
+                    LogLine::WARNING
+                };
+                self.shared.event(level, format!("{name}: leader {source} answered error {c} at fetch offset {fetch_offset} (leader epoch {}); backing off", f.leader_epoch));
+                return Some(Retry::Backoff);
+            }
+        }
+        if d.diverging_epoch.epoch >= 0 || d.diverging_epoch.end_offset >= 0 {
+            let (epoch, leader_end) = (d.diverging_epoch.epoch, d.diverging_epoch.end_offset);
+            let to = Self::truncation_point(log, epoch, leader_end);
+            self.shared.event(
+                LogLine::INFO,
+                format!(
+                    "{name}: log diverges from leader {source} at epoch {epoch} (leader's end offset {leader_end}); truncating from LEO {} to {to}",
+                    log.log_end_offset()
+                ),
+            );
+            if let Err(e) = log.truncate_to(to) {
+                self.shared.event(LogLine::ERROR, format!("{name}: truncating to {to} failed: {e}"));
+                return Some(Retry::Backoff);
+            }
+            self.shared.stats.truncations.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if let Some(Records::Bytes(b)) = &d.records {
+            if !b.is_empty() {
+                self.shared.stats.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+                match log.append_as_follower(b.to_vec()) {
+                    Ok(res) => {
+                        self.shared.stats.batches_appended.fetch_add(u64::try_from(res.batch_count).unwrap_or(0), Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        self.shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+                        self.shared.event(LogLine::ERROR, format!("{name}: appending data fetched from leader {source} at offset {fetch_offset} failed: {e}"));
+                        return Some(Retry::Backoff);
+                    }
+                }
+            }
+        }
+        let leo = log.log_end_offset();
+        if d.high_watermark >= 0 {
+            log.update_high_watermark(d.high_watermark.min(leo));
+        }
+        if d.log_start_offset > log.log_start_offset() {
+            let start = d.log_start_offset.min(log.high_watermark());
+            if start > log.log_start_offset() {
+                if let Err(e) = log.delete_records_before(start) {
+                    self.shared.event(LogLine::WARNING, format!("{name}: following leader {source}'s log start {start} failed: {e}"));
+                }
+            }
+        }
+        None
+    }
+
+    /// Where to truncate for a leader that ends `epoch` at `leader_end`: min(leader's end, our
+    /// own end of that epoch); Kafka's fallback to the HW when the leader knows no epoch.
+    fn truncation_point(log: &crate::log::Log, epoch: i32, leader_end: i64) -> i64 {
+        if epoch < 0 || leader_end < 0 {
+            return log.high_watermark();
+        }
+        let (own_epoch, own_end) = log.end_offset_for_epoch(epoch);
+        let own_end = if own_epoch < 0 || own_end < 0 { log.log_end_offset() } else { own_end };
+        leader_end.min(own_end)
+    }
+
+    /// Above the leader's LEO: ask the leader where our latest epoch ends (OffsetForLeaderEpoch)
+    /// and truncate there.
+    fn resolve_out_of_range(&mut self, key: &(Arc<str>, i32), leader_epoch: i32, _topic_id: Uuid) {
+        let part = {
+            let parts = lock(&self.shared.partitions);
+            match parts.get(key) {
+                Some(f) if f.leader_epoch == leader_epoch => Arc::clone(&f.part),
+                _ => return,
+            }
+        };
+        let log = &part.log;
+        let name = part.name();
+        let Some(latest) = log.latest_epoch() else {
+            // No epoch information: Kafka's fallback, the HW.
+            let hw = log.high_watermark();
+            self.shared.event(LogLine::WARNING, format!("{name}: out of range at leader {} and no leader epochs locally; truncating to the HW {hw}", self.shared.source));
+            let _ = log.truncate_to(hw);
+            return;
+        };
+        let req = OffsetForLeaderEpochRequest {
+            replica_id: self.shared.config.node_id,
+            topics: vec![OffsetForLeaderTopic {
+                topic: key.0.to_string(),
+                partitions: vec![OffsetForLeaderPartition { partition: key.1, current_leader_epoch: leader_epoch, leader_epoch: latest, ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let timeout = Duration::from_millis(self.shared.config.socket_timeout_ms);
+        let resp: Result<OffsetForLeaderEpochResponse, String> = self.call(&req, OFFSET_FOR_LEADER_EPOCH_VERSION, timeout, true);
+        let answer = resp.ok().and_then(|r| r.topics.into_iter().next()).and_then(|t| t.partitions.into_iter().next());
+        let mut parts = lock(&self.shared.partitions);
+        let Some(f) = parts.get_mut(key).filter(|f| f.leader_epoch == leader_epoch) else { return };
+        match answer {
+            Some(a) if a.error_code == code::NONE => {
+                let to = Self::truncation_point(log, a.leader_epoch, a.end_offset);
+                self.shared.event(
+                    LogLine::WARNING,
+                    format!("{name}: LEO {} is past leader {}'s log; epoch {latest} ends at {} there; truncating to {to}", log.log_end_offset(), self.shared.source, a.end_offset),
+                );
+                if log.truncate_to(to).is_ok() {
+                    self.shared.stats.truncations.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    f.backoff_until = Some(Instant::now() + Duration::from_millis(self.shared.config.backoff_ms));
+                }
+            }
+            other => {
+                self.shared.event(LogLine::WARNING, format!("{name}: OffsetForLeaderEpoch at leader {} failed ({other:?}); backing off", self.shared.source));
+                f.backoff_until = Some(Instant::now() + Duration::from_millis(self.shared.config.backoff_ms));
+            }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Retry {
+    Backoff,
+    OutOfRange,
+}
