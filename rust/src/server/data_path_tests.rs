@@ -398,3 +398,89 @@ fn a_v15_follower_names_itself_in_replica_state() {
     assert!(matches!(out, fetch::Outcome::Done(_) | fetch::Outcome::Wait(_)));
     assert_eq!(p.log.high_watermark(), 2, "the follower's fetch offset moved the HW");
 }
+
+#[test]
+fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1, 2]);
+    let mut logs = Vec::new();
+    // min.insync.replicas=2 and ISR [1, 2]: parked until follower 2 has the record.
+    p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs).unwrap()
+    else {
+        panic!("parked for follower 2")
+    };
+    // The ISR shrinks to the leader alone: the HW reaches the record, but the ISR is below
+    // min.insync.replicas: written, not as durable as asked.
+    p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 2 });
+    let resp: ProduceResponse = decode(pending.try_complete(false).unwrap().expect("settled"), 9, true);
+    let pr = &resp.responses[0].partition_responses[0];
+    assert_eq!(pr.error_code, code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+    assert_eq!(pr.error_message.as_deref(), Some("ISR of t-0 shrank to [1], below min.insync.replicas=2"));
+
+    // Parked again; then another broker becomes leader: NOT_LEADER_OR_FOLLOWER at once,
+    // although the local HW may never move again.
+    p.update(LeaderState { leader: 1, leader_epoch: 1, isr: vec![1, 2], min_insync_replicas: 1 });
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, "peer", 0, &mut logs).unwrap()
+    else {
+        panic!("parked for follower 2")
+    };
+    assert!(pending.try_complete(false).unwrap().is_none());
+    p.update(LeaderState { leader: 2, leader_epoch: 2, isr: vec![1, 2], min_insync_replicas: 1 });
+    let resp: ProduceResponse = decode(pending.try_complete(false).unwrap().expect("settled"), 9, true);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
+    // ... and leadership away and back (a new epoch) is no better: the tail may be rewritten.
+    p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, "peer", 0, &mut logs).unwrap()
+    else {
+        panic!()
+    };
+    p.update(LeaderState { leader: 1, leader_epoch: 4, isr: vec![1], min_insync_replicas: 1 });
+    let resp: ProduceResponse = decode(pending.try_complete(false).unwrap().expect("settled"), 9, true);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
+}
+
+#[test]
+fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1, 2]);
+    // Epoch 0: offsets 0-1; epoch 3: offsets 2-3.
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, "peer", 0, &mut Vec::new()).unwrap();
+    p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9), 9, 2, "peer", 0, &mut Vec::new()).unwrap();
+    assert_eq!(p.log.epoch_entries(), [(0, 0), (3, 2)]);
+    let follower_fetch = |offset: i64, last_epoch: i32| -> FetchResponse {
+        let mut req = fetch_req(offset, 0, 0);
+        req.replica_id = 2;
+        req.topics[0].partitions[0].last_fetched_epoch = last_epoch;
+        let out = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, "peer", &mut Vec::new()).unwrap();
+        let fetch::Outcome::Done(chunks) = out else { panic!("answered at once") };
+        decode(chunks, 12, true)
+    };
+    // A follower with epoch-0 records up to offset 3 (a tail the leader does not have):
+    // epoch 0 ends at 2 here.
+    let resp = follower_fetch(3, 0);
+    let d = &resp.responses[0].partitions[0];
+    assert_eq!((d.error_code, d.diverging_epoch.epoch, d.diverging_epoch.end_offset), (code::NONE, 0, 2));
+    assert!(d.records.as_ref().is_none_or(Records::is_empty), "no records until it truncates");
+    // An epoch the leader never had (1): the largest epoch below it (0) and where it ends.
+    let d = follower_fetch(2, 1).responses[0].partitions[0].clone();
+    assert_eq!((d.diverging_epoch.epoch, d.diverging_epoch.end_offset), (0, 2));
+    // Consistent: records from offset 2, and the follower's state moves.
+    let d = follower_fetch(2, 0).responses[0].partitions[0].clone();
+    assert_eq!(d.diverging_epoch.epoch, -1);
+    assert!(!d.records.as_ref().unwrap().is_empty());
+    let states = p.follower_states();
+    assert_eq!(states.len(), 1);
+    let (replica, st) = states[0];
+    assert_eq!((replica, st.leo), (2, 2));
+    assert!(st.last_caught_up_ms > 0, "caught up at the leadership change (epoch 3), not at this fetch");
+    let before = st.last_caught_up_ms;
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    // At the LEO: caught up now.
+    let _ = follower_fetch(4, 3);
+    let (_, st) = p.follower_states()[0];
+    assert_eq!(st.leo, 4);
+    assert!(st.last_caught_up_ms > before);
+    assert_eq!(p.log.high_watermark(), 4, "the HW is the ISR's minimum LEO");
+}

@@ -12,6 +12,10 @@
 //! acks=0: no response. acks=1: answered after the leader append. acks=-1: answered once the
 //! HW covers every appended batch (at once while the ISR is the leader alone), else parked
 //! until it does or `timeout_ms` passes (REQUEST_TIMED_OUT for the partitions still short).
+//! A parked partition whose leadership changed meanwhile (another leader, or a new leader
+//! epoch: its tail may have been truncated and rewritten) answers NOT_LEADER_OR_FOLLOWER at
+//! once; one whose ISR shrank below `min.insync.replicas` by the time the HW covers the
+//! batch answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (written, but not as durable as asked).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,36 +35,76 @@ pub const MAX_VERSION: i16 = 11;
 /// An acks=-1 produce waiting for the HW.
 pub struct PendingProduce {
     response: ProduceResponse,
-    /// (topic index, partition index in the response, partition, offset the HW must reach)
-    waits: Vec<(usize, usize, Arc<Partition>, i64)>,
+    waits: Vec<Wait>,
     version: i16,
     correlation_id: i32,
     timeout_ms: i32,
     pub deadline: Instant,
 }
 
+/// One partition of a parked acks=-1 produce.
+struct Wait {
+    /// topic index and partition index in the response
+    topic: usize,
+    index: usize,
+    part: Arc<Partition>,
+    /// the offset the HW must reach, and the leader epoch the batches were appended under
+    offset: i64,
+    leader_epoch: i32,
+    done: bool,
+}
+
 impl PendingProduce {
     pub fn partitions(&self) -> impl Iterator<Item = &Arc<Partition>> {
-        self.waits.iter().map(|w| &w.2)
+        self.waits.iter().map(|w| &w.part)
     }
 
-    /// The response if every wait is satisfied, or (`expired`) with the rest timed out.
+    /// The response if every wait is settled, or (`expired`) with the rest timed out.
     pub fn try_complete(&mut self, expired: bool) -> Result<Option<Vec<Chunk>>, ProtocolError> {
         let timeout_ms = self.timeout_ms;
-        let mut short = Vec::new();
-        for (i, w) in self.waits.iter().enumerate() {
-            if w.2.log.high_watermark() < w.3 && !w.2.is_removed() {
-                short.push(i);
+        let mut short = false;
+        for w in self.waits.iter_mut().filter(|w| !w.done) {
+            let name = w.part.name();
+            let st = w.part.state();
+            let settled = if w.part.is_removed() {
+                Some((code::NOT_LEADER_OR_FOLLOWER, format!("{name} is no longer hosted here")))
+            } else if st.leader != w.part.node_id || st.leader_epoch != w.leader_epoch {
+                Some((
+                    code::NOT_LEADER_OR_FOLLOWER,
+                    format!("leadership of {name} moved (leader {} epoch {}, appended under epoch {})", st.leader, st.leader_epoch, w.leader_epoch),
+                ))
+            } else if w.part.log.high_watermark() >= w.offset {
+                let isr = i32::try_from(st.isr.len()).unwrap_or(i32::MAX);
+                (isr < st.min_insync_replicas).then(|| {
+                    (
+                        code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                        format!("ISR of {name} shrank to {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas),
+                    )
+                })
+                .or(Some((code::NONE, String::new())))
+            } else {
+                None
+            };
+            drop(st);
+            if let Some((c, msg)) = settled {
+                w.done = true;
+                if c != code::NONE {
+                    let r = &mut self.response.responses[w.topic].partition_responses[w.index];
+                    r.error_code = c;
+                    r.error_message = Some(msg);
+                }
+            } else {
+                short = true;
             }
         }
-        if !short.is_empty() && !expired {
+        if short && !expired {
             return Ok(None);
         }
-        for i in short {
-            let (t, p, part, offset) = &self.waits[i];
-            let r = &mut self.response.responses[*t].partition_responses[*p];
+        for w in self.waits.iter_mut().filter(|w| !w.done) {
+            w.done = true;
+            let r = &mut self.response.responses[w.topic].partition_responses[w.index];
             r.error_code = code::REQUEST_TIMED_OUT;
-            r.error_message = Some(format!("HW of {} did not reach {offset} within {timeout_ms} ms", part.name()));
+            r.error_message = Some(format!("HW of {} did not reach {} within {timeout_ms} ms", w.part.name(), w.offset));
         }
         frame_response(&self.response, self.version, self.correlation_id).map(Some)
     }
@@ -122,8 +166,8 @@ pub fn handle(
                     }
                     Ok(part) => {
                         let (resp, wait_for) = append(&part, pdata.records, acks, now_ms, peer, logs);
-                        if let Some(offset) = wait_for {
-                            waits.push((ti, out.partition_responses.len(), part, offset));
+                        if let Some((offset, leader_epoch)) = wait_for {
+                            waits.push(Wait { topic: ti, index: out.partition_responses.len(), part, offset, leader_epoch, done: false });
                         }
                         resp
                     }
@@ -162,7 +206,7 @@ fn append(
     now_ms: i64,
     peer: &str,
     logs: &mut Vec<LogLine>,
-) -> (PartitionProduceResponse, Option<i64>) {
+) -> (PartitionProduceResponse, Option<(i64, i32)>) {
     let (name, idx) = (&part.topic, part.index);
     let reject = |code: i16, msg: String| partition_response(idx, code, Some(msg));
     let st = part.state();
@@ -191,7 +235,7 @@ fn append(
                 log_start_offset: res.log_start_offset,
                 ..Default::default()
             };
-            (resp, (acks == -1).then_some(res.last_offset + 1))
+            (resp, (acks == -1).then_some((res.last_offset + 1, leader_epoch)))
         }
         // Deleted while we appended: the topic is gone, not the disk.
         Err(_) if part.is_removed() => {

@@ -21,6 +21,7 @@ pub mod code {
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const INVALID_CONFIG: i16 = 40;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
