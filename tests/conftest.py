@@ -63,9 +63,10 @@ def check_partition_records(expected: list[Rec], got: dict[int, list[tuple[int, 
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port outside the ephemeral range (see logbroker.cluster.free_port)."""
+    from logbroker.cluster import free_port as pick
+
+    return pick()
 
 
 class BrokerProcess:

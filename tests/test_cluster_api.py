@@ -118,9 +118,8 @@ def test_cluster_status(tmp_path):
         assert [v["status"] for v in q["voters"] if v["node_id"] == controller] == ["leader"]
         assert all(v["lag"] is not None and v["lag"] >= 0 for v in q["voters"])
         assert all(v["last_fetch_age_ms"] is not None for v in q["voters"] if v["node_id"] != controller)
-        # until followers replicate (issue 13) a partition's ISR is its leader alone
-        assert {(p["topic"], p["partition"]) for p in doc["partitions"]} <= {("rf3", 0), ("rf3", 1)}
-        assert all(p["status"] == "under-replicated" and len(p["replicas"]) == 3 for p in doc["partitions"])
+        # every replica starts in the ISR and the followers keep up: nothing under-replicated
+        assert doc["partitions"] == [], doc["partitions"]
 
 
 def test_cluster_status_of_a_single_broker_and_serve_rack(tmp_path):

@@ -52,7 +52,7 @@ def test_kafka_tools_and_java_client_through_any_broker(tmp_path, kafka_tools):
         rows = re.findall(r"Partition: (\d+)\s+Leader: (\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)", described)
         assert len(rows) == 6, described
         assert {leader for _, leader, _, _ in rows} == {"1", "2", "3"}
-        assert all(sorted(r.split(",")) == ["1", "2", "3"] and isr == leader and r.split(",")[0] == leader
+        assert all(sorted(r.split(",")) == ["1", "2", "3"] and sorted(isr.split(",")) == ["1", "2", "3"] and r.split(",")[0] == leader
                    for _, leader, r, isr in rows), described
         _, parts, _ = metadata(nodes[controller - 1])
         assert {int(p): int(leader) for p, leader, _, _ in rows} == {p: v[0] for (t, p), v in parts.items() if t == "jt"}

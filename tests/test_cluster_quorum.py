@@ -80,14 +80,14 @@ def test_three_nodes_agree_on_brokers_and_topics_and_survive_the_controller(clus
     assert {leader for _, leader, _ in view} == {1, 2, 3}  # leaders spread over the brokers
 
     # replication factor 3: every broker shows the same replicas, ISR and leaders; replicas
-    # spread round robin; the ISR is the leader alone until followers replicate (issue 13)
+    # spread round robin; every replica starts in the ISR (the followers keep up)
     admin.create_topics([NewTopic("rf3", num_partitions=3, replication_factor=3)])["rf3"].result(30)
     rf3 = wait_for(lambda: topic_everywhere("rf3", 3), what="rf3 on every node")
     assert all(sorted(replicas) == [1, 2, 3] and leader == replicas[0] for _, leader, replicas in rf3)
     assert {leader for _, leader, _ in rf3} == {1, 2, 3}
     isrs = {tuple(sorted((p, tuple(t.partitions[p].isrs)) for p in t.partitions))
             for t in (metadata(bp).topics["rf3"] for bp in cluster)}
-    assert len(isrs) == 1 and all(isr == (leader,) for (_, isr), (_, leader, _) in zip(sorted(isrs.pop()), rf3))
+    assert len(isrs) == 1 and all(sorted(isr) == [1, 2, 3] for _, isr in isrs.pop())
     with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR|larger than the 3"):
         admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])["rf4"].result(30)
 

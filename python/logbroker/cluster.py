@@ -32,10 +32,42 @@ from pathlib import Path
 __all__ = ["Cluster", "ClusterNode"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on, chosen outside the kernel's ephemeral range: a port
+    the kernel hands out for outgoing connections (the brokers' own connections to each other)
+    could be taken between this check and the node binding it ("Address already in use")."""
+    import random
+
+    lo, hi = _ephemeral_range()
+    candidates = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
+    for _ in range(200):
+        port = random.randint(*candidates)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as s:  # give up on the range: any free port
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_free_port = free_port
 
 
 class ClusterNode:

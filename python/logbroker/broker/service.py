@@ -117,6 +117,7 @@ class BrokerServer:
                 await nursery.start(self.controller.sessions.run)
                 await nursery.start(self.lifecycle.run)
                 self.replicas.replication.quorum = quorum
+                self.replicas.replication.alter_isr = self.lifecycle.alter_partition
                 await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
             log.info(

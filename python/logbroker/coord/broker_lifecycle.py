@@ -44,6 +44,7 @@ log = logging.getLogger("logbroker.controller")
 
 HEARTBEAT = 63
 HEARTBEAT_VERSION = 1
+ALTER_PARTITION = 56
 CONTROLLED_SHUTDOWN_SECONDS = 10.0
 NO_CONTROLLER_SECONDS = 2.0
 
@@ -132,6 +133,8 @@ class BrokerLifecycle:
         self.node_id = controller.local.node_id
         self.interval = interval_ms / 1000
         self.client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "heartbeats")
+        # ISR changes get their own connection: a slow metadata write never delays a heartbeat
+        self.isr_client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "ISR changes")
         self.fenced: bool | None = None
         self._shutting_down = False
 
@@ -146,6 +149,39 @@ class BrokerLifecycle:
                 await trio.sleep(self.interval)
         finally:
             await self.client.close()
+            await self.isr_client.close()
+
+    async def alter_partition(self, topic_id, partition: int, leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int], timeout: float = 10.0) -> tuple[int, str]:
+        """Ask the active controller to make `new_isr` the ISR of a partition this broker leads
+        (AlterPartition v3); (error code, message). The committed change reaches this broker
+        as a metadata record; a refusal (stale epochs, ineligible replica) is returned as is,
+        and an unreachable controller as REQUEST_TIMED_OUT."""
+        epoch = self.quorum.registered_epoch
+        if epoch is None:
+            return ErrorCode.STALE_BROKER_EPOCH, f"broker {self.node_id} is not registered yet"
+        if self.quorum.is_active:
+            try:
+                code, message, _state = await self.controller.alter_partition(
+                    self.node_id, epoch, topic_id, partition, leader_epoch, partition_epoch, new_isr)
+            except ControllerError as e:
+                return e.code, e.message
+            return code, message
+        Req = REQUESTS[ALTER_PARTITION]
+        req = Req(broker_id=self.node_id, broker_epoch=epoch, topics=[Req.TopicData(topic_id=topic_id, partitions=[
+            Req.PartitionData(partition_index=partition, leader_epoch=leader_epoch, leader_recovery_state=0,
+                              partition_epoch=partition_epoch,
+                              new_isr_with_epochs=[Req.BrokerState(broker_id=r, broker_epoch=-1) for r in new_isr])])])
+        try:
+            resp = await self.isr_client.request(ALTER_PARTITION, 3, req, timeout,
+                                                 retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+        except ControllerUnavailable as e:
+            return ErrorCode.REQUEST_TIMED_OUT, str(e)
+        if resp.error_code != ErrorCode.NONE:
+            return resp.error_code, "AlterPartition refused"
+        p = resp.topics[0].partitions[0]
+        return p.error_code, "" if p.error_code == ErrorCode.NONE else \
+            f"controller answered {ErrorCode(p.error_code).name} (leader {p.leader_id}, epoch {p.leader_epoch}, ISR {p.isr}, partition epoch {p.partition_epoch})"
 
     async def _beat(self, want_shut_down: bool, timeout: float) -> bool | None:
         """One heartbeat; returns should_shut_down (None when not registered yet)."""

@@ -46,11 +46,10 @@ MAX_PARTITIONS = 100_000
 
 
 def new_partition(index: int, replicas: list[int]) -> PartitionState:
-    """A new partition led by its first (preferred) replica. Its ISR is that leader alone:
-    followers join the ISR once they fetch and catch up (partition replication, the next
-    step); until then a replication factor above 1 places replicas and shows them under-
-    replicated, and acks=all needs only the leader (with min.insync.replicas 1)."""
-    return PartitionState(index, replicas[0], 0, list(replicas), [replicas[0]], 0)
+    """A new partition led by its first (preferred) replica, with every replica in the ISR
+    (Kafka's rule: an empty log is caught up by definition; a replica that does not fetch
+    leaves the ISR after `replica.lag.time.max.ms`)."""
+    return PartitionState(index, replicas[0], 0, list(replicas), list(replicas), 0)
 
 
 class ControllerError(Exception):
@@ -472,6 +471,66 @@ class Controller:
                     ps.partition_epoch += 1
                     ps.leader, ps.isr = leader, list(isr)
         return moved
+
+    # --- ISR changes (AlterPartition) ------------------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> tuple[ErrorCode, str, PartitionState | None]:
+        """A partition leader asks to change its ISR (Kafka's AlterPartition). Checked in
+        order: topic and partition exist; the requester is registered with that broker epoch
+        (-1: not checked) and leads the partition at `leader_epoch` (older: FENCED_LEADER_EPOCH;
+        newer: this controller is behind, NOT_CONTROLLER); `partition_epoch` is the current one
+        (INVALID_UPDATE_VERSION: a stale request, e.g. racing a leader change); the new ISR is
+        non-empty, holds the leader, and only replicas (INVALID_REQUEST); members other than
+        the current ones are unfenced (INELIGIBLE_REPLICA). Accepted: the ISR is committed
+        with the partition epoch bumped (leader and leader epoch unchanged). Returns (error,
+        message, the partition's state after the request)."""
+        async with self._lock:
+            topic = self.image.topic_by_id(topic_id)
+            if topic is None:
+                return ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}", None
+            ps = topic.partitions.get(partition)
+            name = f"{topic.name}-{partition}"
+            if ps is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name} does not exist", None
+            reg = self.image.brokers.get(broker_id)
+            if reg is None or (broker_epoch >= 0 and reg.epoch != broker_epoch):
+                return (ErrorCode.STALE_BROKER_EPOCH,
+                        f"broker {broker_id} epoch {broker_epoch} is not registered"
+                        + (f" (registered epoch {reg.epoch})" if reg else ""), ps)
+            if ps.leader != broker_id:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker_id} does not lead {name} (leader {ps.leader})", ps
+            if leader_epoch < ps.leader_epoch:
+                return (ErrorCode.FENCED_LEADER_EPOCH,
+                        f"leader epoch {leader_epoch} of {name} is older than {ps.leader_epoch}", ps)
+            if leader_epoch > ps.leader_epoch:
+                return (ErrorCode.NOT_CONTROLLER,
+                        f"leader epoch {leader_epoch} of {name} is newer than this controller's {ps.leader_epoch}", ps)
+            if partition_epoch != ps.partition_epoch:
+                return (ErrorCode.INVALID_UPDATE_VERSION,
+                        f"partition epoch {partition_epoch} of {name} is not the current {ps.partition_epoch}", ps)
+            if not new_isr or ps.leader not in new_isr or len(set(new_isr)) != len(new_isr) \
+                    or any(r not in ps.replicas for r in new_isr):
+                return (ErrorCode.INVALID_REQUEST,
+                        f"ISR {new_isr} of {name} must be distinct replicas of {ps.replicas} including the leader "
+                        f"{ps.leader}", ps)
+            ineligible = [r for r in new_isr if r not in ps.isr
+                          and (r not in self.image.brokers or self.image.brokers[r].fenced)]
+            if ineligible:
+                return (ErrorCode.INELIGIBLE_REPLICA,
+                        f"broker(s) {ineligible} cannot join the ISR of {name}: fenced or not registered", ps)
+            if sorted(new_isr) == sorted(ps.isr):
+                return ErrorCode.NONE, "", ps
+            image = copy.deepcopy(self.image)
+            changed = image.topics[topic.name].partitions[partition]
+            old_isr = list(changed.isr)
+            changed.isr = list(new_isr)
+            changed.partition_epoch += 1
+            await self._commit(image)
+            log.info("%s: ISR %s -> %s (requested by leader %d, leader epoch %d, partition epoch %d -> %d)", name,
+                     old_isr, new_isr, broker_id, leader_epoch, partition_epoch, changed.partition_epoch)
+            return ErrorCode.NONE, "", changed
 
     # --- producer ids ---------------------------------------------------------------
 

@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 188;
+pub const CLASS_COUNT: usize = 195;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -36,180 +36,187 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         11 => rs::alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
         12 => rs::alter_configs_response::AlterConfigsResponse::decode(r, version)?.to_py(cx),
         13 => rs::alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        14 => rs::api_versions_request::ApiVersionsRequest::decode(r, version)?.to_py(cx),
-        15 => rs::api_versions_response::ApiVersionsResponse::decode(r, version)?.to_py(cx),
-        16 => rs::api_versions_response::ApiVersion::decode(r, version)?.to_py(cx),
-        17 => rs::api_versions_response::SupportedFeatureKey::decode(r, version)?.to_py(cx),
-        18 => rs::api_versions_response::FinalizedFeatureKey::decode(r, version)?.to_py(cx),
-        19 => rs::broker_heartbeat_request::BrokerHeartbeatRequest::decode(r, version)?.to_py(cx),
-        20 => rs::broker_heartbeat_response::BrokerHeartbeatResponse::decode(r, version)?.to_py(cx),
-        21 => rs::consumer_group_describe_request::ConsumerGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        22 => rs::consumer_group_describe_response::ConsumerGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        23 => rs::consumer_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        24 => rs::consumer_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        25 => rs::consumer_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        26 => rs::consumer_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        27 => rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        28 => rs::consumer_group_heartbeat_request::TopicPartitions::decode(r, version)?.to_py(cx),
-        29 => rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        30 => rs::consumer_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        31 => rs::consumer_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        32 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
-        33 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
-        34 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
-        35 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
-        36 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
-        37 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
-        38 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
-        39 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
-        40 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
-        41 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
-        42 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
-        43 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
-        44 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
-        45 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
-        46 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
-        47 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
-        48 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
-        49 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
-        50 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
-        51 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
-        52 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
-        53 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
-        54 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
-        55 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
-        56 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
-        57 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
-        58 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
-        59 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
-        60 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
-        61 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
-        62 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
-        63 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
-        64 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
-        65 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
-        66 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
-        67 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
-        68 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        69 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
-        70 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
-        71 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
-        72 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
-        73 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
-        74 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
-        75 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
-        76 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
-        77 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
-        78 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
-        79 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
-        80 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
-        81 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
-        82 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
-        83 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
-        84 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
-        85 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
-        86 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
-        87 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
-        88 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
-        89 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        90 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        91 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        92 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
-        93 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
-        94 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        95 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        96 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        97 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
-        98 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
-        99 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        100 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
-        101 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
-        102 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
-        103 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
-        104 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
-        105 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
-        106 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
-        107 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
-        108 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
-        109 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        110 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
-        111 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
-        112 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
-        113 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
-        114 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
-        115 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
-        116 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
-        117 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
-        118 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
-        119 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
-        120 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
-        121 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
-        122 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
-        123 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
-        124 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
-        125 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
-        126 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
-        127 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
-        128 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
-        129 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
-        130 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
-        131 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
-        132 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
-        133 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
-        134 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
-        135 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
-        136 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        137 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        138 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
-        139 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        140 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        141 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        142 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        143 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        144 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        145 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        146 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        147 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        148 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        149 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        150 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        151 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        152 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        153 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        154 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        155 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        156 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        157 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        158 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        159 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        160 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        161 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        162 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        163 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        164 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        165 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        166 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        167 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        168 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        169 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        170 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        171 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        172 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        173 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        174 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        175 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        176 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        177 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        178 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        179 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        180 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        181 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        182 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        183 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        184 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        185 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        186 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        187 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        14 => rs::alter_partition_request::AlterPartitionRequest::decode(r, version)?.to_py(cx),
+        15 => rs::alter_partition_request::TopicData::decode(r, version)?.to_py(cx),
+        16 => rs::alter_partition_request::PartitionData::decode(r, version)?.to_py(cx),
+        17 => rs::alter_partition_request::BrokerState::decode(r, version)?.to_py(cx),
+        18 => rs::alter_partition_response::AlterPartitionResponse::decode(r, version)?.to_py(cx),
+        19 => rs::alter_partition_response::TopicData::decode(r, version)?.to_py(cx),
+        20 => rs::alter_partition_response::PartitionData::decode(r, version)?.to_py(cx),
+        21 => rs::api_versions_request::ApiVersionsRequest::decode(r, version)?.to_py(cx),
+        22 => rs::api_versions_response::ApiVersionsResponse::decode(r, version)?.to_py(cx),
+        23 => rs::api_versions_response::ApiVersion::decode(r, version)?.to_py(cx),
+        24 => rs::api_versions_response::SupportedFeatureKey::decode(r, version)?.to_py(cx),
+        25 => rs::api_versions_response::FinalizedFeatureKey::decode(r, version)?.to_py(cx),
+        26 => rs::broker_heartbeat_request::BrokerHeartbeatRequest::decode(r, version)?.to_py(cx),
+        27 => rs::broker_heartbeat_response::BrokerHeartbeatResponse::decode(r, version)?.to_py(cx),
+        28 => rs::consumer_group_describe_request::ConsumerGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        29 => rs::consumer_group_describe_response::ConsumerGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        30 => rs::consumer_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        31 => rs::consumer_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        32 => rs::consumer_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        33 => rs::consumer_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        34 => rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        35 => rs::consumer_group_heartbeat_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        36 => rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        37 => rs::consumer_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        38 => rs::consumer_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        39 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
+        40 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
+        41 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
+        42 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
+        43 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
+        44 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
+        45 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
+        46 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
+        47 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
+        48 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
+        49 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
+        50 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
+        51 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
+        52 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
+        53 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
+        54 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
+        55 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
+        56 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
+        57 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
+        58 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
+        59 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
+        60 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
+        61 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
+        62 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
+        63 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
+        64 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
+        65 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
+        66 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
+        67 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
+        68 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
+        69 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
+        70 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
+        71 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
+        72 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
+        73 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
+        74 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
+        75 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        76 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
+        77 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
+        78 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
+        79 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
+        80 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
+        81 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
+        82 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
+        83 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
+        84 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
+        85 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
+        86 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
+        87 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
+        88 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
+        89 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
+        90 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
+        91 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
+        92 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
+        93 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
+        94 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
+        95 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
+        96 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        97 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        98 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        99 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
+        100 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
+        101 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        102 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        103 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        104 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
+        105 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
+        106 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        107 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
+        108 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
+        109 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
+        110 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
+        111 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
+        112 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
+        113 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
+        114 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
+        115 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
+        116 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
+        117 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
+        118 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
+        119 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
+        120 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
+        121 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
+        122 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
+        123 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
+        124 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
+        125 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
+        126 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
+        127 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
+        128 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
+        129 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
+        130 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
+        131 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
+        132 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
+        133 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
+        134 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
+        135 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
+        136 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
+        137 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
+        138 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
+        139 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
+        140 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
+        141 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
+        142 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
+        143 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        144 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        145 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
+        146 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        147 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        148 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        149 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        150 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        151 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        152 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        153 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        154 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        155 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        156 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        157 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        158 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        159 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        160 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        161 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        162 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        163 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        164 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        165 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        166 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        167 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        168 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        169 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        170 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        171 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        172 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        173 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        174 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        175 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        176 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        177 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        178 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        179 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        180 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        181 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        182 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        183 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        184 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        185 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        186 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        187 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        188 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        189 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        190 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        191 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        192 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        193 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        194 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -231,180 +238,187 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         11 => Ok(<rs::alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
         12 => Ok(<rs::alter_configs_response::AlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
         13 => Ok(<rs::alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        14 => Ok(<rs::api_versions_request::ApiVersionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        15 => Ok(<rs::api_versions_response::ApiVersionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        16 => Ok(<rs::api_versions_response::ApiVersion as FromPy>::from_py(o)?.encode(w, version)?),
-        17 => Ok(<rs::api_versions_response::SupportedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
-        18 => Ok(<rs::api_versions_response::FinalizedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
-        19 => Ok(<rs::broker_heartbeat_request::BrokerHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        20 => Ok(<rs::broker_heartbeat_response::BrokerHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        21 => Ok(<rs::consumer_group_describe_request::ConsumerGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        22 => Ok(<rs::consumer_group_describe_response::ConsumerGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        23 => Ok(<rs::consumer_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        24 => Ok(<rs::consumer_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        25 => Ok(<rs::consumer_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        26 => Ok(<rs::consumer_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        27 => Ok(<rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        28 => Ok(<rs::consumer_group_heartbeat_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        29 => Ok(<rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        30 => Ok(<rs::consumer_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        31 => Ok(<rs::consumer_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        32 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        33 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        34 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        35 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        36 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        37 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        38 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        39 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        40 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        41 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        42 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        43 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
-        44 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        45 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        46 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
-        47 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        48 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        49 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        50 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        51 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        52 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        53 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        54 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
-        55 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        56 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        57 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        58 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        59 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        60 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        61 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        62 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        63 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        64 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
-        65 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
-        66 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        67 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        68 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        69 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
-        70 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        71 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        72 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        73 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        74 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        75 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
-        76 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        77 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        78 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        79 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        80 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        81 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        82 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
-        83 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        84 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        85 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        86 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        87 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        88 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        89 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        90 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        91 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        92 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        93 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        94 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        95 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        96 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        97 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
-        98 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
-        99 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        100 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        101 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        102 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
-        103 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        104 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        105 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        106 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        107 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        108 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        109 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        110 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        111 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        112 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        113 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
-        114 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        115 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
-        116 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        117 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
-        118 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        119 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        120 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        121 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        122 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        123 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        124 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        125 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        126 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        127 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        128 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        129 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        130 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        131 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        132 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        133 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        134 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        135 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        136 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        137 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        138 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        139 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        140 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        141 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        142 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        143 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        144 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        145 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        146 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        147 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        148 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        149 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        150 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        151 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        152 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        153 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        154 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        155 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        156 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        157 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        158 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        159 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        160 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        161 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        162 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        163 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        164 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        165 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        166 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        167 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        168 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        169 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        170 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        171 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        172 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        173 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        174 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        175 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        176 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        177 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        178 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        179 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        180 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        181 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        182 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        183 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        184 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        185 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        186 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        187 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        14 => Ok(<rs::alter_partition_request::AlterPartitionRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        15 => Ok(<rs::alter_partition_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        16 => Ok(<rs::alter_partition_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        17 => Ok(<rs::alter_partition_request::BrokerState as FromPy>::from_py(o)?.encode(w, version)?),
+        18 => Ok(<rs::alter_partition_response::AlterPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        19 => Ok(<rs::alter_partition_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        20 => Ok(<rs::alter_partition_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        21 => Ok(<rs::api_versions_request::ApiVersionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        22 => Ok(<rs::api_versions_response::ApiVersionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        23 => Ok(<rs::api_versions_response::ApiVersion as FromPy>::from_py(o)?.encode(w, version)?),
+        24 => Ok(<rs::api_versions_response::SupportedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
+        25 => Ok(<rs::api_versions_response::FinalizedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
+        26 => Ok(<rs::broker_heartbeat_request::BrokerHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        27 => Ok(<rs::broker_heartbeat_response::BrokerHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        28 => Ok(<rs::consumer_group_describe_request::ConsumerGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        29 => Ok(<rs::consumer_group_describe_response::ConsumerGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        30 => Ok(<rs::consumer_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        31 => Ok(<rs::consumer_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        32 => Ok(<rs::consumer_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        33 => Ok(<rs::consumer_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        34 => Ok(<rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        35 => Ok(<rs::consumer_group_heartbeat_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        36 => Ok(<rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        37 => Ok(<rs::consumer_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        38 => Ok(<rs::consumer_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        39 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        40 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        41 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        42 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        43 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        44 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        45 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        46 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        47 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        48 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        49 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        50 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
+        51 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        52 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        53 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
+        54 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        55 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        56 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        57 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        58 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        59 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        60 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        61 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
+        62 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        63 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        64 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        65 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        66 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        67 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        68 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        69 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        70 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        71 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
+        72 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
+        73 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        74 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        75 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        76 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
+        77 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        78 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        79 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        80 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        81 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        82 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
+        83 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        84 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        85 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        86 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        87 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        88 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        89 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
+        90 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        91 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        92 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        93 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        94 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        95 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        96 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        97 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        98 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        99 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        100 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        101 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        102 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        103 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        104 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
+        105 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
+        106 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        107 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        108 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        109 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
+        110 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        111 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        112 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        113 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        114 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        115 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        116 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        117 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        118 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        119 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        120 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
+        121 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        122 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
+        123 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        124 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
+        125 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        126 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        127 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        128 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        129 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        130 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        131 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        132 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        133 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        134 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        135 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        136 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        137 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        138 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        139 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        140 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        141 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        142 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        143 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        144 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        145 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        146 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        147 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        148 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        149 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        150 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        151 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        152 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        153 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        154 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        155 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        156 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        157 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        158 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        159 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        160 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        161 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        162 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        163 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        164 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        165 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        166 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        167 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        168 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        169 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        170 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        171 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        172 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        173 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        174 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        175 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        176 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        177 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        178 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        179 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        180 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        181 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        182 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        183 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        184 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        185 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        186 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        187 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        188 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        189 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        190 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        191 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        192 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        193 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        194 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -743,10 +757,190 @@ impl FromPy for rs::alter_configs_response::AlterConfigsResourceResponse {
     }
 }
 
-impl ToPy for rs::api_versions_request::ApiVersionsRequest {
+impl ToPy for rs::alter_partition_request::AlterPartitionRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(14)?;
+        o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_request::AlterPartitionRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            broker_id: field(o, intern!(py, "broker_id"), "AlterPartitionRequest.BrokerId")?,
+            broker_epoch: field(o, intern!(py, "broker_epoch"), "AlterPartitionRequest.BrokerEpoch")?,
+            topics: field(o, intern!(py, "topics"), "AlterPartitionRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterPartitionRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_request::TopicData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(15)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_request::TopicData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "TopicData.TopicName")?,
+            topic_id: field(o, intern!(py, "topic_id"), "TopicData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "TopicData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "TopicData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_request::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(16)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "new_isr"), self.new_isr.to_py(cx)?)?;
+        o.setattr(intern!(py, "new_isr_with_epochs"), self.new_isr_with_epochs.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_recovery_state"), self.leader_recovery_state.to_py(cx)?)?;
+        o.setattr(intern!(py, "partition_epoch"), self.partition_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_request::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "PartitionData.PartitionIndex")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "PartitionData.LeaderEpoch")?,
+            new_isr: field(o, intern!(py, "new_isr"), "PartitionData.NewIsr")?,
+            new_isr_with_epochs: field(o, intern!(py, "new_isr_with_epochs"), "PartitionData.NewIsrWithEpochs")?,
+            leader_recovery_state: field(o, intern!(py, "leader_recovery_state"), "PartitionData.LeaderRecoveryState")?,
+            partition_epoch: field(o, intern!(py, "partition_epoch"), "PartitionData.PartitionEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_request::BrokerState {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(17)?;
+        o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_request::BrokerState {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            broker_id: field(o, intern!(py, "broker_id"), "BrokerState.BrokerId")?,
+            broker_epoch: field(o, intern!(py, "broker_epoch"), "BrokerState.BrokerEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "BrokerState.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_response::AlterPartitionResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(18)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_response::AlterPartitionResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "AlterPartitionResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "AlterPartitionResponse.ErrorCode")?,
+            topics: field(o, intern!(py, "topics"), "AlterPartitionResponse.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterPartitionResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_response::TopicData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(19)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_response::TopicData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "TopicData.TopicName")?,
+            topic_id: field(o, intern!(py, "topic_id"), "TopicData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "TopicData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "TopicData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_response::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(20)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "isr"), self.isr.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_recovery_state"), self.leader_recovery_state.to_py(cx)?)?;
+        o.setattr(intern!(py, "partition_epoch"), self.partition_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_response::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "PartitionData.PartitionIndex")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionData.ErrorCode")?,
+            leader_id: field(o, intern!(py, "leader_id"), "PartitionData.LeaderId")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "PartitionData.LeaderEpoch")?,
+            isr: field(o, intern!(py, "isr"), "PartitionData.Isr")?,
+            leader_recovery_state: field(o, intern!(py, "leader_recovery_state"), "PartitionData.LeaderRecoveryState")?,
+            partition_epoch: field(o, intern!(py, "partition_epoch"), "PartitionData.PartitionEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::api_versions_request::ApiVersionsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(21)?;
         o.setattr(intern!(py, "client_software_name"), self.client_software_name.to_py(cx)?)?;
         o.setattr(intern!(py, "client_software_version"), self.client_software_version.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -768,7 +962,7 @@ impl FromPy for rs::api_versions_request::ApiVersionsRequest {
 impl ToPy for rs::api_versions_response::ApiVersionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(15)?;
+        let o = cx.instance(22)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "api_keys"), self.api_keys.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
@@ -800,7 +994,7 @@ impl FromPy for rs::api_versions_response::ApiVersionsResponse {
 impl ToPy for rs::api_versions_response::ApiVersion {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(16)?;
+        let o = cx.instance(23)?;
         o.setattr(intern!(py, "api_key"), self.api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version"), self.min_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version"), self.max_version.to_py(cx)?)?;
@@ -824,7 +1018,7 @@ impl FromPy for rs::api_versions_response::ApiVersion {
 impl ToPy for rs::api_versions_response::SupportedFeatureKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(17)?;
+        let o = cx.instance(24)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version"), self.min_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version"), self.max_version.to_py(cx)?)?;
@@ -848,7 +1042,7 @@ impl FromPy for rs::api_versions_response::SupportedFeatureKey {
 impl ToPy for rs::api_versions_response::FinalizedFeatureKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(18)?;
+        let o = cx.instance(25)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version_level"), self.max_version_level.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version_level"), self.min_version_level.to_py(cx)?)?;
@@ -872,7 +1066,7 @@ impl FromPy for rs::api_versions_response::FinalizedFeatureKey {
 impl ToPy for rs::broker_heartbeat_request::BrokerHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(19)?;
+        let o = cx.instance(26)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "current_metadata_offset"), self.current_metadata_offset.to_py(cx)?)?;
@@ -902,7 +1096,7 @@ impl FromPy for rs::broker_heartbeat_request::BrokerHeartbeatRequest {
 impl ToPy for rs::broker_heartbeat_response::BrokerHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(20)?;
+        let o = cx.instance(27)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "is_caught_up"), self.is_caught_up.to_py(cx)?)?;
@@ -930,7 +1124,7 @@ impl FromPy for rs::broker_heartbeat_response::BrokerHeartbeatResponse {
 impl ToPy for rs::consumer_group_describe_request::ConsumerGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(21)?;
+        let o = cx.instance(28)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -952,7 +1146,7 @@ impl FromPy for rs::consumer_group_describe_request::ConsumerGroupDescribeReques
 impl ToPy for rs::consumer_group_describe_response::ConsumerGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(22)?;
+        let o = cx.instance(29)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -974,7 +1168,7 @@ impl FromPy for rs::consumer_group_describe_response::ConsumerGroupDescribeRespo
 impl ToPy for rs::consumer_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(23)?;
+        let o = cx.instance(30)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -1010,7 +1204,7 @@ impl FromPy for rs::consumer_group_describe_response::DescribedGroup {
 impl ToPy for rs::consumer_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(24)?;
+        let o = cx.instance(31)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "instance_id"), self.instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
@@ -1050,7 +1244,7 @@ impl FromPy for rs::consumer_group_describe_response::Member {
 impl ToPy for rs::consumer_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(25)?;
+        let o = cx.instance(32)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -1074,7 +1268,7 @@ impl FromPy for rs::consumer_group_describe_response::TopicPartitions {
 impl ToPy for rs::consumer_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(26)?;
+        let o = cx.instance(33)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1094,7 +1288,7 @@ impl FromPy for rs::consumer_group_describe_response::Assignment {
 impl ToPy for rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(27)?;
+        let o = cx.instance(34)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -1132,7 +1326,7 @@ impl FromPy for rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequ
 impl ToPy for rs::consumer_group_heartbeat_request::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(28)?;
+        let o = cx.instance(35)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1154,7 +1348,7 @@ impl FromPy for rs::consumer_group_heartbeat_request::TopicPartitions {
 impl ToPy for rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(29)?;
+        let o = cx.instance(36)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1186,7 +1380,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatRes
 impl ToPy for rs::consumer_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(30)?;
+        let o = cx.instance(37)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1206,7 +1400,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::Assignment {
 impl ToPy for rs::consumer_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(31)?;
+        let o = cx.instance(38)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1228,7 +1422,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::create_partitions_request::CreatePartitionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(32)?;
+        let o = cx.instance(39)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -1252,7 +1446,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsRequest {
 impl ToPy for rs::create_partitions_request::CreatePartitionsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(33)?;
+        let o = cx.instance(40)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "count"), self.count.to_py(cx)?)?;
         o.setattr(intern!(py, "assignments"), self.assignments.to_py(cx)?)?;
@@ -1276,7 +1470,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsTopic {
 impl ToPy for rs::create_partitions_request::CreatePartitionsAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(34)?;
+        let o = cx.instance(41)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1296,7 +1490,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsAssignment {
 impl ToPy for rs::create_partitions_response::CreatePartitionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(35)?;
+        let o = cx.instance(42)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1318,7 +1512,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsResponse {
 impl ToPy for rs::create_partitions_response::CreatePartitionsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(36)?;
+        let o = cx.instance(43)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1342,7 +1536,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsTopicResult {
 impl ToPy for rs::create_topics_request::CreateTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(37)?;
+        let o = cx.instance(44)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -1366,7 +1560,7 @@ impl FromPy for rs::create_topics_request::CreateTopicsRequest {
 impl ToPy for rs::create_topics_request::CreatableTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(38)?;
+        let o = cx.instance(45)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "num_partitions"), self.num_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "replication_factor"), self.replication_factor.to_py(cx)?)?;
@@ -1394,7 +1588,7 @@ impl FromPy for rs::create_topics_request::CreatableTopic {
 impl ToPy for rs::create_topics_request::CreatableReplicaAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(39)?;
+        let o = cx.instance(46)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1416,7 +1610,7 @@ impl FromPy for rs::create_topics_request::CreatableReplicaAssignment {
 impl ToPy for rs::create_topics_request::CreatableTopicConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(40)?;
+        let o = cx.instance(47)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1438,7 +1632,7 @@ impl FromPy for rs::create_topics_request::CreatableTopicConfig {
 impl ToPy for rs::create_topics_response::CreateTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(41)?;
+        let o = cx.instance(48)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1460,7 +1654,7 @@ impl FromPy for rs::create_topics_response::CreateTopicsResponse {
 impl ToPy for rs::create_topics_response::CreatableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(42)?;
+        let o = cx.instance(49)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -1494,7 +1688,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicResult {
 impl ToPy for rs::create_topics_response::CreatableTopicConfigs {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(43)?;
+        let o = cx.instance(50)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -1522,7 +1716,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicConfigs {
 impl ToPy for rs::delete_groups_request::DeleteGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(44)?;
+        let o = cx.instance(51)?;
         o.setattr(intern!(py, "groups_names"), self.groups_names.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1542,7 +1736,7 @@ impl FromPy for rs::delete_groups_request::DeleteGroupsRequest {
 impl ToPy for rs::delete_groups_response::DeleteGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(45)?;
+        let o = cx.instance(52)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1564,7 +1758,7 @@ impl FromPy for rs::delete_groups_response::DeleteGroupsResponse {
 impl ToPy for rs::delete_groups_response::DeletableGroupResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(46)?;
+        let o = cx.instance(53)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1586,7 +1780,7 @@ impl FromPy for rs::delete_groups_response::DeletableGroupResult {
 impl ToPy for rs::delete_records_request::DeleteRecordsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(47)?;
+        let o = cx.instance(54)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1608,7 +1802,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsRequest {
 impl ToPy for rs::delete_records_request::DeleteRecordsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(48)?;
+        let o = cx.instance(55)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1630,7 +1824,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsTopic {
 impl ToPy for rs::delete_records_request::DeleteRecordsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(49)?;
+        let o = cx.instance(56)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "offset"), self.offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1652,7 +1846,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsPartition {
 impl ToPy for rs::delete_records_response::DeleteRecordsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(50)?;
+        let o = cx.instance(57)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1674,7 +1868,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsResponse {
 impl ToPy for rs::delete_records_response::DeleteRecordsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(51)?;
+        let o = cx.instance(58)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1696,7 +1890,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsTopicResult {
 impl ToPy for rs::delete_records_response::DeleteRecordsPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(52)?;
+        let o = cx.instance(59)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "low_watermark"), self.low_watermark.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -1720,7 +1914,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsPartitionResult {
 impl ToPy for rs::delete_topics_request::DeleteTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(53)?;
+        let o = cx.instance(60)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_names"), self.topic_names.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -1744,7 +1938,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicsRequest {
 impl ToPy for rs::delete_topics_request::DeleteTopicState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(54)?;
+        let o = cx.instance(61)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1766,7 +1960,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicState {
 impl ToPy for rs::delete_topics_response::DeleteTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(55)?;
+        let o = cx.instance(62)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1788,7 +1982,7 @@ impl FromPy for rs::delete_topics_response::DeleteTopicsResponse {
 impl ToPy for rs::delete_topics_response::DeletableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(56)?;
+        let o = cx.instance(63)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -1814,7 +2008,7 @@ impl FromPy for rs::delete_topics_response::DeletableTopicResult {
 impl ToPy for rs::describe_cluster_request::DescribeClusterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(57)?;
+        let o = cx.instance(64)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "endpoint_type"), self.endpoint_type.to_py(cx)?)?;
         o.setattr(intern!(py, "include_fenced_brokers"), self.include_fenced_brokers.to_py(cx)?)?;
@@ -1838,7 +2032,7 @@ impl FromPy for rs::describe_cluster_request::DescribeClusterRequest {
 impl ToPy for rs::describe_cluster_response::DescribeClusterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(58)?;
+        let o = cx.instance(65)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1872,7 +2066,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterResponse {
 impl ToPy for rs::describe_cluster_response::DescribeClusterBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(59)?;
+        let o = cx.instance(66)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -1900,7 +2094,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterBroker {
 impl ToPy for rs::describe_configs_request::DescribeConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(60)?;
+        let o = cx.instance(67)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "include_synonyms"), self.include_synonyms.to_py(cx)?)?;
         o.setattr(intern!(py, "include_documentation"), self.include_documentation.to_py(cx)?)?;
@@ -1924,7 +2118,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsRequest {
 impl ToPy for rs::describe_configs_request::DescribeConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(61)?;
+        let o = cx.instance(68)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configuration_keys"), self.configuration_keys.to_py(cx)?)?;
@@ -1948,7 +2142,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsResource {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(62)?;
+        let o = cx.instance(69)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1970,7 +2164,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResponse {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(63)?;
+        let o = cx.instance(70)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -1998,7 +2192,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResourceResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(64)?;
+        let o = cx.instance(71)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -2032,7 +2226,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResourceResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsSynonym {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(65)?;
+        let o = cx.instance(72)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "source"), self.source.to_py(cx)?)?;
@@ -2056,7 +2250,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsSynonym {
 impl ToPy for rs::describe_groups_request::DescribeGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(66)?;
+        let o = cx.instance(73)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2078,7 +2272,7 @@ impl FromPy for rs::describe_groups_request::DescribeGroupsRequest {
 impl ToPy for rs::describe_groups_response::DescribeGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(67)?;
+        let o = cx.instance(74)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2100,7 +2294,7 @@ impl FromPy for rs::describe_groups_response::DescribeGroupsResponse {
 impl ToPy for rs::describe_groups_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(68)?;
+        let o = cx.instance(75)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -2134,7 +2328,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroup {
 impl ToPy for rs::describe_groups_response::DescribedGroupMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(69)?;
+        let o = cx.instance(76)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "client_id"), self.client_id.to_py(cx)?)?;
@@ -2164,7 +2358,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroupMember {
 impl ToPy for rs::describe_producers_request::DescribeProducersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(70)?;
+        let o = cx.instance(77)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2184,7 +2378,7 @@ impl FromPy for rs::describe_producers_request::DescribeProducersRequest {
 impl ToPy for rs::describe_producers_request::TopicRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(71)?;
+        let o = cx.instance(78)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2206,7 +2400,7 @@ impl FromPy for rs::describe_producers_request::TopicRequest {
 impl ToPy for rs::describe_producers_response::DescribeProducersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(72)?;
+        let o = cx.instance(79)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2228,7 +2422,7 @@ impl FromPy for rs::describe_producers_response::DescribeProducersResponse {
 impl ToPy for rs::describe_producers_response::TopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(73)?;
+        let o = cx.instance(80)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2250,7 +2444,7 @@ impl FromPy for rs::describe_producers_response::TopicResponse {
 impl ToPy for rs::describe_producers_response::PartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(74)?;
+        let o = cx.instance(81)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2276,7 +2470,7 @@ impl FromPy for rs::describe_producers_response::PartitionResponse {
 impl ToPy for rs::describe_producers_response::ProducerState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(75)?;
+        let o = cx.instance(82)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "last_sequence"), self.last_sequence.to_py(cx)?)?;
@@ -2306,7 +2500,7 @@ impl FromPy for rs::describe_producers_response::ProducerState {
 impl ToPy for rs::describe_quorum_request::DescribeQuorumRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(76)?;
+        let o = cx.instance(83)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2326,7 +2520,7 @@ impl FromPy for rs::describe_quorum_request::DescribeQuorumRequest {
 impl ToPy for rs::describe_quorum_request::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(77)?;
+        let o = cx.instance(84)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2348,7 +2542,7 @@ impl FromPy for rs::describe_quorum_request::TopicData {
 impl ToPy for rs::describe_quorum_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(78)?;
+        let o = cx.instance(85)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2368,7 +2562,7 @@ impl FromPy for rs::describe_quorum_request::PartitionData {
 impl ToPy for rs::describe_quorum_response::DescribeQuorumResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(79)?;
+        let o = cx.instance(86)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -2394,7 +2588,7 @@ impl FromPy for rs::describe_quorum_response::DescribeQuorumResponse {
 impl ToPy for rs::describe_quorum_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(80)?;
+        let o = cx.instance(87)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2416,7 +2610,7 @@ impl FromPy for rs::describe_quorum_response::TopicData {
 impl ToPy for rs::describe_quorum_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(81)?;
+        let o = cx.instance(88)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2450,7 +2644,7 @@ impl FromPy for rs::describe_quorum_response::PartitionData {
 impl ToPy for rs::describe_quorum_response::Node {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(82)?;
+        let o = cx.instance(89)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "listeners"), self.listeners.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2472,7 +2666,7 @@ impl FromPy for rs::describe_quorum_response::Node {
 impl ToPy for rs::describe_quorum_response::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(83)?;
+        let o = cx.instance(90)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -2496,7 +2690,7 @@ impl FromPy for rs::describe_quorum_response::Listener {
 impl ToPy for rs::describe_quorum_response::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(84)?;
+        let o = cx.instance(91)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_directory_id"), self.replica_directory_id.to_py(cx)?)?;
         o.setattr(intern!(py, "log_end_offset"), self.log_end_offset.to_py(cx)?)?;
@@ -2524,7 +2718,7 @@ impl FromPy for rs::describe_quorum_response::ReplicaState {
 impl ToPy for rs::end_txn_request::EndTxnRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(85)?;
+        let o = cx.instance(92)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
@@ -2550,7 +2744,7 @@ impl FromPy for rs::end_txn_request::EndTxnRequest {
 impl ToPy for rs::end_txn_response::EndTxnResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(86)?;
+        let o = cx.instance(93)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -2576,7 +2770,7 @@ impl FromPy for rs::end_txn_response::EndTxnResponse {
 impl ToPy for rs::fetch_request::FetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(87)?;
+        let o = cx.instance(94)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_state"), self.replica_state.to_py(cx)?)?;
@@ -2618,7 +2812,7 @@ impl FromPy for rs::fetch_request::FetchRequest {
 impl ToPy for rs::fetch_request::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(88)?;
+        let o = cx.instance(95)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_epoch"), self.replica_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2640,7 +2834,7 @@ impl FromPy for rs::fetch_request::ReplicaState {
 impl ToPy for rs::fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(89)?;
+        let o = cx.instance(96)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -2664,7 +2858,7 @@ impl FromPy for rs::fetch_request::FetchTopic {
 impl ToPy for rs::fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(90)?;
+        let o = cx.instance(97)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "fetch_offset"), self.fetch_offset.to_py(cx)?)?;
@@ -2698,7 +2892,7 @@ impl FromPy for rs::fetch_request::FetchPartition {
 impl ToPy for rs::fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(91)?;
+        let o = cx.instance(98)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -2722,7 +2916,7 @@ impl FromPy for rs::fetch_request::ForgottenTopic {
 impl ToPy for rs::fetch_response::FetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(92)?;
+        let o = cx.instance(99)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "session_id"), self.session_id.to_py(cx)?)?;
@@ -2750,7 +2944,7 @@ impl FromPy for rs::fetch_response::FetchResponse {
 impl ToPy for rs::fetch_response::FetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(93)?;
+        let o = cx.instance(100)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -2774,7 +2968,7 @@ impl FromPy for rs::fetch_response::FetchableTopicResponse {
 impl ToPy for rs::fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(94)?;
+        let o = cx.instance(101)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "high_watermark"), self.high_watermark.to_py(cx)?)?;
@@ -2814,7 +3008,7 @@ impl FromPy for rs::fetch_response::PartitionData {
 impl ToPy for rs::fetch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(95)?;
+        let o = cx.instance(102)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2836,7 +3030,7 @@ impl FromPy for rs::fetch_response::EpochEndOffset {
 impl ToPy for rs::fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(96)?;
+        let o = cx.instance(103)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2858,7 +3052,7 @@ impl FromPy for rs::fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::fetch_response::SnapshotId {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(97)?;
+        let o = cx.instance(104)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2880,7 +3074,7 @@ impl FromPy for rs::fetch_response::SnapshotId {
 impl ToPy for rs::fetch_response::AbortedTransaction {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(98)?;
+        let o = cx.instance(105)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2902,7 +3096,7 @@ impl FromPy for rs::fetch_response::AbortedTransaction {
 impl ToPy for rs::fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(99)?;
+        let o = cx.instance(106)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -2928,7 +3122,7 @@ impl FromPy for rs::fetch_response::NodeEndpoint {
 impl ToPy for rs::find_coordinator_request::FindCoordinatorRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(100)?;
+        let o = cx.instance(107)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "key_type"), self.key_type.to_py(cx)?)?;
         o.setattr(intern!(py, "coordinator_keys"), self.coordinator_keys.to_py(cx)?)?;
@@ -2952,7 +3146,7 @@ impl FromPy for rs::find_coordinator_request::FindCoordinatorRequest {
 impl ToPy for rs::find_coordinator_response::FindCoordinatorResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(101)?;
+        let o = cx.instance(108)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2984,7 +3178,7 @@ impl FromPy for rs::find_coordinator_response::FindCoordinatorResponse {
 impl ToPy for rs::find_coordinator_response::Coordinator {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(102)?;
+        let o = cx.instance(109)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -3014,7 +3208,7 @@ impl FromPy for rs::find_coordinator_response::Coordinator {
 impl ToPy for rs::heartbeat_request::HeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(103)?;
+        let o = cx.instance(110)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -3040,7 +3234,7 @@ impl FromPy for rs::heartbeat_request::HeartbeatRequest {
 impl ToPy for rs::heartbeat_response::HeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(104)?;
+        let o = cx.instance(111)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3062,7 +3256,7 @@ impl FromPy for rs::heartbeat_response::HeartbeatResponse {
 impl ToPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(105)?;
+        let o = cx.instance(112)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3084,7 +3278,7 @@ impl FromPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRe
 impl ToPy for rs::incremental_alter_configs_request::AlterConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(106)?;
+        let o = cx.instance(113)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configs"), self.configs.to_py(cx)?)?;
@@ -3108,7 +3302,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterConfigsResource {
 impl ToPy for rs::incremental_alter_configs_request::AlterableConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(107)?;
+        let o = cx.instance(114)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "config_operation"), self.config_operation.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
@@ -3132,7 +3326,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterableConfig {
 impl ToPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(108)?;
+        let o = cx.instance(115)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3154,7 +3348,7 @@ impl FromPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsR
 impl ToPy for rs::incremental_alter_configs_response::AlterConfigsResourceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(109)?;
+        let o = cx.instance(116)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -3180,7 +3374,7 @@ impl FromPy for rs::incremental_alter_configs_response::AlterConfigsResourceResp
 impl ToPy for rs::init_producer_id_request::InitProducerIdRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(110)?;
+        let o = cx.instance(117)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_timeout_ms"), self.transaction_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3210,7 +3404,7 @@ impl FromPy for rs::init_producer_id_request::InitProducerIdRequest {
 impl ToPy for rs::init_producer_id_response::InitProducerIdResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(111)?;
+        let o = cx.instance(118)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3240,7 +3434,7 @@ impl FromPy for rs::init_producer_id_response::InitProducerIdResponse {
 impl ToPy for rs::join_group_request::JoinGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(112)?;
+        let o = cx.instance(119)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "session_timeout_ms"), self.session_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "rebalance_timeout_ms"), self.rebalance_timeout_ms.to_py(cx)?)?;
@@ -3274,7 +3468,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequest {
 impl ToPy for rs::join_group_request::JoinGroupRequestProtocol {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(113)?;
+        let o = cx.instance(120)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3296,7 +3490,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequestProtocol {
 impl ToPy for rs::join_group_response::JoinGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(114)?;
+        let o = cx.instance(121)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
@@ -3332,7 +3526,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponse {
 impl ToPy for rs::join_group_response::JoinGroupResponseMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(115)?;
+        let o = cx.instance(122)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
@@ -3356,7 +3550,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponseMember {
 impl ToPy for rs::leave_group_request::LeaveGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(116)?;
+        let o = cx.instance(123)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -3380,7 +3574,7 @@ impl FromPy for rs::leave_group_request::LeaveGroupRequest {
 impl ToPy for rs::leave_group_request::MemberIdentity {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(117)?;
+        let o = cx.instance(124)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "reason"), self.reason.to_py(cx)?)?;
@@ -3404,7 +3598,7 @@ impl FromPy for rs::leave_group_request::MemberIdentity {
 impl ToPy for rs::leave_group_response::LeaveGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(118)?;
+        let o = cx.instance(125)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -3428,7 +3622,7 @@ impl FromPy for rs::leave_group_response::LeaveGroupResponse {
 impl ToPy for rs::leave_group_response::MemberResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(119)?;
+        let o = cx.instance(126)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -3452,7 +3646,7 @@ impl FromPy for rs::leave_group_response::MemberResponse {
 impl ToPy for rs::list_groups_request::ListGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(120)?;
+        let o = cx.instance(127)?;
         o.setattr(intern!(py, "states_filter"), self.states_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "types_filter"), self.types_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3474,7 +3668,7 @@ impl FromPy for rs::list_groups_request::ListGroupsRequest {
 impl ToPy for rs::list_groups_response::ListGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(121)?;
+        let o = cx.instance(128)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -3498,7 +3692,7 @@ impl FromPy for rs::list_groups_response::ListGroupsResponse {
 impl ToPy for rs::list_groups_response::ListedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(122)?;
+        let o = cx.instance(129)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
         o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
@@ -3524,7 +3718,7 @@ impl FromPy for rs::list_groups_response::ListedGroup {
 impl ToPy for rs::list_offsets_request::ListOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(123)?;
+        let o = cx.instance(130)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "isolation_level"), self.isolation_level.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -3550,7 +3744,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsRequest {
 impl ToPy for rs::list_offsets_request::ListOffsetsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(124)?;
+        let o = cx.instance(131)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3572,7 +3766,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsTopic {
 impl ToPy for rs::list_offsets_request::ListOffsetsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(125)?;
+        let o = cx.instance(132)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -3596,7 +3790,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsPartition {
 impl ToPy for rs::list_offsets_response::ListOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(126)?;
+        let o = cx.instance(133)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3618,7 +3812,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(127)?;
+        let o = cx.instance(134)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3640,7 +3834,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsTopicResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(128)?;
+        let o = cx.instance(135)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -3668,7 +3862,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
 impl ToPy for rs::metadata_request::MetadataRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(129)?;
+        let o = cx.instance(136)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_auto_topic_creation"), self.allow_auto_topic_creation.to_py(cx)?)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
@@ -3694,7 +3888,7 @@ impl FromPy for rs::metadata_request::MetadataRequest {
 impl ToPy for rs::metadata_request::MetadataRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(130)?;
+        let o = cx.instance(137)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3716,7 +3910,7 @@ impl FromPy for rs::metadata_request::MetadataRequestTopic {
 impl ToPy for rs::metadata_response::MetadataResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(131)?;
+        let o = cx.instance(138)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "brokers"), self.brokers.to_py(cx)?)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
@@ -3748,7 +3942,7 @@ impl FromPy for rs::metadata_response::MetadataResponse {
 impl ToPy for rs::metadata_response::MetadataResponseBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(132)?;
+        let o = cx.instance(139)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3774,7 +3968,7 @@ impl FromPy for rs::metadata_response::MetadataResponseBroker {
 impl ToPy for rs::metadata_response::MetadataResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(133)?;
+        let o = cx.instance(140)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -3804,7 +3998,7 @@ impl FromPy for rs::metadata_response::MetadataResponseTopic {
 impl ToPy for rs::metadata_response::MetadataResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(134)?;
+        let o = cx.instance(141)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -3836,7 +4030,7 @@ impl FromPy for rs::metadata_response::MetadataResponsePartition {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(135)?;
+        let o = cx.instance(142)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id_or_member_epoch"), self.generation_id_or_member_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -3866,7 +4060,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequest {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(136)?;
+        let o = cx.instance(143)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3890,7 +4084,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestTopic {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(137)?;
+        let o = cx.instance(144)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -3916,7 +4110,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestPartition {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(138)?;
+        let o = cx.instance(145)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3938,7 +4132,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponse {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(139)?;
+        let o = cx.instance(146)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3962,7 +4156,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponseTopic {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(140)?;
+        let o = cx.instance(147)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3984,7 +4178,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(141)?;
+        let o = cx.instance(148)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -4010,7 +4204,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(142)?;
+        let o = cx.instance(149)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4032,7 +4226,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(143)?;
+        let o = cx.instance(150)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -4058,7 +4252,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(144)?;
+        let o = cx.instance(151)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -4082,7 +4276,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(145)?;
+        let o = cx.instance(152)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4108,7 +4302,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(146)?;
+        let o = cx.instance(153)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4130,7 +4324,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(147)?;
+        let o = cx.instance(154)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4158,7 +4352,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(148)?;
+        let o = cx.instance(155)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4182,7 +4376,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(149)?;
+        let o = cx.instance(156)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4206,7 +4400,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(150)?;
+        let o = cx.instance(157)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4234,7 +4428,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(151)?;
+        let o = cx.instance(158)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4256,7 +4450,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(152)?;
+        let o = cx.instance(159)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4278,7 +4472,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(153)?;
+        let o = cx.instance(160)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -4302,7 +4496,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(154)?;
+        let o = cx.instance(161)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4324,7 +4518,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(155)?;
+        let o = cx.instance(162)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4346,7 +4540,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(156)?;
+        let o = cx.instance(163)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -4372,7 +4566,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(157)?;
+        let o = cx.instance(164)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -4398,7 +4592,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(158)?;
+        let o = cx.instance(165)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -4422,7 +4616,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(159)?;
+        let o = cx.instance(166)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4444,7 +4638,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(160)?;
+        let o = cx.instance(167)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -4468,7 +4662,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(161)?;
+        let o = cx.instance(168)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -4492,7 +4686,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(162)?;
+        let o = cx.instance(169)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -4526,7 +4720,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(163)?;
+        let o = cx.instance(170)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4548,7 +4742,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(164)?;
+        let o = cx.instance(171)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4570,7 +4764,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(165)?;
+        let o = cx.instance(172)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -4596,7 +4790,7 @@ impl FromPy for rs::produce_response::NodeEndpoint {
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(166)?;
+        let o = cx.instance(173)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -4622,7 +4816,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(167)?;
+        let o = cx.instance(174)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4642,7 +4836,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(168)?;
+        let o = cx.instance(175)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4662,7 +4856,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(169)?;
+        let o = cx.instance(176)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -4688,7 +4882,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(170)?;
+        let o = cx.instance(177)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4708,7 +4902,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(171)?;
+        let o = cx.instance(178)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4730,7 +4924,7 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(172)?;
+        let o = cx.instance(179)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -4762,7 +4956,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(173)?;
+        let o = cx.instance(180)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4784,7 +4978,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(174)?;
+        let o = cx.instance(181)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -4812,7 +5006,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(175)?;
+        let o = cx.instance(182)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -4846,7 +5040,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(176)?;
+        let o = cx.instance(183)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4868,7 +5062,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(177)?;
+        let o = cx.instance(184)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4894,7 +5088,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(178)?;
+        let o = cx.instance(185)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4916,7 +5110,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(179)?;
+        let o = cx.instance(186)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4938,7 +5132,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(180)?;
+        let o = cx.instance(187)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4960,7 +5154,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(181)?;
+        let o = cx.instance(188)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4980,7 +5174,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(182)?;
+        let o = cx.instance(189)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -5008,7 +5202,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(183)?;
+        let o = cx.instance(190)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5030,7 +5224,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(184)?;
+        let o = cx.instance(191)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5050,7 +5244,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(185)?;
+        let o = cx.instance(192)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5072,7 +5266,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(186)?;
+        let o = cx.instance(193)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5094,7 +5288,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(187)?;
+        let o = cx.instance(194)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

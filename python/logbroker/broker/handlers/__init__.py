@@ -99,6 +99,7 @@ def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader
 def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     from logbroker.broker.handlers import (
         admin_configs,
+        alter_partition,
         api_versions,
         broker_heartbeat,
         consumer_groups,
@@ -135,12 +136,15 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
                           describe_quorum.handle, cluster_only=True)
     table[quorum.api_key] = quorum
     # The CONTROLLER listener (coord/controller_channel.py): the admin APIs that change
-    # metadata, and the controller-only BrokerHeartbeat.
+    # metadata, and the controller-only BrokerHeartbeat and AlterPartition.
     from logbroker.coord.controller_channel import CONTROLLER_APIS
 
     controller = {k: e for k, e in table.items() if k in CONTROLLER_APIS}
     controller[broker_heartbeat.API_KEY] = HandlerEntry(
         broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle,
+        cluster_only=True)
+    controller[alter_partition.API_KEY] = HandlerEntry(
+        alter_partition.API_KEY, alter_partition.MIN_VERSION, alter_partition.MAX_VERSION, alter_partition.handle,
         cluster_only=True)
     return table, controller
 

@@ -7,6 +7,8 @@ from logbroker.protocol.messages.add_partitions_to_txn_request import AddPartiti
 from logbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 from logbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
 from logbroker.protocol.messages.alter_configs_response import AlterConfigsResponse
+from logbroker.protocol.messages.alter_partition_request import AlterPartitionRequest
+from logbroker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from logbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from logbroker.protocol.messages.api_versions_response import ApiVersionsResponse
 from logbroker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -111,6 +113,7 @@ REQUESTS = {
     42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
     55: DescribeQuorumRequest,
+    56: AlterPartitionRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
     63: BrokerHeartbeatRequest,
@@ -150,6 +153,7 @@ RESPONSES = {
     42: DeleteGroupsResponse,
     44: IncrementalAlterConfigsResponse,
     55: DescribeQuorumResponse,
+    56: AlterPartitionResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
     63: BrokerHeartbeatResponse,
@@ -189,6 +193,7 @@ API_NAMES = {
     42: 'DeleteGroups',
     44: 'IncrementalAlterConfigs',
     55: 'DescribeQuorum',
+    56: 'AlterPartition',
     60: 'DescribeCluster',
     61: 'DescribeProducers',
     63: 'BrokerHeartbeat',
@@ -212,6 +217,13 @@ CLASSES = (
     AlterConfigsRequest.AlterableConfig,
     AlterConfigsResponse,
     AlterConfigsResponse.AlterConfigsResourceResponse,
+    AlterPartitionRequest,
+    AlterPartitionRequest.TopicData,
+    AlterPartitionRequest.PartitionData,
+    AlterPartitionRequest.BrokerState,
+    AlterPartitionResponse,
+    AlterPartitionResponse.TopicData,
+    AlterPartitionResponse.PartitionData,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ApiVersionsResponse.ApiVersion,
@@ -399,6 +411,8 @@ __all__ = [
     'AddPartitionsToTxnResponse',
     'AlterConfigsRequest',
     'AlterConfigsResponse',
+    'AlterPartitionRequest',
+    'AlterPartitionResponse',
     'ApiVersionsRequest',
     'ApiVersionsResponse',
     'BrokerHeartbeatRequest',

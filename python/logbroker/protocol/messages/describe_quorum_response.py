@@ -16,7 +16,7 @@ class DescribeQuorumResponse(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumResponse'
-    _rs = 79
+    _rs = 86
     _lo, _hi = 0, 2
     __slots__ = (
         # The top level error code.
@@ -32,7 +32,7 @@ class DescribeQuorumResponse(Struct):
         """Struct TopicData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 80
+        _rs = 87
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -56,7 +56,7 @@ class DescribeQuorumResponse(Struct):
         """Struct PartitionData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 81
+        _rs = 88
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.
@@ -101,7 +101,7 @@ class DescribeQuorumResponse(Struct):
         """Struct Node of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 82
+        _rs = 89
         _lo, _hi = 0, 2
         __slots__ = (
             # The ID of the associated node
@@ -126,7 +126,7 @@ class DescribeQuorumResponse(Struct):
         """Struct Listener of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 83
+        _rs = 90
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the endpoint
@@ -155,7 +155,7 @@ class DescribeQuorumResponse(Struct):
         """Struct ReplicaState of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 84
+        _rs = 91
         _lo, _hi = 0, 2
         __slots__ = (
             'replica_id',  # int32; versions 0-2

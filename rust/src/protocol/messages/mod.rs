@@ -9,6 +9,8 @@ pub mod add_partitions_to_txn_request;
 pub mod add_partitions_to_txn_response;
 pub mod alter_configs_request;
 pub mod alter_configs_response;
+pub mod alter_partition_request;
+pub mod alter_partition_response;
 pub mod api_versions_request;
 pub mod api_versions_response;
 pub mod broker_heartbeat_request;
@@ -86,6 +88,8 @@ pub use add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 pub use add_partitions_to_txn_response::AddPartitionsToTxnResponse;
 pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
+pub use alter_partition_request::AlterPartitionRequest;
+pub use alter_partition_response::AlterPartitionResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use broker_heartbeat_request::BrokerHeartbeatRequest;
@@ -191,6 +195,7 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (42, "DeleteGroups", 0, 2, 2),
     (44, "IncrementalAlterConfigs", 0, 1, 1),
     (55, "DescribeQuorum", 0, 2, 0),
+    (56, "AlterPartition", 0, 3, 0),
     (60, "DescribeCluster", 0, 2, 0),
     (61, "DescribeProducers", 0, 0, 0),
     (63, "BrokerHeartbeat", 0, 1, 0),
@@ -268,6 +273,8 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (44, false) => roundtrip::<IncrementalAlterConfigsResponse>(body, version),
         (55, true) => roundtrip::<DescribeQuorumRequest>(body, version),
         (55, false) => roundtrip::<DescribeQuorumResponse>(body, version),
+        (56, true) => roundtrip::<AlterPartitionRequest>(body, version),
+        (56, false) => roundtrip::<AlterPartitionResponse>(body, version),
         (60, true) => roundtrip::<DescribeClusterRequest>(body, version),
         (60, false) => roundtrip::<DescribeClusterResponse>(body, version),
         (61, true) => roundtrip::<DescribeProducersRequest>(body, version),
