@@ -221,7 +221,7 @@ async def run_seed(seed: int, root) -> Sim:
                 break
             except QuorumTimeout:
                 continue
-        assert final is not None, "the healed cluster never committed a record in 60 s
+        assert final is not None, "the healed cluster never committed a record in 60 s"
         with trio.move_on_after(10):
             while not all(max(sim.applied[n], default=0) >= final for n in NODES):
                 await trio.sleep(0.1)
