@@ -168,6 +168,6 @@ def test_populated_roundtrip(cls, version):
 
 
 def test_case_count():
-    # 37 APIs x 2 plus the two headers, every version in their ranges
-    assert len(MESSAGES) == 76
-    assert len(CASES) == 402 + 2 * 3 + 2 * 2  # + DescribeQuorum v0-2, BrokerHeartbeat v0-1
+    # 38 APIs x 2 plus the two headers, every version in their ranges
+    assert len(MESSAGES) == 78
+    assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4  # + DescribeQuorum v0-2, BrokerHeartbeat v0-1, AlterPartition v0-3
