@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import selectors
 import shutil
 import signal
@@ -47,8 +48,6 @@ def free_port() -> int:
     """A loopback port nothing listens on, chosen outside the kernel's ephemeral range: a port
     the kernel hands out for outgoing connections (the brokers' own connections to each other)
     could be taken between this check and the node binding it ("Address already in use")."""
-    import random
-
     lo, hi = _ephemeral_range()
     candidates = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
     for _ in range(200):
@@ -66,8 +65,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-_free_port = free_port
 
 
 class ClusterNode:
@@ -204,7 +201,7 @@ class Cluster:
             raise ValueError(f"racks names {len(racks)} racks for {n + broker_only} nodes")
         self._tmp = None if data_dir is not None else tempfile.mkdtemp(prefix="logbroker-cluster-")
         root = Path(data_dir if data_dir is not None else self._tmp)
-        ports = {i: (_free_port(), _free_port()) for i in range(1, n + 1)}
+        ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
         sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config or {}).items()]
         self.nodes: list[ClusterNode] = []
@@ -215,7 +212,7 @@ class Cluster:
                 args += ["--set", kv]
             self.nodes.append(ClusterNode(i, p, c, root / f"node{i}", args))
         for i in range(n + 1, n + broker_only + 1):
-            p = _free_port()
+            p = free_port()
             args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
                     "--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}", "--log-level", log_level]
             for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):

@@ -20,7 +20,7 @@ import shutil
 
 import trio
 
-from logbroker.clock import now_ms
+from logbroker.clock import now_ms, run_every
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.metadata import MetadataImage
@@ -214,12 +214,7 @@ class ReplicaManager:
             task_status.started()
 
     async def _every(self, interval_ms: int, job) -> None:
-        while True:
-            await trio.sleep(interval_ms / 1000)
-            try:
-                await job()
-            except Exception:
-                log.exception("periodic job %s failed", job.__name__)
+        await run_every(interval_ms, job, log)
 
     async def _retention(self) -> None:
         parts = list(self.partitions.values())

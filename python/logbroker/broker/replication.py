@@ -25,13 +25,13 @@ committed ISR. One request per partition is in flight at a time.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Awaitable, Callable
 
 import trio
 
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
+from logbroker.clock import now_ms, run_every
 from logbroker.coord.metadata import MetadataImage
 
 log = logging.getLogger("logbroker.replication")
@@ -113,18 +113,10 @@ class Replication:
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._every, 0.2, self._drain_events)
-            nursery.start_soon(self._every, max(lag_ms / 2000, 0.05), self._shrink)
-            nursery.start_soon(self._every, 0.25, self._expand)
+            nursery.start_soon(run_every, 200, self._drain_events, log)
+            nursery.start_soon(run_every, max(lag_ms / 2, 50), self._shrink, log)
+            nursery.start_soon(run_every, 250, self._expand, log)
             task_status.started()
-
-    async def _every(self, seconds: float, job) -> None:
-        while True:
-            await trio.sleep(seconds)
-            try:
-                await job()
-            except Exception:
-                log.exception("replication job %s failed", job.__name__)
 
     async def _drain_events(self) -> None:
         epoch = getattr(self.quorum, "registered_epoch", None)
@@ -135,15 +127,15 @@ class Replication:
 
     async def _shrink(self) -> None:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
-        now = int(time.time() * 1000)
+        now = now_ms()
         for p in self._led():
+            # replica -> (LEO, last caught up); (-1, -1) for one never heard from
             states = {r: (leo, caught_up) for r, leo, _fetch, caught_up in p.core.follower_states()}
-            out = [r for r in p.isr if r != self.node_id
-                   and now - states.get(r, (-1, -1))[1] > lag_ms]
+            behind = {r: states.get(r, (-1, -1)) for r in p.isr if r != self.node_id}
+            out = [r for r, (_leo, caught_up) in behind.items() if now - caught_up > lag_ms]
             if out:
                 new_isr = [r for r in p.isr if r not in out]
-                detail = ", ".join(f"{r} (LEO {states.get(r, (-1, -1))[0]}, last caught up "
-                                   f"{_ago(now, states.get(r, (-1, -1))[1])})" for r in out)
+                detail = ", ".join(f"{r} (LEO {behind[r][0]}, last caught up {_ago(now, behind[r][1])})" for r in out)
                 await self._alter(p, new_isr, f"shrink: {detail} behind leader LEO {p.log.log_end_offset} for more "
                                               f"than replica.lag.time.max.ms={lag_ms}")
 

@@ -57,16 +57,6 @@ impl PyReplicaFetcherManager {
         py.detach(|| self.0.unfollow(&keys));
     }
 
-    /// `[(source broker, topic, partition)]` followed now.
-    fn followed(&self) -> Vec<(i32, String, i32)> {
-        self.0.followed()
-    }
-
-    /// Per source broker: `(source, connected, fetches, bytes, batches_appended, truncations, errors)`.
-    fn stats(&self) -> Vec<(i32, bool, u64, u64, u64, u64, u64)> {
-        self.0.stats()
-    }
-
     /// `[(level, message)]` reported by the loops since the last call (Python logging levels).
     fn take_events(&self) -> Vec<(i32, String)> {
         self.0.take_events().into_iter().map(|l| (l.level, l.message)).collect()

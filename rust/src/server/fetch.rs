@@ -30,6 +30,7 @@
 //! Fetch sessions (KIP-227, `fetch_session.rs`): a request may open a session, and later
 //! requests of it list only what changed; their responses list only partitions with news.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -224,12 +225,13 @@ pub fn handle(
     }
 }
 
-/// The topic name a target reads: as sent (v4-12) or the image's name for its id (v13+).
-fn topic_name(table: &PartitionTable, t: &Target, version: i16) -> Option<String> {
+/// The topic name a target reads: as sent (v4-12, borrowed: no copy per read) or the
+/// image's name for its id (v13+).
+fn topic_name<'a>(table: &PartitionTable, t: &'a Target, version: i16) -> Option<Cow<'a, str>> {
     if version >= TOPIC_ID_VERSION {
-        table.topic_name(&t.topic_id)
+        table.topic_name(&t.topic_id).map(Cow::Owned)
     } else {
-        Some(t.topic.clone())
+        Some(Cow::Borrowed(&t.topic))
     }
 }
 
@@ -392,11 +394,10 @@ impl PendingFetch {
         }
         let mut resp = FetchResponse { session_id, responses: topics, ..Default::default() };
         if self.version >= 16 && !hinted.is_empty() {
-            let view = table.view();
-            resp.node_endpoints = view
+            resp.node_endpoints = table
                 .endpoints_of(hinted)
                 .into_iter()
-                .map(|(id, e)| NodeEndpoint { node_id: id, host: e.host.clone(), port: e.port, rack: e.rack.clone(), ..Default::default() })
+                .map(|(node_id, host, port, rack)| NodeEndpoint { node_id, host, port, rack, ..Default::default() })
                 .collect();
         }
         frame_response(&resp, self.version, self.correlation_id).map(Some)

@@ -85,6 +85,20 @@ pub struct FollowerState {
     pub leader_leo_at_last_fetch: i64,
 }
 
+impl FollowerState {
+    /// A follower not heard from yet, counted as caught up at `caught_up_ms` (-1: never).
+    fn unknown(caught_up_ms: i64) -> Self {
+        FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: caught_up_ms, leader_leo_at_last_fetch: -1 }
+    }
+}
+
+/// Follower state at the start of a leadership: the ISR's other members caught up now, so
+/// the ISR is not shrunk before they have had time to fetch.
+fn fresh_followers(isr: &[i32], node_id: i32) -> HashMap<i32, FollowerState> {
+    let now = now_ms();
+    isr.iter().filter(|r| **r != node_id).map(|r| (*r, FollowerState::unknown(now))).collect()
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -131,31 +145,25 @@ impl Partition {
     /// New leader/epoch/ISR from the metadata image; the HW may move (a smaller ISR). A new
     /// leader epoch starts a new leadership: follower state is reset, ISR members caught up now.
     pub fn update(&self, state: LeaderState) {
-        let new_leadership = {
+        let fresh = {
             let mut st = self.state.write().unwrap_or_else(PoisonError::into_inner);
-            let changed = st.leader_epoch != state.leader_epoch || st.leader != state.leader;
+            let new_leadership = st.leader_epoch != state.leader_epoch || st.leader != state.leader;
+            let fresh = new_leadership.then(|| fresh_followers(&state.isr, self.node_id));
             *st = state;
-            changed
+            fresh
         };
-        if new_leadership {
-            let now = now_ms();
-            let isr = self.state().isr.clone();
-            let mut f = lock(&self.followers);
-            f.clear();
-            for r in isr.into_iter().filter(|r| *r != self.node_id) {
-                f.insert(r, FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: now, leader_leo_at_last_fetch: -1 });
-            }
+        if let Some(fresh) = fresh {
+            *lock(&self.followers) = fresh;
         }
         self.maybe_increment_hw();
-        self.wake_all();
-        self.wake_leo_waiters();
+        self.wake_everyone();
     }
 
     /// A follower fetched at `fetch_offset` (its LEO): its state moves (see the module doc).
     pub fn record_follower_fetch(&self, replica: i32, fetch_offset: i64, now_ms: i64) {
         let leader_leo = self.log.log_end_offset();
         let mut all = lock(&self.followers);
-        let f = all.entry(replica).or_insert(FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: -1, leader_leo_at_last_fetch: -1 });
+        let f = all.entry(replica).or_insert(FollowerState::unknown(-1));
         if fetch_offset >= leader_leo {
             f.last_caught_up_ms = now_ms;
         } else if f.leader_leo_at_last_fetch >= 0 && fetch_offset >= f.leader_leo_at_last_fetch {
@@ -196,7 +204,7 @@ impl Partition {
         }
         if hw > self.log.high_watermark() {
             self.log.update_high_watermark(hw);
-            self.wake_all();
+            self.wake_hw_waiters();
             return true;
         }
         false
@@ -222,11 +230,17 @@ impl Partition {
         }
     }
 
-    fn wake_all(&self) {
+    fn wake_hw_waiters(&self) {
         let ids = std::mem::take(&mut *lock(&self.waiters));
         if !ids.is_empty() {
             self.wakeup.wake(ids);
         }
+    }
+
+    /// A state change or removal: every parked request re-checks.
+    fn wake_everyone(&self) {
+        self.wake_hw_waiters();
+        self.wake_leo_waiters();
     }
 }
 
@@ -267,14 +281,6 @@ impl ClusterView {
         ClusterView { topics, names, brokers }
     }
 
-    /// The endpoints of `ids` (each once, in id order; unknown ids and -1 skipped), for a
-    /// response's NodeEndpoints.
-    pub fn endpoints_of(&self, ids: impl IntoIterator<Item = i32>) -> Vec<(i32, &BrokerEndpoint)> {
-        let mut ids: Vec<i32> = ids.into_iter().filter(|i| *i >= 0).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter().filter_map(|i| self.brokers.get(&i).map(|e| (i, e))).collect()
-    }
 }
 
 /// Why this broker cannot serve a partition as its leader.
@@ -339,7 +345,7 @@ type PartitionMap = HashMap<String, HashMap<i32, Arc<Partition>>>;
 
 pub struct PartitionTable {
     parts: RwLock<PartitionMap>,
-    view: RwLock<Arc<ClusterView>>,
+    view: RwLock<ClusterView>,
     /// This broker's id (-1 until the control plane says; only used in messages).
     node_id: std::sync::atomic::AtomicI32,
     wakeup: Arc<Wakeup>,
@@ -355,7 +361,7 @@ impl PartitionTable {
     pub fn new() -> Self {
         PartitionTable {
             parts: RwLock::new(HashMap::new()),
-            view: RwLock::new(Arc::default()),
+            view: RwLock::new(ClusterView::default()),
             node_id: std::sync::atomic::AtomicI32::new(-1),
             wakeup: Arc::default(),
         }
@@ -368,15 +374,7 @@ impl PartitionTable {
     /// Adds (or replaces) a partition's entry; returns it.
     pub fn add(&self, topic: &str, index: i32, node_id: i32, log: Arc<Log>, state: LeaderState) -> Arc<Partition> {
         let topic: Arc<str> = Arc::from(topic);
-        // A replica opened as leader: its ISR followers count as caught up now (as at a
-        // leader change), so the ISR is not shrunk before they have had time to fetch.
-        let now = now_ms();
-        let followers = state
-            .isr
-            .iter()
-            .filter(|r| **r != node_id)
-            .map(|r| (*r, FollowerState { leo: -1, last_fetch_ms: -1, last_caught_up_ms: now, leader_leo_at_last_fetch: -1 }))
-            .collect();
+        let followers = fresh_followers(&state.isr, node_id);
         let p = Arc::new(Partition {
             topic: Arc::clone(&topic),
             index,
@@ -399,8 +397,7 @@ impl PartitionTable {
             .insert(index, Arc::clone(&p));
         if let Some(old) = old {
             old.removed.store(true, Ordering::Release);
-            old.wake_all();
-            old.wake_leo_waiters();
+            old.wake_everyone();
         }
         p
     }
@@ -417,8 +414,7 @@ impl PartitionTable {
         };
         if let Some(old) = old {
             old.removed.store(true, Ordering::Release);
-            old.wake_all();
-            old.wake_leo_waiters();
+            old.wake_everyone();
         }
     }
 
@@ -429,20 +425,22 @@ impl PartitionTable {
     /// Replaces the cluster view (one call per metadata image change).
     pub fn set_metadata(&self, node_id: i32, view: ClusterView) {
         self.node_id.store(node_id, Ordering::Relaxed);
-        *self.view.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(view);
-    }
-
-    /// The current cluster view (a cheap handle; it is replaced, never changed in place).
-    pub fn view(&self) -> Arc<ClusterView> {
-        Arc::clone(&self.view.read().unwrap_or_else(PoisonError::into_inner))
+        *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
     }
 
     pub fn node_id(&self) -> i32 {
         self.node_id.load(Ordering::Relaxed)
     }
 
-    pub fn has_topic(&self, name: &str) -> bool {
-        self.view.read().unwrap_or_else(PoisonError::into_inner).topics.contains_key(name)
+    /// The endpoints of `ids` as (node id, host, port, rack): each once, in id order, unknown
+    /// ids and -1 skipped; a response's NodeEndpoints (KIP-951).
+    pub fn endpoints_of(&self, ids: Vec<i32>) -> Vec<(i32, String, i32, Option<String>)> {
+        let mut ids = ids;
+        ids.retain(|i| *i >= 0);
+        ids.sort_unstable();
+        ids.dedup();
+        let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
+        ids.into_iter().filter_map(|i| view.brokers.get(&i).map(|e| (i, e.host.clone(), e.port, e.rack.clone()))).collect()
     }
 
     /// The name of the topic with id `id`, if the image has it.

@@ -181,11 +181,10 @@ pub fn handle(
         return Ok(Outcome::Done(None));
     }
     if !hinted.is_empty() {
-        let view = table.view();
-        response.node_endpoints = view
+        response.node_endpoints = table
             .endpoints_of(hinted)
             .into_iter()
-            .map(|(id, e)| NodeEndpoint { node_id: id, host: e.host.clone(), port: e.port, rack: e.rack.clone(), ..Default::default() })
+            .map(|(node_id, host, port, rack)| NodeEndpoint { node_id, host, port, rack, ..Default::default() })
             .collect();
     }
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms.max(0)).unwrap_or(0));

@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -91,17 +91,6 @@ struct Followed {
     backoff_until: Option<Instant>,
 }
 
-/// Counters of one fetcher, for metrics and tests.
-#[derive(Default)]
-pub struct FetcherStats {
-    pub fetches: AtomicU64,
-    pub bytes: AtomicU64,
-    pub batches_appended: AtomicU64,
-    pub truncations: AtomicU64,
-    pub errors: AtomicU64,
-    pub connected: AtomicBool,
-}
-
 struct Shared {
     source: i32,
     address: String,
@@ -112,7 +101,6 @@ struct Shared {
     stop: AtomicBool,
     stream: Mutex<Option<TcpStream>>,
     events: Arc<Mutex<Vec<LogLine>>>,
-    stats: FetcherStats,
 }
 
 impl Shared {
@@ -139,7 +127,6 @@ impl ReplicaFetcher {
             stop: AtomicBool::new(false),
             stream: Mutex::new(None),
             events,
-            stats: FetcherStats::default(),
         });
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -207,20 +194,22 @@ impl ReplicaFetcherManager {
                 }
             }
         }
-        if fetchers.get(&source).is_some_and(|f| f.shared.address != address) {
-            if let Some(mut old) = fetchers.remove(&source) {
-                let moved: Vec<Followed> = lock(&old.shared.partitions).drain().map(|(_, v)| v).collect();
+        // The source moved (re-registered elsewhere): a new loop takes over what the old one followed.
+        let mut carried = Vec::new();
+        if let Some(mut old) = fetchers.remove(&source) {
+            if old.shared.address == address {
+                fetchers.insert(source, old);
+            } else {
+                carried = lock(&old.shared.partitions).drain().map(|(_, v)| v).collect();
                 old.stop();
-                let f = self.fetcher(&mut fetchers, source, &address);
-                let mut parts = lock(&f.shared.partitions);
-                for m in moved {
-                    parts.insert((Arc::clone(&m.part.topic), m.part.index), m);
-                }
             }
         }
         let f = self.fetcher(&mut fetchers, source, &address);
         {
             let mut parts = lock(&f.shared.partitions);
+            for m in carried {
+                parts.insert((Arc::clone(&m.part.topic), m.part.index), m);
+            }
             for (part, topic_id, leader_epoch) in partitions {
                 let key = (Arc::clone(&part.topic), part.index);
                 match parts.get_mut(&key) {
@@ -259,39 +248,6 @@ impl ReplicaFetcherManager {
                 f.stop();
             }
         }
-    }
-
-    /// (source broker, topic, partition) of everything followed.
-    pub fn followed(&self) -> Vec<(i32, String, i32)> {
-        let fetchers = lock(&self.fetchers);
-        let mut v: Vec<_> = fetchers
-            .iter()
-            .flat_map(|(id, f)| lock(&f.shared.partitions).keys().map(|(t, p)| (*id, t.to_string(), *p)).collect::<Vec<_>>())
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// Per source broker: (source, connected, fetches, bytes, batches appended, truncations, errors).
-    pub fn stats(&self) -> Vec<(i32, bool, u64, u64, u64, u64, u64)> {
-        let fetchers = lock(&self.fetchers);
-        let mut v: Vec<_> = fetchers
-            .iter()
-            .map(|(id, f)| {
-                let s = &f.shared.stats;
-                (
-                    *id,
-                    s.connected.load(Ordering::Relaxed),
-                    s.fetches.load(Ordering::Relaxed),
-                    s.bytes.load(Ordering::Relaxed),
-                    s.batches_appended.load(Ordering::Relaxed),
-                    s.truncations.load(Ordering::Relaxed),
-                    s.errors.load(Ordering::Relaxed),
-                )
-            })
-            .collect();
-        v.sort_unstable_by_key(|s| s.0);
-        v
     }
 
     /// Log lines the loops reported since the last call.
@@ -334,7 +290,7 @@ impl Loop {
     fn run(mut self) {
         while !self.shared.stop.load(Ordering::Acquire) {
             let Some((req, sent)) = self.build() else { continue };
-            match self.round(&req, &sent) {
+            match self.round(req, &sent) {
                 Ok(resp) => {
                     if self.failing {
                         self.failing = false;
@@ -347,7 +303,6 @@ impl Loop {
                     if self.shared.stop.load(Ordering::Acquire) {
                         break;
                     }
-                    self.shared.stats.errors.fetch_add(1, Ordering::Relaxed);
                     if !self.failing {
                         self.failing = true;
                         self.shared.event(
@@ -446,7 +401,6 @@ impl Loop {
             let _ = s.shutdown(Shutdown::Both);
         }
         *lock(&self.shared.stream) = None;
-        self.shared.stats.connected.store(false, Ordering::Relaxed);
     }
 
     fn connect(&mut self) -> Result<(), String> {
@@ -479,7 +433,6 @@ impl Loop {
             return Err(format!("the leader serves Fetch v{}-{}, replication needs v{FETCH_MIN}+", fetch.min_version, fetch.max_version));
         }
         self.fetch_version = v;
-        self.shared.stats.connected.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -525,11 +478,10 @@ impl Loop {
         Resp::decode_versioned(&mut r, version).map_err(|e| e.to_string())
     }
 
-    fn round(&mut self, req: &FetchRequest, sent: &[Sent]) -> Result<FetchResponse, String> {
+    fn round(&mut self, mut req: FetchRequest, sent: &[Sent]) -> Result<FetchResponse, String> {
         if self.conn.is_none() {
             self.connect()?;
         }
-        let mut req = req.clone();
         if self.fetch_version >= 15 {
             req.replica_id = -1;
         }
@@ -544,7 +496,6 @@ impl Loop {
         }
         let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
         let resp: FetchResponse = self.call(&req, self.fetch_version, wait, true)?;
-        self.shared.stats.fetches.fetch_add(1, Ordering::Relaxed);
         if resp.error_code != code::NONE {
             return Err(format!("Fetch answered error {} for {} partition(s)", resp.error_code, sent.len()));
         }
@@ -575,7 +526,7 @@ impl Loop {
                     }
                     if let Some(retry) = self.apply_partition(f, d, s.fetch_offset) {
                         if retry == Retry::OutOfRange {
-                            out_of_range.push((key.clone(), f.leader_epoch, f.topic_id));
+                            out_of_range.push((key.clone(), f.leader_epoch));
                         } else {
                             f.backoff_until = Some(Instant::now() + Duration::from_millis(self.shared.config.backoff_ms));
                         }
@@ -583,8 +534,8 @@ impl Loop {
                 }
             }
         }
-        for (key, epoch, topic_id) in out_of_range {
-            self.resolve_out_of_range(&key, epoch, topic_id);
+        for (key, epoch) in out_of_range {
+            self.resolve_out_of_range(&key, epoch);
         }
     }
 
@@ -606,13 +557,11 @@ impl Loop {
                         self.shared.event(LogLine::ERROR, format!("{name}: restarting the log at {} failed: {e}", d.log_start_offset));
                         return Some(Retry::Backoff);
                     }
-                    self.shared.stats.truncations.fetch_add(1, Ordering::Relaxed);
                     return None;
                 }
                 return Some(Retry::OutOfRange);
             }
             c => {
-                self.shared.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let level = if matches!(c, code::NOT_LEADER_OR_FOLLOWER | code::FENCED_LEADER_EPOCH | code::UNKNOWN_LEADER_EPOCH) {
                     LogLine::DEBUG
                 } else {
@@ -636,22 +585,12 @@ impl Loop {
                 self.shared.event(LogLine::ERROR, format!("{name}: truncating to {to} failed: {e}"));
                 return Some(Retry::Backoff);
             }
-            self.shared.stats.truncations.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        if let Some(Records::Bytes(b)) = &d.records {
-            if !b.is_empty() {
-                self.shared.stats.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
-                match log.append_as_follower(b.to_vec()) {
-                    Ok(res) => {
-                        self.shared.stats.batches_appended.fetch_add(u64::try_from(res.batch_count).unwrap_or(0), Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        self.shared.stats.errors.fetch_add(1, Ordering::Relaxed);
-                        self.shared.event(LogLine::ERROR, format!("{name}: appending data fetched from leader {source} at offset {fetch_offset} failed: {e}"));
-                        return Some(Retry::Backoff);
-                    }
-                }
+        if let Some(Records::Bytes(b)) = d.records.as_ref().filter(|r| !r.is_empty()) {
+            if let Err(e) = log.append_as_follower(b.to_vec()) {
+                self.shared.event(LogLine::ERROR, format!("{name}: appending data fetched from leader {source} at offset {fetch_offset} failed: {e}"));
+                return Some(Retry::Backoff);
             }
         }
         let leo = log.log_end_offset();
@@ -682,7 +621,7 @@ impl Loop {
 
     /// Above the leader's LEO: ask the leader where our latest epoch ends (OffsetForLeaderEpoch)
     /// and truncate there.
-    fn resolve_out_of_range(&mut self, key: &(Arc<str>, i32), leader_epoch: i32, _topic_id: Uuid) {
+    fn resolve_out_of_range(&mut self, key: &(Arc<str>, i32), leader_epoch: i32) {
         let part = {
             let parts = lock(&self.shared.partitions);
             match parts.get(key) {
@@ -721,7 +660,6 @@ impl Loop {
                     format!("{name}: LEO {} is past leader {}'s log; epoch {latest} ends at {} there; truncating to {to}", log.log_end_offset(), self.shared.source, a.end_offset),
                 );
                 if log.truncate_to(to).is_ok() {
-                    self.shared.stats.truncations.fetch_add(1, Ordering::Relaxed);
                 } else {
                     f.backoff_until = Some(Instant::now() + Duration::from_millis(self.shared.config.backoff_ms));
                 }
