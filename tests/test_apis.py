@@ -175,6 +175,28 @@ def test_configs_describe_alter(broker):
             resource_type=4, resource_name=str(broker.server.node_id), configuration_keys=["log.segment.bytes"])]))
         assert [(e.name, e.value) for e in desc.results[0].configs] == [("log.segment.bytes", "1073741824")]
 
+        # deleting what is not set changes nothing (Kafka's rule; kafka-reassign-partitions
+        # --verify clears throttles this way); setting a broker key is refused
+        def incremental(resource_type: int, name: str, key: str, op: int, value: str | None = None):
+            req = IncrementalAlterConfigs(resources=[IncrementalAlterConfigs.AlterConfigsResource(
+                resource_type=resource_type, resource_name=name,
+                configs=[IncrementalAlterConfigs.AlterableConfig(name=key, config_operation=op, value=value)])],
+                validate_only=False)
+            return c.request(44, 1, req).responses[0]
+        node = str(broker.server.node_id)
+        assert incremental(4, node, "leader.replication.throttled.rate", 1).error_code == 0
+        assert incremental(2, "cfg", "leader.replication.throttled.replicas", 1).error_code == 0
+        assert incremental(2, "nope", "leader.replication.throttled.replicas", 1).error_code == \
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        r = incremental(4, node, "log.retention.ms", 0, "1000")
+        assert r.error_code == ErrorCode.INVALID_REQUEST and "static" in r.error_message
+        r = incremental(2, "cfg", "leader.replication.throttled.replicas", 0, "*")
+        assert r.error_code == ErrorCode.INVALID_CONFIG, "a key logbroker does not have cannot be set"
+        desc = c.request(32, 4, DescribeConfigs(resources=[DescribeConfigs.DescribeConfigsResource(
+            resource_type=2, resource_name="cfg", configuration_keys=None)], include_synonyms=False,
+            include_documentation=False))
+        assert {e.name: e.value for e in desc.results[0].configs}["retention.ms"] == "12345", "nothing else changed"
+
 
 def test_describe_cluster_and_offset_for_leader_epoch(broker):
     with RawClient(broker.bootstrap_servers) as c:
@@ -231,3 +253,24 @@ def test_delete_topic_wakes_a_waiting_fetch(broker):
         assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert time.monotonic() - t0 < 4
         assert not (broker.data_dir / "gone-0").exists()
+
+
+def test_describe_log_dirs(broker):
+    DescribeLogDirs = REQUESTS[35]
+    with RawClient(broker.bootstrap_servers) as c:
+        assert create_topic(c, "dirs") == 0
+        assert produce(c, "dirs", batch([b"x" * 100, b"y" * 100])).error_code == 0
+        everything = c.request(35, 4, DescribeLogDirs(topics=None))
+        assert everything.error_code == 0 and len(everything.results) == 1
+        d = everything.results[0]
+        assert d.error_code == 0 and d.log_dir == str(broker.server.config.data_dir.resolve())
+        assert 0 < d.usable_bytes <= d.total_bytes
+        sizes = {(t.name, p.partition_index): (p.partition_size, p.offset_lag, p.is_future_key)
+                 for t in d.topics for p in t.partitions}
+        size, lag, future = sizes[("dirs", 0)]
+        assert size > 200 and lag == 0 and future is False
+        # named partitions only; unknown ones are left out; v1 has no volume sizes
+        some = c.request(35, 1, DescribeLogDirs(topics=[
+            DescribeLogDirs.DescribableLogDirTopic(topic="dirs", partitions=[0, 5]),
+            DescribeLogDirs.DescribableLogDirTopic(topic="nope", partitions=[0])]))
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [("dirs", [0])]

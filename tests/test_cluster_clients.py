@@ -72,3 +72,38 @@ def test_kafka_tools_and_java_client_through_any_broker(tmp_path, kafka_tools):
     finally:
         for bp in nodes:
             bp.reap()
+
+
+def test_kafka_reassign_partitions_and_leader_election_tools(tmp_path, kafka_tools):
+    """kafka-reassign-partitions (AlterPartitionReassignments / ListPartitionReassignments)
+    moves a partition; kafka-leader-election (ElectLeaders) moves a leadership back to the
+    preferred replica after an out-of-order reassignment."""
+    import json
+
+    from logbroker import Cluster
+    from replication_helpers import FAST, layout, produce_all
+    from test_cluster_elections import assign, read_all
+    from conftest import wait_until
+
+    config = dict(FAST, **{"auto.leader.rebalance.enable": "false"})
+    with Cluster(3, data_dir=tmp_path / "c", config=config) as cluster:
+        assign(cluster.node(1), "jr", [1, 2])
+        acked = produce_all(cluster.bootstrap_servers, "jr", 300)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "jr", "partition": 0, "replicas": [3, 1]}]}))
+        reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+        out = tool(kafka_tools, reassign, ["--bootstrap-server", cluster.node(2).bootstrap_servers,
+                                           "--reassignment-json-file", str(plan), "--execute"])
+        assert "Successfully started partition reassignment" in out, out
+        wait_until(lambda: "is completed" in tool(kafka_tools, reassign, [
+            "--bootstrap-server", cluster.node(1).bootstrap_servers, "--reassignment-json-file", str(plan),
+            "--verify"]), timeout=60, what="kafka-reassign-partitions --verify: completed")
+        leader, _e, replicas, isr = layout(cluster.node(1))[("jr", 0)]
+        assert replicas == [3, 1] and sorted(isr) == [1, 3] and leader == 1, "1 is a target: it keeps the leadership"
+        wait_until(lambda: not (tmp_path / "c" / "node2" / "jr-0").exists(), what="broker 2's replica deleted")
+        out = tool(kafka_tools, "org.apache.kafka.tools.LeaderElectionCommand", [
+            "--bootstrap-server", cluster.node(3).bootstrap_servers, "--election-type", "preferred",
+            "--topic", "jr", "--partition", "0"])
+        assert "Successfully completed leader election (PREFERRED) for partitions jr-0" in out, out
+        assert layout(cluster.node(1))[("jr", 0)][0] == 3
+        assert sorted(v for _, v in read_all(cluster.bootstrap_servers, "jr")) == sorted(v for _, _, v in acked)

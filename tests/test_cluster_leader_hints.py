@@ -4,7 +4,8 @@ current leader and its epoch (Produce v10+, Fetch v12+) and the leader's endpoin
 v10+, Fetch v16+), whether the broker holds a follower replica or none; older versions get
 the same error without the hint; only a partition that does not exist anywhere is
 UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id). Nothing is written at a non-leader.
-Fetch v13+ names topics by id. When the controller moves a leadership (its leader fenced),
+Fetch v13+ names topics by id. A follower replica serves a consumer's Fetch v11+ (KIP-392).
+When the controller moves a leadership (its leader fenced),
 the other brokers name the new leader at once."""
 
 from __future__ import annotations
@@ -116,7 +117,16 @@ def test_only_what_does_not_exist_is_unknown(cluster):
 def test_fetch_at_a_non_leader_names_the_leader_by_version(cluster):
     brokers, parts, ids = layout(cluster.node(3))
     for (topic, p), (leader, epoch, replicas) in sorted(parts.items()):
-        for node, _holds in non_leaders(cluster, leader, replicas):
+        for node, holds in non_leaders(cluster, leader, replicas):
+            if holds:
+                # a follower replica serves consumers from v11 (KIP-392); older versions are
+                # sent to the leader
+                for version in (11, 12, 16, 17, 18):
+                    f = fetch(node, topic, ids[topic], p, version).responses[0].partitions[0]
+                    assert (f.error_code, f.preferred_read_replica) == (0, -1), (topic, p, node.node_id, version)
+                f = fetch(node, topic, ids[topic], p, 10).responses[0].partitions[0]
+                assert f.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             for version in (16, 17, 18):
                 r = fetch(node, topic, ids[topic], p, version)
                 assert r.responses[0].topic_id == ids[topic]

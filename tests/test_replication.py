@@ -8,70 +8,12 @@ records as the model)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
-
-import pytest
 
 from confluent_kafka import Producer
 
 from conftest import wait_until
-from logbroker import Cluster, _core
-from logbroker.protocol import REQUESTS
-from rawclient import RawClient
-
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 300, "replica.lag.time.max.ms": 3000,
-        "replica.fetch.wait.max.ms": 200}
-
-
-def layout(node) -> dict[tuple[str, int], tuple[int, int, list[int], list[int]]]:
-    with RawClient(node.bootstrap_servers) as c:
-        r = c.request(3, 12, REQUESTS[3](topics=None, allow_auto_topic_creation=False))
-    return {(t.name, p.partition_index): (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
-            for t in r.topics for p in t.partitions}
-
-
-def create(node, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> None:
-    C = REQUESTS[19]
-    req = C(topics=[C.CreatableTopic(name=name, num_partitions=partitions, replication_factor=rf, assignments=[],
-                                     configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
-            timeout_ms=10000, validate_only=False)
-    with RawClient(node.bootstrap_servers) as c:
-        assert c.request(19, 5, req).topics[0].error_code == 0
-
-
-def full_isr(cluster, topic: str, n: int) -> dict:
-    def check():
-        parts = {k: v for k, v in layout(cluster.nodes[0]).items() if k[0] == topic}
-        return parts if len(parts) == n and all(sorted(v[3]) == sorted(v[2]) for v in parts.values()) else None
-    return wait_until(check, timeout=30, what=f"every replica of {topic} in the ISR")
-
-
-def produce_all(bootstrap: str, topic: str, n: int, **conf) -> list[tuple[int, int, bytes]]:
-    """Produce n records with acks=all, idempotent; the acknowledged (partition, offset, value)."""
-    acked: list[tuple[int, int, bytes]] = []
-    errors: list[str] = []
-
-    def done(err, msg):
-        if err is None:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            errors.append(str(err))
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5, **conf})
-    for i in range(n):
-        p.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), on_delivery=done)
-        p.poll(0)
-    assert p.flush(60) == 0
-    assert not errors, errors[:5]
-    return acked
-
-
-def stored(data_dir: Path, topic: str, partition: int) -> tuple[list[tuple[int, bytes]], list[tuple[int, int]]]:
-    lg = _core.Log.open(str(data_dir / f"{topic}-{partition}"), topic, partition, {}, None, 0)
-    try:
-        return [(o, v) for o, _ts, _k, v in lg.read_records(lg.log_start_offset)], lg.epoch_entries()
-    finally:
-        lg.close()
+from logbroker import Cluster
+from replication_helpers import FAST, create, full_isr, layout, produce_all, stored
 
 
 def test_followers_replicate_and_the_isr_grows(tmp_path):

@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.cluster_cli import add_parser as add_cluster_parser
 
     add_cluster_parser(sub)
+    from logbroker.topic_cli import add_parser as add_topic_parser
+
+    add_topic_parser(sub)
     return p
 
 
@@ -81,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         from logbroker import group_cli
 
         return group_cli.run(args)
+    if args.command == "topic":
+        from logbroker import topic_cli
+
+        return topic_cli.run(args)
     if args.command == "cluster":
         from logbroker import cluster_cli
 

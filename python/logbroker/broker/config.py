@@ -84,6 +84,18 @@ def _parse_choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+
+
+def _parse_replica_selector(text: str) -> str:
+    t = text.strip()
+    if t not in ("", RACK_AWARE_SELECTOR, LEADER_SELECTOR):
+        raise ConfigError(f"replica.selector.class {text!r} is not one of the selectors logbroker has: "
+                          f"{RACK_AWARE_SELECTOR}, {LEADER_SELECTOR} (or empty)")
+    return t
+
+
 def _parse_listener(text: str) -> str:
     """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
     ls = parse_listeners(text)
@@ -203,6 +215,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("replica.fetch.max.bytes", _parse_int(1, 2**31 - 1), "1048576", "Bytes a follower fetches per partition per request (at least one batch)."),
     ConfigKey("replica.fetch.response.max.bytes", _parse_int(1, 2**31 - 1), "10485760", "Bytes a follower fetches per request (at least one batch)."),
     ConfigKey("replica.fetch.backoff.ms", _parse_int(0, 2**31 - 1), "1000", "How long a follower waits after a fetch error before retrying."),
+    ConfigKey("replica.selector.class", _parse_replica_selector, "", "KIP-392 reads from followers: org.apache.kafka.common.replica.RackAwareReplicaSelector makes a leader send a consumer that sets client.rack to an in-sync replica in its rack (the leader itself when it is in that rack); empty (or Kafka's LeaderSelector): consumers read from leaders. Followers serve consumers' Fetch v11+ either way."),
     ConfigKey("replica.socket.timeout.ms", _parse_int(1, 2**31 - 1), "30000", "Socket timeout of a follower's connection to its leader (beyond the fetch's own wait)."),
     ConfigKey("message.max.bytes", _parse_int(0, INT_MAX), "1048588", "Largest record batch accepted (default of the topic key max.message.bytes).", "max.message.bytes"),
     ConfigKey("log.segment.bytes", _parse_int(14, INT_MAX), "1073741824", "Segment size before a roll.", "segment.bytes"),
@@ -237,6 +250,9 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("group.consumer.assignors", _parse_str, "uniform,range", "KIP-848 server-side assignors; the first is the default."),
     ConfigKey("group.consumer.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "KIP-848 groups: most members a group may have."),
     ConfigKey("min.insync.replicas", _parse_int(1, 32767), "1", "Smallest ISR that accepts acks=all writes.", "min.insync.replicas"),
+    ConfigKey("unclean.leader.election.enable", _parse_bool, "false", "Let the controller elect a replica outside the ISR when no ISR member is alive: the partition comes back online, but acknowledged records the new leader does not have are lost (logged as such).", "unclean.leader.election.enable"),
+    ConfigKey("auto.leader.rebalance.enable", _parse_bool, "true", "The active controller moves each partition's leadership back to its preferred replica (the first of its replicas) when that replica is alive and in the ISR, every leader.imbalance.check.interval.seconds."),
+    ConfigKey("leader.imbalance.check.interval.seconds", _parse_int(1, INT_MAX), "300", "How often the active controller looks for partitions not led by their preferred replica."),
 ]
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_KEYS}

@@ -22,7 +22,7 @@ import trio
 
 from logbroker.clock import now_ms, run_every
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig
+from logbroker.broker.config import RACK_AWARE_SELECTOR, BrokerConfig
 from logbroker.coord.metadata import MetadataImage
 from logbroker.broker.partition import Partition
 from logbroker.broker.replication import Replication
@@ -43,6 +43,7 @@ class ReplicaManager:
         self.data_dir = config.data_dir
         # The data path's view of our replicas (shared with the network thread, if any).
         self.table = table if table is not None else _core.PartitionTable()
+        self.table.set_rack_aware_selector(config.get_str("replica.selector.class") == RACK_AWARE_SELECTOR)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._image: MetadataImage | None = None
         self._closed = False

@@ -111,15 +111,25 @@ class BrokerSessions:
         return ErrorCode.NONE, caught_up, reg is None or reg.fenced, False
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """While active: fence expired sessions, elect leaders for leaderless partitions."""
+        """While active: fence expired sessions, elect leaders for leaderless partitions and,
+        with auto.leader.rebalance.enable, every leader.imbalance.check.interval.seconds move
+        leaderships back to preferred replicas."""
         task_status.started()
         interval = min(1.0, self.session_timeout / 4)
+        config = self.controller.config
+        rebalance_every = config.get_int("leader.imbalance.check.interval.seconds")
+        next_rebalance = trio.current_time() + rebalance_every
         while True:
             await trio.sleep(interval)
             if not self._active():
+                next_rebalance = trio.current_time() + rebalance_every  # a new controller waits a whole interval
                 continue
             try:
                 await self.controller.reconcile_brokers(self.expired())
+                if trio.current_time() >= next_rebalance:
+                    next_rebalance = trio.current_time() + rebalance_every
+                    if config.get_bool("auto.leader.rebalance.enable"):
+                        await self.controller.rebalance_leaders()
             except Exception as e:  # noqa: BLE001 - a failed round is retried next interval
                 log.warning("node %d: broker session check failed, retrying: %s", self.controller.local.node_id, e)
 

@@ -31,8 +31,9 @@ from logbroker.coord.metadata import (
     TopicState,
     topic_name_error,
 )
+from logbroker.coord import elections, reassignment
 from logbroker.coord.controller_channel import ControllerClient, serving_controller_listener
-from logbroker.coord.metadata_records import NO_LEADER, MetadataRecordError, diff_records
+from logbroker.coord.metadata_records import MetadataRecordError, diff_records
 from logbroker.coord.quorum import QuorumTimeout
 from logbroker.protocol import ErrorCode
 
@@ -410,9 +411,8 @@ class Controller:
 
     async def fence_brokers(self, node_ids: list[int], reason: str) -> None:
         """Fence brokers (session expired, controlled shutdown): they leave Metadata; each
-        partition they lead gets another unfenced ISR member as leader (leader epoch bumped)
-        or, with none left, no leader; they leave every ISR that has other members (the
-        last member stays, so it can lead again without losing acknowledged writes)."""
+        partition they lead gets another leader (see elections.py) or none; they leave every
+        ISR that has other members."""
         async with self._lock:
             image = copy.deepcopy(self.image)
             gone = {n for n in node_ids if n in image.brokers and not image.brokers[n].fenced}
@@ -423,7 +423,8 @@ class Controller:
             moved = self._elect(image, gone)
             await self._commit(image)
             log.warning("fenced broker(s) %s (%s); %d partition leadership(s) changed: %s", sorted(gone), reason,
-                        len(moved), _summary(moved))
+                        len(moved), elections.summary(moved))
+            self._log_unclean(moved)
 
     async def unfence_broker(self, node_id: int, epoch: int) -> None:
         async with self._lock:
@@ -435,42 +436,168 @@ class Controller:
             moved = self._elect(image, set())
             await self._commit(image)
             log.info("unfenced broker %d (epoch %d); %d partition(s) got a leader: %s", node_id, epoch, len(moved),
-                     _summary(moved))
+                     elections.summary(moved))
+            self._log_unclean(moved)
 
     async def reconcile_brokers(self, expired: list[int]) -> None:
-        """The active controller's periodic pass: fence `expired` brokers and give leaderless
-        partitions a leader from their live ISR."""
+        """The active controller's periodic pass: fence `expired` brokers, give leaderless
+        partitions a leader (elections.py) and finish reassignments whose targets are all
+        in the ISR."""
         if expired:
             await self.fence_brokers(expired, f"no heartbeat for {self.config.get_int('broker.session.timeout.ms')} ms")
         async with self._lock:
-            if not self._elect(self.image, set(), apply=False):
-                return  # the usual pass: nothing to elect, no image copied
+            if not self._elect(self.image, set(), apply=False) and not self._completable(self.image):
+                return  # the usual pass: nothing to do, no image copied
             image = copy.deepcopy(self.image)
             moved = self._elect(image, set())
+            done = [f"{t.name}-{ps.partition}" for t in image.topics.values() for ps in t.partitions.values()
+                    if reassignment.maybe_complete(image, ps)]
             await self._commit(image)
-            log.info("elected leaders for %d partition(s): %s", len(moved), _summary(moved))
+            if moved:
+                log.info("elected leaders for %d partition(s): %s", len(moved), elections.summary(moved))
+                self._log_unclean(moved)
+            if done:
+                log.info("completed the reassignment of %s", ", ".join(done))
+
+    def unclean_allowed(self, topic: TopicState) -> bool:
+        """`unclean.leader.election.enable` for `topic` (its override, else the broker's)."""
+        value = topic.configs.get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.get_bool("unclean.leader.election.enable")
+        return value == "true"
+
+    def _elect(self, image: MetadataImage, gone: set[int], apply: bool = True) -> list[elections.Election]:
+        return elections.elect_for_brokers(image, gone, self.unclean_allowed, apply)
 
     @staticmethod
-    def _elect(image: MetadataImage, gone: set[int], apply: bool = True) -> list[tuple[str, int, int, int]]:
-        """Move leaderships off `gone` and onto live ISR members where a partition has no
-        live leader; returns (topic, partition, old leader, new leader) for each leader
-        change. With `apply` false the image is left as it is (what would change)."""
-        live = {n for n, b in image.brokers.items() if not b.fenced}
-        moved = []
-        for t in image.topics.values():
-            for ps in t.partitions.values():
-                isr = [r for r in ps.isr if r not in gone] or ps.isr
-                leader = ps.leader
-                if leader == NO_LEADER or leader not in live or leader not in isr:
-                    leader = next((r for r in isr if r in live), NO_LEADER)
-                if leader != ps.leader:
-                    moved.append((t.name, ps.partition, ps.leader, leader))
-                if apply and (leader, isr) != (ps.leader, ps.isr):
-                    if leader != ps.leader:
-                        ps.leader_epoch += 1
-                    ps.partition_epoch += 1
-                    ps.leader, ps.isr = leader, list(isr)
-        return moved
+    def _completable(image: MetadataImage) -> bool:
+        return any(reassignment.in_progress(ps) and set(ps.target_replicas) <= set(ps.isr)
+                   for t in image.topics.values() for ps in t.partitions.values())
+
+    @staticmethod
+    def _log_unclean(moved: list[elections.Election]) -> None:
+        for e in moved:
+            if e.unclean:
+                elections.log_unclean(e)
+
+    # --- leader elections asked for (ElectLeaders, auto.leader.rebalance.enable) -----
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, list[int]]] | None
+                            ) -> list[tuple[str, int, ErrorCode, str]]:
+        """ElectLeaders: preferred (0) or unclean (1) election for `partitions` (None: every
+        partition; then partitions that need no election are left out of the result, as
+        Kafka does). Returns (topic, partition, error, message) per partition."""
+        if election_type not in (elections.PREFERRED, elections.UNCLEAN):
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"election type {election_type} is not 0 (preferred) "
+                                                             "or 1 (unclean)")
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.elect_leaders(election_type, partitions)
+        async with self._lock:
+            image = copy.deepcopy(self.image)
+            wanted = partitions if partitions is not None else [
+                (t.name, sorted(t.partitions)) for t in image.topics.values()]
+            results: list[tuple[str, int, ErrorCode, str]] = []
+            unclean: list[elections.Election] = []
+            for name, indexes in wanted:
+                t = image.topics.get(name)
+                for i in indexes:
+                    ps = None if t is None else t.partitions.get(i)
+                    if t is None or ps is None:
+                        results.append((name, i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        f"partition {name}-{i} does not exist"))
+                        continue
+                    old_leader, old_isr = ps.leader, tuple(ps.isr)
+                    if election_type == elections.PREFERRED:
+                        code, message = elections.elect_preferred(image, t, ps)
+                    else:
+                        code, message, outside = elections.elect_unclean(image, t, ps)
+                        if outside:
+                            unclean.append(elections.Election(name, i, old_leader, ps.leader, True, old_isr))
+                    if partitions is None and code == ErrorCode.ELECTION_NOT_NEEDED:
+                        continue
+                    results.append((name, i, code, message))
+            changed = [r for r in results if r[2] == ErrorCode.NONE]
+            if changed:
+                await self._commit(image)
+                kind = "preferred" if election_type == elections.PREFERRED else "unclean"
+                log.info("%s leader election: %s", kind, ", ".join(
+                    f"{n}-{i} -> {image.topics[n].partitions[i].leader}" for n, i, _c, _m in changed))
+                self._log_unclean(unclean)
+            return results
+
+    async def rebalance_leaders(self) -> int:
+        """auto.leader.rebalance.enable: give every partition whose preferred replica is live
+        and in the ISR back to it. Returns how many moved."""
+        async with self._lock:
+            if not elections.imbalanced(self.image):
+                return 0
+            image = copy.deepcopy(self.image)
+            moved = [(t.name, ps.partition, ps.leader, ps.preferred_leader) for t, ps in elections.imbalanced(image)]
+            for t, ps in elections.imbalanced(image):
+                elections.elect_preferred(image, t, ps)
+            await self._commit(image)
+            log.info("leader rebalance: %d partition(s) back on their preferred replica: %s", len(moved),
+                     ", ".join(f"{n}-{i} {a}->{b}" for n, i, a, b in moved[:10]))
+            return len(moved)
+
+    # --- partition reassignment (KIP-455, reassignment.py) -------------------------------
+
+    async def alter_reassignments(self, items: list[tuple[str, int, list[int] | None]],
+                                  allow_replication_factor_change: bool = True
+                                  ) -> list[tuple[str, int, ErrorCode, str]]:
+        """AlterPartitionReassignments: start (a target) or cancel (None) the reassignment of
+        each (topic, partition); returns (topic, partition, error, message) for each, and
+        commits the ones that were accepted together."""
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.alter_reassignments(items, allow_replication_factor_change)
+        async with self._lock:
+            image = copy.deepcopy(self.image)
+            results: list[tuple[str, int, ErrorCode, str]] = []
+            accepted = []
+            for name, i, target in items:
+                t = image.topics.get(name)
+                ps = None if t is None else t.partitions.get(i)
+                if ps is None:
+                    results.append((name, i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    f"partition {name}-{i} does not exist"))
+                    continue
+                before = (list(ps.replicas), list(ps.isr), ps.leader)
+                try:
+                    if target is None:
+                        reassignment.cancel(image, f"{name}-{i}", ps)
+                    else:
+                        reassignment.check_target(image, f"{name}-{i}", ps, list(target),
+                                                  allow_replication_factor_change)
+                        reassignment.start(image, ps, list(target))
+                except reassignment.ReassignmentError as e:
+                    results.append((name, i, e.code, e.message))
+                    continue
+                results.append((name, i, ErrorCode.NONE, ""))
+                accepted.append((name, i, target, before, ps))
+            if any(a[3] != (a[4].replicas, a[4].isr, a[4].leader) or reassignment.in_progress(a[4]) for a in accepted):
+                await self._commit(image)
+            for name, i, target, (replicas, _isr, _leader), ps in accepted:
+                what = "cancelled the reassignment" if target is None else f"reassigning to {target}"
+                log.info("%s-%d: %s (replicas %s -> %s, adding %s, removing %s, ISR %s, leader %d)", name, i, what,
+                         replicas, ps.replicas, ps.adding_replicas, ps.removing_replicas, ps.isr, ps.leader)
+            return results
+
+    def list_reassignments(self, partitions: list[tuple[str, list[int]]] | None
+                           ) -> list[tuple[str, int, list[int], list[int], list[int]]]:
+        """Reassignments in progress: (topic, partition, replicas, adding, removing), of
+        `partitions` (None: all); unknown partitions are left out."""
+        out = []
+        image = self.image
+        wanted = partitions if partitions is not None else [(t.name, sorted(t.partitions)) for t in image.topics.values()]
+        for name, indexes in wanted:
+            t = image.topics.get(name)
+            for i in indexes:
+                ps = None if t is None else t.partitions.get(i)
+                if ps is not None and reassignment.in_progress(ps):
+                    out.append((name, i, list(ps.replicas), list(ps.adding_replicas), list(ps.removing_replicas)))
+        return out
 
     # --- ISR changes (AlterPartition) ------------------------------------------------
 
@@ -527,9 +654,13 @@ class Controller:
             old_isr = list(changed.isr)
             changed.isr = list(new_isr)
             changed.partition_epoch += 1
+            completed = reassignment.maybe_complete(image, changed)
             await self._commit(image)
             log.info("%s: ISR %s -> %s (requested by leader %d, leader epoch %d, partition epoch %d -> %d)", name,
                      old_isr, new_isr, broker_id, leader_epoch, partition_epoch, changed.partition_epoch)
+            if completed:
+                log.info("%s: reassignment complete: replicas %s, ISR %s, leader %d", name, changed.replicas,
+                         changed.isr, changed.leader)
             return ErrorCode.NONE, "", changed
 
     # --- producer ids ---------------------------------------------------------------
@@ -552,8 +683,3 @@ class Controller:
             pid = self._producer_id_next
             self._producer_id_next += 1
             return pid
-
-
-def _summary(moved: list[tuple[str, int, int, int]], limit: int = 10) -> str:
-    text = ", ".join(f"{t}-{p} {a}->{b}" for t, p, a, b in moved[:limit])
-    return text + (f" and {len(moved) - limit} more" if len(moved) > limit else "") if moved else "none"

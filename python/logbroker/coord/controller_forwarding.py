@@ -13,6 +13,8 @@ image shows the change, so the client's next Metadata on this broker sees it.
     delete_topic          DeleteTopics v6
     create_partitions     CreatePartitions v3
     alter_topic_configs   AlterConfigs v2 (replace) or IncrementalAlterConfigs v1
+    elect_leaders         ElectLeaders v2
+    alter_reassignments   AlterPartitionReassignments v1
 """
 
 from __future__ import annotations
@@ -153,3 +155,60 @@ class Forwarder:
                 t = im.topics.get(name)
                 return t is not None and all((k in t.configs) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of topic {name!r}")
+
+    async def _send_whole(self, api_key: int, version: int, body, what: str):
+        """Send a request whose response carries a top-level error code and per-partition
+        results; NOT_CONTROLLER at the top is retried, another top-level error raised."""
+        from logbroker.coord.controller import ControllerError
+
+        try:
+            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
+            response = await self.client.request(api_key, version, body, timeout,
+                                                 retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+        except ControllerUnavailable as e:
+            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerError(ErrorCode(response.error_code),
+                                  getattr(response, "error_message", None) or f"{what}: "
+                                  + ErrorCode(response.error_code).name)
+        return response
+
+    async def _caught_up_to(self, epochs: dict[tuple[str, int], int], what: str) -> None:
+        """Wait until this node's image has every partition at least at the given partition
+        epoch."""
+        def done(im: MetadataImage) -> bool:
+            for (name, i), pe in epochs.items():
+                t = im.topics.get(name)
+                if t is None or i not in t.partitions or t.partitions[i].partition_epoch < pe:
+                    return False
+            return True
+        await self._caught_up(done, what)
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, list[int]]] | None
+                            ) -> list[tuple[str, int, ErrorCode, str]]:
+        req = REQUESTS[43]
+        body = req(election_type=election_type, timeout_ms=int(self.timeout * 1000),
+                   topic_partitions=None if partitions is None else [
+                       req.TopicPartitions(topic=n, partitions=list(ps)) for n, ps in partitions])
+        before = {(t.name, ps.partition): ps.partition_epoch
+                  for t in self.controller.image.topics.values() for ps in t.partitions.values()}
+        response = await self._send_whole(43, 2, body, "ElectLeaders")
+        results = [(r.topic, p.partition_id, ErrorCode(p.error_code), p.error_message or "")
+                   for r in response.replica_election_results for p in r.partition_result]
+        moved = {(n, i): before.get((n, i), -1) + 1 for n, i, code, _m in results if code == ErrorCode.NONE}
+        await self._caught_up_to(moved, "leader election")
+        return results
+
+    async def alter_reassignments(self, items: list[tuple[str, int, list[int] | None]],
+                                  allow_replication_factor_change: bool) -> list[tuple[str, int, ErrorCode, str]]:
+        req = REQUESTS[45]
+        topics: dict[str, list] = {}
+        for name, i, target in items:
+            topics.setdefault(name, []).append(req.ReassignablePartition(partition_index=i, replicas=target))
+        body = req(timeout_ms=int(self.timeout * 1000), allow_replication_factor_change=allow_replication_factor_change,
+                   topics=[req.ReassignableTopic(name=n, partitions=ps) for n, ps in topics.items()])
+        # not waited for in this node's image: an accepted target equal to the current
+        # replicas commits nothing, so there is no epoch to wait for
+        response = await self._send_whole(45, 1, body, "AlterPartitionReassignments")
+        return [(t.name, p.partition_index, ErrorCode(p.error_code), p.error_message or "")
+                for t in response.responses for p in t.partitions]

@@ -10,7 +10,8 @@ On disk (owned by `MetadataStore`):
         {"version": 1, "cluster_id": str, "next_producer_id": int,
          "topics": [{"name", "topic_id" (uuid hex), "configs": {k: v},
                      "partitions": [{"partition", "leader", "leader_epoch", "replicas",
-                                     "isr", "partition_epoch"}]}]}
+                                     "isr", "partition_epoch", "adding_replicas",
+                                     "removing_replicas"}]}]}
     Written whole to image.json.tmp, fsynced, then renamed over image.json, so a crash
     leaves either the old or the new image. (The controller quorum of the next wave
     replaces this file with a replicated metadata log; the image shape stays.)
@@ -50,6 +51,21 @@ class PartitionState:
     replicas: list[int]
     isr: list[int]
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): `replicas` is the target replicas followed by the
+    # ones being removed; `adding_replicas` are targets not yet caught up, `removing_replicas`
+    # leave when every adding replica has joined the ISR. Both empty otherwise.
+    adding_replicas: list[int] = dataclasses.field(default_factory=list)
+    removing_replicas: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def target_replicas(self) -> list[int]:
+        """The replicas the partition ends up with (its replicas when nothing is moving)."""
+        return [r for r in self.replicas if r not in self.removing_replicas]
+
+    @property
+    def preferred_leader(self) -> int:
+        """The first target replica: the leader a balanced cluster gives the partition."""
+        return self.target_replicas[0]
 
 
 @dataclasses.dataclass

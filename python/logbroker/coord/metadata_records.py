@@ -16,10 +16,12 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                                                             or unfence (caught up)
     UnregisterBroker node_id, epoch
     Topic            name, topic_id (hex)
-    Partition        topic_id, partition, replicas, isr, leader, leader_epoch[, partition_epoch]
-    PartitionChange  topic_id, partition, and any of leader, isr, replicas; a new leader bumps
-                     the leader epoch and every change the partition epoch, unless the record
-                     carries leader_epoch / partition_epoch (never lower than the current ones)
+    Partition        topic_id, partition, replicas, isr, leader, leader_epoch[, partition_epoch,
+                     adding_replicas, removing_replicas]
+    PartitionChange  topic_id, partition, and any of leader, isr, replicas, adding_replicas,
+                     removing_replicas; a new leader bumps the leader epoch and every change the
+                     partition epoch, unless the record carries leader_epoch / partition_epoch
+                     (never lower than the current ones)
     Config           resource ("topic"|"broker"), name, key, value (None removes it)
     RemoveTopic      topic_id
     ProducerIds      next_producer_id (the first id not yet handed out)
@@ -148,17 +150,24 @@ def _partition(image: MetadataImage, rec: dict) -> None:
     if p in t.partitions:
         raise MetadataRecordError(f"Partition record for {t.name}-{p}, which exists")
     replicas, isr, leader = list(rec["replicas"]), list(rec["isr"]), rec["leader"]
-    _check_partition(t.name, p, replicas, isr, leader)
-    t.partitions[p] = PartitionState(p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0))
+    adding, removing = list(rec.get("adding_replicas", [])), list(rec.get("removing_replicas", []))
+    _check_partition(t.name, p, replicas, isr, leader, adding, removing)
+    t.partitions[p] = PartitionState(p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0),
+                                     adding, removing)
 
 
-def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], leader: int) -> None:
+def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], leader: int,
+                     adding: list[int], removing: list[int]) -> None:
     if not replicas or len(set(replicas)) != len(replicas):
         raise MetadataRecordError(f"{topic}-{p}: replicas {replicas} must be distinct and not empty")
     if not set(isr) <= set(replicas):
         raise MetadataRecordError(f"{topic}-{p}: ISR {isr} is not within the replicas {replicas}")
     if leader != NO_LEADER and leader not in isr:
         raise MetadataRecordError(f"{topic}-{p}: leader {leader} is not in the ISR {isr}")
+    if not set(adding) <= set(replicas) or not set(removing) <= set(replicas) or set(adding) & set(removing) \
+            or len(removing) >= len(replicas):
+        raise MetadataRecordError(f"{topic}-{p}: adding replicas {adding} and removing replicas {removing} must be "
+                                  f"disjoint subsets of the replicas {replicas}, leaving at least one")
 
 
 def _partition_change(image: MetadataImage, rec: dict) -> None:
@@ -170,7 +179,9 @@ def _partition_change(image: MetadataImage, rec: dict) -> None:
     replicas = list(rec.get("replicas", ps.replicas))
     isr = list(rec.get("isr", ps.isr))
     leader = rec.get("leader", ps.leader)
-    _check_partition(t.name, p, replicas, isr, leader)
+    adding = list(rec.get("adding_replicas", ps.adding_replicas))
+    removing = list(rec.get("removing_replicas", ps.removing_replicas))
+    _check_partition(t.name, p, replicas, isr, leader, adding, removing)
     leader_epoch = rec.get("leader_epoch", ps.leader_epoch + (leader != ps.leader))
     partition_epoch = rec.get("partition_epoch", ps.partition_epoch + 1)
     if leader_epoch < ps.leader_epoch or partition_epoch < ps.partition_epoch:
@@ -178,6 +189,7 @@ def _partition_change(image: MetadataImage, rec: dict) -> None:
             f"PartitionChange for {t.name}-{p} moves epochs back: leader epoch {ps.leader_epoch} -> {leader_epoch}, "
             f"partition epoch {ps.partition_epoch} -> {partition_epoch}")
     ps.leader, ps.isr, ps.replicas = leader, isr, replicas
+    ps.adding_replicas, ps.removing_replicas = adding, removing
     ps.leader_epoch, ps.partition_epoch = leader_epoch, partition_epoch
 
 
@@ -279,15 +291,22 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
             if op is None:
                 out.append(encode_record("Partition", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
                                          leader=ps.leader, leader_epoch=ps.leader_epoch,
-                                         partition_epoch=ps.partition_epoch))
-            elif (op.leader, op.leader_epoch, op.replicas, op.isr, op.partition_epoch) != (
-                    ps.leader, ps.leader_epoch, ps.replicas, ps.isr, ps.partition_epoch):
+                                         partition_epoch=ps.partition_epoch, **_moving(ps)))
+            elif op != ps:
                 out.append(encode_record("PartitionChange", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
                                          leader=ps.leader, leader_epoch=ps.leader_epoch,
-                                         partition_epoch=ps.partition_epoch))
+                                         partition_epoch=ps.partition_epoch, adding_replicas=ps.adding_replicas,
+                                         removing_replicas=ps.removing_replicas))
         if o is not None and set(old_parts) - set(t.partitions):
             raise MetadataRecordError(f"topic {t.name!r}: partitions {sorted(set(old_parts) - set(t.partitions))} "
                                       "cannot be removed (Kafka never shrinks a topic)")
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
     return out
+
+
+def _moving(ps: PartitionState) -> dict[str, list[int]]:
+    """A new partition's reassignment fields, only when it has one (records stay short)."""
+    if not ps.adding_replicas and not ps.removing_replicas:
+        return {}
+    return {"adding_replicas": ps.adding_replicas, "removing_replicas": ps.removing_replicas}

@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 195;
+pub const CLASS_COUNT: usize = 217;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -36,187 +36,209 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         11 => rs::alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
         12 => rs::alter_configs_response::AlterConfigsResponse::decode(r, version)?.to_py(cx),
         13 => rs::alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        14 => rs::alter_partition_request::AlterPartitionRequest::decode(r, version)?.to_py(cx),
-        15 => rs::alter_partition_request::TopicData::decode(r, version)?.to_py(cx),
-        16 => rs::alter_partition_request::PartitionData::decode(r, version)?.to_py(cx),
-        17 => rs::alter_partition_request::BrokerState::decode(r, version)?.to_py(cx),
-        18 => rs::alter_partition_response::AlterPartitionResponse::decode(r, version)?.to_py(cx),
-        19 => rs::alter_partition_response::TopicData::decode(r, version)?.to_py(cx),
-        20 => rs::alter_partition_response::PartitionData::decode(r, version)?.to_py(cx),
-        21 => rs::api_versions_request::ApiVersionsRequest::decode(r, version)?.to_py(cx),
-        22 => rs::api_versions_response::ApiVersionsResponse::decode(r, version)?.to_py(cx),
-        23 => rs::api_versions_response::ApiVersion::decode(r, version)?.to_py(cx),
-        24 => rs::api_versions_response::SupportedFeatureKey::decode(r, version)?.to_py(cx),
-        25 => rs::api_versions_response::FinalizedFeatureKey::decode(r, version)?.to_py(cx),
-        26 => rs::broker_heartbeat_request::BrokerHeartbeatRequest::decode(r, version)?.to_py(cx),
-        27 => rs::broker_heartbeat_response::BrokerHeartbeatResponse::decode(r, version)?.to_py(cx),
-        28 => rs::consumer_group_describe_request::ConsumerGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        29 => rs::consumer_group_describe_response::ConsumerGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        30 => rs::consumer_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        31 => rs::consumer_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        32 => rs::consumer_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        33 => rs::consumer_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        34 => rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        35 => rs::consumer_group_heartbeat_request::TopicPartitions::decode(r, version)?.to_py(cx),
-        36 => rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        37 => rs::consumer_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        38 => rs::consumer_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        39 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
-        40 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
-        41 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
-        42 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
-        43 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
-        44 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
-        45 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
-        46 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
-        47 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
-        48 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
-        49 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
-        50 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
-        51 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
-        52 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
-        53 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
-        54 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
-        55 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
-        56 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
-        57 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
-        58 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
-        59 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
-        60 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
-        61 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
-        62 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
-        63 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
-        64 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
-        65 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
-        66 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
-        67 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
-        68 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
-        69 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
-        70 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
-        71 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
-        72 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
-        73 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
-        74 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
-        75 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        76 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
-        77 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
-        78 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
-        79 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
-        80 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
-        81 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
-        82 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
-        83 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
-        84 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
-        85 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
-        86 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
-        87 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
-        88 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
-        89 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
-        90 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
-        91 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
-        92 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
-        93 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
-        94 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
-        95 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
-        96 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        97 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        98 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        99 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
-        100 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
-        101 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        102 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        103 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        104 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
-        105 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
-        106 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        107 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
-        108 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
-        109 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
-        110 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
-        111 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
-        112 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
-        113 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
-        114 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
-        115 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
-        116 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        117 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
-        118 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
-        119 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
-        120 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
-        121 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
-        122 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
-        123 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
-        124 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
-        125 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
-        126 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
-        127 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
-        128 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
-        129 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
-        130 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
-        131 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
-        132 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
-        133 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
-        134 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
-        135 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
-        136 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
-        137 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
-        138 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
-        139 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
-        140 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
-        141 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
-        142 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
-        143 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        144 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        145 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
-        146 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        147 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        148 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        149 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        150 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        151 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        152 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        153 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        154 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        155 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        156 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        157 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        158 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        159 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        160 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        161 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        162 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        163 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        164 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        165 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        166 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        167 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        168 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        169 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        170 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        171 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        172 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        173 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        174 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        175 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        176 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        177 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        178 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        179 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        180 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        181 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        182 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        183 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        184 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        185 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        186 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        187 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        188 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        189 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        190 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        191 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        192 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        193 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        194 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        14 => rs::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
+        15 => rs::alter_partition_reassignments_request::ReassignableTopic::decode(r, version)?.to_py(cx),
+        16 => rs::alter_partition_reassignments_request::ReassignablePartition::decode(r, version)?.to_py(cx),
+        17 => rs::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
+        18 => rs::alter_partition_reassignments_response::ReassignableTopicResponse::decode(r, version)?.to_py(cx),
+        19 => rs::alter_partition_reassignments_response::ReassignablePartitionResponse::decode(r, version)?.to_py(cx),
+        20 => rs::alter_partition_request::AlterPartitionRequest::decode(r, version)?.to_py(cx),
+        21 => rs::alter_partition_request::TopicData::decode(r, version)?.to_py(cx),
+        22 => rs::alter_partition_request::PartitionData::decode(r, version)?.to_py(cx),
+        23 => rs::alter_partition_request::BrokerState::decode(r, version)?.to_py(cx),
+        24 => rs::alter_partition_response::AlterPartitionResponse::decode(r, version)?.to_py(cx),
+        25 => rs::alter_partition_response::TopicData::decode(r, version)?.to_py(cx),
+        26 => rs::alter_partition_response::PartitionData::decode(r, version)?.to_py(cx),
+        27 => rs::api_versions_request::ApiVersionsRequest::decode(r, version)?.to_py(cx),
+        28 => rs::api_versions_response::ApiVersionsResponse::decode(r, version)?.to_py(cx),
+        29 => rs::api_versions_response::ApiVersion::decode(r, version)?.to_py(cx),
+        30 => rs::api_versions_response::SupportedFeatureKey::decode(r, version)?.to_py(cx),
+        31 => rs::api_versions_response::FinalizedFeatureKey::decode(r, version)?.to_py(cx),
+        32 => rs::broker_heartbeat_request::BrokerHeartbeatRequest::decode(r, version)?.to_py(cx),
+        33 => rs::broker_heartbeat_response::BrokerHeartbeatResponse::decode(r, version)?.to_py(cx),
+        34 => rs::consumer_group_describe_request::ConsumerGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        35 => rs::consumer_group_describe_response::ConsumerGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        36 => rs::consumer_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        37 => rs::consumer_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        38 => rs::consumer_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        39 => rs::consumer_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        40 => rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        41 => rs::consumer_group_heartbeat_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        42 => rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        43 => rs::consumer_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        44 => rs::consumer_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        45 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
+        46 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
+        47 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
+        48 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
+        49 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
+        50 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
+        51 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
+        52 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
+        53 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
+        54 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
+        55 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
+        56 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
+        57 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
+        58 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
+        59 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
+        60 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
+        61 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
+        62 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
+        63 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
+        64 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
+        65 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
+        66 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
+        67 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
+        68 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
+        69 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
+        70 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
+        71 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
+        72 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
+        73 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
+        74 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
+        75 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
+        76 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
+        77 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
+        78 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
+        79 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
+        80 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
+        81 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        82 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
+        83 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
+        84 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
+        85 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
+        86 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
+        87 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
+        88 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
+        89 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
+        90 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
+        91 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
+        92 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
+        93 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
+        94 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
+        95 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
+        96 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
+        97 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
+        98 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
+        99 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
+        100 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
+        101 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
+        102 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
+        103 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
+        104 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
+        105 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        106 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
+        107 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
+        108 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
+        109 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
+        110 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
+        111 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
+        112 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
+        113 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        114 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        115 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        116 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
+        117 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
+        118 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        119 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        120 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        121 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
+        122 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
+        123 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        124 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
+        125 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
+        126 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
+        127 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
+        128 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
+        129 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
+        130 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
+        131 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
+        132 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
+        133 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
+        134 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
+        135 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
+        136 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
+        137 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
+        138 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
+        139 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
+        140 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
+        141 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
+        142 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
+        143 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
+        144 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
+        145 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
+        146 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
+        147 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
+        148 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
+        149 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
+        150 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
+        151 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
+        152 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
+        153 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
+        154 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
+        155 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
+        156 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
+        157 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
+        158 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
+        159 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
+        160 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
+        161 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
+        162 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
+        163 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
+        164 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
+        165 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        166 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        167 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
+        168 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        169 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        170 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        171 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        172 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        173 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        174 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        175 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        176 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        177 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        178 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        179 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        180 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        181 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        182 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        183 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        184 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        185 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        186 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        187 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        188 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        189 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        190 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        191 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        192 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        193 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        194 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        195 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        196 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        197 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        198 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        199 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        200 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        201 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        202 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        203 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        204 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        205 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        206 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        207 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        208 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        209 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        210 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        211 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        212 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        213 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        214 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        215 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        216 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -238,187 +260,209 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         11 => Ok(<rs::alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
         12 => Ok(<rs::alter_configs_response::AlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
         13 => Ok(<rs::alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        14 => Ok(<rs::alter_partition_request::AlterPartitionRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        15 => Ok(<rs::alter_partition_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        16 => Ok(<rs::alter_partition_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        17 => Ok(<rs::alter_partition_request::BrokerState as FromPy>::from_py(o)?.encode(w, version)?),
-        18 => Ok(<rs::alter_partition_response::AlterPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        19 => Ok(<rs::alter_partition_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        20 => Ok(<rs::alter_partition_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        21 => Ok(<rs::api_versions_request::ApiVersionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        22 => Ok(<rs::api_versions_response::ApiVersionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        23 => Ok(<rs::api_versions_response::ApiVersion as FromPy>::from_py(o)?.encode(w, version)?),
-        24 => Ok(<rs::api_versions_response::SupportedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
-        25 => Ok(<rs::api_versions_response::FinalizedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
-        26 => Ok(<rs::broker_heartbeat_request::BrokerHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        27 => Ok(<rs::broker_heartbeat_response::BrokerHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        28 => Ok(<rs::consumer_group_describe_request::ConsumerGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        29 => Ok(<rs::consumer_group_describe_response::ConsumerGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        30 => Ok(<rs::consumer_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        31 => Ok(<rs::consumer_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        32 => Ok(<rs::consumer_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        33 => Ok(<rs::consumer_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        34 => Ok(<rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        35 => Ok(<rs::consumer_group_heartbeat_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        36 => Ok(<rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        37 => Ok(<rs::consumer_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        38 => Ok(<rs::consumer_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        39 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        40 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        41 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        42 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        43 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        44 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        45 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        46 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        47 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        48 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        49 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        50 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
-        51 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        52 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        53 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
-        54 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        55 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        56 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        57 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        58 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        59 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        60 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        61 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
-        62 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        63 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        64 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        65 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        66 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        67 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        68 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        69 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        70 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        71 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
-        72 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
-        73 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        74 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        75 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        76 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
-        77 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        78 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        79 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        80 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        81 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        82 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
-        83 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        84 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        85 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        86 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        87 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        88 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        89 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
-        90 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        91 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        92 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        93 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        94 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        95 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        96 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        97 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        98 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        99 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        100 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        101 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        102 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        103 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        104 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
-        105 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
-        106 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        107 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        108 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        109 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
-        110 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        111 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        112 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        113 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        114 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        115 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        116 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        117 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        118 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        119 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        120 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
-        121 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        122 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
-        123 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        124 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
-        125 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        126 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        127 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        128 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        129 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        130 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        131 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        132 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        133 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        134 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        135 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        136 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        137 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        138 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        139 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        140 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        141 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        142 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        143 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        144 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        145 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        146 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        147 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        148 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        149 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        150 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        151 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        152 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        153 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        154 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        155 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        156 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        157 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        158 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        159 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        160 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        161 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        162 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        163 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        164 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        165 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        166 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        167 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        168 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        169 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        170 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        171 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        172 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        173 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        174 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        175 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        176 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        177 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        178 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        179 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        180 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        181 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        182 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        183 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        184 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        185 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        186 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        187 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        188 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        189 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        190 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        191 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        192 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        193 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        194 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        14 => Ok(<rs::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        15 => Ok(<rs::alter_partition_reassignments_request::ReassignableTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        16 => Ok(<rs::alter_partition_reassignments_request::ReassignablePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        17 => Ok(<rs::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        18 => Ok(<rs::alter_partition_reassignments_response::ReassignableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        19 => Ok(<rs::alter_partition_reassignments_response::ReassignablePartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        20 => Ok(<rs::alter_partition_request::AlterPartitionRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        21 => Ok(<rs::alter_partition_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        22 => Ok(<rs::alter_partition_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        23 => Ok(<rs::alter_partition_request::BrokerState as FromPy>::from_py(o)?.encode(w, version)?),
+        24 => Ok(<rs::alter_partition_response::AlterPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        25 => Ok(<rs::alter_partition_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        26 => Ok(<rs::alter_partition_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        27 => Ok(<rs::api_versions_request::ApiVersionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        28 => Ok(<rs::api_versions_response::ApiVersionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        29 => Ok(<rs::api_versions_response::ApiVersion as FromPy>::from_py(o)?.encode(w, version)?),
+        30 => Ok(<rs::api_versions_response::SupportedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
+        31 => Ok(<rs::api_versions_response::FinalizedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
+        32 => Ok(<rs::broker_heartbeat_request::BrokerHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        33 => Ok(<rs::broker_heartbeat_response::BrokerHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        34 => Ok(<rs::consumer_group_describe_request::ConsumerGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        35 => Ok(<rs::consumer_group_describe_response::ConsumerGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        36 => Ok(<rs::consumer_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        37 => Ok(<rs::consumer_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        38 => Ok(<rs::consumer_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        39 => Ok(<rs::consumer_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        40 => Ok(<rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        41 => Ok(<rs::consumer_group_heartbeat_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        42 => Ok(<rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        43 => Ok(<rs::consumer_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        44 => Ok(<rs::consumer_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        45 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        46 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        47 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        48 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        49 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        50 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        51 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        52 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        53 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        54 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        55 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        56 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
+        57 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        58 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        59 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
+        60 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        61 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        62 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        63 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        64 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        65 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        66 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        67 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
+        68 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        69 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        70 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        71 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        72 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        73 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        74 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        75 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        76 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        77 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
+        78 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
+        79 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        80 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        81 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        82 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
+        83 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        84 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        85 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        86 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        87 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        88 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        89 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        90 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        91 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        92 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        93 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        94 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
+        95 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        96 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        97 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        98 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        99 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        100 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        101 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
+        102 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        103 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        104 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        105 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        106 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        107 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        108 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        109 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        110 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        111 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        112 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        113 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        114 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        115 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        116 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        117 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        118 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        119 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        120 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        121 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
+        122 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
+        123 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        124 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        125 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        126 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
+        127 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        128 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        129 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        130 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        131 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        132 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        133 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        134 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        135 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        136 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        137 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
+        138 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        139 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
+        140 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        141 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
+        142 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        143 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        144 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        145 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        146 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        147 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        148 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        149 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        150 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        151 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        152 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        153 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        154 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        155 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        156 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        157 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        158 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        159 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        160 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        161 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        162 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        163 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        164 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        165 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        166 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        167 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        168 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        169 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        170 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        171 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        172 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        173 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        174 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        175 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        176 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        177 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        178 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        179 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        180 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        181 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        182 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        183 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        184 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        185 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        186 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        187 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        188 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        189 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        190 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        191 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        192 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        193 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        194 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        195 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        196 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        197 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        198 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        199 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        200 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        201 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        202 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        203 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        204 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        205 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        206 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        207 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        208 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        209 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        210 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        211 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        212 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        213 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        214 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        215 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        216 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -757,10 +801,152 @@ impl FromPy for rs::alter_configs_response::AlterConfigsResourceResponse {
     }
 }
 
-impl ToPy for rs::alter_partition_request::AlterPartitionRequest {
+impl ToPy for rs::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(14)?;
+        o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "allow_replication_factor_change"), self.allow_replication_factor_change.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            timeout_ms: field(o, intern!(py, "timeout_ms"), "AlterPartitionReassignmentsRequest.TimeoutMs")?,
+            allow_replication_factor_change: field(o, intern!(py, "allow_replication_factor_change"), "AlterPartitionReassignmentsRequest.AllowReplicationFactorChange")?,
+            topics: field(o, intern!(py, "topics"), "AlterPartitionReassignmentsRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterPartitionReassignmentsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_reassignments_request::ReassignableTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(15)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_reassignments_request::ReassignableTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "ReassignableTopic.Name")?,
+            partitions: field(o, intern!(py, "partitions"), "ReassignableTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReassignableTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_reassignments_request::ReassignablePartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(16)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "replicas"), self.replicas.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_reassignments_request::ReassignablePartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "ReassignablePartition.PartitionIndex")?,
+            replicas: field(o, intern!(py, "replicas"), "ReassignablePartition.Replicas")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReassignablePartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(17)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "allow_replication_factor_change"), self.allow_replication_factor_change.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "AlterPartitionReassignmentsResponse.ThrottleTimeMs")?,
+            allow_replication_factor_change: field(o, intern!(py, "allow_replication_factor_change"), "AlterPartitionReassignmentsResponse.AllowReplicationFactorChange")?,
+            error_code: field(o, intern!(py, "error_code"), "AlterPartitionReassignmentsResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "AlterPartitionReassignmentsResponse.ErrorMessage")?,
+            responses: field(o, intern!(py, "responses"), "AlterPartitionReassignmentsResponse.Responses")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterPartitionReassignmentsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_reassignments_response::ReassignableTopicResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(18)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_reassignments_response::ReassignableTopicResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "ReassignableTopicResponse.Name")?,
+            partitions: field(o, intern!(py, "partitions"), "ReassignableTopicResponse.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReassignableTopicResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_reassignments_response::ReassignablePartitionResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(19)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_partition_reassignments_response::ReassignablePartitionResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "ReassignablePartitionResponse.PartitionIndex")?,
+            error_code: field(o, intern!(py, "error_code"), "ReassignablePartitionResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "ReassignablePartitionResponse.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReassignablePartitionResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_partition_request::AlterPartitionRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(20)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -784,7 +970,7 @@ impl FromPy for rs::alter_partition_request::AlterPartitionRequest {
 impl ToPy for rs::alter_partition_request::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(15)?;
+        let o = cx.instance(21)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -808,7 +994,7 @@ impl FromPy for rs::alter_partition_request::TopicData {
 impl ToPy for rs::alter_partition_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(16)?;
+        let o = cx.instance(22)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "new_isr"), self.new_isr.to_py(cx)?)?;
@@ -838,7 +1024,7 @@ impl FromPy for rs::alter_partition_request::PartitionData {
 impl ToPy for rs::alter_partition_request::BrokerState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(17)?;
+        let o = cx.instance(23)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -860,7 +1046,7 @@ impl FromPy for rs::alter_partition_request::BrokerState {
 impl ToPy for rs::alter_partition_response::AlterPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(18)?;
+        let o = cx.instance(24)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -884,7 +1070,7 @@ impl FromPy for rs::alter_partition_response::AlterPartitionResponse {
 impl ToPy for rs::alter_partition_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(19)?;
+        let o = cx.instance(25)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -908,7 +1094,7 @@ impl FromPy for rs::alter_partition_response::TopicData {
 impl ToPy for rs::alter_partition_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(20)?;
+        let o = cx.instance(26)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -940,7 +1126,7 @@ impl FromPy for rs::alter_partition_response::PartitionData {
 impl ToPy for rs::api_versions_request::ApiVersionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(21)?;
+        let o = cx.instance(27)?;
         o.setattr(intern!(py, "client_software_name"), self.client_software_name.to_py(cx)?)?;
         o.setattr(intern!(py, "client_software_version"), self.client_software_version.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -962,7 +1148,7 @@ impl FromPy for rs::api_versions_request::ApiVersionsRequest {
 impl ToPy for rs::api_versions_response::ApiVersionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(22)?;
+        let o = cx.instance(28)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "api_keys"), self.api_keys.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
@@ -994,7 +1180,7 @@ impl FromPy for rs::api_versions_response::ApiVersionsResponse {
 impl ToPy for rs::api_versions_response::ApiVersion {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(23)?;
+        let o = cx.instance(29)?;
         o.setattr(intern!(py, "api_key"), self.api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version"), self.min_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version"), self.max_version.to_py(cx)?)?;
@@ -1018,7 +1204,7 @@ impl FromPy for rs::api_versions_response::ApiVersion {
 impl ToPy for rs::api_versions_response::SupportedFeatureKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(24)?;
+        let o = cx.instance(30)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version"), self.min_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version"), self.max_version.to_py(cx)?)?;
@@ -1042,7 +1228,7 @@ impl FromPy for rs::api_versions_response::SupportedFeatureKey {
 impl ToPy for rs::api_versions_response::FinalizedFeatureKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(25)?;
+        let o = cx.instance(31)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version_level"), self.max_version_level.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version_level"), self.min_version_level.to_py(cx)?)?;
@@ -1066,7 +1252,7 @@ impl FromPy for rs::api_versions_response::FinalizedFeatureKey {
 impl ToPy for rs::broker_heartbeat_request::BrokerHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(26)?;
+        let o = cx.instance(32)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "current_metadata_offset"), self.current_metadata_offset.to_py(cx)?)?;
@@ -1096,7 +1282,7 @@ impl FromPy for rs::broker_heartbeat_request::BrokerHeartbeatRequest {
 impl ToPy for rs::broker_heartbeat_response::BrokerHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(27)?;
+        let o = cx.instance(33)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "is_caught_up"), self.is_caught_up.to_py(cx)?)?;
@@ -1124,7 +1310,7 @@ impl FromPy for rs::broker_heartbeat_response::BrokerHeartbeatResponse {
 impl ToPy for rs::consumer_group_describe_request::ConsumerGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(28)?;
+        let o = cx.instance(34)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1146,7 +1332,7 @@ impl FromPy for rs::consumer_group_describe_request::ConsumerGroupDescribeReques
 impl ToPy for rs::consumer_group_describe_response::ConsumerGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(29)?;
+        let o = cx.instance(35)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1168,7 +1354,7 @@ impl FromPy for rs::consumer_group_describe_response::ConsumerGroupDescribeRespo
 impl ToPy for rs::consumer_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(30)?;
+        let o = cx.instance(36)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -1204,7 +1390,7 @@ impl FromPy for rs::consumer_group_describe_response::DescribedGroup {
 impl ToPy for rs::consumer_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(31)?;
+        let o = cx.instance(37)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "instance_id"), self.instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
@@ -1244,7 +1430,7 @@ impl FromPy for rs::consumer_group_describe_response::Member {
 impl ToPy for rs::consumer_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(32)?;
+        let o = cx.instance(38)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -1268,7 +1454,7 @@ impl FromPy for rs::consumer_group_describe_response::TopicPartitions {
 impl ToPy for rs::consumer_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(33)?;
+        let o = cx.instance(39)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1288,7 +1474,7 @@ impl FromPy for rs::consumer_group_describe_response::Assignment {
 impl ToPy for rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(34)?;
+        let o = cx.instance(40)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -1326,7 +1512,7 @@ impl FromPy for rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequ
 impl ToPy for rs::consumer_group_heartbeat_request::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(35)?;
+        let o = cx.instance(41)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1348,7 +1534,7 @@ impl FromPy for rs::consumer_group_heartbeat_request::TopicPartitions {
 impl ToPy for rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(36)?;
+        let o = cx.instance(42)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1380,7 +1566,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatRes
 impl ToPy for rs::consumer_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(37)?;
+        let o = cx.instance(43)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1400,7 +1586,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::Assignment {
 impl ToPy for rs::consumer_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(38)?;
+        let o = cx.instance(44)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1422,7 +1608,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::create_partitions_request::CreatePartitionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(39)?;
+        let o = cx.instance(45)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -1446,7 +1632,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsRequest {
 impl ToPy for rs::create_partitions_request::CreatePartitionsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(40)?;
+        let o = cx.instance(46)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "count"), self.count.to_py(cx)?)?;
         o.setattr(intern!(py, "assignments"), self.assignments.to_py(cx)?)?;
@@ -1470,7 +1656,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsTopic {
 impl ToPy for rs::create_partitions_request::CreatePartitionsAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(41)?;
+        let o = cx.instance(47)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1490,7 +1676,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsAssignment {
 impl ToPy for rs::create_partitions_response::CreatePartitionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(42)?;
+        let o = cx.instance(48)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1512,7 +1698,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsResponse {
 impl ToPy for rs::create_partitions_response::CreatePartitionsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(43)?;
+        let o = cx.instance(49)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1536,7 +1722,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsTopicResult {
 impl ToPy for rs::create_topics_request::CreateTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(44)?;
+        let o = cx.instance(50)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -1560,7 +1746,7 @@ impl FromPy for rs::create_topics_request::CreateTopicsRequest {
 impl ToPy for rs::create_topics_request::CreatableTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(45)?;
+        let o = cx.instance(51)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "num_partitions"), self.num_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "replication_factor"), self.replication_factor.to_py(cx)?)?;
@@ -1588,7 +1774,7 @@ impl FromPy for rs::create_topics_request::CreatableTopic {
 impl ToPy for rs::create_topics_request::CreatableReplicaAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(46)?;
+        let o = cx.instance(52)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1610,7 +1796,7 @@ impl FromPy for rs::create_topics_request::CreatableReplicaAssignment {
 impl ToPy for rs::create_topics_request::CreatableTopicConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(47)?;
+        let o = cx.instance(53)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1632,7 +1818,7 @@ impl FromPy for rs::create_topics_request::CreatableTopicConfig {
 impl ToPy for rs::create_topics_response::CreateTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(48)?;
+        let o = cx.instance(54)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1654,7 +1840,7 @@ impl FromPy for rs::create_topics_response::CreateTopicsResponse {
 impl ToPy for rs::create_topics_response::CreatableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(49)?;
+        let o = cx.instance(55)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -1688,7 +1874,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicResult {
 impl ToPy for rs::create_topics_response::CreatableTopicConfigs {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(50)?;
+        let o = cx.instance(56)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -1716,7 +1902,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicConfigs {
 impl ToPy for rs::delete_groups_request::DeleteGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(51)?;
+        let o = cx.instance(57)?;
         o.setattr(intern!(py, "groups_names"), self.groups_names.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1736,7 +1922,7 @@ impl FromPy for rs::delete_groups_request::DeleteGroupsRequest {
 impl ToPy for rs::delete_groups_response::DeleteGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(52)?;
+        let o = cx.instance(58)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1758,7 +1944,7 @@ impl FromPy for rs::delete_groups_response::DeleteGroupsResponse {
 impl ToPy for rs::delete_groups_response::DeletableGroupResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(53)?;
+        let o = cx.instance(59)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1780,7 +1966,7 @@ impl FromPy for rs::delete_groups_response::DeletableGroupResult {
 impl ToPy for rs::delete_records_request::DeleteRecordsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(54)?;
+        let o = cx.instance(60)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1802,7 +1988,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsRequest {
 impl ToPy for rs::delete_records_request::DeleteRecordsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(55)?;
+        let o = cx.instance(61)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1824,7 +2010,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsTopic {
 impl ToPy for rs::delete_records_request::DeleteRecordsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(56)?;
+        let o = cx.instance(62)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "offset"), self.offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1846,7 +2032,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsPartition {
 impl ToPy for rs::delete_records_response::DeleteRecordsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(57)?;
+        let o = cx.instance(63)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1868,7 +2054,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsResponse {
 impl ToPy for rs::delete_records_response::DeleteRecordsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(58)?;
+        let o = cx.instance(64)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1890,7 +2076,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsTopicResult {
 impl ToPy for rs::delete_records_response::DeleteRecordsPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(59)?;
+        let o = cx.instance(65)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "low_watermark"), self.low_watermark.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -1914,7 +2100,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsPartitionResult {
 impl ToPy for rs::delete_topics_request::DeleteTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(60)?;
+        let o = cx.instance(66)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_names"), self.topic_names.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -1938,7 +2124,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicsRequest {
 impl ToPy for rs::delete_topics_request::DeleteTopicState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(61)?;
+        let o = cx.instance(67)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1960,7 +2146,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicState {
 impl ToPy for rs::delete_topics_response::DeleteTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(62)?;
+        let o = cx.instance(68)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1982,7 +2168,7 @@ impl FromPy for rs::delete_topics_response::DeleteTopicsResponse {
 impl ToPy for rs::delete_topics_response::DeletableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(63)?;
+        let o = cx.instance(69)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -2008,7 +2194,7 @@ impl FromPy for rs::delete_topics_response::DeletableTopicResult {
 impl ToPy for rs::describe_cluster_request::DescribeClusterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(64)?;
+        let o = cx.instance(70)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "endpoint_type"), self.endpoint_type.to_py(cx)?)?;
         o.setattr(intern!(py, "include_fenced_brokers"), self.include_fenced_brokers.to_py(cx)?)?;
@@ -2032,7 +2218,7 @@ impl FromPy for rs::describe_cluster_request::DescribeClusterRequest {
 impl ToPy for rs::describe_cluster_response::DescribeClusterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(65)?;
+        let o = cx.instance(71)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2066,7 +2252,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterResponse {
 impl ToPy for rs::describe_cluster_response::DescribeClusterBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(66)?;
+        let o = cx.instance(72)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -2094,7 +2280,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterBroker {
 impl ToPy for rs::describe_configs_request::DescribeConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(67)?;
+        let o = cx.instance(73)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "include_synonyms"), self.include_synonyms.to_py(cx)?)?;
         o.setattr(intern!(py, "include_documentation"), self.include_documentation.to_py(cx)?)?;
@@ -2118,7 +2304,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsRequest {
 impl ToPy for rs::describe_configs_request::DescribeConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(68)?;
+        let o = cx.instance(74)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configuration_keys"), self.configuration_keys.to_py(cx)?)?;
@@ -2142,7 +2328,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsResource {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(69)?;
+        let o = cx.instance(75)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2164,7 +2350,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResponse {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(70)?;
+        let o = cx.instance(76)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -2192,7 +2378,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResourceResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(71)?;
+        let o = cx.instance(77)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -2226,7 +2412,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResourceResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsSynonym {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(72)?;
+        let o = cx.instance(78)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "source"), self.source.to_py(cx)?)?;
@@ -2250,7 +2436,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsSynonym {
 impl ToPy for rs::describe_groups_request::DescribeGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(73)?;
+        let o = cx.instance(79)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2272,7 +2458,7 @@ impl FromPy for rs::describe_groups_request::DescribeGroupsRequest {
 impl ToPy for rs::describe_groups_response::DescribeGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(74)?;
+        let o = cx.instance(80)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2294,7 +2480,7 @@ impl FromPy for rs::describe_groups_response::DescribeGroupsResponse {
 impl ToPy for rs::describe_groups_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(75)?;
+        let o = cx.instance(81)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -2328,7 +2514,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroup {
 impl ToPy for rs::describe_groups_response::DescribedGroupMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(76)?;
+        let o = cx.instance(82)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "client_id"), self.client_id.to_py(cx)?)?;
@@ -2355,10 +2541,152 @@ impl FromPy for rs::describe_groups_response::DescribedGroupMember {
     }
 }
 
+impl ToPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(83)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topics: field(o, intern!(py, "topics"), "DescribeLogDirsRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeLogDirsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(84)?;
+        o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic: field(o, intern!(py, "topic"), "DescribableLogDirTopic.Topic")?,
+            partitions: field(o, intern!(py, "partitions"), "DescribableLogDirTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribableLogDirTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(85)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "DescribeLogDirsResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "DescribeLogDirsResponse.ErrorCode")?,
+            results: field(o, intern!(py, "results"), "DescribeLogDirsResponse.Results")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeLogDirsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(86)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "log_dir"), self.log_dir.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "total_bytes"), self.total_bytes.to_py(cx)?)?;
+        o.setattr(intern!(py, "usable_bytes"), self.usable_bytes.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "DescribeLogDirsResult.ErrorCode")?,
+            log_dir: field(o, intern!(py, "log_dir"), "DescribeLogDirsResult.LogDir")?,
+            topics: field(o, intern!(py, "topics"), "DescribeLogDirsResult.Topics")?,
+            total_bytes: field(o, intern!(py, "total_bytes"), "DescribeLogDirsResult.TotalBytes")?,
+            usable_bytes: field(o, intern!(py, "usable_bytes"), "DescribeLogDirsResult.UsableBytes")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeLogDirsResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(87)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "DescribeLogDirsTopic.Name")?,
+            partitions: field(o, intern!(py, "partitions"), "DescribeLogDirsTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeLogDirsTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(88)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "partition_size"), self.partition_size.to_py(cx)?)?;
+        o.setattr(intern!(py, "offset_lag"), self.offset_lag.to_py(cx)?)?;
+        o.setattr(intern!(py, "is_future_key"), self.is_future_key.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "DescribeLogDirsPartition.PartitionIndex")?,
+            partition_size: field(o, intern!(py, "partition_size"), "DescribeLogDirsPartition.PartitionSize")?,
+            offset_lag: field(o, intern!(py, "offset_lag"), "DescribeLogDirsPartition.OffsetLag")?,
+            is_future_key: field(o, intern!(py, "is_future_key"), "DescribeLogDirsPartition.IsFutureKey")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeLogDirsPartition.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::describe_producers_request::DescribeProducersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(77)?;
+        let o = cx.instance(89)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2378,7 +2706,7 @@ impl FromPy for rs::describe_producers_request::DescribeProducersRequest {
 impl ToPy for rs::describe_producers_request::TopicRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(78)?;
+        let o = cx.instance(90)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2400,7 +2728,7 @@ impl FromPy for rs::describe_producers_request::TopicRequest {
 impl ToPy for rs::describe_producers_response::DescribeProducersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(79)?;
+        let o = cx.instance(91)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2422,7 +2750,7 @@ impl FromPy for rs::describe_producers_response::DescribeProducersResponse {
 impl ToPy for rs::describe_producers_response::TopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(80)?;
+        let o = cx.instance(92)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2444,7 +2772,7 @@ impl FromPy for rs::describe_producers_response::TopicResponse {
 impl ToPy for rs::describe_producers_response::PartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(81)?;
+        let o = cx.instance(93)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2470,7 +2798,7 @@ impl FromPy for rs::describe_producers_response::PartitionResponse {
 impl ToPy for rs::describe_producers_response::ProducerState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(82)?;
+        let o = cx.instance(94)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "last_sequence"), self.last_sequence.to_py(cx)?)?;
@@ -2500,7 +2828,7 @@ impl FromPy for rs::describe_producers_response::ProducerState {
 impl ToPy for rs::describe_quorum_request::DescribeQuorumRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(83)?;
+        let o = cx.instance(95)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2520,7 +2848,7 @@ impl FromPy for rs::describe_quorum_request::DescribeQuorumRequest {
 impl ToPy for rs::describe_quorum_request::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(84)?;
+        let o = cx.instance(96)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2542,7 +2870,7 @@ impl FromPy for rs::describe_quorum_request::TopicData {
 impl ToPy for rs::describe_quorum_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(85)?;
+        let o = cx.instance(97)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2562,7 +2890,7 @@ impl FromPy for rs::describe_quorum_request::PartitionData {
 impl ToPy for rs::describe_quorum_response::DescribeQuorumResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(86)?;
+        let o = cx.instance(98)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -2588,7 +2916,7 @@ impl FromPy for rs::describe_quorum_response::DescribeQuorumResponse {
 impl ToPy for rs::describe_quorum_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(87)?;
+        let o = cx.instance(99)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2610,7 +2938,7 @@ impl FromPy for rs::describe_quorum_response::TopicData {
 impl ToPy for rs::describe_quorum_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(88)?;
+        let o = cx.instance(100)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2644,7 +2972,7 @@ impl FromPy for rs::describe_quorum_response::PartitionData {
 impl ToPy for rs::describe_quorum_response::Node {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(89)?;
+        let o = cx.instance(101)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "listeners"), self.listeners.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2666,7 +2994,7 @@ impl FromPy for rs::describe_quorum_response::Node {
 impl ToPy for rs::describe_quorum_response::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(90)?;
+        let o = cx.instance(102)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -2690,7 +3018,7 @@ impl FromPy for rs::describe_quorum_response::Listener {
 impl ToPy for rs::describe_quorum_response::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(91)?;
+        let o = cx.instance(103)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_directory_id"), self.replica_directory_id.to_py(cx)?)?;
         o.setattr(intern!(py, "log_end_offset"), self.log_end_offset.to_py(cx)?)?;
@@ -2715,10 +3043,126 @@ impl FromPy for rs::describe_quorum_response::ReplicaState {
     }
 }
 
+impl ToPy for rs::elect_leaders_request::ElectLeadersRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(104)?;
+        o.setattr(intern!(py, "election_type"), self.election_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::elect_leaders_request::ElectLeadersRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            election_type: field(o, intern!(py, "election_type"), "ElectLeadersRequest.ElectionType")?,
+            topic_partitions: field(o, intern!(py, "topic_partitions"), "ElectLeadersRequest.TopicPartitions")?,
+            timeout_ms: field(o, intern!(py, "timeout_ms"), "ElectLeadersRequest.TimeoutMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ElectLeadersRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::elect_leaders_request::TopicPartitions {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(105)?;
+        o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::elect_leaders_request::TopicPartitions {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic: field(o, intern!(py, "topic"), "TopicPartitions.Topic")?,
+            partitions: field(o, intern!(py, "partitions"), "TopicPartitions.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "TopicPartitions.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::elect_leaders_response::ElectLeadersResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(106)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "replica_election_results"), self.replica_election_results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::elect_leaders_response::ElectLeadersResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ElectLeadersResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "ElectLeadersResponse.ErrorCode")?,
+            replica_election_results: field(o, intern!(py, "replica_election_results"), "ElectLeadersResponse.ReplicaElectionResults")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ElectLeadersResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::elect_leaders_response::ReplicaElectionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(107)?;
+        o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
+        o.setattr(intern!(py, "partition_result"), self.partition_result.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::elect_leaders_response::ReplicaElectionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic: field(o, intern!(py, "topic"), "ReplicaElectionResult.Topic")?,
+            partition_result: field(o, intern!(py, "partition_result"), "ReplicaElectionResult.PartitionResult")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReplicaElectionResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::elect_leaders_response::PartitionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(108)?;
+        o.setattr(intern!(py, "partition_id"), self.partition_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::elect_leaders_response::PartitionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_id: field(o, intern!(py, "partition_id"), "PartitionResult.PartitionId")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionResult.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionResult.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionResult.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::end_txn_request::EndTxnRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(92)?;
+        let o = cx.instance(109)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
@@ -2744,7 +3188,7 @@ impl FromPy for rs::end_txn_request::EndTxnRequest {
 impl ToPy for rs::end_txn_response::EndTxnResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(93)?;
+        let o = cx.instance(110)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -2770,7 +3214,7 @@ impl FromPy for rs::end_txn_response::EndTxnResponse {
 impl ToPy for rs::fetch_request::FetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(94)?;
+        let o = cx.instance(111)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_state"), self.replica_state.to_py(cx)?)?;
@@ -2812,7 +3256,7 @@ impl FromPy for rs::fetch_request::FetchRequest {
 impl ToPy for rs::fetch_request::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(95)?;
+        let o = cx.instance(112)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_epoch"), self.replica_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2834,7 +3278,7 @@ impl FromPy for rs::fetch_request::ReplicaState {
 impl ToPy for rs::fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(96)?;
+        let o = cx.instance(113)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -2858,7 +3302,7 @@ impl FromPy for rs::fetch_request::FetchTopic {
 impl ToPy for rs::fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(97)?;
+        let o = cx.instance(114)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "fetch_offset"), self.fetch_offset.to_py(cx)?)?;
@@ -2892,7 +3336,7 @@ impl FromPy for rs::fetch_request::FetchPartition {
 impl ToPy for rs::fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(98)?;
+        let o = cx.instance(115)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -2916,7 +3360,7 @@ impl FromPy for rs::fetch_request::ForgottenTopic {
 impl ToPy for rs::fetch_response::FetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(99)?;
+        let o = cx.instance(116)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "session_id"), self.session_id.to_py(cx)?)?;
@@ -2944,7 +3388,7 @@ impl FromPy for rs::fetch_response::FetchResponse {
 impl ToPy for rs::fetch_response::FetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(100)?;
+        let o = cx.instance(117)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -2968,7 +3412,7 @@ impl FromPy for rs::fetch_response::FetchableTopicResponse {
 impl ToPy for rs::fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(101)?;
+        let o = cx.instance(118)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "high_watermark"), self.high_watermark.to_py(cx)?)?;
@@ -3008,7 +3452,7 @@ impl FromPy for rs::fetch_response::PartitionData {
 impl ToPy for rs::fetch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(102)?;
+        let o = cx.instance(119)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3030,7 +3474,7 @@ impl FromPy for rs::fetch_response::EpochEndOffset {
 impl ToPy for rs::fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(103)?;
+        let o = cx.instance(120)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3052,7 +3496,7 @@ impl FromPy for rs::fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::fetch_response::SnapshotId {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(104)?;
+        let o = cx.instance(121)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3074,7 +3518,7 @@ impl FromPy for rs::fetch_response::SnapshotId {
 impl ToPy for rs::fetch_response::AbortedTransaction {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(105)?;
+        let o = cx.instance(122)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3096,7 +3540,7 @@ impl FromPy for rs::fetch_response::AbortedTransaction {
 impl ToPy for rs::fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(106)?;
+        let o = cx.instance(123)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3122,7 +3566,7 @@ impl FromPy for rs::fetch_response::NodeEndpoint {
 impl ToPy for rs::find_coordinator_request::FindCoordinatorRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(107)?;
+        let o = cx.instance(124)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "key_type"), self.key_type.to_py(cx)?)?;
         o.setattr(intern!(py, "coordinator_keys"), self.coordinator_keys.to_py(cx)?)?;
@@ -3146,7 +3590,7 @@ impl FromPy for rs::find_coordinator_request::FindCoordinatorRequest {
 impl ToPy for rs::find_coordinator_response::FindCoordinatorResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(108)?;
+        let o = cx.instance(125)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3178,7 +3622,7 @@ impl FromPy for rs::find_coordinator_response::FindCoordinatorResponse {
 impl ToPy for rs::find_coordinator_response::Coordinator {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(109)?;
+        let o = cx.instance(126)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -3208,7 +3652,7 @@ impl FromPy for rs::find_coordinator_response::Coordinator {
 impl ToPy for rs::heartbeat_request::HeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(110)?;
+        let o = cx.instance(127)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -3234,7 +3678,7 @@ impl FromPy for rs::heartbeat_request::HeartbeatRequest {
 impl ToPy for rs::heartbeat_response::HeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(111)?;
+        let o = cx.instance(128)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3256,7 +3700,7 @@ impl FromPy for rs::heartbeat_response::HeartbeatResponse {
 impl ToPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(112)?;
+        let o = cx.instance(129)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3278,7 +3722,7 @@ impl FromPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRe
 impl ToPy for rs::incremental_alter_configs_request::AlterConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(113)?;
+        let o = cx.instance(130)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configs"), self.configs.to_py(cx)?)?;
@@ -3302,7 +3746,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterConfigsResource {
 impl ToPy for rs::incremental_alter_configs_request::AlterableConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(114)?;
+        let o = cx.instance(131)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "config_operation"), self.config_operation.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
@@ -3326,7 +3770,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterableConfig {
 impl ToPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(115)?;
+        let o = cx.instance(132)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3348,7 +3792,7 @@ impl FromPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsR
 impl ToPy for rs::incremental_alter_configs_response::AlterConfigsResourceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(116)?;
+        let o = cx.instance(133)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -3374,7 +3818,7 @@ impl FromPy for rs::incremental_alter_configs_response::AlterConfigsResourceResp
 impl ToPy for rs::init_producer_id_request::InitProducerIdRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(117)?;
+        let o = cx.instance(134)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_timeout_ms"), self.transaction_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3404,7 +3848,7 @@ impl FromPy for rs::init_producer_id_request::InitProducerIdRequest {
 impl ToPy for rs::init_producer_id_response::InitProducerIdResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(118)?;
+        let o = cx.instance(135)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3434,7 +3878,7 @@ impl FromPy for rs::init_producer_id_response::InitProducerIdResponse {
 impl ToPy for rs::join_group_request::JoinGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(119)?;
+        let o = cx.instance(136)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "session_timeout_ms"), self.session_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "rebalance_timeout_ms"), self.rebalance_timeout_ms.to_py(cx)?)?;
@@ -3468,7 +3912,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequest {
 impl ToPy for rs::join_group_request::JoinGroupRequestProtocol {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(120)?;
+        let o = cx.instance(137)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3490,7 +3934,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequestProtocol {
 impl ToPy for rs::join_group_response::JoinGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(121)?;
+        let o = cx.instance(138)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
@@ -3526,7 +3970,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponse {
 impl ToPy for rs::join_group_response::JoinGroupResponseMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(122)?;
+        let o = cx.instance(139)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
@@ -3550,7 +3994,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponseMember {
 impl ToPy for rs::leave_group_request::LeaveGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(123)?;
+        let o = cx.instance(140)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -3574,7 +4018,7 @@ impl FromPy for rs::leave_group_request::LeaveGroupRequest {
 impl ToPy for rs::leave_group_request::MemberIdentity {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(124)?;
+        let o = cx.instance(141)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "reason"), self.reason.to_py(cx)?)?;
@@ -3598,7 +4042,7 @@ impl FromPy for rs::leave_group_request::MemberIdentity {
 impl ToPy for rs::leave_group_response::LeaveGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(125)?;
+        let o = cx.instance(142)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -3622,7 +4066,7 @@ impl FromPy for rs::leave_group_response::LeaveGroupResponse {
 impl ToPy for rs::leave_group_response::MemberResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(126)?;
+        let o = cx.instance(143)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -3646,7 +4090,7 @@ impl FromPy for rs::leave_group_response::MemberResponse {
 impl ToPy for rs::list_groups_request::ListGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(127)?;
+        let o = cx.instance(144)?;
         o.setattr(intern!(py, "states_filter"), self.states_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "types_filter"), self.types_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3668,7 +4112,7 @@ impl FromPy for rs::list_groups_request::ListGroupsRequest {
 impl ToPy for rs::list_groups_response::ListGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(128)?;
+        let o = cx.instance(145)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -3692,7 +4136,7 @@ impl FromPy for rs::list_groups_response::ListGroupsResponse {
 impl ToPy for rs::list_groups_response::ListedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(129)?;
+        let o = cx.instance(146)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
         o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
@@ -3718,7 +4162,7 @@ impl FromPy for rs::list_groups_response::ListedGroup {
 impl ToPy for rs::list_offsets_request::ListOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(130)?;
+        let o = cx.instance(147)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "isolation_level"), self.isolation_level.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -3744,7 +4188,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsRequest {
 impl ToPy for rs::list_offsets_request::ListOffsetsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(131)?;
+        let o = cx.instance(148)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3766,7 +4210,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsTopic {
 impl ToPy for rs::list_offsets_request::ListOffsetsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(132)?;
+        let o = cx.instance(149)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -3790,7 +4234,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsPartition {
 impl ToPy for rs::list_offsets_response::ListOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(133)?;
+        let o = cx.instance(150)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3812,7 +4256,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(134)?;
+        let o = cx.instance(151)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3834,7 +4278,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsTopicResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(135)?;
+        let o = cx.instance(152)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -3859,10 +4303,128 @@ impl FromPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     }
 }
 
+impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(153)?;
+        o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            timeout_ms: field(o, intern!(py, "timeout_ms"), "ListPartitionReassignmentsRequest.TimeoutMs")?,
+            topics: field(o, intern!(py, "topics"), "ListPartitionReassignmentsRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ListPartitionReassignmentsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(154)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "ListPartitionReassignmentsTopics.Name")?,
+            partition_indexes: field(o, intern!(py, "partition_indexes"), "ListPartitionReassignmentsTopics.PartitionIndexes")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ListPartitionReassignmentsTopics.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(155)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ListPartitionReassignmentsResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "ListPartitionReassignmentsResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "ListPartitionReassignmentsResponse.ErrorMessage")?,
+            topics: field(o, intern!(py, "topics"), "ListPartitionReassignmentsResponse.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ListPartitionReassignmentsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::list_partition_reassignments_response::OngoingTopicReassignment {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(156)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_partition_reassignments_response::OngoingTopicReassignment {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "OngoingTopicReassignment.Name")?,
+            partitions: field(o, intern!(py, "partitions"), "OngoingTopicReassignment.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OngoingTopicReassignment.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::list_partition_reassignments_response::OngoingPartitionReassignment {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(157)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "replicas"), self.replicas.to_py(cx)?)?;
+        o.setattr(intern!(py, "adding_replicas"), self.adding_replicas.to_py(cx)?)?;
+        o.setattr(intern!(py, "removing_replicas"), self.removing_replicas.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_partition_reassignments_response::OngoingPartitionReassignment {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "OngoingPartitionReassignment.PartitionIndex")?,
+            replicas: field(o, intern!(py, "replicas"), "OngoingPartitionReassignment.Replicas")?,
+            adding_replicas: field(o, intern!(py, "adding_replicas"), "OngoingPartitionReassignment.AddingReplicas")?,
+            removing_replicas: field(o, intern!(py, "removing_replicas"), "OngoingPartitionReassignment.RemovingReplicas")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OngoingPartitionReassignment.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::metadata_request::MetadataRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(136)?;
+        let o = cx.instance(158)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_auto_topic_creation"), self.allow_auto_topic_creation.to_py(cx)?)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
@@ -3888,7 +4450,7 @@ impl FromPy for rs::metadata_request::MetadataRequest {
 impl ToPy for rs::metadata_request::MetadataRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(137)?;
+        let o = cx.instance(159)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3910,7 +4472,7 @@ impl FromPy for rs::metadata_request::MetadataRequestTopic {
 impl ToPy for rs::metadata_response::MetadataResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(138)?;
+        let o = cx.instance(160)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "brokers"), self.brokers.to_py(cx)?)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
@@ -3942,7 +4504,7 @@ impl FromPy for rs::metadata_response::MetadataResponse {
 impl ToPy for rs::metadata_response::MetadataResponseBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(139)?;
+        let o = cx.instance(161)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3968,7 +4530,7 @@ impl FromPy for rs::metadata_response::MetadataResponseBroker {
 impl ToPy for rs::metadata_response::MetadataResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(140)?;
+        let o = cx.instance(162)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -3998,7 +4560,7 @@ impl FromPy for rs::metadata_response::MetadataResponseTopic {
 impl ToPy for rs::metadata_response::MetadataResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(141)?;
+        let o = cx.instance(163)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -4030,7 +4592,7 @@ impl FromPy for rs::metadata_response::MetadataResponsePartition {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(142)?;
+        let o = cx.instance(164)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id_or_member_epoch"), self.generation_id_or_member_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -4060,7 +4622,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequest {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(143)?;
+        let o = cx.instance(165)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4084,7 +4646,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestTopic {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(144)?;
+        let o = cx.instance(166)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4110,7 +4672,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestPartition {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(145)?;
+        let o = cx.instance(167)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4132,7 +4694,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponse {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(146)?;
+        let o = cx.instance(168)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4156,7 +4718,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponseTopic {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(147)?;
+        let o = cx.instance(169)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4178,7 +4740,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(148)?;
+        let o = cx.instance(170)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -4204,7 +4766,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(149)?;
+        let o = cx.instance(171)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4226,7 +4788,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(150)?;
+        let o = cx.instance(172)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -4252,7 +4814,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(151)?;
+        let o = cx.instance(173)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -4276,7 +4838,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(152)?;
+        let o = cx.instance(174)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4302,7 +4864,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(153)?;
+        let o = cx.instance(175)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4324,7 +4886,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(154)?;
+        let o = cx.instance(176)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4352,7 +4914,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(155)?;
+        let o = cx.instance(177)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4376,7 +4938,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(156)?;
+        let o = cx.instance(178)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4400,7 +4962,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(157)?;
+        let o = cx.instance(179)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4428,7 +4990,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(158)?;
+        let o = cx.instance(180)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4450,7 +5012,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(159)?;
+        let o = cx.instance(181)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4472,7 +5034,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(160)?;
+        let o = cx.instance(182)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -4496,7 +5058,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(161)?;
+        let o = cx.instance(183)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4518,7 +5080,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(162)?;
+        let o = cx.instance(184)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4540,7 +5102,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(163)?;
+        let o = cx.instance(185)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -4566,7 +5128,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(164)?;
+        let o = cx.instance(186)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -4592,7 +5154,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(165)?;
+        let o = cx.instance(187)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -4616,7 +5178,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(166)?;
+        let o = cx.instance(188)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4638,7 +5200,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(167)?;
+        let o = cx.instance(189)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -4662,7 +5224,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(168)?;
+        let o = cx.instance(190)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -4686,7 +5248,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(169)?;
+        let o = cx.instance(191)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -4720,7 +5282,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(170)?;
+        let o = cx.instance(192)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4742,7 +5304,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(171)?;
+        let o = cx.instance(193)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4764,7 +5326,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(172)?;
+        let o = cx.instance(194)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -4790,7 +5352,7 @@ impl FromPy for rs::produce_response::NodeEndpoint {
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(173)?;
+        let o = cx.instance(195)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -4816,7 +5378,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(174)?;
+        let o = cx.instance(196)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4836,7 +5398,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(175)?;
+        let o = cx.instance(197)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4856,7 +5418,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(176)?;
+        let o = cx.instance(198)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -4882,7 +5444,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(177)?;
+        let o = cx.instance(199)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4902,7 +5464,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(178)?;
+        let o = cx.instance(200)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4924,7 +5486,7 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(179)?;
+        let o = cx.instance(201)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -4956,7 +5518,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(180)?;
+        let o = cx.instance(202)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4978,7 +5540,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(181)?;
+        let o = cx.instance(203)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -5006,7 +5568,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(182)?;
+        let o = cx.instance(204)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -5040,7 +5602,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(183)?;
+        let o = cx.instance(205)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5062,7 +5624,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(184)?;
+        let o = cx.instance(206)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5088,7 +5650,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(185)?;
+        let o = cx.instance(207)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5110,7 +5672,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(186)?;
+        let o = cx.instance(208)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5132,7 +5694,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(187)?;
+        let o = cx.instance(209)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5154,7 +5716,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(188)?;
+        let o = cx.instance(210)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5174,7 +5736,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(189)?;
+        let o = cx.instance(211)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -5202,7 +5764,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(190)?;
+        let o = cx.instance(212)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5224,7 +5786,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(191)?;
+        let o = cx.instance(213)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5244,7 +5806,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(192)?;
+        let o = cx.instance(214)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5266,7 +5828,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(193)?;
+        let o = cx.instance(215)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5288,7 +5850,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(194)?;
+        let o = cx.instance(216)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

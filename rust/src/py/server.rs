@@ -41,6 +41,12 @@ impl PyPartitionTable {
     /// id; `topics` as `(name, topic id (16 bytes), [(partition, leader, leader epoch)])`;
     /// `brokers` as `(node id, host, port, rack)`. The data path uses it to tell a partition
     /// that does not exist from one led elsewhere, and to name the leader (KIP-951).
+    /// KIP-392: whether leaders name a preferred read replica in a consumer's rack
+    /// (`replica.selector.class` = Kafka's RackAwareReplicaSelector).
+    fn set_rack_aware_selector(&self, on: bool) {
+        self.0.set_rack_aware_selector(on);
+    }
+
     #[allow(clippy::type_complexity)]
     fn set_metadata(&self, py: Python<'_>, node_id: i32, topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
                     brokers: Vec<(i32, String, i32, Option<String>)>) -> PyResult<()> {

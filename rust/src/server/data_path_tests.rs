@@ -484,3 +484,58 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
     assert!(st.last_caught_up_ms > before);
     assert_eq!(p.log.high_watermark(), 4, "the HW is the ISR's minimum LEO");
 }
+
+#[test]
+fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
+    let dir = tempfile::tempdir().unwrap();
+    // Broker 1 leads t-0 with ISR [1, 2, 3]; broker 3 is in rack "r3" (view_with_t).
+    let (table, p) = table_with(dir.path(), vec![1, 2, 3]);
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, "peer", 0, &mut Vec::new()).unwrap();
+    let consumer_fetch = |version: i16, rack: &str| -> FetchResponse {
+        let mut req = fetch_req(0, 0, 0);
+        req.rack_id = rack.to_owned();
+        let out = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, version), version, 1, "peer", &mut Vec::new()).unwrap();
+        let fetch::Outcome::Done(chunks) = out else { panic!("answered at once") };
+        decode(chunks, version, version >= 12)
+    };
+    let follower_caught_up = |replica: i32, offset: i64| {
+        let mut req = fetch_req(offset, 0, 0);
+        req.replica_id = replica;
+        let _ = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, "peer", &mut Vec::new()).unwrap();
+    };
+    follower_caught_up(2, 2);
+    follower_caught_up(3, 2);
+    assert_eq!(p.log.high_watermark(), 2);
+    // The selector is off by default: the leader serves everyone.
+    let d = consumer_fetch(11, "r3").responses[0].partitions[0].clone();
+    assert_eq!(d.preferred_read_replica, -1);
+    assert!(!d.records.as_ref().unwrap().is_empty());
+    table.set_rack_aware_selector(true);
+    let d = consumer_fetch(11, "r3").responses[0].partitions[0].clone();
+    assert_eq!((d.error_code, d.preferred_read_replica), (code::NONE, 3), "broker 3 is in the consumer's rack");
+    assert!(d.records.as_ref().is_none_or(Records::is_empty), "no records with a preferred replica");
+    assert_eq!(d.high_watermark, 2);
+    // No rack, or a rack nobody is in: the leader serves.
+    for rack in ["", "r9"] {
+        let d = consumer_fetch(11, rack).responses[0].partitions[0].clone();
+        assert_eq!(d.preferred_read_replica, -1, "rack {rack:?}");
+        assert!(!d.records.as_ref().unwrap().is_empty());
+    }
+    // A follower outside the ISR, or behind the fetch offset, is not chosen.
+    p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 1 });
+    assert_eq!(consumer_fetch(11, "r3").responses[0].partitions[0].preferred_read_replica, -1);
+
+    // This broker as a follower (leader 2, epoch 1): a consumer's v11+ fetch is served up to
+    // its HW; v10 and older get NOT_LEADER_OR_FOLLOWER.
+    p.update(LeaderState { leader: 2, leader_epoch: 1, isr: vec![1, 2], min_insync_replicas: 1 });
+    table.set_metadata(1, view_with_t(2, 1));
+    p.follower_high_watermark(0);
+    let d = consumer_fetch(11, "").responses[0].partitions[0].clone();
+    assert_eq!((d.error_code, d.high_watermark), (code::NONE, 0));
+    assert!(d.records.as_ref().is_none_or(Records::is_empty), "nothing below a follower HW of 0");
+    p.follower_high_watermark(2);
+    let d = consumer_fetch(11, "").responses[0].partitions[0].clone();
+    assert_eq!((d.error_code, d.high_watermark), (code::NONE, 2));
+    assert!(!d.records.as_ref().unwrap().is_empty(), "the follower serves what is below its HW");
+    assert_eq!(consumer_fetch(10, "").responses[0].partitions[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
+}

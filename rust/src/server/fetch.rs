@@ -24,6 +24,12 @@
 //! `DivergingEpoch` (epoch, end offset) with no records, and the fetcher truncates there
 //! (Kafka's KIP-320/KIP-595 check; the follower loop in `replica_fetcher.rs` does this).
 //!
+//! Reads from followers (KIP-392): a consumer's Fetch v11+ is served by a follower replica too
+//! (up to that replica's HW, which follows the leader's). With `replica.selector.class` set to
+//! the rack-aware selector, a leader answering a consumer that names its rack (`rack_id`)
+//! may instead name a `preferred_read_replica` in that rack, with no records; the client
+//! then fetches there (`Partition::preferred_read_replica`).
+//!
 //! Long poll: with less than `min_bytes` available and no partition in error, the request is
 //! parked on its partitions until the HW moves or `max_wait_ms` passes.
 //!
@@ -78,6 +84,8 @@ pub struct PendingFetch {
     replica_id: i32,
     min_bytes: i32,
     max_bytes: i32,
+    /// The consumer's rack (v11+; empty: none).
+    rack_id: String,
     version: i16,
     correlation_id: i32,
     peer: String,
@@ -213,6 +221,7 @@ pub fn handle(
         replica_id,
         min_bytes: req.min_bytes,
         max_bytes: req.max_bytes,
+        rack_id: if version >= 11 { req.rack_id } else { String::new() },
         version,
         correlation_id,
         peer: peer.to_owned(),
@@ -257,6 +266,9 @@ impl PendingFetch {
         let mut readable = Vec::new();
         let mut hinted = Vec::new();
         let by_id = self.version >= TOPIC_ID_VERSION;
+        // KIP-392: consumers of v11+ may read from followers; leaders may send them elsewhere
+        let follower_reads = !follower && self.version >= 11;
+        let racks = if follower_reads && !self.rack_id.is_empty() { table.racks_for_selection() } else { None };
         let mut datas = Vec::with_capacity(self.targets.len());
         for t in &self.targets {
             let mut data = PartitionData {
@@ -270,7 +282,7 @@ impl PendingFetch {
                 ..Default::default()
             };
             let found = match topic_name(table, t, self.version) {
-                Some(name) => table.leader_for(&name, t.partition, t.current_leader_epoch),
+                Some(name) => table.replica_for(&name, t.partition, t.current_leader_epoch, follower_reads),
                 None => Err(NotServed::UnknownTopic),
             };
             match found {
@@ -296,7 +308,11 @@ impl PendingFetch {
                     let diverging = (t.last_fetched_epoch >= 0)
                         .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
                         .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
-                    if let Some((epoch, end_offset)) = diverging {
+                    let elsewhere = racks.as_ref().map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
+                    if elsewhere >= 0 {
+                        data.preferred_read_replica = elsewhere;
+                        errors = true; // answer now: the consumer moves to that replica
+                    } else if let Some((epoch, end_offset)) = diverging {
                         data.diverging_epoch.epoch = epoch;
                         data.diverging_epoch.end_offset = end_offset;
                         errors = true; // answer now: the fetcher must truncate first
@@ -361,6 +377,7 @@ impl PendingFetch {
                     for (i, (t, d)) in self.targets.iter().zip(&datas).enumerate() {
                         let Some(c) = s.get_mut(&session_key(t.topic_id, &t.topic, t.partition)) else { continue };
                         let news = d.error_code != code::NONE
+                            || d.preferred_read_replica >= 0
                             || d.records.as_ref().is_some_and(|r| !r.is_empty())
                             || c.high_watermark != d.high_watermark
                             || c.last_stable_offset != d.last_stable_offset

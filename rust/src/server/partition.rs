@@ -210,6 +210,41 @@ impl Partition {
         false
     }
 
+    /// A follower learned a new HW from its leader: set it and wake consumers parked here
+    /// (KIP-392 reads from followers).
+    pub fn follower_high_watermark(&self, hw: i64) {
+        if hw > self.log.high_watermark() {
+            self.log.update_high_watermark(hw);
+            self.wake_hw_waiters();
+        } else if hw < self.log.high_watermark() {
+            self.log.update_high_watermark(hw);
+        }
+    }
+
+    /// KIP-392: the replica a consumer in `client_rack` should read from instead of this
+    /// leader, or -1 (read here). Kafka's RackAwareReplicaSelector over the candidates Kafka's
+    /// leader considers: itself, and ISR followers whose LEO has reached `fetch_offset`. A
+    /// replica in the client's rack is chosen (the leader if it is one; else the follower
+    /// with the highest LEO, lowest id on ties); no rack match: the leader.
+    pub fn preferred_read_replica(&self, fetch_offset: i64, client_rack: &str, racks: &HashMap<i32, Option<String>>) -> i32 {
+        let in_rack = |id: i32| racks.get(&id).and_then(Option::as_deref) == Some(client_rack);
+        if client_rack.is_empty() || in_rack(self.node_id) || fetch_offset < self.log.log_start_offset() {
+            return -1;
+        }
+        let st = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        if st.leader != self.node_id {
+            return -1;
+        }
+        let followers = lock(&self.followers);
+        st.isr
+            .iter()
+            .filter(|r| **r != self.node_id && in_rack(**r))
+            .filter_map(|r| followers.get(r).map(|f| (*r, f.leo)))
+            .filter(|(_, leo)| *leo >= fetch_offset)
+            .max_by_key(|(r, leo)| (*leo, -r))
+            .map_or(-1, |(r, _)| r)
+    }
+
     /// Parks request `id` here until the HW moves (or, `for_leo`, the LEO).
     pub fn add_waiter(&self, id: u64, for_leo: bool) {
         let mut w = lock(if for_leo { &self.leo_waiters } else { &self.waiters });
@@ -349,6 +384,8 @@ pub struct PartitionTable {
     /// This broker's id (-1 until the control plane says; only used in messages).
     node_id: std::sync::atomic::AtomicI32,
     wakeup: Arc<Wakeup>,
+    /// `set_rack_aware_selector`
+    rack_aware: AtomicBool,
 }
 
 impl Default for PartitionTable {
@@ -364,6 +401,7 @@ impl PartitionTable {
             view: RwLock::new(ClusterView::default()),
             node_id: std::sync::atomic::AtomicI32::new(-1),
             wakeup: Arc::default(),
+            rack_aware: AtomicBool::new(false),
         }
     }
 
@@ -423,6 +461,22 @@ impl PartitionTable {
     }
 
     /// Replaces the cluster view (one call per metadata image change).
+    /// KIP-392: with `on` the leader names a preferred read replica in the client's rack
+    /// (`replica.selector.class` = RackAwareReplicaSelector); off: consumers read the leader.
+    pub fn set_rack_aware_selector(&self, on: bool) {
+        self.rack_aware.store(on, Ordering::Release);
+    }
+
+    /// Each broker's rack when the rack-aware selector is on, else `None` (one clone of the
+    /// map per Fetch with a rack).
+    pub fn racks_for_selection(&self) -> Option<HashMap<i32, Option<String>>> {
+        if !self.rack_aware.load(Ordering::Acquire) {
+            return None;
+        }
+        let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
+        Some(view.brokers.iter().map(|(id, e)| (*id, e.rack.clone())).collect())
+    }
+
     pub fn set_metadata(&self, node_id: i32, view: ClusterView) {
         self.node_id.store(node_id, Ordering::Relaxed);
         *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
@@ -452,12 +506,18 @@ impl PartitionTable {
     /// client-supplied current leader epoch (-1: not checked) older than ours is fenced,
     /// newer is unknown.
     pub fn leader_for(&self, topic: &str, index: i32, current_leader_epoch: i32) -> Result<Arc<Partition>, NotServed> {
+        self.replica_for(topic, index, current_leader_epoch, false)
+    }
+
+    /// As `leader_for`, but with `follower_ok` a follower replica serves too (a consumer's
+    /// Fetch v11+, KIP-392); the client's leader epoch is checked against this replica's.
+    pub fn replica_for(&self, topic: &str, index: i32, current_leader_epoch: i32, follower_ok: bool) -> Result<Arc<Partition>, NotServed> {
         let Some(part) = self.get(topic, index).filter(|p| !p.is_removed()) else {
             return Err(self.not_here(topic, index));
         };
         let st = part.state();
         let current = CurrentLeader { leader: st.leader, leader_epoch: st.leader_epoch };
-        if st.leader != part.node_id {
+        if st.leader != part.node_id && !follower_ok {
             return Err(NotServed::NotLeader(current));
         }
         if current_leader_epoch >= 0 && current_leader_epoch != st.leader_epoch {

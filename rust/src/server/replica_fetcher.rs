@@ -595,7 +595,7 @@ impl Loop {
         }
         let leo = log.log_end_offset();
         if d.high_watermark >= 0 {
-            log.update_high_watermark(d.high_watermark.min(leo));
+            f.part.follower_high_watermark(d.high_watermark.min(leo));
         }
         if d.log_start_offset > log.log_start_offset() {
             let start = d.log_start_offset.min(log.high_watermark());

@@ -108,20 +108,23 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         delete_records,
         delete_topics,
         describe_cluster,
+        describe_log_dirs,
         describe_producers,
         describe_quorum,
+        elect_leaders,
         groups,
         init_producer_id,
         list_offsets,
         metadata,
         offset_for_leader_epoch,
         offsets,
+        partition_reassignments,
     )
 
     modules = [
         list_offsets, metadata, api_versions, create_topics, delete_topics,
         delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
-        describe_cluster, describe_producers,
+        describe_cluster, describe_producers, elect_leaders, describe_log_dirs,
     ]
     table = {}
     # Produce and Fetch are served by the Rust network thread (rust/src/server/); they are
@@ -130,7 +133,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[key] = HandlerEntry(key, lo, hi, None)
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
-    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES]:
+    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES,
+                           *partition_reassignments.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
                           describe_quorum.handle, cluster_only=True)

@@ -3,9 +3,14 @@
 Topic resources (type 2) are fully supported: describe gives every topic-level key
 with its value and source (topic override or broker default, with synonyms when
 asked); alter sets or removes overrides through the controller, and the topic's logs
-pick the change up at once. Broker resources (type 4) can be described; altering them
+pick the change up at once. Broker resources (type 4) can be described; setting them
 is refused with INVALID_REQUEST, since broker configs are static (read at start-up)
 in this broker, like Kafka's non-dynamic keys.
+
+Deleting a key that is not set changes nothing and succeeds, as in Kafka (an incremental
+DELETE of an absent override is a no-op there): a broker resource has no dynamic overrides
+to delete, and a topic key logbroker does not have (such as the replication-throttle keys
+`kafka-reassign-partitions --verify` clears) is never set.
 """
 
 from __future__ import annotations
@@ -111,6 +116,19 @@ async def describe_configs(ctx, request):
 
 
 async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, validate_only: bool) -> tuple[int, str | None]:
+    if not replace:
+        absent = sorted(k for k, v in changes.items() if v is None
+                        and (resource.resource_type == BROKER or k not in TOPIC_KEYS))
+        if absent:
+            log.info("%s %s: deleting %s from %s changes nothing (never set)",
+                     "broker" if resource.resource_type == BROKER else "topic", resource.resource_name, absent, ctx.peer)
+        changes = {k: v for k, v in changes.items() if k not in absent}
+        if resource.resource_type == BROKER and not changes:
+            return ErrorCode.NONE, None
+        if resource.resource_type == TOPIC and not changes:
+            if resource.resource_name not in ctx.controller.image.topics:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.resource_name!r} does not exist"
+            return ErrorCode.NONE, None
     if resource.resource_type == BROKER:
         return ErrorCode.INVALID_REQUEST, "broker configs are static in logbroker; set them in the config file or with --set"
     if resource.resource_type != TOPIC:

@@ -7,6 +7,8 @@ from logbroker.protocol.messages.add_partitions_to_txn_request import AddPartiti
 from logbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 from logbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
 from logbroker.protocol.messages.alter_configs_response import AlterConfigsResponse
+from logbroker.protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from logbroker.protocol.messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from logbroker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from logbroker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from logbroker.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -33,10 +35,14 @@ from logbroker.protocol.messages.describe_configs_request import DescribeConfigs
 from logbroker.protocol.messages.describe_configs_response import DescribeConfigsResponse
 from logbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from logbroker.protocol.messages.describe_groups_response import DescribeGroupsResponse
+from logbroker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from logbroker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from logbroker.protocol.messages.describe_producers_request import DescribeProducersRequest
 from logbroker.protocol.messages.describe_producers_response import DescribeProducersResponse
 from logbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
 from logbroker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+from logbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest
+from logbroker.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from logbroker.protocol.messages.end_txn_request import EndTxnRequest
 from logbroker.protocol.messages.end_txn_response import EndTxnResponse
 from logbroker.protocol.messages.fetch_request import FetchRequest
@@ -57,6 +63,8 @@ from logbroker.protocol.messages.list_groups_request import ListGroupsRequest
 from logbroker.protocol.messages.list_groups_response import ListGroupsResponse
 from logbroker.protocol.messages.list_offsets_request import ListOffsetsRequest
 from logbroker.protocol.messages.list_offsets_response import ListOffsetsResponse
+from logbroker.protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from logbroker.protocol.messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse
 from logbroker.protocol.messages.metadata_request import MetadataRequest
 from logbroker.protocol.messages.metadata_response import MetadataResponse
 from logbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -108,10 +116,14 @@ REQUESTS = {
     28: TxnOffsetCommitRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
+    35: DescribeLogDirsRequest,
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
+    43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
+    45: AlterPartitionReassignmentsRequest,
+    46: ListPartitionReassignmentsRequest,
     55: DescribeQuorumRequest,
     56: AlterPartitionRequest,
     60: DescribeClusterRequest,
@@ -148,10 +160,14 @@ RESPONSES = {
     28: TxnOffsetCommitResponse,
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
+    35: DescribeLogDirsResponse,
     36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
+    43: ElectLeadersResponse,
     44: IncrementalAlterConfigsResponse,
+    45: AlterPartitionReassignmentsResponse,
+    46: ListPartitionReassignmentsResponse,
     55: DescribeQuorumResponse,
     56: AlterPartitionResponse,
     60: DescribeClusterResponse,
@@ -188,10 +204,14 @@ API_NAMES = {
     28: 'TxnOffsetCommit',
     32: 'DescribeConfigs',
     33: 'AlterConfigs',
+    35: 'DescribeLogDirs',
     36: 'SaslAuthenticate',
     37: 'CreatePartitions',
     42: 'DeleteGroups',
+    43: 'ElectLeaders',
     44: 'IncrementalAlterConfigs',
+    45: 'AlterPartitionReassignments',
+    46: 'ListPartitionReassignments',
     55: 'DescribeQuorum',
     56: 'AlterPartition',
     60: 'DescribeCluster',
@@ -217,6 +237,12 @@ CLASSES = (
     AlterConfigsRequest.AlterableConfig,
     AlterConfigsResponse,
     AlterConfigsResponse.AlterConfigsResourceResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsRequest.ReassignableTopic,
+    AlterPartitionReassignmentsRequest.ReassignablePartition,
+    AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignmentsResponse.ReassignableTopicResponse,
+    AlterPartitionReassignmentsResponse.ReassignablePartitionResponse,
     AlterPartitionRequest,
     AlterPartitionRequest.TopicData,
     AlterPartitionRequest.PartitionData,
@@ -280,6 +306,12 @@ CLASSES = (
     DescribeGroupsResponse,
     DescribeGroupsResponse.DescribedGroup,
     DescribeGroupsResponse.DescribedGroupMember,
+    DescribeLogDirsRequest,
+    DescribeLogDirsRequest.DescribableLogDirTopic,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResponse.DescribeLogDirsResult,
+    DescribeLogDirsResponse.DescribeLogDirsTopic,
+    DescribeLogDirsResponse.DescribeLogDirsPartition,
     DescribeProducersRequest,
     DescribeProducersRequest.TopicRequest,
     DescribeProducersResponse,
@@ -295,6 +327,11 @@ CLASSES = (
     DescribeQuorumResponse.Node,
     DescribeQuorumResponse.Listener,
     DescribeQuorumResponse.ReplicaState,
+    ElectLeadersRequest,
+    ElectLeadersRequest.TopicPartitions,
+    ElectLeadersResponse,
+    ElectLeadersResponse.ReplicaElectionResult,
+    ElectLeadersResponse.PartitionResult,
     EndTxnRequest,
     EndTxnResponse,
     FetchRequest,
@@ -339,6 +376,11 @@ CLASSES = (
     ListOffsetsResponse,
     ListOffsetsResponse.ListOffsetsTopicResponse,
     ListOffsetsResponse.ListOffsetsPartitionResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse.OngoingTopicReassignment,
+    ListPartitionReassignmentsResponse.OngoingPartitionReassignment,
     MetadataRequest,
     MetadataRequest.MetadataRequestTopic,
     MetadataResponse,
@@ -411,6 +453,8 @@ __all__ = [
     'AddPartitionsToTxnResponse',
     'AlterConfigsRequest',
     'AlterConfigsResponse',
+    'AlterPartitionReassignmentsRequest',
+    'AlterPartitionReassignmentsResponse',
     'AlterPartitionRequest',
     'AlterPartitionResponse',
     'ApiVersionsRequest',
@@ -437,10 +481,14 @@ __all__ = [
     'DescribeConfigsResponse',
     'DescribeGroupsRequest',
     'DescribeGroupsResponse',
+    'DescribeLogDirsRequest',
+    'DescribeLogDirsResponse',
     'DescribeProducersRequest',
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'ElectLeadersRequest',
+    'ElectLeadersResponse',
     'EndTxnRequest',
     'EndTxnResponse',
     'FetchRequest',
@@ -461,6 +509,8 @@ __all__ = [
     'ListGroupsResponse',
     'ListOffsetsRequest',
     'ListOffsetsResponse',
+    'ListPartitionReassignmentsRequest',
+    'ListPartitionReassignmentsResponse',
     'MetadataRequest',
     'MetadataResponse',
     'OffsetCommitRequest',

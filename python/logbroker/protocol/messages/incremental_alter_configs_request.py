@@ -16,7 +16,7 @@ class IncrementalAlterConfigsRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'IncrementalAlterConfigsRequest'
-    _rs = 112
+    _rs = 129
     _lo, _hi = 0, 1
     __slots__ = (
         # The incremental updates for each resource.
@@ -30,7 +30,7 @@ class IncrementalAlterConfigsRequest(Struct):
         """Struct AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 113
+        _rs = 130
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource type.
@@ -59,7 +59,7 @@ class IncrementalAlterConfigsRequest(Struct):
         """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 114
+        _rs = 131
         _lo, _hi = 0, 1
         __slots__ = (
             # The configuration key name.

@@ -9,6 +9,8 @@ pub mod add_partitions_to_txn_request;
 pub mod add_partitions_to_txn_response;
 pub mod alter_configs_request;
 pub mod alter_configs_response;
+pub mod alter_partition_reassignments_request;
+pub mod alter_partition_reassignments_response;
 pub mod alter_partition_request;
 pub mod alter_partition_response;
 pub mod api_versions_request;
@@ -35,10 +37,14 @@ pub mod describe_configs_request;
 pub mod describe_configs_response;
 pub mod describe_groups_request;
 pub mod describe_groups_response;
+pub mod describe_log_dirs_request;
+pub mod describe_log_dirs_response;
 pub mod describe_producers_request;
 pub mod describe_producers_response;
 pub mod describe_quorum_request;
 pub mod describe_quorum_response;
+pub mod elect_leaders_request;
+pub mod elect_leaders_response;
 pub mod end_txn_request;
 pub mod end_txn_response;
 pub mod fetch_request;
@@ -59,6 +65,8 @@ pub mod list_groups_request;
 pub mod list_groups_response;
 pub mod list_offsets_request;
 pub mod list_offsets_response;
+pub mod list_partition_reassignments_request;
+pub mod list_partition_reassignments_response;
 pub mod metadata_request;
 pub mod metadata_response;
 pub mod offset_commit_request;
@@ -88,6 +96,8 @@ pub use add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 pub use add_partitions_to_txn_response::AddPartitionsToTxnResponse;
 pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
+pub use alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
+pub use alter_partition_reassignments_response::AlterPartitionReassignmentsResponse;
 pub use alter_partition_request::AlterPartitionRequest;
 pub use alter_partition_response::AlterPartitionResponse;
 pub use api_versions_request::ApiVersionsRequest;
@@ -114,10 +124,14 @@ pub use describe_configs_request::DescribeConfigsRequest;
 pub use describe_configs_response::DescribeConfigsResponse;
 pub use describe_groups_request::DescribeGroupsRequest;
 pub use describe_groups_response::DescribeGroupsResponse;
+pub use describe_log_dirs_request::DescribeLogDirsRequest;
+pub use describe_log_dirs_response::DescribeLogDirsResponse;
 pub use describe_producers_request::DescribeProducersRequest;
 pub use describe_producers_response::DescribeProducersResponse;
 pub use describe_quorum_request::DescribeQuorumRequest;
 pub use describe_quorum_response::DescribeQuorumResponse;
+pub use elect_leaders_request::ElectLeadersRequest;
+pub use elect_leaders_response::ElectLeadersResponse;
 pub use end_txn_request::EndTxnRequest;
 pub use end_txn_response::EndTxnResponse;
 pub use fetch_request::FetchRequest;
@@ -138,6 +152,8 @@ pub use list_groups_request::ListGroupsRequest;
 pub use list_groups_response::ListGroupsResponse;
 pub use list_offsets_request::ListOffsetsRequest;
 pub use list_offsets_response::ListOffsetsResponse;
+pub use list_partition_reassignments_request::ListPartitionReassignmentsRequest;
+pub use list_partition_reassignments_response::ListPartitionReassignmentsResponse;
 pub use metadata_request::MetadataRequest;
 pub use metadata_response::MetadataResponse;
 pub use offset_commit_request::OffsetCommitRequest;
@@ -190,10 +206,14 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (28, "TxnOffsetCommit", 0, 5, 3),
     (32, "DescribeConfigs", 1, 4, 4),
     (33, "AlterConfigs", 0, 2, 2),
+    (35, "DescribeLogDirs", 0, 4, 2),
     (36, "SaslAuthenticate", 0, 2, 2),
     (37, "CreatePartitions", 0, 3, 2),
     (42, "DeleteGroups", 0, 2, 2),
+    (43, "ElectLeaders", 0, 2, 2),
     (44, "IncrementalAlterConfigs", 0, 1, 1),
+    (45, "AlterPartitionReassignments", 0, 1, 0),
+    (46, "ListPartitionReassignments", 0, 0, 0),
     (55, "DescribeQuorum", 0, 2, 0),
     (56, "AlterPartition", 0, 3, 0),
     (60, "DescribeCluster", 0, 2, 0),
@@ -263,14 +283,22 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (32, false) => roundtrip::<DescribeConfigsResponse>(body, version),
         (33, true) => roundtrip::<AlterConfigsRequest>(body, version),
         (33, false) => roundtrip::<AlterConfigsResponse>(body, version),
+        (35, true) => roundtrip::<DescribeLogDirsRequest>(body, version),
+        (35, false) => roundtrip::<DescribeLogDirsResponse>(body, version),
         (36, true) => roundtrip::<SaslAuthenticateRequest>(body, version),
         (36, false) => roundtrip::<SaslAuthenticateResponse>(body, version),
         (37, true) => roundtrip::<CreatePartitionsRequest>(body, version),
         (37, false) => roundtrip::<CreatePartitionsResponse>(body, version),
         (42, true) => roundtrip::<DeleteGroupsRequest>(body, version),
         (42, false) => roundtrip::<DeleteGroupsResponse>(body, version),
+        (43, true) => roundtrip::<ElectLeadersRequest>(body, version),
+        (43, false) => roundtrip::<ElectLeadersResponse>(body, version),
         (44, true) => roundtrip::<IncrementalAlterConfigsRequest>(body, version),
         (44, false) => roundtrip::<IncrementalAlterConfigsResponse>(body, version),
+        (45, true) => roundtrip::<AlterPartitionReassignmentsRequest>(body, version),
+        (45, false) => roundtrip::<AlterPartitionReassignmentsResponse>(body, version),
+        (46, true) => roundtrip::<ListPartitionReassignmentsRequest>(body, version),
+        (46, false) => roundtrip::<ListPartitionReassignmentsResponse>(body, version),
         (55, true) => roundtrip::<DescribeQuorumRequest>(body, version),
         (55, false) => roundtrip::<DescribeQuorumResponse>(body, version),
         (56, true) => roundtrip::<AlterPartitionRequest>(body, version),
