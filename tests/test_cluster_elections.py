@@ -163,5 +163,6 @@ def test_auto_leader_rebalance_moves_leadership_back(tmp_path):
         cluster.node(2).start()
         wait_until(lambda: layout(cluster.node(1))[("auto", 0)][0] == 2, timeout=60,
                    what="leadership back on the preferred replica 2")
-        assert "leader rebalance: 1 partition(s) back on their preferred replica" in "".join(
-            n.log_text() for n in cluster.nodes)
+        # the controller logs the move after committing it: the image may be seen first
+        wait_until(lambda: "leader rebalance: 1 partition(s) back on their preferred replica" in "".join(
+            n.log_text() for n in cluster.nodes), timeout=10, what="the rebalance logged")

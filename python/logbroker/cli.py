@@ -122,8 +122,27 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(cause, OSError):
             print(f"logbroker: cannot start: {cause}", file=sys.stderr)
             return 1
+        fatal = _fatal_error(e)
+        if fatal is not None:
+            # logged where it happened; the node stops as a Kafka node does when its
+            # metadata log cannot be written (e.g. a full disk): free space and restart it
+            print(f"logbroker: stopped: {fatal}", file=sys.stderr)
+            return 1
         raise
     return 0
+
+
+def _fatal_error(e: BaseException) -> BaseException | None:
+    """The metadata-log failure that ended the node, if that is what ended it."""
+    from logbroker import _core
+
+    if isinstance(e, BaseExceptionGroup):
+        for sub in e.exceptions:
+            found = _fatal_error(sub)
+            if found is not None:
+                return found
+        return None
+    return e if isinstance(e, _core.RaftError) else None
 
 
 def _startup_error(e: BaseException) -> BaseException | None:

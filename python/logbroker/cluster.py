@@ -7,6 +7,12 @@ broker-only nodes (process.roles=broker, ids n+1..n+k) that follow the quorum as
         cluster.node(2).kill()          # kill -9; .stop() is a clean SIGTERM
         cluster.node(2).start()         # same ports and data directory
 
+`front(node_id, "client" | "controller", bound_port) -> port` puts something in front of
+each node's listeners (the fault suite's TCP proxy): nodes advertise the returned ports
+(`advertised.listeners`, and in `controller.quorum.voters`), so clients and the other
+nodes reach a node through it; `node.port` is the advertised port, `node.bound_port` the
+node's own.
+
 Each node gets its own data directory (under `data_dir`, or a temporary directory removed
 on `stop()`), its stderr in `<node dir>.log`, and the same `config` keys (`--set k=v`).
 `start()` returns once every node prints its ready line and every node's Metadata lists
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 from pathlib import Path
 
 __all__ = ["Cluster", "ClusterNode"]
@@ -70,9 +77,11 @@ def free_port() -> int:
 class ClusterNode:
     """One `logbroker serve` process of a `Cluster`."""
 
-    def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str]) -> None:
+    def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str],
+                 bound_port: int | None = None) -> None:
         self.node_id = node_id
         self.port = port
+        self.bound_port = port if bound_port is None else bound_port
         self.controller_port = controller_port
         self.data_dir = data_dir
         self.log_path = data_dir.with_name(data_dir.name + ".log")
@@ -192,7 +201,8 @@ class Cluster:
     """N combined broker+controller nodes and `broker_only` broker-only nodes (see the module doc)."""
 
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
-                 racks: list[str] | None = None, log_level: str = "INFO", broker_only: int = 0) -> None:
+                 racks: list[str] | None = None, log_level: str = "INFO", broker_only: int = 0,
+                 front: Callable[[int, str, int], int] | None = None) -> None:
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
@@ -201,23 +211,30 @@ class Cluster:
             raise ValueError(f"racks names {len(racks)} racks for {n + broker_only} nodes")
         self._tmp = None if data_dir is not None else tempfile.mkdtemp(prefix="logbroker-cluster-")
         root = Path(data_dir if data_dir is not None else self._tmp)
-        ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
-        voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+        ports = {i: (free_port(), free_port()) for i in range(1, n + 1 + broker_only)}
+
+        def advertised(i: int, kind: str, port: int) -> int:
+            return port if front is None else front(i, kind, port)
+
+        adv = {i: (advertised(i, "client", p), advertised(i, "controller", c) if i <= n else None)
+               for i, (p, c) in ports.items()}
+        voters = ",".join(f"{i}@127.0.0.1:{adv[i][1]}" for i in range(1, n + 1))
         sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config or {}).items()]
         self.nodes: list[ClusterNode] = []
         for i, (p, c) in ports.items():
+            voter = i <= n
             args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
-                    "--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}", "--log-level", log_level]
+                    "--log-level", log_level]
+            if voter:
+                args += ["--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"]
+            else:
+                args += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}"]
+            if front is not None:
+                a = f"PLAINTEXT://127.0.0.1:{adv[i][0]}" + (f",CONTROLLER://127.0.0.1:{adv[i][1]}" if voter else "")
+                args += ["--set", f"advertised.listeners={a}"]
             for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
                 args += ["--set", kv]
-            self.nodes.append(ClusterNode(i, p, c, root / f"node{i}", args))
-        for i in range(n + 1, n + broker_only + 1):
-            p = free_port()
-            args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
-                    "--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}", "--log-level", log_level]
-            for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
-                args += ["--set", kv]
-            self.nodes.append(ClusterNode(i, p, None, root / f"node{i}", args))
+            self.nodes.append(ClusterNode(i, adv[i][0], adv[i][1], root / f"node{i}", args, bound_port=p))
 
     @property
     def bootstrap_servers(self) -> str:

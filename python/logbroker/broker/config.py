@@ -121,6 +121,12 @@ def parse_listeners(text: str) -> dict[str, tuple[str, int]]:
     return out
 
 
+def _parse_advertised(text: str) -> str:
+    if text.strip():
+        parse_listeners(text)  # raises ConfigError naming the bad entry
+    return text.strip()
+
+
 def _parse_voters(text: str) -> str:
     voters = parse_voters(text)
     return ",".join(f"{n}@{h}:{p}" for n, (h, p) in voters.items())
@@ -196,7 +202,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("broker.session.timeout.ms", _parse_int(100, INT_MAX), "9000", "A broker that sends no heartbeat to the active controller for this long is fenced: it leaves Metadata and its partition leaderships move (or go offline)."),
     ConfigKey("broker.heartbeat.interval.ms", _parse_int(10, INT_MAX), "2000", "How often a broker heartbeats to the active controller."),
     ConfigKey("metadata.log.max.record.bytes.between.snapshots", _parse_int(1), "20971520", "Bytes of metadata records applied between snapshots of the metadata image; a snapshot drops the metadata log before it, and a node too far behind catches up from it."),
-    ConfigKey("advertised.listeners", _parse_str, "", "HOST:PORT given to clients in Metadata; defaults to the bound listener."),
+    ConfigKey("advertised.listeners", _parse_advertised, "", "HOST:PORT given to clients in Metadata (defaults to the bound listener), or Kafka's list NAME://HOST:PORT,...: the client listener's entry is given to clients and a CONTROLLER:// entry is the address other nodes reach this node's controller listener at (it must match this node's controller.quorum.voters entry; e.g. behind a proxy or NAT)."),
     ConfigKey("cluster.id", _parse_str, "", "Cluster id; when empty a single node generates one and a cluster node derives it from controller.quorum.voters (the same on every voter); stored in meta.properties on first start."),
     ConfigKey("auto.create.topics.enable", _parse_bool, "true", "Create a topic when Metadata asks for an unknown one."),
     ConfigKey("delete.topic.enable", _parse_bool, "true", "Allow DeleteTopics."),
@@ -380,6 +386,29 @@ class BrokerConfig:
         return parse_listeners(self.get_str("listeners")).get(self.get_str("controller.listener.names").upper())
 
     @property
+    def advertised_client(self) -> tuple[str, int] | None:
+        """The client listener's advertised address (None: the bound one)."""
+        adv = self.get_str("advertised.listeners").strip()
+        if not adv:
+            return None
+        if "://" not in adv:
+            return split_host_port(adv)
+        ls = parse_listeners(adv)
+        ctl = self.get_str("controller.listener.names").upper()
+        clients = [a for name, a in ls.items() if name != ctl]
+        if "PLAINTEXT" in ls:
+            return ls["PLAINTEXT"]
+        return clients[0] if clients else None
+
+    @property
+    def advertised_controller(self) -> tuple[str, int] | None:
+        """The controller listener's advertised address (None: the bound one)."""
+        adv = self.get_str("advertised.listeners").strip()
+        if "://" not in adv:
+            return None
+        return parse_listeners(adv).get(self.get_str("controller.listener.names").upper())
+
+    @property
     def quorum_voters(self) -> dict[int, tuple[str, int]]:
         return parse_voters(self.get_str("controller.quorum.voters"))
 
@@ -412,7 +441,11 @@ class BrokerConfig:
         if ctl is None:
             raise ConfigError(f"controller.quorum.voters is set, but listeners={self.get_str('listeners')!r} has no "
                               f"{self.get_str('controller.listener.names')}:// listener")
-        if ctl[1] != voters[self.node_id][1]:
+        adv = self.advertised_controller
+        if adv is not None and adv[1] != voters[self.node_id][1]:
+            raise ConfigError(f"the advertised controller listener {adv[0]}:{adv[1]} differs from node {self.node_id}'s "
+                              f"entry {voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters")
+        if adv is None and ctl[1] != voters[self.node_id][1]:
             raise ConfigError(f"the controller listener port {ctl[1]} differs from node {self.node_id}'s entry "
                               f"{voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters")
 

@@ -186,7 +186,11 @@ class ReplicaManager:
                 except Exception as e:  # keep closing the others
                     errors.append(e)
                     log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e)
-            self._write_checkpoints(parts)
+            try:
+                self._write_checkpoints(parts)
+            except Exception as e:  # noqa: BLE001 - a full disk: the logs are closed; recovery redoes the HW
+                log.error("writing the high-watermark checkpoint %s at shutdown failed: %s", self.data_dir / HW_CHECKPOINT,
+                          e)
 
         await trio.to_thread.run_sync(close_all)
 

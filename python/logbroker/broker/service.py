@@ -70,11 +70,9 @@ class BrokerServer:
 
     async def _run(self, bound: tuple[str, int], task_status: trio.TaskStatus) -> None:
         self.address = (bound[0], bound[1])
-        adv = self.config.get_str("advertised.listeners")
-        if adv:
-            from logbroker.broker.config import split_host_port
-
-            self.advertised = split_host_port(adv)
+        adv = self.config.advertised_client
+        if adv is not None:
+            self.advertised = adv
         else:
             adv_host = "127.0.0.1" if bound[0] in ("0.0.0.0", "::") else bound[0]
             self.advertised = (adv_host, bound[1])

@@ -105,8 +105,11 @@ class QuorumTransport:
                         # never writes on a connection it accepted from another voter)
                         nursery.start_soon(self._read_back, stream, peer, nursery.cancel_scope)
                         await _write_frames(stream, recv)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                log.info("node %d: connection to controller %d at %s:%d lost: %s", self.node_id, peer, host, port, e)
+            except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+                # raised inside the nursery, so wrapped in an exception group: caught with
+                # except*, or a peer resetting the connection would end this whole node
+                log.info("node %d: connection to controller %d at %s:%d lost: %s", self.node_id, peer, host, port,
+                         group.exceptions[0])
             self._drop_queued(recv)
             await trio.sleep(backoff)
 
@@ -254,8 +257,9 @@ class QuorumTransport:
                               self.observers[sender], sender)
                     return
                 await self._serve_observer(stream, buf, sender, peer)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            log.info("node %d: connection from %s lost: %s", self.node_id, peer, e)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            # _serve_observer's nursery wraps what it raises: except* catches it either way
+            log.info("node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0])
 
 
 async def _write_frames(stream: trio.SocketStream, recv: trio.MemoryReceiveChannel) -> None:
