@@ -10,7 +10,11 @@
 //! 3 1500
 //! ```
 //! Rewritten atomically (tmp + fsync + rename + dir fsync) on every change; changes are rare
-//! (once per leader change, truncation or log-start move).
+//! (once per leader change, truncation or log-start move). A change takes effect in memory
+//! only once the file holds it: if the write fails (a full disk) the cache is as before, so
+//! a retried append assigns the epoch again instead of finding it "already there" in memory
+//! but missing on disk (found by the fault suite: a follower restarted after such a failure
+//! lacked the latest epoch its log held).
 //!
 //! # Invariants
 //! Epochs and start offsets both strictly increase. `assign(epoch, start)` is called on each
@@ -78,12 +82,20 @@ impl LeaderEpochCache {
         self.entries.last().map(|e| e.0)
     }
 
-    fn persist(&self) -> Result<()> {
-        let mut s = format!("0\n{}\n", self.entries.len());
-        for (e, o) in &self.entries {
+    /// Makes `entries` the cache: written to the file first, kept in memory only if that
+    /// worked.
+    fn replace(&mut self, entries: Vec<(i32, i64)>) -> Result<()> {
+        Self::write_entries(&self.path, &entries)?;
+        self.entries = entries;
+        Ok(())
+    }
+
+    fn write_entries(path: &Path, entries: &[(i32, i64)]) -> Result<()> {
+        let mut s = format!("0\n{}\n", entries.len());
+        for (e, o) in entries {
             let _ = writeln!(s, "{e} {o}");
         }
-        write_atomically(&self.path, s.as_bytes())
+        write_atomically(path, s.as_bytes())
     }
 
     /// Records that `epoch` starts at `start_offset`. No-op if `epoch` is already the latest
@@ -97,9 +109,9 @@ impl LeaderEpochCache {
                 return Ok(());
             }
         }
-        self.entries.retain(|&(e, o)| e < epoch && o < start_offset);
-        self.entries.push((epoch, start_offset));
-        self.persist()
+        let mut next: Vec<_> = self.entries.iter().copied().filter(|&(e, o)| e < epoch && o < start_offset).collect();
+        next.push((epoch, start_offset));
+        self.replace(next)
     }
 
     /// Kafka's `endOffsetFor`: `(epoch, end_offset)` where end_offset is the start of the next
@@ -120,10 +132,9 @@ impl LeaderEpochCache {
 
     /// Drops entries whose start offset is >= `end_offset` (log truncated to `end_offset`).
     pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<()> {
-        let before = self.entries.len();
-        self.entries.retain(|e| e.1 < end_offset);
-        if self.entries.len() != before {
-            self.persist()?;
+        let next: Vec<_> = self.entries.iter().copied().filter(|e| e.1 < end_offset).collect();
+        if next.len() != self.entries.len() {
+            self.replace(next)?;
         }
         Ok(())
     }
@@ -135,23 +146,40 @@ impl LeaderEpochCache {
             return Ok(());
         }
         let keep = self.entries[below - 1].0;
-        self.entries.drain(..below);
-        if self.entries.first().map(|e| e.1) != Some(start_offset) {
-            self.entries.insert(0, (keep, start_offset));
+        let mut next = self.entries[below..].to_vec();
+        if next.first().map(|e| e.1) != Some(start_offset) {
+            next.insert(0, (keep, start_offset));
         }
-        self.persist()
+        self.replace(next)
     }
 
     /// Forgets everything (truncate fully).
     pub fn clear(&mut self) -> Result<()> {
-        self.entries.clear();
-        self.persist()
+        self.replace(Vec::new())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_that_cannot_be_written_is_not_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("p");
+        std::fs::create_dir(&dir).unwrap();
+        let mut c = LeaderEpochCache::load(&dir).unwrap();
+        c.assign(0, 0).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap(); // nowhere to write: like a full disk
+        assert!(c.assign(3, 10).is_err());
+        assert_eq!(c.entries(), [(0, 0)], "not kept in memory");
+        assert!(c.truncate_from_end(0).is_err());
+        assert_eq!(c.entries(), [(0, 0)]);
+        std::fs::create_dir(&dir).unwrap();
+        c.assign(3, 10).unwrap(); // the retry assigns it for real
+        assert_eq!(c.entries(), [(0, 0), (3, 10)]);
+        assert_eq!(LeaderEpochCache::load(&dir).unwrap().entries(), [(0, 0), (3, 10)]);
+    }
 
     #[test]
     fn assign_persist_reload() {

@@ -430,8 +430,11 @@ impl Log {
             }
         }
         let last_offset = next - 1;
-        self.write_locked(&mut g, &records, &appended, last_offset, now_ms, &config)?;
+        // The epoch first (as Kafka does, and as a follower appends): if the append then
+        // fails, an entry starting at the LEO is harmless; the other order could leave
+        // records on disk that the cache does not know and the producer was told failed.
         g.epochs.assign(leader_epoch, base).map_err(|e| self.err(e))?;
+        self.write_locked(&mut g, &records, &appended, last_offset, now_ms, &config)?;
         g.producers.commit(producer_append);
         g.unflushed_messages += record_count;
         let result = AppendResult {
