@@ -332,16 +332,24 @@ class Nemesis:
             except Exception as e:  # noqa: BLE001 - recorded; the run goes on
                 entry["error"] = repr(e)
             entry["seconds"] = round(time.monotonic() - start, 2)
-            # a node that stopped by itself (e.g. its metadata log on a full disk) is
-            # recorded and restarted, as an operator would
-            exited = {n.node_id: n.proc.poll() for n in self.cluster.nodes if not n.is_running}
-            if exited:
-                entry["exited"] = exited
-                for node in exited:
-                    self.cluster.node(node).start()
-            entry["healed"] = wait_healthy(self.cluster, self.partitions, 60)
+            entry["healed"] = self._heal(entry, 60)
             self.log.append(entry)
             log(f"fault: {entry}")
+
+    def _heal(self, entry: dict, timeout: float) -> bool:
+        """Wait until every ISR is full again; a node that stopped by itself meanwhile (its
+        metadata log on a full disk) is recorded in `entry` and restarted, as an operator
+        would."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            exited = {n.node_id: n.proc.poll() for n in self.cluster.nodes if not n.is_running}
+            for node, code in exited.items():
+                entry.setdefault("exited", {})[node] = code
+                self.cluster.node(node).start()
+            if healthy(self.cluster, self.partitions):
+                return True
+            time.sleep(0.2)
+        return False
 
     def _hold(self, lo: float, hi: float) -> float:
         d = self.rng.uniform(lo, hi)
