@@ -1,13 +1,14 @@
 """Helpers for tests of replication in a `Cluster` of real `logbroker serve` processes:
 the partition layout as Metadata reports it, topic creation, waiting for a full ISR, an
-idempotent acks=all producer that returns what was acknowledged, and a partition's records
+idempotent acks=all producer that returns what was acknowledged, a topic placed on given
+brokers, a consumer reading a partition to its high watermark, and a partition's records
 and leader epochs as stored on disk (read with the storage engine after the cluster stopped)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import wait_until
 from logbroker import _core
@@ -67,3 +68,30 @@ def stored(data_dir: Path, topic: str, partition: int) -> tuple[list[tuple[int, 
         return [(o, v) for o, _ts, _k, v in lg.read_records(lg.log_start_offset)], lg.epoch_entries()
     finally:
         lg.close()
+
+
+def assign(node, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> None:
+    C = REQUESTS[19]
+    req = C(topics=[C.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1,
+                                     assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
+                                     configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
+            timeout_ms=10000, validate_only=False)
+    with RawClient(node.bootstrap_servers) as c:
+        r = c.request(19, 5, req).topics[0]
+        assert r.error_code == 0, (r.error_code, r.error_message)
+
+
+def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "enable.auto.commit": False})
+    try:
+        tp = TopicPartition(topic, 0, 0)
+        c.assign([tp])
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        got: list[tuple[int, bytes]] = []
+        while len(got) < high - low:
+            for m in c.consume(1000, timeout=5):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value()))
+        return got
+    finally:
+        c.close()

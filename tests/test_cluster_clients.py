@@ -81,8 +81,7 @@ def test_kafka_reassign_partitions_and_leader_election_tools(tmp_path, kafka_too
     import json
 
     from logbroker import Cluster
-    from replication_helpers import FAST, layout, produce_all
-    from test_cluster_elections import assign, read_all
+    from replication_helpers import FAST, assign, layout, produce_all, read_all
     from conftest import wait_until
 
     config = dict(FAST, **{"auto.leader.rebalance.enable": "false"})

@@ -9,24 +9,11 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, TopicPartition
-
 from conftest import wait_until
 from logbroker import Cluster
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
-from replication_helpers import FAST, create, full_isr, layout, produce_all, stored
-
-
-def assign(node, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> None:
-    C = REQUESTS[19]
-    req = C(topics=[C.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1,
-                                     assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
-                                     configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
-            timeout_ms=10000, validate_only=False)
-    with RawClient(node.bootstrap_servers) as c:
-        r = c.request(19, 5, req).topics[0]
-        assert r.error_code == 0, (r.error_code, r.error_message)
+from replication_helpers import FAST, assign, full_isr, layout, produce_all, read_all, stored
 
 
 def set_topic_config(node, name: str, key: str, value: str) -> None:
@@ -48,22 +35,6 @@ def elect(node, election_type: int, partitions, version: int = 2):
 
 def results(resp) -> dict[tuple[str, int], int]:
     return {(t.topic, p.partition_id): p.error_code for t in resp.replica_election_results for p in t.partition_result}
-
-
-def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "enable.auto.commit": False})
-    try:
-        tp = TopicPartition(topic, 0, 0)
-        c.assign([tp])
-        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        got: list[tuple[int, bytes]] = []
-        while len(got) < high - low:
-            for m in c.consume(1000, timeout=5):
-                assert m.error() is None, m.error()
-                got.append((m.offset(), m.value()))
-        return got
-    finally:
-        c.close()
 
 
 def test_unclean_election_is_off_by_default_and_loses_what_the_isr_had_when_on(tmp_path):

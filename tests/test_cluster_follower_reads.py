@@ -15,8 +15,7 @@ from conftest import wait_until
 from logbroker import Cluster
 from logbroker.protocol import REQUESTS
 from rawclient import RawClient
-from replication_helpers import FAST, full_isr, produce_all
-from test_cluster_elections import assign
+from replication_helpers import FAST, assign, full_isr, produce_all
 
 Fetch = REQUESTS[1]
 SELECTOR = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}

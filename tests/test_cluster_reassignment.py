@@ -16,8 +16,7 @@ from conftest import wait_until
 from logbroker import Cluster
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
-from replication_helpers import FAST, layout, produce_all, stored
-from test_cluster_elections import assign, read_all
+from replication_helpers import FAST, assign, layout, produce_all, read_all, stored
 
 
 def reassign(node, items: list[tuple[str, int, list[int] | None]], version: int = 1, allow: bool = True):

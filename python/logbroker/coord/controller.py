@@ -446,7 +446,8 @@ class Controller:
         if expired:
             await self.fence_brokers(expired, f"no heartbeat for {self.config.get_int('broker.session.timeout.ms')} ms")
         async with self._lock:
-            if not self._elect(self.image, set(), apply=False) and not self._completable(self.image):
+            if not self._elect(self.image, set(), apply=False) and not any(
+                    reassignment.completable(ps) for t in self.image.topics.values() for ps in t.partitions.values()):
                 return  # the usual pass: nothing to do, no image copied
             image = copy.deepcopy(self.image)
             moved = self._elect(image, set())
@@ -468,11 +469,6 @@ class Controller:
 
     def _elect(self, image: MetadataImage, gone: set[int], apply: bool = True) -> list[elections.Election]:
         return elections.elect_for_brokers(image, gone, self.unclean_allowed, apply)
-
-    @staticmethod
-    def _completable(image: MetadataImage) -> bool:
-        return any(reassignment.in_progress(ps) and set(ps.target_replicas) <= set(ps.isr)
-                   for t in image.topics.values() for ps in t.partitions.values())
 
     @staticmethod
     def _log_unclean(moved: list[elections.Election]) -> None:
@@ -533,8 +529,9 @@ class Controller:
             if not elections.imbalanced(self.image):
                 return 0
             image = copy.deepcopy(self.image)
-            moved = [(t.name, ps.partition, ps.leader, ps.preferred_leader) for t, ps in elections.imbalanced(image)]
+            moved = []
             for t, ps in elections.imbalanced(image):
+                moved.append((t.name, ps.partition, ps.leader, ps.preferred_leader))
                 elections.elect_preferred(image, t, ps)
             await self._commit(image)
             log.info("leader rebalance: %d partition(s) back on their preferred replica: %s", len(moved),
@@ -563,7 +560,7 @@ class Controller:
                     results.append((name, i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                     f"partition {name}-{i} does not exist"))
                     continue
-                before = (list(ps.replicas), list(ps.isr), ps.leader)
+                before = list(ps.replicas)
                 try:
                     if target is None:
                         reassignment.cancel(image, f"{name}-{i}", ps)
@@ -576,9 +573,9 @@ class Controller:
                     continue
                 results.append((name, i, ErrorCode.NONE, ""))
                 accepted.append((name, i, target, before, ps))
-            if any(a[3] != (a[4].replicas, a[4].isr, a[4].leader) or reassignment.in_progress(a[4]) for a in accepted):
+            if diff_records(self.image, image):  # an accepted target equal to the replicas changes nothing
                 await self._commit(image)
-            for name, i, target, (replicas, _isr, _leader), ps in accepted:
+            for name, i, target, replicas, ps in accepted:
                 what = "cancelled the reassignment" if target is None else f"reassigning to {target}"
                 log.info("%s-%d: %s (replicas %s -> %s, adding %s, removing %s, ISR %s, leader %d)", name, i, what,
                          replicas, ps.replicas, ps.adding_replicas, ps.removing_replicas, ps.isr, ps.leader)

@@ -64,8 +64,9 @@ class Forwarder:
         self.timeout = timeout
 
     async def _send(self, api_key: int, version: int, body, result_of: Callable[[object], object]):
-        """Send and return the one per-topic result; NOT_CONTROLLER (leadership moved while
-        the request travelled) is retried."""
+        """Send and return the result `result_of` picks (the one per-topic result, or the
+        response itself when its error code is top-level); NOT_CONTROLLER (leadership moved
+        while the request travelled) is retried, any other error raised."""
         from logbroker.coord.controller import ControllerError
 
         def moved(response) -> bool:
@@ -78,7 +79,8 @@ class Forwarder:
             raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
         result = result_of(response)
         if result.error_code != ErrorCode.NONE:
-            raise ControllerError(ErrorCode(result.error_code), result.error_message or ErrorCode(result.error_code).name)
+            raise ControllerError(ErrorCode(result.error_code),
+                                  getattr(result, "error_message", None) or ErrorCode(result.error_code).name)
         return result
 
     async def _caught_up(self, done: Callable[[MetadataImage], bool], what: str) -> None:
@@ -156,23 +158,6 @@ class Forwarder:
                 return t is not None and all((k in t.configs) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of topic {name!r}")
 
-    async def _send_whole(self, api_key: int, version: int, body, what: str):
-        """Send a request whose response carries a top-level error code and per-partition
-        results; NOT_CONTROLLER at the top is retried, another top-level error raised."""
-        from logbroker.coord.controller import ControllerError
-
-        try:
-            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
-            response = await self.client.request(api_key, version, body, timeout,
-                                                 retry_on=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
-        except ControllerUnavailable as e:
-            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
-        if response.error_code != ErrorCode.NONE:
-            raise ControllerError(ErrorCode(response.error_code),
-                                  getattr(response, "error_message", None) or f"{what}: "
-                                  + ErrorCode(response.error_code).name)
-        return response
-
     async def _caught_up_to(self, epochs: dict[tuple[str, int], int], what: str) -> None:
         """Wait until this node's image has every partition at least at the given partition
         epoch."""
@@ -192,7 +177,7 @@ class Forwarder:
                        req.TopicPartitions(topic=n, partitions=list(ps)) for n, ps in partitions])
         before = {(t.name, ps.partition): ps.partition_epoch
                   for t in self.controller.image.topics.values() for ps in t.partitions.values()}
-        response = await self._send_whole(43, 2, body, "ElectLeaders")
+        response = await self._send(43, 2, body, lambda r: r)
         results = [(r.topic, p.partition_id, ErrorCode(p.error_code), p.error_message or "")
                    for r in response.replica_election_results for p in r.partition_result]
         moved = {(n, i): before.get((n, i), -1) + 1 for n, i, code, _m in results if code == ErrorCode.NONE}
@@ -209,6 +194,6 @@ class Forwarder:
                    topics=[req.ReassignableTopic(name=n, partitions=ps) for n, ps in topics.items()])
         # not waited for in this node's image: an accepted target equal to the current
         # replicas commits nothing, so there is no epoch to wait for
-        response = await self._send_whole(45, 1, body, "AlterPartitionReassignments")
+        response = await self._send(45, 1, body, lambda r: r)
         return [(t.name, p.partition_index, ErrorCode(p.error_code), p.error_message or "")
                 for t in response.responses for p in t.partitions]

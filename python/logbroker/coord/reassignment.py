@@ -35,6 +35,11 @@ def in_progress(ps: PartitionState) -> bool:
     return bool(ps.adding_replicas or ps.removing_replicas)
 
 
+def completable(ps: PartitionState) -> bool:
+    """A move whose target replicas are all in the ISR (`maybe_complete` finishes it)."""
+    return in_progress(ps) and set(ps.target_replicas) <= set(ps.isr)
+
+
 def check_target(image: MetadataImage, name: str, ps: PartitionState, target: list[int],
                  allow_replication_factor_change: bool) -> None:
     if not target or len(set(target)) != len(target) or any(r < 0 for r in target):
@@ -88,11 +93,9 @@ def cancel(image: MetadataImage, name: str, ps: PartitionState) -> None:
 
 def maybe_complete(image: MetadataImage, ps: PartitionState) -> bool:
     """Finish the reassignment of `ps` if every target replica is in the ISR."""
-    if not in_progress(ps):
+    if not completable(ps):
         return False
     target = ps.target_replicas
-    if not set(target) <= set(ps.isr):
-        return False
     isr = [r for r in ps.isr if r in target]
     leader = ps.leader
     if leader not in target:
