@@ -94,16 +94,33 @@ class Controller:
             return self.quorum.leader_id or -1
         return self.image.controller_id
 
-    @property
-    def client_controller_id(self) -> int:
-        """The controller named to clients in Metadata. In a cluster every broker forwards
-        admin requests to the active controller, so, as KRaft brokers name a live broker
-        rather than the controller, a broker names itself: a client never waits on a
-        controller that just died (librdkafka's admin client would, until its request times
-        out). DescribeCluster and DescribeQuorum name the active controller."""
+    def client_brokers(self, image: MetadataImage | None = None) -> list[BrokerRegistration]:
+        """The brokers named to clients in Metadata: the unfenced ones, by id. A Kafka broker
+        serves clients only once it is unfenced, so its list is never empty; this one answers
+        from its start, and while no broker is unfenced (before the first registration, or
+        with no quorum) it names itself, the one broker the client has reached. librdkafka
+        takes an empty list as a failed lookup and does not ask again until something else
+        happens, which stalls its admin client for a whole request timeout."""
+        image = image or self.image
+        live = [b for _, b in sorted(image.brokers.items()) if not b.fenced]
+        if live or self.quorum is None:
+            return live
+        return [self.local]
+
+    def client_controller_id(self, brokers: list[BrokerRegistration]) -> int:
+        """The controller named to clients in Metadata next to `brokers`. In a cluster every
+        broker forwards admin requests to the active controller, so, as KRaft brokers name a
+        live broker rather than the controller, a broker names itself: a client never waits
+        on a controller that just died (librdkafka's admin client would, until its request
+        times out). A broker not in the list (fenced, or not registered yet) names the first
+        that is: librdkafka waits without asking again for a controller missing from the
+        list. DescribeCluster and DescribeQuorum name the active controller."""
         if self.quorum is None:
             return self.image.controller_id
-        return self.local.node_id
+        ids = [b.node_id for b in brokers]
+        if self.local.node_id in ids:
+            return self.local.node_id
+        return ids[0] if ids else -1
 
     def _load(self) -> MetadataImage:
         if self.quorum is not None:

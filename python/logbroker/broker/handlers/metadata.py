@@ -90,14 +90,13 @@ async def handle(ctx, request):
                     log.info("auto-creating topic %s for %s refused (%s): %s", name, ctx.peer, ErrorCode(e.code).name, e.message)
                     topics_out.append(error_entry(name, e.code))
             image = controller.image
-    brokers = [
-        Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for _, b in sorted(image.brokers.items()) if not b.fenced
-    ]
+    listed = controller.client_brokers(image)
+    brokers = [Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+               for b in listed]
     return Response(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=image.cluster_id,
-        controller_id=controller.client_controller_id,
+        controller_id=controller.client_controller_id(listed),
         topics=topics_out,
     )
