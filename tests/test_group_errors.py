@@ -150,3 +150,28 @@ def test_rebalance_between_two_raw_members(broker):
         assert ra2.generation_id == rb2.generation_id == gen + 1
         assert ra2.leader == a_id and len(ra2.members) == 2 and rb2.members == []
         assert heartbeat(a, "g3", gen, a_id) == ErrorCode.ILLEGAL_GENERATION
+
+
+def test_a_transaction_coordinator_lookup_fails_fast_until_transactions_exist(broker):
+    """FindCoordinator for a transactional id answers a non-retriable error (a retriable one
+    kept clients looking without end), and librdkafka's init_transactions fails at once."""
+    import time
+
+    from confluent_kafka import KafkaException, Producer
+
+    with RawClient(broker.bootstrap_servers) as c:
+        r = c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["txn-1"]))
+        (coord,) = r.coordinators
+        assert coord.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, coord
+        assert "txn-1" in coord.error_message and "transactions" in coord.error_message
+        assert ready(c, "still-a-group") is None  # group lookups are unaffected
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "txn-1"})
+    t0 = time.monotonic()
+    try:
+        p.init_transactions(30)
+        raise AssertionError("init_transactions succeeded without a transaction coordinator")
+    except KafkaException as e:
+        err = e.args[0]
+        assert not err.retriable(), err
+        assert err.code() == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED or err.fatal(), err
+    assert time.monotonic() - t0 < 10

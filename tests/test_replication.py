@@ -107,3 +107,28 @@ def test_kill_the_leader_during_acks_all_produce_loses_nothing(tmp_path):
     want, epochs = stored(tmp_path / f"node{new_leader}", "fo", 0)
     for n in (1, 2, 3):
         assert stored(tmp_path / f"node{n}", "fo", 0) == (want, epochs), f"replica {n}"
+
+
+def test_a_new_partition_replicates_without_waiting_out_a_parked_follower_fetch(tmp_path):
+    """With replica.fetch.wait.max.ms at 10 s, every follower's fetch to a leader sits parked
+    for up to 10 s on an idle cluster. A topic created then is followed from the same
+    leaders: the fetch in flight is cut short, so the first acks=all produce is acknowledged
+    as soon as the followers have it, not when the parked fetch ends."""
+    # the ISR must not shrink meanwhile (that would acknowledge with the leader alone)
+    config = dict(FAST, **{"replica.fetch.wait.max.ms": 10000, "replica.lag.time.max.ms": 30000,
+                           "min.insync.replicas": 3})
+    with Cluster(3, data_dir=tmp_path, config=config) as cluster:
+        create(cluster.node(1), "warm", 3, 3)  # a partition led by each node: every fetcher exists
+        full_isr(cluster, "warm", 3)
+        produce_all(cluster.bootstrap_servers, "warm", 30)
+        time.sleep(1)  # the followers' next fetches are parked, 10 s each
+        create(cluster.node(1), "fresh", 3, 3)
+        full_isr(cluster, "fresh", 3)
+        t0 = time.monotonic()
+        acked = produce_all(cluster.bootstrap_servers, "fresh", 30, **{"linger.ms": 0})
+        took = time.monotonic() - t0
+        assert len(acked) == 30
+        assert took < 5, f"the first acks=all produces to a new topic took {took:.1f} s"
+        assert all(len(isr) == 3 for (t, _), (_, _, _, isr) in layout(cluster.node(1)).items() if t == "fresh")
+        text = "".join(n.log_text() for n in cluster.nodes)
+        assert "retrying every" not in text  # cutting a fetch short is not a connection failure

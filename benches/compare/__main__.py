@@ -2,6 +2,8 @@
 
     python -m benches.compare            # full run (3 A/B pairs, ~15 min): writes docs/benchmarks.md + docs/img/
     python -m benches.compare --quick    # smoke run (~3 min): writes benches/.results/quick/ only
+    python -m benches.compare --cluster  # 3 nodes against 3 nodes, replication factor 3, acks=all (~25 min)
+    python -m benches.compare --cluster --quick
     python -m benches.compare --report benches/.results/<run>/results.json   # redo docs from saved results
 
 Needs Java 17+ and Maven on PATH (Kafka comes from Maven Central on first use, cached in
@@ -52,6 +54,8 @@ def _git_rev() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benches.compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 pair, small volumes (~3 min)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="three nodes against three nodes: replication factor 3, acks=all (benches/compare/cluster.py)")
     ap.add_argument("--pairs", type=int, help="A/B pairs per workload (default 3, quick 1)")
     ap.add_argument("--out", type=Path, help="results directory (default benches/.results/<stamp> or quick)")
     ap.add_argument("--docs", type=Path, help="markdown file to update between the side-by-side markers "
@@ -79,25 +83,33 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{tool} not found on PATH: the Kafka peer needs Java 17+ and Maven", file=sys.stderr)
                 return 2
 
-    from benches.compare import report
+    from benches.compare import cluster_report, report
 
-    quick = args.quick
+    quick, cluster = args.quick, args.cluster
     if args.report:
         res = report.load(args.report)
         out = args.report.parent
-        quick = res["meta"]["profile"]["name"] == "quick"
+        name = res["meta"]["profile"]["name"]
+        quick, cluster = name.endswith("quick"), name.startswith("cluster")
     else:
         from benches.compare.run import FULL, QUICK, Comparison
 
-        prof = QUICK if quick else FULL
+        if cluster:
+            from benches.compare.cluster import CLUSTER_FULL, CLUSTER_QUICK, ClusterComparison
+
+            prof, cls = (CLUSTER_QUICK if quick else CLUSTER_FULL), ClusterComparison
+        else:
+            prof, cls = (QUICK if quick else FULL), Comparison
         if args.pairs:
             prof.pairs = args.pairs
         if args.no_profile:
             prof.profile = False
-        out = args.out or (REPO / "benches" / ".results" / ("quick" if quick else time.strftime("%Y%m%d-%H%M%S")))
+        stem = "cluster-" if cluster else ""
+        out = args.out or (REPO / "benches" / ".results" / (f"{stem}quick" if quick
+                                                             else stem + time.strftime("%Y%m%d-%H%M%S")))
         if out.exists() and quick:
             shutil.rmtree(out)
-        cmp = Comparison(prof, out, args.data_root)
+        cmp = cls(prof, out, args.data_root)
         cmp.meta["machine"] = _machine()
         cmp.meta["logbroker_git"] = _git_rev()
         cmp.run(progress=not args.no_progress)
@@ -105,10 +117,14 @@ def main(argv: list[str] | None = None) -> int:
 
     docs = args.docs or ((out / "benchmarks.md") if quick else REPO / "docs" / "benchmarks.md")
     img = args.img_dir or ((out / "img") if quick else REPO / "docs" / "img")
-    images = report.plots(res, img)
-    cmd = "python -m benches.compare" + (" --quick" if quick else "")
-    section = report.markdown(res, images, docs, cmd)
-    report.write_docs(docs, section)
+    images = report.plots(res, img, prefix="cluster" if cluster else "side-by-side")
+    cmd = "python -m benches.compare" + (" --cluster" if cluster else "") + (" --quick" if quick else "")
+    if cluster:
+        section = cluster_report.markdown(res, images, docs, cmd)
+        report.write_docs(docs, section, cluster_report.START, cluster_report.END)
+    else:
+        section = report.markdown(res, images, docs, cmd)
+        report.write_docs(docs, section)
     (out / "section.md").write_text(section)
     print(f"\nresults: {out / 'results.json'}\ndocs:    {docs}\nplots:   {', '.join(str(p) for p in images.values())}")
     print()

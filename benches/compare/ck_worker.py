@@ -128,7 +128,8 @@ def e2e_consume(a) -> dict:
 
 
 def e2e_produce(a) -> dict:
-    p = Producer({**_base(a.bootstrap), "acks": a.acks, "linger.ms": a.linger, "enable.idempotence": False})
+    p = Producer({**_base(a.bootstrap), "acks": a.acks, "linger.ms": a.linger,
+                  "enable.idempotence": a.acks == "all"})
     p.list_topics(a.topic, timeout=30)
     pad = b"x" * (a.size - 8)
     pack = struct.pack

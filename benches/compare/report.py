@@ -367,7 +367,9 @@ def plots(res: dict, img_dir: Path, prefix: str = "side-by-side") -> dict[str, P
             ax.set_title(_wrap(r.get("short", r["what"].split(" (")[0]), 22), fontsize=8)
             ax.set_ylabel(r["unit"], fontsize=8)
             ax.tick_params(axis="y", labelsize=7)
-        fig.suptitle("Start-up, memory and CPU cost (broker process only; lower is better)", fontsize=9)
+        who = (f"sum of the {res['meta']['nodes']} broker processes" if res["meta"].get("nodes")
+               else "broker process only")
+        fig.suptitle(f"Start-up, memory and CPU cost ({who}; lower is better)", fontsize=9)
         fig.tight_layout()
         out["resources"] = img_dir / f"{prefix}-resources.png"
         fig.savefig(out["resources"], dpi=110)
@@ -651,18 +653,18 @@ def _rel(p: Path, base: Path) -> str:
         return os.path.relpath(Path(p).resolve(), base.resolve())
 
 
-def write_docs(docs_path: Path, section: str) -> None:
-    """Replace what lies between the side-by-side markers, never anything outside them."""
+def write_docs(docs_path: Path, section: str, start: str = START, end: str = END) -> None:
+    """Replace what lies between the markers `start` and `end`, never anything outside them."""
     if docs_path.exists():
         text = docs_path.read_text()
     else:
         docs_path.parent.mkdir(parents=True, exist_ok=True)
-        text = f"{START}\n{END}\n"
-    if START not in text or END not in text:
-        text = text.rstrip("\n") + f"\n\n{START}\n{END}\n"
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    docs_path.write_text(f"{head}{START}\n{section}{END}{tail}")
+        text = f"{start}\n{end}\n"
+    if start not in text or end not in text:
+        text = text.rstrip("\n") + f"\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    docs_path.write_text(f"{head}{start}\n{section}{end}{tail}")
 
 
 def load(path: Path) -> dict:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benches.compare import limits, loadgen, ours
-from benches.peers.common import create_topic, delete_topic, rss_bytes
+from benches.peers.common import create_topic, delete_topic, min_isr_size
 from benches.peers.kafka import KafkaPeer, install
 from benches.peers.logbroker import LogbrokerPeer
 
@@ -53,6 +53,7 @@ class Profile:
     limits_repeats: int = 3
     profile: bool = True
     segment_bytes: int = 268_435_456
+    warmup_records: int = 100_000  # untimed, 1 KiB, per broker (JIT, first segments)
 
 
 FULL = Profile("full", pairs=3, java_records={100: 2_500_000, 1024: 400_000},
@@ -76,33 +77,34 @@ class Sample:
 
 
 class RssSampler(threading.Thread):
-    """Peak VmRSS of one broker process while a run is going on (10 Hz)."""
+    """Peak VmRSS of the broker under test while a run is going on (10 Hz): one process, or
+    the sum over a cluster's processes (`rss` is the peer's own reading)."""
 
     def __init__(self):
         super().__init__(daemon=True)
-        self.pid: int | None = None
+        self.rss = None
         self.peak = 0
         self.done = threading.Event()
 
-    def watch(self, pid: int) -> None:
-        self.peak = rss_bytes(pid)
-        self.pid = pid
+    def watch(self, rss) -> None:
+        self.peak = rss()
+        self.rss = rss
 
     def release(self) -> int:
-        pid, self.pid = self.pid, None
-        if pid is not None:
+        rss, self.rss = self.rss, None
+        if rss is not None:
             try:
-                self.peak = max(self.peak, rss_bytes(pid))
+                self.peak = max(self.peak, rss())
             except OSError:
                 pass
         return self.peak
 
     def run(self) -> None:
         while not self.done.wait(0.1):
-            pid = self.pid
-            if pid is not None:
+            rss = self.rss
+            if rss is not None:
                 try:
-                    self.peak = max(self.peak, rss_bytes(pid))
+                    self.peak = max(self.peak, rss())
                 except OSError:
                     pass
 
@@ -128,6 +130,10 @@ class Comparison:
         self.topic_seq = 0
         self.consume_topics: dict[tuple[str, int], tuple[str, int]] = {}
         self.profiles: dict[str, Path] = {}
+        # topics' replication factor and the latency runs' acks (the three-node comparison,
+        # benches/compare/cluster.py, sets 3 and "all")
+        self.replication_factor = 1
+        self.e2e_acks = "1"
 
     # -- helpers ---------------------------------------------------------------------------
     def _new_peer(self, broker: str):
@@ -139,13 +145,25 @@ class Comparison:
         self.topic_seq += 1
         return f"{stem}-{self.topic_seq}"
 
-    def _measured(self, peer, fn) -> dict:
+    def _config(self, text: str) -> str:
+        """A workload's config column; with replicated topics it says so."""
+        rf = self.replication_factor
+        return text if rf == 1 else f"{text}, replication factor {rf}"
+
+    def _create(self, peer, topic: str, partitions: int) -> None:
+        create_topic(peer.bootstrap, topic, partitions, replication_factor=self.replication_factor)
+
+    def _measured(self, peer, fn, topic: str | None = None) -> dict:
         """Run fn (which runs load-generator subprocesses to completion) and add the broker's CPU
-        and peak RSS, the load generators' CPU (RUSAGE_CHILDREN) and the wall time."""
+        and peak RSS, the load generators' CPU (RUSAGE_CHILDREN) and the wall time; for a
+        cluster also each node's CPU, and, for a replicated `topic`, the smallest ISR of its
+        partitions right after the run (a follower that fell behind shows here)."""
+        by_node = getattr(peer, "cpu_by_node", None)
+        n0 = by_node() if by_node else None
         c0 = peer.cpu()
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
-        self.sampler.watch(peer.pid)
+        self.sampler.watch(peer.rss)
         try:
             d = fn()
         finally:
@@ -155,6 +173,10 @@ class Comparison:
         d["broker_cpu_s"] = peer.cpu() - c0
         d["client_cpu_s"] = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
         d["broker_peak_rss"] = peak
+        if by_node is not None and n0 is not None:
+            d["broker_cpu_s_by_node"] = [b - a for a, b in zip(n0, by_node())]
+        if topic is not None and self.replication_factor > 1:
+            d["isr_min"] = min_isr_size(peer.bootstrap, topic)
         return d
 
     def _record(self, metric, client, config, broker, pair, fn, unit="MB/s", value_of=None) -> None:
@@ -260,19 +282,19 @@ class Comparison:
         for b, peer in self.peers.items():
             t = self._topic("warm")
             create_topic(peer.bootstrap, t, 1)
-            loadgen.java_produce(self.inst, peer.bootstrap, t, 1024, 100_000, "1")
-            loadgen.ck_consume(peer.bootstrap, t, 1, 100_000)
+            loadgen.java_produce(self.inst, peer.bootstrap, t, 1024, self.p.warmup_records, "1")
+            loadgen.ck_consume(peer.bootstrap, t, 1, self.p.warmup_records)
             delete_topic(peer.bootstrap, t)
 
     def step_produce(self, client: str, size: int, acks: str, parts: int, broker: str, pair: int) -> None:
-        config = f"{size} B, acks={acks}, {parts} partition{'s' if parts > 1 else ''}"
+        config = self._config(f"{size} B, acks={acks}, {parts} partition{'s' if parts > 1 else ''}")
         cname = {"java": "kafka-producer-perf-test", "ck": "confluent-kafka", "ours": "logbroker client"}[client]
         if client == "ours" and not ours.AVAILABLE:
             self.samples.append(Sample("produce", cname, config, broker, pair, None, "MB/s", {}, ours.REASON))
             return
         peer = self.peers[broker]
         topic = self._topic(f"p{size}-{acks}-{parts}")
-        create_topic(peer.bootstrap, topic, parts)
+        self._create(peer, topic, parts)
 
         def run() -> dict:
             if client == "java":
@@ -281,7 +303,7 @@ class Comparison:
                 return loadgen.ck_produce(peer.bootstrap, topic, size, self.p.ck_records[size], acks)
             return loadgen.ours_produce(peer.bootstrap, topic, size, self.p.ck_records[size], acks)
 
-        self._record("produce", cname, config, broker, pair, lambda: self._measured(peer, run))
+        self._record("produce", cname, config, broker, pair, lambda: self._measured(peer, run, topic))
         delete_topic(peer.bootstrap, topic)
 
     def step_fill(self, broker: str, parts: int) -> None:
@@ -338,9 +360,10 @@ class Comparison:
             rate, linger = self._e2e_params(variant)
             for peer in self.peers.values():
                 topic = self._topic("e2e-warm")
-                create_topic(peer.bootstrap, topic, 1)
+                self._create(peer, topic, 1)
                 try:
-                    loadgen.e2e(peer.bootstrap, topic, rate, 2.0, self.p.e2e_size, 0, linger_ms=linger)
+                    loadgen.e2e(peer.bootstrap, topic, rate, 2.0, self.p.e2e_size, 0, acks=self.e2e_acks,
+                                linger_ms=linger)
                 except loadgen.LoadError as e:
                     self.log(f"latency warm-up on {peer.name}: {e}")
                 delete_topic(peer.bootstrap, topic)
@@ -348,15 +371,17 @@ class Comparison:
     def step_e2e(self, variant: str, broker: str, pair: int) -> None:
         peer = self.peers[broker]
         topic = self._topic("e2e")
-        create_topic(peer.bootstrap, topic, 1)
+        self._create(peer, topic, 1)
         p = self.p
         rate, linger = self._e2e_params(variant)
-        config = f"{rate:g} msg/s x {p.e2e_size} B, linger.ms={linger:g}, acks=1, 1 partition"
+        acks = self.e2e_acks
+        config = self._config(f"{rate:g} msg/s x {p.e2e_size} B, linger.ms={linger:g}, acks={acks}, 1 partition")
         metric = "e2e" if variant == "main" else "e2e_req"
 
         def run() -> dict:
             return self._measured(peer, lambda: loadgen.e2e(peer.bootstrap, topic, rate, p.e2e_seconds,
-                                                            p.e2e_size, p.e2e_skip, linger_ms=linger))
+                                                            p.e2e_size, p.e2e_skip, acks=acks, linger_ms=linger),
+                                  topic)
 
         self._record(metric, "confluent-kafka", config, broker, pair, run, unit="ms",
                      value_of=lambda d: d["p99_ms"])

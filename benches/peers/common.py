@@ -3,7 +3,9 @@ base class with the start/stop/pid interface the comparison drives.
 
 A peer is one broker process on loopback with its data in a fresh temp directory. Only
 that process is measured: /proc/<pid>/status VmRSS for memory and /proc/<pid>/stat
-utime+stime (all its threads) for CPU.
+utime+stime (all its threads) for CPU. A PeerCluster is n such processes of one kind forming
+one cluster (every node a broker and a controller, a static voter set), measured as the sum
+over its processes.
 """
 
 from __future__ import annotations
@@ -70,16 +72,18 @@ def client_conf(bootstrap: str) -> dict:
     }
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
-    """Create a topic with the admin API (replication factor 1) and wait until every partition
-    has a leader in Metadata."""
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 replication_factor: int = 1) -> None:
+    """Create a topic with the admin API and wait until every partition has a leader and all of
+    its replicas in the ISR in Metadata."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(client_conf(bootstrap))
     deadline = time.monotonic() + timeout
     while True:
-        fut = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic]
+        fut = admin.create_topics([NewTopic(topic, partitions, replication_factor)],
+                                  operation_timeout=timeout)[topic]
         try:
             fut.result(timeout=timeout)
             break
@@ -94,7 +98,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
         md = admin.list_topics(topic, timeout=timeout)
         t = md.topics.get(topic)
         if t is not None and t.error is None and len(t.partitions) == partitions and all(
-            p.leader >= 0 for p in t.partitions.values()
+            p.leader >= 0 and len(p.isrs) == replication_factor for p in t.partitions.values()
         ):
             return
         if time.monotonic() > deadline:
@@ -112,14 +116,24 @@ def delete_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
         pass
 
 
-def first_produce(bootstrap: str, topic: str, deadline: float) -> None:
+def min_isr_size(bootstrap: str, topic: str, timeout: float = 30.0) -> int:
+    """The smallest ISR over the topic's partitions, as Metadata shows it now."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient(client_conf(bootstrap)).list_topics(topic, timeout=timeout)
+    t = md.topics[topic]
+    return min(len(p.isrs) for p in t.partitions.values())
+
+
+def first_produce(bootstrap: str, topic: str, deadline: float, replication_factor: int = 1) -> None:
     """Create `topic` (1 partition) and produce one record with acks=all, retrying until the
     broker accepts it: the readiness test of both peers and the end of a cold start."""
     from confluent_kafka import Producer
 
     while True:
         try:
-            create_topic(bootstrap, topic, 1, timeout=max(1.0, deadline - time.monotonic()))
+            create_topic(bootstrap, topic, 1, timeout=max(1.0, deadline - time.monotonic()),
+                         replication_factor=replication_factor)
             break
         except Exception:  # noqa: BLE001 - broker not ready yet
             if time.monotonic() > deadline:
@@ -139,16 +153,23 @@ def first_produce(bootstrap: str, topic: str, deadline: float) -> None:
 
 
 class Peer:
-    """One broker process. Subclasses fill in `_launch` and the settings table."""
+    """One broker process (node `node_id`). Subclasses fill in `_launch` and the settings table."""
 
     name = "peer"
 
-    def __init__(self, data_root: str | os.PathLike | None = None, segment_bytes: int = 268_435_456):
+    def __init__(self, data_root: str | os.PathLike | None = None, segment_bytes: int = 268_435_456, *,
+                 node_id: int = 1, replication_factor: int = 1, min_insync_replicas: int = 1):
         self.data_root = Path(data_root) if data_root else None
         self.segment_bytes = segment_bytes
+        self.node_id = node_id
+        self.replication_factor = replication_factor
+        self.min_insync_replicas = min_insync_replicas
         self.proc: subprocess.Popen | None = None
         self.workdir: Path | None = None
         self.port = 0
+        self.cport = 0  # the CONTROLLER listener's port
+        self.voters = ""  # controller.quorum.voters; set by a PeerCluster, else this node alone
+        self.cluster_id = ""  # set by a PeerCluster (shared by its nodes)
         self.t_spawn = 0.0
         self.t_listening = 0.0
         self.t_ready = 0.0
@@ -168,13 +189,21 @@ class Peer:
         assert self.workdir is not None
         return self.workdir / "data"
 
-    def prepare(self) -> None:
-        """Everything before the broker process starts (temp dir, config, storage format)."""
+    def allocate(self) -> None:
+        """The temp dir and the ports (a PeerCluster needs every node's ports before any
+        node's configuration is written)."""
+        if self.workdir is not None:
+            return
         if self.data_root is not None:
             self.data_root.mkdir(parents=True, exist_ok=True)
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=self.data_root))
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.name}-{self.node_id}-", dir=self.data_root))
         (self.workdir / "data").mkdir()
         self.port = free_port()
+        self.cport = free_port()
+
+    def prepare(self) -> None:
+        """Everything before the broker process starts (temp dir, config, storage format)."""
+        self.allocate()
 
     def start(self, timeout: float = 120.0, ready_topic: str = "_ready") -> float:
         """Start the broker and wait until a client can create a topic and produce to it.
@@ -249,6 +278,88 @@ class Peer:
 
     def _launch(self) -> subprocess.Popen:
         raise NotImplementedError
+
+
+class PeerCluster:
+    """`n` nodes of one peer class forming one cluster, driven like one Peer: bootstrap is
+    every node's listener, cpu() and rss() are sums over the node processes."""
+
+    def __init__(self, peer_cls, n: int = 3, data_root=None, segment_bytes: int = 268_435_456,
+                 replication_factor: int = 3, min_insync_replicas: int = 2, **kw):
+        self.name = peer_cls.name
+        self.n = n
+        self.replication_factor = replication_factor
+        self.nodes = [peer_cls(data_root, segment_bytes, node_id=i + 1, replication_factor=replication_factor,
+                               min_insync_replicas=min_insync_replicas, **kw) for i in range(n)]
+        self.prepared = False
+        self.t_spawn = self.t_listening = self.t_ready = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def pids(self) -> list[int]:
+        return [node.pid for node in self.nodes]
+
+    @property
+    def t_format(self) -> float:
+        return sum(getattr(node, "t_format", 0.0) for node in self.nodes)
+
+    def prepare(self) -> None:
+        for node in self.nodes:
+            node.allocate()
+        voters = ",".join(f"{node.node_id}@127.0.0.1:{node.cport}" for node in self.nodes)
+        cluster_id = self.nodes[0].new_cluster_id() if hasattr(self.nodes[0], "new_cluster_id") else ""
+        for node in self.nodes:
+            node.voters = voters
+            node.cluster_id = cluster_id
+            node.prepare()
+        self.prepared = True
+
+    def start(self, timeout: float = 180.0, ready_topic: str = "_ready") -> float:
+        """Start every node and wait until a client can create a topic with the cluster's
+        replication factor and produce to it with acks=all. Returns spawn -> that produce."""
+        if not self.prepared:
+            self.prepare()
+        deadline = time.monotonic() + timeout
+        self.t_spawn = time.monotonic()
+        try:
+            for node in self.nodes:
+                node.t_spawn = time.monotonic()
+                node.proc = node._launch()
+            for node in self.nodes:
+                wait_port("127.0.0.1", node.port, deadline, node.proc)
+            self.t_listening = time.monotonic()
+            first_produce(self.bootstrap, ready_topic, deadline, self.replication_factor)
+        except BaseException:
+            self.stop()
+            raise
+        self.t_ready = time.monotonic()
+        return self.t_ready - self.t_spawn
+
+    def stop(self, timeout: float = 60.0) -> None:
+        for node in self.nodes:  # signal every node first: they shut down together
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes:
+            node.stop(timeout)
+        self.prepared = False
+
+    def cpu(self) -> float:
+        return sum(node.cpu() for node in self.nodes)
+
+    def cpu_by_node(self) -> list[float]:
+        return [node.cpu() for node in self.nodes]
+
+    def rss(self) -> int:
+        return sum(node.rss() for node in self.nodes)
+
+    def settings(self) -> dict[str, str]:
+        return self.nodes[0].settings()
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(node.log_tail(n) for node in self.nodes)
 
 
 def run_cli(peer_cls, argv: list[str] | None = None) -> int:

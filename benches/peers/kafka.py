@@ -1,5 +1,6 @@
 """A real Apache Kafka broker as the comparison peer: KRaft combined mode (broker and
-controller in one JVM, one node) on loopback with a temp data directory.
+controller in one JVM) on loopback with a temp data directory; one node, or one node of a
+PeerCluster (static `controller.quorum.voters`, every node formatted with one cluster id).
 
 Install (idempotent; also done on first use):
 
@@ -28,7 +29,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benches.peers.common import Peer, free_port, run_cli
+from benches.peers.common import Peer, run_cli
 
 HERE = Path(__file__).resolve().parent
 POMS = {"broker": HERE / "maven" / "broker" / "pom.xml", "tools": HERE / "maven" / "tools" / "pom.xml"}
@@ -175,15 +176,26 @@ class KafkaPeer(Peer):
     def __init__(self, *a, install_info: KafkaInstall | None = None, **kw):
         super().__init__(*a, **kw)
         self.inst = install_info
-        self.cport = 0
-        self.cluster_id = ""
         self.t_format = 0.0
 
+    @staticmethod
+    def new_cluster_id() -> str:
+        """A Kafka-style id (16 random bytes, URL-safe base64); one starting with "-" would be
+        read as an option by kafka-storage's argument parser."""
+        import base64
+        import uuid
+
+        cluster_id = "-"
+        while cluster_id.startswith("-"):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        return cluster_id
+
     def _props(self) -> dict[str, str]:
+        rf, min_isr = str(self.replication_factor), str(self.min_insync_replicas)
         return {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.cport}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.cport}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -191,13 +203,13 @@ class KafkaPeer(Peer):
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir) if self.workdir else "<temp dir>/data",
             "num.partitions": "1",
-            "default.replication.factor": "1",
-            "min.insync.replicas": "1",
-            "offsets.topic.replication.factor": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "default.replication.factor": rf,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": rf,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
             "group.initial.rebalance.delay.ms": "0",
             "log.segment.bytes": str(self.segment_bytes),
             # no fsync per write: Kafka's defaults, spelled out (flush left to the OS)
@@ -216,21 +228,15 @@ class KafkaPeer(Peer):
 
     def prepare(self) -> None:
         import time
-        import uuid
-        import base64
 
         if self.inst is None:
             self.inst = install()
         super().prepare()
-        self.cport = free_port()
         assert self.workdir is not None
         props = self.workdir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self._props().items()))
-        # a Kafka-style id (16 random bytes, URL-safe base64); one starting with "-" would be
-        # read as an option by kafka-storage's argument parser
-        self.cluster_id = "-"
-        while self.cluster_id.startswith("-"):
-            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not self.cluster_id:
+            self.cluster_id = self.new_cluster_id()
         t0 = time.monotonic()
         r = subprocess.run(
             ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={self.inst.tools_log4j}", "-cp",

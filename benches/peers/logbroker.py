@@ -1,6 +1,6 @@
 """logbroker as a benchmark peer: `python -m logbroker serve` in its own process on
 loopback with a temp data directory, with the same start/stop/pid interface as the Kafka
-peer (benches/peers/kafka.py).
+peer (benches/peers/kafka.py); one node, or one node of a PeerCluster (`--voters`).
 
     python -m benches.peers.logbroker run
 """
@@ -26,10 +26,10 @@ class LogbrokerPeer(Peer):
 
     def _sets(self) -> dict[str, str]:
         sets = {
-            "node.id": "1",
+            "node.id": str(self.node_id),
             "num.partitions": "1",
-            "default.replication.factor": "1",
-            "min.insync.replicas": "1",
+            "default.replication.factor": str(self.replication_factor),
+            "min.insync.replicas": str(self.min_insync_replicas),
             "log.segment.bytes": str(self.segment_bytes),
             # no fsync per write (the defaults, spelled out: flush left to the OS)
             "log.flush.interval.messages": str(2**63 - 1),
@@ -39,22 +39,31 @@ class LogbrokerPeer(Peer):
             "auto.create.topics.enable": "true",
         }
         # group keys, as on the Kafka peer (only where this logbroker has a group coordinator)
-        for k, v in (("group.initial.rebalance.delay.ms", "0"), ("offsets.topic.replication.factor", "1")):
+        for k, v in (("group.initial.rebalance.delay.ms", "0"),
+                     ("offsets.topic.replication.factor", str(self.replication_factor))):
             if k in _known_keys():
                 sets[k] = v
         return sets
 
     def settings(self) -> dict[str, str]:
-        s = {"listeners": f"127.0.0.1:{self.port or '<free port>'}",
-             "log.dirs": str(self.data_dir) if self.workdir else "<temp dir>/data"}
+        port = self.port or "<free port>"
+        s = {"listeners": f"127.0.0.1:{port}"}
+        if self.voters:
+            s = {"listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.cport or '<free port>'}",
+                 "controller.quorum.voters": self.voters}
+        s["log.dirs"] = str(self.data_dir) if self.workdir else "<temp dir>/data"
         s.update(self._sets())
         s["(process)"] = f"{sys.executable} -m logbroker serve (one Python process, trio, Rust core)"
         return s
 
     def _launch(self) -> subprocess.Popen:
         assert self.workdir is not None
-        cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}"]
+        cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir)]
+        if self.voters:  # a node of a PeerCluster: a CONTROLLER listener and the voter set
+            cmd += ["--listen", f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
+                    "--voters", self.voters]
+        else:
+            cmd += ["--listen", f"127.0.0.1:{self.port}"]
         for k, v in self._sets().items():
             cmd += ["--set", f"{k}={v}"]
         out = self._open_log("stdout.log")

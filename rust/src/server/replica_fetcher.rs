@@ -30,6 +30,11 @@
 //! 4. A connection failure closes the connection, backs off and reconnects (one log line per
 //!    change of state, not per attempt).
 //!
+//! A partition added while a long poll is in flight interrupts it: `follow` shuts the
+//! connection down and the loop reconnects at once (no back-off, no log line), so a new
+//! partition (a new topic, a leadership move) starts replicating now rather than after up to
+//! `replica.fetch.wait.max.ms`, during which its acks=all produces would wait.
+//!
 //! Threads: each loop runs without the GIL (pure Rust); blocking socket I/O with timeouts;
 //! `shutdown` interrupts a long poll by shutting the socket down.
 
@@ -99,6 +104,8 @@ struct Shared {
     partitions: Mutex<HashMap<(Arc<str>, i32), Followed>>,
     changed: Condvar,
     stop: AtomicBool,
+    /// `follow` shut the connection down to include partitions it added (not a failure).
+    interrupted: AtomicBool,
     stream: Mutex<Option<TcpStream>>,
     events: Arc<Mutex<Vec<LogLine>>>,
 }
@@ -125,6 +132,7 @@ impl ReplicaFetcher {
             partitions: Mutex::new(HashMap::new()),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            interrupted: AtomicBool::new(false),
             stream: Mutex::new(None),
             events,
         });
@@ -205,6 +213,7 @@ impl ReplicaFetcherManager {
             }
         }
         let f = self.fetcher(&mut fetchers, source, &address);
+        let mut added = false;
         {
             let mut parts = lock(&f.shared.partitions);
             for m in carried {
@@ -216,8 +225,16 @@ impl ReplicaFetcherManager {
                     Some(e) if Arc::ptr_eq(&e.part, &part) && e.leader_epoch == leader_epoch => {}
                     _ => {
                         parts.insert(key, Followed { part, topic_id, leader_epoch, backoff_until: None });
+                        added = true;
                     }
                 }
+            }
+        }
+        if added {
+            // a request in flight (parked at the leader) does not carry them: cut it short
+            if let Some(s) = lock(&f.shared.stream).as_ref() {
+                f.shared.interrupted.store(true, Ordering::Release);
+                let _ = s.shutdown(Shutdown::Both);
             }
         }
         f.shared.changed.notify_all();
@@ -302,6 +319,9 @@ impl Loop {
                     self.disconnect();
                     if self.shared.stop.load(Ordering::Acquire) {
                         break;
+                    }
+                    if self.shared.interrupted.swap(false, Ordering::AcqRel) {
+                        continue; // partitions were added: the next round carries them
                     }
                     if !self.failing {
                         self.failing = true;

@@ -34,7 +34,10 @@ async def find_coordinator(ctx, request):
         if unavailable is not None and request.key_type == GROUP_KEY and key:
             code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable
         elif request.key_type == TRANSACTION_KEY:
-            code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker"
+            # not COORDINATOR_NOT_AVAILABLE: clients retry that without end (issue 14);
+            # an authorization failure is fatal to a transactional producer at once
+            code, msg = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                         f"transactional id {key!r}: transactions are not supported by this broker yet")
         elif request.key_type != GROUP_KEY:
             code, msg = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
         elif not key:
