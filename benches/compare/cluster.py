@@ -36,9 +36,9 @@ CLIENTS = ("java", "ck")
 
 CLUSTER_FULL = Profile("cluster", pairs=3, java_records={100: 2_000_000, 1024: 300_000},
                        ck_records={100: 1_000_000, 1024: 300_000}, consume_bytes=0, profile=False,
-                       warmup_records=300_000)
+                       warmup_records=300_000, e2e_seconds=12.0, e2e_skip=5000)
 CLUSTER_QUICK = replace(CLUSTER_FULL, name="cluster-quick", pairs=1, java_records={100: 500_000, 1024: 100_000},
-                        ck_records={100: 300_000, 1024: 100_000}, e2e_seconds=3.0, e2e_skip=500, idle_wait=2.0,
+                        ck_records={100: 300_000, 1024: 100_000}, e2e_seconds=4.0, e2e_skip=5000, idle_wait=2.0,
                         warmup_records=100_000)
 
 
