@@ -1,7 +1,8 @@
 """Smoke run of the side-by-side harness (benches/): both brokers start through their
 peer wrappers (Apache Kafka installed from Maven Central, KRaft combined mode), and one
 workload (Kafka's own ProducerPerformance, then a confluent-kafka consume) completes
-against each. The full comparison is `python -m benches.compare` (too slow for CI)."""
+against each, one node and three nodes (replication factor 3, acks=all). The full
+comparisons are `python -m benches.compare [--cluster]` (too slow for CI)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,34 @@ def test_peer_starts_and_one_workload_completes(peer_name, tmp_path):
         assert peer.rss() > 0 and peer.cpu() > 0
     finally:
         peer.stop()
+
+
+@pytest.mark.parametrize("peer_name", ["logbroker", "kafka"])
+def test_three_node_clusters_start_and_replicate_one_workload(peer_name, tmp_path):
+    from benches.compare import loadgen
+    from benches.peers.common import PeerCluster, create_topic, min_isr_size
+    from benches.peers.kafka import KafkaPeer, install
+    from benches.peers.logbroker import LogbrokerPeer
+
+    inst = install()
+    if peer_name == "kafka":
+        cluster = PeerCluster(KafkaPeer, 3, tmp_path, install_info=inst)
+    else:
+        cluster = PeerCluster(LogbrokerPeer, 3, tmp_path)
+    cold = cluster.start()
+    try:
+        assert cold > 0 and len(set(cluster.pids)) == 3
+        create_topic(cluster.bootstrap, "smoke3", 3, replication_factor=3)
+        produced = loadgen.java_produce(inst, cluster.bootstrap, "smoke3", 1024, 20_000, "all")
+        assert produced["records"] >= 20_000 * (1 - loadgen.JAVA_WARMUP) - 1, produced
+        consumed = loadgen.ck_consume(cluster.bootstrap, "smoke3", 3, 20_000)
+        assert consumed["records_total"] == 20_000, consumed
+        assert min_isr_size(cluster.bootstrap, "smoke3") == 3
+        assert all(c > 0 for c in cluster.cpu_by_node()) and cluster.rss() > 0
+        # every node holds a replica of every partition: three copies of the data on disk
+        for node in cluster.nodes:
+            sizes = [f.stat().st_size for d in node.data_dir.glob("smoke3-*") for f in d.glob("*.log")]
+            assert len([d for d in node.data_dir.glob("smoke3-*")]) == 3 and sum(sizes) >= 20_000 * 1024, (
+                node.node_id, sizes)
+    finally:
+        cluster.stop()

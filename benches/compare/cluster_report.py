@@ -63,7 +63,7 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
     a("")
     a(f"    {command}")
     a("")
-    a("`--cluster --quick` (one pair, small volumes, about 5 minutes) writes to `benches/.results/cluster-quick/` "
+    a("`--cluster --quick` (one pair, small volumes, a few minutes) writes to `benches/.results/cluster-quick/` "
       "and leaves this page alone.")
     a("")
     a("### How it is measured")
@@ -93,10 +93,9 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
       f"{prof.get('e2e_linger', 1):g}`, idempotent) stamps CLOCK_MONOTONIC into each record, a consumer in "
       "another process (assign, `fetch.wait.max.ms=100`) takes receive - send. A consumer only sees a record "
       "below the high watermark, so the figure includes replication to the followers. "
-      f"{prof['e2e_seconds']:g} s per run, the first {prof['e2e_skip']:,} records dropped (one second at "
-      f"{prof['e2e_rate']:g} msg/s: a new topic's first second holds its followers' and the consumer's first "
-      "fetches, whose retries after an error a leader not yet aware of the topic gave set the tail, on both "
-      "sides; docs/decisions.md). The second point is "
+      f"{prof['e2e_seconds']:g} s per run, the first {prof['e2e_skip']:,} records dropped: one second at "
+      f"{prof['e2e_rate']:g} msg/s, in which the followers and the consumer make their first fetches of the "
+      "new topic, possibly before its leader knows it (see the notes under the results). The second point is "
       f"{prof.get('e2e_req_rate', 2000):g} msg/s with `linger.ms=0` (one produce request per record).")
     a(f"- **CPU and memory** are sums over the {n} broker processes: `/proc/<pid>/stat` utime+stime of all "
       "threads over the run, per GB of record payload produced (counted once, not once per replica), and "

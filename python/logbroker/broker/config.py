@@ -220,7 +220,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("replica.fetch.min.bytes", _parse_int(1, 2**31 - 1), "1", "Bytes a follower's fetch waits for."),
     ConfigKey("replica.fetch.max.bytes", _parse_int(1, 2**31 - 1), "1048576", "Bytes a follower fetches per partition per request (at least one batch)."),
     ConfigKey("replica.fetch.response.max.bytes", _parse_int(1, 2**31 - 1), "10485760", "Bytes a follower fetches per request (at least one batch)."),
-    ConfigKey("replica.fetch.backoff.ms", _parse_int(0, 2**31 - 1), "1000", "How long a follower waits after a fetch error before retrying."),
+    ConfigKey("replica.fetch.backoff.ms", _parse_int(0, 2**31 - 1), "1000", "How long a follower waits after a lost connection before retrying; a partition's back-off after fetch errors starts at 10 ms and doubles up to this."),
     ConfigKey("replica.selector.class", _parse_replica_selector, "", "KIP-392 reads from followers: org.apache.kafka.common.replica.RackAwareReplicaSelector makes a leader send a consumer that sets client.rack to an in-sync replica in its rack (the leader itself when it is in that rack); empty (or Kafka's LeaderSelector): consumers read from leaders. Followers serve consumers' Fetch v11+ either way."),
     ConfigKey("replica.socket.timeout.ms", _parse_int(1, 2**31 - 1), "30000", "Socket timeout of a follower's connection to its leader (beyond the fetch's own wait)."),
     ConfigKey("message.max.bytes", _parse_int(0, INT_MAX), "1048588", "Largest record batch accepted (default of the topic key max.message.bytes).", "max.message.bytes"),
