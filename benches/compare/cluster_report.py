@@ -14,18 +14,16 @@ from benches.compare.report import (
     core_rows,
     fmt,
     med,
+    pairs_text,
     resource_rows,
     rfmt,
     table_rows,
+    value_cells,
 )
 
 START = "<!-- side-by-side-cluster:start -->"
 END = "<!-- side-by-side-cluster:end -->"
 CLUSTER_ANALYSIS = ANALYSIS.parent / "cluster_analysis.md"
-
-
-def _pairs(ratios: list) -> str:
-    return ", ".join("–" if x is None else f"{x:.2f}" for x in ratios) if any(x is not None for x in ratios) else ""
 
 
 def _settings(meta: dict) -> str:
@@ -117,14 +115,9 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
     a("| workload | config | client | logbroker | Kafka | ratio | per-pair ratios |")
     a("| --- | --- | --- | ---: | ---: | ---: | --- |")
     for r in rows:
-        lb, kf = fmt(r["lb"], r["unit"]), fmt(r["kafka"], r["unit"])
-        errs = r["errors"]
-        if r["lb"] is None and "logbroker" in errs:
-            lb = f"n/a ({errs['logbroker'][:120]})"
-        if r["kafka"] is None and "kafka" in errs:
-            kf = f"n/a ({errs['kafka'][:120]})"
+        lb, kf = value_cells(r)
         what = r["what"] if r["metric"] != "idle_rss" else f"Idle RSS, sum of {n} nodes"
-        a(f"| {what} | {r['config']} | {r['client']} | {lb} | {kf} | {rfmt(r['ratio'])} | {_pairs(r['ratios'])} |")
+        a(f"| {what} | {r['config']} | {r['client']} | {lb} | {kf} | {rfmt(r['ratio'])} | {pairs_text(r['ratios'])} |")
     a("")
     a(f"Cluster resources (sums over the {n} broker processes; lower is better):")
     a("")
@@ -136,7 +129,7 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
         what = r["what"].replace("Peak RSS under load (max over all produce/consume/latency runs)",
                                  "Peak RSS under load, sum of the nodes (max over all runs)")
         a(f"| {what} | {fmt(r['lb'], r['unit'])} | {fmt(r['kafka'], r['unit'])} | {rfmt(r['ratio'])} | "
-          f"{_pairs(r['ratios'])} |")
+          f"{pairs_text(r['ratios'])} |")
     a("")
     a("Where the two cores went (median over runs; cores = CPU seconds / wall seconds; broker = the three "
       "nodes together, client = the load generators):")

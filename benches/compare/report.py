@@ -509,14 +509,8 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
             a(f"| {r['what']} | {r['config']} | {r['client']} | {lb} | {kf} |  |  | >= {SENDFILE_GOAL:.0%} "
               f"(logbroker) | {met(r['ratio'], goal)} |")
             continue
-        lb, kf = fmt(r["lb"], r["unit"]), fmt(r["kafka"], r["unit"])
-        errs = r["errors"]
-        if r["lb"] is None and "logbroker" in errs:
-            lb = f"n/a ({_errshort(errs['logbroker'])})"
-        if r["kafka"] is None and "kafka" in errs:
-            kf = f"n/a ({_errshort(errs['kafka'])})"
-        pr = ", ".join("–" if x is None else f"{x:.2f}" for x in r["ratios"]) if any(
-            x is not None for x in r["ratios"]) else ""
+        lb, kf = value_cells(r)
+        pr = pairs_text(r["ratios"])
         a(f"| {r['what']} | {r['config']} | {r['client']} | {lb} | {kf} | {rfmt(r['ratio'])} | {pr} | {gtxt} | "
           f"{met(r['ratio'], goal) if (r['lb'] is not None or r['kafka'] is not None) else ''} |")
     a("")
@@ -599,6 +593,21 @@ def markdown(res: dict, images: dict[str, Path], docs_path: Path, command: str) 
         a(ANALYSIS.read_text().strip())
         a("")
     return "\n".join(L).rstrip() + "\n"
+
+
+def value_cells(r: dict) -> tuple[str, str]:
+    """A table row's logbroker and Kafka cells: the median, or n/a with the error."""
+    lb, kf = fmt(r["lb"], r["unit"]), fmt(r["kafka"], r["unit"])
+    errs = r["errors"]
+    if r["lb"] is None and "logbroker" in errs:
+        lb = f"n/a ({_errshort(errs['logbroker'])})"
+    if r["kafka"] is None and "kafka" in errs:
+        kf = f"n/a ({_errshort(errs['kafka'])})"
+    return lb, kf
+
+
+def pairs_text(ratios: list) -> str:
+    return ", ".join("–" if x is None else f"{x:.2f}" for x in ratios) if any(x is not None for x in ratios) else ""
 
 
 def _kafka_version_note(meta: dict) -> str:
