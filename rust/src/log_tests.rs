@@ -190,6 +190,32 @@ fn unclean_reopen_recovers_torn_tail() {
 }
 
 #[test]
+fn unclean_recovery_restores_leader_epochs_the_checkpoint_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
+    for epoch in [2, 2, 5, 5, 9] {
+        let (batch, v) = lb.make_batch(3, 20);
+        lb.log.append_as_leader(batch, epoch, 0).unwrap();
+        lb.model.extend(v);
+    }
+    assert_eq!(lb.log.epoch_entries(), vec![(2, 0), (5, 6), (9, 12)]);
+    // a crash after the batches reached the file but before the checkpoint had epoch 9
+    drop(std::mem::replace(&mut lb.log, Log::open(&dir.path().join("other"), "x", 0, small(1 << 20), None, 0).unwrap()));
+    let checkpoint = dir.path().join("leader-epoch-checkpoint");
+    let text = std::fs::read_to_string(&checkpoint).unwrap();
+    std::fs::write(&checkpoint, text.replace("9 12\n", "").replace("\n3\n", "\n2\n")).unwrap();
+    reopen(&mut lb, dir.path(), small(1 << 20));
+    assert!(!lb.log.recovery_report().clean_shutdown);
+    assert_eq!(lb.log.epoch_entries(), vec![(2, 0), (5, 6), (9, 12)]);
+    assert_eq!(lb.log.end_offset_for_epoch(5), (5, 12));
+    assert_eq!(values_from(&lb, 0), lb.model);
+    // a clean reopen trusts the checkpoint (the recovery point covers every segment)
+    lb.log.close().unwrap();
+    reopen(&mut lb, dir.path(), small(1 << 20));
+    assert_eq!(lb.log.epoch_entries(), vec![(2, 0), (5, 6), (9, 12)]);
+}
+
+#[test]
 fn recovery_rebuilds_missing_index() {
     let dir = tempfile::tempdir().unwrap();
     let mut lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();

@@ -20,7 +20,10 @@
 //!    what was written.
 //! 5. Log start offset = max(first segment base, `log-start-offset-checkpoint`); the leader
 //!    epoch cache is trimmed to `[log start, LEO]`; producer state comes from the snapshot
-//!    (clean shutdown, matching LEO) or a header-only rebuild.
+//!    (clean shutdown, matching LEO) or a header-only rebuild. Every recovered segment's
+//!    batches also feed the leader epoch cache, as in Kafka: a batch whose leader epoch is
+//!    newer than the cache's latest starts that epoch at its base offset (a crash can lose
+//!    the checkpoint's last entries but not the batches that carry them).
 //! 6. Recovered segments are fsynced, the recovery point becomes the LEO, the marker is
 //!    removed (so a crash from now on is detected).
 //!
@@ -93,6 +96,7 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         (None, None) => 0,
     };
 
+    let mut epochs = LeaderEpochCache::load(dir)?;
     let mut report = RecoveryReport { clean_shutdown: clean, ..RecoveryReport::default() };
     let mut segments: Vec<Segment> = Vec::with_capacity(bases.len().max(1));
     let mut recovered_any = false;
@@ -133,6 +137,11 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
             if next_base.is_some() && !drop_rest {
                 seg.on_become_inactive()?;
             }
+            let mut starts = Vec::new();
+            seg.scan_headers(|h| starts.push((h.partition_leader_epoch, h.base_offset)))?;
+            for (epoch, base_offset) in starts {
+                epochs.assign(epoch, base_offset)?; // no-op unless newer than the latest
+            }
         }
         segments.push(seg);
     }
@@ -159,7 +168,6 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         write_single_offset(&dir.join(LOG_START_FILE), log_start)?;
     }
 
-    let mut epochs = LeaderEpochCache::load(dir)?;
     epochs.truncate_from_end(leo)?;
     epochs.truncate_from_start(log_start)?;
 
