@@ -16,11 +16,13 @@ __all__ = [
     "AppendResult",
     "CompactionResult",
     "ConsumerRecord",
+    "CoordinatorFencedError",
     "CorruptRecordError",
     "FileRegion",
     "InvalidConfigError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkaProtocolError",
     "KafkaStorageError",
     "Log",
@@ -65,6 +67,8 @@ class InvalidRecordError(LogBrokerError): ...
 class OffsetOutOfRangeError(LogBrokerError): ...
 class OutOfOrderSequenceError(LogBrokerError): ...
 class InvalidProducerEpochError(LogBrokerError): ...
+class InvalidTxnStateError(LogBrokerError): ...
+class CoordinatorFencedError(LogBrokerError): ...
 class KafkaStorageError(LogBrokerError): ...
 class InvalidConfigError(LogBrokerError): ...
 class RaftError(Exception): ...
@@ -202,6 +206,27 @@ class Log:
         absent. Stops after max_records records. start_offset outside [log_start_offset,
         log_end_offset] raises OffsetOutOfRangeError. Releases the GIL for the scan.
         """
+    def read_records_with_markers(
+        self, start_offset: int, max_offset: int | None = None
+    ) -> list[tuple[int, int, bytes | None, bytes | None, int, bool, bool | None]]:
+        """As read_records, as (offset, timestamp, key, value, producer_id, transactional, marker),
+        plus one entry per transaction marker: marker True (COMMIT) or False (ABORT), key and
+        value None. For coordinators that replay transactional writes."""
+    def append_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, leader_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Writes a transaction's end marker as the leader (WriteTxnMarkers).
+
+        Closes the producer's open transaction; an ABORT enters the aborted-transaction
+        index. InvalidProducerEpochError for an older producer epoch, CoordinatorFencedError
+        for an older coordinator epoch than the last marker's."""
+    def last_stable_offset(self) -> int:
+        """min(first offset of the oldest open transaction, high watermark)."""
+    def first_unstable_offset(self) -> int | None: ...
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted transactions overlapping [fetch_offset, upper)."""
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """(first_offset, producer_id) of the open transactions, oldest first."""
     def compact(self, now_ms: int, force: bool = False) -> CompactionResult:
         """One log-cleaner pass; call it periodically (every log.cleaner.backoff.ms).
 

@@ -211,6 +211,99 @@ impl BatchHeader {
     }
 }
 
+/// Control record types (the key of a control batch's record: `version i16 (0) | type i16`).
+pub const CONTROL_ABORT: i16 = 0;
+pub const CONTROL_COMMIT: i16 = 1;
+
+/// A transaction's end marker: the single record of a control batch, key
+/// `version i16 (0) | type i16 (0 ABORT, 1 COMMIT)`, value `version i16 (0) |
+/// coordinator_epoch i32`. Written only by the transaction coordinator (WriteTxnMarkers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndTxnMarker {
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+}
+
+impl EndTxnMarker {
+    /// The marker of a control batch (`bytes` from the batch start through at least its first
+    /// record; control batches are never compressed). `None` when the bytes are short, the
+    /// batch is not a control batch, or its record is not an ABORT/COMMIT marker (Kafka's
+    /// other control types are KRaft's and do not end transactions).
+    pub fn parse(bytes: &[u8]) -> Option<EndTxnMarker> {
+        if bytes.len() < HEADER_LEN {
+            return None;
+        }
+        let h = BatchHeader::parse(bytes);
+        if !h.is_control() || h.codec() != Some(Codec::None) {
+            return None;
+        }
+        let mut p = HEADER_LEN;
+        let (_len, n) = read_varint(bytes.get(p..)?)?;
+        p += n + 1; // record attributes
+        let (_ts, n) = read_varlong(bytes.get(p..)?)?;
+        p += n;
+        let (_od, n) = read_varint(bytes.get(p..)?)?;
+        p += n;
+        let (key_len, n) = read_varint(bytes.get(p..)?)?;
+        p += n;
+        if key_len < 4 {
+            return None;
+        }
+        let key = bytes.get(p..p + usize::try_from(key_len).ok()?)?;
+        let kind = be_i16(key, 2);
+        p += usize::try_from(key_len).ok()?;
+        let (value_len, n) = read_varint(bytes.get(p..)?)?;
+        p += n;
+        let coordinator_epoch = if value_len >= 6 { be_i32(bytes.get(p..p + 6)?, 2) } else { -1 };
+        match kind {
+            CONTROL_ABORT => Some(EndTxnMarker { commit: false, coordinator_epoch }),
+            CONTROL_COMMIT => Some(EndTxnMarker { commit: true, coordinator_epoch }),
+            _ => None,
+        }
+    }
+
+    /// The control batch carrying this marker for `producer_id`/`epoch` (offsets and the
+    /// leader epoch are assigned by the log).
+    pub fn to_batch(self, producer_id: i64, epoch: i16, timestamp: i64) -> Vec<u8> {
+        let mut key = Vec::with_capacity(4);
+        key.extend_from_slice(&0i16.to_be_bytes());
+        key.extend_from_slice(&(if self.commit { CONTROL_COMMIT } else { CONTROL_ABORT }).to_be_bytes());
+        let mut value = Vec::with_capacity(6);
+        value.extend_from_slice(&0i16.to_be_bytes());
+        value.extend_from_slice(&self.coordinator_epoch.to_be_bytes());
+        let mut records = Vec::with_capacity(24);
+        let mut body = vec![0u8]; // record attributes
+        write_varlong(&mut body, 0);
+        write_varint(&mut body, 0);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+        {
+            write_varint(&mut body, key.len() as i32);
+            body.extend_from_slice(&key);
+            write_varint(&mut body, value.len() as i32);
+            body.extend_from_slice(&value);
+            write_varint(&mut body, 0); // headers
+            write_varint(&mut records, body.len() as i32);
+        }
+        records.extend_from_slice(&body);
+        let header = BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: -1,
+            magic: MAGIC_V2,
+            crc: 0,
+            attributes: TRANSACTIONAL_BIT | CONTROL_BIT,
+            last_offset_delta: 0,
+            base_timestamp: timestamp,
+            max_timestamp: timestamp,
+            producer_id,
+            producer_epoch: epoch,
+            base_sequence: -1,
+            records_count: 1,
+        };
+        header.assemble(&records)
+    }
+}
+
 /// `seq + delta` in sequence space: wraps from i32::MAX to 0 as Kafka's producers do.
 pub fn add_sequence(seq: i32, delta: i32) -> i32 {
     let s = i64::from(seq) + i64::from(delta);
@@ -1005,5 +1098,25 @@ mod tests {
         assert_eq!(add_sequence(i32::MAX, 1), 0);
         assert_eq!(add_sequence(i32::MAX - 1, 3), 1);
         assert_eq!(add_sequence(5, 2), 7);
+    }
+
+    #[test]
+    fn end_txn_marker_round_trip_and_validates() {
+        for (commit, epoch) in [(true, 7), (false, 0), (true, i32::MAX)] {
+            let m = EndTxnMarker { commit, coordinator_epoch: epoch };
+            let b = m.to_batch(42, 3, 1_700_000_000_000);
+            let (h, _) = validate_batch(&b, 0).expect("a marker is a valid batch");
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence, h.records_count), (42, 3, -1, 1));
+            assert_eq!(EndTxnMarker::parse(&b), Some(m));
+        }
+        // A data batch, a truncated marker and an unknown control type are not markers.
+        assert_eq!(EndTxnMarker::parse(&batch(1)), None);
+        let b = EndTxnMarker { commit: true, coordinator_epoch: 1 }.to_batch(1, 0, 0);
+        assert_eq!(EndTxnMarker::parse(&b[..HEADER_LEN + 3]), None);
+        let mut other = b.clone();
+        let at = other.len() - 1 - 6 - 1 - 2; // the key's type field: 2 bytes before valueLength
+        other[at..at + 2].copy_from_slice(&2i16.to_be_bytes());
+        assert_eq!(EndTxnMarker::parse(&other), None);
     }
 }

@@ -36,9 +36,11 @@
 //!   keeps segments contiguous and lets recovery find what a `.swap` replaces); those stay as
 //!   empty batches: header only, recordsCount 0, no codec, base and max timestamp = the
 //!   original maxTimestamp.
-//! - Control batches (transaction markers) are kept as they are. Transactional data batches
-//!   are cleaned like any other; aborted transactions are not removed (this engine has no
-//!   transaction index).
+//! - Control batches (transaction markers) are kept as they are. The cleanable range ends at
+//!   the first unstable offset (no open transaction is cleaned). Records of aborted
+//!   transactions (the aborted-transaction index, `producer_state.rs`) are removed and do
+//!   not count in the offset map, so an aborted write never shadows a committed one;
+//!   committed transactional records are cleaned like any other.
 //!
 //! # Tombstones: the batch delete horizon (attributes bit 6, Kafka's KIP-534 rule)
 //! A pass that keeps a tombstone in a batch without a delete horizon rewrites the batch with
@@ -88,6 +90,7 @@ use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::offset_checkpoint::sync_dir;
 use crate::recovery::parse_base;
+use crate::producer_state::AbortedTxn;
 use crate::segment::{AppendedBatch, Segment};
 
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
@@ -144,6 +147,29 @@ pub(crate) struct CleanContext<'a> {
     pub map: &'a HashMap<Vec<u8>, i64>,
     /// Producer id → last offset of its last batch (producer state).
     pub producer_last_offsets: &'a HashMap<i64, i64>,
+    pub aborted: &'a AbortedRanges,
+}
+
+/// The aborted transactions of the cleanable range, by producer id: `(first offset, marker
+/// offset)` ranges whose transactional data batches are dropped.
+#[derive(Debug, Default)]
+pub(crate) struct AbortedRanges(HashMap<i64, Vec<(i64, i64)>>);
+
+impl AbortedRanges {
+    pub fn new(list: &[AbortedTxn]) -> Self {
+        let mut m: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for a in list {
+            m.entry(a.producer_id).or_default().push((a.first_offset, a.last_offset));
+        }
+        AbortedRanges(m)
+    }
+
+    /// True for a transactional data batch of an aborted transaction.
+    pub fn holds(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && !h.is_control()
+            && self.0.get(&h.producer_id).is_some_and(|v| v.iter().any(|&(f, l)| f <= h.base_offset && h.base_offset <= l))
+    }
 }
 
 /// Record counts of a pass.
@@ -170,13 +196,13 @@ fn scan_segment(s: &SegmentSnapshot, mut visit: impl FnMut(&batch::Visited<'_>) 
     }
 }
 
-/// Exact key → latest offset over the dirty segments (control batches and keyless records
-/// do not count).
-pub(crate) fn build_offset_map(segments: &[SegmentSnapshot]) -> Result<HashMap<Vec<u8>, i64>> {
+/// Exact key → latest offset over the dirty segments (control batches, aborted transactions
+/// and keyless records do not count).
+pub(crate) fn build_offset_map(segments: &[SegmentSnapshot], aborted: &AbortedRanges) -> Result<HashMap<Vec<u8>, i64>> {
     let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
     for s in segments.iter().filter(|s| s.dirty) {
         scan_segment(s, |v| {
-            if v.header.is_control() {
+            if v.header.is_control() || aborted.holds(&v.header) {
                 return Ok(Control::Continue);
             }
             let bytes = v.bytes.expect("stored check reads the batch");
@@ -232,6 +258,10 @@ enum Outcome {
 fn filter_batch(h: &BatchHeader, bytes: &[u8], position: u64, cx: &CleanContext<'_>, counts: &mut Counts) -> Result<Outcome> {
     if h.is_control() {
         return Ok(Outcome::Verbatim);
+    }
+    if cx.aborted.holds(h) {
+        counts.records_removed += u64::try_from(h.records_count.max(0)).unwrap_or(0);
+        return Ok(Outcome::Emptied);
     }
     let region = batch::records_region(bytes, position)?;
     let horizon = h.delete_horizon();

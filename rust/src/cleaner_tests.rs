@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::batch::{self, BatchHeader, DELETE_HORIZON_BIT};
+use crate::batch::{self, BatchHeader, EndTxnMarker, DELETE_HORIZON_BIT};
 use crate::builder::{BatchBuilder, Rec};
 use crate::compression::Codec;
 use crate::config::LogConfig;
@@ -139,7 +139,9 @@ fn compacted_topic_refuses_keyless_records() {
     // A tombstone has a key: fine. A control batch has no key rule.
     put(&log, "k", None, 0);
     let marker = BatchBuilder::new().producer(7, 0, -1).transactional(true).control(true).record(Rec::kv(&[0, 0, 0, 1], &[0, 0, 0, 0, 0, 0])).build();
-    log.append_as_leader(marker, 0, 0).unwrap();
+    let e = log.append_as_leader(marker, 0, 0).unwrap_err();
+    assert!(matches!(&e, LogError::InvalidRecord { reason, .. } if reason.contains("coordinator")), "clients may not write markers: {e}");
+    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 0).unwrap();
     // Under delete, keyless records are fine.
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), LogConfig::default());
@@ -350,8 +352,7 @@ fn read_records_limits_and_control_batches() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), LogConfig::default());
     log.append_records_as_leader(&[(Some(b"a".to_vec()), Some(b"1".to_vec())), (None, None)], 0, 7, Codec::Zstd).unwrap();
-    let marker = BatchBuilder::new().producer(7, 0, -1).transactional(true).control(true).record(Rec::kv(&[0, 0, 0, 1], &[0, 0, 0, 0, 0, 0])).build();
-    log.append_as_leader(marker, 0, 8).unwrap();
+    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 8).unwrap();
     log.append_records_as_leader(&[(Some(b"b".to_vec()), Some(b"2".to_vec()))], 0, 9, Codec::Gzip).unwrap();
     let got = log.read_records(0, None, None).unwrap();
     let view: Vec<_> = got.iter().map(|r| (r.offset, r.timestamp, r.key.as_deref(), r.value.as_deref())).collect();
@@ -379,3 +380,53 @@ fn a_truncation_during_the_rewrite_discards_the_pass() {
     assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".cleaned")));
     assert!(log.compact(300, true).unwrap().segments_cleaned > 0, "the next pass runs");
 }
+
+/// A transactional batch of `(key, value)` records from `pid` starting at sequence `seq`.
+fn txn_put(log: &Log, pid: i64, seq: i32, kvs: &[(&str, &str)], now: i64) -> i64 {
+    let b = BatchBuilder::new()
+        .producer(pid, 0, seq)
+        .transactional(true)
+        .base_timestamp(now)
+        .records(kvs.iter().map(|(k, v)| Rec::kv(k.as_bytes(), v.as_bytes())))
+        .build();
+    let r = log.append_as_leader(b, 0, now).unwrap();
+    log.update_high_watermark(log.log_end_offset());
+    r.base_offset
+}
+
+fn end_txn(log: &Log, pid: i64, commit: bool, now: i64) {
+    log.append_end_txn_marker(pid, 0, EndTxnMarker { commit, coordinator_epoch: 0 }, 0, now).unwrap();
+    log.update_high_watermark(log.log_end_offset());
+}
+
+#[test]
+fn aborted_records_are_removed_and_never_shadow_committed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config(300));
+    put(&log, "k", Some("committed"), 0);
+    txn_put(&log, 5, 0, &[("k", "aborted"), ("j", "aborted")], 1);
+    end_txn(&log, 5, false, 2);
+    txn_put(&log, 6, 0, &[("j", "committed")], 3);
+    end_txn(&log, 6, true, 4);
+    fill(&log, 3, 20, 100); // roll the above into inactive segments
+    let r = log.compact(1_000, true).unwrap();
+    assert!(r.segments_cleaned > 0 && r.records_removed >= 2, "{r:?}");
+    let latest = last_per_key(&all(&log));
+    assert_eq!(latest[&b"k".to_vec()].1.as_deref(), Some(&b"committed"[..]), "the aborted write must not win");
+    assert_eq!(latest[&b"j".to_vec()].1.as_deref(), Some(&b"committed"[..]));
+    assert!(all(&log).iter().all(|r| r.value.as_deref() != Some(&b"aborted"[..])), "aborted records are gone");
+}
+
+#[test]
+fn an_open_transaction_is_never_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config(300));
+    put(&log, "k", Some("v1"), 0);
+    let first = txn_put(&log, 5, 0, &[("k", "in-flight")], 1);
+    fill(&log, 3, 20, 100);
+    put(&log, "k", Some("v2"), 2);
+    log.compact(1_000, true).unwrap();
+    assert!(log.read_records(0, None, None).unwrap().iter().any(|r| r.offset == first), "the open transaction's batch stays");
+    assert_eq!(log.first_unstable_offset(), Some(first));
+}
+

@@ -60,6 +60,18 @@ pub enum LogError {
     #[error("producer {producer_id} in {tp} has epoch {received}, which is older than the current epoch {current}")]
     InvalidProducerEpoch { tp: Tp, producer_id: i64, current: i16, received: i16 },
 
+    /// A producer's batch that does not fit its transaction state: a non-transactional batch
+    /// while its transaction is open (Kafka's InvalidTxnStateException).
+    #[error("invalid transaction state for producer {producer_id} in {tp}: {reason}")]
+    InvalidTxnState { tp: Tp, producer_id: i64, reason: String },
+
+    /// A transaction marker from a coordinator older than the one that last wrote one for
+    /// this producer (a stale coordinator after a failover).
+    #[error(
+        "transaction marker for producer {producer_id} in {tp} comes from coordinator epoch {received}, older than {current}"
+    )]
+    CoordinatorFenced { tp: Tp, producer_id: i64, current: i32, received: i32 },
+
     /// A follower append whose offsets go backwards (below the LEO or the previous batch's
     /// end). Gaps are fine: a compacted leader's log has them.
     #[error("follower append to {tp} goes backwards: expected base offset {expected} or above, got {received}")]
@@ -116,6 +128,8 @@ impl LogError {
             | LogError::OffsetOutOfRange { tp, .. }
             | LogError::OutOfOrderSequence { tp, .. }
             | LogError::InvalidProducerEpoch { tp, .. }
+            | LogError::InvalidTxnState { tp, .. }
+            | LogError::CoordinatorFenced { tp, .. }
             | LogError::NonContiguousAppend { tp, .. }
             | LogError::Io { tp, .. }
             | LogError::Closed { tp, .. } => {

@@ -46,7 +46,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::batch::{self, Check, Control, SliceSource};
+use crate::batch::{self, Check, Control, EndTxnMarker, SliceSource};
 use crate::builder::{BatchBuilder, Rec};
 use crate::cleaner::{self, CleanContext, CompactionResult, SegmentSnapshot, CLEANER_CHECKPOINT_FILE};
 use crate::compression::Codec;
@@ -55,7 +55,7 @@ use crate::error::{LogError, Result, Tp};
 use crate::file_region::FileRegion;
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::offset_checkpoint::{sync_dir, write_single_offset};
-use crate::producer_state::{ProducerAppend, ProducerBatch, ProducerStateManager};
+use crate::producer_state::{AbortedTxn, ProducerAppend, ProducerBatch, ProducerStateManager};
 use crate::recovery;
 use crate::segment::{AppendedBatch, Segment};
 
@@ -79,13 +79,27 @@ pub struct AppendResult {
     pub size_bytes: u64,
 }
 
-/// One record as `Log::read_records` returns it.
+/// One record as `Log::read_records` returns it, with its batch's producer fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
     pub offset: i64,
     pub timestamp: i64,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    /// The batch's producer id (-1 without one) and transactional bit.
+    pub producer_id: i64,
+    pub transactional: bool,
+    /// `Some` for a transaction marker (only returned when asked for; key and value are
+    /// then `None`).
+    pub marker: Option<EndTxnMarker>,
+}
+
+/// Who wrote a leader append: a client (Produce), or the transaction coordinator writing
+/// an end marker (WriteTxnMarkers). Only the coordinator may write control batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    Client,
+    Coordinator,
 }
 
 /// A `(key, value)` pair for `Log::append_records_as_leader` (either may be null).
@@ -108,6 +122,8 @@ pub(crate) struct CompactionPlan {
     end_offset: i64,
     dirty_ratio: f64,
     producer_last_offsets: HashMap<i64, i64>,
+    /// Aborted transactions overlapping the range: their records are removed.
+    aborted: Vec<AbortedTxn>,
     generation: u64,
 }
 
@@ -139,6 +155,8 @@ struct Published {
     log_end_offset: AtomicI64,
     high_watermark: AtomicI64,
     recovery_point: AtomicI64,
+    /// First offset of the oldest open transaction; `i64::MAX` when none is open.
+    first_unstable_offset: AtomicI64,
 }
 
 /// The lock guard: derefs to `Inner`, republishes the offsets when dropped.
@@ -172,6 +190,7 @@ impl Published {
         self.log_end_offset.store(g.leo(), Ordering::Release);
         self.high_watermark.store(g.high_watermark, Ordering::Release);
         self.recovery_point.store(g.recovery_point, Ordering::Release);
+        self.first_unstable_offset.store(g.producers.first_unstable_offset().unwrap_or(i64::MAX), Ordering::Release);
     }
 }
 
@@ -283,6 +302,24 @@ impl Log {
     pub fn recovery_point(&self) -> i64 {
         self.published.recovery_point.load(Ordering::Acquire)
     }
+    /// The last stable offset: min(first offset of the oldest open transaction, HW).
+    /// read_committed consumers read below it. Lock-free.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.published.first_unstable_offset.load(Ordering::Acquire).min(self.high_watermark())
+    }
+    /// The first offset of the oldest open transaction, if any. Lock-free.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let v = self.published.first_unstable_offset.load(Ordering::Acquire);
+        (v != i64::MAX).then_some(v)
+    }
+    /// Aborted transactions overlapping `[fetch_offset, upper)` (a read_committed fetch).
+    pub fn aborted_transactions(&self, fetch_offset: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.lock().producers.aborted_between(fetch_offset, upper)
+    }
+    /// Open transactions as `(first offset, producer id)`, oldest first.
+    pub fn ongoing_transactions(&self) -> Vec<(i64, i64)> {
+        self.lock().producers.ongoing_transactions()
+    }
     pub fn size_bytes(&self) -> u64 {
         self.lock().segments.iter().map(|s| s.size).sum()
     }
@@ -353,7 +390,28 @@ impl Log {
     /// Appends a producer's request as the leader: validates every batch (all-or-nothing),
     /// checks idempotent-producer sequences, assigns offsets and the leader epoch in place,
     /// applies LogAppendTime, and writes the request with one `pwrite`.
-    pub fn append_as_leader(&self, mut records: Vec<u8>, leader_epoch: i32, now_ms: i64) -> Result<AppendResult> {
+    pub fn append_as_leader(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64) -> Result<AppendResult> {
+        self.append_as_leader_from(records, leader_epoch, now_ms, AppendOrigin::Client)
+    }
+
+    /// Writes a transaction's end marker for `producer_id` as the leader (WriteTxnMarkers):
+    /// closes the producer's open transaction here (an ABORT enters the aborted-transaction
+    /// index) and moves the last stable offset. A stale producer epoch is
+    /// `InvalidProducerEpoch`, a stale coordinator epoch `CoordinatorFenced`.
+    pub fn append_end_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendResult> {
+        let batch = marker.to_batch(producer_id, producer_epoch, now_ms);
+        self.append_as_leader_from(batch, leader_epoch, now_ms, AppendOrigin::Coordinator)
+    }
+
+    #[allow(clippy::too_many_lines)]
+    fn append_as_leader_from(&self, mut records: Vec<u8>, leader_epoch: i32, now_ms: i64, origin: AppendOrigin) -> Result<AppendResult> {
         let config = self.config();
         if records.len() as u64 > config.segment_bytes {
             return Err(self.err(LogError::RecordTooLarge {
@@ -366,6 +424,17 @@ impl Log {
         let (batches, _) = self.validate(&records, config.max_message_bytes, false, config.cleanup_compact)?;
         if batches.is_empty() {
             return Err(self.err(LogError::invalid(0, "the request holds no record batches")));
+        }
+        for v in &batches {
+            if v.header.is_control() && origin == AppendOrigin::Client {
+                return Err(self.err(LogError::invalid(
+                    v.position,
+                    "control batches (transaction markers) are written by the transaction coordinator, not by clients",
+                )));
+            }
+            if v.header.is_transactional() && !v.header.has_producer_id() {
+                return Err(self.err(LogError::invalid(v.position, "a transactional batch without a producer id")));
+            }
         }
         let log_append = config.timestamp_type == TimestampType::LogAppendTime;
 
@@ -393,6 +462,9 @@ impl Log {
                     last_offset: last,
                     timestamp: ts,
                     control: h.is_control(),
+                    transactional: h.is_transactional(),
+                    #[allow(clippy::cast_possible_truncation)]
+                    marker: if h.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None },
                 };
                 if let Some(dup) = producer_append.check(&g.producers, &pb).map_err(|e| self.err(e))? {
                     return Ok(AppendResult {
@@ -540,7 +612,9 @@ impl Log {
         self.write_locked(&mut g, data, &appended, expected - 1, now_ms, &config)?;
         for v in &batches {
             if v.header.has_producer_id() {
-                g.producers.apply(&ProducerBatch::from_header(&v.header));
+                #[allow(clippy::cast_possible_truncation)]
+                let marker = if v.header.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None };
+                g.producers.apply(&ProducerBatch::from_header(&v.header, marker));
             }
         }
         g.unflushed_messages += record_count;
@@ -833,8 +907,16 @@ impl Log {
 
     /// The unlocked middle phase of `compact`: offset map and `.cleaned` segments.
     pub(crate) fn rewrite_for_compaction(&self, plan: &CompactionPlan, now_ms: i64) -> Result<(Vec<cleaner::CleanedGroup>, cleaner::Counts)> {
-        let map = cleaner::build_offset_map(&plan.segments)?;
-        let cx = CleanContext { dir: &self.dir, config: &plan.config, now_ms, map: &map, producer_last_offsets: &plan.producer_last_offsets };
+        let aborted = cleaner::AbortedRanges::new(&plan.aborted);
+        let map = cleaner::build_offset_map(&plan.segments, &aborted)?;
+        let cx = CleanContext {
+            dir: &self.dir,
+            config: &plan.config,
+            now_ms,
+            map: &map,
+            producer_last_offsets: &plan.producer_last_offsets,
+            aborted: &aborted,
+        };
         let mut counts = cleaner::Counts::default();
         let mut groups = Vec::new();
         for r in cleaner::group_segments(&plan.segments, plan.config.segment_bytes) {
@@ -955,7 +1037,8 @@ impl Log {
         }
         let leo = g.leo();
         let first_dirty = if (g.log_start_offset..=leo).contains(&g.cleaner_checkpoint) { g.cleaner_checkpoint } else { g.log_start_offset };
-        let limit = g.high_watermark.min(g.active().base_offset);
+        // No open transaction is cleaned: stop at the first unstable offset.
+        let limit = g.high_watermark.min(g.active().base_offset).min(g.producers.first_unstable_offset().unwrap_or(i64::MAX));
         let inactive = &g.segments[..g.segments.len() - 1];
         let start = inactive.partition_point(|s| s.next_offset <= g.log_start_offset);
         let mut end = start;
@@ -1001,8 +1084,17 @@ impl Log {
             .collect::<Vec<_>>();
         let end_offset = range[range.len() - 1].next_offset;
         let producer_last_offsets = g.producers.entries().into_iter().map(|e| (e.producer_id, e.last_offset())).collect();
+        let aborted = g.producers.aborted_between(g.log_start_offset, end_offset);
         g.cleaning = true;
-        Ok(Planned::Run(CompactionPlan { config, segments, end_offset, dirty_ratio, producer_last_offsets, generation: g.generation }))
+        Ok(Planned::Run(CompactionPlan {
+            config,
+            segments,
+            end_offset,
+            dirty_ratio,
+            producer_last_offsets,
+            aborted,
+            generation: g.generation,
+        }))
     }
 
     /// Every non-control record in `[start_offset, max_offset)` (`None`: the LEO), at most
@@ -1010,6 +1102,17 @@ impl Log {
     /// batches through [`Log::read`] (the lock is held per 1 MiB chunk, not for the scan).
     /// Offsets in compaction gaps are simply absent.
     pub fn read_records(&self, start_offset: i64, max_offset: Option<i64>, max_records: Option<usize>) -> Result<Vec<LogRecord>> {
+        self.read_records_with(start_offset, max_offset, max_records, false)
+    }
+
+    /// As [`Log::read_records`], plus one entry per transaction marker (`marker` set, no key
+    /// or value): what a coordinator loading its state from the log needs to replay
+    /// transactional writes.
+    pub fn read_records_with_markers(&self, start_offset: i64, max_offset: Option<i64>) -> Result<Vec<LogRecord>> {
+        self.read_records_with(start_offset, max_offset, None, true)
+    }
+
+    fn read_records_with(&self, start_offset: i64, max_offset: Option<i64>, max_records: Option<usize>, markers: bool) -> Result<Vec<LogRecord>> {
         let mut out = Vec::new();
         let limit = max_records.unwrap_or(usize::MAX);
         let mut next = start_offset;
@@ -1037,10 +1140,30 @@ impl Log {
                             return Control::Stop;
                         }
                         if offset >= next {
-                            out.push(LogRecord { offset, timestamp, key: r.key.map(<[u8]>::to_vec), value: r.value.map(<[u8]>::to_vec) });
+                            out.push(LogRecord {
+                                offset,
+                                timestamp,
+                                key: r.key.map(<[u8]>::to_vec),
+                                value: r.value.map(<[u8]>::to_vec),
+                                producer_id: h.producer_id,
+                                transactional: h.is_transactional(),
+                                marker: None,
+                            });
                         }
                         Control::Continue
                     })?;
+                } else if markers && h.base_offset >= next {
+                    if let Some(m) = EndTxnMarker::parse(b) {
+                        out.push(LogRecord {
+                            offset: h.base_offset,
+                            timestamp: h.max_timestamp,
+                            key: None,
+                            value: None,
+                            producer_id: h.producer_id,
+                            transactional: true,
+                            marker: Some(m),
+                        });
+                    }
                 }
                 next = next.max(h.next_offset());
                 Ok(if done { Control::Stop } else { Control::Continue })

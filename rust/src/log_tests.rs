@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::batch::{self as b, BatchHeader};
+use crate::batch::{self as b, BatchHeader, EndTxnMarker};
 use crate::builder::{read_all_values, BatchBuilder, LogBuilder, Rec};
 use crate::compression::Codec;
 
@@ -565,4 +565,112 @@ fn concurrent_appends_and_reads() {
     let all = read_all_values(log, 0).unwrap();
     assert_eq!(all.len(), 300);
     assert!(all.iter().enumerate().all(|(i, (o, _))| *o == i as i64));
+}
+
+fn txn_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    BatchBuilder::new()
+        .producer(pid, epoch, seq)
+        .transactional(true)
+        .base_timestamp(1_000)
+        .records((0..n).map(|i| Rec::kv(format!("k{i}").as_bytes(), format!("txn-{pid}-{seq}-{i}").as_bytes())))
+        .build()
+}
+
+fn plain_batch(n: usize) -> Vec<u8> {
+    BatchBuilder::new().base_timestamp(1_000).records((0..n).map(|i| Rec::value(format!("plain-{i}").as_bytes()))).build()
+}
+
+fn marker(commit: bool) -> EndTxnMarker {
+    EndTxnMarker { commit, coordinator_epoch: 0 }
+}
+
+/// Plain 0-1, producer 7's transaction 2-3 (+5-6), producer 8's 4, plain 7; 7 aborts at 8,
+/// 8 commits at 9.
+fn transactional_log(log: &Log) {
+    log.append_as_leader(plain_batch(2), 0, 1_000).unwrap();
+    log.append_as_leader(txn_batch(7, 0, 0, 2), 0, 1_000).unwrap();
+    log.append_as_leader(txn_batch(8, 0, 0, 1), 0, 1_000).unwrap();
+    log.append_as_leader(txn_batch(7, 0, 2, 2), 0, 1_000).unwrap();
+    log.append_as_leader(plain_batch(1), 0, 1_000).unwrap();
+    log.update_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 2, "the LSO stops at the oldest open transaction");
+    assert_eq!(log.ongoing_transactions(), vec![(2, 7), (4, 8)]);
+    log.append_end_txn_marker(7, 0, marker(false), 0, 1_000).unwrap();
+    log.update_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 4);
+    log.append_end_txn_marker(8, 0, marker(true), 0, 1_000).unwrap();
+    assert_eq!(log.last_stable_offset(), 9, "no open transaction: the LSO is the HW");
+    log.update_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 10);
+}
+
+#[test]
+fn transactions_move_the_lso_and_index_aborts() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), "t", 0, small(1 << 20), None, 0).unwrap();
+    transactional_log(&log);
+    let aborted = log.aborted_transactions(0, 10);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].producer_id, aborted[0].first_offset, aborted[0].last_offset), (7, 2, 8));
+    assert!(log.aborted_transactions(9, 10).is_empty());
+    let with = log.read_records_with_markers(0, None).unwrap();
+    let markers: Vec<_> = with.iter().filter_map(|r| r.marker.map(|m| (r.offset, r.producer_id, m.commit))).collect();
+    assert_eq!(markers, vec![(8, 7, false), (9, 8, true)]);
+    assert!(with.iter().filter(|r| r.producer_id == 7 && r.marker.is_none()).all(|r| r.transactional));
+    assert_eq!(log.read_records(0, None, None).unwrap().len(), 8, "plain reads skip markers");
+}
+
+#[test]
+fn clients_cannot_write_markers_and_a_plain_batch_cannot_enter_an_open_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), "t", 0, small(1 << 20), None, 0).unwrap();
+    let e = log.append_as_leader(marker(true).to_batch(7, 0, 1_000), 0, 1_000).unwrap_err();
+    assert!(matches!(e, LogError::InvalidRecord { .. }), "{e}");
+    log.append_as_leader(txn_batch(7, 0, 0, 1), 0, 1_000).unwrap();
+    let plain = BatchBuilder::new().producer(7, 0, 1).base_timestamp(1_000).record(Rec::value(b"x")).build();
+    let e = log.append_as_leader(plain, 0, 1_000).unwrap_err();
+    assert!(matches!(e, LogError::InvalidTxnState { producer_id: 7, .. }) && e.to_string().contains("t-0"), "{e}");
+    assert_eq!(log.log_end_offset(), 1, "nothing written");
+    // A stale coordinator's marker is fenced once a newer one wrote.
+    log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 3 }, 0, 1_000).unwrap();
+    let e = log.append_end_txn_marker(7, 0, EndTxnMarker { commit: false, coordinator_epoch: 2 }, 0, 1_000).unwrap_err();
+    assert!(matches!(e, LogError::CoordinatorFenced { current: 3, received: 2, .. }), "{e}");
+}
+
+#[test]
+fn transaction_state_survives_clean_and_unclean_reopen() {
+    for clean in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), "t", 0, small(300), None, 0).unwrap();
+        transactional_log(&log);
+        log.append_as_leader(txn_batch(9, 0, 0, 1), 0, 1_000).unwrap(); // open at 10
+        let before = (log.aborted_transactions(0, 100), log.ongoing_transactions());
+        if clean {
+            log.close().unwrap();
+        } else {
+            log.flush().unwrap();
+        }
+        drop(log);
+        let log = Log::open(dir.path(), "t", 0, small(300), None, 0).unwrap();
+        assert_eq!((log.aborted_transactions(0, 100), log.ongoing_transactions()), before, "clean={clean}");
+        assert_eq!(log.first_unstable_offset(), Some(10), "clean={clean}");
+    }
+}
+
+#[test]
+fn truncating_a_marker_reopens_its_transaction_and_follower_appends_apply_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), "t", 0, small(1 << 20), None, 0).unwrap();
+    transactional_log(&log);
+    // A follower copies everything, markers included, with the same state.
+    let fdir = tempfile::tempdir().unwrap();
+    let follower = Log::open(fdir.path(), "t", 0, small(1 << 20), None, 0).unwrap();
+    let bytes = log.read(0, 1 << 20, None, true).unwrap().unwrap().read_to_vec().unwrap();
+    follower.append_as_follower(bytes).unwrap();
+    assert_eq!(follower.aborted_transactions(0, 100), log.aborted_transactions(0, 100));
+    assert_eq!(follower.first_unstable_offset(), None);
+    // Cut both markers: both transactions are open again, the abort is forgotten.
+    follower.truncate_to(8).unwrap();
+    assert_eq!(follower.ongoing_transactions(), vec![(2, 7), (4, 8)]);
+    assert!(follower.aborted_transactions(0, 100).is_empty());
 }

@@ -209,13 +209,14 @@ fn drop_segment_files(dir: &Path, base: i64) -> Result<()> {
     Ok(())
 }
 
-/// Producer state from a header-only scan of every segment (61 bytes per batch).
+/// Producer state from a header-only scan of every segment (61 bytes per batch, plus the
+/// first record of each control batch: the transaction markers).
 pub(crate) fn rebuild_producer_state(segments: &[Segment], log_start: i64) -> Result<ProducerStateManager> {
     let mut m = ProducerStateManager::new();
     for s in segments {
-        s.scan_headers(|h| {
+        s.scan_producer_batches(|h, marker| {
             if h.has_producer_id() {
-                m.apply(&ProducerBatch::from_header(h));
+                m.apply(&ProducerBatch::from_header(h, marker));
             }
         })?;
     }

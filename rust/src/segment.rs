@@ -43,7 +43,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{self, BatchHeader, Check, Control, FileSource, Offsets, HEADER_LEN};
+use crate::batch::{self, BatchHeader, Check, Control, EndTxnMarker, FileSource, Offsets, HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::file_region::FileRegion;
@@ -560,6 +560,27 @@ impl Segment {
         let mut src = FileSource::new(&self.file, &self.log_path, self.size);
         batch::scan(&mut src, 0, Check::Framing, None, |v| {
             each(&v.header);
+            Ok(Control::Continue)
+        })?;
+        Ok(())
+    }
+
+    /// Header-only scan that also reads each control batch's marker (its first record; a
+    /// control batch is a few dozen bytes). For the producer-state rebuild.
+    pub fn scan_producer_batches(&self, mut each: impl FnMut(&BatchHeader, Option<EndTxnMarker>)) -> Result<()> {
+        let mut src = FileSource::new(&self.file, &self.log_path, self.size);
+        let mut buf = Vec::new();
+        batch::scan(&mut src, 0, Check::Framing, None, |v| {
+            let h = v.header;
+            let marker = if h.is_control() {
+                #[allow(clippy::cast_possible_truncation)]
+                buf.resize(h.size().min(256) as usize, 0);
+                self.file.read_exact_at(&mut buf, v.position).ctx(&self.log_path)?;
+                EndTxnMarker::parse(&buf)
+            } else {
+                None
+            };
+            each(&h, marker);
             Ok(Control::Continue)
         })?;
         Ok(())

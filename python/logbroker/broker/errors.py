@@ -18,6 +18,8 @@ _CODES: list[tuple[type, ErrorCode]] = [
     (_core.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (_core.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (_core.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (_core.InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
+    (_core.CoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (_core.KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (_core.InvalidConfigError, ErrorCode.INVALID_CONFIG),
 ]

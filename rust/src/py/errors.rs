@@ -8,6 +8,8 @@
 //! ├── OffsetOutOfRangeError      OffsetOutOfRange
 //! ├── OutOfOrderSequenceError    OutOfOrderSequence
 //! ├── InvalidProducerEpochError  InvalidProducerEpoch
+//! ├── InvalidTxnStateError       InvalidTxnState
+//! ├── CoordinatorFencedError     CoordinatorFenced
 //! ├── KafkaStorageError          Io (incl. ENOSPC), CorruptIndex, Closed
 //! └── InvalidConfigError         InvalidConfig
 //! RaftError(Exception)            raft::RaftError (the controller quorum's state)
@@ -33,6 +35,8 @@ create_exception!(logbroker._core, InvalidRecordError, LogBrokerError, "A well-f
 create_exception!(logbroker._core, OffsetOutOfRangeError, LogBrokerError, "An offset outside [log start offset, log end offset].");
 create_exception!(logbroker._core, OutOfOrderSequenceError, LogBrokerError, "An idempotent producer's sequence number does not continue its last batch.");
 create_exception!(logbroker._core, InvalidProducerEpochError, LogBrokerError, "A producer epoch older than the current one (fenced).");
+create_exception!(logbroker._core, InvalidTxnStateError, LogBrokerError, "A producer's batch that does not fit its open (or missing) transaction.");
+create_exception!(logbroker._core, CoordinatorFencedError, LogBrokerError, "A transaction marker from an older transaction coordinator epoch.");
 create_exception!(logbroker._core, KafkaStorageError, LogBrokerError, "An I/O failure (including a full disk), a corrupt index or checkpoint, or a closed log.");
 create_exception!(logbroker._core, InvalidConfigError, LogBrokerError, "A configuration key with a bad value, or an unknown key.");
 
@@ -57,6 +61,8 @@ impl From<LogError> for PyErr {
             LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
             LogError::OutOfOrderSequence { .. } => OutOfOrderSequenceError::new_err(msg),
             LogError::InvalidProducerEpoch { .. } => InvalidProducerEpochError::new_err(msg),
+            LogError::InvalidTxnState { .. } => InvalidTxnStateError::new_err(msg),
+            LogError::CoordinatorFenced { .. } => CoordinatorFencedError::new_err(msg),
             LogError::InvalidConfig { .. } => InvalidConfigError::new_err(msg),
             LogError::Io { source, .. } => {
                 let err = KafkaStorageError::new_err(msg);
@@ -81,6 +87,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OffsetOutOfRangeError", py.get_type::<OffsetOutOfRangeError>())?;
     m.add("OutOfOrderSequenceError", py.get_type::<OutOfOrderSequenceError>())?;
     m.add("InvalidProducerEpochError", py.get_type::<InvalidProducerEpochError>())?;
+    m.add("InvalidTxnStateError", py.get_type::<InvalidTxnStateError>())?;
+    m.add("CoordinatorFencedError", py.get_type::<CoordinatorFencedError>())?;
     m.add("KafkaStorageError", py.get_type::<KafkaStorageError>())?;
     m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
     m.add("KafkaProtocolError", py.get_type::<KafkaProtocolError>())?;

@@ -12,10 +12,14 @@ use crate::cleaner::CompactionResult;
 use crate::compression::Codec;
 use crate::config::LogConfig;
 use crate::file_region::FileRegion;
+use crate::batch::EndTxnMarker;
 use crate::log::{AppendResult, KeyValue, Log};
 
 /// `(offset, timestamp, key, value)` as `Log.read_records` returns it.
 type PyRecord<'py> = (i64, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
+/// `(offset, timestamp, key, value, producer_id, transactional, marker)` as
+/// `Log.read_records_with_markers` returns it; `marker` is None, True (COMMIT) or False (ABORT).
+type PyTxnRecord<'py> = (i64, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>, i64, bool, Option<bool>);
 
 /// The codec called `name` ("none", "gzip", "snappy", "lz4", "zstd"), else ValueError.
 pub fn codec_named(name: &str) -> PyResult<Codec> {
@@ -166,6 +170,64 @@ impl PyLog {
             .into_iter()
             .map(|r| (r.offset, r.timestamp, r.key.map(|k| PyBytes::new(py, &k)), r.value.map(|v| PyBytes::new(py, &v))))
             .collect())
+    }
+
+    /// As `read_records`, with each record's producer id and transactional bit, plus one
+    /// entry per transaction marker (key and value None).
+    #[pyo3(signature = (start_offset, max_offset=None))]
+    fn read_records_with_markers<'py>(&self, py: Python<'py>, start_offset: i64, max_offset: Option<i64>) -> PyResult<Vec<PyTxnRecord<'py>>> {
+        let records = py.enter_core(|| self.log.read_records_with_markers(start_offset, max_offset))?;
+        Ok(records
+            .into_iter()
+            .map(|r| {
+                (
+                    r.offset,
+                    r.timestamp,
+                    r.key.map(|k| PyBytes::new(py, &k)),
+                    r.value.map(|v| PyBytes::new(py, &v)),
+                    r.producer_id,
+                    r.transactional,
+                    r.marker.map(|m| m.commit),
+                )
+            })
+            .collect())
+    }
+
+    /// Writes a transaction's end marker (COMMIT if `commit`, else ABORT) as the leader.
+    #[allow(clippy::too_many_arguments)]
+    fn append_end_txn_marker(
+        &self,
+        py: Python<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> PyResult<PyAppendResult> {
+        let marker = EndTxnMarker { commit, coordinator_epoch };
+        let r = py.enter_core(|| self.log.append_end_txn_marker(producer_id, producer_epoch, marker, leader_epoch, now_ms))?;
+        Ok(PyAppendResult(r))
+    }
+
+    /// min(first offset of the oldest open transaction, HW).
+    fn last_stable_offset(&self) -> i64 {
+        self.log.last_stable_offset()
+    }
+
+    fn first_unstable_offset(&self) -> Option<i64> {
+        self.log.first_unstable_offset()
+    }
+
+    /// `[(producer_id, first_offset), ...]` of the aborted transactions overlapping
+    /// `[fetch_offset, upper)`.
+    fn aborted_transactions(&self, py: Python<'_>, fetch_offset: i64, upper: i64) -> Vec<(i64, i64)> {
+        py.detach(|| self.log.aborted_transactions(fetch_offset, upper)).into_iter().map(|a| (a.producer_id, a.first_offset)).collect()
+    }
+
+    /// `[(first_offset, producer_id), ...]` of the open transactions, oldest first.
+    fn ongoing_transactions(&self, py: Python<'_>) -> Vec<(i64, i64)> {
+        py.detach(|| self.log.ongoing_transactions())
     }
 
     /// One log-cleaner pass (a no-op unless cleanup.policy contains compact).

@@ -4,8 +4,10 @@
 //! with sendfile(2). Limits follow Kafka (KIP-74): the response holds at most `max_bytes` and
 //! each partition at most its `partition_max_bytes`, except that the first partition with
 //! data returns at least one whole batch, so a consumer always gets past a batch larger
-//! than its limits. Consumers read up to the high watermark (read_committed too: the last
-//! stable offset equals the HW while transactions are unsupported); a follower
+//! than its limits. Consumers read up to the high watermark; with `isolation_level` 1
+//! (read_committed) up to the last stable offset (min(first offset of the oldest open
+//! transaction, HW)), and each partition with records lists the aborted transactions
+//! overlapping `[fetch offset, LSO)` so the client drops their records. A follower
 //! (`replica_id >= 0`) reads up to the LEO and its fetch offset is its LEO for the HW.
 //!
 //! Naming: v4-12 name topics, v13+ name them by topic id (UNKNOWN_TOPIC_ID for an id the
@@ -45,7 +47,7 @@ use super::partition::{NotServed, Partition, PartitionTable};
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
-use crate::protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
+use crate::protocol::messages::fetch_response::{AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
 use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records, Uuid};
 
 pub const MIN_VERSION: i16 = 4;
@@ -86,6 +88,8 @@ pub struct PendingFetch {
     max_bytes: i32,
     /// The consumer's rack (v11+; empty: none).
     rack_id: String,
+    /// isolation_level 1: read up to the last stable offset.
+    read_committed: bool,
     version: i16,
     correlation_id: i32,
     peer: String,
@@ -222,6 +226,7 @@ pub fn handle(
         min_bytes: req.min_bytes,
         max_bytes: req.max_bytes,
         rack_id: if version >= 11 { req.rack_id } else { String::new() },
+        read_committed: req.isolation_level == 1 && replica_id < 0,
         version,
         correlation_id,
         peer: peer.to_owned(),
@@ -300,10 +305,17 @@ impl PendingFetch {
                     let hw = lg.high_watermark();
                     let leo = lg.log_end_offset();
                     let log_start = lg.log_start_offset();
+                    let lso = lg.last_stable_offset();
                     data.high_watermark = hw;
-                    data.last_stable_offset = hw;
+                    data.last_stable_offset = lso;
                     data.log_start_offset = log_start;
-                    let upper = if follower { leo } else { hw };
+                    let upper = if follower {
+                        leo
+                    } else if self.read_committed {
+                        lso
+                    } else {
+                        hw
+                    };
                     let budget = u64::try_from(t.max_bytes.max(0)).unwrap_or(0).min(response_max.saturating_sub(total));
                     let diverging = (t.last_fetched_epoch >= 0)
                         .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
@@ -334,6 +346,18 @@ impl PendingFetch {
                             Ok(Some(region)) if region.length > 0 => {
                                 total += region.length;
                                 data.records = Some(Records::File(region));
+                                if self.read_committed {
+                                    data.aborted_transactions = Some(
+                                        lg.aborted_transactions(t.fetch_offset, upper)
+                                            .into_iter()
+                                            .map(|a| AbortedTransaction {
+                                                producer_id: a.producer_id,
+                                                first_offset: a.first_offset,
+                                                ..Default::default()
+                                            })
+                                            .collect(),
+                                    );
+                                }
                             }
                             Ok(_) => {}
                             Err(e) => {

@@ -1,13 +1,15 @@
 //! Produce (API key 0, versions 3-11), served on the network thread without Python.
 //!
-//! Per partition, in request order: acks must be 0, 1 or -1; transactions are refused
-//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, until transactions exist); the partition must
+//! Per partition, in request order: acks must be 0, 1 or -1; the partition must
 //! exist (UNKNOWN_TOPIC_OR_PARTITION, naming whether the topic exists) and be led by this
 //! broker (NOT_LEADER_OR_FOLLOWER; from v10 with the current leader and its endpoint,
 //! KIP-951, whether or not this broker holds a replica); the records must be present (INVALID_RECORD); with acks=-1 the
 //! ISR must be at least `min.insync.replicas` (NOT_ENOUGH_REPLICAS). Then the log appends
-//! (validating every batch: framing, CRC-32C, sizes, producer sequences; all or nothing per
-//! partition) and the high watermark moves, waking waiting fetches.
+//! (validating every batch: framing, CRC-32C, sizes, producer sequences, transaction state;
+//! all or nothing per partition) and the high watermark moves, waking waiting fetches. A
+//! transactional producer's batches open its transaction on the partition (the last stable
+//! offset stops there until the coordinator's marker closes it, WriteTxnMarkers); control
+//! batches from clients are INVALID_RECORD.
 //!
 //! acks=0: no response. acks=1: answered after the leader append. acks=-1: answered once the
 //! HW covers every appended batch (at once while the ISR is the leader alone), else parked
@@ -150,11 +152,7 @@ pub fn handle(
             let idx = pdata.index;
             let name = &topic.name;
             let reject = |code: i16, msg: String| partition_response(idx, code, Some(msg));
-            let resp = if !matches!(acks, -1..=1) {
-                reject(code::INVALID_REQUIRED_ACKS, format!("acks={acks} is not 0, 1 or -1"))
-            } else if req.transactional_id.is_some() {
-                reject(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker yet".into())
-            } else {
+            let resp = if matches!(acks, -1..=1) {
                 match table.leader_for(name, idx, -1) {
                     Err(why) => {
                         let mut resp = reject(why.code(false), why.describe(name, idx, table.node_id()));
@@ -172,6 +170,8 @@ pub fn handle(
                         resp
                     }
                 }
+            } else {
+                reject(code::INVALID_REQUIRED_ACKS, format!("acks={acks} is not 0, 1 or -1"))
             };
             out.partition_responses.push(resp);
         }
@@ -258,6 +258,8 @@ pub fn code_name(c: i16) -> &'static str {
         code::OFFSET_OUT_OF_RANGE => "OFFSET_OUT_OF_RANGE",
         code::OUT_OF_ORDER_SEQUENCE_NUMBER => "OUT_OF_ORDER_SEQUENCE_NUMBER",
         code::INVALID_PRODUCER_EPOCH => "INVALID_PRODUCER_EPOCH",
+        code::INVALID_TXN_STATE => "INVALID_TXN_STATE",
+        code::TRANSACTION_COORDINATOR_FENCED => "TRANSACTION_COORDINATOR_FENCED",
         code::INVALID_CONFIG => "INVALID_CONFIG",
         code::KAFKA_STORAGE_ERROR => "KAFKA_STORAGE_ERROR",
         _ => "ERROR",

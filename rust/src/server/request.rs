@@ -26,6 +26,8 @@ pub mod code {
     pub const INVALID_CONFIG: i16 = 40;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
+    pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
@@ -45,6 +47,8 @@ pub fn error_code_for(e: &LogError) -> i16 {
         LogError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
         LogError::OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
         LogError::InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+        LogError::InvalidTxnState { .. } => code::INVALID_TXN_STATE,
+        LogError::CoordinatorFenced { .. } => code::TRANSACTION_COORDINATOR_FENCED,
         LogError::InvalidConfig { .. } => code::INVALID_CONFIG,
         LogError::Io { .. } | LogError::CorruptIndex { .. } | LogError::Closed { .. } => code::KAFKA_STORAGE_ERROR,
     }
