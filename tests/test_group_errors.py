@@ -152,26 +152,14 @@ def test_rebalance_between_two_raw_members(broker):
         assert heartbeat(a, "g3", gen, a_id) == ErrorCode.ILLEGAL_GENERATION
 
 
-def test_a_transaction_coordinator_lookup_fails_fast_until_transactions_exist(broker):
-    """FindCoordinator for a transactional id answers a non-retriable error (a retriable one
-    kept clients looking without end), and librdkafka's init_transactions fails at once."""
-    import time
-
-    from confluent_kafka import KafkaException, Producer
-
+def test_coordinator_lookups_by_key_type(broker):
+    """FindCoordinator: a transactional id has a coordinator (this broker); an empty key or
+    an unknown key type is INVALID_REQUEST; group lookups are unaffected."""
     with RawClient(broker.bootstrap_servers) as c:
-        r = c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["txn-1"]))
-        (coord,) = r.coordinators
-        assert coord.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, coord
-        assert "txn-1" in coord.error_message and "transactions" in coord.error_message
-        assert ready(c, "still-a-group") is None  # group lookups are unaffected
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "txn-1"})
-    t0 = time.monotonic()
-    try:
-        p.init_transactions(30)
-        raise AssertionError("init_transactions succeeded without a transaction coordinator")
-    except KafkaException as e:
-        err = e.args[0]
-        assert not err.retriable(), err
-        assert err.code() == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED or err.fatal(), err
-    assert time.monotonic() - t0 < 10
+        r = c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["txn-1", ""]))
+        found, empty = r.coordinators
+        assert found.error_code == ErrorCode.NONE and found.node_id == 1, found
+        assert empty.error_code == ErrorCode.INVALID_REQUEST and "transactional id" in empty.error_message, empty
+        (odd,) = c.request(10, 4, FindCoordinator(key_type=7, coordinator_keys=["x"])).coordinators
+        assert odd.error_code == ErrorCode.INVALID_REQUEST and "key type 7" in odd.error_message, odd
+        assert ready(c, "still-a-group") is None

@@ -21,6 +21,7 @@ from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
 from logbroker.coord.controller_channel import serve_kafka_connection
 from logbroker.coord.group_coordinator import GroupCoordinator
+from logbroker.coord.transaction_coordinator import TransactionCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.replica_manager import ReplicaManager
@@ -35,6 +36,7 @@ class BrokerServer:
         self.controller: Controller | None = None
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
         # (which fills it) and the network thread (which serves from it).
         self.partition_table = _core.PartitionTable()
@@ -106,6 +108,9 @@ class BrokerServer:
                 await self.replicas.apply_metadata(self.controller.image)
             self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
             await self.groups.startup()
+            self.transactions = TransactionCoordinator(self.config, self.replicas, self.controller, self.groups)
+            await nursery.start(self.transactions.run)
+            await self.transactions.startup()
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
             if quorum is not None:

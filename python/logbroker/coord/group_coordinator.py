@@ -15,6 +15,13 @@ one offsets partition are serialised by a lock so commits land in arrival order.
 Group metadata (generation, protocol, leader, members with assignments) is written
 when a generation becomes Stable or the group becomes Empty, so a restarted broker
 restores groups and static members without forcing a rebalance.
+
+Transactional offset commits (TxnOffsetCommit): written as a transactional batch of the
+producer (so the transaction's markers reach this partition too) and held as *pending*
+per producer id until the transaction coordinator's marker arrives: COMMIT makes them the
+group's committed offsets, ABORT drops them (`complete_txn_offsets`). Loading replays the
+same rule from the log's records and markers. While a group has pending offsets for a
+partition, OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for it.
 """
 
 from __future__ import annotations
@@ -74,6 +81,8 @@ class GroupCoordinator:
         self._pending_stores: list[Group] = []
         self._append_locks: dict[int, trio.Lock] = {}
         self._led: dict[int, int] = {}  # __consumer_offsets partitions loaded -> their leader epoch
+        # transactional offset commits awaiting their marker: producer id -> group -> offsets
+        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.consumer = ConsumerGroupCoordinator(self)
 
     # --- start-up -------------------------------------------------------------------
@@ -111,6 +120,9 @@ class GroupCoordinator:
 
     def _unload(self, partitions: list[int]) -> None:
         gone = set(partitions)
+        for by_group in self.pending_txn.values():
+            for g in [g for g in by_group if self.partition_of(g) in gone]:
+                del by_group[g]
         for p in partitions:
             self._led.pop(p, None)
         dropped = [g for g in self.groups if self.partition_of(g) in gone]
@@ -145,21 +157,116 @@ class GroupCoordinator:
         parts = [p for (t, i), p in self.replicas.partitions.items() if t == OFFSETS_TOPIC and i in wanted]
 
         def read_all() -> list[tuple[int, list]]:
-            return [(p.index, p.log.read_records(p.log.log_start_offset, p.log.high_watermark)) for p in parts]
+            return [(p.index, p.log.read_records_with_markers(p.log.log_start_offset, p.log.high_watermark))
+                    for p in parts]
 
         loaded = await trio.to_thread.run_sync(read_all)
         t = trio.current_time()
         n_offsets = 0
         for index, records in loaded:
-            for offset, _ts, key, value in records:
+            for offset, _ts, key, value, producer_id, transactional, marker in records:
+                if marker is not None:
+                    self.complete_txn_offsets(index, producer_id, marker)
+                    continue
                 try:
-                    n_offsets += self._replay(key, value, t)
+                    if transactional and producer_id >= 0:
+                        self._replay_txn_offset(producer_id, key, value)
+                    else:
+                        n_offsets += self._replay(key, value, t)
                 except OffsetsRecordError as e:
                     log.error("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, index, offset, e)
         for p in parts:
             self._led[p.index] = epochs[p.index]
         log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s); %d group(s) now",
                  OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets, len(self.groups))
+
+    def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:
+            raise OffsetsRecordError("transactional record without a key or value")
+        kind, group_id, topic, partition = parse_key(key)
+        if kind != "offset":
+            raise OffsetsRecordError(f"transactional {kind} record of group {group_id!r}")
+        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})[(topic, partition)] = \
+            parse_offset_value(value)
+
+    def complete_txn_offsets(self, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of `producer_id` on `__consumer_offsets`-`index`: its
+        pending offset commits for the groups of that partition become committed (COMMIT)
+        or are dropped (ABORT)."""
+        by_group = self.pending_txn.get(producer_id)
+        if not by_group:
+            return
+        for group_id in [g for g in by_group if self.partition_of(g) == index]:
+            offsets = by_group.pop(group_id)
+            if commit:
+                group = self.groups.get(group_id)
+                if group is None:
+                    group = self.groups[group_id] = Group(group_id, now_ms())
+                group.offsets.update(offsets)
+        if not by_group:
+            del self.pending_txn[producer_id]
+
+    def has_pending_txn_offsets(self, group_id: str, partitions) -> bool:
+        wanted = None if partitions is None else set(partitions)
+        for by_group in self.pending_txn.values():
+            pending = by_group.get(group_id)
+            if pending and (wanted is None or not wanted.isdisjoint(pending)):
+                return True
+        return False
+
+    async def txn_commit_offsets(
+        self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+        member_id: str, group_instance_id: str | None, offsets: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: offsets as a transactional write of the producer, pending until
+        its transaction's marker (see the module doc). Error per partition."""
+        def all_(code: int) -> dict[tuple[str, int], int]:
+            return {(t, p): code for t, p, *_ in offsets}
+
+        code = self.check_coordinator(group_id)
+        if code:
+            return all_(code)
+        group = self.groups.get(group_id)
+        if generation_id >= 0 or member_id:
+            # v3+: the member's generation is checked as for OffsetCommit (KIP-447)
+            consumer_check = self.consumer.validate_commit(group_id, member_id, generation_id)
+            if consumer_check:
+                return all_(consumer_check)
+            if consumer_check is None:
+                err = self._validate_member(group, member_id, group_instance_id)
+                if err:
+                    return all_(err)
+                if generation_id != group.generation_id:
+                    return all_(ErrorCode.ILLEGAL_GENERATION)
+        results: dict[tuple[str, int], int] = {}
+        records = []
+        values: dict[tuple[str, int], OffsetAndMetadata] = {}
+        image = self.controller.image
+        ts = now_ms()
+        for topic, partition, offset, epoch, metadata in offsets:
+            t = image.topics.get(topic)
+            if t is None or partition not in t.partitions:
+                results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+                results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            v = OffsetAndMetadata(offset, epoch, metadata or "", ts)
+            values[(topic, partition)] = v
+            records.append((offset_key(group_id, topic, partition), offset_value(v)))
+        if records:
+            try:
+                await self._append(group_id, records, producer=(producer_id, producer_epoch))
+            except CoordinatorError as e:
+                for k in values:
+                    results[k] = e.code
+                return results
+            self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
+            for k in values:
+                results[k] = ErrorCode.NONE
+            log.debug("group %s: %d offset(s) of transactional id %r (producer %d epoch %d) pending", group_id,
+                      len(values), transactional_id, producer_id, producer_epoch)
+        return results
 
     def _replay(self, key: bytes | None, value: bytes | None, t: float) -> int:
         if key is None:
@@ -229,17 +336,27 @@ class GroupCoordinator:
 
     # --- persistence ----------------------------------------------------------------
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                      producer: tuple[int, int] | None = None) -> None:
+        """Append `records` to the group's partition and wait for the HW. `producer`:
+        (producer id, epoch) of a transactional write (TxnOffsetCommit)."""
         index = self.partition_of(group_id)
         part = self.replicas.get(OFFSETS_TOPIC, index)
         if part is None or not part.is_leader:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{index}")
         lock = self._append_locks.setdefault(index, trio.Lock())
         async with lock:
-            batch = _core.encode_batch([(k, v, 0, []) for k, v in records], base_timestamp=now_ms())
+            if producer is None:
+                batch = _core.encode_batch([(k, v, 0, []) for k, v in records], base_timestamp=now_ms())
+            else:
+                batch = _core.encode_batch([(k, v, 0, []) for k, v in records], base_timestamp=now_ms(),
+                                           producer_id=producer[0], producer_epoch=producer[1], base_sequence=-1,
+                                           transactional=True)
             epoch = part.leader_epoch
             try:
                 result = await trio.to_thread.run_sync(part.log.append_as_leader, batch, epoch, now_ms())
+            except _core.InvalidProducerEpochError as e:
+                raise CoordinatorError(ErrorCode.PRODUCER_FENCED, str(e)) from None
             except (_core.LogBrokerError, OSError) as e:
                 log.error("writing %d record(s) of group %s to %s-%d failed: %s", len(records), group_id, OFFSETS_TOPIC, index, e)
                 raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None

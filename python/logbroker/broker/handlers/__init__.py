@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from logbroker.coord.controller import Controller
     from logbroker.coord.group_coordinator import GroupCoordinator
     from logbroker.coord.metadata_quorum import MetadataQuorum
+    from logbroker.coord.transaction_coordinator import TransactionCoordinator
 
 
 class BrokerView(Protocol):
@@ -31,6 +32,7 @@ class BrokerView(Protocol):
     replicas: ReplicaManager | None
     controller: Controller | None
     groups: GroupCoordinator | None
+    transactions: TransactionCoordinator | None
     quorum: MetadataQuorum | None  # set on a node of a controller quorum
 
 
@@ -119,6 +121,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         offset_for_leader_epoch,
         offsets,
         partition_reassignments,
+        transactions,
     )
 
     modules = [
@@ -134,7 +137,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
     for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES,
-                           *partition_reassignments.ENTRIES]:
+                           *partition_reassignments.ENTRIES, *transactions.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
                           describe_quorum.handle, cluster_only=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import GroupState
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC
 from logbroker.protocol import RESPONSES, ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -23,32 +24,37 @@ async def find_coordinator(ctx, request):
     version = ctx.version
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
     unavailable = None
+    txns = ctx.broker.transactions
     if request.key_type == GROUP_KEY and any(keys):
         try:
             await coord.ensure_offsets_topic()
         except ControllerError as e:  # a cluster node that is not the active controller (yet)
             unavailable = f"{OFFSETS_TOPIC} does not exist yet and this node cannot create it: {e.message}"
+    elif request.key_type == TRANSACTION_KEY and any(keys):
+        try:
+            await txns.ensure_state_topic()
+        except ControllerError as e:
+            unavailable = f"{TRANSACTION_STATE_TOPIC} does not exist yet and this node cannot create it: {e.message}"
     results = []
     for key in keys:
         node, host, port, code, msg = -1, "", -1, ErrorCode.NONE, None
-        if unavailable is not None and request.key_type == GROUP_KEY and key:
+        if unavailable is not None and key:
             code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable
-        elif request.key_type == TRANSACTION_KEY:
-            # not COORDINATOR_NOT_AVAILABLE: clients retry that without end (issue 14);
-            # an authorization failure is fatal to a transactional producer at once
-            code, msg = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                         f"transactional id {key!r}: transactions are not supported by this broker yet")
-        elif request.key_type != GROUP_KEY:
+        elif request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
             code, msg = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
         elif not key:
-            code, msg = ErrorCode.INVALID_REQUEST, "empty group id"
+            code, msg = ErrorCode.INVALID_REQUEST, ("empty group id" if request.key_type == GROUP_KEY
+                                                    else "empty transactional id")
         else:
-            # the leader of the group's partition, wherever it is (the image knows)
-            index, leader = coord.coordinator_node(key)
+            # the leader of the key's partition, wherever it is (the image knows)
+            if request.key_type == GROUP_KEY:
+                topic, (index, leader) = OFFSETS_TOPIC, coord.coordinator_node(key)
+            else:
+                topic, (index, leader) = TRANSACTION_STATE_TOPIC, txns.coordinator_node(key)
             b = ctx.controller.image.brokers.get(leader)
             if b is None or b.fenced:
                 code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                             f"{OFFSETS_TOPIC}-{index} has no available leader (leader {leader})")
+                             f"{topic}-{index} has no available leader (leader {leader})")
             else:
                 code, node, host, port = ErrorCode.NONE, b.node_id, b.host, b.port
         results.append((key, node, host, port, code, msg))

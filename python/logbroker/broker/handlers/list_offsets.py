@@ -1,10 +1,10 @@
 """ListOffsets (2): offsets by time.
 
 Timestamp -2 (EARLIEST) gives the log start offset, -1 (LATEST) the high watermark
-(read_committed: the last stable offset, equal to the HW without transactions), -3
-(MAX_TIMESTAMP, v7+) the offset of the record with the largest timestamp, and t >= 0
-the first offset whose timestamp is >= t (via the time index), or -1 when none below
-the HW is.
+(isolation_level 1, read_committed: the last stable offset, below any open
+transaction), -3 (MAX_TIMESTAMP, v7+) the offset of the record with the largest
+timestamp, and t >= 0 the first offset whose timestamp is >= t (via the time index), or
+-1 when none below the HW (read_committed: the LSO) is.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 Response = RESPONSES[API_KEY]
 
 
-def _lookup(part, timestamp: int, version: int) -> tuple[int, int, int, int]:
+def _lookup(part, timestamp: int, version: int, read_committed: bool) -> tuple[int, int, int, int]:
     """(error, timestamp, offset, leader_epoch) — runs on a worker thread."""
     lg = part.log
-    hw = lg.high_watermark
+    hw = lg.last_stable_offset() if read_committed else lg.high_watermark
     epoch = part.leader_epoch
     if timestamp == EARLIEST:
         return ErrorCode.NONE, -1, lg.log_start_offset, epoch
@@ -49,6 +49,7 @@ def _lookup(part, timestamp: int, version: int) -> tuple[int, int, int, int]:
 
 async def handle(ctx, request):
     version = ctx.version
+    read_committed = version >= 2 and request.isolation_level == 1
     jobs = []
     out_topics = []
     for t in request.topics:
@@ -67,7 +68,7 @@ async def handle(ctx, request):
     def work() -> None:
         for entry, part, ts in jobs:
             try:
-                entry.error_code, entry.timestamp, entry.offset, epoch = _lookup(part, ts, version)
+                entry.error_code, entry.timestamp, entry.offset, epoch = _lookup(part, ts, version, read_committed)
                 if version >= 4:  # LeaderEpoch exists from v4 on
                     entry.leader_epoch = epoch
             except (_core.LogBrokerError, OSError) as e:

@@ -1,4 +1,8 @@
-"""OffsetCommit (8) and OffsetFetch (9): committed offsets of consumer groups."""
+"""OffsetCommit (8) and OffsetFetch (9): committed offsets of consumer groups.
+
+OffsetFetch with require_stable (v7+, sent by read_committed consumers) answers
+UNSTABLE_OFFSET_COMMIT for a partition whose offset a still-open transaction commits
+(TxnOffsetCommit), so the consumer retries rather than start from an offset about to move."""
 
 from __future__ import annotations
 
@@ -30,16 +34,24 @@ async def offset_commit(ctx, request):
     ])
 
 
-def _fetch_one(ctx, group_id: str, topics) -> tuple[int, list[tuple[str, list[tuple[int, object]]]]]:
+def _fetch_one(ctx, group_id: str, topics, require_stable: bool = False
+               ) -> tuple[int, list[tuple[str, list[tuple[int, object, int]]]]]:
+    """(group error, [(topic, [(partition, offset or None, partition error)])])."""
+    groups = ctx.broker.groups
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    code, found = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    code, found = groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
+
+    def unstable(t: str, p: int) -> int:
+        return ErrorCode.UNSTABLE_OFFSET_COMMIT if require_stable and not code and \
+            groups.has_pending_txn_offsets(group_id, [(t, p)]) else ErrorCode.NONE
+
     if wanted is None:
         for (t, p), v in sorted(found.items()):
-            by_topic.setdefault(t, []).append((p, v))
+            by_topic.setdefault(t, []).append((p, v, unstable(t, p)))
     else:
         for t, p in wanted:
-            by_topic.setdefault(t, []).append((p, found.get((t, p))))
+            by_topic.setdefault(t, []).append((p, found.get((t, p)), unstable(t, p)))
     return code, list(by_topic.items())
 
 
@@ -49,7 +61,7 @@ async def offset_fetch(ctx, request):
     if version >= 8:
         groups = []
         for g in request.groups:
-            code, topics = _fetch_one(ctx, g.group_id, g.topics)
+            code, topics = _fetch_one(ctx, g.group_id, g.topics, request.require_stable)
             groups.append(Response.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[
                 Response.OffsetFetchResponseTopics(name=t, partitions=[
                     Response.OffsetFetchResponsePartitions(
@@ -57,12 +69,12 @@ async def offset_fetch(ctx, request):
                         committed_offset=v.offset if v else -1,
                         committed_leader_epoch=v.leader_epoch if v else -1,
                         metadata=v.metadata if v else "",
-                        error_code=ErrorCode.NONE,
-                    ) for p, v in parts
+                        error_code=pcode,
+                    ) for p, v, pcode in parts
                 ]) for t, parts in topics
             ]))
         return Response(throttle_time_ms=0, groups=groups)
-    code, topics = _fetch_one(ctx, request.group_id, request.topics)
+    code, topics = _fetch_one(ctx, request.group_id, request.topics, version >= 7 and request.require_stable)
     partition_code = code if version < 2 else ErrorCode.NONE
     return Response(
         throttle_time_ms=0,
@@ -74,8 +86,8 @@ async def offset_fetch(ctx, request):
                     committed_offset=v.offset if v else -1,
                     committed_leader_epoch=(v.leader_epoch if v else -1) if version >= 5 else -1,
                     metadata=v.metadata if v else "",
-                    error_code=partition_code,
-                ) for p, v in parts
+                    error_code=partition_code or pcode,
+                ) for p, v, pcode in parts
             ]) for t, parts in topics
         ],
     )

@@ -1,0 +1,124 @@
+"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+WriteTxnMarkers (27), TxnOffsetCommit (28). InitProducerId with a transactional id is in
+init_producer_id.py, FindCoordinator for transactions in groups.py. The protocol logic
+lives in coord/transaction_coordinator.py (the coordinator), coord/transaction_markers.py
+(markers on this broker's partitions) and coord/group_coordinator.py (offsets); these
+functions translate requests and responses.
+
+Versions: the transactions-v1 ranges every client uses (KIP-890's v2 APIs are not
+advertised). PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH to versions
+older than the one that introduced it, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from logbroker.coord.controller import ControllerError
+from logbroker.coord.transaction_coordinator import TxnError
+from logbroker.coord.transaction_markers import write_markers
+from logbroker.protocol import RESPONSES, ErrorCode
+
+log = logging.getLogger("logbroker.transactions")
+
+
+def fenced_for(code: int, version: int, since: int) -> int:
+    """PRODUCER_FENCED for clients that know it (`version >= since`), else INVALID_PRODUCER_EPOCH."""
+    if code == ErrorCode.PRODUCER_FENCED and version < since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _txn_error(ctx, api: str, txn_id: str, e: Exception) -> int:
+    code = e.code if isinstance(e, (TxnError, ControllerError)) else ErrorCode.UNKNOWN_SERVER_ERROR
+    level = logging.DEBUG if code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+                                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) else logging.INFO
+    log.log(level, "%s for transactional id %r from %s: %s (%s)", api, txn_id, ctx.peer,
+            ErrorCode(code).name if code in ErrorCode._value2member_map_ else code, e)
+    return code
+
+
+async def add_partitions_to_txn(ctx, request):
+    Response = RESPONSES[24]
+    txn_id = request.v3_and_below_transactional_id
+    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    try:
+        codes = await ctx.broker.transactions.add_partitions(
+            txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted)
+    except (TxnError, ControllerError) as e:
+        code = fenced_for(_txn_error(ctx, "AddPartitionsToTxn", txn_id, e), ctx.version, 2)
+        codes = {tp: code for tp in wanted}
+    return Response(throttle_time_ms=0, results_by_topic_v3_and_below=[
+        Response.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+            Response.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=codes[(t.name, p)])
+            for p in t.partitions
+        ]) for t in request.v3_and_below_topics
+    ])
+
+
+async def add_offsets_to_txn(ctx, request):
+    code = ErrorCode.NONE
+    try:
+        await ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
+                                                  request.producer_epoch, request.group_id)
+    except (TxnError, ControllerError) as e:
+        code = fenced_for(_txn_error(ctx, "AddOffsetsToTxn", request.transactional_id, e), ctx.version, 2)
+    return RESPONSES[25](throttle_time_ms=0, error_code=code)
+
+
+async def end_txn(ctx, request):
+    code = ErrorCode.NONE
+    try:
+        await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                              request.committed)
+    except (TxnError, ControllerError) as e:
+        code = fenced_for(_txn_error(ctx, "EndTxn", request.transactional_id, e), ctx.version, 2)
+    return RESPONSES[26](throttle_time_ms=0, error_code=code)
+
+
+async def write_txn_markers(ctx, request):
+    Response = RESPONSES[27]
+    out = []
+    for m in request.markers:
+        parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        codes = await write_markers(ctx.replicas, ctx.broker.groups, m.producer_id, m.producer_epoch,
+                                    m.transaction_result, m.coordinator_epoch, parts)
+        out.append(Response.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            Response.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                Response.WritableTxnMarkerPartitionResult(partition_index=p, error_code=codes[(t.name, p)])
+                for p in t.partition_indexes
+            ]) for t in m.topics
+        ]))
+    return Response(markers=out)
+
+
+async def txn_offset_commit(ctx, request):
+    Response = RESPONSES[28]
+    version = ctx.version
+    offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+                p.committed_metadata) for t in request.topics for p in t.partitions]
+    results = await ctx.broker.groups.txn_commit_offsets(
+        transactional_id=request.transactional_id, group_id=request.group_id,
+        producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+        generation_id=request.generation_id if version >= 3 else -1,
+        member_id=request.member_id if version >= 3 else "",
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        offsets=offsets,
+    )
+    return Response(throttle_time_ms=0, topics=[
+        Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            Response.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=fenced_for(results[(t.name, p.partition_index)], version, 3))
+            for p in t.partitions
+        ]) for t in request.topics
+    ])
+
+
+ENTRIES = [
+    (24, 0, 3, add_partitions_to_txn),
+    (25, 0, 3, add_offsets_to_txn),
+    (26, 0, 4, end_txn),
+    (27, 1, 1, write_txn_markers),
+    (28, 0, 3, txn_offset_commit),
+]

@@ -1,0 +1,491 @@
+"""The transaction coordinator (Kafka's exactly-once transactions, transaction protocol v1).
+
+Placement: a transactional id lives on the leader of `__transaction_state` partition
+partition_for(transactional_id) (transaction_log.py); this broker coordinates the ids of
+the partitions it leads, loaded from the log when it becomes their leader and forgotten
+when it stops. The topic is created on first use (FindCoordinator with key type 1).
+
+State per transactional id (`TxnMetadata`, persisted as one compacted record per id): the
+producer id and epoch, the timeout, the status and the partitions of the open transaction.
+A change is applied in memory only after its record is appended and covered by the HW;
+changes to one id are serialised by its lock.
+
+Transitions (status names as Kafka's):
+
+    InitProducerId   none/Empty/Complete* -> Empty with epoch + 1 (a new id at the first
+                     call, or when the epoch is exhausted); Ongoing -> the open transaction
+                     is aborted with epoch + 1 (fencing the old producer) and the caller gets
+                     CONCURRENT_TRANSACTIONS, retries, and then gets epoch + 2
+    AddPartitionsToTxn / AddOffsetsToTxn
+                     Empty/Ongoing/Complete* -> Ongoing with the partitions added
+    EndTxn           Ongoing -> PrepareCommit/PrepareAbort (answered once written), then the
+                     markers are written to every partition (transaction_markers.py) and the
+                     state becomes CompleteCommit/CompleteAbort with no partitions
+    timeout          Ongoing for longer than its timeout -> aborted with epoch + 1
+
+During PrepareCommit/PrepareAbort (markers in flight) every request for the id answers
+CONCURRENT_TRANSACTIONS, which clients retry. A coordinator that loads an id in a Prepare
+state finishes it: markers are idempotent. Markers carry the coordinator epoch (the leader
+epoch of the id's `__transaction_state` partition), so a deposed coordinator's late markers
+are refused by the partitions (TRANSACTION_COORDINATOR_FENCED).
+
+Not yet: Kafka's transactions v2 (KIP-890 part 2, epoch bump per transaction) is not
+offered (the `transaction.version` feature is not advertised, so clients use v1);
+partition verification (KIP-890 part 1) and transactional id expiration are not done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import defaultdict
+
+import trio
+
+from logbroker import _core
+from logbroker.clock import now_ms
+from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
+from logbroker.coord.controller import ControllerError
+from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionLogError,
+    TxnLogValue,
+    TxnStatus,
+    parse_txn_key,
+    parse_txn_value,
+    partition_for,
+    txn_key,
+    txn_value,
+)
+from logbroker.coord.transaction_markers import write_markers
+from logbroker.protocol import REQUESTS, ErrorCode
+
+log = logging.getLogger("logbroker.transactions")
+
+MAX_EPOCH = 32767
+WRITE_TIMEOUT_S = 30.0
+MARKER_BACKOFF_S = 0.1
+WRITE_TXN_MARKERS = 27
+
+
+class TxnError(Exception):
+    """A request the coordinator answers with `code` (message for the log)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    status: TxnStatus
+    partitions: set[tuple[str, int]]
+    start_ms: int
+    last_update_ms: int
+    previous_producer_id: int = -1
+    lock: trio.Lock = dataclasses.field(default_factory=trio.Lock, repr=False, compare=False)
+
+    def to_value(self) -> TxnLogValue:
+        parts: dict[str, list[int]] = defaultdict(list)
+        for t, p in self.partitions:
+            parts[t].append(p)
+        return TxnLogValue(
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch, timeout_ms=self.timeout_ms,
+            status=self.status, partitions={t: sorted(ps) for t, ps in parts.items()},
+            last_update_ms=self.last_update_ms, start_ms=self.start_ms,
+            previous_producer_id=self.previous_producer_id,
+        )
+
+    @classmethod
+    def from_value(cls, txn_id: str, v: TxnLogValue) -> TxnMetadata:
+        return cls(txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
+                   {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
+                   v.previous_producer_id)
+
+    def changed(self, **fields) -> TxnMetadata:
+        """A copy with `fields` replaced (the state to write; applied once written)."""
+        fields.setdefault("last_update_ms", now_ms())
+        return dataclasses.replace(self, **fields, lock=self.lock)
+
+
+class TransactionCoordinator:
+    def __init__(self, config, replicas, controller, groups) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.controller = controller
+        self.groups = groups
+        self.node_id = config.node_id
+        self.num_partitions = config.get_int("transaction.state.log.num.partitions")
+        self.max_timeout_ms = config.get_int("transaction.max.timeout.ms")
+        self.cleanup_interval_s = config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        self.txns: dict[str, TxnMetadata] = {}
+        self._led: dict[int, int] = {}  # __transaction_state partitions loaded -> coordinator (leader) epoch
+        self._append_locks: dict[int, trio.Lock] = {}
+        self._channel = BrokerChannel(self.node_id)
+        self._nursery: trio.Nursery | None = None
+        self._completing: set[str] = set()
+
+    # --- placement and loading ---------------------------------------------------------
+
+    async def startup(self) -> None:
+        await self.on_metadata(self.controller.image)
+        self.controller.add_listener(self.on_metadata)
+
+    async def ensure_state_topic(self) -> None:
+        if TRANSACTION_STATE_TOPIC in self.controller.image.topics:
+            return
+        rf = self.config.get_int("transaction.state.log.replication.factor")
+        min_isr = min(rf, self.config.get_int("transaction.state.log.min.isr"))
+        try:
+            await self.controller.create_topic(
+                TRANSACTION_STATE_TOPIC, self.config.get_int("transaction.state.log.num.partitions"), rf,
+                configs={
+                    "cleanup.policy": "compact",
+                    "min.insync.replicas": str(min_isr),
+                    "segment.bytes": str(self.config.get_int("transaction.state.log.segment.bytes")),
+                },
+            )
+        except ControllerError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        self.num_partitions = len(self.controller.image.topics[TRANSACTION_STATE_TOPIC].partitions)
+
+    def partition_of(self, txn_id: str) -> int:
+        return partition_for(txn_id, self.num_partitions)
+
+    def coordinator_node(self, txn_id: str) -> tuple[int, int]:
+        """(partition, leader id or -1) of the id's `__transaction_state` partition."""
+        index = self.partition_of(txn_id)
+        topic = self.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
+        ps = None if topic is None else topic.partitions.get(index)
+        return index, -1 if ps is None else ps.leader
+
+    def check_coordinator(self, txn_id: str) -> None:
+        if not txn_id:
+            raise TxnError(ErrorCode.INVALID_REQUEST, "empty transactional id")
+        index = self.partition_of(txn_id)
+        part = self.replicas.get(TRANSACTION_STATE_TOPIC, index)
+        if part is None or not part.is_leader:
+            raise TxnError(ErrorCode.NOT_COORDINATOR,
+                           f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{index} (transactional id {txn_id!r})")
+        if index not in self._led:
+            raise TxnError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{TRANSACTION_STATE_TOPIC}-{index} is loading")
+
+    async def on_metadata(self, image) -> None:
+        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+        led = {} if topic is None else {p: ps.leader_epoch for p, ps in topic.partitions.items()
+                                         if ps.leader == self.node_id}
+        if topic is not None:
+            self.num_partitions = len(topic.partitions)
+        lost = [p for p in self._led if led.get(p) != self._led[p]]
+        for p in lost:
+            del self._led[p]
+        if lost:
+            gone = set(lost)
+            dropped = [t for t in self.txns if self.partition_of(t) in gone]
+            for t in dropped:
+                del self.txns[t]
+            log.info("no longer transaction coordinator for %s partition(s) %s: %d transactional id(s) unloaded",
+                     TRANSACTION_STATE_TOPIC, sorted(lost), len(dropped))
+        gained = [p for p, e in led.items() if self._led.get(p) != e]
+        if gained:
+            await self._load(gained, led)
+
+    async def _load(self, indexes: list[int], epochs: dict[int, int]) -> None:
+        wanted = set(indexes)
+        parts = [p for (t, i), p in self.replicas.partitions.items() if t == TRANSACTION_STATE_TOPIC and i in wanted]
+
+        def read_all():
+            return [(p.index, p.log.read_records(p.log.log_start_offset, p.log.high_watermark)) for p in parts]
+
+        loaded = await trio.to_thread.run_sync(read_all)
+        found: dict[str, TxnMetadata | None] = {}
+        for index, records in loaded:
+            for offset, _ts, key, value in records:
+                try:
+                    txn_id = parse_txn_key(key or b"")
+                    found[txn_id] = None if value is None else TxnMetadata.from_value(txn_id, parse_txn_value(value))
+                except TransactionLogError as e:
+                    log.error("%s-%d offset %d: skipping unreadable record: %s", TRANSACTION_STATE_TOPIC, index, offset, e)
+        for txn_id, meta in found.items():
+            if meta is None:
+                self.txns.pop(txn_id, None)
+            else:
+                self.txns[txn_id] = meta
+        for p in parts:
+            self._led[p.index] = epochs[p.index]
+        resumed = 0
+        for txn_id, meta in found.items():
+            if meta is not None and meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                self._start_completion(txn_id)
+                resumed += 1
+        log.info("transaction coordinator for %s partition(s) %s: %d transactional id(s) loaded, "
+                 "%d transaction(s) being completed", TRANSACTION_STATE_TOPIC, sorted(p.index for p in parts),
+                 sum(m is not None for m in found.values()), resumed)
+
+    # --- persistence ---------------------------------------------------------------------
+
+    async def _write(self, new: TxnMetadata) -> None:
+        """Append `new` for its id and wait for the HW; then it becomes the state."""
+        txn_id = new.transactional_id
+        index = self.partition_of(txn_id)
+        part = self.replicas.get(TRANSACTION_STATE_TOPIC, index)
+        epoch = self._led.get(index)
+        if part is None or not part.is_leader or epoch is None or part.leader_epoch != epoch:
+            raise TxnError(ErrorCode.NOT_COORDINATOR, f"lost leadership of {TRANSACTION_STATE_TOPIC}-{index}")
+        lock = self._append_locks.setdefault(index, trio.Lock())
+        async with lock:
+            batch = _core.encode_batch([(txn_key(txn_id), txn_value(new.to_value()), 0, [])], base_timestamp=now_ms())
+            try:
+                result = await trio.to_thread.run_sync(part.log.append_as_leader, batch, epoch, now_ms())
+            except (_core.LogBrokerError, OSError) as e:
+                log.error("writing the state of transactional id %r to %s-%d failed: %s", txn_id,
+                          TRANSACTION_STATE_TOPIC, index, e)
+                raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
+            part.maybe_increment_hw()
+        if not await part.wait_for_hw(result.last_offset + 1, trio.current_time() + WRITE_TIMEOUT_S):
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           f"{TRANSACTION_STATE_TOPIC}-{index}: HW did not reach {result.last_offset + 1} "
+                           f"within {WRITE_TIMEOUT_S:.0f} s (transactional id {txn_id!r})")
+        if self._led.get(index) != epoch:
+            raise TxnError(ErrorCode.NOT_COORDINATOR, f"lost leadership of {TRANSACTION_STATE_TOPIC}-{index}")
+        self.txns[txn_id] = new
+
+    # --- the APIs ------------------------------------------------------------------------
+
+    def _current(self, txn_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
+        """The id's state, checked against the caller's producer id and epoch."""
+        self.check_coordinator(txn_id)
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                           f"transactional id {txn_id!r} is not mapped to producer id {producer_id}")
+        if meta.producer_epoch != producer_epoch:
+            raise TxnError(ErrorCode.PRODUCER_FENCED,
+                           f"transactional id {txn_id!r}: producer epoch {producer_epoch} is not the current "
+                           f"epoch {meta.producer_epoch} (a newer producer was initialised, or the transaction "
+                           f"timed out)")
+        if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                           f"transactional id {txn_id!r}: the previous transaction is still completing")
+        return meta
+
+    async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+                               ) -> tuple[int, int]:
+        self.check_coordinator(txn_id)
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+                           f"transaction.timeout.ms={timeout_ms} is outside (0, transaction.max.timeout.ms="
+                           f"{self.max_timeout_ms}]")
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            pid = await self.controller.allocate_producer_id()
+            meta = self.txns.setdefault(txn_id, TxnMetadata(txn_id, pid, -1, timeout_ms, TxnStatus.EMPTY, set(), -1,
+                                                            now_ms()))
+        async with meta.lock:
+            meta = self.txns.get(txn_id, meta)
+            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+                raise TxnError(ErrorCode.PRODUCER_FENCED,
+                               f"transactional id {txn_id!r}: producer {producer_id} epoch {producer_epoch} is not "
+                               f"the current producer {meta.producer_id} epoch {meta.producer_epoch}")
+            if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                               f"transactional id {txn_id!r}: a transaction is completing")
+            if meta.status == TxnStatus.ONGOING:
+                # fence the old producer: abort its transaction under a higher epoch
+                await self._abort_with_bump(meta, "a new producer initialised the transactional id")
+                raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                               f"transactional id {txn_id!r}: aborting the open transaction of the fenced producer")
+            pid, epoch, prev = meta.producer_id, meta.producer_epoch + 1, meta.previous_producer_id
+            if epoch >= MAX_EPOCH:
+                prev, pid, epoch = meta.producer_id, await self.controller.allocate_producer_id(), 0
+            new = meta.changed(producer_id=pid, producer_epoch=epoch, previous_producer_id=prev, timeout_ms=timeout_ms,
+                               status=TxnStatus.EMPTY, partitions=set(), start_ms=-1)
+            await self._write(new)
+            log.info("transactional id %r: producer id %d epoch %d", txn_id, pid, epoch)
+            return pid, epoch
+
+    async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Error code per partition (all NONE, or the failing ones with their code and the
+        rest OPERATION_NOT_ATTEMPTED)."""
+        meta = self._current(txn_id, producer_id, producer_epoch)
+        image = self.controller.image
+        unknown = [(t, p) for t, p in partitions
+                   if t not in image.topics or p not in image.topics[t].partitions]
+        if unknown:
+            return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for tp in partitions}
+        async with meta.lock:
+            meta = self._current(txn_id, producer_id, producer_epoch)
+            wanted = set(partitions)
+            if meta.status == TxnStatus.ONGOING and wanted <= meta.partitions:
+                return {tp: ErrorCode.NONE for tp in partitions}
+            start = meta.start_ms if meta.status == TxnStatus.ONGOING else now_ms()
+            await self._write(meta.changed(status=TxnStatus.ONGOING, partitions=meta.partitions | wanted,
+                                           start_ms=start))
+        return {tp: ErrorCode.NONE for tp in partitions}
+
+    async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+        if not group_id:
+            raise TxnError(ErrorCode.INVALID_GROUP_ID, "empty group id")
+        await self.groups.ensure_offsets_topic()
+        index = self.groups.partition_of(group_id)
+        codes = await self.add_partitions(txn_id, producer_id, producer_epoch, [(OFFSETS_TOPIC, index)])
+        code = codes[(OFFSETS_TOPIC, index)]
+        if code != ErrorCode.NONE:
+            raise TxnError(code, f"adding {OFFSETS_TOPIC}-{index} (group {group_id!r}) to the transaction failed")
+
+    async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self.check_coordinator(txn_id)
+        meta = self.txns.get(txn_id)
+        done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
+        if meta is not None and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch \
+                and meta.status == done:
+            return  # a retry of an EndTxn that completed
+        meta = self._current(txn_id, producer_id, producer_epoch)
+        async with meta.lock:
+            meta = self._current(txn_id, producer_id, producer_epoch)
+            if meta.status != TxnStatus.ONGOING:
+                if meta.status == TxnStatus.EMPTY and not commit:
+                    return  # aborting nothing
+                raise TxnError(ErrorCode.INVALID_TXN_STATE,
+                               f"transactional id {txn_id!r}: EndTxn({'commit' if commit else 'abort'}) in state "
+                               f"{meta.status.kafka_name}")
+            await self._write(meta.changed(status=TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT))
+        self._start_completion(txn_id)
+
+    async def _abort_with_bump(self, meta: TxnMetadata, reason: str) -> None:
+        """Under the id's lock: abort the open transaction with epoch + 1 (fencing)."""
+        epoch = min(meta.producer_epoch + 1, MAX_EPOCH - 1)
+        log.info("transactional id %r: aborting the transaction of producer %d epoch %d (%s)",
+                 meta.transactional_id, meta.producer_id, meta.producer_epoch, reason)
+        await self._write(meta.changed(status=TxnStatus.PREPARE_ABORT, producer_epoch=epoch))
+        self._start_completion(meta.transactional_id)
+
+    # --- completing transactions: markers ------------------------------------------------
+
+    def _start_completion(self, txn_id: str) -> None:
+        if txn_id in self._completing or self._nursery is None:
+            return
+        self._completing.add(txn_id)
+        self._nursery.start_soon(self._complete, txn_id)
+
+    async def _complete(self, txn_id: str) -> None:
+        try:
+            await self._complete_inner(txn_id)
+        except TxnError as e:
+            log.info("transactional id %r: completion stopped: %s", txn_id, e)
+        finally:
+            self._completing.discard(txn_id)
+
+    async def _complete_inner(self, txn_id: str) -> None:
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.status not in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            return
+        index = self.partition_of(txn_id)
+        coordinator_epoch = self._led.get(index)
+        if coordinator_epoch is None:
+            return
+        commit = meta.status == TxnStatus.PREPARE_COMMIT
+        pending = set(meta.partitions)
+        attempts = 0
+        while pending:
+            if self._led.get(index) != coordinator_epoch or self.txns.get(txn_id) is not meta:
+                return  # deposed: the new coordinator finishes it
+            image = self.controller.image
+            by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+            for t, p in sorted(pending):
+                topic = image.topics.get(t)
+                ps = None if topic is None else topic.partitions.get(p)
+                if ps is None:
+                    pending.discard((t, p))  # deleted: nothing to mark
+                    continue
+                by_leader[ps.leader].append((t, p))
+            for leader, parts in by_leader.items():
+                results = await self._send_markers(leader, image, meta, commit, coordinator_epoch, parts)
+                for tp, code in results.items():
+                    if code == ErrorCode.NONE:
+                        pending.discard(tp)
+                    elif code == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                        log.warning("transactional id %r: markers refused by %s-%d: a newer coordinator wrote "
+                                    "there; stopping", txn_id, *tp)
+                        return
+            if pending:
+                attempts += 1
+                if attempts % 50 == 0:
+                    log.warning("transactional id %r: %s markers still pending on %s after %d attempts", txn_id,
+                                "COMMIT" if commit else "ABORT", sorted(pending), attempts)
+                await trio.sleep(MARKER_BACKOFF_S)
+        async with meta.lock:
+            if self.txns.get(txn_id) is not meta:
+                return
+            done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
+            await self._write(meta.changed(status=done, partitions=set()))
+        log.debug("transactional id %r: producer %d epoch %d %s", txn_id, meta.producer_id, meta.producer_epoch,
+                  done.kafka_name)
+
+    async def _send_markers(self, leader: int, image, meta: TxnMetadata, commit: bool, coordinator_epoch: int,
+                            parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if leader == self.node_id:
+            return await write_markers(self.replicas, self.groups, meta.producer_id, meta.producer_epoch, commit,
+                                       coordinator_epoch, parts)
+        broker = image.brokers.get(leader)
+        if leader < 0 or broker is None or broker.fenced:
+            return {}
+        Req = REQUESTS[WRITE_TXN_MARKERS]
+        topics: dict[str, list[int]] = defaultdict(list)
+        for t, p in parts:
+            topics[t].append(p)
+        body = Req(markers=[Req.WritableTxnMarker(
+            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_result=commit,
+            topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
+            coordinator_epoch=coordinator_epoch)])
+        try:
+            resp = await self._channel.request(leader, (broker.host, broker.port), WRITE_TXN_MARKERS, 1, body,
+                                               timeout=WRITE_TIMEOUT_S + 5)
+        except BrokerUnreachable as e:
+            log.info("transactional id %r: %s", meta.transactional_id, e)
+            return {}
+        out = {}
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index)] = p.error_code
+        return out
+
+    # --- background: timeouts ----------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for txn_id, meta in list(self.txns.items()):
+                    if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                        self._start_completion(txn_id)
+                task_status.started()
+                while True:
+                    await trio.sleep(self.cleanup_interval_s)
+                    await self._abort_timed_out()
+        finally:
+            self._nursery = None
+            await self._channel.aclose()
+
+    async def _abort_timed_out(self) -> None:
+        now = now_ms()
+        for txn_id, meta in list(self.txns.items()):
+            if meta.status != TxnStatus.ONGOING or meta.start_ms < 0 or now - meta.start_ms <= meta.timeout_ms:
+                continue
+            async with meta.lock:
+                if self.txns.get(txn_id) is not meta:
+                    continue
+                try:
+                    await self._abort_with_bump(meta, f"open for {now - meta.start_ms} ms, over its timeout "
+                                                      f"of {meta.timeout_ms} ms")
+                except TxnError as e:
+                    log.info("transactional id %r: timing out failed: %s", txn_id, e)
