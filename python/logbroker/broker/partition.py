@@ -19,9 +19,11 @@ Invariants:
     every leader change arrives with a higher leader epoch, which the log records in its
     leader-epoch cache the first time a batch is appended under it.
 
-Waiting: control-plane writers that need their write covered by the HW (the group
-coordinator) register a trio.Event (`add_waiter`); `notify` sets and forgets them all, and
-the waiter re-checks its own condition. (Data-path waits live in Rust.)
+Waiting: control-plane writers that need their write covered by the HW (the group and
+transaction coordinators, transaction markers) register a trio.Event (`add_waiter`);
+`notify` sets and forgets them all, and the waiter re-checks its own condition; since a
+follower's fetch moves the HW in Rust without waking them, `wait_for_hw` also re-reads the
+HW at a short interval. (Data-path waits live in Rust.)
 """
 
 from __future__ import annotations
@@ -97,14 +99,22 @@ class Partition:
         self._waiters.discard(event)
 
     async def wait_for_hw(self, offset: int, deadline: float) -> bool:
-        """Wait until HW >= offset or the trio-clock deadline passes; True if reached."""
+        """Wait until HW >= offset or the trio-clock deadline passes; True if reached.
+
+        A follower's fetch moves the HW on the network thread (Rust), which does not wake
+        these waiters, so besides `notify` the wait re-reads the HW at a short interval
+        (1 ms, doubling to 20 ms): a replicated control-plane write is answered within
+        one interval of its HW moving."""
+        interval = 0.001
         with trio.move_on_at(deadline):
             while self.log.high_watermark < offset:
                 event = trio.Event()
                 self.add_waiter(event)
                 try:
-                    await event.wait()
+                    with trio.move_on_after(interval):
+                        await event.wait()
                 finally:
                     self.remove_waiter(event)
+                interval = min(interval * 2, 0.02)
             return True
         return self.log.high_watermark >= offset
