@@ -1,0 +1,67 @@
+"""The Java client's transactions against logbroker: Kafka's own TransactionalMessageCopier
+(consume-transform-produce with send_offsets_to_transaction, randomly aborting some
+transactions) copies a topic; a read_committed consumer then sees every input record
+exactly once, and the copier's group has committed the end of the input."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
+                                reason="Java 17 and Maven are needed for the Java client")
+
+
+@pytest.fixture(scope="module")
+def kafka_tools():
+    from benches.peers.kafka import install
+
+    return install()
+
+
+def test_java_transactional_copier_with_random_aborts_is_exactly_once(broker, kafka_tools):
+    bs = broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    for t in ("jin", "jout"):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(10)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(500):
+        p.produce("jin", value=str(i).encode())
+    assert p.flush(30) == 0
+    cmd = kafka_tools.tools_java("org.apache.kafka.tools.TransactionalMessageCopier", [
+        "--broker-list", bs, "--input-topic", "jin", "--input-partition", "0", "--output-topic", "jout",
+        "--transactional-id", "jcopy", "--consumer-group", "jgroup", "--max-messages", "500",
+        "--transaction-size", "50", "--enable-random-aborts"])
+    r = subprocess.run(cmd, capture_output=True, timeout=180)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    assert '"stage":"ShutdownComplete"' in r.stdout.decode() and '"remaining":0' in r.stdout.decode()
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "check", "isolation.level": "read_committed",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition("jout", 0, 0)])
+    values, last = [], time.monotonic()
+    try:
+        while time.monotonic() - last < 3:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                values.append(int(m.value()))
+                last = time.monotonic()
+        assert sorted(values) == list(range(500)), (len(values), len(set(values)))
+        committed = c.committed([TopicPartition("jin", 0)], timeout=10)
+    finally:
+        c.close()
+    g = Consumer({"bootstrap.servers": bs, "group.id": "jgroup"})
+    try:
+        assert g.committed([TopicPartition("jin", 0)], timeout=10)[0].offset == 500
+    finally:
+        g.close()
+    assert committed[0].offset < 0, "the checking consumer committed nothing"
