@@ -46,7 +46,8 @@ def api_of(cls) -> tuple[int, bool]:
 
 # Messages added after the Python codec was retired (the cluster's own APIs): no independent
 # encoding exists for them, so the round-trip and fuzz tests are what checks them.
-LATER = {"DescribeQuorumRequest", "DescribeQuorumResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse",
+LATER = {"DescribeTransactionsRequest", "DescribeTransactionsResponse", "ListTransactionsRequest",
+         "ListTransactionsResponse", "DescribeQuorumRequest", "DescribeQuorumResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse",
          "AlterPartitionRequest", "AlterPartitionResponse", "ElectLeadersRequest", "ElectLeadersResponse",
          "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
          "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
@@ -56,7 +57,7 @@ LATER = {"DescribeQuorumRequest", "DescribeQuorumResponse", "BrokerHeartbeatRequ
 def test_golden_file_covers_every_case():
     older = [c for c in CASES if c.values[0].name not in LATER]
     assert len(GOLDEN_CASES) == 2 * len(older) == 804
-    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5
+    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2
 
 
 @pytest.mark.parametrize(("cls", "version", "which", "raw"), GOLDEN_CASES)

@@ -168,8 +168,9 @@ def test_populated_roundtrip(cls, version):
 
 
 def test_case_count():
-    # 42 APIs x 2 plus the two headers, every version in their ranges
-    assert len(MESSAGES) == 86
-    assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5
+    # 44 APIs x 2 plus the two headers, every version in their ranges
+    assert len(MESSAGES) == 90
+    assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2
     # + DescribeQuorum v0-2, BrokerHeartbeat v0-1, AlterPartition v0-3, ElectLeaders v0-2,
-    # AlterPartitionReassignments v0-1, ListPartitionReassignments v0, DescribeLogDirs v0-4
+    # AlterPartitionReassignments v0-1, ListPartitionReassignments v0, DescribeLogDirs v0-4,
+    # DescribeTransactions v0, ListTransactions v0-1

@@ -120,3 +120,38 @@ def test_txn_offset_commit_checks_the_member(broker):
                                       partition_index=0, committed_offset=5, committed_metadata="")])])
         (code,) = [p.error_code for t in c.request(28, 3, req).topics for p in t.partitions]
         assert code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_describe_and_list_transactions(broker):
+    DescribeTransactions, ListTransactions = REQUESTS[65], REQUESTS[66]
+    with RawClient(broker.bootstrap_servers) as c:
+        assert create_topic(c, "dl", 2) == 0
+        c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["dtx"]))
+        r = init(c, "dtx", timeout_ms=45000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add(c, "dtx", pid, epoch, [("dl", 1), ("dl", 0)]) == {("dl", 0): 0, ("dl", 1): 0}
+        d = c.request(65, 0, DescribeTransactions(transactional_ids=["dtx", "nobody"]))
+        found, missing = d.transaction_states
+        assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch,
+                found.transaction_timeout_ms) == (0, "Ongoing", pid, epoch, 45000)
+        assert found.transaction_start_time_ms > 0
+        assert [(t.topic, list(t.partitions)) for t in found.topics] == [("dl", [0, 1])]
+        assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+        def listed(states=(), pids=(), duration=-1, version=1):
+            r = c.request(66, version, ListTransactions(state_filters=list(states), producer_id_filters=list(pids),
+                                                        duration_filter=duration))
+            return r.error_code, list(r.unknown_state_filters), [(t.transactional_id, t.transaction_state)
+                                                                 for t in r.transaction_states]
+
+        assert listed() == (0, [], [("dtx", "Ongoing")])
+        assert listed(states=["Ongoing", "Bogus"]) == (0, ["Bogus"], [("dtx", "Ongoing")])
+        assert listed(states=["Empty"])[2] == []
+        assert listed(pids=[pid + 1])[2] == []
+        assert listed(duration=3_600_000)[2] == [], "not open for an hour"
+        assert listed(version=0) == (0, [], [("dtx", "Ongoing")])
+        assert end(c, "dtx", pid, epoch, False) == ErrorCode.NONE
+        deadline = time.monotonic() + 10
+        while listed()[2] != [("dtx", "CompleteAbort")] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert listed()[2] == [("dtx", "CompleteAbort")]

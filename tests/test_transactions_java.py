@@ -65,3 +65,14 @@ def test_java_transactional_copier_with_random_aborts_is_exactly_once(broker, ka
     finally:
         g.close()
     assert committed[0].offset < 0, "the checking consumer committed nothing"
+    # Kafka's kafka-transactions tool (ListTransactions, DescribeTransactions) sees the id
+    txns = "org.apache.kafka.tools.TransactionsCommand"
+    out = subprocess.run(kafka_tools.tools_java(txns, ["--bootstrap-server", bs, "list"]), capture_output=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert "jcopy" in out.stdout.decode() and "CompleteCommit" in out.stdout.decode(), out.stdout.decode()
+    out = subprocess.run(kafka_tools.tools_java(txns, ["--bootstrap-server", bs, "describe", "--transactional-id",
+                                                       "jcopy"]), capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert "CompleteCommit" in out.stdout.decode(), out.stdout.decode()
+

@@ -368,6 +368,33 @@ class TransactionCoordinator:
         await self._write(meta.changed(status=TxnStatus.PREPARE_ABORT, producer_epoch=epoch))
         self._start_completion(meta.transactional_id)
 
+    # --- describing ----------------------------------------------------------------------
+
+    def describe(self, txn_id: str) -> TxnMetadata:
+        """The id's state (DescribeTransactions); TxnError if not coordinated here or unknown."""
+        self.check_coordinator(txn_id)
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_epoch < 0:
+            raise TxnError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, f"transactional id {txn_id!r} is not known")
+        return meta
+
+    def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int) -> list[TxnMetadata]:
+        """The ids this broker coordinates (loaded partitions only), filtered as ListTransactions:
+        by Kafka state name, by producer id, and (>= 0) by transactions open at least that long."""
+        now = now_ms()
+        out = []
+        for txn_id, meta in sorted(self.txns.items()):
+            if meta.producer_epoch < 0 or self.partition_of(txn_id) not in self._led:
+                continue
+            if states and meta.status.kafka_name not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (meta.start_ms < 0 or now - meta.start_ms < min_duration_ms):
+                continue
+            out.append(meta)
+        return out
+
     # --- completing transactions: markers ------------------------------------------------
 
     def _start_completion(self, txn_id: str) -> None:

@@ -1,5 +1,5 @@
 """Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-WriteTxnMarkers (27), TxnOffsetCommit (28). InitProducerId with a transactional id is in
+WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66). InitProducerId with a transactional id is in
 init_producer_id.py, FindCoordinator for transactions in groups.py. The protocol logic
 lives in coord/transaction_coordinator.py (the coordinator), coord/transaction_markers.py
 (markers on this broker's partitions) and coord/group_coordinator.py (offsets); these
@@ -115,10 +115,51 @@ async def txn_offset_commit(ctx, request):
     ])
 
 
+async def describe_transactions(ctx, request):
+    Response = RESPONSES[65]
+    out = []
+    for txn_id in request.transactional_ids:
+        try:
+            meta = ctx.broker.transactions.describe(txn_id)
+        except TxnError as e:
+            out.append(Response.TransactionState(error_code=e.code, transactional_id=txn_id, transaction_state="",
+                                                 transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                                                 producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(meta.partitions):
+            by_topic.setdefault(t, []).append(p)
+        out.append(Response.TransactionState(
+            error_code=ErrorCode.NONE, transactional_id=txn_id, transaction_state=meta.status.kafka_name,
+            transaction_timeout_ms=meta.timeout_ms, transaction_start_time_ms=meta.start_ms,
+            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+            topics=[Response.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+    return Response(throttle_time_ms=0, transaction_states=out)
+
+
+KAFKA_STATES = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
+                "PrepareEpochFence"}
+
+
+async def list_transactions(ctx, request):
+    Response = RESPONSES[66]
+    states = set(request.state_filters)
+    unknown = sorted(states - KAFKA_STATES)
+    listed = ctx.broker.transactions.list(states, set(request.producer_id_filters),
+                                          request.duration_filter if ctx.version >= 1 else -1)
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
+                    transaction_states=[
+                        Response.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                                  transaction_state=m.status.kafka_name)
+                        for m in listed])
+
+
 ENTRIES = [
     (24, 0, 3, add_partitions_to_txn),
     (25, 0, 3, add_offsets_to_txn),
     (26, 0, 4, end_txn),
     (27, 1, 1, write_txn_markers),
     (28, 0, 3, txn_offset_commit),
+    (65, 0, 0, describe_transactions),
+    (66, 0, 1, list_transactions),
 ]

@@ -41,6 +41,8 @@ from logbroker.protocol.messages.describe_producers_request import DescribeProdu
 from logbroker.protocol.messages.describe_producers_response import DescribeProducersResponse
 from logbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
 from logbroker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+from logbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from logbroker.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
 from logbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from logbroker.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from logbroker.protocol.messages.end_txn_request import EndTxnRequest
@@ -65,6 +67,8 @@ from logbroker.protocol.messages.list_offsets_request import ListOffsetsRequest
 from logbroker.protocol.messages.list_offsets_response import ListOffsetsResponse
 from logbroker.protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from logbroker.protocol.messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse
+from logbroker.protocol.messages.list_transactions_request import ListTransactionsRequest
+from logbroker.protocol.messages.list_transactions_response import ListTransactionsResponse
 from logbroker.protocol.messages.metadata_request import MetadataRequest
 from logbroker.protocol.messages.metadata_response import MetadataResponse
 from logbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -129,6 +133,8 @@ REQUESTS = {
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
     63: BrokerHeartbeatRequest,
+    65: DescribeTransactionsRequest,
+    66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
 }
@@ -173,6 +179,8 @@ RESPONSES = {
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
     63: BrokerHeartbeatResponse,
+    65: DescribeTransactionsResponse,
+    66: ListTransactionsResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
 }
@@ -217,6 +225,8 @@ API_NAMES = {
     60: 'DescribeCluster',
     61: 'DescribeProducers',
     63: 'BrokerHeartbeat',
+    65: 'DescribeTransactions',
+    66: 'ListTransactions',
     68: 'ConsumerGroupHeartbeat',
     69: 'ConsumerGroupDescribe',
 }
@@ -327,6 +337,10 @@ CLASSES = (
     DescribeQuorumResponse.Node,
     DescribeQuorumResponse.Listener,
     DescribeQuorumResponse.ReplicaState,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeTransactionsResponse.TransactionState,
+    DescribeTransactionsResponse.TopicData,
     ElectLeadersRequest,
     ElectLeadersRequest.TopicPartitions,
     ElectLeadersResponse,
@@ -381,6 +395,9 @@ CLASSES = (
     ListPartitionReassignmentsResponse,
     ListPartitionReassignmentsResponse.OngoingTopicReassignment,
     ListPartitionReassignmentsResponse.OngoingPartitionReassignment,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    ListTransactionsResponse.TransactionState,
     MetadataRequest,
     MetadataRequest.MetadataRequestTopic,
     MetadataResponse,
@@ -487,6 +504,8 @@ __all__ = [
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'DescribeTransactionsRequest',
+    'DescribeTransactionsResponse',
     'ElectLeadersRequest',
     'ElectLeadersResponse',
     'EndTxnRequest',
@@ -511,6 +530,8 @@ __all__ = [
     'ListOffsetsResponse',
     'ListPartitionReassignmentsRequest',
     'ListPartitionReassignmentsResponse',
+    'ListTransactionsRequest',
+    'ListTransactionsResponse',
     'MetadataRequest',
     'MetadataResponse',
     'OffsetCommitRequest',

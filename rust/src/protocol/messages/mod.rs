@@ -43,6 +43,8 @@ pub mod describe_producers_request;
 pub mod describe_producers_response;
 pub mod describe_quorum_request;
 pub mod describe_quorum_response;
+pub mod describe_transactions_request;
+pub mod describe_transactions_response;
 pub mod elect_leaders_request;
 pub mod elect_leaders_response;
 pub mod end_txn_request;
@@ -67,6 +69,8 @@ pub mod list_offsets_request;
 pub mod list_offsets_response;
 pub mod list_partition_reassignments_request;
 pub mod list_partition_reassignments_response;
+pub mod list_transactions_request;
+pub mod list_transactions_response;
 pub mod metadata_request;
 pub mod metadata_response;
 pub mod offset_commit_request;
@@ -130,6 +134,8 @@ pub use describe_producers_request::DescribeProducersRequest;
 pub use describe_producers_response::DescribeProducersResponse;
 pub use describe_quorum_request::DescribeQuorumRequest;
 pub use describe_quorum_response::DescribeQuorumResponse;
+pub use describe_transactions_request::DescribeTransactionsRequest;
+pub use describe_transactions_response::DescribeTransactionsResponse;
 pub use elect_leaders_request::ElectLeadersRequest;
 pub use elect_leaders_response::ElectLeadersResponse;
 pub use end_txn_request::EndTxnRequest;
@@ -154,6 +160,8 @@ pub use list_offsets_request::ListOffsetsRequest;
 pub use list_offsets_response::ListOffsetsResponse;
 pub use list_partition_reassignments_request::ListPartitionReassignmentsRequest;
 pub use list_partition_reassignments_response::ListPartitionReassignmentsResponse;
+pub use list_transactions_request::ListTransactionsRequest;
+pub use list_transactions_response::ListTransactionsResponse;
 pub use metadata_request::MetadataRequest;
 pub use metadata_response::MetadataResponse;
 pub use offset_commit_request::OffsetCommitRequest;
@@ -219,6 +227,8 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (60, "DescribeCluster", 0, 2, 0),
     (61, "DescribeProducers", 0, 0, 0),
     (63, "BrokerHeartbeat", 0, 1, 0),
+    (65, "DescribeTransactions", 0, 0, 0),
+    (66, "ListTransactions", 0, 1, 0),
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (69, "ConsumerGroupDescribe", 0, 1, 0),
 ];
@@ -309,6 +319,10 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (61, false) => roundtrip::<DescribeProducersResponse>(body, version),
         (63, true) => roundtrip::<BrokerHeartbeatRequest>(body, version),
         (63, false) => roundtrip::<BrokerHeartbeatResponse>(body, version),
+        (65, true) => roundtrip::<DescribeTransactionsRequest>(body, version),
+        (65, false) => roundtrip::<DescribeTransactionsResponse>(body, version),
+        (66, true) => roundtrip::<ListTransactionsRequest>(body, version),
+        (66, false) => roundtrip::<ListTransactionsResponse>(body, version),
         (68, true) => roundtrip::<ConsumerGroupHeartbeatRequest>(body, version),
         (68, false) => roundtrip::<ConsumerGroupHeartbeatResponse>(body, version),
         (69, true) => roundtrip::<ConsumerGroupDescribeRequest>(body, version),
