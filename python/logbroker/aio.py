@@ -221,8 +221,9 @@ class Producer(ProducerBase, _AioClient):
         with trio.move_on_after(max_block) as scope:
             while True:
                 if self._acc.partitions(topic) is None:
-                    await wait_pending(self._core.wait_for_topic(topic, max_block), max_block + 1,
-                                       f"metadata of topic {topic!r}")
+                    pending = self._core.wait_for_topic(topic, max_block)
+                    self._core.wake()  # the I/O task may be asleep until a later deadline
+                    await wait_pending(pending, max_block + 1, f"metadata of topic {topic!r}")
                 else:
                     self._acc.begin_flush()
                     await trio.sleep(0.005)
@@ -248,6 +249,32 @@ class Producer(ProducerBase, _AioClient):
         t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
         await self._call(lambda: self._core.wait_for_topic(topic, t), f"metadata of topic {topic!r}", t + 1)
         return list(range(self._acc.partitions(topic) or 0))
+
+    # -- transactions (as the sync Producer's) ------------------------------------------
+
+    def _t(self, timeout: float | None) -> float:
+        return self.config["max.block.ms"] / 1000 if timeout is None else timeout
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        txn, t = self._txn(), self._t(timeout)
+        await self._call(lambda: txn.init(t), f"init_transactions({txn.txn_id!r})", t + 1)
+
+    def begin_transaction(self) -> None:
+        self._txn().begin()
+
+    async def send_offsets_to_transaction(self, offsets: Any, group: Any, timeout: float | None = None) -> None:
+        txn, t = self._txn(), self._t(timeout)
+        offs, gid, gen, member, inst = self._offsets_and_group(offsets, group)
+        await self._call(lambda: txn.send_offsets(offs, gid, gen, member, inst, t),
+                         f"send_offsets_to_transaction(group {gid!r})", t + 1)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        txn, t = self._txn(), self._t(timeout)
+        await self._call(lambda: txn.end(True, t), "commit_transaction", t + 1)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        txn, t = self._txn(), self._t(timeout)
+        await self._call(lambda: txn.end(False, t), "abort_transaction", t + 1)
 
     async def aclose(self) -> None:
         if self._aclosed:

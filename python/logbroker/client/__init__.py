@@ -21,6 +21,7 @@ from logbroker.client.errors import (
 from logbroker.client.fetcher import NoOffsetForPartitionError
 from logbroker.client.group import TopicPartition
 from logbroker.client.producer import Producer, RecordFuture, RecordMetadata
+from logbroker.client.transactions import TransactionStateError
 
 __all__ = [
     "Admin",
@@ -44,4 +45,5 @@ __all__ = [
     "SerializationError",
     "TopicDescription",
     "TopicPartition",
+    "TransactionStateError",
 ]

@@ -53,6 +53,8 @@ PRODUCER: dict[str, Any] = {
     "max.block.ms": 60000,
     "partitioner": None,
     "allow.auto.create.topics": True,
+    "transactional.id": None,
+    "transaction.timeout.ms": 60000,
 }
 
 CONSUMER: dict[str, Any] = {
@@ -172,6 +174,14 @@ def build_producer(given: dict[str, Any]) -> dict[str, Any]:
     alongside them, it is an error (raised by the producer)."""
     out = build(PRODUCER, given)
     explicit = any(k.replace("_", ".") == "enable.idempotence" for k in given)
+    if out["transactional.id"] is not None:
+        out["transactional.id"] = str(out["transactional.id"])
+        if not out["transactional.id"]:
+            raise ConfigError("transactional.id must not be empty")
+        if explicit and not out["enable.idempotence"]:
+            raise ConfigError("transactional.id requires enable.idempotence (a transactional producer is idempotent)")
+        out["enable.idempotence"] = True
+        return out
     if not explicit and (out["acks"] != -1 or out["max.in.flight.requests.per.connection"] > 5 or out["retries"] == 0):
         out["enable.idempotence"] = False
     return out

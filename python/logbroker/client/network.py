@@ -150,13 +150,15 @@ def gather(pendings: list[Pending[Any]]) -> Pending[list[Any]]:
 
 
 class Versioned:
-    """A request body that depends on the negotiated version: `build(version) -> body`."""
+    """A request body that depends on the negotiated version: `build(version) -> body`;
+    `max_version` caps the version for this request (e.g. transactional Produce at v11)."""
 
-    __slots__ = ("api_key", "build")
+    __slots__ = ("api_key", "build", "max_version")
 
-    def __init__(self, api_key: int, build: Callable[[int], Any]) -> None:
+    def __init__(self, api_key: int, build: Callable[[int], Any], max_version: int | None = None) -> None:
         self.api_key = api_key
         self.build = build
+        self.max_version = max_version
 
 
 class _Req:
@@ -266,6 +268,14 @@ class Connection:
         except KafkaError as e:
             r.pending.fail(e)
             return
+        cap = r.body.max_version if isinstance(r.body, Versioned) else None
+        if cap is not None and version > cap:
+            lo = self.versions.get(r.api_key, (0, 0))[0] if self.versions else 0
+            if cap < lo:
+                r.pending.fail(error_for(35, f"broker {self.host}:{self.port} needs {REQUESTS[r.api_key].name} "
+                                             f"v{lo}+, this request goes up to v{cap}"))
+                return
+            version = cap
         self._encode(r, version)
 
     def _encode(self, r: _Req, version: int) -> None:

@@ -6,6 +6,15 @@ Rust as `send()` is called; a background thread (`driver.py`) runs the sans-I/O 
         fut = p.send("events", b"payload", key=b"user-1")
         print(fut.result(timeout=10))      # RecordMetadata(topic, partition, offset, timestamp)
 
+Transactions (`transactional_id=...`, see client/transactions.py):
+
+    p = Producer(transactional_id="etl-1")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("out", b"...")
+    p.send_offsets_to_transaction({("in", 0): 42}, consumer)   # or a group id
+    p.commit_transaction()                                      # or abort_transaction()
+
 Thread-safety: every method may be called from any thread.
 """
 
@@ -27,6 +36,7 @@ from logbroker.client.errors import (
     error_class,
 )
 from logbroker.client.sender import ProducerCore
+from logbroker.client.transactions import TransactionStateError
 from logbroker.protocol import ErrorCode
 
 __all__ = ["Producer", "Partitioner", "RecordFuture", "RecordMetadata"]
@@ -77,6 +87,8 @@ class ProducerBase:
         """The record's future, or None when the topic's metadata or buffer space is missing."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
+        if self._core.txn is not None:
+            self._core.txn.check_send()
         try:
             return self._acc.append(topic, value, key, self._pick_partition(topic, key, partition), timestamp, headers)
         except _core.AccumulatorError as e:
@@ -86,6 +98,31 @@ class ProducerBase:
         except TypeError as e:
             raise SerializationError(f"record for topic {topic!r}: {e}") from None
         return None  # unreachable
+
+    def _txn(self):
+        if self._core.txn is None:
+            raise TransactionStateError("transactions need transactional_id in the producer's configuration")
+        return self._core.txn
+
+    @staticmethod
+    def _offsets_and_group(offsets: Any, group: Any) -> tuple[dict[tuple[str, int], int], str, int, str, str | None]:
+        """{(topic, partition): next offset} and (group id, generation, member id, instance id)
+        from `group`: a group id, or a logbroker Consumer in a group (its membership)."""
+        out = {}
+        items = offsets.items() if isinstance(offsets, dict) else ((o[:2], o[2]) for o in offsets)
+        for tp, off in items:
+            out[(str(tp[0]), int(tp[1]))] = int(off)
+        if isinstance(group, str):
+            return out, group, -1, "", None
+        core = getattr(group, "_core", None)
+        membership = getattr(core, "group", None)
+        if membership is None:
+            raise ConfigError("send_offsets_to_transaction: pass a group id or a Consumer with a group_id")
+        generation = getattr(membership, "generation", None)
+        if generation is None:
+            generation = getattr(membership, "epoch", -1)
+        return (out, membership.group_id, generation, membership.member_id or "",
+                getattr(membership, "instance_id", None))
 
     def _why_blocked(self, topic: str) -> str:
         if self._acc.partitions(topic) is None:
@@ -140,6 +177,39 @@ class Producer(ProducerBase):
         self._acc.begin_flush()
         if not self._acc.wait_idle(timeout):
             raise KafkaTimeoutError(f"flush: {self._acc.incomplete} record(s) still outstanding after {timeout}s")
+
+    # -- transactions (transactional_id set) ------------------------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Registers the transactional id: gets its producer id and epoch, fencing older
+        producers with the same id (their open transaction is aborted)."""
+        txn = self._txn()
+        t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        self._driver.call_wait(lambda: txn.init(t), t + 1.0, f"init_transactions({txn.txn_id!r})")
+
+    def begin_transaction(self) -> None:
+        self._txn().begin()
+
+    def send_offsets_to_transaction(self, offsets: Any, group: Any, timeout: float | None = None) -> None:
+        """Commits consumer offsets ({(topic, partition): next offset}) with the transaction;
+        `group` is a group id or the Consumer (then its generation and member id are sent)."""
+        txn = self._txn()
+        offs, gid, gen, member, inst = self._offsets_and_group(offsets, group)
+        t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        self._driver.call_wait(lambda: txn.send_offsets(offs, gid, gen, member, inst, t), t + 1.0,
+                               f"send_offsets_to_transaction(group {gid!r})")
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Sends every queued record, then commits; raises if any record failed (abort then)."""
+        txn = self._txn()
+        t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        self._driver.call_wait(lambda: txn.end(True, t), t + 1.0, "commit_transaction")
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drops unsent records (their futures fail), waits for those in flight, aborts."""
+        txn = self._txn()
+        t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        self._driver.call_wait(lambda: txn.end(False, t), t + 1.0, "abort_transaction")
 
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
         """The topic's partition ids (waits for metadata)."""

@@ -38,7 +38,7 @@ from logbroker.client.errors import (
     error_class,
     error_for,
 )
-from logbroker.client.network import Pending
+from logbroker.client.network import Pending, Versioned
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.init_producer_id_request import _InitProducerIdRequest
 from logbroker.protocol.messages.produce_request import _ProduceRequest
@@ -92,6 +92,10 @@ class ProducerCore(ClientCore):
         self.request_timeout_ms = config["request.timeout.ms"]
         self._next_retry: float | None = None
         self._idle_waiters: list[Pending[Any]] = []
+        self.txn = None
+        if config["transactional.id"] is not None:
+            from logbroker.client.transactions import TransactionManager
+            self.txn = TransactionManager(self, config["transactional.id"], config["transaction.timeout.ms"])
 
     # -- metadata -----------------------------------------------------------------------
 
@@ -107,8 +111,33 @@ class ProducerCore(ClientCore):
 
     # -- the loop -----------------------------------------------------------------------
 
+    def set_producer(self, producer_id: int, epoch: int) -> None:
+        """A new producer id/epoch (transactions: InitProducerId): sequences restart at 0."""
+        self.producer_id, self.producer_epoch = producer_id, epoch
+        self.parts = {tp: st for tp, st in self.parts.items() if st.queue or st.in_flight}
+        for st in self.parts.values():
+            st.next_sequence = 0
+        self.wake()
+
+    def fail_unsent(self, err: BaseException, only: set[tuple[str, int]] | None) -> None:
+        """Fail the batches not yet sent (of the partitions in `only`, or all, including those
+        still in the accumulator): an aborted transaction, a partition that could not join it."""
+        if only is None:
+            self.acc.begin_flush()
+            for b in self.acc.drain():
+                st = self.parts.setdefault((b.topic, b.partition), _PartitionState())
+                st.queue.append(b)
+        for tp, st in list(self.parts.items()):
+            if only is not None and tp not in only:
+                continue
+            unsent = [b for b in st.queue if b.base_sequence < 0]
+            st.queue = collections.deque(b for b in st.queue if b.base_sequence >= 0)
+            for b in unsent:
+                self._complete(b, error=err)
+        self.wake()
+
     def _tick(self, now: float) -> None:
-        if self.idempotent and self.producer_id < 0:
+        if self.idempotent and self.producer_id < 0 and self.txn is None:
             self._maybe_init_producer_id(now)
         self._next_retry = None
         for b in self.acc.drain():
@@ -210,6 +239,8 @@ class ProducerCore(ClientCore):
                 continue
             if self.max_in_flight == 1 and st.in_flight:
                 continue
+            if self.txn is not None and not self.txn.may_send(tp):
+                continue
             leader = self.metadata.leader(*tp)
             if leader < 0:
                 self.want_topics({tp[0]})
@@ -246,13 +277,17 @@ class ProducerCore(ClientCore):
                 st = self.parts[(b.topic, b.partition)]
                 b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.record_count) & 0x7FFFFFFF
-            records = b.seal(self.producer_id, self.producer_epoch, b.base_sequence if self.idempotent else -1)
+            records = b.seal(self.producer_id, self.producer_epoch, b.base_sequence if self.idempotent else -1,
+                             self.txn is not None)
             topics.setdefault(b.topic, []).append(req_cls.PartitionProduceData(index=b.partition, records=records))
             b.attempts += 1
             b.in_flight = True
             self.parts[(b.topic, b.partition)].in_flight.append(b)
-        req = req_cls(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+        req = req_cls(transactional_id=self.txn.txn_id if self.txn is not None else None, acks=self.acks,
+                      timeout_ms=self.request_timeout_ms,
                       topic_data=[req_cls.TopicProduceData(name=t, partition_data=ps) for t, ps in topics.items()])
+        if self.txn is not None:  # Produce v12+ means transactions v2
+            req = Versioned(PRODUCE, lambda _v, body=req: body, max_version=11)
         self._node_requests[node] += 1
         p = self.net.request(node, req, expect_response=self.acks != 0)
         p.add_callback(lambda q: self._on_produce(node, batches, q))
@@ -338,6 +373,8 @@ class ProducerCore(ClientCore):
 
     def _complete(self, b: _core.ProducerBatch, base_offset: int = -1, log_append_time: int = -1,
                   error: BaseException | None = None) -> None:
+        if error is not None and self.txn is not None:
+            self.txn.batch_failed(error)
         self.acc.complete(b, base_offset, log_append_time, error)
 
     def _fail_all(self, err: BaseException) -> None:
