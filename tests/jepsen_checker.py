@@ -146,3 +146,78 @@ def summary(h: History, anomalies: dict[str, list]) -> dict[str, int]:
         "final_records": sum(len(r) for r in h.final.values()),
         **{c: len(v) for c, v in anomalies.items()},
     }
+
+
+# --- transactions ------------------------------------------------------------------------
+#
+# A transactional history: each transaction's values (partition, value) and its outcome as
+# the producer saw it: "committed" (commit_transaction returned), "aborted" (abort_transaction
+# returned), "unknown" (neither is known: an error or a timeout on the way). The reads are
+# read_committed: polls during the run, and a final read of every partition once no
+# transaction is open.
+#
+#   aborted-read      a read_committed read returned a value of an aborted transaction
+#   torn-transaction  the final read holds some but not all values of a transaction
+#   lost-commit       a committed transaction with none of its values in the final read
+#   dirty-read        a read_committed poll returned a value the final read does not hold
+#                     (a value of a transaction that was later aborted, or lost)
+#   duplicate         a value at more than one offset of the final read
+#   phantom           a value read that no transaction wrote
+
+TXN_CLASSES = ("aborted-read", "torn-transaction", "lost-commit", "dirty-read", "duplicate", "phantom")
+
+
+@dataclasses.dataclass(frozen=True)
+class Txn:
+    producer: int
+    seq: int
+    values: tuple[tuple[int, bytes], ...]
+    outcome: str  # "committed", "aborted" or "unknown"
+
+
+def check_transactions(txns: list[Txn], polls: list[Poll], final: dict[int, list[tuple[int, bytes]]]) -> dict[str, list]:
+    out: dict[str, list] = {c: [] for c in TXN_CLASSES}
+    owner: dict[bytes, Txn] = {}
+    for t in txns:
+        for _p, v in t.values:
+            owner[v] = t
+    in_final: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for p, records in final.items():
+        for o, v in records:
+            in_final[v].append((p, o))
+    for v, where in in_final.items():
+        if len(where) > 1:
+            out["duplicate"].append((v, where))
+        t = owner.get(v)
+        if t is None:
+            out["phantom"].append((v, where))
+        elif t.outcome == "aborted":
+            out["aborted-read"].append(("final", v, where, t.seq))
+    for q in polls:
+        t = owner.get(q.value)
+        if t is None:
+            out["phantom"].append((q.partition, q.offset, q.value))
+        elif t.outcome == "aborted":
+            out["aborted-read"].append((q.consumer, q.partition, q.offset, q.value, t.seq))
+        elif q.value not in in_final:
+            out["dirty-read"].append((q.consumer, q.partition, q.offset, q.value, t.outcome))
+    for t in txns:
+        present = [v for _p, v in t.values if v in in_final]
+        if present and len(present) < len(t.values):
+            out["torn-transaction"].append((t.producer, t.seq, t.outcome, len(present), len(t.values)))
+        if t.outcome == "committed" and not present:
+            out["lost-commit"].append((t.producer, t.seq, len(t.values)))
+    return out
+
+
+def txn_summary(txns: list[Txn], polls: list[Poll], final: dict, anomalies: dict[str, list]) -> dict[str, int]:
+    return {
+        "transactions": len(txns),
+        "committed": sum(t.outcome == "committed" for t in txns),
+        "aborted": sum(t.outcome == "aborted" for t in txns),
+        "unknown": sum(t.outcome == "unknown" for t in txns),
+        "values": sum(len(t.values) for t in txns),
+        "polled": len(polls),
+        "final_records": sum(len(r) for r in final.values()),
+        **{c: len(v) for c, v in anomalies.items()},
+    }

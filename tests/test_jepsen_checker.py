@@ -86,3 +86,34 @@ def test_phantom():
     h = clean()
     h.final[0].append((7, b"never-sent"))
     assert len(check(h)["phantom"]) == 1
+
+
+def txn_history():
+    from jepsen_checker import Txn
+
+    txns = [
+        Txn(1, 0, ((0, b"t0a"), (1, b"t0b")), "committed"),
+        Txn(1, 1, ((0, b"t1a"), (1, b"t1b")), "aborted"),
+        Txn(1, 2, ((0, b"t2a"),), "unknown"),  # committed after all
+        Txn(2, 0, ((1, b"u0a"),), "unknown"),  # aborted after all
+    ]
+    final = {0: [(0, b"t0a"), (3, b"t2a")], 1: [(0, b"t0b")]}
+    polls = [Poll("rc", 0, 0, 0, b"t0a"), Poll("rc", 0, 1, 0, b"t0b"), Poll("rc", 0, 0, 3, b"t2a")]
+    return txns, polls, final
+
+
+def test_transaction_checks_find_each_class():
+    from jepsen_checker import TXN_CLASSES, Txn, check_transactions, txn_summary
+
+    txns, polls, final = txn_history()
+    assert only(check_transactions(txns, polls, final)) == {}
+    s = txn_summary(txns, polls, final, check_transactions(txns, polls, final))
+    assert (s["transactions"], s["committed"], s["aborted"], s["unknown"], s["final_records"]) == (4, 1, 1, 2, 3)
+
+    bad_final = {0: [(0, b"t0a"), (2, b"t1a"), (3, b"t2a"), (4, b"t2a")], 1: [(0, b"zz")]}
+    bad_polls = polls + [Poll("rc", 0, 1, 5, b"u0a")]
+    found = check_transactions(txns + [Txn(3, 0, ((0, b"gone"),), "committed")], bad_polls, bad_final)
+    assert set(only(found)) == set(TXN_CLASSES), only(found)
+    assert any(a[0] == "final" and a[1] == b"t1a" for a in found["aborted-read"])
+    assert (1, 0, "committed", 1, 2) in found["torn-transaction"]  # t0b missing
+    assert (3, 0, 1) in found["lost-commit"]

@@ -308,6 +308,9 @@ class Controller:
             assert self.forwarder is not None
             return await self.forwarder.create_topic(name, num_partitions, replication_factor, assignments,
                                                      configs or {}, validate_only)
+        if not assignments:
+            wanted = replication_factor if replication_factor > 0 else self.config.get_int("default.replication.factor")
+            await self._wait_for_brokers(wanted, f"topic {name!r}")
         async with self._lock:
             num_partitions, replication_factor, checked = self.check_new_topic(
                 name, num_partitions, replication_factor, assignments, configs or {}
@@ -328,6 +331,28 @@ class Controller:
             await self._commit(image)
             log.info("created topic %s (id %s) with %d partition(s), configs %s", name, topic.topic_id, num_partitions, checked)
             return topic
+
+    async def _wait_for_brokers(self, wanted: int, what: str) -> None:
+        """A cluster that is starting (or a node restarting): when fewer brokers are unfenced
+        than `wanted` but enough nodes are known (voters and registered brokers), wait for
+        them, within the client's timeout (at most 10 s), rather than answer
+        INVALID_REPLICATION_FACTOR to a request made a moment too early; a replication factor
+        the known nodes cannot reach fails at once, as in Kafka."""
+        if self.quorum is None:
+            return
+        from logbroker.coord.controller_forwarding import _client_timeout
+
+        def unfenced() -> int:
+            return sum(1 for b in self.image.brokers.values() if not b.fenced)
+
+        known = set(self.config.quorum_voters) | set(self.image.brokers)
+        if unfenced() >= wanted or len(known) < wanted:
+            return
+        limit = min(10.0, _client_timeout.get() or 5.0)
+        with trio.move_on_after(limit):
+            while unfenced() < wanted:
+                await self.image_changed()
+            log.info("%s: waited for %d unfenced broker(s)", what, wanted)
 
     async def delete_topic(self, name: str) -> TopicState:
         if self._forward():

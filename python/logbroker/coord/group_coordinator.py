@@ -157,7 +157,10 @@ class GroupCoordinator:
         parts = [p for (t, i), p in self.replicas.partitions.items() if t == OFFSETS_TOPIC and i in wanted]
 
         def read_all() -> list[tuple[int, list]]:
-            return [(p.index, p.log.read_records_with_markers(p.log.log_start_offset, p.log.high_watermark))
+            # to the log end, not the HW: a new leader's HW lags until its followers fetch,
+            # but everything in a leader's log stays (a leader never truncates), including
+            # what the previous leader acknowledged
+            return [(p.index, p.log.read_records_with_markers(p.log.log_start_offset, p.log.log_end_offset))
                     for p in parts]
 
         loaded = await trio.to_thread.run_sync(read_all)

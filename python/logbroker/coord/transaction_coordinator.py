@@ -201,7 +201,9 @@ class TransactionCoordinator:
         parts = [p for (t, i), p in self.replicas.partitions.items() if t == TRANSACTION_STATE_TOPIC and i in wanted]
 
         def read_all():
-            return [(p.index, p.log.read_records(p.log.log_start_offset, p.log.high_watermark)) for p in parts]
+            # to the log end: a new leader's HW lags its log, which holds all the previous
+            # leader acknowledged (as the group coordinator loads)
+            return [(p.index, p.log.read_records(p.log.log_start_offset, p.log.log_end_offset)) for p in parts]
 
         loaded = await trio.to_thread.run_sync(read_all)
         found: dict[str, TxnMetadata | None] = {}
