@@ -277,7 +277,8 @@ def encode_batch(
 ) -> bytes: ...
 
 def decode_columns(
-    records: Buffer, start_offset: int, end_offset: int, include_headers: bool = False
+    records: Buffer, start_offset: int, end_offset: int, include_headers: bool = False,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """Decodes the whole record batches in `records` (a Fetch response's records; a partial
     batch at the end is ignored) into Arrow-layout little-endian buffers, for records with

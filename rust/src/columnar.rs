@@ -19,6 +19,7 @@
 //! `next_offset` is where the next fetch should start: past the last whole batch read, or
 //! `end_offset` if that came first.
 use crate::batch::{self, BatchHeader, Control, HEADER_LEN};
+use crate::client::records::{AbortedFilter, AbortedTxn};
 use crate::error::{LogError, Result};
 use crate::varint::read_varint;
 
@@ -94,7 +95,16 @@ fn parse_headers(mut raw: &[u8], count: i32, keys: &mut BinaryColumn, values: &m
 }
 
 /// Decodes whole batches of `buf` into columns; see the module doc.
-pub fn decode_columns(buf: &[u8], start_offset: i64, end_offset: i64, include_headers: bool) -> Result<Columns> {
+/// With `aborted` (a read_committed fetch's aborted transactions), records of aborted
+/// transactions are skipped as the consumer does ([`AbortedFilter`]).
+pub fn decode_columns(
+    buf: &[u8],
+    start_offset: i64,
+    end_offset: i64,
+    include_headers: bool,
+    aborted: Option<&[AbortedTxn]>,
+) -> Result<Columns> {
+    let mut filter = aborted.map(AbortedFilter::new);
     let mut c = Columns {
         count: 0,
         offset: Vec::new(),
@@ -123,7 +133,11 @@ pub fn decode_columns(buf: &[u8], start_offset: i64, end_offset: i64, include_he
             c.next_offset = c.next_offset.max(end_offset);
             break;
         }
-        if h.is_control() {
+        let skip = match filter.as_mut() {
+            Some(f) => f.skip(&h, bytes),
+            None => h.is_control(),
+        };
+        if skip {
             c.next_offset = c.next_offset.max(h.next_offset());
             continue;
         }
@@ -182,14 +196,14 @@ mod tests {
         buf.extend(batch(13, &[b"d", b"e"]));
         let partial = batch(15, &[b"f"]);
         buf.extend_from_slice(&partial[..partial.len() - 3]);
-        let c = decode_columns(&buf, 11, 14, true).unwrap();
+        let c = decode_columns(&buf, 11, 14, true, None).unwrap();
         assert_eq!(c.count, 3);
         let offs: Vec<i64> = c.offset.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(offs, vec![11, 12, 13]);
         assert_eq!(c.value.data, b"bcd");
         assert_eq!(c.header_keys.data, b"hhh");
         assert_eq!(c.next_offset, 14);
-        let all = decode_columns(&buf, 0, i64::MAX, false).unwrap();
+        let all = decode_columns(&buf, 0, i64::MAX, false, None).unwrap();
         assert_eq!(all.count, 5);
         assert_eq!(all.next_offset, 15);
     }
@@ -199,6 +213,28 @@ mod tests {
         let mut buf = batch(0, &[b"a"]);
         let last = buf.len() - 1;
         buf[last] ^= 0xff;
-        assert!(decode_columns(&buf, 0, i64::MAX, false).is_err());
+        assert!(decode_columns(&buf, 0, i64::MAX, false, None).is_err());
+    }
+
+    #[test]
+    fn read_committed_skips_aborted_transactions() {
+        let txn = |base: i64, pid: i64, v: &[u8]| {
+            BatchBuilder::new().base_offset(base).producer(pid, 0, 0).transactional(true).record(Rec::kv(b"k", v)).build()
+        };
+        let marker = |base: i64, pid: i64, commit: bool| {
+            let mut b = batch::EndTxnMarker { commit, coordinator_epoch: 0 }.to_batch(pid, 0, 1_000);
+            b[..8].copy_from_slice(&base.to_be_bytes());
+            b
+        };
+        let mut buf = txn(0, 5, b"aborted");
+        buf.extend(txn(1, 6, b"committed"));
+        buf.extend(marker(2, 5, false));
+        buf.extend(marker(3, 6, true));
+        buf.extend(txn(4, 5, b"later")); // producer 5's next transaction, not aborted
+        let c = decode_columns(&buf, 0, i64::MAX, false, Some(&[AbortedTxn { producer_id: 5, first_offset: 0 }])).unwrap();
+        assert_eq!(c.value.data, b"committedlater");
+        assert_eq!(c.next_offset, 5);
+        let all = decode_columns(&buf, 0, i64::MAX, false, None).unwrap();
+        assert_eq!(all.value.data, b"abortedcommittedlater", "read_uncommitted keeps everything but markers");
     }
 }

@@ -199,6 +199,15 @@ class Producer(ProducerBase):
         self._driver.call_wait(lambda: txn.send_offsets(offs, gid, gen, member, inst, t), t + 1.0,
                                f"send_offsets_to_transaction(group {gid!r})")
 
+    def _resume_transaction(self, producer_id: int, producer_epoch: int) -> None:
+        """Internal (the Spark sink's driver): take over the open transaction of this
+        transactional id that another instance began (see TransactionManager.resume)."""
+        txn = self._txn()
+        self._driver.call_wait(lambda: txn.resume(producer_id, producer_epoch), 10.0, "resume transaction")
+
+    def _producer_id_and_epoch(self) -> tuple[int, int]:
+        return self._core.producer_id, self._core.producer_epoch
+
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Sends every queued record, then commits; raises if any record failed (abort then)."""
         txn = self._txn()

@@ -95,6 +95,18 @@ class TransactionManager:
         self.offsets_added = False
         self.error = None
 
+    def resume(self, producer_id: int, producer_epoch: int) -> None:
+        """Take over an open transaction another producer instance began with this id
+        (producer id and epoch from it), to commit or abort it: what a two-phase writer
+        (the Spark sink's driver) does with its tasks' transactions."""
+        if self.state not in ("uninitialized", "ready"):
+            raise TransactionStateError(f"resume in state {self.state}")
+        self.core.set_producer(producer_id, producer_epoch)
+        self.state = "in_transaction"
+        self.added.clear()
+        self.offsets_added = True  # EndTxn must be sent even though this instance added nothing
+        self.error = None
+
     def _fail(self, err: BaseException) -> None:
         code = getattr(err, "code", None)
         if code in _FATAL:

@@ -9,6 +9,8 @@ in Rust; Python only wraps the buffers (`pyarrow.Array.from_buffers`).
 
 from __future__ import annotations
 
+import time
+
 import re
 from typing import Iterator
 
@@ -31,8 +33,9 @@ def _bootstrap(servers: str) -> str:
 class Cluster:
     """Driver-side lookups over one short-lived connection."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, read_committed: bool = False) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.read_committed = read_committed  # latest offsets are then last stable offsets
 
     def __enter__(self) -> Cluster:
         try:
@@ -86,7 +89,7 @@ class Cluster:
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for (t, p), ts in wanted.items():
             by_topic.setdefault(t, []).append((p, ts))
-        req = ListOffsets(replica_id=-1, isolation_level=0, topics=[
+        req = ListOffsets(replica_id=-1, isolation_level=1 if self.read_committed else 0, topics=[
             ListOffsets.ListOffsetsTopic(name=t, partitions=[
                 ListOffsets.ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in ps])
             for t, ps in sorted(by_topic.items())])
@@ -135,7 +138,8 @@ def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include
 
 
 def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int, arrow_schema,
-               include_headers: bool, fail_on_data_loss: bool, max_bytes: int = 8 << 20) -> Iterator:
+               include_headers: bool, fail_on_data_loss: bool, max_bytes: int = 8 << 20,
+               read_committed: bool = False) -> Iterator:
     """Executor side: fetch [start, end) of one partition from its leader, yielding
     RecordBatches. Offsets missing because compaction removed them are skipped; offsets
     below the log start (deleted by retention) raise unless fail_on_data_loss is false."""
@@ -155,7 +159,8 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
     position = start
     try:
         while position < end:
-            req = Fetch(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            req = Fetch(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
+                        isolation_level=1 if read_committed else 0,
                         session_id=0, session_epoch=-1, topics=[Fetch.FetchTopic(topic=topic, partitions=[
                             Fetch.FetchPartition(partition=partition, fetch_offset=position, partition_max_bytes=max_bytes)])],
                         forgotten_topics_data=[], rack_id="")
@@ -172,12 +177,17 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
                 raise SparkSourceError(f"Fetch {topic}-{partition} at offset {position}: {ErrorCode(part.error_code).name}")
             records = part.records
             if records is None or len(records) == 0:
+                limit = part.last_stable_offset if read_committed else part.high_watermark
                 if part.high_watermark <= position:
                     raise SparkSourceError(
                         f"{topic}-{partition}: offset {position} is at the high watermark {part.high_watermark} "
                         f"but the range ends at {end}; the partition was truncated")
+                if limit <= position:
+                    time.sleep(0.05)  # read_committed: a transaction still open below `end`
                 continue
-            columns = _core.decode_columns(records, position, end, include_headers)
+            aborted = ([(a.producer_id, a.first_offset) for a in part.aborted_transactions or []]
+                       if read_committed else None)
+            columns = _core.decode_columns(records, position, end, include_headers, aborted)
             if columns["next_offset"] <= position:
                 raise SparkSourceError(f"{topic}-{partition}: fetch at offset {position} made no progress")
             position = columns["next_offset"]

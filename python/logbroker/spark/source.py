@@ -60,6 +60,10 @@ class Options:
         self.assign = {t: [int(p) for p in ps] for t, ps in json.loads(o["assign"]).items()} if o.get("assign") else None
         self.include_headers = str(o.get("includeheaders", "false")).lower() == "true"
         self.fail_on_data_loss = str(o.get("failondataloss", "true")).lower() == "true"
+        isolation = str(o.get("kafka.isolation.level", "read_uncommitted")).lower()
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise SparkSourceError(f"kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
+        self.read_committed = isolation == "read_committed"
         self.min_partitions = int(o["minpartitions"]) if o.get("minpartitions") else None
         self.max_per_trigger = int(o["maxoffsetspertrigger"]) if o.get("maxoffsetspertrigger") else None
         self.starting = self._spec(o, "starting", "latest" if streaming else "earliest")
@@ -145,8 +149,11 @@ class _Reading:
     schema: object
 
     def read(self, partition: OffsetRange):
+        if not isinstance(partition, OffsetRange):
+            return  # no range to read: Spark hands one placeholder partition when partitions() is empty
         yield from read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start, partition.end,
-                              _arrow_schema(self.schema), self.opts.include_headers, self.opts.fail_on_data_loss)
+                              _arrow_schema(self.schema), self.opts.include_headers, self.opts.fail_on_data_loss,
+                              read_committed=self.opts.read_committed)
 
 
 class LogbrokerBatchReader(_Reading, DataSourceReader):
@@ -156,7 +163,7 @@ class LogbrokerBatchReader(_Reading, DataSourceReader):
 
     def partitions(self):
         o = self.opts
-        with Cluster(o.bootstrap) as cluster:
+        with Cluster(o.bootstrap, o.read_committed) as cluster:
             parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
             starts = o.resolve(cluster, o.starting, parts)
             ends = o.resolve(cluster, o.ending, parts)
@@ -198,13 +205,13 @@ class LogbrokerStreamReader(_Reading, DataSourceStreamReader, _AvailableNow):
 
     def initialOffset(self) -> dict:
         o = self.opts
-        with Cluster(o.bootstrap) as cluster:
+        with Cluster(o.bootstrap, o.read_committed) as cluster:
             parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
             return self._to_json(o.resolve(cluster, o.starting, parts))
 
     def _latest(self) -> dict[tuple[str, int], int]:
         o = self.opts
-        with Cluster(o.bootstrap) as cluster:
+        with Cluster(o.bootstrap, o.read_committed) as cluster:
             parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
             return cluster.list_offsets({tp: LATEST for tp in parts})
 

@@ -33,6 +33,41 @@ pub struct AbortedTxn {
     pub first_offset: i64,
 }
 
+/// Kafka's read_committed rule over a Fetch response's batches, in order: a transactional
+/// data batch is dropped while its producer has an aborted transaction whose first offset is
+/// at or below the batch, until that producer's ABORT marker. Shared by the consumer's decoder
+/// and the Spark source's columnar decoder.
+#[derive(Debug, Default)]
+pub struct AbortedFilter {
+    sorted: Vec<AbortedTxn>,
+    next: usize,
+    aborting: HashSet<i64>,
+}
+
+impl AbortedFilter {
+    pub fn new(aborted: &[AbortedTxn]) -> Self {
+        let mut sorted = aborted.to_vec();
+        sorted.sort_by_key(|a| a.first_offset);
+        AbortedFilter { sorted, next: 0, aborting: HashSet::new() }
+    }
+
+    /// Whether the batch `b` (its whole bytes) is to be skipped; call for every batch in
+    /// order, control batches included (an ABORT marker ends its producer's aborted range).
+    pub fn skip(&mut self, h: &BatchHeader, b: &[u8]) -> bool {
+        while self.next < self.sorted.len() && self.sorted[self.next].first_offset <= h.last_offset() {
+            self.aborting.insert(self.sorted[self.next].producer_id);
+            self.next += 1;
+        }
+        if h.is_control() {
+            if h.is_transactional() && batch::EndTxnMarker::parse(b).is_some_and(|m| !m.commit) {
+                self.aborting.remove(&h.producer_id);
+            }
+            return true;
+        }
+        h.is_transactional() && self.aborting.contains(&h.producer_id)
+    }
+}
+
 /// A decoded record: ranges into [`Fetched::data`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedRecord {
@@ -86,10 +121,7 @@ pub fn decode_fetched(
     aborted: Option<&[AbortedTxn]>,
 ) -> Result<Fetched> {
     let mut out = Fetched { next_offset: fetch_offset, input_len: bytes.len(), ..Fetched::default() };
-    let mut aborted_sorted: Vec<AbortedTxn> = aborted.map(<[AbortedTxn]>::to_vec).unwrap_or_default();
-    aborted_sorted.sort_by_key(|a| a.first_offset);
-    let mut next_aborted = 0usize;
-    let mut aborting: HashSet<i64> = HashSet::new();
+    let mut filter = aborted.map(AbortedFilter::new);
     let named = |e: LogError| e.in_partition(tp);
     let mut pos = 0usize;
     while bytes.len() - pos >= LOG_OVERHEAD {
@@ -127,30 +159,11 @@ pub fn decode_fetched(
             continue;
         }
         out.next_offset = out.next_offset.max(next);
-        if aborted.is_some() {
-            while next_aborted < aborted_sorted.len() && aborted_sorted[next_aborted].first_offset <= h.last_offset() {
-                aborting.insert(aborted_sorted[next_aborted].producer_id);
-                next_aborted += 1;
-            }
-        }
-        if h.is_control() {
-            if aborted.is_some() && h.is_transactional() {
-                // Control record key: version i16, type i16 (0 = ABORT, 1 = COMMIT).
-                let region = batch::records_region(b, pos as u64).map_err(named)?;
-                let mut abort_marker = false;
-                batch::walk_records(&region, &h, pos as u64, |r| {
-                    if let Some(k) = r.key {
-                        abort_marker |= k.len() >= 4 && k[2..4] == [0, 0];
-                    }
-                })
-                .map_err(named)?;
-                if abort_marker {
-                    aborting.remove(&h.producer_id);
-                }
-            }
-            continue;
-        }
-        if aborted.is_some() && h.is_transactional() && aborting.contains(&h.producer_id) {
+        let skip = match filter.as_mut() {
+            Some(f) => f.skip(&h, b),
+            None => h.is_control(),
+        };
+        if skip {
             continue;
         }
         let batch_pos = (pos - size) as u64;

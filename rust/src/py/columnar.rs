@@ -4,21 +4,25 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::gil::EnterCore;
 use super::log::extract_bytes;
+use crate::client::records::AbortedTxn;
 use crate::columnar;
 
 /// Decodes the whole batches in `records` into Arrow-layout buffers for records with offsets
 /// in `[start_offset, end_offset)`; returns a dict (see `python/logbroker/_core.pyi`).
 #[pyfunction]
-#[pyo3(signature = (records, start_offset, end_offset, include_headers=false))]
+#[pyo3(signature = (records, start_offset, end_offset, include_headers=false, aborted=None))]
 pub fn decode_columns<'py>(
     py: Python<'py>,
     records: &Bound<'py, PyAny>,
     start_offset: i64,
     end_offset: i64,
     include_headers: bool,
+    aborted: Option<Vec<(i64, i64)>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let bytes = extract_bytes(records)?;
-    let c = py.enter_core(|| columnar::decode_columns(&bytes, start_offset, end_offset, include_headers))?;
+    let aborted: Option<Vec<AbortedTxn>> =
+        aborted.map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
+    let c = py.enter_core(|| columnar::decode_columns(&bytes, start_offset, end_offset, include_headers, aborted.as_deref()))?;
     let d = PyDict::new(py);
     let b = |v: &[u8]| PyBytes::new(py, v);
     d.set_item("count", c.count)?;
