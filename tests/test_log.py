@@ -388,7 +388,7 @@ def test_idempotent_producer(log):
         log.append_as_leader(encode_batch([b"x"], producer=(pid, 0, 3)), 0, 0)
     assert log.producer_state(pid) == (1, 0, 3)
     assert log.producer_state(1) is None
-    assert log.active_producers() == [(pid, 1, 0, 1_000, 3)]
+    assert log.active_producers() == [(pid, 1, 0, 1_000, 3, -1, -1)]
 
 
 def test_clean_reopen(log_dir):

@@ -75,4 +75,13 @@ def test_java_transactional_copier_with_random_aborts_is_exactly_once(broker, ka
                                                        "jcopy"]), capture_output=True, timeout=120)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert "CompleteCommit" in out.stdout.decode(), out.stdout.decode()
+    out = subprocess.run(kafka_tools.tools_java(txns, ["--bootstrap-server", bs, "describe-producers", "--topic", "jout",
+                                                       "--partition", "0"]), capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert "ProducerId" in out.stdout.decode(), out.stdout.decode()
+    out = subprocess.run(kafka_tools.tools_java(txns, ["--bootstrap-server", bs, "find-hanging", "--broker-id", "1"]),
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    rows = [line for line in out.stdout.decode().splitlines()[1:] if line.strip()]
+    assert rows == [], f"hanging transactions reported: {out.stdout.decode()}"  # a header, no rows
 

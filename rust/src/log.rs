@@ -1295,13 +1295,24 @@ impl Log {
         g.producers.get(producer_id).map(|e| (e.epoch, e.last_seq(), e.last_offset()))
     }
 
-    /// `(producer_id, epoch, last_seq, last_timestamp, first offset of last batch)`, by id.
-    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, i64)> {
+    /// `(producer_id, epoch, last_seq, last_timestamp, first offset of last batch, coordinator
+    /// epoch, first offset of its open transaction or -1)`, by id.
+    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, i64, i32, i64)> {
         let g = self.lock();
         g.producers
             .entries()
             .into_iter()
-            .map(|e| (e.producer_id, e.epoch, e.last_seq(), e.last_timestamp, e.first_offset_of_last_batch()))
+            .map(|e| {
+                (
+                    e.producer_id,
+                    e.epoch,
+                    e.last_seq(),
+                    e.last_timestamp,
+                    e.first_offset_of_last_batch(),
+                    e.coordinator_epoch,
+                    e.current_txn_first_offset,
+                )
+            })
             .collect()
     }
 

@@ -306,7 +306,7 @@ impl PyLog {
         py.detach(|| self.log.producer_state(producer_id))
     }
 
-    fn active_producers(&self, py: Python<'_>) -> Vec<(i64, i16, i32, i64, i64)> {
+    fn active_producers(&self, py: Python<'_>) -> Vec<(i64, i16, i32, i64, i64, i32, i64)> {
         py.detach(|| self.log.active_producers())
     }
 

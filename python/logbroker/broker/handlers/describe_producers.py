@@ -1,4 +1,6 @@
-"""DescribeProducers (61): the idempotent producers a partition's log is tracking."""
+"""DescribeProducers (61): the idempotent producers a partition's log is tracking, with the
+coordinator epoch of their last transaction marker and the first offset of their open
+transaction (what `kafka-transactions.sh describe-producers` and `find-hanging` read)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ async def handle(ctx, request):
             if part is not None:
                 r.active_producers = [
                     Response.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
-                                           coordinator_epoch=-1, current_txn_start_offset=-1)
-                    for pid, epoch, seq, ts, _first in part.log.active_producers()
+                                           coordinator_epoch=coord_epoch, current_txn_start_offset=txn_start)
+                    for pid, epoch, seq, ts, _first, coord_epoch, txn_start in part.log.active_producers()
                 ]
     return Response(throttle_time_ms=0, topics=topics)
