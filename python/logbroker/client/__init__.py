@@ -9,6 +9,7 @@ from logbroker.client.admin import Admin
 from logbroker.client.admin_core import ClusterInfo, GroupDescription, NewTopic, TopicDescription
 from logbroker.client.connection import BrokerConnection, ClientError
 from logbroker.client.consumer import Consumer, ConsumerRecord
+from logbroker.client.dead_letters import DeadLetters
 from logbroker.client.errors import (
     BrokerResponseError,
     ClientClosedError,
@@ -33,6 +34,7 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerRecord",
+    "DeadLetters",
     "GroupDescription",
     "KafkaConnectionError",
     "KafkaError",
