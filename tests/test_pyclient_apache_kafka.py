@@ -168,3 +168,30 @@ def test_admin_against_kafka(kafka):
         while "k-adm" in a.list_topics() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert "k-adm" not in a.list_topics()
+
+
+def test_transactions_against_kafka(kafka):
+    """Our Producer's transactions (v1 protocol, capped request versions) with Kafka's own
+    transaction coordinator: a commit is seen by read_committed, an abort is not, and offsets
+    sent with the transaction are the group's committed offsets."""
+    with logbroker.Admin(kafka) as a:
+        a.create_topics([logbroker.NewTopic("k-txn", 2), logbroker.NewTopic("k-txn-in", 1)])
+    with logbroker.Producer(kafka, transactional_id="ours-on-kafka") as p:
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(10):
+            p.send("k-txn", f"c{i}".encode(), partition=i % 2)
+        p.send_offsets_to_transaction({("k-txn-in", 0): 7}, "ours-on-kafka-group")
+        p.commit_transaction(60)
+        p.begin_transaction()
+        p.send("k-txn", b"aborted", partition=0)
+        p.flush(30)
+        p.abort_transaction(60)
+    with logbroker.Consumer(kafka, isolation_level="read_committed", auto_offset_reset="earliest") as c:
+        c.assign([("k-txn", 0), ("k-txn", 1)])
+        got = poll_n(c, 10)
+        time.sleep(1)
+        got += c.poll(0.5)
+    assert sorted(r.value for r in got) == sorted(f"c{i}".encode() for i in range(10))
+    with logbroker.Consumer(kafka, group_id="ours-on-kafka-group") as c:
+        assert c.committed([("k-txn-in", 0)])[TP("k-txn-in", 0)] == 7

@@ -8,6 +8,9 @@ protocol (transactions v1), sans-I/O, run by the producer's core in its I/O loop
     UNSUPPORTED_VERSION -> fatal (every later call raises it; close the producer)
 
 # What each call does
+- versions: the transactions-v1 forms (AddPartitionsToTxn <= 3, AddOffsetsToTxn <= 3,
+  EndTxn <= 4, TxnOffsetCommit <= 3, Produce <= 11); a broker that finalised transactions v2
+  (Kafka 4) keeps v1 semantics for a client using them.
 - init: finds the transaction coordinator (FindCoordinator, key type 1), then
   InitProducerId(transactional.id, transaction.timeout.ms): a producer id and a bumped
   epoch that fences any older producer with the id (whose open transaction the coordinator
@@ -269,8 +272,9 @@ class TransactionManager:
                      TransactionStateError(f"send_offsets_to_transaction() in state {self.state}"))
             return out
         deadline = self.core.now + timeout
-        add = _AddOffsetsToTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,
-                                      producer_epoch=self.core.producer_epoch, group_id=group_id)
+        add_body = _AddOffsetsToTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,
+                                           producer_epoch=self.core.producer_epoch, group_id=group_id)
+        add = Versioned(25, lambda _v: add_body, max_version=3)
         added: Pending[Any] = Pending()
 
         def commit_offsets(p: Pending[Any]) -> None:
@@ -364,8 +368,10 @@ class TransactionManager:
                 self.state = "ready"
                 out.resolve(None)
                 return
-            req = _EndTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,
-                                 producer_epoch=self.core.producer_epoch, committed=commit)
+            body = _EndTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,
+                                  producer_epoch=self.core.producer_epoch, committed=commit)
+            # v5+ is transactions v2: the coordinator would bump the epoch at each commit
+            req = Versioned(26, lambda _v: body, max_version=4)
             ended: Pending[Any] = Pending()
 
             def done(p: Pending[Any]) -> None:
