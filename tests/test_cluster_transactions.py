@@ -20,17 +20,22 @@ CONFIG = {**FAST, "transaction.state.log.replication.factor": 3, "transaction.st
           "min.insync.replicas": 2}
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int, idle: float = 3.0) -> list[bytes]:
+def read_committed(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list[bytes]:
+    """Every record a read_committed consumer sees: until `expected` arrived (markers are written
+    after commit_transaction returns, so a partition's last stable offset may move a little
+    later, more so right after a failover) and then one more second, or `timeout`."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "isolation.level": "read_committed",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, last = [], time.monotonic()
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() - last < idle:
+        while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and not m.error():
                 out.append(m.value())
-                last = time.monotonic()
+                if len(out) >= expected:
+                    deadline = min(deadline, time.monotonic() + 1.0)  # anything beyond is an anomaly
     finally:
         c.close()
     return out
@@ -69,11 +74,11 @@ def test_killing_the_transaction_coordinator_mid_transaction_loses_nothing(tmp_p
             p.produce("ct", value=f"b{i}".encode(), partition=i % 3)
         p.commit_transaction(90)
 
-        got = read_committed(others[0].bootstrap_servers, "ct", 3)
+        got = read_committed(others[0].bootstrap_servers, "ct", 3, 70)
         expected = [f"a{i}".encode() for i in range(30)] + [f"b{i}".encode() for i in range(40)]
         assert sorted(got) == sorted(expected), (len(got), sorted(set(got) ^ set(expected))[:10])
 
         # the killed broker comes back, catches up, and serves the same committed view
         cluster.node(coordinator).restart()
         full_isr(cluster, "ct", 3)
-        assert sorted(read_committed(cluster.node(coordinator).bootstrap_servers, "ct", 3)) == sorted(expected)
+        assert sorted(read_committed(cluster.node(coordinator).bootstrap_servers, "ct", 3, 70)) == sorted(expected)
