@@ -241,22 +241,7 @@ class GroupCoordinator:
                     return all_(err)
                 if generation_id != group.generation_id:
                     return all_(ErrorCode.ILLEGAL_GENERATION)
-        results: dict[tuple[str, int], int] = {}
-        records = []
-        values: dict[tuple[str, int], OffsetAndMetadata] = {}
-        image = self.controller.image
-        ts = now_ms()
-        for topic, partition, offset, epoch, metadata in offsets:
-            t = image.topics.get(topic)
-            if t is None or partition not in t.partitions:
-                results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
-                results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            v = OffsetAndMetadata(offset, epoch, metadata or "", ts)
-            values[(topic, partition)] = v
-            records.append((offset_key(group_id, topic, partition), offset_value(v)))
+        results, values, records = self._offset_records(group_id, offsets)
         if records:
             try:
                 await self._append(group_id, records, producer=(producer_id, producer_epoch))
@@ -807,9 +792,26 @@ class GroupCoordinator:
                 return all_(ErrorCode.ILLEGAL_GENERATION)
             member = group.members[member_id]
             member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
+        results, values, records = self._offset_records(group_id, offsets)
+        if records:
+            try:
+                await self._append(group_id, records)
+            except CoordinatorError as e:
+                for k in values:
+                    results[k] = e.code
+                return results
+            group = self.groups.setdefault(group_id, group)
+            group.offsets.update(values)
+            for k in values:
+                results[k] = ErrorCode.NONE
+        return results
+
+    def _offset_records(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]):
+        """The checked offsets of a commit: (errors by partition for those refused — unknown
+        partition, metadata too large —, the values to store, their records)."""
         results: dict[tuple[str, int], int] = {}
-        records = []
         values: dict[tuple[str, int], OffsetAndMetadata] = {}
+        records = []
         image = self.controller.image
         ts = now_ms()
         for topic, partition, offset, epoch, metadata in offsets:
@@ -823,18 +825,7 @@ class GroupCoordinator:
             v = OffsetAndMetadata(offset, epoch, metadata or "", ts)
             values[(topic, partition)] = v
             records.append((offset_key(group_id, topic, partition), offset_value(v)))
-        if records:
-            try:
-                await self._append(group_id, records)
-            except CoordinatorError as e:
-                for k in values:
-                    results[k] = e.code
-                return results
-            group = self.groups.setdefault(group_id, group)
-            group.offsets.update(values)
-            for k in values:
-                results[k] = ErrorCode.NONE
-        return results
+        return results, values, records
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict]:
         code = self.check_coordinator(group_id)
