@@ -407,7 +407,7 @@ fn idempotent_producer_duplicate_and_fencing() {
     lb.log.append_as_leader(batch(1, 0, 1), 0, 0).unwrap();
     assert!(matches!(lb.log.append_as_leader(batch(0, 5, 1), 0, 0), Err(LogError::InvalidProducerEpoch { .. })));
     assert_eq!(lb.log.producer_state(42), Some((1, 0, 5)));
-    assert_eq!(lb.log.active_producers(), vec![(42, 1, 0, 0, 5)]);
+    assert_eq!(lb.log.active_producers(), vec![(42, 1, 0, 0, 5, -1, -1)]);
     // The state is rebuilt from batch headers after an unclean reopen, and from the snapshot
     // after a clean one.
     drop(lb);
