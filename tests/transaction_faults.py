@@ -175,6 +175,8 @@ class Workload:
         """read_committed, once no transaction is open (the LSO equals the HW everywhere)."""
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "txj-final", "isolation.level": "read_committed",
                       "enable.auto.commit": False})
+        uncommitted = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "txj-hw",
+                                "isolation.level": "read_uncommitted"})
         deadline = time.monotonic() + timeout
         out: dict[int, list[tuple[int, bytes]]] = {}
         try:
@@ -183,7 +185,7 @@ class Workload:
                 waited = time.monotonic()
                 while True:  # wait for open transactions to end
                     lso = c.get_watermark_offsets(tp, timeout=10)[1]
-                    hw = Consumer_hw(self.bootstrap, tp)
+                    hw = uncommitted.get_watermark_offsets(tp, timeout=10)[1]
                     if lso == hw:
                         break
                     if time.monotonic() > deadline:
@@ -208,15 +210,8 @@ class Workload:
                 out[part] = got
         finally:
             c.close()
+            uncommitted.close()
         return out
-
-
-def Consumer_hw(bootstrap: str, tp: TopicPartition) -> int:  # noqa: N802 - a tiny helper
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "txj-hw", "isolation.level": "read_uncommitted"})
-    try:
-        return c.get_watermark_offsets(tp, timeout=10)[1]
-    finally:
-        c.close()
 
 
 def run(tmp: Path, duration: float, seed: int, partitions: int = 3, producers: int = 2) -> Result:

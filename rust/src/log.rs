@@ -671,6 +671,14 @@ impl Log {
         Ok(None)
     }
 
+    /// The exclusive upper offset of a region `read` returned: the offset of the batch after it,
+    /// or its segment's next offset. None when the segment is gone (deleted or rolled away since).
+    pub fn offset_after(&self, region: &FileRegion) -> Result<Option<i64>> {
+        let g = self.lock_open()?;
+        let Some(seg) = g.segments.iter().find(|s| s.holds(region)) else { return Ok(None) };
+        seg.offset_at(region.position + region.length).map(Some).map_err(|e| self.err(e))
+    }
+
     /// ListOffsets by timestamp: the first record at or after the log start whose timestamp
     /// is >= `timestamp_ms`, as `(offset, timestamp)`.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>> {

@@ -621,6 +621,25 @@ fn transactions_move_the_lso_and_index_aborts() {
 }
 
 #[test]
+fn offset_after_bounds_a_read_region_by_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), "t", 0, small(300), None, 0).unwrap();
+    transactional_log(&log);
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 1, "small segments: {bases:?}");
+    // The first batch alone (plain 0-1): the region ends where producer 7's batch starts.
+    let one = log.read(0, 1, None, true).unwrap().unwrap();
+    assert_eq!(log.offset_after(&one).unwrap(), Some(2));
+    assert!(log.aborted_transactions(0, 2).is_empty(), "no abort overlaps offsets 0-1");
+    // A read stops at its segment's end: the region ends at the next segment's base.
+    let first = log.read(0, 1 << 20, None, true).unwrap().unwrap();
+    assert_eq!(log.offset_after(&first).unwrap(), Some(bases[1]));
+    // A region from a segment that is gone names no offset.
+    log.delete_records_before(bases[1]).unwrap();
+    assert_eq!(log.offset_after(&first).unwrap(), None);
+}
+
+#[test]
 fn clients_cannot_write_markers_and_a_plain_batch_cannot_enter_an_open_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), "t", 0, small(1 << 20), None, 0).unwrap();

@@ -394,6 +394,20 @@ impl Segment {
         Ok(Some(self.region(start, end - start)))
     }
 
+    /// Whether `region` was read from this segment's file.
+    pub fn holds(&self, region: &FileRegion) -> bool {
+        Arc::ptr_eq(&self.file, &region.file)
+    }
+
+    /// The offset of the batch starting at `position` (a batch boundary), or the segment's next
+    /// offset when `position` is its end: the exclusive upper offset of a region ending there.
+    pub fn offset_at(&self, position: u64) -> Result<i64> {
+        if position >= self.size {
+            return Ok(self.next_offset);
+        }
+        Ok(self.read_header(position)?.base_offset)
+    }
+
     pub fn region(&self, position: u64, length: u64) -> FileRegion {
         FileRegion { file: Arc::clone(&self.file), path: Arc::clone(&self.path_arc), position, length }
     }

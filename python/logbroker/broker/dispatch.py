@@ -63,6 +63,9 @@ class KafkaServer:
                         nursery.start_soon(self._serve_request, net, conn, frame, peer)
                     elif conn == -2:
                         datapath_log.log(level, "%s", message)
+                    elif conn == -3:  # the HW of a watched partition moved: peer is its topic, level its index
+                        if self.broker.replicas is not None:
+                            self.broker.replicas.high_watermark_moved(peer, level)
                     elif conn < 0:
                         log.log(level, "network thread: %s", message)
                     else:

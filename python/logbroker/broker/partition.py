@@ -21,9 +21,12 @@ Invariants:
 
 Waiting: control-plane writers that need their write covered by the HW (the group and
 transaction coordinators, transaction markers) register a trio.Event (`add_waiter`);
-`notify` sets and forgets them all, and the waiter re-checks its own condition; since a
-follower's fetch moves the HW in Rust without waking them, `wait_for_hw` also re-reads the
-HW at a short interval. (Data-path waits live in Rust.)
+`notify` sets and forgets them all, and the waiter re-checks its own condition. A follower's
+fetch moves the HW on the network thread (Rust), so while this replica has waiters it asks
+the data path to report HW moves (`core.watch_high_watermark`): they arrive as events on the
+network server's notify fd and the dispatcher calls `notify` (`ReplicaManager.high_watermark_moved`).
+A waiter registers before it reads the HW, so a move in between is reported. (Data-path
+waits live in Rust.)
 """
 
 from __future__ import annotations
@@ -89,32 +92,30 @@ class Partition:
 
     def notify(self) -> None:
         waiters, self._waiters = self._waiters, set()
+        self.core.watch_high_watermark(False)
         for event in waiters:
             event.set()
 
     def add_waiter(self, event: trio.Event) -> None:
+        """Wake `event` at the next HW move or state change; register before reading the HW."""
         self._waiters.add(event)
+        self.core.watch_high_watermark(True)
 
     def remove_waiter(self, event: trio.Event) -> None:
         self._waiters.discard(event)
+        if not self._waiters:
+            self.core.watch_high_watermark(False)
 
     async def wait_for_hw(self, offset: int, deadline: float) -> bool:
-        """Wait until HW >= offset or the trio-clock deadline passes; True if reached.
-
-        A follower's fetch moves the HW on the network thread (Rust), which does not wake
-        these waiters, so besides `notify` the wait re-reads the HW at a short interval
-        (1 ms, doubling to 20 ms): a replicated control-plane write is answered within
-        one interval of its HW moving."""
-        interval = 0.001
+        """Wait until HW >= offset or the trio-clock deadline passes; True if reached."""
         with trio.move_on_at(deadline):
-            while self.log.high_watermark < offset:
+            while True:
                 event = trio.Event()
                 self.add_waiter(event)
                 try:
-                    with trio.move_on_after(interval):
-                        await event.wait()
+                    if self.log.high_watermark >= offset:
+                        return True
+                    await event.wait()
                 finally:
                     self.remove_waiter(event)
-                interval = min(interval * 2, 0.02)
-            return True
         return self.log.high_watermark >= offset

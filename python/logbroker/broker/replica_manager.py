@@ -204,6 +204,12 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    def high_watermark_moved(self, topic: str, partition: int) -> None:
+        """The data path reports an HW move of a partition with control-plane waiters."""
+        p = self.partitions.get((topic, partition))
+        if p is not None:
+            p.notify()
+
     # --- periodic work --------------------------------------------------------------
 
     async def run_background(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import error_for
-from logbroker.client.group import TopicPartition, decode_assignment, find_coordinator_request
+from logbroker.client.group import TopicPartition, coordinator_from_response, decode_assignment, find_coordinator_request
 from logbroker.client.network import Pending, Versioned, gather
 from logbroker.protocol.messages.create_partitions_request import _CreatePartitionsRequest
 from logbroker.protocol.messages.create_topics_request import _CreateTopicsRequest
@@ -230,16 +230,7 @@ class AdminCore(ClientCore):
 
     def _coordinator(self, group: str) -> Pending[Any]:
         def parse(r: Any) -> Any:
-            if r.coordinators:
-                c = r.coordinators[0]
-                code, node_id, host, port, msg = c.error_code, c.node_id, c.host, c.port, c.error_message
-            else:
-                code, node_id, host, port, msg = r.error_code, r.node_id, r.host, r.port, r.error_message
-            if code:
-                raise error_for(code, msg, f"find coordinator of group {group!r}")
-            key = ("coordinator", node_id)
-            self.net.set_address(key, host, port)
-            return key
+            return coordinator_from_response(self.net, r, "coordinator", f"group {group!r}")
 
         return self.net.request(self.net.any_node(), find_coordinator_request(group, 0)).chain(parse)
 

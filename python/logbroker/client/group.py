@@ -87,6 +87,17 @@ def find_coordinator_request(key: str, key_type: int) -> Versioned:
                      else cls(key_type=key_type, coordinator_keys=[key]))
 
 
+def coordinator_from_response(net: Network, r: Any, kind: str, what: str) -> tuple[str, int]:
+    """The coordinator a FindCoordinator response names (v4+ nests it in `coordinators`), as a
+    connection key of `kind` whose address `net` now knows; raises the response's error, naming `what`."""
+    c = r.coordinators[0] if r.coordinators else r
+    if c.error_code:
+        raise error_for(c.error_code, c.error_message, f"FindCoordinator for {what}")
+    key = (kind, c.node_id)
+    net.set_address(key, c.host, c.port)
+    return key
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
@@ -227,22 +238,17 @@ class CoordinatorLink:
         self._finding = False
         err: BaseException | None = p.error
         if err is None:
-            r = p._value
-            if r.coordinators:
-                c = r.coordinators[0]
-                code, node_id, host, port, msg = c.error_code, c.node_id, c.host, c.port, c.error_message
+            try:
+                key = coordinator_from_response(self.core.net, p._value, "coordinator", f"group {self.group_id!r}")
+            except KafkaError as e:
+                err = e
             else:
-                code, node_id, host, port, msg = r.error_code, r.node_id, r.host, r.port, r.error_message
-            if code == 0:
-                key = ("coordinator", node_id)
-                self.core.net.set_address(key, host, port)
                 self.coordinator = key
                 waiters, self._coord_waiters = self._coord_waiters, []
                 for w in waiters:
                     w.resolve(key)
                 self.core.wake()
                 return
-            err = error_for(code, msg, f"FindCoordinator for group {self.group_id!r}")
         self.last_error = err
         self._retry_at = self.core.now + self.backoff
         if isinstance(err, KafkaError) and not err.retriable and not isinstance(err, ConnectionError):

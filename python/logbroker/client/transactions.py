@@ -34,12 +34,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from logbroker.client.errors import KafkaError, error_for
+from logbroker.client.group import coordinator_from_response, find_coordinator_request
 from logbroker.client.network import Pending, Versioned
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.add_offsets_to_txn_request import _AddOffsetsToTxnRequest
 from logbroker.protocol.messages.add_partitions_to_txn_request import _AddPartitionsToTxnRequest
 from logbroker.protocol.messages.end_txn_request import _EndTxnRequest
-from logbroker.protocol.messages.find_coordinator_request import _FindCoordinatorRequest
 from logbroker.protocol.messages.init_producer_id_request import _InitProducerIdRequest
 from logbroker.protocol.messages.txn_offset_commit_request import _TxnOffsetCommitRequest
 
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TransactionManager", "TransactionStateError"]
 
-FIND_COORDINATOR = 10
 _RETRY = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
           ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 _REFIND = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -136,22 +135,19 @@ class TransactionManager:
     def _with_coordinator(self, fn: Callable[[Any], Pending[Any]]) -> Pending[Any]:
         if self.coordinator is not None:
             return fn(self.coordinator)
-        fc = _FindCoordinatorRequest
-        req = Versioned(FIND_COORDINATOR, lambda v: fc(key=self.txn_id, key_type=1) if v < 4
-                        else fc(key_type=1, coordinator_keys=[self.txn_id]))
+        req = find_coordinator_request(self.txn_id, 1)
         out: Pending[Any] = Pending()
 
         def found(p: Pending[Any]) -> None:
             if p.error is not None:
                 out.fail(p.error)
                 return
-            r = p._value
-            c = r.coordinators[0] if r.coordinators else r
-            if c.error_code != 0:
-                out.fail(error_for(c.error_code, c.error_message, f"FindCoordinator for transactional id {self.txn_id!r}"))
+            try:
+                key = coordinator_from_response(self.core.net, p._value, "txn-coordinator",
+                                                f"transactional id {self.txn_id!r}")
+            except KafkaError as e:
+                out.fail(e)
                 return
-            key = ("txn-coordinator", c.node_id)
-            self.core.net.set_address(key, c.host, c.port)
             self.coordinator = key
             fn(key).add_callback(lambda q: out.fail(q.error) if q.error is not None else out.resolve(q._value))
 
@@ -292,8 +288,6 @@ class TransactionManager:
 
     def _txn_offset_commit(self, offsets: dict[tuple[str, int], int], group_id: str, generation_id: int,
                            member_id: str, instance_id: str | None, deadline: float, out: Pending[Any]) -> None:
-        from logbroker.client.group import find_coordinator_request
-
         cls = _TxnOffsetCommitRequest
         topics: dict[str, list[Any]] = {}
         for (t, p), off in sorted(offsets.items()):
@@ -329,13 +323,11 @@ class TransactionManager:
             if p.error is not None:
                 retry_or_fail(p.error)
                 return
-            r = p._value
-            c = r.coordinators[0] if r.coordinators else r
-            if c.error_code:
-                retry_or_fail(error_for(c.error_code, c.error_message, f"FindCoordinator for group {group_id!r}"))
+            try:
+                key = coordinator_from_response(self.core.net, p._value, "coordinator", f"group {group_id!r}")
+            except KafkaError as e:
+                retry_or_fail(e)
                 return
-            key = ("coordinator", c.node_id)
-            self.core.net.set_address(key, c.host, c.port)
             self.core.net.request(key, req).add_callback(committed)
 
         self.core.net.request(self.core.net.any_node(), find_coordinator_request(group_id, 0)).add_callback(found)

@@ -344,18 +344,13 @@ class TransactionCoordinator:
             raise TxnError(code, f"adding {OFFSETS_TOPIC}-{index} (group {group_id!r}) to the transaction failed")
 
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        self.check_coordinator(txn_id)
-        meta = self.txns.get(txn_id)
         done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
-        if meta is not None and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch \
-                and meta.status == done:
-            return  # a retry of an EndTxn that completed
         meta = self._current(txn_id, producer_id, producer_epoch)
         async with meta.lock:
             meta = self._current(txn_id, producer_id, producer_epoch)
             if meta.status != TxnStatus.ONGOING:
-                if meta.status == TxnStatus.EMPTY and not commit:
-                    return  # aborting nothing
+                if meta.status == done or (meta.status == TxnStatus.EMPTY and not commit):
+                    return  # a retry of an EndTxn that completed, or aborting nothing
                 raise TxnError(ErrorCode.INVALID_TXN_STATE,
                                f"transactional id {txn_id!r}: EndTxn({'commit' if commit else 'abort'}) in state "
                                f"{meta.status.kafka_name}")

@@ -88,6 +88,12 @@ impl PyReplicaPartition {
         py.detach(|| self.0.maybe_increment_hw())
     }
 
+    /// While on, each HW move is reported on the network server's notify fd (conn -3 in
+    /// `NetworkServer.take_events`); turn it on before reading the HW to decide to wait.
+    fn watch_high_watermark(&self, on: bool) {
+        self.0.watch_high_watermark(on);
+    }
+
     #[getter]
     fn removed(&self) -> bool {
         self.0.is_removed()
@@ -149,7 +155,8 @@ impl PyNetworkServer {
     /// Every waiting event as `(conn, frame, peer, message, level)`: a request carries its
     /// frame (bytes, without the size prefix); a connection the network thread closed carries
     /// the reason, at WARNING for a protocol violation and DEBUG for hang-ups and idling;
-    /// conn -1 is an error of the network thread itself, conn -2 a data-path log line.
+    /// conn -1 is an error of the network thread itself, conn -2 a data-path log line, conn -3
+    /// "the HW of a watched partition moved" with the topic as peer and the partition as level.
     fn take_events<'py>(&self, py: Python<'py>) -> Vec<PyEvent<'py>> {
         let events = py.detach(|| self.inner.take_events());
         events
@@ -163,6 +170,7 @@ impl PyNetworkServer {
                 }
                 Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR),
                 Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level),
+                Event::HighWatermark { topic, partition } => (-3, None, topic.to_string(), None, partition),
             })
             .collect()
     }

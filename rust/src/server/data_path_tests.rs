@@ -539,3 +539,22 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
     assert!(!d.records.as_ref().unwrap().is_empty(), "the follower serves what is below its HW");
     assert_eq!(consumer_fetch(10, "").responses[0].partitions[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
 }
+
+#[test]
+fn hw_moves_of_a_watched_partition_are_reported_for_the_control_plane() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1, 2]);
+    let poll = mio::Poll::new().unwrap();
+    assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
+    let mut logs = Vec::new();
+    for (n, watched) in [(1, false), (2, true), (3, false)] {
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, "peer", 0, &mut logs).unwrap();
+        p.watch_high_watermark(watched);
+        p.record_follower_fetch(2, i64::from(n), 0);
+        assert!(p.maybe_increment_hw(), "the follower's fetch moves the HW to {n}");
+        let reported: Vec<_> = table.wakeup().take_hw_moved().into_iter().map(|(t, i)| (t.to_string(), i)).collect();
+        let expected = if watched { vec![("t".to_owned(), 0)] } else { vec![] };
+        assert_eq!(reported, expected, "HW {n}, watched {watched}");
+        assert!(table.wakeup().take_hw_moved().is_empty(), "reported once");
+    }
+}

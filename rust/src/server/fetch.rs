@@ -345,10 +345,12 @@ impl PendingFetch {
                         match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
                             Ok(Some(region)) if region.length > 0 => {
                                 total += region.length;
-                                data.records = Some(Records::File(region));
                                 if self.read_committed {
+                                    // only the aborts overlapping the returned batches (up to the
+                                    // LSO if the segment went away meanwhile)
+                                    let end = lg.offset_after(&region).ok().flatten().map_or(upper, |e| e.min(upper));
                                     data.aborted_transactions = Some(
-                                        lg.aborted_transactions(t.fetch_offset, upper)
+                                        lg.aborted_transactions(t.fetch_offset, end)
                                             .into_iter()
                                             .map(|a| AbortedTransaction {
                                                 producer_id: a.producer_id,
@@ -358,6 +360,7 @@ impl PendingFetch {
                                             .collect(),
                                     );
                                 }
+                                data.records = Some(Records::File(region));
                             }
                             Ok(_) => {}
                             Err(e) => {

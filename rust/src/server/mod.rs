@@ -100,6 +100,8 @@ pub enum Event {
     Fatal(String),
     /// Something the data path wants logged (logger `logbroker.datapath`).
     Log(LogLine),
+    /// The HW of a partition the control plane watches moved (`Partition::watch_high_watermark`).
+    HighWatermark { topic: Arc<str>, partition: i32 },
 }
 
 /// What the handlers tell the network thread.

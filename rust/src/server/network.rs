@@ -274,6 +274,9 @@ impl NetworkLoop {
     /// Re-checks parked requests that were woken or whose deadline passed.
     fn run_parked(&mut self) {
         let now = Instant::now();
+        for (topic, partition) in self.shared.table.wakeup().take_hw_moved() {
+            self.shared.push_event(Event::HighWatermark { topic, partition });
+        }
         let mut due: Vec<u64> = self.shared.table.wakeup().take();
         due.extend(self.parked.iter().filter(|(_, p)| p.deadline() <= now).map(|(id, _)| *id));
         due.sort_unstable();

@@ -36,7 +36,7 @@
 //! threads, the data path from the network thread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use mio::Waker;
@@ -54,6 +54,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Default)]
 pub struct Wakeup {
     woken: Mutex<Vec<u64>>,
+    /// Watched partitions whose HW moved, for the control plane (`Partition::watch_high_watermark`).
+    hw_moved: Mutex<Vec<(Arc<str>, i32)>>,
     waker: OnceLock<Waker>,
 }
 
@@ -72,6 +74,21 @@ impl Wakeup {
 
     pub fn take(&self) -> Vec<u64> {
         std::mem::take(&mut *lock(&self.woken))
+    }
+
+    /// Queues "the HW of `topic`-`index` moved" for the control plane and pokes the loop.
+    fn high_watermark_moved(&self, topic: Arc<str>, index: i32) {
+        let Some(waker) = self.waker.get() else { return };
+        lock(&self.hw_moved).push((topic, index));
+        let _ = waker.wake();
+    }
+
+    /// The watched partitions whose HW moved since the last call, once each.
+    pub fn take_hw_moved(&self) -> Vec<(Arc<str>, i32)> {
+        let mut v = std::mem::take(&mut *lock(&self.hw_moved));
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 }
 
@@ -125,6 +142,8 @@ pub struct Partition {
     leo_waiters: Mutex<Vec<u64>>,
     /// The LEO the LEO waiters were last woken for.
     leo_announced: std::sync::atomic::AtomicI64,
+    /// The control plane waits for this partition's HW (`watch_high_watermark`).
+    watched: AtomicBool,
     wakeup: Arc<Wakeup>,
 }
 
@@ -210,6 +229,15 @@ impl Partition {
         false
     }
 
+    /// While on, every HW move reaches the control plane as an event on the network server's
+    /// notify fd (a follower's fetch moves the HW on the network thread, where the control
+    /// plane's waiters cannot be woken directly). The watcher turns it on *before* it reads
+    /// the HW to decide whether to wait, so no move between the two goes unannounced.
+    pub fn watch_high_watermark(&self, on: bool) {
+        self.watched.store(on, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
     /// A follower learned a new HW from its leader: set it and wake consumers parked here
     /// (KIP-392 reads from followers).
     pub fn follower_high_watermark(&self, hw: i64) {
@@ -265,10 +293,17 @@ impl Partition {
         }
     }
 
+    /// After an HW move: parked requests re-check, and a watching control plane hears of it.
     fn wake_hw_waiters(&self) {
         let ids = std::mem::take(&mut *lock(&self.waiters));
         if !ids.is_empty() {
             self.wakeup.wake(ids);
+        }
+        // pairs with the fence in `watch_high_watermark`: either the watcher sees the new HW
+        // when it reads it, or this sees the watch
+        fence(Ordering::SeqCst);
+        if self.watched.load(Ordering::SeqCst) {
+            self.wakeup.high_watermark_moved(Arc::clone(&self.topic), self.index);
         }
     }
 
@@ -424,6 +459,7 @@ impl PartitionTable {
             waiters: Mutex::new(Vec::new()),
             leo_waiters: Mutex::new(Vec::new()),
             leo_announced: std::sync::atomic::AtomicI64::new(-1),
+            watched: AtomicBool::new(false),
             wakeup: Arc::clone(&self.wakeup),
         });
         let old = self
