@@ -168,9 +168,11 @@ def test_populated_roundtrip(cls, version):
 
 
 def test_case_count():
-    # 44 APIs x 2 plus the two headers, every version in their ranges
-    assert len(MESSAGES) == 90
-    assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2
+    # 51 APIs x 2 plus the two headers, every version in their ranges
+    assert len(MESSAGES) == 104
+    assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2 + 2 * 10
     # + DescribeQuorum v0-2, BrokerHeartbeat v0-1, AlterPartition v0-3, ElectLeaders v0-2,
     # AlterPartitionReassignments v0-1, ListPartitionReassignments v0, DescribeLogDirs v0-4,
-    # DescribeTransactions v0, ListTransactions v0-1
+    # DescribeTransactions v0, ListTransactions v0-1, and the share-group APIs: ShareGroupHeartbeat v1,
+    # ShareGroupDescribe v1, ShareFetch v1-2, ShareAcknowledge v1-2, DescribeShareGroupOffsets v0-1,
+    # AlterShareGroupOffsets v0, DeleteShareGroupOffsets v0

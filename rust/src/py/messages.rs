@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 224;
+pub const CLASS_COUNT: usize = 271;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -49,203 +49,250 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         24 => rs::alter_partition_response::AlterPartitionResponse::decode(r, version)?.to_py(cx),
         25 => rs::alter_partition_response::TopicData::decode(r, version)?.to_py(cx),
         26 => rs::alter_partition_response::PartitionData::decode(r, version)?.to_py(cx),
-        27 => rs::api_versions_request::ApiVersionsRequest::decode(r, version)?.to_py(cx),
-        28 => rs::api_versions_response::ApiVersionsResponse::decode(r, version)?.to_py(cx),
-        29 => rs::api_versions_response::ApiVersion::decode(r, version)?.to_py(cx),
-        30 => rs::api_versions_response::SupportedFeatureKey::decode(r, version)?.to_py(cx),
-        31 => rs::api_versions_response::FinalizedFeatureKey::decode(r, version)?.to_py(cx),
-        32 => rs::broker_heartbeat_request::BrokerHeartbeatRequest::decode(r, version)?.to_py(cx),
-        33 => rs::broker_heartbeat_response::BrokerHeartbeatResponse::decode(r, version)?.to_py(cx),
-        34 => rs::consumer_group_describe_request::ConsumerGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        35 => rs::consumer_group_describe_response::ConsumerGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        36 => rs::consumer_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        37 => rs::consumer_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        38 => rs::consumer_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        39 => rs::consumer_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        40 => rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        41 => rs::consumer_group_heartbeat_request::TopicPartitions::decode(r, version)?.to_py(cx),
-        42 => rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        43 => rs::consumer_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        44 => rs::consumer_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        45 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
-        46 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
-        47 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
-        48 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
-        49 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
-        50 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
-        51 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
-        52 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
-        53 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
-        54 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
-        55 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
-        56 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
-        57 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
-        58 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
-        59 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
-        60 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
-        61 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
-        62 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
-        63 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
-        64 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
-        65 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
-        66 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
-        67 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
-        68 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
-        69 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
-        70 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
-        71 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
-        72 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
-        73 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
-        74 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
-        75 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
-        76 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
-        77 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
-        78 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
-        79 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
-        80 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
-        81 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        82 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
-        83 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
-        84 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
-        85 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
-        86 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
-        87 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
-        88 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
-        89 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
-        90 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
-        91 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
-        92 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
-        93 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
-        94 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
-        95 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
-        96 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
-        97 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
-        98 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
-        99 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
-        100 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
-        101 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
-        102 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
-        103 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
-        104 => rs::describe_transactions_request::DescribeTransactionsRequest::decode(r, version)?.to_py(cx),
-        105 => rs::describe_transactions_response::DescribeTransactionsResponse::decode(r, version)?.to_py(cx),
-        106 => rs::describe_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        107 => rs::describe_transactions_response::TopicData::decode(r, version)?.to_py(cx),
-        108 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
-        109 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
-        110 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
-        111 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
-        112 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
-        113 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
-        114 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
-        115 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
-        116 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
-        117 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        118 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        119 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        120 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
-        121 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
-        122 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        123 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        124 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        125 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
-        126 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
-        127 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        128 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
-        129 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
-        130 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
-        131 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
-        132 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
-        133 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
-        134 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
-        135 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
-        136 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
-        137 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        138 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
-        139 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
-        140 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
-        141 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
-        142 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
-        143 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
-        144 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
-        145 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
-        146 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
-        147 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
-        148 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
-        149 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
-        150 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
-        151 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
-        152 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
-        153 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
-        154 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
-        155 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
-        156 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
-        157 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
-        158 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
-        159 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
-        160 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
-        161 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
-        162 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
-        163 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
-        164 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        165 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
-        166 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
-        167 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
-        168 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
-        169 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
-        170 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
-        171 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
-        172 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        173 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        174 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
-        175 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        176 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        177 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        178 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        179 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        180 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        181 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        182 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        183 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        184 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        185 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        186 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        187 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        188 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        189 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        190 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        191 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        192 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        193 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        194 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        195 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        196 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        197 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        198 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        199 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        200 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        201 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        202 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        203 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        204 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        205 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        206 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        207 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        208 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        209 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        210 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        211 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        212 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        213 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        214 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        215 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        216 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        217 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        218 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        219 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        220 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        221 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        222 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        223 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        27 => rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
+        28 => rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
+        29 => rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::decode(r, version)?.to_py(cx),
+        30 => rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
+        31 => rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
+        32 => rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponsePartition::decode(r, version)?.to_py(cx),
+        33 => rs::api_versions_request::ApiVersionsRequest::decode(r, version)?.to_py(cx),
+        34 => rs::api_versions_response::ApiVersionsResponse::decode(r, version)?.to_py(cx),
+        35 => rs::api_versions_response::ApiVersion::decode(r, version)?.to_py(cx),
+        36 => rs::api_versions_response::SupportedFeatureKey::decode(r, version)?.to_py(cx),
+        37 => rs::api_versions_response::FinalizedFeatureKey::decode(r, version)?.to_py(cx),
+        38 => rs::broker_heartbeat_request::BrokerHeartbeatRequest::decode(r, version)?.to_py(cx),
+        39 => rs::broker_heartbeat_response::BrokerHeartbeatResponse::decode(r, version)?.to_py(cx),
+        40 => rs::consumer_group_describe_request::ConsumerGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        41 => rs::consumer_group_describe_response::ConsumerGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        42 => rs::consumer_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        43 => rs::consumer_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        44 => rs::consumer_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        45 => rs::consumer_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        46 => rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        47 => rs::consumer_group_heartbeat_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        48 => rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        49 => rs::consumer_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        50 => rs::consumer_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        51 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
+        52 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
+        53 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
+        54 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
+        55 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
+        56 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
+        57 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
+        58 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
+        59 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
+        60 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
+        61 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
+        62 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
+        63 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
+        64 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
+        65 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
+        66 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
+        67 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
+        68 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
+        69 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
+        70 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
+        71 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
+        72 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
+        73 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
+        74 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
+        75 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
+        76 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
+        77 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
+        78 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
+        79 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
+        80 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
+        81 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
+        82 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
+        83 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
+        84 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
+        85 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
+        86 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
+        87 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
+        88 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
+        89 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
+        90 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
+        91 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        92 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
+        93 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
+        94 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
+        95 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
+        96 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
+        97 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
+        98 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
+        99 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
+        100 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
+        101 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
+        102 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
+        103 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
+        104 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
+        105 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
+        106 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
+        107 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
+        108 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
+        109 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
+        110 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
+        111 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
+        112 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
+        113 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
+        114 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
+        115 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::decode(r, version)?.to_py(cx),
+        116 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
+        117 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
+        118 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::decode(r, version)?.to_py(cx),
+        119 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
+        120 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition::decode(r, version)?.to_py(cx),
+        121 => rs::describe_transactions_request::DescribeTransactionsRequest::decode(r, version)?.to_py(cx),
+        122 => rs::describe_transactions_response::DescribeTransactionsResponse::decode(r, version)?.to_py(cx),
+        123 => rs::describe_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        124 => rs::describe_transactions_response::TopicData::decode(r, version)?.to_py(cx),
+        125 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
+        126 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        127 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
+        128 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
+        129 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
+        130 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
+        131 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
+        132 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
+        133 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
+        134 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        135 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        136 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        137 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
+        138 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
+        139 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        140 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        141 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        142 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
+        143 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
+        144 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        145 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
+        146 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
+        147 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
+        148 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
+        149 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
+        150 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
+        151 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
+        152 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
+        153 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
+        154 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
+        155 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
+        156 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
+        157 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
+        158 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
+        159 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
+        160 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
+        161 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
+        162 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
+        163 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
+        164 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
+        165 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
+        166 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
+        167 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
+        168 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
+        169 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
+        170 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
+        171 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
+        172 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
+        173 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
+        174 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
+        175 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
+        176 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
+        177 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
+        178 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
+        179 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
+        180 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
+        181 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        182 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
+        183 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
+        184 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
+        185 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
+        186 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
+        187 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
+        188 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
+        189 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        190 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        191 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
+        192 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        193 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        194 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        195 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        196 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        197 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        198 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        199 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        200 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        201 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        202 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        203 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        204 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        205 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        206 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        207 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        208 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        209 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        210 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        211 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        212 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        213 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        214 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        215 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        216 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        217 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        218 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        219 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        220 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        221 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        222 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        223 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        224 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        225 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
+        226 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
+        227 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
+        228 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        229 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
+        230 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
+        231 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
+        232 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        233 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        234 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
+        235 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        236 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        237 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        238 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        239 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
+        240 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
+        241 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        242 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        243 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
+        244 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        245 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        246 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        247 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        248 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        249 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        250 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        251 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        252 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        253 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        254 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        255 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        256 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        257 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        258 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        259 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        260 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        261 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        262 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        263 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        264 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        265 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        266 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        267 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        268 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        269 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        270 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -280,203 +327,250 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         24 => Ok(<rs::alter_partition_response::AlterPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
         25 => Ok(<rs::alter_partition_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
         26 => Ok(<rs::alter_partition_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        27 => Ok(<rs::api_versions_request::ApiVersionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        28 => Ok(<rs::api_versions_response::ApiVersionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        29 => Ok(<rs::api_versions_response::ApiVersion as FromPy>::from_py(o)?.encode(w, version)?),
-        30 => Ok(<rs::api_versions_response::SupportedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
-        31 => Ok(<rs::api_versions_response::FinalizedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
-        32 => Ok(<rs::broker_heartbeat_request::BrokerHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        33 => Ok(<rs::broker_heartbeat_response::BrokerHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        34 => Ok(<rs::consumer_group_describe_request::ConsumerGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        35 => Ok(<rs::consumer_group_describe_response::ConsumerGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        36 => Ok(<rs::consumer_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        37 => Ok(<rs::consumer_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        38 => Ok(<rs::consumer_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        39 => Ok(<rs::consumer_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        40 => Ok(<rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        41 => Ok(<rs::consumer_group_heartbeat_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        42 => Ok(<rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        43 => Ok(<rs::consumer_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        44 => Ok(<rs::consumer_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        45 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        46 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        47 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        48 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        49 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        50 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        51 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        52 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        53 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        54 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        55 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        56 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
-        57 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        58 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        59 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
-        60 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        61 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        62 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        63 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        64 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        65 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        66 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        67 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
-        68 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        69 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        70 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        71 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        72 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        73 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        74 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        75 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        76 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        77 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
-        78 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
-        79 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        80 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        81 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        82 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
-        83 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        84 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        85 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        86 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        87 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        88 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        89 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        90 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        91 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        92 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        93 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        94 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
-        95 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        96 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        97 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        98 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        99 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        100 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        101 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
-        102 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        103 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        104 => Ok(<rs::describe_transactions_request::DescribeTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        105 => Ok(<rs::describe_transactions_response::DescribeTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        106 => Ok(<rs::describe_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        107 => Ok(<rs::describe_transactions_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        108 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        109 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        110 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        111 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        112 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        113 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        114 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        115 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        116 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        117 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        118 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        119 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        120 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        121 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        122 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        123 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        124 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        125 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
-        126 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
-        127 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        128 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        129 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        130 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
-        131 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        132 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        133 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        134 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        135 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        136 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        137 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        138 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        139 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        140 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        141 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
-        142 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        143 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
-        144 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        145 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
-        146 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        147 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        148 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        149 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        150 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        151 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        152 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        153 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        154 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        155 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        156 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        157 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        158 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        159 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        160 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        161 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        162 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        163 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        164 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        165 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        166 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        167 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        168 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        169 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        170 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        171 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        172 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        173 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        174 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        175 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        176 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        177 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        178 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        179 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        180 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        181 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        182 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        183 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        184 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        185 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        186 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        187 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        188 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        189 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        190 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        191 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        192 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        193 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        194 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        195 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        196 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        197 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        198 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        199 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        200 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        201 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        202 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        203 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        204 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        205 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        206 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        207 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        208 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        209 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        210 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        211 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        212 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        213 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        214 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        215 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        216 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        217 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        218 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        219 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        220 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        221 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        222 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        223 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        27 => Ok(<rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        28 => Ok(<rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        29 => Ok(<rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        30 => Ok(<rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        31 => Ok(<rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        32 => Ok(<rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        33 => Ok(<rs::api_versions_request::ApiVersionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        34 => Ok(<rs::api_versions_response::ApiVersionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        35 => Ok(<rs::api_versions_response::ApiVersion as FromPy>::from_py(o)?.encode(w, version)?),
+        36 => Ok(<rs::api_versions_response::SupportedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
+        37 => Ok(<rs::api_versions_response::FinalizedFeatureKey as FromPy>::from_py(o)?.encode(w, version)?),
+        38 => Ok(<rs::broker_heartbeat_request::BrokerHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        39 => Ok(<rs::broker_heartbeat_response::BrokerHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        40 => Ok(<rs::consumer_group_describe_request::ConsumerGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        41 => Ok(<rs::consumer_group_describe_response::ConsumerGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        42 => Ok(<rs::consumer_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        43 => Ok(<rs::consumer_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        44 => Ok(<rs::consumer_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        45 => Ok(<rs::consumer_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        46 => Ok(<rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        47 => Ok(<rs::consumer_group_heartbeat_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        48 => Ok(<rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        49 => Ok(<rs::consumer_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        50 => Ok(<rs::consumer_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        51 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        52 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        53 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        54 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        55 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        56 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        57 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        58 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        59 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        60 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        61 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        62 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
+        63 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        64 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        65 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
+        66 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        67 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        68 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        69 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        70 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        71 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        72 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        73 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        74 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        75 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        76 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        77 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
+        78 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        79 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        80 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        81 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        82 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        83 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        84 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        85 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        86 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        87 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
+        88 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
+        89 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        90 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        91 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        92 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
+        93 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        94 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        95 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        96 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        97 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        98 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        99 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        100 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        101 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        102 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        103 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        104 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
+        105 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        106 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        107 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        108 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        109 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        110 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        111 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
+        112 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        113 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        114 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        115 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        116 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        117 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        118 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        119 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        120 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        121 => Ok(<rs::describe_transactions_request::DescribeTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        122 => Ok(<rs::describe_transactions_response::DescribeTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        123 => Ok(<rs::describe_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        124 => Ok(<rs::describe_transactions_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        125 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        126 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        127 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        128 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        129 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        130 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        131 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        132 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        133 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        134 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        135 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        136 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        137 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        138 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        139 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        140 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        141 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        142 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
+        143 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
+        144 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        145 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        146 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        147 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
+        148 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        149 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        150 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        151 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        152 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        153 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        154 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        155 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        156 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        157 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        158 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
+        159 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        160 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
+        161 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        162 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
+        163 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        164 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        165 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        166 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        167 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        168 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        169 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        170 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        171 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        172 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        173 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        174 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        175 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        176 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        177 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        178 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        179 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        180 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        181 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        182 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        183 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        184 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        185 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        186 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        187 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        188 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        189 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        190 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        191 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        192 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        193 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        194 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        195 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        196 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        197 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        198 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        199 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        200 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        201 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        202 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        203 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        204 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        205 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        206 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        207 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        208 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        209 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        210 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        211 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        212 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        213 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        214 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        215 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        216 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        217 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        218 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        219 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        220 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        221 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        222 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        223 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        224 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        225 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        226 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        227 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        228 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        229 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        230 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        231 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        232 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        233 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        234 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        235 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        236 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        237 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        238 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        239 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        240 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        241 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        242 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        243 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
+        244 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        245 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        246 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        247 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        248 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        249 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        250 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        251 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        252 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        253 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        254 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        255 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        256 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        257 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        258 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        259 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        260 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        261 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        262 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        263 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        264 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        265 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        266 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        267 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        268 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        269 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        270 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -1137,10 +1231,150 @@ impl FromPy for rs::alter_partition_response::PartitionData {
     }
 }
 
-impl ToPy for rs::api_versions_request::ApiVersionsRequest {
+impl ToPy for rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(27)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "AlterShareGroupOffsetsRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "AlterShareGroupOffsetsRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterShareGroupOffsetsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(28)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "AlterShareGroupOffsetsRequestTopic.TopicName")?,
+            partitions: field(o, intern!(py, "partitions"), "AlterShareGroupOffsetsRequestTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterShareGroupOffsetsRequestTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(29)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "AlterShareGroupOffsetsRequestPartition.PartitionIndex")?,
+            start_offset: field(o, intern!(py, "start_offset"), "AlterShareGroupOffsetsRequestPartition.StartOffset")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterShareGroupOffsetsRequestPartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(30)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "AlterShareGroupOffsetsResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "AlterShareGroupOffsetsResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "AlterShareGroupOffsetsResponse.ErrorMessage")?,
+            responses: field(o, intern!(py, "responses"), "AlterShareGroupOffsetsResponse.Responses")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterShareGroupOffsetsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponseTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(31)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponseTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "AlterShareGroupOffsetsResponseTopic.TopicName")?,
+            topic_id: field(o, intern!(py, "topic_id"), "AlterShareGroupOffsetsResponseTopic.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "AlterShareGroupOffsetsResponseTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterShareGroupOffsetsResponseTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponsePartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(32)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::alter_share_group_offsets_response::AlterShareGroupOffsetsResponsePartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "AlterShareGroupOffsetsResponsePartition.PartitionIndex")?,
+            error_code: field(o, intern!(py, "error_code"), "AlterShareGroupOffsetsResponsePartition.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "AlterShareGroupOffsetsResponsePartition.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AlterShareGroupOffsetsResponsePartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::api_versions_request::ApiVersionsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(33)?;
         o.setattr(intern!(py, "client_software_name"), self.client_software_name.to_py(cx)?)?;
         o.setattr(intern!(py, "client_software_version"), self.client_software_version.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1162,7 +1396,7 @@ impl FromPy for rs::api_versions_request::ApiVersionsRequest {
 impl ToPy for rs::api_versions_response::ApiVersionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(28)?;
+        let o = cx.instance(34)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "api_keys"), self.api_keys.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
@@ -1194,7 +1428,7 @@ impl FromPy for rs::api_versions_response::ApiVersionsResponse {
 impl ToPy for rs::api_versions_response::ApiVersion {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(29)?;
+        let o = cx.instance(35)?;
         o.setattr(intern!(py, "api_key"), self.api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version"), self.min_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version"), self.max_version.to_py(cx)?)?;
@@ -1218,7 +1452,7 @@ impl FromPy for rs::api_versions_response::ApiVersion {
 impl ToPy for rs::api_versions_response::SupportedFeatureKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(30)?;
+        let o = cx.instance(36)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version"), self.min_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version"), self.max_version.to_py(cx)?)?;
@@ -1242,7 +1476,7 @@ impl FromPy for rs::api_versions_response::SupportedFeatureKey {
 impl ToPy for rs::api_versions_response::FinalizedFeatureKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(31)?;
+        let o = cx.instance(37)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version_level"), self.max_version_level.to_py(cx)?)?;
         o.setattr(intern!(py, "min_version_level"), self.min_version_level.to_py(cx)?)?;
@@ -1266,7 +1500,7 @@ impl FromPy for rs::api_versions_response::FinalizedFeatureKey {
 impl ToPy for rs::broker_heartbeat_request::BrokerHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(32)?;
+        let o = cx.instance(38)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_epoch"), self.broker_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "current_metadata_offset"), self.current_metadata_offset.to_py(cx)?)?;
@@ -1296,7 +1530,7 @@ impl FromPy for rs::broker_heartbeat_request::BrokerHeartbeatRequest {
 impl ToPy for rs::broker_heartbeat_response::BrokerHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(33)?;
+        let o = cx.instance(39)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "is_caught_up"), self.is_caught_up.to_py(cx)?)?;
@@ -1324,7 +1558,7 @@ impl FromPy for rs::broker_heartbeat_response::BrokerHeartbeatResponse {
 impl ToPy for rs::consumer_group_describe_request::ConsumerGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(34)?;
+        let o = cx.instance(40)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1346,7 +1580,7 @@ impl FromPy for rs::consumer_group_describe_request::ConsumerGroupDescribeReques
 impl ToPy for rs::consumer_group_describe_response::ConsumerGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(35)?;
+        let o = cx.instance(41)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1368,7 +1602,7 @@ impl FromPy for rs::consumer_group_describe_response::ConsumerGroupDescribeRespo
 impl ToPy for rs::consumer_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(36)?;
+        let o = cx.instance(42)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -1404,7 +1638,7 @@ impl FromPy for rs::consumer_group_describe_response::DescribedGroup {
 impl ToPy for rs::consumer_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(37)?;
+        let o = cx.instance(43)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "instance_id"), self.instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
@@ -1444,7 +1678,7 @@ impl FromPy for rs::consumer_group_describe_response::Member {
 impl ToPy for rs::consumer_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(38)?;
+        let o = cx.instance(44)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -1468,7 +1702,7 @@ impl FromPy for rs::consumer_group_describe_response::TopicPartitions {
 impl ToPy for rs::consumer_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(39)?;
+        let o = cx.instance(45)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1488,7 +1722,7 @@ impl FromPy for rs::consumer_group_describe_response::Assignment {
 impl ToPy for rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(40)?;
+        let o = cx.instance(46)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -1526,7 +1760,7 @@ impl FromPy for rs::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequ
 impl ToPy for rs::consumer_group_heartbeat_request::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(41)?;
+        let o = cx.instance(47)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1548,7 +1782,7 @@ impl FromPy for rs::consumer_group_heartbeat_request::TopicPartitions {
 impl ToPy for rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(42)?;
+        let o = cx.instance(48)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1580,7 +1814,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::ConsumerGroupHeartbeatRes
 impl ToPy for rs::consumer_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(43)?;
+        let o = cx.instance(49)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1600,7 +1834,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::Assignment {
 impl ToPy for rs::consumer_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(44)?;
+        let o = cx.instance(50)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1622,7 +1856,7 @@ impl FromPy for rs::consumer_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::create_partitions_request::CreatePartitionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(45)?;
+        let o = cx.instance(51)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -1646,7 +1880,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsRequest {
 impl ToPy for rs::create_partitions_request::CreatePartitionsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(46)?;
+        let o = cx.instance(52)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "count"), self.count.to_py(cx)?)?;
         o.setattr(intern!(py, "assignments"), self.assignments.to_py(cx)?)?;
@@ -1670,7 +1904,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsTopic {
 impl ToPy for rs::create_partitions_request::CreatePartitionsAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(47)?;
+        let o = cx.instance(53)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1690,7 +1924,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsAssignment {
 impl ToPy for rs::create_partitions_response::CreatePartitionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(48)?;
+        let o = cx.instance(54)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1712,7 +1946,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsResponse {
 impl ToPy for rs::create_partitions_response::CreatePartitionsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(49)?;
+        let o = cx.instance(55)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -1736,7 +1970,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsTopicResult {
 impl ToPy for rs::create_topics_request::CreateTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(50)?;
+        let o = cx.instance(56)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -1760,7 +1994,7 @@ impl FromPy for rs::create_topics_request::CreateTopicsRequest {
 impl ToPy for rs::create_topics_request::CreatableTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(51)?;
+        let o = cx.instance(57)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "num_partitions"), self.num_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "replication_factor"), self.replication_factor.to_py(cx)?)?;
@@ -1788,7 +2022,7 @@ impl FromPy for rs::create_topics_request::CreatableTopic {
 impl ToPy for rs::create_topics_request::CreatableReplicaAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(52)?;
+        let o = cx.instance(58)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1810,7 +2044,7 @@ impl FromPy for rs::create_topics_request::CreatableReplicaAssignment {
 impl ToPy for rs::create_topics_request::CreatableTopicConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(53)?;
+        let o = cx.instance(59)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1832,7 +2066,7 @@ impl FromPy for rs::create_topics_request::CreatableTopicConfig {
 impl ToPy for rs::create_topics_response::CreateTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(54)?;
+        let o = cx.instance(60)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1854,7 +2088,7 @@ impl FromPy for rs::create_topics_response::CreateTopicsResponse {
 impl ToPy for rs::create_topics_response::CreatableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(55)?;
+        let o = cx.instance(61)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -1888,7 +2122,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicResult {
 impl ToPy for rs::create_topics_response::CreatableTopicConfigs {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(56)?;
+        let o = cx.instance(62)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -1916,7 +2150,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicConfigs {
 impl ToPy for rs::delete_groups_request::DeleteGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(57)?;
+        let o = cx.instance(63)?;
         o.setattr(intern!(py, "groups_names"), self.groups_names.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -1936,7 +2170,7 @@ impl FromPy for rs::delete_groups_request::DeleteGroupsRequest {
 impl ToPy for rs::delete_groups_response::DeleteGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(58)?;
+        let o = cx.instance(64)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1958,7 +2192,7 @@ impl FromPy for rs::delete_groups_response::DeleteGroupsResponse {
 impl ToPy for rs::delete_groups_response::DeletableGroupResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(59)?;
+        let o = cx.instance(65)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -1980,7 +2214,7 @@ impl FromPy for rs::delete_groups_response::DeletableGroupResult {
 impl ToPy for rs::delete_records_request::DeleteRecordsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(60)?;
+        let o = cx.instance(66)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2002,7 +2236,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsRequest {
 impl ToPy for rs::delete_records_request::DeleteRecordsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(61)?;
+        let o = cx.instance(67)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2024,7 +2258,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsTopic {
 impl ToPy for rs::delete_records_request::DeleteRecordsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(62)?;
+        let o = cx.instance(68)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "offset"), self.offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2046,7 +2280,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsPartition {
 impl ToPy for rs::delete_records_response::DeleteRecordsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(63)?;
+        let o = cx.instance(69)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2068,7 +2302,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsResponse {
 impl ToPy for rs::delete_records_response::DeleteRecordsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(64)?;
+        let o = cx.instance(70)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2090,7 +2324,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsTopicResult {
 impl ToPy for rs::delete_records_response::DeleteRecordsPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(65)?;
+        let o = cx.instance(71)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "low_watermark"), self.low_watermark.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -2111,10 +2345,104 @@ impl FromPy for rs::delete_records_response::DeleteRecordsPartitionResult {
     }
 }
 
+impl ToPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(72)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "DeleteShareGroupOffsetsRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "DeleteShareGroupOffsetsRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteShareGroupOffsetsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(73)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "DeleteShareGroupOffsetsRequestTopic.TopicName")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteShareGroupOffsetsRequestTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(74)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "DeleteShareGroupOffsetsResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "DeleteShareGroupOffsetsResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "DeleteShareGroupOffsetsResponse.ErrorMessage")?,
+            responses: field(o, intern!(py, "responses"), "DeleteShareGroupOffsetsResponse.Responses")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteShareGroupOffsetsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(75)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "DeleteShareGroupOffsetsResponseTopic.TopicName")?,
+            topic_id: field(o, intern!(py, "topic_id"), "DeleteShareGroupOffsetsResponseTopic.TopicId")?,
+            error_code: field(o, intern!(py, "error_code"), "DeleteShareGroupOffsetsResponseTopic.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "DeleteShareGroupOffsetsResponseTopic.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteShareGroupOffsetsResponseTopic.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::delete_topics_request::DeleteTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(66)?;
+        let o = cx.instance(76)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_names"), self.topic_names.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -2138,7 +2466,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicsRequest {
 impl ToPy for rs::delete_topics_request::DeleteTopicState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(67)?;
+        let o = cx.instance(77)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2160,7 +2488,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicState {
 impl ToPy for rs::delete_topics_response::DeleteTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(68)?;
+        let o = cx.instance(78)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2182,7 +2510,7 @@ impl FromPy for rs::delete_topics_response::DeleteTopicsResponse {
 impl ToPy for rs::delete_topics_response::DeletableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(69)?;
+        let o = cx.instance(79)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -2208,7 +2536,7 @@ impl FromPy for rs::delete_topics_response::DeletableTopicResult {
 impl ToPy for rs::describe_cluster_request::DescribeClusterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(70)?;
+        let o = cx.instance(80)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "endpoint_type"), self.endpoint_type.to_py(cx)?)?;
         o.setattr(intern!(py, "include_fenced_brokers"), self.include_fenced_brokers.to_py(cx)?)?;
@@ -2232,7 +2560,7 @@ impl FromPy for rs::describe_cluster_request::DescribeClusterRequest {
 impl ToPy for rs::describe_cluster_response::DescribeClusterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(71)?;
+        let o = cx.instance(81)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2266,7 +2594,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterResponse {
 impl ToPy for rs::describe_cluster_response::DescribeClusterBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(72)?;
+        let o = cx.instance(82)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -2294,7 +2622,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterBroker {
 impl ToPy for rs::describe_configs_request::DescribeConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(73)?;
+        let o = cx.instance(83)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "include_synonyms"), self.include_synonyms.to_py(cx)?)?;
         o.setattr(intern!(py, "include_documentation"), self.include_documentation.to_py(cx)?)?;
@@ -2318,7 +2646,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsRequest {
 impl ToPy for rs::describe_configs_request::DescribeConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(74)?;
+        let o = cx.instance(84)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configuration_keys"), self.configuration_keys.to_py(cx)?)?;
@@ -2342,7 +2670,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsResource {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(75)?;
+        let o = cx.instance(85)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2364,7 +2692,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResponse {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(76)?;
+        let o = cx.instance(86)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -2392,7 +2720,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResourceResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(77)?;
+        let o = cx.instance(87)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -2426,7 +2754,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResourceResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsSynonym {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(78)?;
+        let o = cx.instance(88)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "source"), self.source.to_py(cx)?)?;
@@ -2450,7 +2778,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsSynonym {
 impl ToPy for rs::describe_groups_request::DescribeGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(79)?;
+        let o = cx.instance(89)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2472,7 +2800,7 @@ impl FromPy for rs::describe_groups_request::DescribeGroupsRequest {
 impl ToPy for rs::describe_groups_response::DescribeGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(80)?;
+        let o = cx.instance(90)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2494,7 +2822,7 @@ impl FromPy for rs::describe_groups_response::DescribeGroupsResponse {
 impl ToPy for rs::describe_groups_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(81)?;
+        let o = cx.instance(91)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -2528,7 +2856,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroup {
 impl ToPy for rs::describe_groups_response::DescribedGroupMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(82)?;
+        let o = cx.instance(92)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "client_id"), self.client_id.to_py(cx)?)?;
@@ -2558,7 +2886,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroupMember {
 impl ToPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(83)?;
+        let o = cx.instance(93)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2578,7 +2906,7 @@ impl FromPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
 impl ToPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(84)?;
+        let o = cx.instance(94)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2600,7 +2928,7 @@ impl FromPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(85)?;
+        let o = cx.instance(95)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
@@ -2624,7 +2952,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(86)?;
+        let o = cx.instance(96)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "log_dir"), self.log_dir.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -2652,7 +2980,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(87)?;
+        let o = cx.instance(97)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2674,7 +3002,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(88)?;
+        let o = cx.instance(98)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_size"), self.partition_size.to_py(cx)?)?;
         o.setattr(intern!(py, "offset_lag"), self.offset_lag.to_py(cx)?)?;
@@ -2700,7 +3028,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
 impl ToPy for rs::describe_producers_request::DescribeProducersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(89)?;
+        let o = cx.instance(99)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2720,7 +3048,7 @@ impl FromPy for rs::describe_producers_request::DescribeProducersRequest {
 impl ToPy for rs::describe_producers_request::TopicRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(90)?;
+        let o = cx.instance(100)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2742,7 +3070,7 @@ impl FromPy for rs::describe_producers_request::TopicRequest {
 impl ToPy for rs::describe_producers_response::DescribeProducersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(91)?;
+        let o = cx.instance(101)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2764,7 +3092,7 @@ impl FromPy for rs::describe_producers_response::DescribeProducersResponse {
 impl ToPy for rs::describe_producers_response::TopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(92)?;
+        let o = cx.instance(102)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2786,7 +3114,7 @@ impl FromPy for rs::describe_producers_response::TopicResponse {
 impl ToPy for rs::describe_producers_response::PartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(93)?;
+        let o = cx.instance(103)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2812,7 +3140,7 @@ impl FromPy for rs::describe_producers_response::PartitionResponse {
 impl ToPy for rs::describe_producers_response::ProducerState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(94)?;
+        let o = cx.instance(104)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "last_sequence"), self.last_sequence.to_py(cx)?)?;
@@ -2842,7 +3170,7 @@ impl FromPy for rs::describe_producers_response::ProducerState {
 impl ToPy for rs::describe_quorum_request::DescribeQuorumRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(95)?;
+        let o = cx.instance(105)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2862,7 +3190,7 @@ impl FromPy for rs::describe_quorum_request::DescribeQuorumRequest {
 impl ToPy for rs::describe_quorum_request::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(96)?;
+        let o = cx.instance(106)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2884,7 +3212,7 @@ impl FromPy for rs::describe_quorum_request::TopicData {
 impl ToPy for rs::describe_quorum_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(97)?;
+        let o = cx.instance(107)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2904,7 +3232,7 @@ impl FromPy for rs::describe_quorum_request::PartitionData {
 impl ToPy for rs::describe_quorum_response::DescribeQuorumResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(98)?;
+        let o = cx.instance(108)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -2930,7 +3258,7 @@ impl FromPy for rs::describe_quorum_response::DescribeQuorumResponse {
 impl ToPy for rs::describe_quorum_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(99)?;
+        let o = cx.instance(109)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2952,7 +3280,7 @@ impl FromPy for rs::describe_quorum_response::TopicData {
 impl ToPy for rs::describe_quorum_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(100)?;
+        let o = cx.instance(110)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2986,7 +3314,7 @@ impl FromPy for rs::describe_quorum_response::PartitionData {
 impl ToPy for rs::describe_quorum_response::Node {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(101)?;
+        let o = cx.instance(111)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "listeners"), self.listeners.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3008,7 +3336,7 @@ impl FromPy for rs::describe_quorum_response::Node {
 impl ToPy for rs::describe_quorum_response::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(102)?;
+        let o = cx.instance(112)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3032,7 +3360,7 @@ impl FromPy for rs::describe_quorum_response::Listener {
 impl ToPy for rs::describe_quorum_response::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(103)?;
+        let o = cx.instance(113)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_directory_id"), self.replica_directory_id.to_py(cx)?)?;
         o.setattr(intern!(py, "log_end_offset"), self.log_end_offset.to_py(cx)?)?;
@@ -3057,10 +3385,176 @@ impl FromPy for rs::describe_quorum_response::ReplicaState {
     }
 }
 
+impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(114)?;
+        o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            groups: field(o, intern!(py, "groups"), "DescribeShareGroupOffsetsRequest.Groups")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(115)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "DescribeShareGroupOffsetsRequestGroup.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "DescribeShareGroupOffsetsRequestGroup.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsRequestGroup.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(116)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "DescribeShareGroupOffsetsRequestTopic.TopicName")?,
+            partitions: field(o, intern!(py, "partitions"), "DescribeShareGroupOffsetsRequestTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsRequestTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(117)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "DescribeShareGroupOffsetsResponse.ThrottleTimeMs")?,
+            groups: field(o, intern!(py, "groups"), "DescribeShareGroupOffsetsResponse.Groups")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(118)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "DescribeShareGroupOffsetsResponseGroup.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "DescribeShareGroupOffsetsResponseGroup.Topics")?,
+            error_code: field(o, intern!(py, "error_code"), "DescribeShareGroupOffsetsResponseGroup.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "DescribeShareGroupOffsetsResponseGroup.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsResponseGroup.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(119)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_name: field(o, intern!(py, "topic_name"), "DescribeShareGroupOffsetsResponseTopic.TopicName")?,
+            topic_id: field(o, intern!(py, "topic_id"), "DescribeShareGroupOffsetsResponseTopic.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "DescribeShareGroupOffsetsResponseTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsResponseTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(120)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "lag"), self.lag.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "DescribeShareGroupOffsetsResponsePartition.PartitionIndex")?,
+            start_offset: field(o, intern!(py, "start_offset"), "DescribeShareGroupOffsetsResponsePartition.StartOffset")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "DescribeShareGroupOffsetsResponsePartition.LeaderEpoch")?,
+            lag: field(o, intern!(py, "lag"), "DescribeShareGroupOffsetsResponsePartition.Lag")?,
+            error_code: field(o, intern!(py, "error_code"), "DescribeShareGroupOffsetsResponsePartition.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "DescribeShareGroupOffsetsResponsePartition.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeShareGroupOffsetsResponsePartition.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::describe_transactions_request::DescribeTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(104)?;
+        let o = cx.instance(121)?;
         o.setattr(intern!(py, "transactional_ids"), self.transactional_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3080,7 +3574,7 @@ impl FromPy for rs::describe_transactions_request::DescribeTransactionsRequest {
 impl ToPy for rs::describe_transactions_response::DescribeTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(105)?;
+        let o = cx.instance(122)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_states"), self.transaction_states.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3102,7 +3596,7 @@ impl FromPy for rs::describe_transactions_response::DescribeTransactionsResponse
 impl ToPy for rs::describe_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(106)?;
+        let o = cx.instance(123)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -3136,7 +3630,7 @@ impl FromPy for rs::describe_transactions_response::TransactionState {
 impl ToPy for rs::describe_transactions_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(107)?;
+        let o = cx.instance(124)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3158,7 +3652,7 @@ impl FromPy for rs::describe_transactions_response::TopicData {
 impl ToPy for rs::elect_leaders_request::ElectLeadersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(108)?;
+        let o = cx.instance(125)?;
         o.setattr(intern!(py, "election_type"), self.election_type.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -3182,7 +3676,7 @@ impl FromPy for rs::elect_leaders_request::ElectLeadersRequest {
 impl ToPy for rs::elect_leaders_request::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(109)?;
+        let o = cx.instance(126)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3204,7 +3698,7 @@ impl FromPy for rs::elect_leaders_request::TopicPartitions {
 impl ToPy for rs::elect_leaders_response::ElectLeadersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(110)?;
+        let o = cx.instance(127)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_election_results"), self.replica_election_results.to_py(cx)?)?;
@@ -3228,7 +3722,7 @@ impl FromPy for rs::elect_leaders_response::ElectLeadersResponse {
 impl ToPy for rs::elect_leaders_response::ReplicaElectionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(111)?;
+        let o = cx.instance(128)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_result"), self.partition_result.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3250,7 +3744,7 @@ impl FromPy for rs::elect_leaders_response::ReplicaElectionResult {
 impl ToPy for rs::elect_leaders_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(112)?;
+        let o = cx.instance(129)?;
         o.setattr(intern!(py, "partition_id"), self.partition_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3274,7 +3768,7 @@ impl FromPy for rs::elect_leaders_response::PartitionResult {
 impl ToPy for rs::end_txn_request::EndTxnRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(113)?;
+        let o = cx.instance(130)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
@@ -3300,7 +3794,7 @@ impl FromPy for rs::end_txn_request::EndTxnRequest {
 impl ToPy for rs::end_txn_response::EndTxnResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(114)?;
+        let o = cx.instance(131)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3326,7 +3820,7 @@ impl FromPy for rs::end_txn_response::EndTxnResponse {
 impl ToPy for rs::fetch_request::FetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(115)?;
+        let o = cx.instance(132)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_state"), self.replica_state.to_py(cx)?)?;
@@ -3368,7 +3862,7 @@ impl FromPy for rs::fetch_request::FetchRequest {
 impl ToPy for rs::fetch_request::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(116)?;
+        let o = cx.instance(133)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_epoch"), self.replica_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3390,7 +3884,7 @@ impl FromPy for rs::fetch_request::ReplicaState {
 impl ToPy for rs::fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(117)?;
+        let o = cx.instance(134)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3414,7 +3908,7 @@ impl FromPy for rs::fetch_request::FetchTopic {
 impl ToPy for rs::fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(118)?;
+        let o = cx.instance(135)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "fetch_offset"), self.fetch_offset.to_py(cx)?)?;
@@ -3448,7 +3942,7 @@ impl FromPy for rs::fetch_request::FetchPartition {
 impl ToPy for rs::fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(119)?;
+        let o = cx.instance(136)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3472,7 +3966,7 @@ impl FromPy for rs::fetch_request::ForgottenTopic {
 impl ToPy for rs::fetch_response::FetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(120)?;
+        let o = cx.instance(137)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "session_id"), self.session_id.to_py(cx)?)?;
@@ -3500,7 +3994,7 @@ impl FromPy for rs::fetch_response::FetchResponse {
 impl ToPy for rs::fetch_response::FetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(121)?;
+        let o = cx.instance(138)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3524,7 +4018,7 @@ impl FromPy for rs::fetch_response::FetchableTopicResponse {
 impl ToPy for rs::fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(122)?;
+        let o = cx.instance(139)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "high_watermark"), self.high_watermark.to_py(cx)?)?;
@@ -3564,7 +4058,7 @@ impl FromPy for rs::fetch_response::PartitionData {
 impl ToPy for rs::fetch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(123)?;
+        let o = cx.instance(140)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3586,7 +4080,7 @@ impl FromPy for rs::fetch_response::EpochEndOffset {
 impl ToPy for rs::fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(124)?;
+        let o = cx.instance(141)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3608,7 +4102,7 @@ impl FromPy for rs::fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::fetch_response::SnapshotId {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(125)?;
+        let o = cx.instance(142)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3630,7 +4124,7 @@ impl FromPy for rs::fetch_response::SnapshotId {
 impl ToPy for rs::fetch_response::AbortedTransaction {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(126)?;
+        let o = cx.instance(143)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3652,7 +4146,7 @@ impl FromPy for rs::fetch_response::AbortedTransaction {
 impl ToPy for rs::fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(127)?;
+        let o = cx.instance(144)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3678,7 +4172,7 @@ impl FromPy for rs::fetch_response::NodeEndpoint {
 impl ToPy for rs::find_coordinator_request::FindCoordinatorRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(128)?;
+        let o = cx.instance(145)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "key_type"), self.key_type.to_py(cx)?)?;
         o.setattr(intern!(py, "coordinator_keys"), self.coordinator_keys.to_py(cx)?)?;
@@ -3702,7 +4196,7 @@ impl FromPy for rs::find_coordinator_request::FindCoordinatorRequest {
 impl ToPy for rs::find_coordinator_response::FindCoordinatorResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(129)?;
+        let o = cx.instance(146)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3734,7 +4228,7 @@ impl FromPy for rs::find_coordinator_response::FindCoordinatorResponse {
 impl ToPy for rs::find_coordinator_response::Coordinator {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(130)?;
+        let o = cx.instance(147)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -3764,7 +4258,7 @@ impl FromPy for rs::find_coordinator_response::Coordinator {
 impl ToPy for rs::heartbeat_request::HeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(131)?;
+        let o = cx.instance(148)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -3790,7 +4284,7 @@ impl FromPy for rs::heartbeat_request::HeartbeatRequest {
 impl ToPy for rs::heartbeat_response::HeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(132)?;
+        let o = cx.instance(149)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3812,7 +4306,7 @@ impl FromPy for rs::heartbeat_response::HeartbeatResponse {
 impl ToPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(133)?;
+        let o = cx.instance(150)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3834,7 +4328,7 @@ impl FromPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRe
 impl ToPy for rs::incremental_alter_configs_request::AlterConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(134)?;
+        let o = cx.instance(151)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configs"), self.configs.to_py(cx)?)?;
@@ -3858,7 +4352,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterConfigsResource {
 impl ToPy for rs::incremental_alter_configs_request::AlterableConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(135)?;
+        let o = cx.instance(152)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "config_operation"), self.config_operation.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
@@ -3882,7 +4376,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterableConfig {
 impl ToPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(136)?;
+        let o = cx.instance(153)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3904,7 +4398,7 @@ impl FromPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsR
 impl ToPy for rs::incremental_alter_configs_response::AlterConfigsResourceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(137)?;
+        let o = cx.instance(154)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -3930,7 +4424,7 @@ impl FromPy for rs::incremental_alter_configs_response::AlterConfigsResourceResp
 impl ToPy for rs::init_producer_id_request::InitProducerIdRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(138)?;
+        let o = cx.instance(155)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_timeout_ms"), self.transaction_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3960,7 +4454,7 @@ impl FromPy for rs::init_producer_id_request::InitProducerIdRequest {
 impl ToPy for rs::init_producer_id_response::InitProducerIdResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(139)?;
+        let o = cx.instance(156)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3990,7 +4484,7 @@ impl FromPy for rs::init_producer_id_response::InitProducerIdResponse {
 impl ToPy for rs::join_group_request::JoinGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(140)?;
+        let o = cx.instance(157)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "session_timeout_ms"), self.session_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "rebalance_timeout_ms"), self.rebalance_timeout_ms.to_py(cx)?)?;
@@ -4024,7 +4518,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequest {
 impl ToPy for rs::join_group_request::JoinGroupRequestProtocol {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(141)?;
+        let o = cx.instance(158)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4046,7 +4540,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequestProtocol {
 impl ToPy for rs::join_group_response::JoinGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(142)?;
+        let o = cx.instance(159)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
@@ -4082,7 +4576,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponse {
 impl ToPy for rs::join_group_response::JoinGroupResponseMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(143)?;
+        let o = cx.instance(160)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
@@ -4106,7 +4600,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponseMember {
 impl ToPy for rs::leave_group_request::LeaveGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(144)?;
+        let o = cx.instance(161)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -4130,7 +4624,7 @@ impl FromPy for rs::leave_group_request::LeaveGroupRequest {
 impl ToPy for rs::leave_group_request::MemberIdentity {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(145)?;
+        let o = cx.instance(162)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "reason"), self.reason.to_py(cx)?)?;
@@ -4154,7 +4648,7 @@ impl FromPy for rs::leave_group_request::MemberIdentity {
 impl ToPy for rs::leave_group_response::LeaveGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(146)?;
+        let o = cx.instance(163)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -4178,7 +4672,7 @@ impl FromPy for rs::leave_group_response::LeaveGroupResponse {
 impl ToPy for rs::leave_group_response::MemberResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(147)?;
+        let o = cx.instance(164)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4202,7 +4696,7 @@ impl FromPy for rs::leave_group_response::MemberResponse {
 impl ToPy for rs::list_groups_request::ListGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(148)?;
+        let o = cx.instance(165)?;
         o.setattr(intern!(py, "states_filter"), self.states_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "types_filter"), self.types_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4224,7 +4718,7 @@ impl FromPy for rs::list_groups_request::ListGroupsRequest {
 impl ToPy for rs::list_groups_response::ListGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(149)?;
+        let o = cx.instance(166)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -4248,7 +4742,7 @@ impl FromPy for rs::list_groups_response::ListGroupsResponse {
 impl ToPy for rs::list_groups_response::ListedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(150)?;
+        let o = cx.instance(167)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
         o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
@@ -4274,7 +4768,7 @@ impl FromPy for rs::list_groups_response::ListedGroup {
 impl ToPy for rs::list_offsets_request::ListOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(151)?;
+        let o = cx.instance(168)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "isolation_level"), self.isolation_level.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -4300,7 +4794,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsRequest {
 impl ToPy for rs::list_offsets_request::ListOffsetsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(152)?;
+        let o = cx.instance(169)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4322,7 +4816,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsTopic {
 impl ToPy for rs::list_offsets_request::ListOffsetsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(153)?;
+        let o = cx.instance(170)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -4346,7 +4840,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsPartition {
 impl ToPy for rs::list_offsets_response::ListOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(154)?;
+        let o = cx.instance(171)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4368,7 +4862,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(155)?;
+        let o = cx.instance(172)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4390,7 +4884,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsTopicResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(156)?;
+        let o = cx.instance(173)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -4418,7 +4912,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(157)?;
+        let o = cx.instance(174)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4440,7 +4934,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(158)?;
+        let o = cx.instance(175)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4462,7 +4956,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(159)?;
+        let o = cx.instance(176)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -4488,7 +4982,7 @@ impl FromPy for rs::list_partition_reassignments_response::ListPartitionReassign
 impl ToPy for rs::list_partition_reassignments_response::OngoingTopicReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(160)?;
+        let o = cx.instance(177)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4510,7 +5004,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingTopicReassignm
 impl ToPy for rs::list_partition_reassignments_response::OngoingPartitionReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(161)?;
+        let o = cx.instance(178)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "replicas"), self.replicas.to_py(cx)?)?;
         o.setattr(intern!(py, "adding_replicas"), self.adding_replicas.to_py(cx)?)?;
@@ -4536,7 +5030,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingPartitionReass
 impl ToPy for rs::list_transactions_request::ListTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(162)?;
+        let o = cx.instance(179)?;
         o.setattr(intern!(py, "state_filters"), self.state_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id_filters"), self.producer_id_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "duration_filter"), self.duration_filter.to_py(cx)?)?;
@@ -4560,7 +5054,7 @@ impl FromPy for rs::list_transactions_request::ListTransactionsRequest {
 impl ToPy for rs::list_transactions_response::ListTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(163)?;
+        let o = cx.instance(180)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_state_filters"), self.unknown_state_filters.to_py(cx)?)?;
@@ -4586,7 +5080,7 @@ impl FromPy for rs::list_transactions_response::ListTransactionsResponse {
 impl ToPy for rs::list_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(164)?;
+        let o = cx.instance(181)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -4610,7 +5104,7 @@ impl FromPy for rs::list_transactions_response::TransactionState {
 impl ToPy for rs::metadata_request::MetadataRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(165)?;
+        let o = cx.instance(182)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_auto_topic_creation"), self.allow_auto_topic_creation.to_py(cx)?)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
@@ -4636,7 +5130,7 @@ impl FromPy for rs::metadata_request::MetadataRequest {
 impl ToPy for rs::metadata_request::MetadataRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(166)?;
+        let o = cx.instance(183)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4658,7 +5152,7 @@ impl FromPy for rs::metadata_request::MetadataRequestTopic {
 impl ToPy for rs::metadata_response::MetadataResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(167)?;
+        let o = cx.instance(184)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "brokers"), self.brokers.to_py(cx)?)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
@@ -4690,7 +5184,7 @@ impl FromPy for rs::metadata_response::MetadataResponse {
 impl ToPy for rs::metadata_response::MetadataResponseBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(168)?;
+        let o = cx.instance(185)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -4716,7 +5210,7 @@ impl FromPy for rs::metadata_response::MetadataResponseBroker {
 impl ToPy for rs::metadata_response::MetadataResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(169)?;
+        let o = cx.instance(186)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -4746,7 +5240,7 @@ impl FromPy for rs::metadata_response::MetadataResponseTopic {
 impl ToPy for rs::metadata_response::MetadataResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(170)?;
+        let o = cx.instance(187)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -4778,7 +5272,7 @@ impl FromPy for rs::metadata_response::MetadataResponsePartition {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(171)?;
+        let o = cx.instance(188)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id_or_member_epoch"), self.generation_id_or_member_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -4808,7 +5302,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequest {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(172)?;
+        let o = cx.instance(189)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4832,7 +5326,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestTopic {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(173)?;
+        let o = cx.instance(190)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -4858,7 +5352,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestPartition {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(174)?;
+        let o = cx.instance(191)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4880,7 +5374,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponse {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(175)?;
+        let o = cx.instance(192)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4904,7 +5398,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponseTopic {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(176)?;
+        let o = cx.instance(193)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4926,7 +5420,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(177)?;
+        let o = cx.instance(194)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -4952,7 +5446,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(178)?;
+        let o = cx.instance(195)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4974,7 +5468,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(179)?;
+        let o = cx.instance(196)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -5000,7 +5494,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(180)?;
+        let o = cx.instance(197)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -5024,7 +5518,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(181)?;
+        let o = cx.instance(198)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -5050,7 +5544,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(182)?;
+        let o = cx.instance(199)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5072,7 +5566,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(183)?;
+        let o = cx.instance(200)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5100,7 +5594,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(184)?;
+        let o = cx.instance(201)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -5124,7 +5618,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(185)?;
+        let o = cx.instance(202)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5148,7 +5642,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(186)?;
+        let o = cx.instance(203)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5176,7 +5670,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(187)?;
+        let o = cx.instance(204)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5198,7 +5692,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(188)?;
+        let o = cx.instance(205)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5220,7 +5714,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(189)?;
+        let o = cx.instance(206)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -5244,7 +5738,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(190)?;
+        let o = cx.instance(207)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5266,7 +5760,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(191)?;
+        let o = cx.instance(208)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5288,7 +5782,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(192)?;
+        let o = cx.instance(209)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -5314,7 +5808,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(193)?;
+        let o = cx.instance(210)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -5340,7 +5834,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(194)?;
+        let o = cx.instance(211)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -5364,7 +5858,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(195)?;
+        let o = cx.instance(212)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5386,7 +5880,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(196)?;
+        let o = cx.instance(213)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -5410,7 +5904,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(197)?;
+        let o = cx.instance(214)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -5434,7 +5928,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(198)?;
+        let o = cx.instance(215)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -5468,7 +5962,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(199)?;
+        let o = cx.instance(216)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5490,7 +5984,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(200)?;
+        let o = cx.instance(217)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5512,7 +6006,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(201)?;
+        let o = cx.instance(218)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -5538,7 +6032,7 @@ impl FromPy for rs::produce_response::NodeEndpoint {
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(202)?;
+        let o = cx.instance(219)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -5564,7 +6058,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(203)?;
+        let o = cx.instance(220)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5584,7 +6078,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(204)?;
+        let o = cx.instance(221)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5604,7 +6098,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(205)?;
+        let o = cx.instance(222)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -5630,7 +6124,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(206)?;
+        let o = cx.instance(223)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5650,7 +6144,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(207)?;
+        let o = cx.instance(224)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5669,10 +6163,782 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     }
 }
 
+impl ToPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(225)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "is_renew_ack"), self.is_renew_ack.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "ShareAcknowledgeRequest.GroupId")?,
+            member_id: field(o, intern!(py, "member_id"), "ShareAcknowledgeRequest.MemberId")?,
+            share_session_epoch: field(o, intern!(py, "share_session_epoch"), "ShareAcknowledgeRequest.ShareSessionEpoch")?,
+            is_renew_ack: field(o, intern!(py, "is_renew_ack"), "ShareAcknowledgeRequest.IsRenewAck")?,
+            topics: field(o, intern!(py, "topics"), "ShareAcknowledgeRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareAcknowledgeRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_request::AcknowledgeTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(226)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_request::AcknowledgeTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "AcknowledgeTopic.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "AcknowledgeTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AcknowledgeTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_request::AcknowledgePartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(227)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_request::AcknowledgePartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "AcknowledgePartition.PartitionIndex")?,
+            acknowledgement_batches: field(o, intern!(py, "acknowledgement_batches"), "AcknowledgePartition.AcknowledgementBatches")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AcknowledgePartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_request::AcknowledgementBatch {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(228)?;
+        o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_request::AcknowledgementBatch {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            first_offset: field(o, intern!(py, "first_offset"), "AcknowledgementBatch.FirstOffset")?,
+            last_offset: field(o, intern!(py, "last_offset"), "AcknowledgementBatch.LastOffset")?,
+            acknowledge_types: field(o, intern!(py, "acknowledge_types"), "AcknowledgementBatch.AcknowledgeTypes")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AcknowledgementBatch.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(229)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "acquisition_lock_timeout_ms"), self.acquisition_lock_timeout_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
+        o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ShareAcknowledgeResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "ShareAcknowledgeResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "ShareAcknowledgeResponse.ErrorMessage")?,
+            acquisition_lock_timeout_ms: field(o, intern!(py, "acquisition_lock_timeout_ms"), "ShareAcknowledgeResponse.AcquisitionLockTimeoutMs")?,
+            responses: field(o, intern!(py, "responses"), "ShareAcknowledgeResponse.Responses")?,
+            node_endpoints: field(o, intern!(py, "node_endpoints"), "ShareAcknowledgeResponse.NodeEndpoints")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareAcknowledgeResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(230)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ShareAcknowledgeTopicResponse.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ShareAcknowledgeTopicResponse.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareAcknowledgeTopicResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_response::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(231)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "current_leader"), self.current_leader.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_response::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "PartitionData.PartitionIndex")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionData.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionData.ErrorMessage")?,
+            current_leader: field(o, intern!(py, "current_leader"), "PartitionData.CurrentLeader")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(232)?;
+        o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            leader_id: field(o, intern!(py, "leader_id"), "LeaderIdAndEpoch.LeaderId")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "LeaderIdAndEpoch.LeaderEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "LeaderIdAndEpoch.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_acknowledge_response::NodeEndpoint {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(233)?;
+        o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
+        o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
+        o.setattr(intern!(py, "rack"), self.rack.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_acknowledge_response::NodeEndpoint {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            node_id: field(o, intern!(py, "node_id"), "NodeEndpoint.NodeId")?,
+            host: field(o, intern!(py, "host"), "NodeEndpoint.Host")?,
+            port: field(o, intern!(py, "port"), "NodeEndpoint.Port")?,
+            rack: field(o, intern!(py, "rack"), "NodeEndpoint.Rack")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "NodeEndpoint.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_request::ShareFetchRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(234)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "max_wait_ms"), self.max_wait_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "min_bytes"), self.min_bytes.to_py(cx)?)?;
+        o.setattr(intern!(py, "max_bytes"), self.max_bytes.to_py(cx)?)?;
+        o.setattr(intern!(py, "max_records"), self.max_records.to_py(cx)?)?;
+        o.setattr(intern!(py, "batch_size"), self.batch_size.to_py(cx)?)?;
+        o.setattr(intern!(py, "share_acquire_mode"), self.share_acquire_mode.to_py(cx)?)?;
+        o.setattr(intern!(py, "is_renew_ack"), self.is_renew_ack.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "forgotten_topics_data"), self.forgotten_topics_data.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_request::ShareFetchRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "ShareFetchRequest.GroupId")?,
+            member_id: field(o, intern!(py, "member_id"), "ShareFetchRequest.MemberId")?,
+            share_session_epoch: field(o, intern!(py, "share_session_epoch"), "ShareFetchRequest.ShareSessionEpoch")?,
+            max_wait_ms: field(o, intern!(py, "max_wait_ms"), "ShareFetchRequest.MaxWaitMs")?,
+            min_bytes: field(o, intern!(py, "min_bytes"), "ShareFetchRequest.MinBytes")?,
+            max_bytes: field(o, intern!(py, "max_bytes"), "ShareFetchRequest.MaxBytes")?,
+            max_records: field(o, intern!(py, "max_records"), "ShareFetchRequest.MaxRecords")?,
+            batch_size: field(o, intern!(py, "batch_size"), "ShareFetchRequest.BatchSize")?,
+            share_acquire_mode: field(o, intern!(py, "share_acquire_mode"), "ShareFetchRequest.ShareAcquireMode")?,
+            is_renew_ack: field(o, intern!(py, "is_renew_ack"), "ShareFetchRequest.IsRenewAck")?,
+            topics: field(o, intern!(py, "topics"), "ShareFetchRequest.Topics")?,
+            forgotten_topics_data: field(o, intern!(py, "forgotten_topics_data"), "ShareFetchRequest.ForgottenTopicsData")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareFetchRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_request::FetchTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(235)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_request::FetchTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "FetchTopic.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "FetchTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "FetchTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_request::FetchPartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(236)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "partition_max_bytes"), self.partition_max_bytes.to_py(cx)?)?;
+        o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_request::FetchPartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "FetchPartition.PartitionIndex")?,
+            partition_max_bytes: field(o, intern!(py, "partition_max_bytes"), "FetchPartition.PartitionMaxBytes")?,
+            acknowledgement_batches: field(o, intern!(py, "acknowledgement_batches"), "FetchPartition.AcknowledgementBatches")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "FetchPartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_request::AcknowledgementBatch {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(237)?;
+        o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_request::AcknowledgementBatch {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            first_offset: field(o, intern!(py, "first_offset"), "AcknowledgementBatch.FirstOffset")?,
+            last_offset: field(o, intern!(py, "last_offset"), "AcknowledgementBatch.LastOffset")?,
+            acknowledge_types: field(o, intern!(py, "acknowledge_types"), "AcknowledgementBatch.AcknowledgeTypes")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AcknowledgementBatch.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_request::ForgottenTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(238)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_request::ForgottenTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ForgottenTopic.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ForgottenTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ForgottenTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_response::ShareFetchResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(239)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "acquisition_lock_timeout_ms"), self.acquisition_lock_timeout_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
+        o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_response::ShareFetchResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ShareFetchResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "ShareFetchResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "ShareFetchResponse.ErrorMessage")?,
+            acquisition_lock_timeout_ms: field(o, intern!(py, "acquisition_lock_timeout_ms"), "ShareFetchResponse.AcquisitionLockTimeoutMs")?,
+            responses: field(o, intern!(py, "responses"), "ShareFetchResponse.Responses")?,
+            node_endpoints: field(o, intern!(py, "node_endpoints"), "ShareFetchResponse.NodeEndpoints")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareFetchResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_response::ShareFetchableTopicResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(240)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_response::ShareFetchableTopicResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ShareFetchableTopicResponse.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ShareFetchableTopicResponse.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareFetchableTopicResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_response::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(241)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "acknowledge_error_code"), self.acknowledge_error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "acknowledge_error_message"), self.acknowledge_error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "current_leader"), self.current_leader.to_py(cx)?)?;
+        o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
+        o.setattr(intern!(py, "acquired_records"), self.acquired_records.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_response::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "PartitionData.PartitionIndex")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionData.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionData.ErrorMessage")?,
+            acknowledge_error_code: field(o, intern!(py, "acknowledge_error_code"), "PartitionData.AcknowledgeErrorCode")?,
+            acknowledge_error_message: field(o, intern!(py, "acknowledge_error_message"), "PartitionData.AcknowledgeErrorMessage")?,
+            current_leader: field(o, intern!(py, "current_leader"), "PartitionData.CurrentLeader")?,
+            records: field(o, intern!(py, "records"), "PartitionData.Records")?,
+            acquired_records: field(o, intern!(py, "acquired_records"), "PartitionData.AcquiredRecords")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_response::LeaderIdAndEpoch {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(242)?;
+        o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_response::LeaderIdAndEpoch {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            leader_id: field(o, intern!(py, "leader_id"), "LeaderIdAndEpoch.LeaderId")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "LeaderIdAndEpoch.LeaderEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "LeaderIdAndEpoch.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_response::AcquiredRecords {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(243)?;
+        o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_response::AcquiredRecords {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            first_offset: field(o, intern!(py, "first_offset"), "AcquiredRecords.FirstOffset")?,
+            last_offset: field(o, intern!(py, "last_offset"), "AcquiredRecords.LastOffset")?,
+            delivery_count: field(o, intern!(py, "delivery_count"), "AcquiredRecords.DeliveryCount")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "AcquiredRecords.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_fetch_response::NodeEndpoint {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(244)?;
+        o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
+        o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
+        o.setattr(intern!(py, "rack"), self.rack.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_fetch_response::NodeEndpoint {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            node_id: field(o, intern!(py, "node_id"), "NodeEndpoint.NodeId")?,
+            host: field(o, intern!(py, "host"), "NodeEndpoint.Host")?,
+            port: field(o, intern!(py, "port"), "NodeEndpoint.Port")?,
+            rack: field(o, intern!(py, "rack"), "NodeEndpoint.Rack")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "NodeEndpoint.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(245)?;
+        o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
+        o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_ids: field(o, intern!(py, "group_ids"), "ShareGroupDescribeRequest.GroupIds")?,
+            include_authorized_operations: field(o, intern!(py, "include_authorized_operations"), "ShareGroupDescribeRequest.IncludeAuthorizedOperations")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareGroupDescribeRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(246)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ShareGroupDescribeResponse.ThrottleTimeMs")?,
+            groups: field(o, intern!(py, "groups"), "ShareGroupDescribeResponse.Groups")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareGroupDescribeResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_describe_response::DescribedGroup {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(247)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
+        o.setattr(intern!(py, "group_epoch"), self.group_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "assignment_epoch"), self.assignment_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "assignor_name"), self.assignor_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
+        o.setattr(intern!(py, "authorized_operations"), self.authorized_operations.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_describe_response::DescribedGroup {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "DescribedGroup.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "DescribedGroup.ErrorMessage")?,
+            group_id: field(o, intern!(py, "group_id"), "DescribedGroup.GroupId")?,
+            group_state: field(o, intern!(py, "group_state"), "DescribedGroup.GroupState")?,
+            group_epoch: field(o, intern!(py, "group_epoch"), "DescribedGroup.GroupEpoch")?,
+            assignment_epoch: field(o, intern!(py, "assignment_epoch"), "DescribedGroup.AssignmentEpoch")?,
+            assignor_name: field(o, intern!(py, "assignor_name"), "DescribedGroup.AssignorName")?,
+            members: field(o, intern!(py, "members"), "DescribedGroup.Members")?,
+            authorized_operations: field(o, intern!(py, "authorized_operations"), "DescribedGroup.AuthorizedOperations")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribedGroup.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_describe_response::Member {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(248)?;
+        o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "client_id"), self.client_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "client_host"), self.client_host.to_py(cx)?)?;
+        o.setattr(intern!(py, "subscribed_topic_names"), self.subscribed_topic_names.to_py(cx)?)?;
+        o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_describe_response::Member {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            member_id: field(o, intern!(py, "member_id"), "Member.MemberId")?,
+            rack_id: field(o, intern!(py, "rack_id"), "Member.RackId")?,
+            member_epoch: field(o, intern!(py, "member_epoch"), "Member.MemberEpoch")?,
+            client_id: field(o, intern!(py, "client_id"), "Member.ClientId")?,
+            client_host: field(o, intern!(py, "client_host"), "Member.ClientHost")?,
+            subscribed_topic_names: field(o, intern!(py, "subscribed_topic_names"), "Member.SubscribedTopicNames")?,
+            assignment: field(o, intern!(py, "assignment"), "Member.Assignment")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "Member.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_describe_response::TopicPartitions {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(249)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_describe_response::TopicPartitions {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "TopicPartitions.TopicId")?,
+            topic_name: field(o, intern!(py, "topic_name"), "TopicPartitions.TopicName")?,
+            partitions: field(o, intern!(py, "partitions"), "TopicPartitions.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "TopicPartitions.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_describe_response::Assignment {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(250)?;
+        o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_describe_response::Assignment {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_partitions: field(o, intern!(py, "topic_partitions"), "Assignment.TopicPartitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "Assignment.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(251)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "subscribed_topic_names"), self.subscribed_topic_names.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "ShareGroupHeartbeatRequest.GroupId")?,
+            member_id: field(o, intern!(py, "member_id"), "ShareGroupHeartbeatRequest.MemberId")?,
+            member_epoch: field(o, intern!(py, "member_epoch"), "ShareGroupHeartbeatRequest.MemberEpoch")?,
+            rack_id: field(o, intern!(py, "rack_id"), "ShareGroupHeartbeatRequest.RackId")?,
+            subscribed_topic_names: field(o, intern!(py, "subscribed_topic_names"), "ShareGroupHeartbeatRequest.SubscribedTopicNames")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareGroupHeartbeatRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(252)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "heartbeat_interval_ms"), self.heartbeat_interval_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ShareGroupHeartbeatResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "ShareGroupHeartbeatResponse.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "ShareGroupHeartbeatResponse.ErrorMessage")?,
+            member_id: field(o, intern!(py, "member_id"), "ShareGroupHeartbeatResponse.MemberId")?,
+            member_epoch: field(o, intern!(py, "member_epoch"), "ShareGroupHeartbeatResponse.MemberEpoch")?,
+            heartbeat_interval_ms: field(o, intern!(py, "heartbeat_interval_ms"), "ShareGroupHeartbeatResponse.HeartbeatIntervalMs")?,
+            assignment: field(o, intern!(py, "assignment"), "ShareGroupHeartbeatResponse.Assignment")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ShareGroupHeartbeatResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_heartbeat_response::Assignment {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(253)?;
+        o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_heartbeat_response::Assignment {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_partitions: field(o, intern!(py, "topic_partitions"), "Assignment.TopicPartitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "Assignment.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::share_group_heartbeat_response::TopicPartitions {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(254)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::share_group_heartbeat_response::TopicPartitions {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "TopicPartitions.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "TopicPartitions.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "TopicPartitions.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(208)?;
+        let o = cx.instance(255)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -5704,7 +6970,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(209)?;
+        let o = cx.instance(256)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5726,7 +6992,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(210)?;
+        let o = cx.instance(257)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -5754,7 +7020,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(211)?;
+        let o = cx.instance(258)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -5788,7 +7054,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(212)?;
+        let o = cx.instance(259)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5810,7 +7076,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(213)?;
+        let o = cx.instance(260)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5836,7 +7102,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(214)?;
+        let o = cx.instance(261)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5858,7 +7124,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(215)?;
+        let o = cx.instance(262)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5880,7 +7146,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(216)?;
+        let o = cx.instance(263)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5902,7 +7168,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(217)?;
+        let o = cx.instance(264)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5922,7 +7188,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(218)?;
+        let o = cx.instance(265)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -5950,7 +7216,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(219)?;
+        let o = cx.instance(266)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5972,7 +7238,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(220)?;
+        let o = cx.instance(267)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5992,7 +7258,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(221)?;
+        let o = cx.instance(268)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6014,7 +7280,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(222)?;
+        let o = cx.instance(269)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6036,7 +7302,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(223)?;
+        let o = cx.instance(270)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

@@ -11,6 +11,8 @@ from logbroker.protocol.messages.alter_partition_reassignments_request import Al
 from logbroker.protocol.messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from logbroker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from logbroker.protocol.messages.alter_partition_response import AlterPartitionResponse
+from logbroker.protocol.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from logbroker.protocol.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
 from logbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from logbroker.protocol.messages.api_versions_response import ApiVersionsResponse
 from logbroker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -27,6 +29,8 @@ from logbroker.protocol.messages.delete_groups_request import DeleteGroupsReques
 from logbroker.protocol.messages.delete_groups_response import DeleteGroupsResponse
 from logbroker.protocol.messages.delete_records_request import DeleteRecordsRequest
 from logbroker.protocol.messages.delete_records_response import DeleteRecordsResponse
+from logbroker.protocol.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+from logbroker.protocol.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 from logbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from logbroker.protocol.messages.delete_topics_response import DeleteTopicsResponse
 from logbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
@@ -41,6 +45,8 @@ from logbroker.protocol.messages.describe_producers_request import DescribeProdu
 from logbroker.protocol.messages.describe_producers_response import DescribeProducersResponse
 from logbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
 from logbroker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+from logbroker.protocol.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+from logbroker.protocol.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
 from logbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from logbroker.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
 from logbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest
@@ -85,6 +91,14 @@ from logbroker.protocol.messages.sasl_authenticate_request import SaslAuthentica
 from logbroker.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from logbroker.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from logbroker.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+from logbroker.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
+from logbroker.protocol.messages.share_acknowledge_response import ShareAcknowledgeResponse
+from logbroker.protocol.messages.share_fetch_request import ShareFetchRequest
+from logbroker.protocol.messages.share_fetch_response import ShareFetchResponse
+from logbroker.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+from logbroker.protocol.messages.share_group_describe_response import ShareGroupDescribeResponse
+from logbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from logbroker.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from logbroker.protocol.messages.sync_group_request import SyncGroupRequest
 from logbroker.protocol.messages.sync_group_response import SyncGroupResponse
 from logbroker.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
@@ -137,6 +151,13 @@ REQUESTS = {
     66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    76: ShareGroupHeartbeatRequest,
+    77: ShareGroupDescribeRequest,
+    78: ShareFetchRequest,
+    79: ShareAcknowledgeRequest,
+    90: DescribeShareGroupOffsetsRequest,
+    91: AlterShareGroupOffsetsRequest,
+    92: DeleteShareGroupOffsetsRequest,
 }
 RESPONSES = {
     0: ProduceResponse,
@@ -183,6 +204,13 @@ RESPONSES = {
     66: ListTransactionsResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
+    76: ShareGroupHeartbeatResponse,
+    77: ShareGroupDescribeResponse,
+    78: ShareFetchResponse,
+    79: ShareAcknowledgeResponse,
+    90: DescribeShareGroupOffsetsResponse,
+    91: AlterShareGroupOffsetsResponse,
+    92: DeleteShareGroupOffsetsResponse,
 }
 API_NAMES = {
     0: 'Produce',
@@ -229,6 +257,13 @@ API_NAMES = {
     66: 'ListTransactions',
     68: 'ConsumerGroupHeartbeat',
     69: 'ConsumerGroupDescribe',
+    76: 'ShareGroupHeartbeat',
+    77: 'ShareGroupDescribe',
+    78: 'ShareFetch',
+    79: 'ShareAcknowledge',
+    90: 'DescribeShareGroupOffsets',
+    91: 'AlterShareGroupOffsets',
+    92: 'DeleteShareGroupOffsets',
 }
 
 # Every struct class, indexed by its `_rs` id (the Rust codec's class numbering).
@@ -260,6 +295,12 @@ CLASSES = (
     AlterPartitionResponse,
     AlterPartitionResponse.TopicData,
     AlterPartitionResponse.PartitionData,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic,
+    AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic,
+    AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ApiVersionsResponse.ApiVersion,
@@ -299,6 +340,10 @@ CLASSES = (
     DeleteRecordsResponse,
     DeleteRecordsResponse.DeleteRecordsTopicResult,
     DeleteRecordsResponse.DeleteRecordsPartitionResult,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic,
     DeleteTopicsRequest,
     DeleteTopicsRequest.DeleteTopicState,
     DeleteTopicsResponse,
@@ -337,6 +382,13 @@ CLASSES = (
     DescribeQuorumResponse.Node,
     DescribeQuorumResponse.Listener,
     DescribeQuorumResponse.ReplicaState,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic,
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic,
+    DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeTransactionsResponse.TransactionState,
@@ -441,6 +493,36 @@ CLASSES = (
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeRequest.AcknowledgeTopic,
+    ShareAcknowledgeRequest.AcknowledgePartition,
+    ShareAcknowledgeRequest.AcknowledgementBatch,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse,
+    ShareAcknowledgeResponse.PartitionData,
+    ShareAcknowledgeResponse.LeaderIdAndEpoch,
+    ShareAcknowledgeResponse.NodeEndpoint,
+    ShareFetchRequest,
+    ShareFetchRequest.FetchTopic,
+    ShareFetchRequest.FetchPartition,
+    ShareFetchRequest.AcknowledgementBatch,
+    ShareFetchRequest.ForgottenTopic,
+    ShareFetchResponse,
+    ShareFetchResponse.ShareFetchableTopicResponse,
+    ShareFetchResponse.PartitionData,
+    ShareFetchResponse.LeaderIdAndEpoch,
+    ShareFetchResponse.AcquiredRecords,
+    ShareFetchResponse.NodeEndpoint,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupDescribeResponse.DescribedGroup,
+    ShareGroupDescribeResponse.Member,
+    ShareGroupDescribeResponse.TopicPartitions,
+    ShareGroupDescribeResponse.Assignment,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareGroupHeartbeatResponse.Assignment,
+    ShareGroupHeartbeatResponse.TopicPartitions,
     SyncGroupRequest,
     SyncGroupRequest.SyncGroupRequestAssignment,
     SyncGroupResponse,
@@ -474,6 +556,8 @@ __all__ = [
     'AlterPartitionReassignmentsResponse',
     'AlterPartitionRequest',
     'AlterPartitionResponse',
+    'AlterShareGroupOffsetsRequest',
+    'AlterShareGroupOffsetsResponse',
     'ApiVersionsRequest',
     'ApiVersionsResponse',
     'BrokerHeartbeatRequest',
@@ -490,6 +574,8 @@ __all__ = [
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
     'DeleteRecordsResponse',
+    'DeleteShareGroupOffsetsRequest',
+    'DeleteShareGroupOffsetsResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
     'DescribeClusterRequest',
@@ -504,6 +590,8 @@ __all__ = [
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'DescribeShareGroupOffsetsRequest',
+    'DescribeShareGroupOffsetsResponse',
     'DescribeTransactionsRequest',
     'DescribeTransactionsResponse',
     'ElectLeadersRequest',
@@ -548,6 +636,14 @@ __all__ = [
     'SaslAuthenticateResponse',
     'SaslHandshakeRequest',
     'SaslHandshakeResponse',
+    'ShareAcknowledgeRequest',
+    'ShareAcknowledgeResponse',
+    'ShareFetchRequest',
+    'ShareFetchResponse',
+    'ShareGroupDescribeRequest',
+    'ShareGroupDescribeResponse',
+    'ShareGroupHeartbeatRequest',
+    'ShareGroupHeartbeatResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',

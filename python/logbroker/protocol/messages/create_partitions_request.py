@@ -16,7 +16,7 @@ class CreatePartitionsRequest(Struct):
     valid_versions = (0, 3)
     flexible_versions_min = 2
     _msg = 'CreatePartitionsRequest'
-    _rs = 45
+    _rs = 51
     _lo, _hi = 0, 3
     __slots__ = (
         # Each topic that we want to create new partitions inside.
@@ -32,7 +32,7 @@ class CreatePartitionsRequest(Struct):
         """Struct CreatePartitionsTopic of CreatePartitionsRequest."""
 
         _msg = 'CreatePartitionsRequest'
-        _rs = 46
+        _rs = 52
         _lo, _hi = 0, 3
         __slots__ = (
             # The topic name.
@@ -61,7 +61,7 @@ class CreatePartitionsRequest(Struct):
         """Struct CreatePartitionsAssignment of CreatePartitionsRequest."""
 
         _msg = 'CreatePartitionsRequest'
-        _rs = 47
+        _rs = 53
         _lo, _hi = 0, 3
         __slots__ = (
             # The assigned broker IDs.

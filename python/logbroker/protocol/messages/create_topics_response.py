@@ -16,7 +16,7 @@ class CreateTopicsResponse(Struct):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsResponse'
-    _rs = 54
+    _rs = 60
     _lo, _hi = 2, 7
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class CreateTopicsResponse(Struct):
         """Struct CreatableTopicResult of CreateTopicsResponse."""
 
         _msg = 'CreateTopicsResponse'
-        _rs = 55
+        _rs = 61
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -79,7 +79,7 @@ class CreateTopicsResponse(Struct):
         """Struct CreatableTopicConfigs of CreateTopicsResponse."""
 
         _msg = 'CreateTopicsResponse'
-        _rs = 56
+        _rs = 62
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

@@ -13,6 +13,8 @@ pub mod alter_partition_reassignments_request;
 pub mod alter_partition_reassignments_response;
 pub mod alter_partition_request;
 pub mod alter_partition_response;
+pub mod alter_share_group_offsets_request;
+pub mod alter_share_group_offsets_response;
 pub mod api_versions_request;
 pub mod api_versions_response;
 pub mod broker_heartbeat_request;
@@ -29,6 +31,8 @@ pub mod delete_groups_request;
 pub mod delete_groups_response;
 pub mod delete_records_request;
 pub mod delete_records_response;
+pub mod delete_share_group_offsets_request;
+pub mod delete_share_group_offsets_response;
 pub mod delete_topics_request;
 pub mod delete_topics_response;
 pub mod describe_cluster_request;
@@ -43,6 +47,8 @@ pub mod describe_producers_request;
 pub mod describe_producers_response;
 pub mod describe_quorum_request;
 pub mod describe_quorum_response;
+pub mod describe_share_group_offsets_request;
+pub mod describe_share_group_offsets_response;
 pub mod describe_transactions_request;
 pub mod describe_transactions_response;
 pub mod elect_leaders_request;
@@ -87,6 +93,14 @@ pub mod sasl_authenticate_request;
 pub mod sasl_authenticate_response;
 pub mod sasl_handshake_request;
 pub mod sasl_handshake_response;
+pub mod share_acknowledge_request;
+pub mod share_acknowledge_response;
+pub mod share_fetch_request;
+pub mod share_fetch_response;
+pub mod share_group_describe_request;
+pub mod share_group_describe_response;
+pub mod share_group_heartbeat_request;
+pub mod share_group_heartbeat_response;
 pub mod sync_group_request;
 pub mod sync_group_response;
 pub mod txn_offset_commit_request;
@@ -104,6 +118,8 @@ pub use alter_partition_reassignments_request::AlterPartitionReassignmentsReques
 pub use alter_partition_reassignments_response::AlterPartitionReassignmentsResponse;
 pub use alter_partition_request::AlterPartitionRequest;
 pub use alter_partition_response::AlterPartitionResponse;
+pub use alter_share_group_offsets_request::AlterShareGroupOffsetsRequest;
+pub use alter_share_group_offsets_response::AlterShareGroupOffsetsResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use broker_heartbeat_request::BrokerHeartbeatRequest;
@@ -120,6 +136,8 @@ pub use delete_groups_request::DeleteGroupsRequest;
 pub use delete_groups_response::DeleteGroupsResponse;
 pub use delete_records_request::DeleteRecordsRequest;
 pub use delete_records_response::DeleteRecordsResponse;
+pub use delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest;
+pub use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse;
 pub use delete_topics_request::DeleteTopicsRequest;
 pub use delete_topics_response::DeleteTopicsResponse;
 pub use describe_cluster_request::DescribeClusterRequest;
@@ -134,6 +152,8 @@ pub use describe_producers_request::DescribeProducersRequest;
 pub use describe_producers_response::DescribeProducersResponse;
 pub use describe_quorum_request::DescribeQuorumRequest;
 pub use describe_quorum_response::DescribeQuorumResponse;
+pub use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest;
+pub use describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse;
 pub use describe_transactions_request::DescribeTransactionsRequest;
 pub use describe_transactions_response::DescribeTransactionsResponse;
 pub use elect_leaders_request::ElectLeadersRequest;
@@ -178,6 +198,14 @@ pub use sasl_authenticate_request::SaslAuthenticateRequest;
 pub use sasl_authenticate_response::SaslAuthenticateResponse;
 pub use sasl_handshake_request::SaslHandshakeRequest;
 pub use sasl_handshake_response::SaslHandshakeResponse;
+pub use share_acknowledge_request::ShareAcknowledgeRequest;
+pub use share_acknowledge_response::ShareAcknowledgeResponse;
+pub use share_fetch_request::ShareFetchRequest;
+pub use share_fetch_response::ShareFetchResponse;
+pub use share_group_describe_request::ShareGroupDescribeRequest;
+pub use share_group_describe_response::ShareGroupDescribeResponse;
+pub use share_group_heartbeat_request::ShareGroupHeartbeatRequest;
+pub use share_group_heartbeat_response::ShareGroupHeartbeatResponse;
 pub use sync_group_request::SyncGroupRequest;
 pub use sync_group_response::SyncGroupResponse;
 pub use txn_offset_commit_request::TxnOffsetCommitRequest;
@@ -231,6 +259,13 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (66, "ListTransactions", 0, 1, 0),
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (69, "ConsumerGroupDescribe", 0, 1, 0),
+    (76, "ShareGroupHeartbeat", 1, 1, 1),
+    (77, "ShareGroupDescribe", 1, 1, 1),
+    (78, "ShareFetch", 1, 2, 1),
+    (79, "ShareAcknowledge", 1, 2, 1),
+    (90, "DescribeShareGroupOffsets", 0, 1, 0),
+    (91, "AlterShareGroupOffsets", 0, 0, 0),
+    (92, "DeleteShareGroupOffsets", 0, 0, 0),
 ];
 
 /// Decodes a request (`request` true) or response body of `api_key` at `version` and encodes it
@@ -327,6 +362,20 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (68, false) => roundtrip::<ConsumerGroupHeartbeatResponse>(body, version),
         (69, true) => roundtrip::<ConsumerGroupDescribeRequest>(body, version),
         (69, false) => roundtrip::<ConsumerGroupDescribeResponse>(body, version),
+        (76, true) => roundtrip::<ShareGroupHeartbeatRequest>(body, version),
+        (76, false) => roundtrip::<ShareGroupHeartbeatResponse>(body, version),
+        (77, true) => roundtrip::<ShareGroupDescribeRequest>(body, version),
+        (77, false) => roundtrip::<ShareGroupDescribeResponse>(body, version),
+        (78, true) => roundtrip::<ShareFetchRequest>(body, version),
+        (78, false) => roundtrip::<ShareFetchResponse>(body, version),
+        (79, true) => roundtrip::<ShareAcknowledgeRequest>(body, version),
+        (79, false) => roundtrip::<ShareAcknowledgeResponse>(body, version),
+        (90, true) => roundtrip::<DescribeShareGroupOffsetsRequest>(body, version),
+        (90, false) => roundtrip::<DescribeShareGroupOffsetsResponse>(body, version),
+        (91, true) => roundtrip::<AlterShareGroupOffsetsRequest>(body, version),
+        (91, false) => roundtrip::<AlterShareGroupOffsetsResponse>(body, version),
+        (92, true) => roundtrip::<DeleteShareGroupOffsetsRequest>(body, version),
+        (92, false) => roundtrip::<DeleteShareGroupOffsetsResponse>(body, version),
         _ => Err(crate::protocol::codec::ProtocolError::unknown_api(api_key)),
     }
 }
