@@ -25,6 +25,7 @@ from logbroker.coord.transaction_coordinator import TransactionCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.replica_manager import ReplicaManager
+from logbroker.broker.share_fetch import ShareFetchManager
 
 log = logging.getLogger("logbroker.broker")
 
@@ -37,6 +38,7 @@ class BrokerServer:
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.share_fetch: ShareFetchManager | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
         # (which fills it) and the network thread (which serves from it).
         self.partition_table = _core.PartitionTable()
@@ -108,6 +110,8 @@ class BrokerServer:
                 await self.replicas.apply_metadata(self.controller.image)
             self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
             await self.groups.startup()
+            self.share_fetch = ShareFetchManager(self.config, self.replicas, self.controller)
+            self.groups.share.on_member_left = self.share_fetch.release_member
             self.transactions = TransactionCoordinator(self.config, self.replicas, self.controller, self.groups)
             await nursery.start(self.transactions.run)
             await self.transactions.startup()

@@ -35,6 +35,7 @@ from logbroker.clock import now_ms
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.consumer_group import ConsumerGroupCoordinator
+from logbroker.coord.share_group import ShareGroupCoordinator
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter
 from logbroker.coord.offsets_topic import (
@@ -84,6 +85,7 @@ class GroupCoordinator:
         # transactional offset commits awaiting their marker: producer id -> group -> offsets
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.consumer = ConsumerGroupCoordinator(self)
+        self.share = ShareGroupCoordinator(self)
 
     # --- start-up -------------------------------------------------------------------
 
@@ -131,8 +133,10 @@ class GroupCoordinator:
         dropped_848 = [g for g in self.consumer.groups if self.partition_of(g) in gone]
         for g in dropped_848:
             del self.consumer.groups[g]
+        dropped_share = [g for g in self.share.groups if self.partition_of(g) in gone]
+        self.share.unload(dropped_share)
         log.info("no longer coordinator for %s partition(s) %s: %d group(s) unloaded", OFFSETS_TOPIC,
-                 sorted(partitions), len(dropped) + len(dropped_848))
+                 sorted(partitions), len(dropped) + len(dropped_848) + len(dropped_share))
 
     async def ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.controller.image.topics:
@@ -404,7 +408,7 @@ class GroupCoordinator:
                 await self._wakeup.wait()
 
     def _deadlines(self) -> list[float]:
-        out = self.consumer.deadlines()
+        out = self.consumer.deadlines() + self.share.deadlines()
         for g in self.groups.values():
             if g.rebalance_deadline is not None:
                 out.append(g.rebalance_deadline)
@@ -418,6 +422,7 @@ class GroupCoordinator:
 
     def _expire(self, now: float) -> None:
         self.consumer.expire(now)
+        self.share.expire(now)
         for group in list(self.groups.values()):
             for mid, deadline in list(group.pending_members.items()):
                 if deadline <= now:

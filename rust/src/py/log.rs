@@ -249,6 +249,21 @@ impl PyLog {
         Ok(r.map(PyFileRegion))
     }
 
+    /// Whole batches from the one holding `fetch_offset`, as `read`, copied into memory, with
+    /// the exclusive upper offset they cover (the next batch's base offset): `(bytes, end)`,
+    /// or None when there is nothing below `max_offset`. For share fetches, which name the
+    /// offsets they hand out; one `pread` with the GIL released.
+    #[pyo3(signature = (fetch_offset, max_bytes, max_offset=None))]
+    fn read_batches<'py>(&self, py: Python<'py>, fetch_offset: i64, max_bytes: i64, max_offset: Option<i64>)
+        -> PyResult<Option<(Bound<'py, PyBytes>, i64)>> {
+        let found = py.enter_core(|| -> crate::error::Result<Option<(Vec<u8>, i64)>> {
+            let Some(region) = self.log.read(fetch_offset, non_negative(max_bytes), max_offset, true)? else { return Ok(None) };
+            let Some(end) = self.log.offset_after(&region)? else { return Ok(None) };
+            Ok(Some((region.read_to_vec()?, end)))
+        })?;
+        Ok(found.map(|(bytes, end)| (PyBytes::new(py, &bytes), end)))
+    }
+
     fn offset_for_timestamp(&self, py: Python<'_>, timestamp_ms: i64) -> PyResult<Option<(i64, i64)>> {
         py.enter_core(|| self.log.offset_for_timestamp(timestamp_ms))
     }

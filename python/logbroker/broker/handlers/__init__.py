@@ -17,6 +17,7 @@ from logbroker.protocol import REQUESTS, RequestHeader
 if TYPE_CHECKING:
     from logbroker.broker.config import BrokerConfig
     from logbroker.broker.replica_manager import ReplicaManager
+    from logbroker.broker.share_fetch import ShareFetchManager
     from logbroker.coord.controller import Controller
     from logbroker.coord.group_coordinator import GroupCoordinator
     from logbroker.coord.metadata_quorum import MetadataQuorum
@@ -33,6 +34,7 @@ class BrokerView(Protocol):
     controller: Controller | None
     groups: GroupCoordinator | None
     transactions: TransactionCoordinator | None
+    share_fetch: ShareFetchManager | None
     quorum: MetadataQuorum | None  # set on a node of a controller quorum
 
 
@@ -63,6 +65,7 @@ class HandlerEntry:
     max_version: int
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
     cluster_only: bool = False  # served (and advertised) only by a node of a controller quorum
+    enabled_by: str | None = None  # a boolean config key that must be true to serve (and advertise) it
 
     @property
     def request_class(self) -> type:
@@ -70,6 +73,8 @@ class HandlerEntry:
 
     def served_by(self, broker: BrokerView) -> bool:
         """Whether this broker serves (and advertises) the API: cluster-only APIs need a quorum."""
+        if self.enabled_by is not None and not broker.config.get_bool(self.enabled_by):
+            return False
         return not self.cluster_only or broker.quorum is not None
 
 
@@ -121,6 +126,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         offset_for_leader_epoch,
         offsets,
         partition_reassignments,
+        share_groups,
         transactions,
     )
 
@@ -139,6 +145,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES,
                            *partition_reassignments.ENTRIES, *transactions.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in share_groups.ENTRIES:
+        table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
                           describe_quorum.handle, cluster_only=True)
     table[quorum.api_key] = quorum

@@ -196,6 +196,8 @@ async def list_groups(ctx, request):
         listed[gid] = (group.protocol_type or "", group.state.value, "classic")
     for gid, cg in coord.consumer.groups.items():
         listed[gid] = ("consumer", cg.state, "consumer")
+    for gid, sg in coord.share.groups.items():
+        listed[gid] = ("share", sg.state, "share")
     out = []
     for gid, (ptype, state, gtype) in sorted(listed.items()):
         if states and state.lower() not in states:

@@ -1,0 +1,231 @@
+"""Share fetches (KIP-932): share sessions and the share-partitions of the partitions this
+broker leads; serves ShareFetch (78) and ShareAcknowledge (79) with handlers/share_groups.py.
+
+A share session belongs to (group id, member id) on this broker: ShareSessionEpoch 0 opens
+it (replacing an older one of the member), each next request carries the next epoch (1, 2,
+...; SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH otherwise), -1 closes it after its
+acknowledgements are applied and hands the member's acquired records back. The session holds
+the partitions the member fetches; a request adds the ones it names and drops its
+ForgottenTopicsData.
+
+A fetch applies the request's acknowledgements, then acquires records on each session
+partition this broker leads: first the lowest run of records that came back (released,
+lock expired), else new records from the SPEO up to the high watermark. The records go out
+as the whole batches that hold them, read by the Rust log in one `pread` (`Log.read_batches`),
+with AcquiredRecords naming the offsets acquired; the consumer drops the rest of a batch.
+With nothing to hand out the request waits up to MaxWaitMs for an HW move on one of its
+partitions (the data path reports those, `Partition.add_waiter`), a record coming back, or
+the next lock expiry.
+
+Share-partition state lives in memory on the leader: it does not survive a restart or a
+leader change (the group starts again at group.share.auto.offset.reset), which is why share
+groups are off by default (`group.share.enable`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+import trio
+
+from logbroker.broker.share_partition import SharePartition, ShareError
+from logbroker.protocol import ErrorCode
+
+log = logging.getLogger("logbroker.share")
+
+MAX_EPOCH = 2**31 - 1
+
+
+@dataclass
+class ShareSession:
+    group_id: str
+    member_id: str
+    next_epoch: int = 1
+    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # ordered set
+
+
+@dataclass
+class PartitionResult:
+    """What a fetch or acknowledgement has to say about one partition."""
+    topic_id: uuid.UUID
+    partition: int
+    error: int = ErrorCode.NONE
+    message: str | None = None
+    ack_error: int = ErrorCode.NONE
+    ack_message: str | None = None
+    records: bytes | None = None
+    acquired: list[tuple[int, int, int]] = field(default_factory=list)
+    acked: bool = False
+
+    @property
+    def worth_sending(self) -> bool:
+        return bool(self.error or self.acked or self.acquired)
+
+
+class ShareFetchManager:
+    def __init__(self, config, replicas, controller) -> None:
+        self.replicas = replicas
+        self.controller = controller
+        self.lock_duration_ms = config.get_int("group.share.record.lock.duration.ms")
+        self.delivery_count_limit = config.get_int("group.share.delivery.count.limit")
+        self.max_in_flight = config.get_int("group.share.partition.max.record.locks")
+        self.auto_offset_reset = config.get_str("group.share.auto.offset.reset")
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._waiters: set[trio.Event] = set()
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    def _names(self) -> dict[uuid.UUID, str]:
+        return {t.topic_id: name for name, t in self.controller.image.topics.items()}
+
+    def resolve(self, topic_id: uuid.UUID, partition: int, names: dict[uuid.UUID, str]):
+        """(topic name, local leader Partition) or a PartitionResult naming the error."""
+        name = names.get(topic_id)
+        if name is None:
+            return PartitionResult(topic_id, partition, ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id} is not known")
+        part = self.replicas.get(name, partition) if self.replicas is not None else None
+        if part is None or not part.is_leader or part.deleted:
+            topic = self.controller.image.topics.get(name)
+            if topic is None or partition not in topic.partitions:
+                return PartitionResult(topic_id, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                       f"{name}-{partition} does not exist")
+            return PartitionResult(topic_id, partition, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                   f"{name}-{partition} is not led by this broker")
+        return name, part
+
+    def share_partition(self, group_id: str, topic: str, part) -> SharePartition:
+        key = (group_id, topic, part.index)
+        sp = self.partitions.get(key)
+        if sp is None:
+            start = part.log.high_watermark if self.auto_offset_reset == "latest" else part.log.log_start_offset
+            sp = self.partitions[key] = SharePartition(group_id, topic, part.index, start, self.lock_duration_ms / 1000,
+                                                       self.delivery_count_limit, self.max_in_flight)
+            log.info("share group %r: %s-%d starts at offset %d (group.share.auto.offset.reset=%s)",
+                     group_id, topic, part.index, start, self.auto_offset_reset)
+        return sp
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int, acknowledging: bool) -> ShareSession:
+        """The session a request at `epoch` belongs to (a new one at 0); ShareError otherwise."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            if acknowledging:
+                raise ShareError(ErrorCode.INVALID_REQUEST,
+                                 f"share group {group_id!r} member {member_id}: acknowledgements in a request "
+                                 f"that opens a share session (epoch 0)")
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self._release(old)
+            s = self.sessions[key] = ShareSession(group_id, member_id)
+            return s
+        s = self.sessions.get(key)
+        if s is None:
+            raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND,
+                             f"share group {group_id!r} member {member_id} has no share session on this broker")
+        if epoch != -1:
+            if epoch != s.next_epoch:
+                raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                 f"share group {group_id!r} member {member_id}: share session epoch {epoch}, "
+                                 f"expected {s.next_epoch}")
+            s.next_epoch = 1 if epoch == MAX_EPOCH else epoch + 1
+        return s
+
+    def close_session(self, s: ShareSession) -> None:
+        self.sessions.pop((s.group_id, s.member_id), None)
+        self._release(s)
+
+    def _release(self, s: ShareSession) -> None:
+        self.release_member(s.group_id, s.member_id)
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        """Records the member holds here become available (its session closed, it left the group)."""
+        n = 0
+        for (g, _, _), sp in self.partitions.items():
+            if g == group_id:
+                n += sp.release_member(member_id)
+        if n:
+            log.info("share group %r: %d record(s) of member %s released", group_id, n, member_id)
+            self._changed()
+
+    # --- acknowledgements -----------------------------------------------------------------
+
+    def acknowledge(self, group_id: str, member_id: str, topic: str, part, batches, now: float) -> tuple[int, str | None]:
+        sp = self.share_partition(group_id, topic, part)
+        try:
+            for b in sorted(batches, key=lambda b: b.first_offset):
+                sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now)
+        except ShareError as e:
+            return e.code, str(e)
+        finally:
+            self._changed()
+        return ErrorCode.NONE, None
+
+    # --- acquisition --------------------------------------------------------------------------
+
+    def _acquire_one(self, sp: SharePartition, part, member_id: str, now: float, max_records: int,
+                     max_bytes: int) -> tuple[bytes | None, list[tuple[int, int, int]]]:
+        lg = part.log
+        sp.move_start(lg.log_start_offset)
+        first = sp.first_available(now)
+        if first is not None:
+            bound = sp.end_offset
+        else:
+            first, bound = sp.end_offset, lg.high_watermark
+            if first >= bound or not sp.can_acquire_new():
+                return None, []
+        got = lg.read_batches(first, max_bytes, bound)
+        if got is None:
+            return None, []
+        data, end = got
+        acquired = sp.acquire(member_id, first, min(end, bound), now, max_records)
+        return (data, acquired) if acquired else (None, [])
+
+    def acquire(self, session: ShareSession, targets: list[tuple[uuid.UUID, int, str, object]], now: float,
+                max_records: int, max_bytes: int) -> dict[tuple[uuid.UUID, int], tuple[bytes, list]]:
+        out = {}
+        for topic_id, index, topic, part in targets:
+            if max_records <= 0 or max_bytes <= 0:
+                break
+            sp = self.share_partition(session.group_id, topic, part)
+            try:
+                data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes)
+            except Exception as e:  # noqa: BLE001 - a log error on one partition must not fail the others
+                log.warning("share group %r: reading %s at offset %d failed: %s", session.group_id, sp.name,
+                            sp.end_offset, e)
+                continue
+            if acquired:
+                out[(topic_id, index)] = (data, acquired)
+                max_records -= sum(last - first + 1 for first, last, _ in acquired)
+                max_bytes -= len(data)
+        return out
+
+    async def wait(self, parts: list, deadline: float) -> None:
+        """Until an HW move on one of `parts`, a record coming back, the next lock expiry, or `deadline`."""
+        locks = [d for sp in self.partitions.values() if (d := sp.next_lock_deadline()) is not None]
+        until = min([deadline, *locks])
+        event = trio.Event()
+        self._waiters.add(event)
+        for p in parts:
+            p.add_waiter(event)
+        try:
+            with trio.move_on_at(until):
+                await event.wait()
+        finally:
+            self._waiters.discard(event)
+            for p in parts:
+                p.remove_waiter(event)
+
+    def _changed(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for e in waiters:
+            e.set()
+
+    def forget_partitions(self, gone: list[tuple[str, int]]) -> None:
+        """Partitions no longer led here: their share state goes (in memory only)."""
+        gone_set = set(gone)
+        for key in [k for k in self.partitions if (k[1], k[2]) in gone_set]:
+            del self.partitions[key]

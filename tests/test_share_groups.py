@@ -1,0 +1,208 @@
+"""Share groups (KIP-932) on the wire against an in-process broker: ShareGroupHeartbeat and
+ShareGroupDescribe, ShareFetch sessions, acquisition, acknowledgement, redelivery after a
+release or an expired lock, archiving at the delivery limit, and the errors a client can
+provoke. Off by default (group.share.enable)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from logbroker import Broker
+from logbroker._core import decode_records
+from logbroker.protocol import REQUESTS, ErrorCode
+from rawclient import RawClient
+from test_bad_input import create_topic
+
+Heartbeat, Describe, ShareFetch, ShareAck = REQUESTS[76], REQUESTS[77], REQUESTS[78], REQUESTS[79]
+ApiVersions, Metadata, ListGroups = REQUESTS[18], REQUESTS[3], REQUESTS[16]
+
+CONFIG = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",
+          "group.share.record.lock.duration.ms": "1000", "group.share.delivery.count.limit": "3"}
+
+
+@pytest.fixture
+def share_broker(tmp_path):
+    with Broker(data_dir=tmp_path / "data", config=CONFIG) as b:
+        yield b
+
+
+def produce(bs: str, topic: str, values: list[bytes], partition: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, v, partition=partition)
+    assert p.flush(10) == 0
+
+
+def topic_id(c: RawClient, topic: str) -> uuid.UUID:
+    r = c.request(3, 12, Metadata(topics=[Metadata.MetadataRequestTopic(name=topic)],
+                                  allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return r.topics[0].topic_id
+
+
+def heartbeat(c, group, member, epoch, topics=None):
+    return c.request(76, 1, Heartbeat(group_id=group, member_id=member, member_epoch=epoch, rack_id=None,
+                                      subscribed_topic_names=topics))
+
+
+def fetch(c, group, member, epoch, parts, acks=None, max_wait_ms=0, max_records=100, forgotten=None):
+    """parts: [(topic id, partition)]; acks: {(topic id, partition): [(first, last, [types])]}."""
+    acks = acks or {}
+    by_topic: dict = {}
+    for tid, p in list(parts) + [k for k in acks if k not in parts]:
+        batches = [ShareFetch.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=t)
+                   for a, b, t in acks.get((tid, p), [])]
+        by_topic.setdefault(tid, []).append(ShareFetch.FetchPartition(partition_index=p, acknowledgement_batches=batches))
+    req = ShareFetch(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+                     max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+                     topics=[ShareFetch.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+                     forgotten_topics_data=[ShareFetch.ForgottenTopic(topic_id=t, partitions=ps)
+                                            for t, ps in (forgotten or {}).items()])
+    return c.request(78, 1, req)
+
+
+def acquired(resp) -> dict[int, list[tuple[int, int, int]]]:
+    """partition -> acquired ranges, checking each range's records are in the returned batches."""
+    out = {}
+    for t in resp.responses:
+        for p in t.partitions:
+            assert p.error_code == 0, (p.error_code, p.error_message)
+            ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+            if ranges:
+                offsets = {r.offset for r in decode_records("t", p.partition_index, p.records, 0).take()} if p.records else set()
+                for a, b, _ in ranges:
+                    assert set(range(a, b + 1)) <= offsets, (ranges, sorted(offsets))
+            out[p.partition_index] = ranges
+    return out
+
+
+def values_of(resp) -> list[bytes]:
+    out = []
+    for t in resp.responses:
+        for p in t.partitions:
+            wanted = {o for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)}
+            out += [r.value for r in decode_records("t", p.partition_index, p.records or b"", 0).take() if r.offset in wanted]
+    return out
+
+
+def test_share_apis_are_advertised_only_when_enabled(tmp_path, share_broker):
+    with Broker(data_dir=tmp_path / "off") as off, RawClient(off.bootstrap_servers) as c:
+        keys = {k.api_key for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys}
+        assert not keys & {76, 77, 78, 79}
+    with RawClient(share_broker.bootstrap_servers) as c:
+        api = {k.api_key: (k.min_version, k.max_version)
+               for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys}
+        assert (api[76], api[77], api[78], api[79]) == ((1, 1), (1, 1), (1, 2), (1, 2))
+
+
+def test_members_share_a_partition_and_each_record_goes_to_one_of_them(share_broker):
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q", 1) == 0
+        tid = topic_id(c, "q")
+        a = heartbeat(c, "sg", "m-a", 0, ["q"])
+        b = heartbeat(c, "sg", "m-b", 0, ["q"])
+        assert (a.error_code, b.error_code) == (0, 0)
+        assert [(tp.topic_id, list(tp.partitions)) for tp in a.assignment.topic_partitions] == [(tid, [0])]
+        assert [list(tp.partitions) for tp in b.assignment.topic_partitions] == [[0]], "both members get partition 0"
+        a2 = heartbeat(c, "sg", "m-a", a.member_epoch)
+        assert (a2.error_code, a2.member_epoch, a2.assignment) == (0, b.member_epoch, None), "unchanged: not sent again"
+        d = c.request(77, 1, Describe(group_ids=["sg", "nope"], include_authorized_operations=False)).groups
+        assert (d[0].error_code, d[0].group_state, sorted(m.member_id for m in d[0].members)) == (0, "Stable", ["m-a", "m-b"])
+        assert d[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        listed = c.request(16, 5, ListGroups(states_filter=[], types_filter=["share"])).groups
+        assert [(g.group_id, g.group_type) for g in listed] == [("sg", "share")]
+
+    produce(bs, "q", [b"v%d" % i for i in range(10)])
+    with RawClient(bs) as ca, RawClient(bs) as cb:
+        ra = fetch(ca, "sg", "m-a", 0, [(tid, 0)], max_records=4)
+        assert ra.acquisition_lock_timeout_ms == 1000
+        got_a = acquired(ra)[0]
+        assert got_a == [(0, 3, 1)]
+        rb = fetch(cb, "sg", "m-b", 0, [(tid, 0)], max_records=100)
+        assert acquired(rb)[0] == [(4, 9, 1)], "b gets what a does not hold"
+        assert values_of(rb) == [b"v%d" % i for i in range(4, 10)]
+        # a accepts its records but releases one, and its fetch takes the released one again
+        ra = fetch(ca, "sg", "m-a", 1, [], acks={(tid, 0): [(0, 3, [1, 1, 2, 1])]})
+        assert ra.responses[0].partitions[0].acknowledge_error_code == 0
+        assert acquired(ra)[0] == [(2, 2, 2)], "redelivered, second delivery"
+        # a does nothing with it: when its lock (1 s) runs out, b's waiting fetch gets it
+        t0 = time.monotonic()
+        rb = fetch(cb, "sg", "m-b", 1, [], acks={(tid, 0): [(4, 9, [1])]}, max_wait_ms=5000)
+        assert acquired(rb)[0] == [(2, 2, 3)] and 0.5 < time.monotonic() - t0 < 4
+        # b acknowledges with a wrong range: INVALID_RECORD_STATE, nothing changes
+        rb = fetch(cb, "sg", "m-b", 2, [], acks={(tid, 0): [(0, 2, [1])]})
+        p = rb.responses[0].partitions[0]
+        assert p.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE and "offset 0" in p.acknowledge_error_message
+        r = cb.request(79, 1, ShareAck(group_id="sg", member_id="m-b", share_session_epoch=3, topics=[
+            ShareAck.AcknowledgeTopic(topic_id=tid, partitions=[ShareAck.AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[ShareAck.AcknowledgementBatch(
+                    first_offset=2, last_offset=2, acknowledge_types=[1])])])]))
+        assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0)
+        sp = share_broker.server.share_fetch.partitions[("sg", "q", 0)]
+        assert (sp.start_offset, sp.end_offset) == (10, 10), "everything acknowledged"
+
+
+def test_an_expired_lock_redelivers_and_the_delivery_limit_archives(share_broker):
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q2", 1) == 0
+        tid = topic_id(c, "q2")
+        heartbeat(c, "sg2", "m", 0, ["q2"])
+    produce(bs, "q2", [b"x", b"y"])
+    with RawClient(bs) as c:
+        epoch = 0
+        seen = []
+        for _ in range(3):  # limit 3: three deliveries, each left to expire (lock 1 s)
+            r = fetch(c, "sg2", "m", epoch, [(tid, 0)], max_wait_ms=3000)
+            epoch += 1
+            seen.append(acquired(r).get(0))
+        assert seen == [[(0, 1, 1)], [(0, 1, 2)], [(0, 1, 3)]]
+        t0 = time.monotonic()
+        r = fetch(c, "sg2", "m", epoch, [(tid, 0)], max_wait_ms=1500)
+        assert acquired(r) == {} and time.monotonic() - t0 >= 1.0, "archived: nothing more to deliver"
+        sp = share_broker.server.share_fetch.partitions[("sg2", "q2", 0)]
+        assert (sp.start_offset, sp.exhausted) == (2, [(0, 3), (1, 3)])
+
+
+def test_a_long_poll_returns_when_records_arrive(share_broker):
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q3", 1) == 0
+        tid = topic_id(c, "q3")
+        heartbeat(c, "sg3", "m", 0, ["q3"])
+        assert acquired(fetch(c, "sg3", "m", 0, [(tid, 0)])) == {}
+        import threading
+
+        threading.Timer(0.5, produce, args=(bs, "q3", [b"late"])).start()
+        t0 = time.monotonic()
+        r = fetch(c, "sg3", "m", 1, [], max_wait_ms=10000)
+        assert values_of(r) == [b"late"] and time.monotonic() - t0 < 5
+
+
+def test_share_session_and_request_errors(share_broker):
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q4", 1) == 0
+        tid = topic_id(c, "q4")
+        r = fetch(c, "sg4", "m", 1, [(tid, 0)])
+        assert r.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND and "sg4" in r.error_message
+        fetch(c, "sg4", "m", 0, [(tid, 0)])
+        r = fetch(c, "sg4", "m", 5, [(tid, 0)])
+        assert r.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH and "expected 1" in r.error_message
+        r = fetch(c, "sg4", "m", 0, [], acks={(tid, 0): [(0, 0, [1])]})
+        assert r.error_code == ErrorCode.INVALID_REQUEST
+        r = fetch(c, "sg4", "m", 0, [(uuid.uuid4(), 0)])
+        assert r.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+        r = c.request(79, 1, ShareAck(group_id="sg4", member_id="m", share_session_epoch=0, topics=[]))
+        assert r.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        r = heartbeat(c, "sg4", "", 0, ["q4"])
+        assert r.error_code == ErrorCode.INVALID_REQUEST
+        r = heartbeat(c, "sg4", "m", 7)
+        assert r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        # a classic group's id is not a share group
+        r = fetch(c, "", "m", 0, [(tid, 0)])
+        assert r.error_code == ErrorCode.INVALID_REQUEST
