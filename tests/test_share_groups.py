@@ -206,3 +206,22 @@ def test_share_session_and_request_errors(share_broker):
         # a classic group's id is not a share group
         r = fetch(c, "", "m", 0, [(tid, 0)])
         assert r.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_records_of_a_batch_cut_by_the_end_offset_are_redelivered(share_broker):
+    """Regression: a released run inside a batch that goes on past the SPEO was never read
+    again (the read was bounded by the SPEO, and the log returns only whole batches below it)."""
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q5", 1) == 0
+        tid = topic_id(c, "q5")
+        heartbeat(c, "sg5", "a", 0, ["q5"])
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 200})
+    for i in range(10):
+        p.produce("q5", b"r%d" % i, partition=0)
+    assert p.flush(10) == 0
+    with RawClient(bs) as c:
+        assert acquired(fetch(c, "sg5", "a", 0, [(tid, 0)], max_records=4))[0] == [(0, 3, 1)]
+        r = fetch(c, "sg5", "a", 1, [], acks={(tid, 0): [(0, 3, [2])]}, max_records=4)
+        assert acquired(r)[0] == [(0, 3, 2)]
+        assert values_of(r) == [b"r0", b"r1", b"r2", b"r3"]

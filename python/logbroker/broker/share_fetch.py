@@ -177,7 +177,9 @@ class ShareFetchManager:
             first, bound = sp.end_offset, lg.high_watermark
             if first >= bound or not sp.can_acquire_new():
                 return None, []
-        got = lg.read_batches(first, max_bytes, bound)
+        # read up to the HW: a batch the SPEO cuts in two is read whole (Log.read returns only
+        # whole batches below its bound), and only its offsets below `bound` are acquired
+        got = lg.read_batches(first, max_bytes, lg.high_watermark)
         if got is None:
             return None, []
         data, end = got

@@ -1,0 +1,150 @@
+"""The Java client's KafkaShareConsumer (Kafka 4.4) against logbroker's share groups:
+several consumers on one partition with each record accepted once, redelivery after a
+consumer is killed holding records, archiving at the delivery limit, and Kafka's own
+kafka-console-share-consumer. The consumer is tests/java/ShareWorker.java, run as a
+single-file source program on the Kafka tools classpath."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from logbroker import Broker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
+                                reason="Java 17 and Maven are needed for the Java client")
+
+WORKER = str(Path(__file__).resolve().parent / "java" / "ShareWorker.java")
+CONFIG = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",
+          "group.share.record.lock.duration.ms": "2000", "group.share.delivery.count.limit": "3"}
+
+
+@pytest.fixture(scope="module")
+def kafka_tools():
+    from benches.peers.kafka import install
+
+    return install()
+
+
+@pytest.fixture
+def share_broker(tmp_path):
+    with Broker(data_dir=tmp_path / "data", config=CONFIG) as b:
+        yield b
+
+
+def setup_topic(bs: str, topic: str, n: int, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, str(i).encode(), partition=i % partitions)
+    assert p.flush(10) == 0
+
+
+class Worker:
+    """One ShareWorker process; `lines` fills as it prints (partition, offset, value, delivery count)."""
+
+    def __init__(self, tools, bs: str, group: str, topic: str, mode: str, idle_ms: int, process_ms: int = 0) -> None:
+        cmd = tools.tools_java(WORKER, [bs, group, topic, mode, str(idle_ms), str(process_ms)], heap="-Xmx256m")
+        self.stderr = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.records: list[tuple[int, int, str, int]] = []
+        self.holding = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == "holding":
+                self.holding.set()
+                continue
+            part, off, value, count = line.split()
+            self.records.append((int(part), int(off), value, int(count)))
+
+    def _close(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.reader.join(5)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.stderr.seek(0)
+        err = self.stderr.read()
+        self.stderr.close()
+        return err
+
+    def wait(self, timeout: float = 120) -> list[tuple[int, int, str, int]]:
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            err = self._close()
+        assert rc == 0, err[-3000:]
+        return self.records
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self._close()
+
+
+def test_three_consumers_share_one_partition_and_accept_each_record_once(share_broker, kafka_tools):
+    bs = share_broker.bootstrap_servers
+    setup_topic(bs, "work", 300)
+    workers = [Worker(kafka_tools, bs, "jq", "work", "accept", 6000, process_ms=10) for _ in range(3)]
+    results = [w.wait() for w in workers]
+    values = sorted(int(v) for r in results for _, _, v, _ in r)
+    assert values == list(range(300)), f"{len(values)} records, {len(set(values))} distinct"
+    assert sum(1 for r in results if r) >= 2, [len(r) for r in results]
+    assert all(count == 1 for r in results for *_, count in r)
+    sp = share_broker.server.share_fetch.partitions[("jq", "work", 0)]
+    assert (sp.start_offset, sp.end_offset) == (300, 300), "every record acknowledged"
+
+
+def test_records_held_by_a_killed_consumer_are_redelivered(share_broker, kafka_tools):
+    bs = share_broker.bootstrap_servers
+    setup_topic(bs, "held", 40)
+    holder = Worker(kafka_tools, bs, "jh", "held", "hold", 60000)
+    assert holder.holding.wait(60), "the holder got records"
+    held = {v for _, _, v, _ in holder.records}
+    holder.kill()
+    t0 = time.monotonic()
+    rest = Worker(kafka_tools, bs, "jh", "held", "accept", 6000).wait()
+    assert sorted(int(v) for _, _, v, _ in rest) == list(range(40)), "every record, the held ones included"
+    again = {v: count for _, _, v, count in rest if v in held}
+    assert again and set(again.values()) == {2}, "the held records come back as second deliveries"
+    assert time.monotonic() - t0 < 60
+
+
+def test_released_records_come_back_until_the_delivery_limit(share_broker, kafka_tools):
+    bs = share_broker.bootstrap_servers
+    setup_topic(bs, "poison", 5)
+    seen = Worker(kafka_tools, bs, "jp", "poison", "release", 5000).wait()
+    counts: dict[str, list[int]] = {}
+    for _, _, v, count in seen:
+        counts.setdefault(v, []).append(count)
+    assert counts == {str(i): [1, 2, 3] for i in range(5)}, "delivered three times (the limit), then archived"
+    sp = share_broker.server.share_fetch.partitions[("jp", "poison", 0)]
+    assert (sp.start_offset, sorted(off for off, _ in sp.exhausted)) == (5, [0, 1, 2, 3, 4])
+
+
+def test_kafka_console_share_consumer(share_broker, kafka_tools):
+    bs = share_broker.bootstrap_servers
+    setup_topic(bs, "console", 20, partitions=2)
+    cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleShareConsumer", [
+        "--bootstrap-server", bs, "--topic", "console", "--group", "jc", "--max-messages", "20", "--timeout-ms", "30000"])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(int(v) for v in r.stdout.split()) == list(range(20))
