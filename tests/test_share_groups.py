@@ -225,3 +225,23 @@ def test_records_of_a_batch_cut_by_the_end_offset_are_redelivered(share_broker):
         r = fetch(c, "sg5", "a", 1, [], acks={(tid, 0): [(0, 3, [2])]}, max_records=4)
         assert acquired(r)[0] == [(0, 3, 2)]
         assert values_of(r) == [b"r0", b"r1", b"r2", b"r3"]
+
+
+def test_a_share_group_id_is_not_a_consumer_group_and_deletes_only_when_empty(share_broker):
+    bs = share_broker.bootstrap_servers
+    JoinGroup, CGHeartbeat, DeleteGroups = REQUESTS[11], REQUESTS[68], REQUESTS[42]
+    with RawClient(bs) as c:
+        assert create_topic(c, "q6", 1) == 0
+        heartbeat(c, "sg6", "m", 0, ["q6"])
+        r = c.request(11, 5, JoinGroup(group_id="sg6", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                       member_id="", group_instance_id=None, protocol_type="consumer",
+                                       protocols=[JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        assert r.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        r = c.request(68, 0, CGHeartbeat(group_id="sg6", member_id="x", member_epoch=0, subscribed_topic_names=["q6"],
+                                         topic_partitions=[]))
+        assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND and "share group" in r.error_message
+        assert c.request(42, 2, DeleteGroups(groups_names=["sg6"])).results[0].error_code == ErrorCode.NON_EMPTY_GROUP
+        assert heartbeat(c, "sg6", "m", -1).error_code == 0
+        assert c.request(42, 2, DeleteGroups(groups_names=["sg6"])).results[0].error_code == 0
+        d = c.request(77, 1, Describe(group_ids=["sg6"], include_authorized_operations=False)).groups[0]
+        assert d.error_code == ErrorCode.GROUP_ID_NOT_FOUND

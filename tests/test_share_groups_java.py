@@ -148,3 +148,25 @@ def test_kafka_console_share_consumer(share_broker, kafka_tools):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(int(v) for v in r.stdout.split()) == list(range(20))
+
+
+def test_console_share_consumer_on_three_nodes(tmp_path, kafka_tools):
+    """The group coordinator on one node, the partitions' leaders spread over three."""
+    from logbroker import Cluster
+
+    with Cluster(3, data_dir=tmp_path, config={**CONFIG, "group.share.record.lock.duration.ms": "30000"}) as cluster:
+        bs = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("spread", 3, 3)])["spread"].result(30)
+        p = Producer({"bootstrap.servers": bs})
+        for i in range(30):
+            p.produce("spread", str(i).encode(), partition=i % 3)
+        assert p.flush(10) == 0
+        leaders = {m.leader for m in admin.list_topics("spread", timeout=10).topics["spread"].partitions.values()}
+        cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleShareConsumer", [
+            "--bootstrap-server", bs, "--topic", "spread", "--group", "jc3", "--max-messages", "30",
+            "--timeout-ms", "30000"])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert sorted(int(v) for v in r.stdout.split()) == list(range(30))
+        assert len(leaders) >= 2, leaders

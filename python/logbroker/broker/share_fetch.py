@@ -97,12 +97,19 @@ class ShareFetchManager:
         return name, part
 
     def share_partition(self, group_id: str, topic: str, part) -> SharePartition:
+        """The group's share-partition of `part`, made at the first use under this leader epoch
+        (state from an earlier leadership here is stale: another leader served the group since)."""
         key = (group_id, topic, part.index)
         sp = self.partitions.get(key)
+        if sp is not None and sp.leader_epoch != part.leader_epoch:
+            log.info("share group %r: %s-%d led again at epoch %d (was %d): its share state starts over",
+                     group_id, topic, part.index, part.leader_epoch, sp.leader_epoch)
+            sp = None
         if sp is None:
             start = part.log.high_watermark if self.auto_offset_reset == "latest" else part.log.log_start_offset
             sp = self.partitions[key] = SharePartition(group_id, topic, part.index, start, self.lock_duration_ms / 1000,
                                                        self.delivery_count_limit, self.max_in_flight)
+            sp.leader_epoch = part.leader_epoch
             log.info("share group %r: %s-%d starts at offset %d (group.share.auto.offset.reset=%s)",
                      group_id, topic, part.index, start, self.auto_offset_reset)
         return sp

@@ -77,6 +77,7 @@ class SharePartition:
         self.lock_duration_s = lock_duration_s
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
+        self.leader_epoch = -1  # of the leadership this state belongs to (set by its owner)
         # (offset, delivery count) of records archived at the delivery limit, for dead letters
         self.exhausted: list[tuple[int, int]] = []
 

@@ -182,6 +182,8 @@ class ConsumerGroupCoordinator:
         classic = owner.groups.get(gid)
         if classic is not None and classic.members:
             return {"error": ErrorCode.GROUP_ID_NOT_FOUND, "message": f"group {gid} is a classic group with members"}
+        if gid in owner.share.groups:
+            return {"error": ErrorCode.GROUP_ID_NOT_FOUND, "message": f"group {gid} is a share group"}
         now = trio.current_time()
         group = self.groups.get(gid)
         epoch = req.member_epoch

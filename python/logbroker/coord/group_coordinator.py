@@ -553,7 +553,7 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
-        if group_id in self.consumer.groups:
+        if group_id in self.consumer.groups or group_id in self.share.groups:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -882,6 +882,12 @@ class GroupCoordinator:
             code = self.check_coordinator(gid)
             if code:
                 out[gid] = code
+                continue
+            share = self.share.groups.get(gid)
+            if share is not None:
+                out[gid] = ErrorCode.NON_EMPTY_GROUP if share.members else ErrorCode.NONE
+                if not share.members:
+                    del self.share.groups[gid]
                 continue
             group = self.groups.get(gid)
             if group is None:
