@@ -48,7 +48,8 @@ def heartbeat(c, group, member, epoch, topics=None):
                                       subscribed_topic_names=topics))
 
 
-def fetch(c, group, member, epoch, parts, acks=None, max_wait_ms=0, max_records=100, forgotten=None):
+def fetch(c, group, member, epoch, parts, acks=None, max_wait_ms=0, max_records=100, forgotten=None, version=1,
+          renew=False):
     """parts: [(topic id, partition)]; acks: {(topic id, partition): [(first, last, [types])]}."""
     acks = acks or {}
     by_topic: dict = {}
@@ -60,8 +61,9 @@ def fetch(c, group, member, epoch, parts, acks=None, max_wait_ms=0, max_records=
                      max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
                      topics=[ShareFetch.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
                      forgotten_topics_data=[ShareFetch.ForgottenTopic(topic_id=t, partitions=ps)
-                                            for t, ps in (forgotten or {}).items()])
-    return c.request(78, 1, req)
+                                            for t, ps in (forgotten or {}).items()],
+                     is_renew_ack=renew)
+    return c.request(78, version, req)
 
 
 def acquired(resp) -> dict[int, list[tuple[int, int, int]]]:
@@ -245,3 +247,24 @@ def test_a_share_group_id_is_not_a_consumer_group_and_deletes_only_when_empty(sh
         assert c.request(42, 2, DeleteGroups(groups_names=["sg6"])).results[0].error_code == 0
         d = c.request(77, 1, Describe(group_ids=["sg6"], include_authorized_operations=False)).groups[0]
         assert d.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_renew_needs_v2_and_a_renew_only_fetch_takes_nothing(share_broker):
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q7", 1) == 0
+        tid = topic_id(c, "q7")
+        heartbeat(c, "sg7", "m", 0, ["q7"])
+    produce(bs, "q7", [b"a", b"b", b"c"])
+    with RawClient(bs) as c:
+        assert acquired(fetch(c, "sg7", "m", 0, [(tid, 0)], max_records=1))[0] == [(0, 0, 1)]
+        r = fetch(c, "sg7", "m", 1, [], acks={(tid, 0): [(0, 0, [4])]}, max_records=1)
+        p = r.responses[0].partitions[0]
+        assert p.acknowledge_error_code == ErrorCode.INVALID_REQUEST and "RENEW" in p.acknowledge_error_message
+        assert acquired(r)[0] == [(1, 1, 1)], "the fetch itself goes on"
+        sp = share_broker.server.share_fetch.partitions[("sg7", "q7", 0)]
+        before = sp.records[0].deadline
+        r = fetch(c, "sg7", "m", 2, [], acks={(tid, 0): [(0, 1, [4])]}, version=2, renew=True)
+        p = r.responses[0].partitions[0]
+        assert (p.acknowledge_error_code, list(p.acquired_records)) == (0, []), "renewed, nothing new acquired"
+        assert sp.end_offset == 2 and sp.records[0].deadline > before and sp.records[0].delivery_count == 1

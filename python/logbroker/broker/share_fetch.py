@@ -160,8 +160,11 @@ class ShareFetchManager:
 
     # --- acknowledgements -----------------------------------------------------------------
 
-    def acknowledge(self, group_id: str, member_id: str, topic: str, part, batches, now: float) -> tuple[int, str | None]:
+    def acknowledge(self, group_id: str, member_id: str, topic: str, part, batches, now: float,
+                    renew_allowed: bool = True) -> tuple[int, str | None]:
         sp = self.share_partition(group_id, topic, part)
+        if not renew_allowed and any(4 in b.acknowledge_types for b in batches):
+            return ErrorCode.INVALID_REQUEST, "acknowledge type 4 (RENEW) needs version 2"
         try:
             for b in sorted(batches, key=lambda b: b.first_offset):
                 sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now)

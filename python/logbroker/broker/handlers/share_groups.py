@@ -119,7 +119,7 @@ async def share_fetch(ctx, request):
                 results[key] = found
                 continue
             topic, part = found
-            code, msg = mgr.acknowledge(gid, member, topic, part, p.acknowledgement_batches, now)
+            code, msg = mgr.acknowledge(gid, member, topic, part, p.acknowledgement_batches, now, ctx.version >= 2)
 
             results[key] = PartitionResult(t.topic_id, p.partition_index, ack_error=code, ack_message=msg, acked=True)
     for f in request.forgotten_topics_data:
@@ -127,7 +127,7 @@ async def share_fetch(ctx, request):
             session.partitions.pop((f.topic_id, idx), None)
     if request.share_session_epoch == -1:
         mgr.close_session(session)
-    else:
+    elif not (ctx.version >= 2 and request.is_renew_ack):  # a renew-only request fetches nothing (KIP-1222)
         targets, waits = [], []
         for (topic_id, idx) in session.partitions:
             found = mgr.resolve(topic_id, idx, names)
@@ -199,7 +199,8 @@ async def share_acknowledge(ctx, request):
                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     leaders.append(leader.leader_id)
             else:
-                code, msg = mgr.acknowledge(gid, member, found[0], found[1], p.acknowledgement_batches, now)
+                code, msg = mgr.acknowledge(gid, member, found[0], found[1], p.acknowledgement_batches, now,
+                                            ctx.version >= 2)
             parts.append(Response.PartitionData(partition_index=p.partition_index, error_code=code, error_message=msg,
                                                 current_leader=leader))
         out.append(Response.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
