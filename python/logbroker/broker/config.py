@@ -262,7 +262,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("group.consumer.assignors", _parse_str, "uniform,range", "KIP-848 server-side assignors; the first is the default."),
     ConfigKey("group.consumer.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "KIP-848 groups: most members a group may have."),
     ConfigKey("group.share.enable", _parse_bool, "false", "Serve share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge). Off by default while share-partition state is kept in memory only (it does not survive a restart or a leader change)."),
-    ConfigKey("group.share.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "Share groups: fence a member after this long without a heartbeat; its acquired records become available again."),
+    ConfigKey("group.share.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "Share groups: remove a member after this long without a heartbeat (records it holds come back when their locks run out, at once on the coordinator's broker)."),
     ConfigKey("group.share.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "Share groups: heartbeat interval given to members."),
     ConfigKey("group.share.max.size", _parse_int(1, 1000), "200", "Share groups: most members a group may have."),
     ConfigKey("group.share.record.lock.duration.ms", _parse_int(1000, 3600000), "30000", "Share groups: how long a delivered record stays acquired by its consumer before it is delivered again."),
