@@ -188,6 +188,7 @@ class ConfigKey:
     default: str
     doc: str
     topic_key: str | None = None  # the topic-level key this broker key sets the default of
+    group_key: str | None = None  # the group-level key (Kafka's GroupConfig) this broker key sets the default of
 
 
 _BROKER_KEYS: list[ConfigKey] = [
@@ -257,18 +258,18 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("group.max.session.timeout.ms", _parse_int(1, INT_MAX), "1800000", "Largest session.timeout.ms a member may ask for."),
     ConfigKey("group.initial.rebalance.delay.ms", _parse_int(0, INT_MAX), "3000", "Wait this long for more members before the first rebalance of an empty group (the in-process Broker defaults to 0)."),
     ConfigKey("group.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "Most members a group may have."),
-    ConfigKey("group.consumer.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "KIP-848 groups: fence a member after this long without a heartbeat."),
-    ConfigKey("group.consumer.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "KIP-848 groups: heartbeat interval given to members."),
+    ConfigKey("group.consumer.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "KIP-848 groups: fence a member after this long without a heartbeat.", group_key="consumer.session.timeout.ms"),
+    ConfigKey("group.consumer.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "KIP-848 groups: heartbeat interval given to members.", group_key="consumer.heartbeat.interval.ms"),
     ConfigKey("group.consumer.assignors", _parse_str, "uniform,range", "KIP-848 server-side assignors; the first is the default."),
     ConfigKey("group.consumer.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "KIP-848 groups: most members a group may have."),
     ConfigKey("group.share.enable", _parse_bool, "false", "Serve share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge). Off by default while share-partition state is kept in memory only (it does not survive a restart or a leader change)."),
-    ConfigKey("group.share.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "Share groups: remove a member after this long without a heartbeat (records it holds come back when their locks run out, at once on the coordinator's broker)."),
-    ConfigKey("group.share.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "Share groups: heartbeat interval given to members."),
+    ConfigKey("group.share.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "Share groups: remove a member after this long without a heartbeat (records it holds come back when their locks run out, at once on the coordinator's broker).", group_key="share.session.timeout.ms"),
+    ConfigKey("group.share.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "Share groups: heartbeat interval given to members.", group_key="share.heartbeat.interval.ms"),
     ConfigKey("group.share.max.size", _parse_int(1, 1000), "200", "Share groups: most members a group may have."),
-    ConfigKey("group.share.record.lock.duration.ms", _parse_int(1000, 3600000), "30000", "Share groups: how long a delivered record stays acquired by its consumer before it is delivered again."),
-    ConfigKey("group.share.delivery.count.limit", _parse_int(2, 10), "5", "Share groups: deliveries of a record before it is archived (not delivered again)."),
+    ConfigKey("group.share.record.lock.duration.ms", _parse_int(1000, 3600000), "30000", "Share groups: how long a delivered record stays acquired by its consumer before it is delivered again.", group_key="share.record.lock.duration.ms"),
+    ConfigKey("group.share.delivery.count.limit", _parse_int(2, 10), "5", "Share groups: deliveries of a record before it is archived (not delivered again).", group_key="share.delivery.count.limit"),
     ConfigKey("group.share.partition.max.record.locks", _parse_int(100, 10000), "2000", "Share groups: most records in flight (acquired or awaiting redelivery) per share-partition."),
-    ConfigKey("group.share.auto.offset.reset", _parse_choice("latest", "earliest"), "latest", "Share groups: where a share-partition starts when the group first consumes it (Kafka's group config share.auto.offset.reset, here for every group)."),
+    ConfigKey("group.share.auto.offset.reset", _parse_choice("latest", "earliest"), "latest", "Share groups: where a share-partition starts when the group first consumes it: latest (the high watermark) or earliest (the log start); the default of the group config share.auto.offset.reset.", group_key="share.auto.offset.reset"),
     ConfigKey("min.insync.replicas", _parse_int(1, 32767), "1", "Smallest ISR that accepts acks=all writes.", "min.insync.replicas"),
     ConfigKey("unclean.leader.election.enable", _parse_bool, "false", "Let the controller elect a replica outside the ISR when no ISR member is alive: the partition comes back online, but acknowledged records the new leader does not have are lost (logged as such).", "unclean.leader.election.enable"),
     ConfigKey("auto.leader.rebalance.enable", _parse_bool, "true", "The active controller moves each partition's leadership back to its preferred replica (the first of its replicas) when that replica is alive and in the ISR, every leader.imbalance.check.interval.seconds."),
@@ -290,6 +291,10 @@ _ALIAS_SCALE = {"log.roll.hours": 3_600_000, "log.retention.hours": 3_600_000, "
 # Topic-level keys: name -> (parser, broker key giving the default).
 TOPIC_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
     k.topic_key: (k.parse, k.name) for k in _BROKER_KEYS if k.topic_key
+}
+# Group-level keys (IncrementalAlterConfigs on a GROUP resource): name -> (parser, broker key giving the default).
+GROUP_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
+    k.group_key: (k.parse, k.name) for k in _BROKER_KEYS if k.group_key
 }
 # Topic keys the Rust log engine understands (the rest are broker-side policies).
 LOG_ENGINE_KEYS = (
@@ -480,6 +485,19 @@ class BrokerConfig:
         merged.update(overrides)
         return merged
 
+    def resolve_group(self, overrides: dict[str, str]) -> dict[str, str]:
+        """Every group-level key's value for a group with these overrides, as strings."""
+        merged = {gk: _to_str(self._values[bk]) for gk, (_parse, bk) in GROUP_KEYS.items()}
+        merged.update(overrides)
+        return merged
+
+    def group_value(self, overrides: dict[str, str], group_key: str) -> object:
+        """One group-level key's parsed value: the group's override, else the broker's key."""
+        parse, broker_key = GROUP_KEYS[group_key]
+        if group_key in overrides:
+            return parse(overrides[group_key])
+        return self._values[broker_key]
+
     def engine_config(self, topic_overrides: dict[str, str]) -> dict[str, str]:
         """The string map handed to the Rust Log for one topic."""
         resolved = self.resolve_topic(topic_overrides)
@@ -501,6 +519,22 @@ def validate_topic_config(configs: dict[str, str | None]) -> dict[str, str]:
             out[key] = _to_str(parse(value))
         except ConfigError as e:
             raise ConfigError(f"topic configuration {key!r} = {value!r}: {e}") from None
+    return out
+
+
+def validate_group_config(configs: dict[str, str | None]) -> dict[str, str]:
+    """Check group-level overrides; raise ConfigError naming the bad key/value."""
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        if key not in GROUP_KEYS:
+            raise ConfigError(f"unknown group configuration key {key!r} (known: {', '.join(sorted(GROUP_KEYS))})")
+        if value is None:
+            raise ConfigError(f"group configuration key {key!r} has a null value")
+        parse, _ = GROUP_KEYS[key]
+        try:
+            out[key] = _to_str(parse(value))
+        except ConfigError as e:
+            raise ConfigError(f"group configuration {key!r} = {value!r}: {e}") from None
     return out
 
 

@@ -18,8 +18,10 @@ partitions (the data path reports those, `Partition.add_waiter`), a record comin
 the next lock expiry.
 
 Share-partition state lives in memory on the leader: it does not survive a restart or a
-leader change (the group starts again at group.share.auto.offset.reset), which is why share
-groups are off by default (`group.share.enable`).
+leader change (the group starts again at its share.auto.offset.reset), which is why share
+groups are off by default (`group.share.enable`). The group-level keys (share.auto.offset.reset,
+share.record.lock.duration.ms, share.delivery.count.limit) are read from the metadata image's
+group configs at each use, the broker's group.share.* keys as defaults.
 """
 
 from __future__ import annotations
@@ -66,17 +68,23 @@ class PartitionResult:
 
 class ShareFetchManager:
     def __init__(self, config, replicas, controller) -> None:
+        self.config = config
         self.replicas = replicas
         self.controller = controller
-        self.lock_duration_ms = config.get_int("group.share.record.lock.duration.ms")
-        self.delivery_count_limit = config.get_int("group.share.delivery.count.limit")
         self.max_in_flight = config.get_int("group.share.partition.max.record.locks")
-        self.auto_offset_reset = config.get_str("group.share.auto.offset.reset")
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._waiters: set[trio.Event] = set()
 
     # --- lookups ---------------------------------------------------------------------------
+
+    def group_config(self, group_id: str, key: str):
+        """A group-level key (share.record.lock.duration.ms, ...): the group's own value, set
+        with IncrementalAlterConfigs, or the broker's group.* default."""
+        return self.config.group_value(self.controller.image.group_configs.get(group_id, {}), key)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self.group_config(group_id, "share.record.lock.duration.ms")
 
     def _names(self) -> dict[uuid.UUID, str]:
         return {t.topic_id: name for name, t in self.controller.image.topics.items()}
@@ -105,13 +113,17 @@ class ShareFetchManager:
             log.info("share group %r: %s-%d led again at epoch %d (was %d): its share state starts over",
                      group_id, topic, part.index, part.leader_epoch, sp.leader_epoch)
             sp = None
+        lock_s = self.lock_duration_ms(group_id) / 1000
+        limit = self.group_config(group_id, "share.delivery.count.limit")
         if sp is None:
-            start = part.log.high_watermark if self.auto_offset_reset == "latest" else part.log.log_start_offset
-            sp = self.partitions[key] = SharePartition(group_id, topic, part.index, start, self.lock_duration_ms / 1000,
-                                                       self.delivery_count_limit, self.max_in_flight)
+            reset = self.group_config(group_id, "share.auto.offset.reset")
+            start = part.log.high_watermark if reset == "latest" else part.log.log_start_offset
+            sp = self.partitions[key] = SharePartition(group_id, topic, part.index, start, lock_s, limit,
+                                                       self.max_in_flight)
             sp.leader_epoch = part.leader_epoch
-            log.info("share group %r: %s-%d starts at offset %d (group.share.auto.offset.reset=%s)",
-                     group_id, topic, part.index, start, self.auto_offset_reset)
+            log.info("share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
+                     group_id, topic, part.index, start, reset)
+        sp.lock_duration_s, sp.delivery_count_limit = lock_s, limit  # the group's configs may change
         return sp
 
     # --- sessions ----------------------------------------------------------------------------

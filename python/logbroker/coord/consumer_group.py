@@ -100,13 +100,20 @@ class ConsumerGroupCoordinator:
     def __init__(self, owner) -> None:
         self.owner = owner
         cfg = owner.config
-        self.session_timeout_ms = cfg.get_int("group.consumer.session.timeout.ms")
-        self.heartbeat_interval_ms = cfg.get_int("group.consumer.heartbeat.interval.ms")
         self.assignors = [a.strip() for a in cfg.get_str("group.consumer.assignors").split(",") if a.strip()]
         self.max_size = cfg.get_int("group.consumer.max.size")
         self.groups: dict[str, ConsumerGroup] = {}
 
     # --- helpers --------------------------------------------------------------------
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """consumer.session.timeout.ms of the group (a group config), else group.consumer.session.timeout.ms."""
+        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
+                                             "consumer.session.timeout.ms")
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
+                                             "consumer.heartbeat.interval.ms")
 
     def _topics(self) -> dict[str, int]:
         return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items() if not name.startswith("__")}
@@ -251,7 +258,7 @@ class ConsumerGroupCoordinator:
             m = group.members[member_id]
             if epoch == -2 and m.instance_id is not None:
                 m.left_temporarily = True
-                m.session_deadline = now + self.session_timeout_ms / 1000
+                m.session_deadline = now + self.session_timeout_ms(gid) / 1000
                 self.owner.wake()
             else:
                 self._remove(group, member_id, "left the group")
@@ -279,7 +286,7 @@ class ConsumerGroupCoordinator:
                 changed = True
             if changed:
                 self._bump(group, f"member {member_id} changed its subscription")
-        m.session_deadline = now + self.session_timeout_ms / 1000
+        m.session_deadline = now + self.session_timeout_ms(gid) / 1000
         m.left_temporarily = False
         if self._subscribed_partitions(group) != group.subscription_metadata and group.assignment_epoch >= group.group_epoch:
             self._bump(group, "subscribed topics changed")
@@ -291,7 +298,7 @@ class ConsumerGroupCoordinator:
         self._reconcile(group, m, now)
         self.owner.wake()
         out = {"error": ErrorCode.NONE, "member_id": member_id, "member_epoch": m.member_epoch,
-               "heartbeat_interval_ms": self.heartbeat_interval_ms}
+               "heartbeat_interval_ms": self.heartbeat_interval_ms(gid)}
         current = frozenset(m.assigned)
         # As Kafka: the assignment goes back when it changed, on a join, and whenever the
         # member reported what it owns (so a member that missed a response catches up).
@@ -326,7 +333,7 @@ class ConsumerGroupCoordinator:
         for g in list(self.groups.values()):
             for m in list(g.members.values()):
                 if m.session_deadline <= now:
-                    self._remove(g, m.member_id, f"no heartbeat for group.consumer.session.timeout.ms={self.session_timeout_ms}")
+                    self._remove(g, m.member_id, f"no heartbeat for consumer.session.timeout.ms={self.session_timeout_ms(g.group_id)}")
                 elif m.pending_revocation and m.revocation_deadline is not None and m.revocation_deadline <= now:
                     self._remove(g, m.member_id, f"did not revoke {sorted(m.pending_revocation)} within its rebalance timeout")
 

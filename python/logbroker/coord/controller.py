@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 import trio
 
-from logbroker.broker.config import BrokerConfig, ConfigError, validate_topic_config
+from logbroker.broker.config import GROUP_KEYS, BrokerConfig, ConfigError, validate_group_config, validate_topic_config
 from logbroker.coord.metadata import (
     BrokerRegistration,
     MetadataImage,
@@ -448,6 +448,39 @@ class Controller:
             image.topics[name].configs = configs
             await self._commit(image)
             log.info("topic %s: configs now %s", name, configs)
+
+    async def alter_group_configs(
+        self, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool
+    ) -> None:
+        """Set (value) or delete (None) a group's config overrides (Kafka's GroupConfig keys,
+        broker/config.py GROUP_KEYS); `replace` drops every override not named. A group need
+        not exist: its configs wait for it, as in Kafka."""
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.alter_group_configs(name, changes, replace, validate_only)
+        if not name:
+            raise ControllerError(ErrorCode.INVALID_GROUP_ID, "a group config needs a group id")
+        async with self._lock:
+            configs = {} if replace else dict(self.image.group_configs.get(name, {}))
+            try:
+                checked = validate_group_config({k: v for k, v in changes.items() if v is not None})
+            except ConfigError as e:
+                raise ControllerError(ErrorCode.INVALID_CONFIG, f"group {name!r}: {e}") from None
+            for k, v in changes.items():
+                if v is None:
+                    if k not in GROUP_KEYS:
+                        raise ControllerError(ErrorCode.INVALID_CONFIG, f"group {name!r}: unknown configuration key {k!r}")
+                    configs.pop(k, None)
+            configs.update(checked)
+            if validate_only:
+                return
+            image = copy.deepcopy(self.image)
+            if configs:
+                image.group_configs[name] = configs
+            else:
+                image.group_configs.pop(name, None)
+            await self._commit(image)
+            log.info("group %s: configs now %s", name, configs)
 
     # --- brokers: fencing and leader election ----------------------------------------
 

@@ -13,6 +13,7 @@ image shows the change, so the client's next Metadata on this broker sees it.
     delete_topic          DeleteTopics v6
     create_partitions     CreatePartitions v3
     alter_topic_configs   AlterConfigs v2 (replace) or IncrementalAlterConfigs v1
+    alter_group_configs   the same, for a GROUP resource
     elect_leaders         ElectLeaders v2
     alter_reassignments   AlterPartitionReassignments v1
 """
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logbroker.controller")
 
 TOPIC_RESOURCE = 2
+GROUP_RESOURCE = 32
 TOPIC_CONFIG_SOURCE = 1  # CreateTopics result configs: set on the topic
 SET, DELETE = 0, 1
 CATCH_UP_SECONDS = 5.0
@@ -139,24 +141,37 @@ class Forwarder:
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
                                   validate_only: bool) -> None:
-        if replace:
-            req = REQUESTS[33]
-            res = req.AlterConfigsResource(
-                resource_type=TOPIC_RESOURCE, resource_name=name,
-                configs=[req.AlterableConfig(name=k, value=v) for k, v in sorted(changes.items()) if v is not None])
-            await self._send(33, 2, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
-        else:
-            req = REQUESTS[44]
-            res = req.AlterConfigsResource(
-                resource_type=TOPIC_RESOURCE, resource_name=name,
-                configs=[req.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
-                         for k, v in sorted(changes.items())])
-            await self._send(44, 1, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
+        await self._alter_configs(TOPIC_RESOURCE, name, changes, replace, validate_only)
         if not validate_only:
             def applied(im: MetadataImage) -> bool:  # values may be normalised: look at the keys
                 t = im.topics.get(name)
                 return t is not None and all((k in t.configs) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of topic {name!r}")
+
+    async def alter_group_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+                                  validate_only: bool) -> None:
+        await self._alter_configs(GROUP_RESOURCE, name, changes, replace, validate_only)
+        if not validate_only:
+            def applied(im: MetadataImage) -> bool:
+                c = im.group_configs.get(name, {})
+                return all((k in c) == (v is not None) for k, v in changes.items())
+            await self._caught_up(applied, f"the configs of group {name!r}")
+
+    async def _alter_configs(self, resource_type: int, name: str, changes: dict[str, str | None], replace: bool,
+                             validate_only: bool) -> None:
+        if replace:
+            req = REQUESTS[33]
+            res = req.AlterConfigsResource(
+                resource_type=resource_type, resource_name=name,
+                configs=[req.AlterableConfig(name=k, value=v) for k, v in sorted(changes.items()) if v is not None])
+            await self._send(33, 2, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
+        else:
+            req = REQUESTS[44]
+            res = req.AlterConfigsResource(
+                resource_type=resource_type, resource_name=name,
+                configs=[req.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
+                         for k, v in sorted(changes.items())])
+            await self._send(44, 1, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
 
     async def _caught_up_to(self, epochs: dict[tuple[str, int], int], what: str) -> None:
         """Wait until this node's image has every partition at least at the given partition

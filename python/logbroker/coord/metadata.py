@@ -93,6 +93,7 @@ class MetadataImage:
     brokers: dict[int, BrokerRegistration]
     topics: dict[str, TopicState]
     next_producer_id: int = 0
+    group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # group id -> overrides
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         for t in self.topics.values():
@@ -114,6 +115,7 @@ class MetadataImage:
                 }
                 for _, t in sorted(self.topics.items())
             ],
+            "group_configs": {g: dict(sorted(c.items())) for g, c in sorted(self.group_configs.items())},
         }
 
     @classmethod
@@ -122,7 +124,8 @@ class MetadataImage:
         for t in doc.get("topics", []):
             parts = {p["partition"]: PartitionState(**p) for p in t["partitions"]}
             topics[t["name"]] = TopicState(t["name"], uuid.UUID(hex=t["topic_id"]), parts, dict(t.get("configs", {})))
-        return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)))
+        groups = {g: dict(c) for g, c in doc.get("group_configs", {}).items()}
+        return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups)
 
 
 class MetadataStore:

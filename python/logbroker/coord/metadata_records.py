@@ -22,7 +22,7 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      removing_replicas; a new leader bumps the leader epoch and every change the
                      partition epoch, unless the record carries leader_epoch / partition_epoch
                      (never lower than the current ones)
-    Config           resource ("topic"|"broker"), name, key, value (None removes it)
+    Config           resource ("topic"|"group"), name, key, value (None removes it; a group with no keys left goes)
     RemoveTopic      topic_id
     ProducerIds      next_producer_id (the first id not yet handed out)
     ProducerIdBlock  broker_id, size: the block [next_producer_id, +size) goes to that broker
@@ -194,6 +194,15 @@ def _partition_change(image: MetadataImage, rec: dict) -> None:
 
 
 def _config(image: MetadataImage, rec: dict) -> None:
+    if rec["resource"] == "group":
+        configs = image.group_configs.setdefault(rec["name"], {})
+        if rec["value"] is None:
+            configs.pop(rec["key"], None)
+        else:
+            configs[rec["key"]] = str(rec["value"])
+        if not configs:
+            del image.group_configs[rec["name"]]
+        return
     if rec["resource"] != "topic":
         raise MetadataRecordError(f"Config record for resource type {rec['resource']!r} is not supported yet")
     t = image.topics.get(rec["name"])
@@ -302,6 +311,11 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                                       "cannot be removed (Kafka never shrinks a topic)")
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
+    for g in sorted(set(old.group_configs) | set(new.group_configs)):
+        was, now = old.group_configs.get(g, {}), new.group_configs.get(g, {})
+        for k in sorted(set(was) | set(now)):
+            if was.get(k) != now.get(k):
+                out.append(encode_record("Config", resource="group", name=g, key=k, value=now.get(k)))
     return out
 
 

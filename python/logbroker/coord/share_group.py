@@ -86,11 +86,18 @@ class ShareGroupCoordinator:
         self.owner = owner
         cfg = owner.config
         self.enabled = cfg.get_bool("group.share.enable")
-        self.session_timeout_ms = cfg.get_int("group.share.session.timeout.ms")
-        self.heartbeat_interval_ms = cfg.get_int("group.share.heartbeat.interval.ms")
         self.max_size = cfg.get_int("group.share.max.size")
         self.groups: dict[str, ShareGroup] = {}
         self.on_member_left = None  # callable(group_id, member_id): releases its records on this broker
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """share.session.timeout.ms of the group (a group config), else group.share.session.timeout.ms."""
+        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
+                                             "share.session.timeout.ms")
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
+                                             "share.heartbeat.interval.ms")
 
     def _topics(self) -> dict[str, int]:
         return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items()
@@ -176,7 +183,7 @@ class ShareGroupCoordinator:
             self._bump(group, f"member {member_id} subscribed to {m.subscribed_topics}")
         if req.rack_id is not None:
             m.rack_id = req.rack_id
-        m.session_deadline = now + self.session_timeout_ms / 1000
+        m.session_deadline = now + self.session_timeout_ms(gid) / 1000
         if self._subscribed_partitions(group) != group.subscription_metadata and group.assignment_epoch >= group.group_epoch:
             self._bump(group, "subscribed topics changed")
         self._compute_target(group)
@@ -184,7 +191,7 @@ class ShareGroupCoordinator:
         m.member_epoch = group.assignment_epoch
         owner.wake()
         out = {"error": ErrorCode.NONE, "member_id": member_id, "member_epoch": m.member_epoch,
-               "heartbeat_interval_ms": self.heartbeat_interval_ms}
+               "heartbeat_interval_ms": self.heartbeat_interval_ms(gid)}
         if m.last_sent != m.assigned:
             m.last_sent = m.assigned
             out["assignment"] = m.assigned
@@ -200,7 +207,7 @@ class ShareGroupCoordinator:
             for m in list(g.members.values()):
                 if m.session_deadline <= now:
                     self._remove(g, m.member_id,
-                                 f"no heartbeat for group.share.session.timeout.ms={self.session_timeout_ms}")
+                                 f"no heartbeat for share.session.timeout.ms={self.session_timeout_ms(g.group_id)}")
 
     def unload(self, group_ids: list[str]) -> None:
         for g in group_ids:

@@ -5,7 +5,9 @@ with its value and source (topic override or broker default, with synonyms when
 asked); alter sets or removes overrides through the controller, and the topic's logs
 pick the change up at once. Broker resources (type 4) can be described; setting them
 is refused with INVALID_REQUEST, since broker configs are static (read at start-up)
-in this broker, like Kafka's non-dynamic keys.
+in this broker, like Kafka's non-dynamic keys. Group resources (type 32) hold Kafka's
+group-level keys (`share.auto.offset.reset`, `share.record.lock.duration.ms`, ...; the
+broker's `group.*` keys are their defaults), stored in the metadata log.
 
 Deleting a key that is not set changes nothing and succeeds, as in Kafka (an incremental
 DELETE of an absent override is a no-op there): a broker resource has no dynamic overrides
@@ -17,15 +19,15 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.broker.config import BROKER_KEYS, TOPIC_KEYS
+from logbroker.broker.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 
 log = logging.getLogger("logbroker.admin")
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # ConfigType
 BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -76,6 +78,32 @@ def _describe_topic(ctx, name: str, keys, synonyms: bool, docs: bool, version: i
     return ErrorCode.NONE, None, out
 
 
+def _describe_group(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[int, str | None, list]:
+    if not name:
+        return ErrorCode.INVALID_GROUP_ID, "a group config needs a group id", []
+    overrides = ctx.controller.image.group_configs.get(name, {})
+    cfg = ctx.broker.config
+    resolved = cfg.resolve_group(overrides)
+    out = []
+    for key in sorted(GROUP_KEYS):
+        if keys is not None and key not in keys:
+            continue
+        broker_key = GROUP_KEYS[key][1]
+        source = GROUP_CONFIG if key in overrides else (
+            STATIC_BROKER_CONFIG if broker_key in cfg.explicit else DEFAULT_CONFIG)
+        syn = []
+        if synonyms:
+            if key in overrides:
+                syn.append(DescribeResponse.DescribeConfigsSynonym(name=key, value=overrides[key], source=GROUP_CONFIG))
+            if broker_key in cfg.explicit:
+                syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=cfg.explicit[broker_key], source=STATIC_BROKER_CONFIG))
+            syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=BROKER_KEYS[broker_key].default, source=DEFAULT_CONFIG))
+        out.append(DescribeResponse.DescribeConfigsResourceResult(
+            name=key, value=resolved[key], read_only=False, config_source=source, is_sensitive=False,
+            synonyms=syn, config_type=_type_of(resolved[key]), documentation=BROKER_KEYS[broker_key].doc if docs else None))
+    return ErrorCode.NONE, None, out
+
+
 def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[int, str | None, list]:
     if name not in ("", str(ctx.broker.node_id)):
         return ErrorCode.INVALID_REQUEST, f"broker {name!r} is not this broker ({ctx.broker.node_id})", []
@@ -103,6 +131,8 @@ async def describe_configs(ctx, request):
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
         if r.resource_type == TOPIC:
             code, msg, configs = _describe_topic(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation, version)
+        elif r.resource_type == GROUP:
+            code, msg, configs = _describe_group(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
         elif r.resource_type == BROKER:
             code, msg, configs = _describe_broker(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
         else:
@@ -118,12 +148,13 @@ async def describe_configs(ctx, request):
 async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, validate_only: bool) -> tuple[int, str | None]:
     if not replace:
         absent = sorted(k for k, v in changes.items() if v is None
-                        and (resource.resource_type == BROKER or k not in TOPIC_KEYS))
+                        and (resource.resource_type == BROKER
+                             or (resource.resource_type == TOPIC and k not in TOPIC_KEYS)))
         if absent:
             log.info("%s %s: deleting %s from %s changes nothing (never set)",
                      "broker" if resource.resource_type == BROKER else "topic", resource.resource_name, absent, ctx.peer)
         changes = {k: v for k, v in changes.items() if k not in absent}
-        if resource.resource_type == BROKER and not changes:
+        if resource.resource_type in (BROKER, GROUP) and not changes:
             return ErrorCode.NONE, None
         if resource.resource_type == TOPIC and not changes:
             if resource.resource_name not in ctx.controller.image.topics:
@@ -131,6 +162,14 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
             return ErrorCode.NONE, None
     if resource.resource_type == BROKER:
         return ErrorCode.INVALID_REQUEST, "broker configs are static in logbroker; set them in the config file or with --set"
+    if resource.resource_type == GROUP:
+        try:
+            await ctx.controller.alter_group_configs(resource.resource_name, changes, replace, validate_only)
+        except ControllerError as e:
+            log.info("altering configs of group %s from %s refused (%s): %s", resource.resource_name, ctx.peer,
+                     ErrorCode(e.code).name, e.message)
+            return e.code, e.message
+        return ErrorCode.NONE, None
     if resource.resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
     try:

@@ -95,7 +95,7 @@ async def share_fetch(ctx, request):
     Response = RESPONSES[78]
     mgr = ctx.broker.share_fetch
     gid, member = request.group_id, request.member_id
-    lock_ms = mgr.lock_duration_ms
+    lock_ms = mgr.lock_duration_ms(gid) if gid else 0
     if not gid or not member:
         return _top_error(Response, ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set",
                           acquisition_lock_timeout_ms=lock_ms)
@@ -175,7 +175,7 @@ async def share_acknowledge(ctx, request):
     Response = RESPONSES[79]
     mgr = ctx.broker.share_fetch
     gid, member = request.group_id, request.member_id
-    extra = {"acquisition_lock_timeout_ms": mgr.lock_duration_ms} if ctx.version >= 2 else {}
+    extra = {"acquisition_lock_timeout_ms": mgr.lock_duration_ms(gid) if gid else 0} if ctx.version >= 2 else {}
     if not gid or not member:
         return _top_error(Response, ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set", **extra)
     if request.share_session_epoch == 0:
