@@ -167,7 +167,7 @@ def test_an_expired_lock_redelivers_and_the_delivery_limit_archives(share_broker
         r = fetch(c, "sg2", "m", epoch, [(tid, 0)], max_wait_ms=1500)
         assert acquired(r) == {} and time.monotonic() - t0 >= 1.0, "archived: nothing more to deliver"
         sp = share_broker.server.share_fetch.partitions[("sg2", "q2", 0)]
-        assert (sp.start_offset, sp.exhausted) == (2, [(0, 3), (1, 3)])
+        assert (sp.start_offset, sp.end_offset, sp.records) == (2, 2, {})
 
 
 def test_a_long_poll_returns_when_records_arrive(share_broker):
@@ -268,3 +268,41 @@ def test_renew_needs_v2_and_a_renew_only_fetch_takes_nothing(share_broker):
         p = r.responses[0].partitions[0]
         assert (p.acknowledge_error_code, list(p.acquired_records)) == (0, []), "renewed, nothing new acquired"
         assert sp.end_offset == 2 and sp.records[0].deadline > before and sp.records[0].delivery_count == 1
+
+
+def test_rejected_records_go_to_the_groups_dead_letter_topic(share_broker):
+    from test_group_configs import alter as alter_group
+
+    bs = share_broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "q8", 1) == 0
+        assert create_topic(c, "dlq.q8", 2) == 0
+        assert create_topic(c, "not-a-dlq", 1) == 0
+        tid = topic_id(c, "q8")
+        assert alter_group(c, "sg8", {"errors.deadletterqueue.topic.name": "dlq.q8"}).error_code == 0
+        assert alter_group(c, "sg9", {"errors.deadletterqueue.topic.name": "not-a-dlq"}).error_code == 0
+        heartbeat(c, "sg8", "m", 0, ["q8"])
+        heartbeat(c, "sg9", "m", 0, ["q8"])
+    p = Producer({"bootstrap.servers": bs})
+    p.produce("q8", b"bad", key=b"k", partition=0, headers=[("h", b"1")])
+    p.produce("q8", b"good", partition=0)
+    assert p.flush(10) == 0
+    with RawClient(bs) as c:
+        assert acquired(fetch(c, "sg8", "m", 0, [(tid, 0)]))[0] == [(0, 1, 1)]
+        r = fetch(c, "sg8", "m", 1, [], acks={(tid, 0): [(0, 1, [3, 1])]})
+        assert r.responses[0].partitions[0].acknowledge_error_code == 0
+        # a dead-letter topic without the prefix is refused: nothing is written to it
+        assert acquired(fetch(c, "sg9", "m", 0, [(tid, 0)]))[0] == [(0, 1, 1)]
+        fetch(c, "sg9", "m", 1, [], acks={(tid, 0): [(0, 1, [3])]})
+    writer = share_broker.server.share_fetch.dead_letters
+    deadline = time.monotonic() + 10
+    while writer.written < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writer.written == 1
+    lg = share_broker.server.replicas.get("dlq.q8", 0).log  # source partition 0 mod 2 partitions
+    [dead] = decode_records("dlq.q8", 0, lg.read_batches(0, 1 << 20)[0], 0).take()
+    assert (dead.key, dead.value) == (b"k", b"bad")
+    assert dict(dead.headers) == {"h": b"1", "dlt.source.topic": b"q8", "dlt.source.partition": b"0",
+                                  "dlt.source.offset": b"0", "dlt.group": b"sg8", "dlt.attempts": b"1",
+                                  "dlt.error": b"rejected by member m"}
+    assert share_broker.server.replicas.get("not-a-dlq", 0).log.log_end_offset == 0

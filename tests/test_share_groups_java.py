@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker import Broker
+from rawclient import RawClient
+from test_group_configs import alter as alter_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,6 +45,22 @@ def kafka_tools():
 def share_broker(tmp_path):
     with Broker(data_dir=tmp_path / "data", config=CONFIG) as b:
         yield b
+
+
+def read_all(bs: str, topic: str, n: int, timeout: float = 30) -> list:
+    """The first `n` records of partition 0 of `topic` (waits up to `timeout`)."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"read-{topic}", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m)
+    finally:
+        c.close()
+    return out
 
 
 def setup_topic(bs: str, topic: str, n: int, partitions: int = 1) -> None:
@@ -128,16 +146,27 @@ def test_records_held_by_a_killed_consumer_are_redelivered(share_broker, kafka_t
     assert time.monotonic() - t0 < 60
 
 
-def test_released_records_come_back_until_the_delivery_limit(share_broker, kafka_tools):
+def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead_letter_topic(share_broker,
+                                                                                            kafka_tools):
     bs = share_broker.bootstrap_servers
     setup_topic(bs, "poison", 5)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("dlq.poison", 1, 1)])["dlq.poison"].result(10)
+    with RawClient(bs) as c:
+        assert alter_group(c, "jp", {"errors.deadletterqueue.topic.name": "dlq.poison"}).error_code == 0
     seen = Worker(kafka_tools, bs, "jp", "poison", "release", 5000).wait()
     counts: dict[str, list[int]] = {}
     for _, _, v, count in seen:
         counts.setdefault(v, []).append(count)
     assert counts == {str(i): [1, 2, 3] for i in range(5)}, "delivered three times (the limit), then archived"
     sp = share_broker.server.share_fetch.partitions[("jp", "poison", 0)]
-    assert (sp.start_offset, sorted(off for off, _ in sp.exhausted)) == (5, [0, 1, 2, 3, 4])
+    assert (sp.start_offset, sp.records) == (5, {})
+    dead = read_all(bs, "dlq.poison", 5)
+    assert [m.value() for m in dead] == [str(i).encode() for i in range(5)]
+    for i, m in enumerate(dead):
+        h = {k: v.decode() for k, v in m.headers()}
+        assert h == {"dlt.source.topic": "poison", "dlt.source.partition": "0", "dlt.source.offset": str(i),
+                     "dlt.group": "jp", "dlt.attempts": "3", "dlt.error": "delivery count limit 3 reached"}, h
 
 
 def test_kafka_console_share_consumer(share_broker, kafka_tools):

@@ -59,9 +59,9 @@ def test_released_and_expired_records_come_back_until_the_delivery_limit():
     assert s.first_available(now=5) == 1
     assert s.acquire("b", 1, 2, now=5, max_records=100) == [(1, 1, 2)]
     assert s.expire_locks(now=6) == 1, "offset 0 expires at its second delivery: archived"
-    assert (s.start_offset, s.exhausted) == (1, [(0, 2)]), "archived at the start: the start moves past it"
+    assert (s.start_offset, [(o, n) for o, n, _ in s.dead_letters]) == (1, [(0, 2)]), "archived at the start: the start moves past it"
     s.acknowledge("b", 1, 1, [Ack.RELEASE], now=7)
-    assert s.exhausted == [(0, 2), (1, 2)]
+    assert [(o, n) for o, n, _ in s.dead_letters] == [(0, 2), (1, 2)]
     assert (s.start_offset, s.end_offset, s.records) == (2, 2, {})
 
 

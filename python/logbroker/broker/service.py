@@ -25,6 +25,7 @@ from logbroker.coord.transaction_coordinator import TransactionCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.replica_manager import ReplicaManager
+from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
 
 log = logging.getLogger("logbroker.broker")
@@ -110,7 +111,9 @@ class BrokerServer:
                 await self.replicas.apply_metadata(self.controller.image)
             self.groups = GroupCoordinator(self.config, self.replicas, self.controller)
             await self.groups.startup()
-            self.share_fetch = ShareFetchManager(self.config, self.replicas, self.controller)
+            dead_letters = DeadLetterWriter(self.config, self.controller, self.node_id)
+            await nursery.start(dead_letters.run)
+            self.share_fetch = ShareFetchManager(self.config, self.replicas, self.controller, dead_letters)
             self.groups.share.on_member_left = self.share_fetch.release_member
             self.transactions = TransactionCoordinator(self.config, self.replicas, self.controller, self.groups)
             await nursery.start(self.transactions.run)

@@ -67,10 +67,11 @@ class PartitionResult:
 
 
 class ShareFetchManager:
-    def __init__(self, config, replicas, controller) -> None:
+    def __init__(self, config, replicas, controller, dead_letters=None) -> None:
         self.config = config
         self.replicas = replicas
         self.controller = controller
+        self.dead_letters = dead_letters  # a share_dead_letters.DeadLetterWriter, or None
         self.max_in_flight = config.get_int("group.share.partition.max.record.locks")
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -121,6 +122,7 @@ class ShareFetchManager:
             sp = self.partitions[key] = SharePartition(group_id, topic, part.index, start, lock_s, limit,
                                                        self.max_in_flight)
             sp.leader_epoch = part.leader_epoch
+            sp.source_log = part.log
             log.info("share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
                      group_id, topic, part.index, start, reset)
         sp.lock_duration_s, sp.delivery_count_limit = lock_s, limit  # the group's configs may change
@@ -160,12 +162,20 @@ class ShareFetchManager:
     def _release(self, s: ShareSession) -> None:
         self.release_member(s.group_id, s.member_id)
 
+    def _given_up(self, sp: SharePartition) -> None:
+        """Hands the records the share-partition gave up on to the dead-letter writer."""
+        if sp.dead_letters:
+            entries, sp.dead_letters = sp.dead_letters, []
+            if self.dead_letters is not None:
+                self.dead_letters.submit(sp.group_id, sp.topic, sp.partition, sp.source_log, entries)
+
     def release_member(self, group_id: str, member_id: str) -> None:
         """Records the member holds here become available (its session closed, it left the group)."""
         n = 0
         for (g, _, _), sp in self.partitions.items():
             if g == group_id:
                 n += sp.release_member(member_id)
+                self._given_up(sp)
         if n:
             log.info("share group %r: %d record(s) of member %s released", group_id, n, member_id)
             self._changed()
@@ -183,6 +193,7 @@ class ShareFetchManager:
         except ShareError as e:
             return e.code, str(e)
         finally:
+            self._given_up(sp)
             self._changed()
         return ErrorCode.NONE, None
 
@@ -221,6 +232,8 @@ class ShareFetchManager:
                 log.warning("share group %r: reading %s at offset %d failed: %s", session.group_id, sp.name,
                             sp.end_offset, e)
                 continue
+            finally:
+                self._given_up(sp)  # locks that ran out at the delivery limit
             if acquired:
                 out[(topic_id, index)] = (data, acquired)
                 max_records -= sum(last - first + 1 for first, last, _ in acquired)

@@ -10,7 +10,8 @@ State (Kafka's names):
         ACKNOWLEDGED  accepted by its consumer                         } done
         ARCHIVED      rejected, a gap, or out of deliveries            }
     delivery count: how often the record was acquired; at `delivery_count_limit` a record that
-    comes back (released, lock expired) is archived instead of delivered again.
+    comes back (released, lock expired) is archived instead of delivered again. Records given
+    up on (archived so, or rejected) are listed in `dead_letters` for the dead-letter topic.
 
 Invariants:
     SPSO <= SPEO; `records` holds exactly the offsets [SPSO, SPEO); the record at SPSO, if
@@ -78,8 +79,10 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self.leader_epoch = -1  # of the leadership this state belongs to (set by its owner)
-        # (offset, delivery count) of records archived at the delivery limit, for dead letters
-        self.exhausted: list[tuple[int, int]] = []
+        self.source_log = None  # the partition's log (set by its owner, for dead letters)
+        # (offset, delivery count, reason) of records given up on (archived at the delivery
+        # limit, or rejected), for the dead-letter topic; the owner drains it
+        self.dead_letters: list[tuple[int, int, str]] = []
 
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id}, {self.name}, SPSO {self.start_offset}, SPEO {self.end_offset})"
@@ -156,7 +159,10 @@ class SharePartition:
             rec = self.records[off]
             if kind == AcknowledgeType.ACCEPT:
                 rec.state = RecordState.ACKNOWLEDGED
-            elif kind in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
+            elif kind == AcknowledgeType.REJECT:
+                rec.state = RecordState.ARCHIVED
+                self.dead_letters.append((off, rec.delivery_count, f"rejected by member {member_id}"))
+            elif kind == AcknowledgeType.GAP:
                 rec.state = RecordState.ARCHIVED
             elif kind == AcknowledgeType.RELEASE:
                 self._give_back(off, rec)
@@ -193,7 +199,8 @@ class SharePartition:
         rec.member_id, rec.deadline = "", 0.0
         if rec.delivery_count >= self.delivery_count_limit:
             rec.state = RecordState.ARCHIVED
-            self.exhausted.append((off, rec.delivery_count))
+            self.dead_letters.append((off, rec.delivery_count,
+                                      f"delivery count limit {self.delivery_count_limit} reached"))
         else:
             rec.state = RecordState.AVAILABLE
 
