@@ -510,33 +510,28 @@ class BrokerConfig:
 
 def validate_topic_config(configs: dict[str, str | None]) -> dict[str, str]:
     """Check topic-level overrides; raise ConfigError naming the bad key/value."""
-    out: dict[str, str] = {}
-    for key, value in configs.items():
-        if key not in TOPIC_KEYS:
-            raise ConfigError(f"unknown topic configuration key {key!r}")
-        if value is None:
-            raise ConfigError(f"topic configuration key {key!r} has a null value")
-        parse, _ = TOPIC_KEYS[key]
-        try:
-            out[key] = _to_str(parse(value))
-        except ConfigError as e:
-            raise ConfigError(f"topic configuration {key!r} = {value!r}: {e}") from None
-    return out
+    return _validate("topic", TOPIC_KEYS, configs)
 
 
 def validate_group_config(configs: dict[str, str | None]) -> dict[str, str]:
     """Check group-level overrides; raise ConfigError naming the bad key/value."""
+    return _validate("group", GROUP_KEYS, configs)
+
+
+def _validate(kind: str, keys: dict[str, tuple[Callable[[str], object], str]],
+              configs: dict[str, str | None]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in configs.items():
-        if key not in GROUP_KEYS:
-            raise ConfigError(f"unknown group configuration key {key!r} (known: {', '.join(sorted(GROUP_KEYS))})")
+        if key not in keys:
+            raise ConfigError(f"unknown {kind} configuration key {key!r}"
+                              + (f" (known: {', '.join(sorted(keys))})" if kind == "group" else ""))
         if value is None:
-            raise ConfigError(f"group configuration key {key!r} has a null value")
-        parse, _ = GROUP_KEYS[key]
+            raise ConfigError(f"{kind} configuration key {key!r} has a null value")
+        parse, _ = keys[key]
         try:
             out[key] = _to_str(parse(value))
         except ConfigError as e:
-            raise ConfigError(f"group configuration {key!r} = {value!r}: {e}") from None
+            raise ConfigError(f"{kind} configuration {key!r} = {value!r}: {e}") from None
     return out
 
 

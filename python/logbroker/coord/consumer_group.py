@@ -107,13 +107,10 @@ class ConsumerGroupCoordinator:
     # --- helpers --------------------------------------------------------------------
 
     def session_timeout_ms(self, group_id: str) -> int:
-        """consumer.session.timeout.ms of the group (a group config), else group.consumer.session.timeout.ms."""
-        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
-                                             "consumer.session.timeout.ms")
+        return self.owner.group_config(group_id, "consumer.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
-                                             "consumer.heartbeat.interval.ms")
+        return self.owner.group_config(group_id, "consumer.heartbeat.interval.ms")
 
     def _topics(self) -> dict[str, int]:
         return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items() if not name.startswith("__")}

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 import trio
 
-from logbroker.broker.config import GROUP_KEYS, BrokerConfig, ConfigError, validate_group_config, validate_topic_config
+from logbroker.broker.config import (
+    GROUP_KEYS,
+    TOPIC_KEYS,
+    BrokerConfig,
+    ConfigError,
+    validate_group_config,
+    validate_topic_config,
+)
 from logbroker.coord.metadata import (
     BrokerRegistration,
     MetadataImage,
@@ -428,20 +435,7 @@ class Controller:
             topic = self.image.topics.get(name)
             if topic is None:
                 raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            configs = {} if replace else dict(topic.configs)
-            sets = {k: v for k, v in changes.items() if v is not None}
-            try:
-                checked = validate_topic_config(sets)
-            except ConfigError as e:
-                raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
-            from logbroker.broker.config import TOPIC_KEYS
-
-            for k, v in changes.items():
-                if v is None:
-                    if k not in TOPIC_KEYS:
-                        raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: unknown configuration key {k!r}")
-                    configs.pop(k, None)
-            configs.update(checked)
+            configs = _altered(f"topic {name!r}", topic.configs, changes, replace, TOPIC_KEYS, validate_topic_config)
             if validate_only:
                 return
             image = copy.deepcopy(self.image)
@@ -461,17 +455,8 @@ class Controller:
         if not name:
             raise ControllerError(ErrorCode.INVALID_GROUP_ID, "a group config needs a group id")
         async with self._lock:
-            configs = {} if replace else dict(self.image.group_configs.get(name, {}))
-            try:
-                checked = validate_group_config({k: v for k, v in changes.items() if v is not None})
-            except ConfigError as e:
-                raise ControllerError(ErrorCode.INVALID_CONFIG, f"group {name!r}: {e}") from None
-            for k, v in changes.items():
-                if v is None:
-                    if k not in GROUP_KEYS:
-                        raise ControllerError(ErrorCode.INVALID_CONFIG, f"group {name!r}: unknown configuration key {k!r}")
-                    configs.pop(k, None)
-            configs.update(checked)
+            configs = _altered(f"group {name!r}", self.image.group_configs.get(name, {}), changes, replace,
+                               GROUP_KEYS, validate_group_config)
             if validate_only:
                 return
             image = copy.deepcopy(self.image)
@@ -755,3 +740,22 @@ class Controller:
             pid = self._producer_id_next
             self._producer_id_next += 1
             return pid
+
+
+def _altered(what: str, current: dict[str, str], changes: dict[str, str | None], replace: bool,
+             keys: dict, validate: Callable[[dict[str, str | None]], dict[str, str]]) -> dict[str, str]:
+    """Config overrides after (Incremental)AlterConfigs: `changes` sets (value) or deletes
+    (None) keys; `replace` starts from nothing (AlterConfigs). ControllerError(INVALID_CONFIG)
+    names `what` and the bad key or value."""
+    configs = {} if replace else dict(current)
+    try:
+        checked = validate({k: v for k, v in changes.items() if v is not None})
+    except ConfigError as e:
+        raise ControllerError(ErrorCode.INVALID_CONFIG, f"{what}: {e}") from None
+    for k, v in changes.items():
+        if v is None:
+            if k not in keys:
+                raise ControllerError(ErrorCode.INVALID_CONFIG, f"{what}: unknown configuration key {k!r}")
+            configs.pop(k, None)
+    configs.update(checked)
+    return configs

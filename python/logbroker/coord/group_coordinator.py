@@ -300,6 +300,11 @@ class GroupCoordinator:
 
     # --- placement ------------------------------------------------------------------
 
+    def group_config(self, group_id: str, key: str):
+        """A group-level key (Kafka's GroupConfig: consumer.session.timeout.ms, share.*): the
+        group's own value from the metadata image, else the broker's group.* default."""
+        return self.config.group_value(self.controller.image.group_configs.get(group_id, {}), key)
+
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 

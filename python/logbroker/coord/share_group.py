@@ -91,13 +91,10 @@ class ShareGroupCoordinator:
         self.on_member_left = None  # callable(group_id, member_id): releases its records on this broker
 
     def session_timeout_ms(self, group_id: str) -> int:
-        """share.session.timeout.ms of the group (a group config), else group.share.session.timeout.ms."""
-        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
-                                             "share.session.timeout.ms")
+        return self.owner.group_config(group_id, "share.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self.owner.config.group_value(self.owner.controller.image.group_configs.get(group_id, {}),
-                                             "share.heartbeat.interval.ms")
+        return self.owner.group_config(group_id, "share.heartbeat.interval.ms")
 
     def _topics(self) -> dict[str, int]:
         return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items()

@@ -163,19 +163,15 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
     if resource.resource_type == BROKER:
         return ErrorCode.INVALID_REQUEST, "broker configs are static in logbroker; set them in the config file or with --set"
     if resource.resource_type == GROUP:
-        try:
-            await ctx.controller.alter_group_configs(resource.resource_name, changes, replace, validate_only)
-        except ControllerError as e:
-            log.info("altering configs of group %s from %s refused (%s): %s", resource.resource_name, ctx.peer,
-                     ErrorCode(e.code).name, e.message)
-            return e.code, e.message
-        return ErrorCode.NONE, None
-    if resource.resource_type != TOPIC:
+        kind, alter = "group", ctx.controller.alter_group_configs
+    elif resource.resource_type == TOPIC:
+        kind, alter = "topic", ctx.controller.alter_topic_configs
+    else:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
     try:
-        await ctx.controller.alter_topic_configs(resource.resource_name, changes, replace, validate_only)
+        await alter(resource.resource_name, changes, replace, validate_only)
     except ControllerError as e:
-        log.info("altering configs of topic %s from %s refused (%s): %s", resource.resource_name, ctx.peer,
+        log.info("altering configs of %s %s from %s refused (%s): %s", kind, resource.resource_name, ctx.peer,
                  ErrorCode(e.code).name, e.message)
         return e.code, e.message
     return ErrorCode.NONE, None
