@@ -306,3 +306,22 @@ def test_rejected_records_go_to_the_groups_dead_letter_topic(share_broker):
                                   "dlt.source.offset": b"0", "dlt.group": b"sg8", "dlt.attempts": b"1",
                                   "dlt.error": b"rejected by member m"}
     assert share_broker.server.replicas.get("not-a-dlq", 0).log.log_end_offset == 0
+
+
+def test_share_sessions_are_bounded_and_idle_ones_dropped(tmp_path):
+    from test_group_configs import alter as alter_group
+
+    cfg = {**CONFIG, "group.share.max.share.sessions": "2"}
+    with Broker(data_dir=tmp_path / "d", config=cfg) as b, RawClient(b.bootstrap_servers) as c:
+        assert create_topic(c, "q9", 1) == 0
+        tid = topic_id(c, "q9")
+        assert alter_group(c, "sg10", {"share.session.timeout.ms": "1000"}).error_code == 0
+        produce(b.bootstrap_servers, "q9", [b"x"])
+        assert acquired(fetch(c, "sg10", "a", 0, [(tid, 0)]))[0] == [(0, 0, 1)]
+        assert fetch(c, "sg10", "b", 0, [(tid, 0)]).error_code == 0
+        r = fetch(c, "sg10", "c", 0, [(tid, 0)])
+        assert r.error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED and "group.share.max.share.sessions=2" in r.error_message
+        time.sleep(1.2)  # a and b idle past the group's share.session.timeout.ms
+        r = fetch(c, "sg10", "c", 0, [(tid, 0)])
+        assert r.error_code == 0 and acquired(r)[0] == [(0, 0, 2)], "a's session was dropped and its record came back"
+        assert fetch(c, "sg10", "a", 1, [(tid, 0)]).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND

@@ -46,6 +46,7 @@ class ShareSession:
     member_id: str
     next_epoch: int = 1
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # ordered set
+    last_used: float = 0.0  # trio clock
 
 
 @dataclass
@@ -73,6 +74,7 @@ class ShareFetchManager:
         self.controller = controller
         self.dead_letters = dead_letters  # a share_dead_letters.DeadLetterWriter, or None
         self.max_in_flight = config.get_int("group.share.partition.max.record.locks")
+        self.max_sessions = config.get_int("group.share.max.share.sessions")
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._waiters: set[trio.Event] = set()
@@ -133,6 +135,7 @@ class ShareFetchManager:
     def session(self, group_id: str, member_id: str, epoch: int, acknowledging: bool) -> ShareSession:
         """The session a request at `epoch` belongs to (a new one at 0); ShareError otherwise."""
         key = (group_id, member_id)
+        now = trio.current_time()
         if epoch == 0:
             if acknowledging:
                 raise ShareError(ErrorCode.INVALID_REQUEST,
@@ -141,9 +144,17 @@ class ShareFetchManager:
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release(old)
-            s = self.sessions[key] = ShareSession(group_id, member_id)
+            self.evict_idle(now)
+            if len(self.sessions) >= self.max_sessions:
+                raise ShareError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                                 f"share group {group_id!r} member {member_id}: this broker holds "
+                                 f"{len(self.sessions)} share sessions (group.share.max.share.sessions="
+                                 f"{self.max_sessions})")
+            s = self.sessions[key] = ShareSession(group_id, member_id, last_used=now)
             return s
         s = self.sessions.get(key)
+        if s is not None:
+            s.last_used = now
         if s is None:
             raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND,
                              f"share group {group_id!r} member {member_id} has no share session on this broker")
@@ -154,6 +165,17 @@ class ShareFetchManager:
                                  f"expected {s.next_epoch}")
             s.next_epoch = 1 if epoch == MAX_EPOCH else epoch + 1
         return s
+
+    def evict_idle(self, now: float) -> int:
+        """Drops sessions unused for longer than their group's share.session.timeout.ms (their
+        consumer is gone: it would have fetched or left); their records come back."""
+        idle = [s for s in self.sessions.values()
+                if now - s.last_used > self.group_config(s.group_id, "share.session.timeout.ms") / 1000]
+        for s in idle:
+            log.info("share group %r: share session of member %s idle for %.0f s: dropped", s.group_id, s.member_id,
+                     now - s.last_used)
+            self.close_session(s)
+        return len(idle)
 
     def close_session(self, s: ShareSession) -> None:
         self.sessions.pop((s.group_id, s.member_id), None)
