@@ -51,13 +51,17 @@ LATER = {"DescribeTransactionsRequest", "DescribeTransactionsResponse", "ListTra
          "AlterPartitionRequest", "AlterPartitionResponse", "ElectLeadersRequest", "ElectLeadersResponse",
          "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
          "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
-         "DescribeLogDirsRequest", "DescribeLogDirsResponse"}
+         "DescribeLogDirsRequest", "DescribeLogDirsResponse",
+         *(f"{api}{kind}" for api in ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+                                      "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets")
+           for kind in ("Request", "Response"))}
 
 
 def test_golden_file_covers_every_case():
     older = [c for c in CASES if c.values[0].name not in LATER]
     assert len(GOLDEN_CASES) == 2 * len(older) == 804
-    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2
+    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2 + 2 * 10
+    # ... + the share-group APIs: 76 v1, 77 v1, 78 v1-2, 79 v1-2, 90 v0-1, 91 v0, 92 v0, request and response
 
 
 @pytest.mark.parametrize(("cls", "version", "which", "raw"), GOLDEN_CASES)
