@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -48,7 +49,7 @@ class DeadLetters:
     topic: str
     partition: int
     dlq_topic: str
-    log: object  # the source partition's _core.Log
+    log: _core.Log  # the source partition's
     entries: list[tuple[int, int, str]]  # (offset, delivery count, reason)
     attempts: int = 0
 
@@ -125,7 +126,7 @@ class DeadLetterWriter:
         batch = await trio.to_thread.run_sync(self._batch, item)
         if batch is None:
             return
-        Req = REQUESTS[0]
+        Req: Any = REQUESTS[0]
         body = Req(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[Req.TopicProduceData(
             name=item.dlq_topic, partition_data=[Req.PartitionProduceData(index=index, records=batch)])])
         resp = await self.channel.request(leader, endpoint, 0, PRODUCE_VERSION, body, timeout=35)

@@ -150,14 +150,13 @@ class ShareFetchManager:
                                  f"share group {group_id!r} member {member_id}: this broker holds "
                                  f"{len(self.sessions)} share sessions (group.share.max.share.sessions="
                                  f"{self.max_sessions})")
-            s = self.sessions[key] = ShareSession(group_id, member_id, last_used=now)
-            return s
+            new = self.sessions[key] = ShareSession(group_id, member_id, last_used=now)
+            return new
         s = self.sessions.get(key)
-        if s is not None:
-            s.last_used = now
         if s is None:
             raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND,
                              f"share group {group_id!r} member {member_id} has no share session on this broker")
+        s.last_used = now
         if epoch != -1:
             if epoch != s.next_epoch:
                 raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
@@ -256,7 +255,7 @@ class ShareFetchManager:
                 continue
             finally:
                 self._given_up(sp)  # locks that ran out at the delivery limit
-            if acquired:
+            if acquired and data is not None:
                 out[(topic_id, index)] = (data, acquired)
                 max_records -= sum(last - first + 1 for first, last, _ in acquired)
                 max_bytes -= len(data)
