@@ -89,7 +89,7 @@ class ShareFetchManager:
     def lock_duration_ms(self, group_id: str) -> int:
         return self.group_config(group_id, "share.record.lock.duration.ms")
 
-    def _names(self) -> dict[uuid.UUID, str]:
+    def topic_names(self) -> dict[uuid.UUID, str]:
         return {t.topic_id: name for name, t in self.controller.image.topics.items()}
 
     def resolve(self, topic_id: uuid.UUID, partition: int, names: dict[uuid.UUID, str]):
@@ -143,7 +143,7 @@ class ShareFetchManager:
                                  f"that opens a share session (epoch 0)")
             old = self.sessions.pop(key, None)
             if old is not None:
-                self._release(old)
+                self.release_member(old.group_id, old.member_id)
             self.evict_idle(now)
             if len(self.sessions) >= self.max_sessions:
                 raise ShareError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
@@ -178,9 +178,6 @@ class ShareFetchManager:
 
     def close_session(self, s: ShareSession) -> None:
         self.sessions.pop((s.group_id, s.member_id), None)
-        self._release(s)
-
-    def _release(self, s: ShareSession) -> None:
         self.release_member(s.group_id, s.member_id)
 
     def _given_up(self, sp: SharePartition) -> None:
@@ -261,9 +258,11 @@ class ShareFetchManager:
                 max_bytes -= len(data)
         return out
 
-    async def wait(self, parts: list, deadline: float) -> None:
-        """Until an HW move on one of `parts`, a record coming back, the next lock expiry, or `deadline`."""
-        locks = [d for sp in self.partitions.values() if (d := sp.next_lock_deadline()) is not None]
+    async def wait(self, group_id: str, parts: list, deadline: float) -> None:
+        """Until an HW move on one of `parts`, a record coming back, the next lock expiry on one
+        of the group's share-partitions of `parts`, or `deadline`."""
+        sps = [self.partitions.get((group_id, p.topic, p.index)) for p in parts]
+        locks = [d for sp in sps if sp is not None and (d := sp.next_lock_deadline()) is not None]
         until = min([deadline, *locks])
         event = trio.Event()
         self._waiters.add(event)
@@ -281,9 +280,3 @@ class ShareFetchManager:
         waiters, self._waiters = self._waiters, set()
         for e in waiters:
             e.set()
-
-    def forget_partitions(self, gone: list[tuple[str, int]]) -> None:
-        """Partitions no longer led here: their share state goes (in memory only)."""
-        gone_set = set(gone)
-        for key in [k for k in self.partitions if (k[1], k[2]) in gone_set]:
-            del self.partitions[key]

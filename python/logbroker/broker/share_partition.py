@@ -220,14 +220,3 @@ class SharePartition:
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self._advance()
-
-    # --- describing -----------------------------------------------------------------------
-
-    def in_flight(self) -> int:
-        return self.end_offset - self.start_offset
-
-    def states(self) -> dict[RecordState, int]:
-        out: dict[RecordState, int] = {}
-        for rec in self.records.values():
-            out[rec.state] = out.get(rec.state, 0) + 1
-        return out

@@ -6,6 +6,14 @@ from __future__ import annotations
 from logbroker.protocol import RESPONSES, ErrorCode
 
 
+def partitions_by_topic(parts) -> dict[str, list[int]]:
+    """(topic, partition) pairs as topic -> sorted partitions, topics sorted (assignments in responses)."""
+    out: dict[str, list[int]] = {}
+    for t, p in sorted(parts):
+        out.setdefault(t, []).append(p)
+    return out
+
+
 async def consumer_group_heartbeat(ctx, request):
     Response = RESPONSES[68]
     coord = ctx.broker.groups
@@ -14,11 +22,9 @@ async def consumer_group_heartbeat(ctx, request):
     assignment = None
     if "assignment" in out:
         ids, _ = coord.consumer._topic_ids()
-        by_topic: dict[str, list[int]] = {}
-        for t, p in sorted(out["assignment"]):
-            by_topic.setdefault(t, []).append(p)
         assignment = Response.Assignment(topic_partitions=[
-            Response.TopicPartitions(topic_id=ids[t], partitions=ps) for t, ps in by_topic.items() if t in ids
+            Response.TopicPartitions(topic_id=ids[t], partitions=ps)
+            for t, ps in partitions_by_topic(out["assignment"]).items() if t in ids
         ])
     return Response(
         throttle_time_ms=0,
@@ -37,11 +43,9 @@ async def consumer_group_describe(ctx, request):
     ids, _ = coord.consumer._topic_ids()
 
     def assignment(parts) -> object:
-        by_topic: dict[str, list[int]] = {}
-        for t, p in sorted(parts):
-            by_topic.setdefault(t, []).append(p)
         return Response.Assignment(topic_partitions=[
-            Response.TopicPartitions(topic_id=ids[t], topic_name=t, partitions=ps) for t, ps in by_topic.items() if t in ids
+            Response.TopicPartitions(topic_id=ids[t], topic_name=t, partitions=ps)
+            for t, ps in partitions_by_topic(parts).items() if t in ids
         ])
 
     out = []

@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import trio
 
+from logbroker.broker.handlers.consumer_groups import partitions_by_topic
 from logbroker.broker.share_fetch import PartitionResult
 from logbroker.broker.share_partition import ShareError
 from logbroker.protocol import RESPONSES, ErrorCode
-
-
-def _by_topic(parts) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for t, p in sorted(parts):
-        out.setdefault(t, []).append(p)
-    return out
 
 
 async def share_group_heartbeat(ctx, request):
@@ -28,7 +22,7 @@ async def share_group_heartbeat(ctx, request):
         ids = coord.share.topic_ids()
         assignment = Response.Assignment(topic_partitions=[
             Response.TopicPartitions(topic_id=ids[t], partitions=ps)
-            for t, ps in _by_topic(out["assignment"]).items() if t in ids
+            for t, ps in partitions_by_topic(out["assignment"]).items() if t in ids
         ])
     return Response(
         throttle_time_ms=0, error_code=out["error"], error_message=out.get("message"),
@@ -45,7 +39,7 @@ async def share_group_describe(ctx, request):
     def assignment(parts) -> object:
         return Response.Assignment(topic_partitions=[
             Response.TopicPartitions(topic_id=ids[t], topic_name=t, partitions=ps)
-            for t, ps in _by_topic(parts).items() if t in ids
+            for t, ps in partitions_by_topic(parts).items() if t in ids
         ])
 
     out = []
@@ -104,7 +98,7 @@ async def share_fetch(ctx, request):
         session = mgr.session(gid, member, request.share_session_epoch, acking)
     except ShareError as e:
         return _top_error(Response, e.code, str(e), acquisition_lock_timeout_ms=lock_ms)
-    names = mgr._names()
+    names = mgr.topic_names()
     now = trio.current_time()
     results: dict[tuple, object] = {}
     for t in request.topics:
@@ -143,7 +137,7 @@ async def share_fetch(ctx, request):
             got = mgr.acquire(session, targets, trio.current_time(), max_records, max_bytes)
             if got or trio.current_time() >= deadline or not targets:
                 break
-            await mgr.wait(waits, deadline)
+            await mgr.wait(gid, waits, deadline)
 
         for (topic_id, idx), (data, acquired) in got.items():
             r = results.get((topic_id, idx))
@@ -185,7 +179,7 @@ async def share_acknowledge(ctx, request):
         session = mgr.session(gid, member, request.share_session_epoch, True)
     except ShareError as e:
         return _top_error(Response, e.code, str(e), **extra)
-    names = mgr._names()
+    names = mgr.topic_names()
     now = trio.current_time()
     out = []
     leaders = []
