@@ -53,15 +53,18 @@ LATER = {"DescribeTransactionsRequest", "DescribeTransactionsResponse", "ListTra
          "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
          "DescribeLogDirsRequest", "DescribeLogDirsResponse",
          *(f"{api}{kind}" for api in ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
-                                      "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets")
+                                      "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+                                      "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+                                      "DeleteShareGroupState", "ReadShareGroupStateSummary")
            for kind in ("Request", "Response"))}
 
 
 def test_golden_file_covers_every_case():
     older = [c for c in CASES if c.values[0].name not in LATER]
     assert len(GOLDEN_CASES) == 2 * len(older) == 804
-    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2 + 2 * 10
-    # ... + the share-group APIs: 76 v1, 77 v1, 78 v1-2, 79 v1-2, 90 v0-1, 91 v0, 92 v0, request and response
+    assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2 + 2 * 10 + 2 * 7
+    # ... + the share-group APIs: 76 v1, 77 v1, 78 v1-2, 79 v1-2, 90 v0-1, 91 v0, 92 v0, and the share-state
+    # APIs: 83 v0, 84 v0, 85 v0-1, 86 v0, 87 v0-1, request and response
 
 
 @pytest.mark.parametrize(("cls", "version", "which", "raw"), GOLDEN_CASES)

@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 271;
+pub const CLASS_COUNT: usize = 303;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -98,201 +98,233 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         73 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
         74 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
         75 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
-        76 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
-        77 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
-        78 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
-        79 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
-        80 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
-        81 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
-        82 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
-        83 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
-        84 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
-        85 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
-        86 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
-        87 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
-        88 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
-        89 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
-        90 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
-        91 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        92 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
-        93 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
-        94 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
-        95 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
-        96 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
-        97 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
-        98 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
-        99 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
-        100 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
-        101 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
-        102 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
-        103 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
-        104 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
-        105 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
-        106 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
-        107 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
-        108 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
-        109 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
-        110 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
-        111 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
-        112 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
-        113 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
-        114 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
-        115 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::decode(r, version)?.to_py(cx),
-        116 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
-        117 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
-        118 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::decode(r, version)?.to_py(cx),
-        119 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
-        120 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition::decode(r, version)?.to_py(cx),
-        121 => rs::describe_transactions_request::DescribeTransactionsRequest::decode(r, version)?.to_py(cx),
-        122 => rs::describe_transactions_response::DescribeTransactionsResponse::decode(r, version)?.to_py(cx),
-        123 => rs::describe_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        124 => rs::describe_transactions_response::TopicData::decode(r, version)?.to_py(cx),
-        125 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
-        126 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
-        127 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
-        128 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
-        129 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
-        130 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
-        131 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
-        132 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
-        133 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
-        134 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        135 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        136 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        137 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
-        138 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
-        139 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        140 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        141 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        142 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
-        143 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
-        144 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        145 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
-        146 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
-        147 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
-        148 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
-        149 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
-        150 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
-        151 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
-        152 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
-        153 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
-        154 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        155 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
-        156 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
-        157 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
-        158 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
-        159 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
-        160 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
-        161 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
-        162 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
-        163 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
-        164 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
-        165 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
-        166 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
-        167 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
-        168 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
-        169 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
-        170 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
-        171 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
-        172 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
-        173 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
-        174 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
-        175 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
-        176 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
-        177 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
-        178 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
-        179 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
-        180 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
-        181 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        182 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
-        183 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
-        184 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
-        185 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
-        186 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
-        187 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
-        188 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
-        189 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        190 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        191 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
-        192 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        193 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        194 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        195 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        196 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        197 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        198 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        199 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        200 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        201 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        202 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        203 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        204 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        205 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        206 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        207 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        208 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        209 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        210 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        211 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        212 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        213 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        214 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        215 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        216 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        217 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        218 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        219 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        220 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        221 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        222 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        223 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        224 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        225 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
-        226 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
-        227 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
-        228 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        229 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
-        230 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
-        231 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
-        232 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        233 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        234 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
-        235 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        236 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        237 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        238 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        239 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
-        240 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
-        241 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        242 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        243 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
-        244 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        245 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        246 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        247 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        248 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        249 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        250 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        251 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        252 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        253 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        254 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        255 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        256 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        257 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        258 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        259 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        260 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        261 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        262 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        263 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        264 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        265 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        266 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        267 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        268 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        269 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        270 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        76 => rs::delete_share_group_state_request::DeleteShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        77 => rs::delete_share_group_state_request::DeleteStateData::decode(r, version)?.to_py(cx),
+        78 => rs::delete_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        79 => rs::delete_share_group_state_response::DeleteShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        80 => rs::delete_share_group_state_response::DeleteStateResult::decode(r, version)?.to_py(cx),
+        81 => rs::delete_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        82 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
+        83 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
+        84 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
+        85 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
+        86 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
+        87 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
+        88 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
+        89 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
+        90 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
+        91 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
+        92 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
+        93 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
+        94 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
+        95 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
+        96 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
+        97 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        98 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
+        99 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
+        100 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
+        101 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
+        102 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
+        103 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
+        104 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
+        105 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
+        106 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
+        107 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
+        108 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
+        109 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
+        110 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
+        111 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
+        112 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
+        113 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
+        114 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
+        115 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
+        116 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
+        117 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
+        118 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
+        119 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
+        120 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
+        121 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::decode(r, version)?.to_py(cx),
+        122 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
+        123 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
+        124 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::decode(r, version)?.to_py(cx),
+        125 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
+        126 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition::decode(r, version)?.to_py(cx),
+        127 => rs::describe_transactions_request::DescribeTransactionsRequest::decode(r, version)?.to_py(cx),
+        128 => rs::describe_transactions_response::DescribeTransactionsResponse::decode(r, version)?.to_py(cx),
+        129 => rs::describe_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        130 => rs::describe_transactions_response::TopicData::decode(r, version)?.to_py(cx),
+        131 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
+        132 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        133 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
+        134 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
+        135 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
+        136 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
+        137 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
+        138 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
+        139 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
+        140 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        141 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        142 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        143 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
+        144 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
+        145 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        146 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        147 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        148 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
+        149 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
+        150 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        151 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
+        152 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
+        153 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
+        154 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
+        155 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
+        156 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
+        157 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
+        158 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
+        159 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
+        160 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
+        161 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
+        162 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
+        163 => rs::initialize_share_group_state_request::InitializeShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        164 => rs::initialize_share_group_state_request::InitializeStateData::decode(r, version)?.to_py(cx),
+        165 => rs::initialize_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        166 => rs::initialize_share_group_state_response::InitializeShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        167 => rs::initialize_share_group_state_response::InitializeStateResult::decode(r, version)?.to_py(cx),
+        168 => rs::initialize_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        169 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
+        170 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
+        171 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
+        172 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
+        173 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
+        174 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
+        175 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
+        176 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
+        177 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
+        178 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
+        179 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
+        180 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
+        181 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
+        182 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
+        183 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
+        184 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
+        185 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
+        186 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
+        187 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
+        188 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
+        189 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
+        190 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
+        191 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
+        192 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
+        193 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        194 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
+        195 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
+        196 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
+        197 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
+        198 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
+        199 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
+        200 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
+        201 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        202 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        203 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
+        204 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        205 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        206 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        207 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        208 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        209 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        210 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        211 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        212 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        213 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        214 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        215 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        216 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        217 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        218 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        219 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        220 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        221 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        222 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        223 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        224 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        225 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        226 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        227 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        228 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        229 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        230 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        231 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        232 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
+        233 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        234 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        235 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
+        236 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        237 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
+        238 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
+        239 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
+        240 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
+        241 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
+        242 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
+        243 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
+        244 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        245 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        246 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        247 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        248 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        249 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        250 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
+        251 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
+        252 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
+        253 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        254 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
+        255 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
+        256 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
+        257 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        258 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        259 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
+        260 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        261 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        262 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        263 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        264 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
+        265 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
+        266 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        267 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        268 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
+        269 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        270 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        271 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        272 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        273 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        274 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        275 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        276 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        277 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        278 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        279 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        280 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        281 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        282 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        283 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        284 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        285 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        286 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        287 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        288 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        289 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        290 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
+        291 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        292 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
+        293 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        294 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
+        295 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        296 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        297 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        298 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        299 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        300 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        301 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        302 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -376,201 +408,233 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         73 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
         74 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
         75 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        76 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        77 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
-        78 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        79 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        80 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        81 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        82 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        83 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        84 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        85 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        86 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        87 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
-        88 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
-        89 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        90 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        91 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        92 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
-        93 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        94 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        95 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        96 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        97 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        98 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        99 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        100 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        101 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        102 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        103 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        104 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
-        105 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        106 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        107 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        108 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        109 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        110 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        111 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
-        112 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        113 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        114 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        115 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        116 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        117 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        118 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        119 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        120 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        121 => Ok(<rs::describe_transactions_request::DescribeTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        122 => Ok(<rs::describe_transactions_response::DescribeTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        123 => Ok(<rs::describe_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        124 => Ok(<rs::describe_transactions_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        125 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        126 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        127 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        128 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        129 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        130 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        131 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        132 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        133 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        134 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        135 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        136 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        137 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        138 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        139 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        140 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        141 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        142 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
-        143 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
-        144 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        145 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        146 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        147 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
-        148 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        149 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        150 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        151 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        152 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        153 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        154 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        155 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        156 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        157 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        158 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
-        159 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        160 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
-        161 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        162 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
-        163 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        164 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        165 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        166 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        167 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        168 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        169 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        170 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        171 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        172 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        173 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        174 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        175 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        176 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        177 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        178 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        179 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        180 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        181 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        182 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        183 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        184 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        185 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        186 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        187 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        188 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        189 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        190 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        191 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        192 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        193 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        194 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        195 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        196 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        197 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        198 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        199 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        200 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        201 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        202 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        203 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        204 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        205 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        206 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        207 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        208 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        209 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        210 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        211 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        212 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        213 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        214 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        215 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        216 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        217 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        218 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        219 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        220 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        221 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        222 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        223 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        224 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        225 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        226 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        227 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        228 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        229 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        230 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        231 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        232 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        233 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        234 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        235 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        236 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        237 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        238 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        239 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        240 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        241 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        242 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        243 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
-        244 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        245 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        246 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        247 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        248 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        249 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        250 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        251 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        252 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        253 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        254 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        255 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        256 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        257 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        258 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        259 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        260 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        261 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        262 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        263 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        264 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        265 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        266 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        267 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        268 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        269 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        270 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        76 => Ok(<rs::delete_share_group_state_request::DeleteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        77 => Ok(<rs::delete_share_group_state_request::DeleteStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        78 => Ok(<rs::delete_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        79 => Ok(<rs::delete_share_group_state_response::DeleteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        80 => Ok(<rs::delete_share_group_state_response::DeleteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        81 => Ok(<rs::delete_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        82 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        83 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
+        84 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        85 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        86 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        87 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        88 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        89 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        90 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        91 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        92 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        93 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
+        94 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
+        95 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        96 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        97 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        98 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
+        99 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        100 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        101 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        102 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        103 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        104 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        105 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        106 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        107 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        108 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        109 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        110 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
+        111 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        112 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        113 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        114 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        115 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        116 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        117 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
+        118 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        119 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        120 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        121 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        122 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        123 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        124 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        125 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        126 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        127 => Ok(<rs::describe_transactions_request::DescribeTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        128 => Ok(<rs::describe_transactions_response::DescribeTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        129 => Ok(<rs::describe_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        130 => Ok(<rs::describe_transactions_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        131 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        132 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        133 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        134 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        135 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        136 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        137 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        138 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        139 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        140 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        141 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        142 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        143 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        144 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        145 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        146 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        147 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        148 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
+        149 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
+        150 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        151 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        152 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        153 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
+        154 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        155 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        156 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        157 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        158 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        159 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        160 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        161 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        162 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        163 => Ok(<rs::initialize_share_group_state_request::InitializeShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        164 => Ok(<rs::initialize_share_group_state_request::InitializeStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        165 => Ok(<rs::initialize_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        166 => Ok(<rs::initialize_share_group_state_response::InitializeShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        167 => Ok(<rs::initialize_share_group_state_response::InitializeStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        168 => Ok(<rs::initialize_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        169 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        170 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
+        171 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        172 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
+        173 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        174 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
+        175 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        176 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        177 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        178 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        179 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        180 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        181 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        182 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        183 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        184 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        185 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        186 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        187 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        188 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        189 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        190 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        191 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        192 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        193 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        194 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        195 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        196 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        197 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        198 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        199 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        200 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        201 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        202 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        203 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        204 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        205 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        206 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        207 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        208 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        209 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        210 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        211 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        212 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        213 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        214 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        215 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        216 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        217 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        218 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        219 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        220 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        221 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        222 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        223 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        224 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        225 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        226 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        227 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        228 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        229 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        230 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        231 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        232 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        233 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        234 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        235 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        236 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        237 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        238 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        239 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
+        240 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        241 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        242 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
+        243 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        244 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        245 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        246 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        247 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        248 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        249 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        250 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        251 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        252 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        253 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        254 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        255 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        256 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        257 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        258 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        259 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        260 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        261 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        262 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        263 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        264 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        265 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        266 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        267 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        268 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
+        269 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        270 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        271 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        272 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        273 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        274 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        275 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        276 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        277 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        278 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        279 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        280 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        281 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        282 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        283 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        284 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        285 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        286 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        287 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        288 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        289 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        290 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        291 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        292 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        293 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        294 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        295 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        296 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        297 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        298 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        299 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        300 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        301 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        302 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -2439,10 +2503,140 @@ impl FromPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsets
     }
 }
 
-impl ToPy for rs::delete_topics_request::DeleteTopicsRequest {
+impl ToPy for rs::delete_share_group_state_request::DeleteShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(76)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_state_request::DeleteShareGroupStateRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "DeleteShareGroupStateRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "DeleteShareGroupStateRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteShareGroupStateRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_state_request::DeleteStateData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(77)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_state_request::DeleteStateData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "DeleteStateData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "DeleteStateData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteStateData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_state_request::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(78)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_state_request::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionData.Partition")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_state_response::DeleteShareGroupStateResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(79)?;
+        o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_state_response::DeleteShareGroupStateResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            results: field(o, intern!(py, "results"), "DeleteShareGroupStateResponse.Results")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteShareGroupStateResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_state_response::DeleteStateResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(80)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_state_response::DeleteStateResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "DeleteStateResult.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "DeleteStateResult.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DeleteStateResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_share_group_state_response::PartitionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(81)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::delete_share_group_state_response::PartitionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionResult.Partition")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionResult.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionResult.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::delete_topics_request::DeleteTopicsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(82)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_names"), self.topic_names.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -2466,7 +2660,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicsRequest {
 impl ToPy for rs::delete_topics_request::DeleteTopicState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(77)?;
+        let o = cx.instance(83)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2488,7 +2682,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicState {
 impl ToPy for rs::delete_topics_response::DeleteTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(78)?;
+        let o = cx.instance(84)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2510,7 +2704,7 @@ impl FromPy for rs::delete_topics_response::DeleteTopicsResponse {
 impl ToPy for rs::delete_topics_response::DeletableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(79)?;
+        let o = cx.instance(85)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -2536,7 +2730,7 @@ impl FromPy for rs::delete_topics_response::DeletableTopicResult {
 impl ToPy for rs::describe_cluster_request::DescribeClusterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(80)?;
+        let o = cx.instance(86)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "endpoint_type"), self.endpoint_type.to_py(cx)?)?;
         o.setattr(intern!(py, "include_fenced_brokers"), self.include_fenced_brokers.to_py(cx)?)?;
@@ -2560,7 +2754,7 @@ impl FromPy for rs::describe_cluster_request::DescribeClusterRequest {
 impl ToPy for rs::describe_cluster_response::DescribeClusterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(81)?;
+        let o = cx.instance(87)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2594,7 +2788,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterResponse {
 impl ToPy for rs::describe_cluster_response::DescribeClusterBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(82)?;
+        let o = cx.instance(88)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -2622,7 +2816,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterBroker {
 impl ToPy for rs::describe_configs_request::DescribeConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(83)?;
+        let o = cx.instance(89)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "include_synonyms"), self.include_synonyms.to_py(cx)?)?;
         o.setattr(intern!(py, "include_documentation"), self.include_documentation.to_py(cx)?)?;
@@ -2646,7 +2840,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsRequest {
 impl ToPy for rs::describe_configs_request::DescribeConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(84)?;
+        let o = cx.instance(90)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configuration_keys"), self.configuration_keys.to_py(cx)?)?;
@@ -2670,7 +2864,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsResource {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(85)?;
+        let o = cx.instance(91)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2692,7 +2886,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResponse {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(86)?;
+        let o = cx.instance(92)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -2720,7 +2914,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResourceResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(87)?;
+        let o = cx.instance(93)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -2754,7 +2948,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResourceResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsSynonym {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(88)?;
+        let o = cx.instance(94)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "source"), self.source.to_py(cx)?)?;
@@ -2778,7 +2972,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsSynonym {
 impl ToPy for rs::describe_groups_request::DescribeGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(89)?;
+        let o = cx.instance(95)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2800,7 +2994,7 @@ impl FromPy for rs::describe_groups_request::DescribeGroupsRequest {
 impl ToPy for rs::describe_groups_response::DescribeGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(90)?;
+        let o = cx.instance(96)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2822,7 +3016,7 @@ impl FromPy for rs::describe_groups_response::DescribeGroupsResponse {
 impl ToPy for rs::describe_groups_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(91)?;
+        let o = cx.instance(97)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -2856,7 +3050,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroup {
 impl ToPy for rs::describe_groups_response::DescribedGroupMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(92)?;
+        let o = cx.instance(98)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "client_id"), self.client_id.to_py(cx)?)?;
@@ -2886,7 +3080,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroupMember {
 impl ToPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(93)?;
+        let o = cx.instance(99)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2906,7 +3100,7 @@ impl FromPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
 impl ToPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(94)?;
+        let o = cx.instance(100)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2928,7 +3122,7 @@ impl FromPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(95)?;
+        let o = cx.instance(101)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
@@ -2952,7 +3146,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(96)?;
+        let o = cx.instance(102)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "log_dir"), self.log_dir.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -2980,7 +3174,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(97)?;
+        let o = cx.instance(103)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3002,7 +3196,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(98)?;
+        let o = cx.instance(104)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_size"), self.partition_size.to_py(cx)?)?;
         o.setattr(intern!(py, "offset_lag"), self.offset_lag.to_py(cx)?)?;
@@ -3028,7 +3222,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
 impl ToPy for rs::describe_producers_request::DescribeProducersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(99)?;
+        let o = cx.instance(105)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3048,7 +3242,7 @@ impl FromPy for rs::describe_producers_request::DescribeProducersRequest {
 impl ToPy for rs::describe_producers_request::TopicRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(100)?;
+        let o = cx.instance(106)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3070,7 +3264,7 @@ impl FromPy for rs::describe_producers_request::TopicRequest {
 impl ToPy for rs::describe_producers_response::DescribeProducersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(101)?;
+        let o = cx.instance(107)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3092,7 +3286,7 @@ impl FromPy for rs::describe_producers_response::DescribeProducersResponse {
 impl ToPy for rs::describe_producers_response::TopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(102)?;
+        let o = cx.instance(108)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3114,7 +3308,7 @@ impl FromPy for rs::describe_producers_response::TopicResponse {
 impl ToPy for rs::describe_producers_response::PartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(103)?;
+        let o = cx.instance(109)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3140,7 +3334,7 @@ impl FromPy for rs::describe_producers_response::PartitionResponse {
 impl ToPy for rs::describe_producers_response::ProducerState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(104)?;
+        let o = cx.instance(110)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "last_sequence"), self.last_sequence.to_py(cx)?)?;
@@ -3170,7 +3364,7 @@ impl FromPy for rs::describe_producers_response::ProducerState {
 impl ToPy for rs::describe_quorum_request::DescribeQuorumRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(105)?;
+        let o = cx.instance(111)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3190,7 +3384,7 @@ impl FromPy for rs::describe_quorum_request::DescribeQuorumRequest {
 impl ToPy for rs::describe_quorum_request::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(106)?;
+        let o = cx.instance(112)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3212,7 +3406,7 @@ impl FromPy for rs::describe_quorum_request::TopicData {
 impl ToPy for rs::describe_quorum_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(107)?;
+        let o = cx.instance(113)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3232,7 +3426,7 @@ impl FromPy for rs::describe_quorum_request::PartitionData {
 impl ToPy for rs::describe_quorum_response::DescribeQuorumResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(108)?;
+        let o = cx.instance(114)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -3258,7 +3452,7 @@ impl FromPy for rs::describe_quorum_response::DescribeQuorumResponse {
 impl ToPy for rs::describe_quorum_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(109)?;
+        let o = cx.instance(115)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3280,7 +3474,7 @@ impl FromPy for rs::describe_quorum_response::TopicData {
 impl ToPy for rs::describe_quorum_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(110)?;
+        let o = cx.instance(116)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3314,7 +3508,7 @@ impl FromPy for rs::describe_quorum_response::PartitionData {
 impl ToPy for rs::describe_quorum_response::Node {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(111)?;
+        let o = cx.instance(117)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "listeners"), self.listeners.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3336,7 +3530,7 @@ impl FromPy for rs::describe_quorum_response::Node {
 impl ToPy for rs::describe_quorum_response::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(112)?;
+        let o = cx.instance(118)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3360,7 +3554,7 @@ impl FromPy for rs::describe_quorum_response::Listener {
 impl ToPy for rs::describe_quorum_response::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(113)?;
+        let o = cx.instance(119)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_directory_id"), self.replica_directory_id.to_py(cx)?)?;
         o.setattr(intern!(py, "log_end_offset"), self.log_end_offset.to_py(cx)?)?;
@@ -3388,7 +3582,7 @@ impl FromPy for rs::describe_quorum_response::ReplicaState {
 impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(114)?;
+        let o = cx.instance(120)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3408,7 +3602,7 @@ impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffs
 impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(115)?;
+        let o = cx.instance(121)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3430,7 +3624,7 @@ impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffs
 impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(116)?;
+        let o = cx.instance(122)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3452,7 +3646,7 @@ impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffs
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(117)?;
+        let o = cx.instance(123)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3474,7 +3668,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(118)?;
+        let o = cx.instance(124)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -3500,7 +3694,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(119)?;
+        let o = cx.instance(125)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3524,7 +3718,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(120)?;
+        let o = cx.instance(126)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -3554,7 +3748,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_transactions_request::DescribeTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(121)?;
+        let o = cx.instance(127)?;
         o.setattr(intern!(py, "transactional_ids"), self.transactional_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3574,7 +3768,7 @@ impl FromPy for rs::describe_transactions_request::DescribeTransactionsRequest {
 impl ToPy for rs::describe_transactions_response::DescribeTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(122)?;
+        let o = cx.instance(128)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_states"), self.transaction_states.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3596,7 +3790,7 @@ impl FromPy for rs::describe_transactions_response::DescribeTransactionsResponse
 impl ToPy for rs::describe_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(123)?;
+        let o = cx.instance(129)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -3630,7 +3824,7 @@ impl FromPy for rs::describe_transactions_response::TransactionState {
 impl ToPy for rs::describe_transactions_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(124)?;
+        let o = cx.instance(130)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3652,7 +3846,7 @@ impl FromPy for rs::describe_transactions_response::TopicData {
 impl ToPy for rs::elect_leaders_request::ElectLeadersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(125)?;
+        let o = cx.instance(131)?;
         o.setattr(intern!(py, "election_type"), self.election_type.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -3676,7 +3870,7 @@ impl FromPy for rs::elect_leaders_request::ElectLeadersRequest {
 impl ToPy for rs::elect_leaders_request::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(126)?;
+        let o = cx.instance(132)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3698,7 +3892,7 @@ impl FromPy for rs::elect_leaders_request::TopicPartitions {
 impl ToPy for rs::elect_leaders_response::ElectLeadersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(127)?;
+        let o = cx.instance(133)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_election_results"), self.replica_election_results.to_py(cx)?)?;
@@ -3722,7 +3916,7 @@ impl FromPy for rs::elect_leaders_response::ElectLeadersResponse {
 impl ToPy for rs::elect_leaders_response::ReplicaElectionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(128)?;
+        let o = cx.instance(134)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_result"), self.partition_result.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3744,7 +3938,7 @@ impl FromPy for rs::elect_leaders_response::ReplicaElectionResult {
 impl ToPy for rs::elect_leaders_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(129)?;
+        let o = cx.instance(135)?;
         o.setattr(intern!(py, "partition_id"), self.partition_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3768,7 +3962,7 @@ impl FromPy for rs::elect_leaders_response::PartitionResult {
 impl ToPy for rs::end_txn_request::EndTxnRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(130)?;
+        let o = cx.instance(136)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
@@ -3794,7 +3988,7 @@ impl FromPy for rs::end_txn_request::EndTxnRequest {
 impl ToPy for rs::end_txn_response::EndTxnResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(131)?;
+        let o = cx.instance(137)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -3820,7 +4014,7 @@ impl FromPy for rs::end_txn_response::EndTxnResponse {
 impl ToPy for rs::fetch_request::FetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(132)?;
+        let o = cx.instance(138)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_state"), self.replica_state.to_py(cx)?)?;
@@ -3862,7 +4056,7 @@ impl FromPy for rs::fetch_request::FetchRequest {
 impl ToPy for rs::fetch_request::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(133)?;
+        let o = cx.instance(139)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_epoch"), self.replica_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3884,7 +4078,7 @@ impl FromPy for rs::fetch_request::ReplicaState {
 impl ToPy for rs::fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(134)?;
+        let o = cx.instance(140)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3908,7 +4102,7 @@ impl FromPy for rs::fetch_request::FetchTopic {
 impl ToPy for rs::fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(135)?;
+        let o = cx.instance(141)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "fetch_offset"), self.fetch_offset.to_py(cx)?)?;
@@ -3942,7 +4136,7 @@ impl FromPy for rs::fetch_request::FetchPartition {
 impl ToPy for rs::fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(136)?;
+        let o = cx.instance(142)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -3966,7 +4160,7 @@ impl FromPy for rs::fetch_request::ForgottenTopic {
 impl ToPy for rs::fetch_response::FetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(137)?;
+        let o = cx.instance(143)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "session_id"), self.session_id.to_py(cx)?)?;
@@ -3994,7 +4188,7 @@ impl FromPy for rs::fetch_response::FetchResponse {
 impl ToPy for rs::fetch_response::FetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(138)?;
+        let o = cx.instance(144)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4018,7 +4212,7 @@ impl FromPy for rs::fetch_response::FetchableTopicResponse {
 impl ToPy for rs::fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(139)?;
+        let o = cx.instance(145)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "high_watermark"), self.high_watermark.to_py(cx)?)?;
@@ -4058,7 +4252,7 @@ impl FromPy for rs::fetch_response::PartitionData {
 impl ToPy for rs::fetch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(140)?;
+        let o = cx.instance(146)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4080,7 +4274,7 @@ impl FromPy for rs::fetch_response::EpochEndOffset {
 impl ToPy for rs::fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(141)?;
+        let o = cx.instance(147)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4102,7 +4296,7 @@ impl FromPy for rs::fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::fetch_response::SnapshotId {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(142)?;
+        let o = cx.instance(148)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4124,7 +4318,7 @@ impl FromPy for rs::fetch_response::SnapshotId {
 impl ToPy for rs::fetch_response::AbortedTransaction {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(143)?;
+        let o = cx.instance(149)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4146,7 +4340,7 @@ impl FromPy for rs::fetch_response::AbortedTransaction {
 impl ToPy for rs::fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(144)?;
+        let o = cx.instance(150)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -4172,7 +4366,7 @@ impl FromPy for rs::fetch_response::NodeEndpoint {
 impl ToPy for rs::find_coordinator_request::FindCoordinatorRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(145)?;
+        let o = cx.instance(151)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "key_type"), self.key_type.to_py(cx)?)?;
         o.setattr(intern!(py, "coordinator_keys"), self.coordinator_keys.to_py(cx)?)?;
@@ -4196,7 +4390,7 @@ impl FromPy for rs::find_coordinator_request::FindCoordinatorRequest {
 impl ToPy for rs::find_coordinator_response::FindCoordinatorResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(146)?;
+        let o = cx.instance(152)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -4228,7 +4422,7 @@ impl FromPy for rs::find_coordinator_response::FindCoordinatorResponse {
 impl ToPy for rs::find_coordinator_response::Coordinator {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(147)?;
+        let o = cx.instance(153)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -4258,7 +4452,7 @@ impl FromPy for rs::find_coordinator_response::Coordinator {
 impl ToPy for rs::heartbeat_request::HeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(148)?;
+        let o = cx.instance(154)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -4284,7 +4478,7 @@ impl FromPy for rs::heartbeat_request::HeartbeatRequest {
 impl ToPy for rs::heartbeat_response::HeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(149)?;
+        let o = cx.instance(155)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4306,7 +4500,7 @@ impl FromPy for rs::heartbeat_response::HeartbeatResponse {
 impl ToPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(150)?;
+        let o = cx.instance(156)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4328,7 +4522,7 @@ impl FromPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRe
 impl ToPy for rs::incremental_alter_configs_request::AlterConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(151)?;
+        let o = cx.instance(157)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configs"), self.configs.to_py(cx)?)?;
@@ -4352,7 +4546,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterConfigsResource {
 impl ToPy for rs::incremental_alter_configs_request::AlterableConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(152)?;
+        let o = cx.instance(158)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "config_operation"), self.config_operation.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
@@ -4376,7 +4570,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterableConfig {
 impl ToPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(153)?;
+        let o = cx.instance(159)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4398,7 +4592,7 @@ impl FromPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsR
 impl ToPy for rs::incremental_alter_configs_response::AlterConfigsResourceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(154)?;
+        let o = cx.instance(160)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -4424,7 +4618,7 @@ impl FromPy for rs::incremental_alter_configs_response::AlterConfigsResourceResp
 impl ToPy for rs::init_producer_id_request::InitProducerIdRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(155)?;
+        let o = cx.instance(161)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_timeout_ms"), self.transaction_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -4454,7 +4648,7 @@ impl FromPy for rs::init_producer_id_request::InitProducerIdRequest {
 impl ToPy for rs::init_producer_id_response::InitProducerIdResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(156)?;
+        let o = cx.instance(162)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -4481,10 +4675,144 @@ impl FromPy for rs::init_producer_id_response::InitProducerIdResponse {
     }
 }
 
+impl ToPy for rs::initialize_share_group_state_request::InitializeShareGroupStateRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(163)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::initialize_share_group_state_request::InitializeShareGroupStateRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "InitializeShareGroupStateRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "InitializeShareGroupStateRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "InitializeShareGroupStateRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::initialize_share_group_state_request::InitializeStateData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(164)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::initialize_share_group_state_request::InitializeStateData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "InitializeStateData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "InitializeStateData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "InitializeStateData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::initialize_share_group_state_request::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(165)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::initialize_share_group_state_request::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionData.Partition")?,
+            state_epoch: field(o, intern!(py, "state_epoch"), "PartitionData.StateEpoch")?,
+            start_offset: field(o, intern!(py, "start_offset"), "PartitionData.StartOffset")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::initialize_share_group_state_response::InitializeShareGroupStateResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(166)?;
+        o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::initialize_share_group_state_response::InitializeShareGroupStateResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            results: field(o, intern!(py, "results"), "InitializeShareGroupStateResponse.Results")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "InitializeShareGroupStateResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::initialize_share_group_state_response::InitializeStateResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(167)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::initialize_share_group_state_response::InitializeStateResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "InitializeStateResult.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "InitializeStateResult.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "InitializeStateResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::initialize_share_group_state_response::PartitionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(168)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::initialize_share_group_state_response::PartitionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionResult.Partition")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionResult.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionResult.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionResult.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::join_group_request::JoinGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(157)?;
+        let o = cx.instance(169)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "session_timeout_ms"), self.session_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "rebalance_timeout_ms"), self.rebalance_timeout_ms.to_py(cx)?)?;
@@ -4518,7 +4846,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequest {
 impl ToPy for rs::join_group_request::JoinGroupRequestProtocol {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(158)?;
+        let o = cx.instance(170)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4540,7 +4868,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequestProtocol {
 impl ToPy for rs::join_group_response::JoinGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(159)?;
+        let o = cx.instance(171)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
@@ -4576,7 +4904,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponse {
 impl ToPy for rs::join_group_response::JoinGroupResponseMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(160)?;
+        let o = cx.instance(172)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
@@ -4600,7 +4928,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponseMember {
 impl ToPy for rs::leave_group_request::LeaveGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(161)?;
+        let o = cx.instance(173)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -4624,7 +4952,7 @@ impl FromPy for rs::leave_group_request::LeaveGroupRequest {
 impl ToPy for rs::leave_group_request::MemberIdentity {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(162)?;
+        let o = cx.instance(174)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "reason"), self.reason.to_py(cx)?)?;
@@ -4648,7 +4976,7 @@ impl FromPy for rs::leave_group_request::MemberIdentity {
 impl ToPy for rs::leave_group_response::LeaveGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(163)?;
+        let o = cx.instance(175)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -4672,7 +5000,7 @@ impl FromPy for rs::leave_group_response::LeaveGroupResponse {
 impl ToPy for rs::leave_group_response::MemberResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(164)?;
+        let o = cx.instance(176)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4696,7 +5024,7 @@ impl FromPy for rs::leave_group_response::MemberResponse {
 impl ToPy for rs::list_groups_request::ListGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(165)?;
+        let o = cx.instance(177)?;
         o.setattr(intern!(py, "states_filter"), self.states_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "types_filter"), self.types_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4718,7 +5046,7 @@ impl FromPy for rs::list_groups_request::ListGroupsRequest {
 impl ToPy for rs::list_groups_response::ListGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(166)?;
+        let o = cx.instance(178)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -4742,7 +5070,7 @@ impl FromPy for rs::list_groups_response::ListGroupsResponse {
 impl ToPy for rs::list_groups_response::ListedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(167)?;
+        let o = cx.instance(179)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
         o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
@@ -4768,7 +5096,7 @@ impl FromPy for rs::list_groups_response::ListedGroup {
 impl ToPy for rs::list_offsets_request::ListOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(168)?;
+        let o = cx.instance(180)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "isolation_level"), self.isolation_level.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -4794,7 +5122,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsRequest {
 impl ToPy for rs::list_offsets_request::ListOffsetsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(169)?;
+        let o = cx.instance(181)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4816,7 +5144,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsTopic {
 impl ToPy for rs::list_offsets_request::ListOffsetsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(170)?;
+        let o = cx.instance(182)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -4840,7 +5168,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsPartition {
 impl ToPy for rs::list_offsets_response::ListOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(171)?;
+        let o = cx.instance(183)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4862,7 +5190,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(172)?;
+        let o = cx.instance(184)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4884,7 +5212,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsTopicResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(173)?;
+        let o = cx.instance(185)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -4912,7 +5240,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(174)?;
+        let o = cx.instance(186)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4934,7 +5262,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(175)?;
+        let o = cx.instance(187)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4956,7 +5284,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(176)?;
+        let o = cx.instance(188)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -4982,7 +5310,7 @@ impl FromPy for rs::list_partition_reassignments_response::ListPartitionReassign
 impl ToPy for rs::list_partition_reassignments_response::OngoingTopicReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(177)?;
+        let o = cx.instance(189)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5004,7 +5332,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingTopicReassignm
 impl ToPy for rs::list_partition_reassignments_response::OngoingPartitionReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(178)?;
+        let o = cx.instance(190)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "replicas"), self.replicas.to_py(cx)?)?;
         o.setattr(intern!(py, "adding_replicas"), self.adding_replicas.to_py(cx)?)?;
@@ -5030,7 +5358,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingPartitionReass
 impl ToPy for rs::list_transactions_request::ListTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(179)?;
+        let o = cx.instance(191)?;
         o.setattr(intern!(py, "state_filters"), self.state_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id_filters"), self.producer_id_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "duration_filter"), self.duration_filter.to_py(cx)?)?;
@@ -5054,7 +5382,7 @@ impl FromPy for rs::list_transactions_request::ListTransactionsRequest {
 impl ToPy for rs::list_transactions_response::ListTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(180)?;
+        let o = cx.instance(192)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_state_filters"), self.unknown_state_filters.to_py(cx)?)?;
@@ -5080,7 +5408,7 @@ impl FromPy for rs::list_transactions_response::ListTransactionsResponse {
 impl ToPy for rs::list_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(181)?;
+        let o = cx.instance(193)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -5104,7 +5432,7 @@ impl FromPy for rs::list_transactions_response::TransactionState {
 impl ToPy for rs::metadata_request::MetadataRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(182)?;
+        let o = cx.instance(194)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_auto_topic_creation"), self.allow_auto_topic_creation.to_py(cx)?)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
@@ -5130,7 +5458,7 @@ impl FromPy for rs::metadata_request::MetadataRequest {
 impl ToPy for rs::metadata_request::MetadataRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(183)?;
+        let o = cx.instance(195)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5152,7 +5480,7 @@ impl FromPy for rs::metadata_request::MetadataRequestTopic {
 impl ToPy for rs::metadata_response::MetadataResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(184)?;
+        let o = cx.instance(196)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "brokers"), self.brokers.to_py(cx)?)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
@@ -5184,7 +5512,7 @@ impl FromPy for rs::metadata_response::MetadataResponse {
 impl ToPy for rs::metadata_response::MetadataResponseBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(185)?;
+        let o = cx.instance(197)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -5210,7 +5538,7 @@ impl FromPy for rs::metadata_response::MetadataResponseBroker {
 impl ToPy for rs::metadata_response::MetadataResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(186)?;
+        let o = cx.instance(198)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -5240,7 +5568,7 @@ impl FromPy for rs::metadata_response::MetadataResponseTopic {
 impl ToPy for rs::metadata_response::MetadataResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(187)?;
+        let o = cx.instance(199)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -5272,7 +5600,7 @@ impl FromPy for rs::metadata_response::MetadataResponsePartition {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(188)?;
+        let o = cx.instance(200)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id_or_member_epoch"), self.generation_id_or_member_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -5302,7 +5630,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequest {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(189)?;
+        let o = cx.instance(201)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5326,7 +5654,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestTopic {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(190)?;
+        let o = cx.instance(202)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5352,7 +5680,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestPartition {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(191)?;
+        let o = cx.instance(203)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5374,7 +5702,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponse {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(192)?;
+        let o = cx.instance(204)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5398,7 +5726,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponseTopic {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(193)?;
+        let o = cx.instance(205)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5420,7 +5748,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(194)?;
+        let o = cx.instance(206)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -5446,7 +5774,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(195)?;
+        let o = cx.instance(207)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5468,7 +5796,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(196)?;
+        let o = cx.instance(208)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -5494,7 +5822,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(197)?;
+        let o = cx.instance(209)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -5518,7 +5846,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(198)?;
+        let o = cx.instance(210)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -5544,7 +5872,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(199)?;
+        let o = cx.instance(211)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5566,7 +5894,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(200)?;
+        let o = cx.instance(212)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5594,7 +5922,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(201)?;
+        let o = cx.instance(213)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -5618,7 +5946,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(202)?;
+        let o = cx.instance(214)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5642,7 +5970,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(203)?;
+        let o = cx.instance(215)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -5670,7 +5998,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(204)?;
+        let o = cx.instance(216)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5692,7 +6020,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(205)?;
+        let o = cx.instance(217)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5714,7 +6042,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(206)?;
+        let o = cx.instance(218)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -5738,7 +6066,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(207)?;
+        let o = cx.instance(219)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5760,7 +6088,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(208)?;
+        let o = cx.instance(220)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5782,7 +6110,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(209)?;
+        let o = cx.instance(221)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -5808,7 +6136,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(210)?;
+        let o = cx.instance(222)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -5834,7 +6162,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(211)?;
+        let o = cx.instance(223)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -5858,7 +6186,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(212)?;
+        let o = cx.instance(224)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5880,7 +6208,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(213)?;
+        let o = cx.instance(225)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -5904,7 +6232,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(214)?;
+        let o = cx.instance(226)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -5928,7 +6256,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(215)?;
+        let o = cx.instance(227)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -5962,7 +6290,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(216)?;
+        let o = cx.instance(228)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5984,7 +6312,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(217)?;
+        let o = cx.instance(229)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6006,7 +6334,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(218)?;
+        let o = cx.instance(230)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -6029,10 +6357,314 @@ impl FromPy for rs::produce_response::NodeEndpoint {
     }
 }
 
+impl ToPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(231)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "ReadShareGroupStateRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "ReadShareGroupStateRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadShareGroupStateRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_request::ReadStateData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(232)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_request::ReadStateData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ReadStateData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ReadStateData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadStateData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_request::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(233)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_request::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionData.Partition")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "PartitionData.LeaderEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_response::ReadShareGroupStateResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(234)?;
+        o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_response::ReadShareGroupStateResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            results: field(o, intern!(py, "results"), "ReadShareGroupStateResponse.Results")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadShareGroupStateResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_response::ReadStateResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(235)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_response::ReadStateResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ReadStateResult.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ReadStateResult.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadStateResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_response::PartitionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(236)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "state_batches"), self.state_batches.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_response::PartitionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionResult.Partition")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionResult.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionResult.ErrorMessage")?,
+            state_epoch: field(o, intern!(py, "state_epoch"), "PartitionResult.StateEpoch")?,
+            start_offset: field(o, intern!(py, "start_offset"), "PartitionResult.StartOffset")?,
+            state_batches: field(o, intern!(py, "state_batches"), "PartitionResult.StateBatches")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_response::StateBatch {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(237)?;
+        o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_response::StateBatch {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            first_offset: field(o, intern!(py, "first_offset"), "StateBatch.FirstOffset")?,
+            last_offset: field(o, intern!(py, "last_offset"), "StateBatch.LastOffset")?,
+            delivery_state: field(o, intern!(py, "delivery_state"), "StateBatch.DeliveryState")?,
+            delivery_count: field(o, intern!(py, "delivery_count"), "StateBatch.DeliveryCount")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "StateBatch.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(238)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "ReadShareGroupStateSummaryRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "ReadShareGroupStateSummaryRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadShareGroupStateSummaryRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_summary_request::ReadStateSummaryData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(239)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_summary_request::ReadStateSummaryData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ReadStateSummaryData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ReadStateSummaryData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadStateSummaryData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_summary_request::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(240)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_summary_request::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionData.Partition")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "PartitionData.LeaderEpoch")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(241)?;
+        o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            results: field(o, intern!(py, "results"), "ReadShareGroupStateSummaryResponse.Results")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadShareGroupStateSummaryResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_summary_response::ReadStateSummaryResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(242)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_summary_response::ReadStateSummaryResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "ReadStateSummaryResult.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "ReadStateSummaryResult.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ReadStateSummaryResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::read_share_group_state_summary_response::PartitionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(243)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_complete_count"), self.delivery_complete_count.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::read_share_group_state_summary_response::PartitionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionResult.Partition")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionResult.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionResult.ErrorMessage")?,
+            state_epoch: field(o, intern!(py, "state_epoch"), "PartitionResult.StateEpoch")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "PartitionResult.LeaderEpoch")?,
+            start_offset: field(o, intern!(py, "start_offset"), "PartitionResult.StartOffset")?,
+            delivery_complete_count: field(o, intern!(py, "delivery_complete_count"), "PartitionResult.DeliveryCompleteCount")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionResult.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(219)?;
+        let o = cx.instance(244)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -6058,7 +6690,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(220)?;
+        let o = cx.instance(245)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6078,7 +6710,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(221)?;
+        let o = cx.instance(246)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6098,7 +6730,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(222)?;
+        let o = cx.instance(247)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -6124,7 +6756,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(223)?;
+        let o = cx.instance(248)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6144,7 +6776,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(224)?;
+        let o = cx.instance(249)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6166,7 +6798,7 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
 impl ToPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(225)?;
+        let o = cx.instance(250)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -6194,7 +6826,7 @@ impl FromPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
 impl ToPy for rs::share_acknowledge_request::AcknowledgeTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(226)?;
+        let o = cx.instance(251)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6216,7 +6848,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgeTopic {
 impl ToPy for rs::share_acknowledge_request::AcknowledgePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(227)?;
+        let o = cx.instance(252)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6238,7 +6870,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgePartition {
 impl ToPy for rs::share_acknowledge_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(228)?;
+        let o = cx.instance(253)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -6262,7 +6894,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgementBatch {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(229)?;
+        let o = cx.instance(254)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6292,7 +6924,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(230)?;
+        let o = cx.instance(255)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6314,7 +6946,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
 impl ToPy for rs::share_acknowledge_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(231)?;
+        let o = cx.instance(256)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6340,7 +6972,7 @@ impl FromPy for rs::share_acknowledge_response::PartitionData {
 impl ToPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(232)?;
+        let o = cx.instance(257)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6362,7 +6994,7 @@ impl FromPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_acknowledge_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(233)?;
+        let o = cx.instance(258)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -6388,7 +7020,7 @@ impl FromPy for rs::share_acknowledge_response::NodeEndpoint {
 impl ToPy for rs::share_fetch_request::ShareFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(234)?;
+        let o = cx.instance(259)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -6430,7 +7062,7 @@ impl FromPy for rs::share_fetch_request::ShareFetchRequest {
 impl ToPy for rs::share_fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(235)?;
+        let o = cx.instance(260)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6452,7 +7084,7 @@ impl FromPy for rs::share_fetch_request::FetchTopic {
 impl ToPy for rs::share_fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(236)?;
+        let o = cx.instance(261)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_max_bytes"), self.partition_max_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
@@ -6476,7 +7108,7 @@ impl FromPy for rs::share_fetch_request::FetchPartition {
 impl ToPy for rs::share_fetch_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(237)?;
+        let o = cx.instance(262)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -6500,7 +7132,7 @@ impl FromPy for rs::share_fetch_request::AcknowledgementBatch {
 impl ToPy for rs::share_fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(238)?;
+        let o = cx.instance(263)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6522,7 +7154,7 @@ impl FromPy for rs::share_fetch_request::ForgottenTopic {
 impl ToPy for rs::share_fetch_response::ShareFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(239)?;
+        let o = cx.instance(264)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6552,7 +7184,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchResponse {
 impl ToPy for rs::share_fetch_response::ShareFetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(240)?;
+        let o = cx.instance(265)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6574,7 +7206,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchableTopicResponse {
 impl ToPy for rs::share_fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(241)?;
+        let o = cx.instance(266)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6608,7 +7240,7 @@ impl FromPy for rs::share_fetch_response::PartitionData {
 impl ToPy for rs::share_fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(242)?;
+        let o = cx.instance(267)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6630,7 +7262,7 @@ impl FromPy for rs::share_fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_fetch_response::AcquiredRecords {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(243)?;
+        let o = cx.instance(268)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
@@ -6654,7 +7286,7 @@ impl FromPy for rs::share_fetch_response::AcquiredRecords {
 impl ToPy for rs::share_fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(244)?;
+        let o = cx.instance(269)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -6680,7 +7312,7 @@ impl FromPy for rs::share_fetch_response::NodeEndpoint {
 impl ToPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(245)?;
+        let o = cx.instance(270)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6702,7 +7334,7 @@ impl FromPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
 impl ToPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(246)?;
+        let o = cx.instance(271)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6724,7 +7356,7 @@ impl FromPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
 impl ToPy for rs::share_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(247)?;
+        let o = cx.instance(272)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -6760,7 +7392,7 @@ impl FromPy for rs::share_group_describe_response::DescribedGroup {
 impl ToPy for rs::share_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(248)?;
+        let o = cx.instance(273)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -6792,7 +7424,7 @@ impl FromPy for rs::share_group_describe_response::Member {
 impl ToPy for rs::share_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(249)?;
+        let o = cx.instance(274)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -6816,7 +7448,7 @@ impl FromPy for rs::share_group_describe_response::TopicPartitions {
 impl ToPy for rs::share_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(250)?;
+        let o = cx.instance(275)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6836,7 +7468,7 @@ impl FromPy for rs::share_group_describe_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(251)?;
+        let o = cx.instance(276)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -6864,7 +7496,7 @@ impl FromPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
 impl ToPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(252)?;
+        let o = cx.instance(277)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6896,7 +7528,7 @@ impl FromPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse 
 impl ToPy for rs::share_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(253)?;
+        let o = cx.instance(278)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6916,7 +7548,7 @@ impl FromPy for rs::share_group_heartbeat_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(254)?;
+        let o = cx.instance(279)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6938,7 +7570,7 @@ impl FromPy for rs::share_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(255)?;
+        let o = cx.instance(280)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -6970,7 +7602,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(256)?;
+        let o = cx.instance(281)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6992,7 +7624,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(257)?;
+        let o = cx.instance(282)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -7020,7 +7652,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(258)?;
+        let o = cx.instance(283)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -7054,7 +7686,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(259)?;
+        let o = cx.instance(284)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7076,7 +7708,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(260)?;
+        let o = cx.instance(285)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7102,7 +7734,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(261)?;
+        let o = cx.instance(286)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7124,7 +7756,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(262)?;
+        let o = cx.instance(287)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7146,7 +7778,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(263)?;
+        let o = cx.instance(288)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7165,10 +7797,176 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
     }
 }
 
+impl ToPy for rs::write_share_group_state_request::WriteShareGroupStateRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(289)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_request::WriteShareGroupStateRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "WriteShareGroupStateRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "WriteShareGroupStateRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "WriteShareGroupStateRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::write_share_group_state_request::WriteStateData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(290)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_request::WriteStateData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "WriteStateData.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "WriteStateData.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "WriteStateData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::write_share_group_state_request::PartitionData {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(291)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
+        o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_complete_count"), self.delivery_complete_count.to_py(cx)?)?;
+        o.setattr(intern!(py, "state_batches"), self.state_batches.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_request::PartitionData {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionData.Partition")?,
+            state_epoch: field(o, intern!(py, "state_epoch"), "PartitionData.StateEpoch")?,
+            leader_epoch: field(o, intern!(py, "leader_epoch"), "PartitionData.LeaderEpoch")?,
+            start_offset: field(o, intern!(py, "start_offset"), "PartitionData.StartOffset")?,
+            delivery_complete_count: field(o, intern!(py, "delivery_complete_count"), "PartitionData.DeliveryCompleteCount")?,
+            state_batches: field(o, intern!(py, "state_batches"), "PartitionData.StateBatches")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionData.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::write_share_group_state_request::StateBatch {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(292)?;
+        o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
+        o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_request::StateBatch {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            first_offset: field(o, intern!(py, "first_offset"), "StateBatch.FirstOffset")?,
+            last_offset: field(o, intern!(py, "last_offset"), "StateBatch.LastOffset")?,
+            delivery_state: field(o, intern!(py, "delivery_state"), "StateBatch.DeliveryState")?,
+            delivery_count: field(o, intern!(py, "delivery_count"), "StateBatch.DeliveryCount")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "StateBatch.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::write_share_group_state_response::WriteShareGroupStateResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(293)?;
+        o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_response::WriteShareGroupStateResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            results: field(o, intern!(py, "results"), "WriteShareGroupStateResponse.Results")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "WriteShareGroupStateResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::write_share_group_state_response::WriteStateResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(294)?;
+        o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_response::WriteStateResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            topic_id: field(o, intern!(py, "topic_id"), "WriteStateResult.TopicId")?,
+            partitions: field(o, intern!(py, "partitions"), "WriteStateResult.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "WriteStateResult.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::write_share_group_state_response::PartitionResult {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(295)?;
+        o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::write_share_group_state_response::PartitionResult {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition: field(o, intern!(py, "partition"), "PartitionResult.Partition")?,
+            error_code: field(o, intern!(py, "error_code"), "PartitionResult.ErrorCode")?,
+            error_message: field(o, intern!(py, "error_message"), "PartitionResult.ErrorMessage")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PartitionResult.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(264)?;
+        let o = cx.instance(296)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7188,7 +7986,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(265)?;
+        let o = cx.instance(297)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -7216,7 +8014,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(266)?;
+        let o = cx.instance(298)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7238,7 +8036,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(267)?;
+        let o = cx.instance(299)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7258,7 +8056,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(268)?;
+        let o = cx.instance(300)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7280,7 +8078,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(269)?;
+        let o = cx.instance(301)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7302,7 +8100,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(270)?;
+        let o = cx.instance(302)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

@@ -31,6 +31,8 @@ from logbroker.protocol.messages.delete_records_request import DeleteRecordsRequ
 from logbroker.protocol.messages.delete_records_response import DeleteRecordsResponse
 from logbroker.protocol.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
 from logbroker.protocol.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
+from logbroker.protocol.messages.delete_share_group_state_request import DeleteShareGroupStateRequest
+from logbroker.protocol.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from logbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from logbroker.protocol.messages.delete_topics_response import DeleteTopicsResponse
 from logbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
@@ -63,6 +65,8 @@ from logbroker.protocol.messages.incremental_alter_configs_request import Increm
 from logbroker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from logbroker.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from logbroker.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from logbroker.protocol.messages.initialize_share_group_state_request import InitializeShareGroupStateRequest
+from logbroker.protocol.messages.initialize_share_group_state_response import InitializeShareGroupStateResponse
 from logbroker.protocol.messages.join_group_request import JoinGroupRequest
 from logbroker.protocol.messages.join_group_response import JoinGroupResponse
 from logbroker.protocol.messages.leave_group_request import LeaveGroupRequest
@@ -85,6 +89,10 @@ from logbroker.protocol.messages.offset_for_leader_epoch_request import OffsetFo
 from logbroker.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from logbroker.protocol.messages.produce_request import ProduceRequest
 from logbroker.protocol.messages.produce_response import ProduceResponse
+from logbroker.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
+from logbroker.protocol.messages.read_share_group_state_response import ReadShareGroupStateResponse
+from logbroker.protocol.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
+from logbroker.protocol.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
 from logbroker.protocol.messages.request_header import RequestHeader
 from logbroker.protocol.messages.response_header import ResponseHeader
 from logbroker.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
@@ -103,6 +111,8 @@ from logbroker.protocol.messages.sync_group_request import SyncGroupRequest
 from logbroker.protocol.messages.sync_group_response import SyncGroupResponse
 from logbroker.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from logbroker.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
+from logbroker.protocol.messages.write_share_group_state_request import WriteShareGroupStateRequest
+from logbroker.protocol.messages.write_share_group_state_response import WriteShareGroupStateResponse
 from logbroker.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
 from logbroker.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 
@@ -155,6 +165,11 @@ REQUESTS = {
     77: ShareGroupDescribeRequest,
     78: ShareFetchRequest,
     79: ShareAcknowledgeRequest,
+    83: InitializeShareGroupStateRequest,
+    84: ReadShareGroupStateRequest,
+    85: WriteShareGroupStateRequest,
+    86: DeleteShareGroupStateRequest,
+    87: ReadShareGroupStateSummaryRequest,
     90: DescribeShareGroupOffsetsRequest,
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
@@ -208,6 +223,11 @@ RESPONSES = {
     77: ShareGroupDescribeResponse,
     78: ShareFetchResponse,
     79: ShareAcknowledgeResponse,
+    83: InitializeShareGroupStateResponse,
+    84: ReadShareGroupStateResponse,
+    85: WriteShareGroupStateResponse,
+    86: DeleteShareGroupStateResponse,
+    87: ReadShareGroupStateSummaryResponse,
     90: DescribeShareGroupOffsetsResponse,
     91: AlterShareGroupOffsetsResponse,
     92: DeleteShareGroupOffsetsResponse,
@@ -261,6 +281,11 @@ API_NAMES = {
     77: 'ShareGroupDescribe',
     78: 'ShareFetch',
     79: 'ShareAcknowledge',
+    83: 'InitializeShareGroupState',
+    84: 'ReadShareGroupState',
+    85: 'WriteShareGroupState',
+    86: 'DeleteShareGroupState',
+    87: 'ReadShareGroupStateSummary',
     90: 'DescribeShareGroupOffsets',
     91: 'AlterShareGroupOffsets',
     92: 'DeleteShareGroupOffsets',
@@ -344,6 +369,12 @@ CLASSES = (
     DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic,
     DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateRequest.DeleteStateData,
+    DeleteShareGroupStateRequest.PartitionData,
+    DeleteShareGroupStateResponse,
+    DeleteShareGroupStateResponse.DeleteStateResult,
+    DeleteShareGroupStateResponse.PartitionResult,
     DeleteTopicsRequest,
     DeleteTopicsRequest.DeleteTopicState,
     DeleteTopicsResponse,
@@ -425,6 +456,12 @@ CLASSES = (
     IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateRequest.InitializeStateData,
+    InitializeShareGroupStateRequest.PartitionData,
+    InitializeShareGroupStateResponse,
+    InitializeShareGroupStateResponse.InitializeStateResult,
+    InitializeShareGroupStateResponse.PartitionResult,
     JoinGroupRequest,
     JoinGroupRequest.JoinGroupRequestProtocol,
     JoinGroupResponse,
@@ -487,6 +524,19 @@ CLASSES = (
     ProduceResponse.BatchIndexAndErrorMessage,
     ProduceResponse.LeaderIdAndEpoch,
     ProduceResponse.NodeEndpoint,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateRequest.ReadStateData,
+    ReadShareGroupStateRequest.PartitionData,
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateResponse.ReadStateResult,
+    ReadShareGroupStateResponse.PartitionResult,
+    ReadShareGroupStateResponse.StateBatch,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryRequest.ReadStateSummaryData,
+    ReadShareGroupStateSummaryRequest.PartitionData,
+    ReadShareGroupStateSummaryResponse,
+    ReadShareGroupStateSummaryResponse.ReadStateSummaryResult,
+    ReadShareGroupStateSummaryResponse.PartitionResult,
     RequestHeader,
     ResponseHeader,
     SaslAuthenticateRequest,
@@ -532,6 +582,13 @@ CLASSES = (
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
     TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateRequest.WriteStateData,
+    WriteShareGroupStateRequest.PartitionData,
+    WriteShareGroupStateRequest.StateBatch,
+    WriteShareGroupStateResponse,
+    WriteShareGroupStateResponse.WriteStateResult,
+    WriteShareGroupStateResponse.PartitionResult,
     WriteTxnMarkersRequest,
     WriteTxnMarkersRequest.WritableTxnMarker,
     WriteTxnMarkersRequest.WritableTxnMarkerTopic,
@@ -576,6 +633,8 @@ __all__ = [
     'DeleteRecordsResponse',
     'DeleteShareGroupOffsetsRequest',
     'DeleteShareGroupOffsetsResponse',
+    'DeleteShareGroupStateRequest',
+    'DeleteShareGroupStateResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
     'DescribeClusterRequest',
@@ -608,6 +667,8 @@ __all__ = [
     'IncrementalAlterConfigsResponse',
     'InitProducerIdRequest',
     'InitProducerIdResponse',
+    'InitializeShareGroupStateRequest',
+    'InitializeShareGroupStateResponse',
     'JoinGroupRequest',
     'JoinGroupResponse',
     'LeaveGroupRequest',
@@ -630,6 +691,10 @@ __all__ = [
     'OffsetForLeaderEpochResponse',
     'ProduceRequest',
     'ProduceResponse',
+    'ReadShareGroupStateRequest',
+    'ReadShareGroupStateResponse',
+    'ReadShareGroupStateSummaryRequest',
+    'ReadShareGroupStateSummaryResponse',
     'RequestHeader',
     'ResponseHeader',
     'SaslAuthenticateRequest',
@@ -648,6 +713,8 @@ __all__ = [
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
+    'WriteShareGroupStateRequest',
+    'WriteShareGroupStateResponse',
     'WriteTxnMarkersRequest',
     'WriteTxnMarkersResponse',
 ]

@@ -16,7 +16,7 @@ class ShareAcknowledgeRequest(Struct):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareAcknowledgeRequest'
-    _rs = 225
+    _rs = 250
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -36,7 +36,7 @@ class ShareAcknowledgeRequest(Struct):
         """Struct AcknowledgeTopic of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 226
+        _rs = 251
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -61,7 +61,7 @@ class ShareAcknowledgeRequest(Struct):
         """Struct AcknowledgePartition of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 227
+        _rs = 252
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -86,7 +86,7 @@ class ShareAcknowledgeRequest(Struct):
         """Struct AcknowledgementBatch of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 228
+        _rs = 253
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.

@@ -33,6 +33,8 @@ pub mod delete_records_request;
 pub mod delete_records_response;
 pub mod delete_share_group_offsets_request;
 pub mod delete_share_group_offsets_response;
+pub mod delete_share_group_state_request;
+pub mod delete_share_group_state_response;
 pub mod delete_topics_request;
 pub mod delete_topics_response;
 pub mod describe_cluster_request;
@@ -65,6 +67,8 @@ pub mod incremental_alter_configs_request;
 pub mod incremental_alter_configs_response;
 pub mod init_producer_id_request;
 pub mod init_producer_id_response;
+pub mod initialize_share_group_state_request;
+pub mod initialize_share_group_state_response;
 pub mod join_group_request;
 pub mod join_group_response;
 pub mod leave_group_request;
@@ -87,6 +91,10 @@ pub mod offset_for_leader_epoch_request;
 pub mod offset_for_leader_epoch_response;
 pub mod produce_request;
 pub mod produce_response;
+pub mod read_share_group_state_request;
+pub mod read_share_group_state_response;
+pub mod read_share_group_state_summary_request;
+pub mod read_share_group_state_summary_response;
 pub mod request_header;
 pub mod response_header;
 pub mod sasl_authenticate_request;
@@ -105,6 +113,8 @@ pub mod sync_group_request;
 pub mod sync_group_response;
 pub mod txn_offset_commit_request;
 pub mod txn_offset_commit_response;
+pub mod write_share_group_state_request;
+pub mod write_share_group_state_response;
 pub mod write_txn_markers_request;
 pub mod write_txn_markers_response;
 
@@ -138,6 +148,8 @@ pub use delete_records_request::DeleteRecordsRequest;
 pub use delete_records_response::DeleteRecordsResponse;
 pub use delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest;
 pub use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse;
+pub use delete_share_group_state_request::DeleteShareGroupStateRequest;
+pub use delete_share_group_state_response::DeleteShareGroupStateResponse;
 pub use delete_topics_request::DeleteTopicsRequest;
 pub use delete_topics_response::DeleteTopicsResponse;
 pub use describe_cluster_request::DescribeClusterRequest;
@@ -170,6 +182,8 @@ pub use incremental_alter_configs_request::IncrementalAlterConfigsRequest;
 pub use incremental_alter_configs_response::IncrementalAlterConfigsResponse;
 pub use init_producer_id_request::InitProducerIdRequest;
 pub use init_producer_id_response::InitProducerIdResponse;
+pub use initialize_share_group_state_request::InitializeShareGroupStateRequest;
+pub use initialize_share_group_state_response::InitializeShareGroupStateResponse;
 pub use join_group_request::JoinGroupRequest;
 pub use join_group_response::JoinGroupResponse;
 pub use leave_group_request::LeaveGroupRequest;
@@ -192,6 +206,10 @@ pub use offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
 pub use offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
 pub use produce_request::ProduceRequest;
 pub use produce_response::ProduceResponse;
+pub use read_share_group_state_request::ReadShareGroupStateRequest;
+pub use read_share_group_state_response::ReadShareGroupStateResponse;
+pub use read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest;
+pub use read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse;
 pub use request_header::RequestHeader;
 pub use response_header::ResponseHeader;
 pub use sasl_authenticate_request::SaslAuthenticateRequest;
@@ -210,6 +228,8 @@ pub use sync_group_request::SyncGroupRequest;
 pub use sync_group_response::SyncGroupResponse;
 pub use txn_offset_commit_request::TxnOffsetCommitRequest;
 pub use txn_offset_commit_response::TxnOffsetCommitResponse;
+pub use write_share_group_state_request::WriteShareGroupStateRequest;
+pub use write_share_group_state_response::WriteShareGroupStateResponse;
 pub use write_txn_markers_request::WriteTxnMarkersRequest;
 pub use write_txn_markers_response::WriteTxnMarkersResponse;
 
@@ -263,6 +283,11 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (77, "ShareGroupDescribe", 1, 1, 1),
     (78, "ShareFetch", 1, 2, 1),
     (79, "ShareAcknowledge", 1, 2, 1),
+    (83, "InitializeShareGroupState", 0, 0, 0),
+    (84, "ReadShareGroupState", 0, 0, 0),
+    (85, "WriteShareGroupState", 0, 1, 0),
+    (86, "DeleteShareGroupState", 0, 0, 0),
+    (87, "ReadShareGroupStateSummary", 0, 1, 0),
     (90, "DescribeShareGroupOffsets", 0, 1, 0),
     (91, "AlterShareGroupOffsets", 0, 0, 0),
     (92, "DeleteShareGroupOffsets", 0, 0, 0),
@@ -370,6 +395,16 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (78, false) => roundtrip::<ShareFetchResponse>(body, version),
         (79, true) => roundtrip::<ShareAcknowledgeRequest>(body, version),
         (79, false) => roundtrip::<ShareAcknowledgeResponse>(body, version),
+        (83, true) => roundtrip::<InitializeShareGroupStateRequest>(body, version),
+        (83, false) => roundtrip::<InitializeShareGroupStateResponse>(body, version),
+        (84, true) => roundtrip::<ReadShareGroupStateRequest>(body, version),
+        (84, false) => roundtrip::<ReadShareGroupStateResponse>(body, version),
+        (85, true) => roundtrip::<WriteShareGroupStateRequest>(body, version),
+        (85, false) => roundtrip::<WriteShareGroupStateResponse>(body, version),
+        (86, true) => roundtrip::<DeleteShareGroupStateRequest>(body, version),
+        (86, false) => roundtrip::<DeleteShareGroupStateResponse>(body, version),
+        (87, true) => roundtrip::<ReadShareGroupStateSummaryRequest>(body, version),
+        (87, false) => roundtrip::<ReadShareGroupStateSummaryResponse>(body, version),
         (90, true) => roundtrip::<DescribeShareGroupOffsetsRequest>(body, version),
         (90, false) => roundtrip::<DescribeShareGroupOffsetsResponse>(body, version),
         (91, true) => roundtrip::<AlterShareGroupOffsetsRequest>(body, version),
