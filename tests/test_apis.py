@@ -58,11 +58,10 @@ def test_api_versions_advertises_exactly_the_handlers(broker):
             resp = c.request(18, v, ApiVersions(client_software_name="t", client_software_version="1"))
             got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             # a single node: the cluster-only APIs (DescribeQuorum) are neither advertised nor served;
-            # nor are the share-group APIs unless group.share.enable is set
-            assert got == {k: (e.min_version, e.max_version) for k, e in HANDLERS.items()
-                           if not e.cluster_only and e.enabled_by is None}
+            # the share-group APIs are (group.share.enable is true by default)
+            assert got == {k: (e.min_version, e.max_version) for k, e in HANDLERS.items() if not e.cluster_only}
             assert 55 not in got and 55 in HANDLERS
-            assert 78 not in got and HANDLERS[78].enabled_by == "group.share.enable"
+            assert 78 in got and HANDLERS[78].enabled_by == "group.share.enable"
 
 
 def test_idempotent_retry_is_not_written_twice_and_gap_is_refused(broker):

@@ -1,7 +1,7 @@
 """Share groups (KIP-932) on the wire against an in-process broker: ShareGroupHeartbeat and
 ShareGroupDescribe, ShareFetch sessions, acquisition, acknowledgement, redelivery after a
 release or an expired lock, archiving at the delivery limit, and the errors a client can
-provoke. Off by default (group.share.enable)."""
+provoke. On by default (group.share.enable)."""
 
 from __future__ import annotations
 
@@ -90,14 +90,20 @@ def values_of(resp) -> list[bytes]:
     return out
 
 
-def test_share_apis_are_advertised_only_when_enabled(tmp_path, share_broker):
-    with Broker(data_dir=tmp_path / "off") as off, RawClient(off.bootstrap_servers) as c:
+def test_share_apis_are_advertised_unless_disabled(tmp_path):
+    off_config = {"group.share.enable": "false"}
+    with Broker(data_dir=tmp_path / "off", config=off_config) as off, RawClient(off.bootstrap_servers) as c:
         keys = {k.api_key for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys}
-        assert not keys & {76, 77, 78, 79}
-    with RawClient(share_broker.bootstrap_servers) as c:
+        assert not keys & {76, 77, 78, 79, 83, 84, 85, 86, 87}
+        FindCoordinator = REQUESTS[10]
+        r = c.request(10, 6, FindCoordinator(key_type=2, coordinator_keys=[f"g:{uuid.uuid4()}:0"]))
+        assert r.coordinators[0].error_code == ErrorCode.INVALID_REQUEST, "no share coordinator when disabled"
+    with Broker(data_dir=tmp_path / "on") as on, RawClient(on.bootstrap_servers) as c:
         api = {k.api_key: (k.min_version, k.max_version)
                for k in c.request(18, 3, ApiVersions(client_software_name="t", client_software_version="1")).api_keys}
         assert (api[76], api[77], api[78], api[79]) == ((1, 1), (1, 1), (1, 2), (1, 2))
+        assert (api[83], api[84], api[85], api[86], api[87]) == ((0, 0), (0, 0), (0, 1), (0, 0), (0, 1))
+        assert api[10] == (0, 6)
 
 
 def test_members_share_a_partition_and_each_record_goes_to_one_of_them(share_broker):

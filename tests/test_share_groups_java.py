@@ -199,3 +199,35 @@ def test_console_share_consumer_on_three_nodes(tmp_path, kafka_tools):
         assert r.returncode == 0, r.stderr[-3000:]
         assert sorted(int(v) for v in r.stdout.split()) == list(range(30))
         assert len(leaders) >= 2, leaders
+
+
+def test_kafka_share_groups_describes_resets_and_deletes_offsets(share_broker, kafka_tools):
+    bs = share_broker.bootstrap_servers
+    setup_topic(bs, "jobs", 20, partitions=2)
+
+    def console() -> list[int]:
+        cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.ConsoleShareConsumer", [
+            "--bootstrap-server", bs, "--topic", "jobs", "--group", "workers", "--max-messages", "20",
+            "--timeout-ms", "30000"])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return sorted(int(v) for v in r.stdout.split())
+
+    def tool(*args: str) -> list[list[str]]:
+        cmd = kafka_tools.tools_java("org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                                     ["--bootstrap-server", bs, *args])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return [line.split() for line in r.stdout.splitlines() if line.strip()]
+
+    assert console() == list(range(20))
+    assert ["workers"] in tool("--list")
+    rows = tool("--describe", "--group", "workers", "--offsets")
+    assert [r[:4] for r in rows[1:]] == [["workers", "jobs", "0", "10"], ["workers", "jobs", "1", "10"]], rows
+    # back to the start: the partitions' leader drops what it held and reads the reset state
+    rows = tool("--reset-offsets", "--group", "workers", "--topic", "jobs", "--to-earliest", "--execute")
+    assert [r[:4] for r in rows[1:]] == [["workers", "jobs", "0", "0"], ["workers", "jobs", "1", "0"]], rows
+    assert console() == list(range(20)), "every record again after the reset"
+    rows = tool("--delete-offsets", "--group", "workers", "--topic", "jobs")
+    assert rows[1] == ["jobs", "Successful"], rows
+    assert "no offset information" in " ".join(tool("--describe", "--group", "workers", "--offsets")[0])

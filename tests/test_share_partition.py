@@ -100,6 +100,7 @@ def test_random_operations_agree_with_a_per_offset_model():
     model: dict[int, list] = {}
     hw = 0
     members = ["a", "b", "c"]
+    failovers = 0
     for step in range(3000):
         now = step * 0.5
         hw += rng.choice([0, 0, 1, 3])
@@ -134,6 +135,14 @@ def test_random_operations_agree_with_a_per_offset_model():
             else:
                 m[0], m[2] = ("archived" if m[1] >= limit else "avail"), ""
         s.expire_locks(now)
+        if rng.random() < 0.02:  # a new leader reads back what was written: the locks are gone
+            restored = sp(start=s.start_offset, limit=limit, lock=lock, max_in_flight=30)
+            restored.restore(s.state_batches())
+            s = restored
+            for m in model.values():
+                if m[0] == "acq":
+                    m[0], m[2] = "avail", ""
+            failovers += 1
         # the start offset is the first offset not done; in-flight entries match the model
         done = {"acked", "archived"}
         expect_start = 0
@@ -147,3 +156,27 @@ def test_random_operations_agree_with_a_per_offset_model():
                      RecordState.ACKNOWLEDGED: "acked", RecordState.ARCHIVED: "archived"}[rec.state]
             assert (state, rec.delivery_count) == (m[0], m[1]), (step, off)
     assert s.start_offset > 100, "the run made progress"
+    assert failovers > 20
+
+
+def test_persisted_state_is_runs_of_the_in_flight_offsets_and_restores_them():
+    s = sp(start=10, limit=5)
+    s.acquire("a", 10, 16, now=0, max_records=100)
+    v = s.version
+    assert v == 0, "acquiring is not written"
+    s.acknowledge("a", 11, 12, [Ack.ACCEPT], now=1)
+    s.acknowledge("a", 13, 13, [Ack.RELEASE], now=1)
+    s.acknowledge("a", 15, 15, [Ack.REJECT], now=1)
+    assert s.version == 3 and s.dirty
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in s.state_batches()] == [
+        (10, 10, 0, 1), (11, 12, 2, 1), (13, 14, 0, 1), (15, 15, 4, 1)], "acquired records are written as available"
+    r = sp(start=10, limit=5)
+    r.restore(s.state_batches())
+    assert (r.start_offset, r.end_offset) == (10, 16)
+    assert r.acquire("b", 10, 16, now=2, max_records=100) == [(10, 10, 2), (13, 14, 2)]
+    # a gap between batches is never-delivered records; a done prefix moves the start
+    r = sp(start=0)
+    from logbroker.coord.share_state_log import StateBatch
+    r.restore([StateBatch(0, 1, 2, 1), StateBatch(5, 5, 4, 3)])
+    assert (r.start_offset, r.end_offset) == (2, 6)
+    assert r.acquire("c", 0, 6, now=0, max_records=100) == [(2, 4, 1)]

@@ -27,6 +27,8 @@ from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
+from logbroker.broker.share_persister import SharePersister
+from logbroker.coord.share_coordinator import ShareCoordinator
 
 log = logging.getLogger("logbroker.broker")
 
@@ -40,6 +42,7 @@ class BrokerServer:
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
         self.share_fetch: ShareFetchManager | None = None
+        self.share_coordinator: ShareCoordinator | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
         # (which fills it) and the network thread (which serves from it).
         self.partition_table = _core.PartitionTable()
@@ -113,7 +116,11 @@ class BrokerServer:
             await self.groups.startup()
             dead_letters = DeadLetterWriter(self.config, self.controller, self.node_id)
             await nursery.start(dead_letters.run)
-            self.share_fetch = ShareFetchManager(self.config, self.replicas, self.controller, dead_letters)
+            self.share_coordinator = ShareCoordinator(self.config, self.replicas, self.controller)
+            await self.share_coordinator.startup()
+            persister = SharePersister(self.config, self.controller, self.share_coordinator)
+            self.share_fetch = ShareFetchManager(self.config, self.replicas, self.controller, persister, dead_letters)
+            await nursery.start(self.share_fetch.run)
             self.groups.share.on_member_left = self.share_fetch.release_member
             self.transactions = TransactionCoordinator(self.config, self.replicas, self.controller, self.groups)
             await nursery.start(self.transactions.run)

@@ -17,11 +17,18 @@ With nothing to hand out the request waits up to MaxWaitMs for an HW move on one
 partitions (the data path reports those, `Partition.add_waiter`), a record coming back, or
 the next lock expiry.
 
-Share-partition state lives in memory on the leader: it does not survive a restart or a
-leader change (the group starts again at its share.auto.offset.reset), which is why share
-groups are off by default (`group.share.enable`). The group-level keys (share.auto.offset.reset,
-share.record.lock.duration.ms, share.delivery.count.limit) are read from the metadata image's
-group configs at each use, the broker's group.share.* keys as defaults.
+Share-partition state is persisted at the share coordinator (share_persister.py,
+coord/share_coordinator.py). A share-partition is read back when it is first used under a
+leader epoch (a fresh one starts at the group's share.auto.offset.reset, and that start is
+written at once). Acknowledgements are answered once their state is written; other changes
+(records coming back as locks run out or members leave, the log start moving) are written
+in the background. Writes of one share-partition are coalesced: one write carries every
+change made before it started. A write refused as fenced (a newer leader, or the group's
+offsets reset) drops the share-partition here; its next use reads it back.
+
+The group-level keys (share.auto.offset.reset, share.record.lock.duration.ms,
+share.delivery.count.limit) are read from the metadata image's group configs at each use,
+the broker's group.share.* keys as defaults.
 """
 
 from __future__ import annotations
@@ -33,11 +40,13 @@ from dataclasses import dataclass, field
 import trio
 
 from logbroker.broker.share_partition import SharePartition, ShareError
+from logbroker.coord.state_topic import StateTopicError
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.share")
 
 MAX_EPOCH = 2**31 - 1
+IDLE_CHECK_S = 5.0
 
 
 @dataclass
@@ -68,11 +77,14 @@ class PartitionResult:
 
 
 class ShareFetchManager:
-    def __init__(self, config, replicas, controller, dead_letters=None) -> None:
+    def __init__(self, config, replicas, controller, persister, dead_letters=None) -> None:
         self.config = config
         self.replicas = replicas
         self.controller = controller
+        self.persister = persister  # a share_persister.SharePersister
         self.dead_letters = dead_letters  # a share_dead_letters.DeadLetterWriter, or None
+        self._nursery: trio.Nursery | None = None
+        self._loading: dict[tuple[str, str, int], trio.Event] = {}
         self.max_in_flight = config.get_int("group.share.partition.max.record.locks")
         self.max_sessions = config.get_int("group.share.max.share.sessions")
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
@@ -107,28 +119,136 @@ class ShareFetchManager:
                                    f"{name}-{partition} is not led by this broker")
         return name, part
 
-    def share_partition(self, group_id: str, topic: str, part) -> SharePartition:
-        """The group's share-partition of `part`, made at the first use under this leader epoch
-        (state from an earlier leadership here is stale: another leader served the group since)."""
-        key = (group_id, topic, part.index)
-        sp = self.partitions.get(key)
-        if sp is not None and sp.leader_epoch != part.leader_epoch:
-            log.info("share group %r: %s-%d led again at epoch %d (was %d): its share state starts over",
-                     group_id, topic, part.index, part.leader_epoch, sp.leader_epoch)
-            sp = None
-        lock_s = self.lock_duration_ms(group_id) / 1000
-        limit = self.group_config(group_id, "share.delivery.count.limit")
-        if sp is None:
-            reset = self.group_config(group_id, "share.auto.offset.reset")
-            start = part.log.high_watermark if reset == "latest" else part.log.log_start_offset
-            sp = self.partitions[key] = SharePartition(group_id, topic, part.index, start, lock_s, limit,
-                                                       self.max_in_flight)
-            sp.leader_epoch = part.leader_epoch
-            sp.source_log = part.log
-            log.info("share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
-                     group_id, topic, part.index, start, reset)
-        sp.lock_duration_s, sp.delivery_count_limit = lock_s, limit  # the group's configs may change
+    def share_partition(self, group_id: str, topic: str, part) -> SharePartition | None:
+        """The group's share-partition of `part` if it was read back under the current leader
+        epoch (state from an earlier leadership here is stale: another leader served the group
+        since)."""
+        sp = self.partitions.get((group_id, topic, part.index))
+        if sp is None or sp.leader_epoch != part.leader_epoch:
+            return None
+        # the group's configs may change
+        sp.lock_duration_s = self.lock_duration_ms(group_id) / 1000
+        sp.delivery_count_limit = self.group_config(group_id, "share.delivery.count.limit")
         return sp
+
+    async def load(self, group_id: str, topic_id: uuid.UUID, topic: str, part) -> SharePartition:
+        """The group's share-partition of `part`, read back from its share coordinator at its
+        first use under this leader epoch; StateTopicError if that fails."""
+        key = (group_id, topic, part.index)
+        while True:
+            sp = self.share_partition(group_id, topic, part)
+            if sp is not None:
+                return sp
+            loading = self._loading.get(key)
+            if loading is None:
+                break
+            await loading.wait()
+        done = self._loading[key] = trio.Event()
+        try:
+            epoch = part.leader_epoch
+            pkey = (group_id, topic_id, part.index)
+            state_epoch, start, batches = await self.persister.read(pkey, epoch)
+            fresh = start < 0
+            if fresh:
+                reset = self.group_config(group_id, "share.auto.offset.reset")
+                start = part.log.high_watermark if reset == "latest" else part.log.log_start_offset
+                await self.persister.write(pkey, state_epoch, epoch, start, [])
+            if part.leader_epoch != epoch or not part.is_leader:
+                raise StateTopicError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                      f"share group {group_id!r}: {topic}-{part.index} changed leader while loading")
+            old = self.partitions.get(key)
+            sp = SharePartition(group_id, topic, part.index, start, 0.0, 0, self.max_in_flight)
+            sp.restore(batches)
+            sp.leader_epoch, sp.state_epoch, sp.topic_id, sp.source_log = epoch, state_epoch, topic_id, part.log
+            self.partitions[key] = sp
+            if fresh:
+                log.info("share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
+                         group_id, topic, part.index, start, reset)
+            else:
+                log.info("share group %r: %s-%d read back%s: SPSO %d, SPEO %d, state epoch %d, leader epoch %d",
+                         group_id, topic, part.index, "" if old is None else f" (was led here at epoch {old.leader_epoch})",
+                         sp.start_offset, sp.end_offset, state_epoch, epoch)
+            return self.share_partition(group_id, topic, part) or sp
+        finally:
+            del self._loading[key]
+            done.set()
+
+    async def load_all(self, group_id: str, targets: list[tuple[uuid.UUID, int, str, object]]
+                       ) -> dict[tuple[uuid.UUID, int], PartitionResult]:
+        """Loads the share-partitions of `targets` not loaded yet, at once; the ones that
+        failed, as results naming the error."""
+        failed: dict[tuple[uuid.UUID, int], PartitionResult] = {}
+
+        async def one(topic_id, index, topic, part):
+            try:
+                await self.load(group_id, topic_id, topic, part)
+            except StateTopicError as e:
+                log.warning("share group %r: reading the state of %s-%d failed: %s", group_id, topic, index, e)
+                failed[(topic_id, index)] = PartitionResult(topic_id, index, e.code, str(e))
+
+        missing = [t for t in targets if self.share_partition(group_id, t[2], t[3]) is None]
+        if missing:
+            async with trio.open_nursery() as nursery:
+                for t in missing:
+                    nursery.start_soon(one, *t)
+        return failed
+
+    # --- persistence ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Holds the nursery of background writes, and drops idle sessions, until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                while True:  # sessions of consumers that went away without closing them
+                    await trio.sleep(IDLE_CHECK_S)
+                    self.evict_idle(trio.current_time())
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self.persister.aclose()
+
+    async def persist(self, sp: SharePartition) -> None:
+        """Until every change made to `sp` so far is written; StateTopicError if a write fails."""
+        target = sp.version
+        while sp.persisted_version < target:
+            if sp.writing is not None:
+                await sp.writing.wait()
+                continue
+            done = sp.writing = trio.Event()
+            version = sp.version
+            try:
+                await self.persister.write((sp.group_id, sp.topic_id, sp.partition), sp.state_epoch, sp.leader_epoch,
+                                           sp.start_offset, sp.state_batches())
+                sp.persisted_version = max(sp.persisted_version, version)
+            except StateTopicError as e:
+                if e.code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+                    log.warning("share group %r: %s: %s; its state is read back at its next use", sp.group_id,
+                                sp.name, e)
+                    if self.partitions.get((sp.group_id, sp.topic, sp.partition)) is sp:
+                        del self.partitions[(sp.group_id, sp.topic, sp.partition)]
+                raise
+            finally:
+                sp.writing = None
+                done.set()
+
+    async def _persist_in_background(self, sp: SharePartition) -> None:
+        try:
+            await self.persist(sp)
+        except StateTopicError as e:
+            log.warning("share group %r: writing the state of %s failed (retried at its next change): %s",
+                        sp.group_id, sp.name, e)
+
+    def _after_change(self, sp: SharePartition) -> None:
+        """Hands the records `sp` gave up on to the dead-letter writer, and starts writing its
+        state if it changed and no write is under way."""
+        if sp.dead_letters:
+            entries, sp.dead_letters = sp.dead_letters, []
+            if self.dead_letters is not None:
+                self.dead_letters.submit(sp.group_id, sp.topic, sp.partition, sp.source_log, entries)
+        if sp.dirty and sp.writing is None and self._nursery is not None:
+            self._nursery.start_soon(self._persist_in_background, sp)
 
     # --- sessions ----------------------------------------------------------------------------
 
@@ -179,13 +299,22 @@ class ShareFetchManager:
     def close_session(self, s: ShareSession) -> None:
         self.sessions.pop((s.group_id, s.member_id), None)
         self.release_member(s.group_id, s.member_id)
+        if self._nursery is not None and not any(g == s.group_id for g, _ in self.sessions):
+            self._nursery.start_soon(self._forget_group, s.group_id)
 
-    def _given_up(self, sp: SharePartition) -> None:
-        """Hands the records the share-partition gave up on to the dead-letter writer."""
-        if sp.dead_letters:
-            entries, sp.dead_letters = sp.dead_letters, []
-            if self.dead_letters is not None:
-                self.dead_letters.submit(sp.group_id, sp.topic, sp.partition, sp.source_log, entries)
+    async def _forget_group(self, group_id: str) -> None:
+        """A group with no share session here any more: once its share-partitions are written,
+        they are dropped, and read back at their next use (their offsets may be reset
+        meanwhile: AlterShareGroupOffsets needs an empty group)."""
+        for key, sp in [(k, sp) for k, sp in self.partitions.items() if k[0] == group_id]:
+            try:
+                await self.persist(sp)
+            except StateTopicError as e:
+                log.warning("share group %r: writing the state of %s failed: %s", group_id, sp.name, e)
+                continue
+            if (self.partitions.get(key) is sp and not sp.dirty
+                    and not any(g == group_id for g, _ in self.sessions)):
+                del self.partitions[key]
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Records the member holds here become available (its session closed, it left the group)."""
@@ -193,26 +322,36 @@ class ShareFetchManager:
         for (g, _, _), sp in self.partitions.items():
             if g == group_id:
                 n += sp.release_member(member_id)
-                self._given_up(sp)
+                self._after_change(sp)
         if n:
             log.info("share group %r: %d record(s) of member %s released", group_id, n, member_id)
             self._changed()
 
     # --- acknowledgements -----------------------------------------------------------------
 
-    def acknowledge(self, group_id: str, member_id: str, topic: str, part, batches, now: float,
-                    renew_allowed: bool = True) -> tuple[int, str | None]:
-        sp = self.share_partition(group_id, topic, part)
+    async def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, topic: str, part, batches,
+                          renew_allowed: bool = True) -> tuple[int, str | None]:
+        """Applies a partition's acknowledgement batches (all or none), and answers once the
+        new state is written: (error code, message)."""
         if not renew_allowed and any(4 in b.acknowledge_types for b in batches):
             return ErrorCode.INVALID_REQUEST, "acknowledge type 4 (RENEW) needs version 2"
+        try:
+            sp = await self.load(group_id, topic_id, topic, part)
+        except StateTopicError as e:
+            return e.code, str(e)
+        now = trio.current_time()
         try:
             for b in sorted(batches, key=lambda b: b.first_offset):
                 sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now)
         except ShareError as e:
             return e.code, str(e)
         finally:
-            self._given_up(sp)
+            self._after_change(sp)
             self._changed()
+        try:
+            await self.persist(sp)
+        except StateTopicError as e:
+            return e.code, f"share group {group_id!r}, {sp.name}: the acknowledgement was not written: {e}"
         return ErrorCode.NONE, None
 
     # --- acquisition --------------------------------------------------------------------------
@@ -228,9 +367,18 @@ class ShareFetchManager:
             first, bound = sp.end_offset, lg.high_watermark
             if first >= bound or not sp.can_acquire_new():
                 return None, []
-        # read up to the HW: a batch the SPEO cuts in two is read whole (Log.read returns only
-        # whole batches below its bound), and only its offsets below `bound` are acquired
-        got = lg.read_batches(first, max_bytes, lg.high_watermark)
+        # whole batches (a batch the SPEO cuts in two is read whole, and only its offsets below
+        # `bound` are acquired), no further than max_records could use: Log.read_batches
+        # returns the batches that end below its offset bound, or with max_bytes 1 just the
+        # first batch (one batch always comes back whatever its size)
+        hw = lg.high_watermark
+        got = None
+        if first + max_records < hw:
+            got = lg.read_batches(first, max_bytes, first + max_records)
+            if got is None:  # the first batch reaches past first + max_records
+                got = lg.read_batches(first, 1, hw)
+        else:
+            got = lg.read_batches(first, max_bytes, hw)
         if got is None:
             return None, []
         data, end = got
@@ -244,6 +392,8 @@ class ShareFetchManager:
             if max_records <= 0 or max_bytes <= 0:
                 break
             sp = self.share_partition(session.group_id, topic, part)
+            if sp is None:  # not loaded (its load failed, or its leader changed since)
+                continue
             try:
                 data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes)
             except Exception as e:  # noqa: BLE001 - a log error on one partition must not fail the others
@@ -251,7 +401,7 @@ class ShareFetchManager:
                             sp.end_offset, e)
                 continue
             finally:
-                self._given_up(sp)  # locks that ran out at the delivery limit
+                self._after_change(sp)  # locks that ran out at the delivery limit
             if acquired and data is not None:
                 out[(topic_id, index)] = (data, acquired)
                 max_records -= sum(last - first + 1 for first, last, _ in acquired)

@@ -19,6 +19,12 @@ Invariants:
     `max_in_flight` offsets are in flight before new ones are acquired; a record is acquired
     by one member at a time; only the member holding a record can acknowledge it.
 
+Persistence: `version` counts the changes that the share coordinator must learn (every one
+but an acquisition: like Kafka, a leader does not write when it hands records out);
+`state_batches()` is what is written — the in-flight offsets as runs of (delivery state,
+delivery count), an acquired record as available with its count — and `restore` rebuilds a
+share-partition from what was read back (SPEO: the end of the last batch).
+
 Offsets with no record (compaction gaps, transaction markers) are handed out like records:
 the consumer acknowledges them as GAP. Nothing here reads record bytes: the caller reads whole
 batches from the log (`share_fetch.py`) and this module decides which of their offsets are
@@ -28,8 +34,12 @@ acquired. Times are trio-clock seconds, passed in.
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass
 
+import trio
+
+from logbroker.coord.share_state_log import StateBatch
 from logbroker.protocol import ErrorCode
 
 
@@ -79,6 +89,11 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self.leader_epoch = -1  # of the leadership this state belongs to (set by its owner)
+        self.state_epoch = 0  # of the persisted state (bumped when the group's offsets are reset)
+        self.topic_id: uuid.UUID | None = None  # the topic's id (set by its owner)
+        self.version = 0  # changes to persist; `persisted_version` of them are persisted
+        self.persisted_version = 0
+        self.writing: trio.Event | None = None  # while a write is in flight (set by its owner)
         self.source_log = None  # the partition's log (set by its owner, for dead letters)
         # (offset, delivery count, reason) of records given up on (archived at the delivery
         # limit, or rejected), for the dead-letter topic; the owner drains it
@@ -90,6 +105,37 @@ class SharePartition:
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    # --- persistence ---------------------------------------------------------------------
+
+    def restore(self, batches: list[StateBatch]) -> None:
+        """Takes the persisted in-flight state (batches above the SPSO; offsets between them
+        are available, never delivered); the SPEO becomes the end of the last batch."""
+        for b in batches:
+            for off in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
+                self.records[off] = InFlight(RecordState(b.delivery_state), b.delivery_count)
+            self.end_offset = max(self.end_offset, b.last_offset + 1)
+        for off in range(self.start_offset, self.end_offset):
+            self.records.setdefault(off, InFlight())
+        self._advance()
+
+    def state_batches(self) -> list[StateBatch]:
+        """The in-flight offsets as runs of equal (delivery state, delivery count); acquired
+        records as available (their lock does not survive the leader)."""
+        out: list[StateBatch] = []
+        for off in range(self.start_offset, self.end_offset):
+            rec = self.records[off]
+            state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
+            if (out and out[-1].last_offset == off - 1 and out[-1].delivery_state == state
+                    and out[-1].delivery_count == rec.delivery_count):
+                out[-1] = StateBatch(out[-1].first_offset, off, int(state), rec.delivery_count)
+            else:
+                out.append(StateBatch(off, off, int(state), rec.delivery_count))
+        return out
+
+    @property
+    def dirty(self) -> bool:
+        return self.persisted_version < self.version
 
     # --- acquisition -------------------------------------------------------------------
 
@@ -168,6 +214,7 @@ class SharePartition:
                 self._give_back(off, rec)
             else:  # RENEW
                 rec.deadline = now + self.lock_duration_s
+        self.version += 1
         self._advance()
 
     def release_member(self, member_id: str) -> int:
@@ -177,7 +224,9 @@ class SharePartition:
             if rec.state == RecordState.ACQUIRED and rec.member_id == member_id:
                 self._give_back(off, rec)
                 n += 1
-        self._advance()
+        if n:
+            self.version += 1
+            self._advance()
         return n
 
     def expire_locks(self, now: float) -> int:
@@ -188,6 +237,7 @@ class SharePartition:
                 self._give_back(off, rec)
                 n += 1
         if n:
+            self.version += 1
             self._advance()
         return n
 
@@ -219,4 +269,5 @@ class SharePartition:
             del self.records[off]
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
+        self.version += 1
         self._advance()

@@ -46,8 +46,12 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def partition_for(group_id: str, num_partitions: int) -> int:
-    h = java_string_hash(group_id)
+def partition_for(key: str, num_partitions: int) -> int:
+    """The partition of an internal state topic owning `key` (a group id, a transactional
+    id, a share-partition key), as Kafka places it."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    h = java_string_hash(key)
     # Kafka's Utils.abs maps Integer.MIN_VALUE to 0
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 

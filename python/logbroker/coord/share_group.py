@@ -130,6 +130,28 @@ class ShareGroupCoordinator:
         if self.on_member_left is not None:
             self.on_member_left(group.group_id, member_id)
 
+    def offsets_check(self, gid: str, need_empty: bool) -> tuple[int, str | None]:
+        """Whether this coordinator may describe (or, `need_empty`, alter or delete) the share
+        offsets of group `gid`: (error code, message)."""
+        owner = self.owner
+        code = owner.check_coordinator(gid)
+        if code:
+            return code, None
+        if not gid:
+            return ErrorCode.INVALID_REQUEST, "GroupId can't be empty"
+        classic = owner.groups.get(gid)
+        if (classic is not None and classic.members) or gid in owner.consumer.groups:
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid!r} is not a share group"
+        group = self.groups.get(gid)
+        if need_empty and group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP, (f"share group {gid!r} has {len(group.members)} member(s): its offsets "
+                                               f"change only while it is empty")
+        return ErrorCode.NONE, None
+
+    def note_group(self, gid: str) -> None:
+        """An (empty) share group exists from its first offsets change (AlterShareGroupOffsets)."""
+        self.groups.setdefault(gid, ShareGroup(gid))
+
     def heartbeat(self, req, client_id: str, client_host: str) -> dict:
         owner = self.owner
         gid = req.group_id

@@ -42,11 +42,10 @@ from collections import defaultdict
 
 import trio
 
-from logbroker import _core
 from logbroker.clock import now_ms
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
-from logbroker.coord.controller import ControllerError
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.state_topic import WRITE_TIMEOUT_S, StateTopic, StateTopicError
 from logbroker.coord.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     TransactionLogError,
@@ -54,7 +53,6 @@ from logbroker.coord.transaction_log import (
     TxnStatus,
     parse_txn_key,
     parse_txn_value,
-    partition_for,
     txn_key,
     txn_value,
 )
@@ -64,7 +62,6 @@ from logbroker.protocol import REQUESTS, ErrorCode
 log = logging.getLogger("logbroker.transactions")
 
 MAX_EPOCH = 32767
-WRITE_TIMEOUT_S = 30.0
 MARKER_BACKOFF_S = 0.1
 WRITE_TXN_MARKERS = 27
 
@@ -120,12 +117,12 @@ class TransactionCoordinator:
         self.controller = controller
         self.groups = groups
         self.node_id = config.node_id
-        self.num_partitions = config.get_int("transaction.state.log.num.partitions")
+        self.state_topic = StateTopic(TRANSACTION_STATE_TOPIC, self.node_id, replicas, controller,
+                                      config.get_int("transaction.state.log.num.partitions"))
         self.max_timeout_ms = config.get_int("transaction.max.timeout.ms")
         self.cleanup_interval_s = config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         self.txns: dict[str, TxnMetadata] = {}
-        self._led: dict[int, int] = {}  # __transaction_state partitions loaded -> coordinator (leader) epoch
-        self._append_locks: dict[int, trio.Lock] = {}
+        self._led = self.state_topic.loaded  # __transaction_state partitions loaded -> coordinator (leader) epoch
         self._channel = BrokerChannel(self.node_id)
         self._nursery: trio.Nursery | None = None
         self._completing: set[str] = set()
@@ -137,54 +134,33 @@ class TransactionCoordinator:
         self.controller.add_listener(self.on_metadata)
 
     async def ensure_state_topic(self) -> None:
-        if TRANSACTION_STATE_TOPIC in self.controller.image.topics:
-            return
-        rf = self.config.get_int("transaction.state.log.replication.factor")
-        min_isr = min(rf, self.config.get_int("transaction.state.log.min.isr"))
-        try:
-            await self.controller.create_topic(
-                TRANSACTION_STATE_TOPIC, self.config.get_int("transaction.state.log.num.partitions"), rf,
-                configs={
-                    "cleanup.policy": "compact",
-                    "min.insync.replicas": str(min_isr),
-                    "segment.bytes": str(self.config.get_int("transaction.state.log.segment.bytes")),
-                },
-            )
-        except ControllerError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        self.num_partitions = len(self.controller.image.topics[TRANSACTION_STATE_TOPIC].partitions)
+        c = self.config
+        await self.state_topic.ensure(c.get_int("transaction.state.log.num.partitions"),
+                                      c.get_int("transaction.state.log.replication.factor"),
+                                      c.get_int("transaction.state.log.min.isr"),
+                                      c.get_int("transaction.state.log.segment.bytes"))
+
+    @property
+    def num_partitions(self) -> int:
+        return self.state_topic.num_partitions
 
     def partition_of(self, txn_id: str) -> int:
-        return partition_for(txn_id, self.num_partitions)
+        return self.state_topic.partition_of(txn_id)
 
     def coordinator_node(self, txn_id: str) -> tuple[int, int]:
         """(partition, leader id or -1) of the id's `__transaction_state` partition."""
-        index = self.partition_of(txn_id)
-        topic = self.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
-        ps = None if topic is None else topic.partitions.get(index)
-        return index, -1 if ps is None else ps.leader
+        return self.state_topic.coordinator_node(txn_id)
 
     def check_coordinator(self, txn_id: str) -> None:
         if not txn_id:
             raise TxnError(ErrorCode.INVALID_REQUEST, "empty transactional id")
-        index = self.partition_of(txn_id)
-        part = self.replicas.get(TRANSACTION_STATE_TOPIC, index)
-        if part is None or not part.is_leader:
-            raise TxnError(ErrorCode.NOT_COORDINATOR,
-                           f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{index} (transactional id {txn_id!r})")
-        if index not in self._led:
-            raise TxnError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{TRANSACTION_STATE_TOPIC}-{index} is loading")
+        try:
+            self.state_topic.check_loaded(self.partition_of(txn_id), f"transactional id {txn_id!r}")
+        except StateTopicError as e:
+            raise TxnError(e.code, str(e)) from None
 
     async def on_metadata(self, image) -> None:
-        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        led = {} if topic is None else {p: ps.leader_epoch for p, ps in topic.partitions.items()
-                                         if ps.leader == self.node_id}
-        if topic is not None:
-            self.num_partitions = len(topic.partitions)
-        lost = [p for p in self._led if led.get(p) != self._led[p]]
-        for p in lost:
-            del self._led[p]
+        lost, gained = self.state_topic.leadership_changes(image)
         if lost:
             gone = set(lost)
             dropped = [t for t in self.txns if self.partition_of(t) in gone]
@@ -192,20 +168,11 @@ class TransactionCoordinator:
                 del self.txns[t]
             log.info("no longer transaction coordinator for %s partition(s) %s: %d transactional id(s) unloaded",
                      TRANSACTION_STATE_TOPIC, sorted(lost), len(dropped))
-        gained = [p for p, e in led.items() if self._led.get(p) != e]
         if gained:
-            await self._load(gained, led)
+            await self._load(gained)
 
-    async def _load(self, indexes: list[int], epochs: dict[int, int]) -> None:
-        wanted = set(indexes)
-        parts = [p for (t, i), p in self.replicas.partitions.items() if t == TRANSACTION_STATE_TOPIC and i in wanted]
-
-        def read_all():
-            # to the log end: a new leader's HW lags its log, which holds all the previous
-            # leader acknowledged (as the group coordinator loads)
-            return [(p.index, p.log.read_records(p.log.log_start_offset, p.log.log_end_offset)) for p in parts]
-
-        loaded = await trio.to_thread.run_sync(read_all)
+    async def _load(self, epochs: dict[int, int]) -> None:
+        loaded = await self.state_topic.read_all(epochs)
         found: dict[str, TxnMetadata | None] = {}
         for index, records in loaded:
             for offset, _ts, key, value in records:
@@ -219,15 +186,14 @@ class TransactionCoordinator:
                 self.txns.pop(txn_id, None)
             else:
                 self.txns[txn_id] = meta
-        for p in parts:
-            self._led[p.index] = epochs[p.index]
+        self.state_topic.mark_loaded(epochs)
         resumed = 0
         for txn_id, meta in found.items():
             if meta is not None and meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
                 self._start_completion(txn_id)
                 resumed += 1
         log.info("transaction coordinator for %s partition(s) %s: %d transactional id(s) loaded, "
-                 "%d transaction(s) being completed", TRANSACTION_STATE_TOPIC, sorted(p.index for p in parts),
+                 "%d transaction(s) being completed", TRANSACTION_STATE_TOPIC, sorted(epochs),
                  sum(m is not None for m in found.values()), resumed)
 
     # --- persistence ---------------------------------------------------------------------
@@ -235,27 +201,11 @@ class TransactionCoordinator:
     async def _write(self, new: TxnMetadata) -> None:
         """Append `new` for its id and wait for the HW; then it becomes the state."""
         txn_id = new.transactional_id
-        index = self.partition_of(txn_id)
-        part = self.replicas.get(TRANSACTION_STATE_TOPIC, index)
-        epoch = self._led.get(index)
-        if part is None or not part.is_leader or epoch is None or part.leader_epoch != epoch:
-            raise TxnError(ErrorCode.NOT_COORDINATOR, f"lost leadership of {TRANSACTION_STATE_TOPIC}-{index}")
-        lock = self._append_locks.setdefault(index, trio.Lock())
-        async with lock:
-            batch = _core.encode_batch([(txn_key(txn_id), txn_value(new.to_value()), 0, [])], base_timestamp=now_ms())
-            try:
-                result = await trio.to_thread.run_sync(part.log.append_as_leader, batch, epoch, now_ms())
-            except (_core.LogBrokerError, OSError) as e:
-                log.error("writing the state of transactional id %r to %s-%d failed: %s", txn_id,
-                          TRANSACTION_STATE_TOPIC, index, e)
-                raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
-            part.maybe_increment_hw()
-        if not await part.wait_for_hw(result.last_offset + 1, trio.current_time() + WRITE_TIMEOUT_S):
-            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           f"{TRANSACTION_STATE_TOPIC}-{index}: HW did not reach {result.last_offset + 1} "
-                           f"within {WRITE_TIMEOUT_S:.0f} s (transactional id {txn_id!r})")
-        if self._led.get(index) != epoch:
-            raise TxnError(ErrorCode.NOT_COORDINATOR, f"lost leadership of {TRANSACTION_STATE_TOPIC}-{index}")
+        try:
+            await self.state_topic.append(self.partition_of(txn_id), txn_key(txn_id), txn_value(new.to_value()),
+                                          f"the state of transactional id {txn_id!r}")
+        except StateTopicError as e:
+            raise TxnError(e.code, str(e)) from None
         self.txns[txn_id] = new
 
     # --- the APIs ------------------------------------------------------------------------

@@ -43,9 +43,12 @@ import dataclasses
 import enum
 import struct
 
-from logbroker.coord.offsets_topic import java_string_hash
+from logbroker.coord import offsets_topic
+from logbroker.coord.record_fields import FieldReader, FieldWriter
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+partition_for = offsets_topic.partition_for  # placement: as consumer groups
 
 _KEY_VERSION = 0
 _VALUE_VERSIONS = (0, 1)
@@ -54,7 +57,6 @@ _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
 _TAG_CLIENT_TRANSACTION_VERSION = 2
 
-_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -108,138 +110,13 @@ class TxnLogValue:
     client_transaction_version: int = 0
 
 
-class _W:
-    def __init__(self, what: str) -> None:
-        self.b = bytearray()
-        self.what = what
-
-    def _pack(self, s: struct.Struct, v: int, field: str) -> _W:
-        try:
-            self.b += s.pack(v)
-        except struct.error as e:
-            raise TransactionLogError(f"{self.what}: {field} {v!r} does not fit: {e}") from None
-        return self
-
-    def i8(self, v: int, field: str) -> _W:
-        return self._pack(_I8, v, field)
-
-    def i16(self, v: int, field: str) -> _W:
-        return self._pack(_I16, v, field)
-
-    def i32(self, v: int, field: str) -> _W:
-        return self._pack(_I32, v, field)
-
-    def i64(self, v: int, field: str) -> _W:
-        return self._pack(_I64, v, field)
-
-    def uvarint(self, v: int) -> _W:
-        if not 0 <= v < 1 << 32:
-            raise TransactionLogError(f"{self.what}: unsigned varint {v} out of range")
-        while v >= 0x80:
-            self.b.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.b.append(v)
-        return self
-
-    def string(self, v: str, field: str, flexible: bool) -> _W:
-        try:
-            raw = v.encode()
-        except UnicodeEncodeError as e:
-            raise TransactionLogError(f"{self.what}: {field} is not encodable as UTF-8: {e}") from None
-        if len(raw) > 0x7FFF:
-            raise TransactionLogError(f"{self.what}: {field} is {len(raw)} bytes, more than 32767")
-        if flexible:
-            self.uvarint(len(raw) + 1)
-        else:
-            self.i16(len(raw), field)
-        self.b += raw
-        return self
-
-    def array_len(self, n: int | None, field: str, flexible: bool) -> _W:
-        if flexible:
-            return self.uvarint(0 if n is None else n + 1)
-        return self.i32(-1 if n is None else n, field)
-
-    def raw(self, data: bytes) -> _W:
-        self.b += data
-        return self
-
-
-class _R:
-    def __init__(self, data: bytes, what: str) -> None:
-        self.d = bytes(data)
-        self.p = 0
-        self.what = what
-
-    def _take(self, n: int, field: str) -> bytes:
-        if n < 0 or self.p + n > len(self.d):
-            raise TransactionLogError(
-                f"{self.what}: truncated at {field} (byte {self.p}: need {n}, {len(self.d) - self.p} left)")
-        out = self.d[self.p : self.p + n]
-        self.p += n
-        return out
-
-    def i8(self, field: str) -> int:
-        return int(_I8.unpack(self._take(1, field))[0])
-
-    def i16(self, field: str) -> int:
-        return int(_I16.unpack(self._take(2, field))[0])
-
-    def i32(self, field: str) -> int:
-        return int(_I32.unpack(self._take(4, field))[0])
-
-    def i64(self, field: str) -> int:
-        return int(_I64.unpack(self._take(8, field))[0])
-
-    def uvarint(self, field: str) -> int:
-        v = 0
-        for i in range(5):
-            b = self._take(1, field)[0]
-            v |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                if v >= 1 << 32:
-                    raise TransactionLogError(f"{self.what}: {field}: unsigned varint does not fit in 32 bits")
-                return v
-        raise TransactionLogError(f"{self.what}: {field}: unsigned varint longer than 5 bytes")
-
-    def string(self, field: str, flexible: bool) -> str:
-        n = self.uvarint(field) - 1 if flexible else self.i16(field)
-        if n < 0:
-            raise TransactionLogError(f"{self.what}: {field} is null" if n == -1 else
-                                      f"{self.what}: {field} has negative length {n}")
-        raw = self._take(n, field)
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as e:
-            raise TransactionLogError(f"{self.what}: {field} is not valid UTF-8: {e}") from None
-
-    def array_len(self, field: str, flexible: bool) -> int | None:
-        n = self.uvarint(field) - 1 if flexible else self.i32(field)
-        if n < -1:
-            raise TransactionLogError(f"{self.what}: {field} has negative length {n}")
-        return None if n == -1 else n
-
-    def tagged_fields(self, field: str) -> dict[int, bytes]:
-        """The tagged-field section of a flexible struct, as tag -> raw data."""
-        out: dict[int, bytes] = {}
-        for _ in range(self.uvarint(f"{field} tagged field count")):
-            tag = self.uvarint(f"{field} tag")
-            size = self.uvarint(f"{field} tag {tag} size")
-            out[tag] = self._take(size, f"{field} tag {tag} data")
-        return out
-
-    def end(self) -> None:
-        if self.p != len(self.d):
-            raise TransactionLogError(f"{self.what}: {len(self.d) - self.p} trailing bytes after byte {self.p}")
-
-
 def txn_key(transactional_id: str) -> bytes:
-    w = _W("TransactionLogKey")
+    w = FieldWriter("TransactionLogKey", TransactionLogError)
     return bytes(w.i16(_KEY_VERSION, "key version").string(transactional_id, "TransactionalId", False).b)
 
 
 def parse_txn_key(key: bytes) -> str:
-    r = _R(key, "TransactionLogKey")
+    r = FieldReader(key, "TransactionLogKey", TransactionLogError)
     version = r.i16("key version")
     if version != _KEY_VERSION:
         raise TransactionLogError(f"TransactionLogKey: unknown key version {version}")
@@ -264,13 +141,13 @@ def txn_value(v: TxnLogValue, version: int = 1) -> bytes:
             continue
         if not flexible:
             raise TransactionLogError(f"{what}: cannot write non-default {field} {value!r} (tagged, v1+)")
-        tags.append((tag, bytes(_W(what)._pack(s, value, field).b)))
+        tags.append((tag, bytes(FieldWriter(what, TransactionLogError).pack(s, value, field).b)))
     try:
         status = TxnStatus(v.status)
     except ValueError:
         raise TransactionLogError(f"{what}: bad TransactionStatus {v.status!r}") from None
 
-    w = _W(what).i16(version, "value version").i64(v.producer_id, "ProducerId")
+    w = FieldWriter(what, TransactionLogError).i16(version, "value version").i64(v.producer_id, "ProducerId")
     w.i16(v.producer_epoch, "ProducerEpoch").i32(v.timeout_ms, "TransactionTimeoutMs")
     w.i8(status, "TransactionStatus")
     if status == TxnStatus.EMPTY and not v.partitions:
@@ -294,7 +171,7 @@ def txn_value(v: TxnLogValue, version: int = 1) -> bytes:
 
 def parse_txn_value(value: bytes) -> TxnLogValue:
     """Decode a TransactionLogValue of version 0 or 1 (not a tombstone: check for None first)."""
-    r = _R(value, "TransactionLogValue")
+    r = FieldReader(value, "TransactionLogValue", TransactionLogError)
     version = r.i16("value version")
     if version not in _VALUE_VERSIONS:
         raise TransactionLogError(f"TransactionLogValue: unknown version {version}")
@@ -315,7 +192,7 @@ def parse_txn_value(value: bytes) -> TxnLogValue:
         n_ids = r.array_len("PartitionIds", flexible)
         if n_ids is None:
             raise TransactionLogError(f"{r.what}: PartitionIds of topic {topic!r} is null")
-        raw = r._take(4 * n_ids, "PartitionIds")
+        raw = r.take(4 * n_ids, "PartitionIds")
         partitions.setdefault(topic, set()).update(x for (x,) in _I32.iter_unpack(raw))
         if flexible:
             r.tagged_fields("PartitionsSchema")  # none known: skip them all
@@ -340,12 +217,3 @@ def _tagged(what: str, field: str, s: struct.Struct, data: bytes) -> int:
     if len(data) != s.size:
         raise TransactionLogError(f"{what}: tagged {field} has {len(data)} bytes, expected {s.size}")
     return int(s.unpack(data)[0])
-
-
-def partition_for(transactional_id: str, num_partitions: int) -> int:
-    """The `__transaction_state` partition owning `transactional_id`, as Kafka places it."""
-    if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    h = java_string_hash(transactional_id)
-    # Kafka's Utils.abs maps Integer.MIN_VALUE to 0
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from logbroker.coord.controller import Controller
     from logbroker.coord.group_coordinator import GroupCoordinator
     from logbroker.coord.metadata_quorum import MetadataQuorum
+    from logbroker.coord.share_coordinator import ShareCoordinator
     from logbroker.coord.transaction_coordinator import TransactionCoordinator
 
 
@@ -35,6 +36,7 @@ class BrokerView(Protocol):
     groups: GroupCoordinator | None
     transactions: TransactionCoordinator | None
     share_fetch: ShareFetchManager | None
+    share_coordinator: ShareCoordinator | None
     quorum: MetadataQuorum | None  # set on a node of a controller quorum
 
 
@@ -127,6 +129,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         offsets,
         partition_reassignments,
         share_groups,
+        share_state,
         transactions,
     )
 
@@ -145,7 +148,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES,
                            *partition_reassignments.ENTRIES, *transactions.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
-    for key, lo, hi, fn in share_groups.ENTRIES:
+    for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
                           describe_quorum.handle, cluster_only=True)

@@ -5,17 +5,32 @@ functions translate requests and responses."""
 
 from __future__ import annotations
 
+import uuid
+
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import GroupState
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.share_state_log import SHARE_STATE_TOPIC
 from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC
 from logbroker.protocol import RESPONSES, ErrorCode
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 
 
 def _client_host(ctx) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+def _share_key_ok(key: str) -> bool:
+    """A share coordinator key: "groupId:topicId:partition" (the group id may hold colons)."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return False
+    try:
+        uuid.UUID(parts[1])
+        return int(parts[2]) >= 0
+    except ValueError:
+        return False
 
 
 async def find_coordinator(ctx, request):
@@ -25,6 +40,8 @@ async def find_coordinator(ctx, request):
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
     unavailable = None
     txns = ctx.broker.transactions
+    # key type 2 (a share-partition's share coordinator) from v6, when share groups are served
+    shares_served = version >= 6 and 83 in ctx.handlers and ctx.handlers[83].served_by(ctx.broker)
     if request.key_type == GROUP_KEY and any(keys):
         try:
             await coord.ensure_offsets_topic()
@@ -35,22 +52,33 @@ async def find_coordinator(ctx, request):
             await txns.ensure_state_topic()
         except ControllerError as e:
             unavailable = f"{TRANSACTION_STATE_TOPIC} does not exist yet and this node cannot create it: {e.message}"
+    elif request.key_type == SHARE_KEY and shares_served and any(keys):
+        try:
+            await ctx.broker.share_coordinator.ensure_state_topic()
+        except ControllerError as e:
+            unavailable = f"{SHARE_STATE_TOPIC} does not exist yet and this node cannot create it: {e.message}"
     results = []
     for key in keys:
         node, host, port, code, msg = -1, "", -1, ErrorCode.NONE, None
         if unavailable is not None and key:
             code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable
-        elif request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        elif request.key_type not in (GROUP_KEY, TRANSACTION_KEY) and not (request.key_type == SHARE_KEY
+                                                                           and shares_served):
             code, msg = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
         elif not key:
             code, msg = ErrorCode.INVALID_REQUEST, ("empty group id" if request.key_type == GROUP_KEY
-                                                    else "empty transactional id")
+                                                    else "empty transactional id" if request.key_type == TRANSACTION_KEY
+                                                    else "empty share-partition key")
+        elif request.key_type == SHARE_KEY and not _share_key_ok(key):
+            code, msg = ErrorCode.INVALID_REQUEST, f"share coordinator key {key!r} is not groupId:topicId:partition"
         else:
             # the leader of the key's partition, wherever it is (the image knows)
             if request.key_type == GROUP_KEY:
                 topic, (index, leader) = OFFSETS_TOPIC, coord.coordinator_node(key)
-            else:
+            elif request.key_type == TRANSACTION_KEY:
                 topic, (index, leader) = TRANSACTION_STATE_TOPIC, txns.coordinator_node(key)
+            else:
+                topic, (index, leader) = SHARE_STATE_TOPIC, ctx.broker.share_coordinator.coordinator_node(key)
             b = ctx.controller.image.brokers.get(leader)
             if b is None or b.fenced:
                 code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -221,7 +249,7 @@ async def delete_groups(ctx, request):
 
 
 ENTRIES = [
-    (10, 0, 4, find_coordinator),
+    (10, 0, 6, find_coordinator),
     (11, 0, 9, join_group),
     (12, 0, 4, heartbeat),
     (13, 0, 5, leave_group),

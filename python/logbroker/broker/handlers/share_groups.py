@@ -1,5 +1,7 @@
 """Share-group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch
-(78), ShareAcknowledge (79). Membership is in coord/share_group.py, delivery state in
+(78), ShareAcknowledge (79), and the share-group offsets at the group coordinator:
+DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92),
+read and written at the share coordinators (broker/share_persister.py). Membership is in coord/share_group.py, delivery state in
 broker/share_fetch.py and broker/share_partition.py. Served only with group.share.enable."""
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ import trio
 from logbroker.broker.handlers.consumer_groups import partitions_by_topic
 from logbroker.broker.share_fetch import PartitionResult
 from logbroker.broker.share_partition import ShareError
-from logbroker.protocol import RESPONSES, ErrorCode
+from logbroker.coord.state_topic import StateTopicError
+from logbroker.protocol import RESPONSES, ZERO_UUID, ErrorCode
 
 
 async def share_group_heartbeat(ctx, request):
@@ -99,7 +102,6 @@ async def share_fetch(ctx, request):
     except ShareError as e:
         return _top_error(Response, e.code, str(e), acquisition_lock_timeout_ms=lock_ms)
     names = mgr.topic_names()
-    now = trio.current_time()
     results: dict[tuple, object] = {}
     for t in request.topics:
         for p in t.partitions:
@@ -113,7 +115,8 @@ async def share_fetch(ctx, request):
                 results[key] = found
                 continue
             topic, part = found
-            code, msg = mgr.acknowledge(gid, member, topic, part, p.acknowledgement_batches, now, ctx.version >= 2)
+            code, msg = await mgr.acknowledge(gid, member, t.topic_id, topic, part, p.acknowledgement_batches,
+                                              ctx.version >= 2)
 
             results[key] = PartitionResult(t.topic_id, p.partition_index, ack_error=code, ack_message=msg, acked=True)
     for f in request.forgotten_topics_data:
@@ -122,14 +125,21 @@ async def share_fetch(ctx, request):
     if request.share_session_epoch == -1:
         mgr.close_session(session)
     elif not (ctx.version >= 2 and request.is_renew_ack):  # a renew-only request fetches nothing (KIP-1222)
-        targets, waits = [], []
+        targets = []
         for (topic_id, idx) in session.partitions:
             found = mgr.resolve(topic_id, idx, names)
             if isinstance(found, tuple):
                 targets.append((topic_id, idx, found[0], found[1]))
-                waits.append(found[1])
             elif (topic_id, idx) not in results:
                 results[(topic_id, idx)] = found
+        failed = await mgr.load_all(gid, targets)
+        for k, r in failed.items():
+            if k in results:
+                results[k].error, results[k].message = r.error, r.message
+            else:
+                results[k] = r
+        targets = [t for t in targets if (t[0], t[1]) not in failed]
+        waits = [t[3] for t in targets]
         max_records = request.max_records if request.max_records > 0 else 500
         max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
         deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
@@ -180,7 +190,6 @@ async def share_acknowledge(ctx, request):
     except ShareError as e:
         return _top_error(Response, e.code, str(e), **extra)
     names = mgr.topic_names()
-    now = trio.current_time()
     out = []
     leaders = []
     for t in request.topics:
@@ -193,8 +202,8 @@ async def share_acknowledge(ctx, request):
                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     leaders.append(leader.leader_id)
             else:
-                code, msg = mgr.acknowledge(gid, member, found[0], found[1], p.acknowledgement_batches, now,
-                                            ctx.version >= 2)
+                code, msg = await mgr.acknowledge(gid, member, t.topic_id, found[0], found[1],
+                                                  p.acknowledgement_batches, ctx.version >= 2)
             parts.append(Response.PartitionData(partition_index=p.partition_index, error_code=code, error_message=msg,
                                                 current_leader=leader))
         out.append(Response.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
@@ -204,9 +213,131 @@ async def share_acknowledge(ctx, request):
                     node_endpoints=_node_endpoints(ctx, leaders, Response.NodeEndpoint), **extra)
 
 
+def _topic_parts(ctx, names: list[tuple[str, list[int] | None]] | None):
+    """[(topic name, topic id or None (unknown), [partitions])] for the named topics (all
+    partitions when None), or every topic but the internal ones."""
+    topics = ctx.broker.controller.image.topics
+    if names is None:
+        names = [(t, None) for t in sorted(topics) if not t.startswith("__")]
+    out = []
+    for name, parts in names:
+        t = topics.get(name)
+        if t is None:
+            out.append((name, None, list(parts or [])))
+        else:
+            out.append((name, t.topic_id, sorted(t.partitions) if parts is None else list(parts)))
+    return out
+
+
+async def describe_share_group_offsets(ctx, request):
+    Response = RESPONSES[90]
+    coord, persister = ctx.broker.groups, ctx.broker.share_fetch.persister
+    await coord.ensure_offsets_topic()
+    groups = []
+    for g in request.groups:
+        gid = g.group_id
+        code, msg = coord.share.offsets_check(gid, need_empty=False)
+        if code:
+            groups.append(Response.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=[], error_code=code,
+                                                                          error_message=msg))
+            continue
+        wanted = None if g.topics is None else [(t.topic_name, list(t.partitions)) for t in g.topics]
+        topic_parts = _topic_parts(ctx, wanted)
+        known = [(tid, p) for _, tid, ps in topic_parts if tid is not None for p in ps]
+        states = await persister.summaries(gid, known) if known else {}
+        topics = []
+        for name, tid, ps in topic_parts:
+            parts = []
+            for p in ps:
+                if tid is None:
+                    parts.append(Response.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=p, start_offset=-1, leader_epoch=-1, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"topic {name!r} does not exist"))
+                    continue
+                err, emsg, _state_epoch, leader_epoch, start = states[(tid, p)]
+                if wanted is None and (err or start < 0):
+                    continue  # all topics: only the partitions the group has state for
+                parts.append(Response.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=start, leader_epoch=leader_epoch, error_code=err,
+                    error_message=emsg))
+            if parts:
+                topics.append(Response.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=name, topic_id=tid or ZERO_UUID, partitions=parts))
+        if wanted is None and not topics and gid not in coord.share.groups:
+            groups.append(Response.DescribeShareGroupOffsetsResponseGroup(
+                group_id=gid, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"share group {gid!r} does not exist"))
+            continue
+        groups.append(Response.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=topics))
+    return Response(throttle_time_ms=0, groups=groups)
+
+
+async def alter_share_group_offsets(ctx, request):
+    Response = RESPONSES[91]
+    coord, persister = ctx.broker.groups, ctx.broker.share_fetch.persister
+    await coord.ensure_offsets_topic()
+    gid = request.group_id
+    code, msg = coord.share.offsets_check(gid, need_empty=True)
+    if code:
+        return Response(throttle_time_ms=0, error_code=code, error_message=msg, responses=[])
+    out = []
+    for t in request.topics:
+        [(name, tid, _)] = _topic_parts(ctx, [(t.topic_name, [p.partition_index for p in t.partitions])])
+        parts = []
+        states = await persister.summaries(gid, [(tid, p.partition_index) for p in t.partitions]) if tid else {}
+        for p in t.partitions:
+            err, emsg = ErrorCode.NONE, None
+            if tid is None or p.partition_index not in ctx.broker.controller.image.topics[name].partitions:
+                err, emsg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{p.partition_index} does not exist"
+            elif p.start_offset < 0:
+                err, emsg = ErrorCode.INVALID_REQUEST, f"{name}-{p.partition_index}: start offset {p.start_offset} < 0"
+            elif states[(tid, p.partition_index)][0]:
+                err, emsg = states[(tid, p.partition_index)][:2]
+            else:
+                # a new state epoch: the partition's leader drops what it holds (fenced) and reads this back
+                try:
+                    await persister.initialize((gid, tid, p.partition_index), states[(tid, p.partition_index)][2] + 1,
+                                               p.start_offset)
+                except StateTopicError as e:
+                    err, emsg = e.code, str(e)
+            parts.append(Response.AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index,
+                                                                          error_code=err, error_message=emsg))
+        out.append(Response.AlterShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid or ZERO_UUID,
+                                                                partitions=parts))
+    coord.share.note_group(gid)
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, responses=out)
+
+
+async def delete_share_group_offsets(ctx, request):
+    Response = RESPONSES[92]
+    coord, persister = ctx.broker.groups, ctx.broker.share_fetch.persister
+    await coord.ensure_offsets_topic()
+    gid = request.group_id
+    code, msg = coord.share.offsets_check(gid, need_empty=True)
+    if code:
+        return Response(throttle_time_ms=0, error_code=code, error_message=msg, responses=[])
+    out = []
+    for name, tid, ps in _topic_parts(ctx, [(t.topic_name, None) for t in request.topics]):
+        err, emsg = ErrorCode.NONE, None
+        if tid is None:
+            err, emsg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        else:
+            try:
+                for p in ps:
+                    await persister.delete((gid, tid, p))
+            except StateTopicError as e:
+                err, emsg = e.code, str(e)
+        out.append(Response.DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid or ZERO_UUID,
+                                                                 error_code=err, error_message=emsg))
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, responses=out)
+
+
 ENTRIES = [
     (76, 1, 1, share_group_heartbeat),
     (77, 1, 1, share_group_describe),
     (78, 1, 2, share_fetch),
     (79, 1, 2, share_acknowledge),
+    (90, 0, 0, describe_share_group_offsets),
+    (91, 0, 0, alter_share_group_offsets),
+    (92, 0, 0, delete_share_group_offsets),
 ]
