@@ -155,3 +155,34 @@ def test_describe_and_list_transactions(broker):
         while listed()[2] != [("dtx", "CompleteAbort")] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert listed()[2] == [("dtx", "CompleteAbort")]
+
+
+def test_idle_transactional_ids_expire_and_stay_removed_after_a_restart(tmp_path):
+    from conftest import wait_until
+    from logbroker import Broker
+
+    DescribeTransactions = REQUESTS[65]
+    config = {"transactional.id.expiration.ms": 1500, "transaction.remove.expired.transaction.cleanup.interval.ms": 300,
+              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300}
+
+    def states(c):
+        d = c.request(65, 0, DescribeTransactions(transactional_ids=["idle-tx", "busy-tx"]))
+        return [(s.error_code, s.transaction_state) for s in d.transaction_states]
+
+    with Broker(data_dir=tmp_path / "d", config=config) as b, RawClient(b.bootstrap_servers) as c:
+        assert create_topic(c, "ex", 1) == 0
+        c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["idle-tx", "busy-tx"]))
+        idle = init(c, "idle-tx")
+        busy = init(c, "busy-tx", timeout_ms=60000)
+        assert add(c, "busy-tx", busy.producer_id, busy.producer_epoch, [("ex", 0)]) == {("ex", 0): 0}
+        assert states(c) == [(0, "Empty"), (0, "Ongoing")]
+        # idle past transactional.id.expiration.ms: removed; an open transaction is not
+        wait_until(lambda: states(c)[0][0] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, timeout=15,
+                   what="the idle transactional id removed")
+        assert states(c)[1] == (0, "Ongoing")
+    with Broker(data_dir=tmp_path / "d", config={**config, "transactional.id.expiration.ms": 600000}) as b, \
+            RawClient(b.bootstrap_servers) as c:
+        wait_until(lambda: states(c)[1] == (0, "Ongoing"), timeout=15, what="the coordinator loaded")
+        assert states(c)[0][0] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "the tombstone was read back"
+        again = init(c, "idle-tx")
+        assert again.error_code == 0 and again.producer_id != idle.producer_id, "a new producer id"

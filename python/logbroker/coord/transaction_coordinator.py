@@ -29,9 +29,13 @@ state finishes it: markers are idempotent. Markers carry the coordinator epoch (
 epoch of the id's `__transaction_state` partition), so a deposed coordinator's late markers
 are refused by the partitions (TRANSACTION_COORDINATOR_FENCED).
 
+Expiration: an id with nothing open (Empty, CompleteCommit, CompleteAbort) unchanged for
+transactional.id.expiration.ms is removed every
+transaction.remove.expired.transaction.cleanup.interval.ms: a tombstone, then forgotten.
+
 Not yet: Kafka's transactions v2 (KIP-890 part 2, epoch bump per transaction) is not
 offered (the `transaction.version` feature is not advertised, so clients use v1);
-partition verification (KIP-890 part 1) and transactional id expiration are not done.
+partition verification (KIP-890 part 1) is not done.
 """
 
 from __future__ import annotations
@@ -121,6 +125,8 @@ class TransactionCoordinator:
                                       config.get_int("transaction.state.log.num.partitions"))
         self.max_timeout_ms = config.get_int("transaction.max.timeout.ms")
         self.cleanup_interval_s = config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        self.expiration_ms = config.get_int("transactional.id.expiration.ms")
+        self.removal_interval_s = config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
         self.txns: dict[str, TxnMetadata] = {}
         self._led = self.state_topic.loaded  # __transaction_state partitions loaded -> coordinator (leader) epoch
         self._channel = BrokerChannel(self.node_id)
@@ -443,12 +449,42 @@ class TransactionCoordinator:
                     if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
                         self._start_completion(txn_id)
                 task_status.started()
+                next_removal = trio.current_time() + self.removal_interval_s
                 while True:
-                    await trio.sleep(self.cleanup_interval_s)
+                    await trio.sleep(min(self.cleanup_interval_s, max(0.0, next_removal - trio.current_time())))
                     await self._abort_timed_out()
+                    if trio.current_time() >= next_removal:
+                        next_removal = trio.current_time() + self.removal_interval_s
+                        await self._remove_expired()
         finally:
             self._nursery = None
             await self._channel.aclose()
+
+    async def _remove_expired(self) -> None:
+        """Transactional ids with nothing open and no change for transactional.id.expiration.ms
+        are removed: a tombstone is written for each, then it is forgotten."""
+        now = now_ms()
+        idle = (TxnStatus.EMPTY, TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT)
+        removed = 0
+        for txn_id, meta in list(self.txns.items()):
+            if meta.status not in idle or now - meta.last_update_ms <= self.expiration_ms:
+                continue
+            async with meta.lock:
+                if self.txns.get(txn_id) is not meta or meta.status not in idle:
+                    continue
+                try:
+                    await self.state_topic.append(self.partition_of(txn_id), txn_key(txn_id), None,
+                                                  f"the removal of transactional id {txn_id!r}")
+                except StateTopicError as e:
+                    log.info("transactional id %r: removing it failed: %s", txn_id, e)
+                    continue
+                del self.txns[txn_id]
+                removed += 1
+                log.info("transactional id %r (producer id %d, epoch %d) removed: unused for %d ms, over "
+                         "transactional.id.expiration.ms=%d", txn_id, meta.producer_id, meta.producer_epoch,
+                         now - meta.last_update_ms, self.expiration_ms)
+        if removed:
+            log.info("%d expired transactional id(s) removed", removed)
 
     async def _abort_timed_out(self) -> None:
         now = now_ms()
