@@ -201,3 +201,50 @@ def test_share_group_offsets_change_only_while_the_group_is_empty(tmp_path):
         assert d.error_code == ErrorCode.NON_EMPTY_GROUP
         assert c.request(90, 0, Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
             group_id="", topics=None)])).groups[0].error_code == ErrorCode.INVALID_GROUP_ID
+
+
+def test_acknowledgements_wait_out_a_share_coordinator_failover(tmp_path):
+    """The share coordinator (leader of __share_group_state) on another node than the
+    partition's leader is killed: an acknowledgement sent meanwhile is answered once the new
+    coordinator has it, and nothing acknowledged comes back."""
+    config = {**CONFIG, **FAST, "share.coordinator.state.topic.replication.factor": 3,
+              "share.coordinator.state.topic.num.partitions": 1, "min.insync.replicas": 2}
+    with Cluster(3, data_dir=tmp_path, config=config) as cluster:
+        with RawClient(cluster.nodes[0].bootstrap_servers) as c:
+            assert find_share_coordinator(c, coordinator_key("sg", T, 0)).error_code == 0  # creates the topic
+        full_isr(cluster, SHARE_STATE_TOPIC, 1)
+        coordinator = layout(cluster.nodes[0])[(SHARE_STATE_TOPIC, 0)][0]
+        leader, other = [n.node_id for n in cluster.nodes if n.node_id != coordinator]
+        C = REQUESTS[19]
+        with RawClient(cluster.nodes[0].bootstrap_servers) as c:
+            r = c.request(19, 5, C(topics=[C.CreatableTopic(
+                name="cq", num_partitions=-1, replication_factor=-1, configs=[],
+                assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[leader, other, coordinator])])],
+                timeout_ms=10000, validate_only=False))
+            assert r.topics[0].error_code == 0, r
+        full_isr(cluster, "cq", 1)
+        produce(cluster.bootstrap_servers, "cq", [b"c%d" % i for i in range(10)])
+        with RawClient(cluster.node(leader).bootstrap_servers) as c:
+            tid = topic_id(c, "cq")
+            assert acquired(fetch(c, "sg", "m1", 0, [(tid, 0)])) == {0: [(0, 9, 1)]}
+            cluster.node(coordinator).kill()
+            # no new coordinator yet: the acknowledgement waits for one (the persister retries)
+            r = fetch(c, "sg", "m1", 1, [], acks={(tid, 0): [(0, 5, [1]), (6, 9, [2])]})
+            assert [p.acknowledge_error_code for t in r.responses for p in t.partitions] == [0]
+            assert acquired(r) == {0: [(6, 9, 2)]}
+            assert layout(cluster.node(leader))[(SHARE_STATE_TOPIC, 0)][0] in (leader, other)
+        # the killed node comes back; then the partition's leader dies: its new leader reads the
+        # state back from whichever node coordinates it by then
+        cluster.node(coordinator).restart()
+        full_isr(cluster, "cq", 1)
+        full_isr(cluster, SHARE_STATE_TOPIC, 1)
+        cluster.node(leader).kill()
+        survivor = cluster.node(other)
+        new = wait_until(lambda: (n := layout(survivor)[("cq", 0)][0]) not in (leader, -1) and n, timeout=30,
+                         what="a new leader for cq-0")
+        with RawClient(cluster.node(new).bootstrap_servers) as c:
+            got = wait_until(lambda: acquired(fetch(c, "sg", "m2", 0, [(tid, 0)], max_wait_ms=500)).get(0), timeout=30,
+                             what="records from the new leader")
+            # accepted records never again; the released ones come back counting their written
+            # delivery (the one that followed the release was not written: handing out is not)
+            assert got == [(6, 9, 2)]
