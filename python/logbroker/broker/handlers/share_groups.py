@@ -229,14 +229,20 @@ def _topic_parts(ctx, names: list[tuple[str, list[int] | None]] | None):
     return out
 
 
+async def _offsets_owner(ctx, gid: str, need_empty: bool):
+    """(group coordinator, persister, (error code, message) of offsets_check) for the share-group
+    offset APIs."""
+    coord = ctx.broker.groups
+    await coord.ensure_offsets_topic()
+    return coord, ctx.broker.share_fetch.persister, coord.share.offsets_check(gid, need_empty)
+
+
 async def describe_share_group_offsets(ctx, request):
     Response = RESPONSES[90]
-    coord, persister = ctx.broker.groups, ctx.broker.share_fetch.persister
-    await coord.ensure_offsets_topic()
     groups = []
     for g in request.groups:
         gid = g.group_id
-        code, msg = coord.share.offsets_check(gid, need_empty=False)
+        coord, persister, (code, msg) = await _offsets_owner(ctx, gid, need_empty=False)
         if code:
             groups.append(Response.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=[], error_code=code,
                                                                           error_message=msg))
@@ -274,10 +280,8 @@ async def describe_share_group_offsets(ctx, request):
 
 async def alter_share_group_offsets(ctx, request):
     Response = RESPONSES[91]
-    coord, persister = ctx.broker.groups, ctx.broker.share_fetch.persister
-    await coord.ensure_offsets_topic()
     gid = request.group_id
-    code, msg = coord.share.offsets_check(gid, need_empty=True)
+    coord, persister, (code, msg) = await _offsets_owner(ctx, gid, need_empty=True)
     if code:
         return Response(throttle_time_ms=0, error_code=code, error_message=msg, responses=[])
     out = []
@@ -310,10 +314,8 @@ async def alter_share_group_offsets(ctx, request):
 
 async def delete_share_group_offsets(ctx, request):
     Response = RESPONSES[92]
-    coord, persister = ctx.broker.groups, ctx.broker.share_fetch.persister
-    await coord.ensure_offsets_topic()
     gid = request.group_id
-    code, msg = coord.share.offsets_check(gid, need_empty=True)
+    coord, persister, (code, msg) = await _offsets_owner(ctx, gid, need_empty=True)
     if code:
         return Response(throttle_time_ms=0, error_code=code, error_message=msg, responses=[])
     out = []
