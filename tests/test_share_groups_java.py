@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from conftest import wait_until
 from logbroker import Broker
 from logbroker.protocol import REQUESTS
 from rawclient import RawClient
@@ -62,6 +63,14 @@ def read_all(bs: str, topic: str, n: int, timeout: float = 30) -> list:
     finally:
         c.close()
     return out
+
+
+def persisted(broker, group: str, topic: str) -> tuple[int, list] | None:
+    """(start offset, state batches) of the group's share-partition of `topic`-0, as its
+    share coordinator (this broker) holds it."""
+    tid = broker.server.controller.image.topics[topic].topic_id
+    s = broker.server.share_coordinator.states.get((group, tid, 0))
+    return None if s is None else (s.start_offset, s.batches)
 
 
 def setup_topic(bs: str, topic: str, n: int, partitions: int = 1) -> None:
@@ -128,9 +137,8 @@ def test_three_consumers_share_one_partition_and_accept_each_record_once(share_b
     assert values == list(range(300)), f"{len(values)} records, {len(set(values))} distinct"
     assert sum(1 for r in results if r) >= 2, [len(r) for r in results]
     assert all(count == 1 for r in results for *_, count in r)
-    tid = share_broker.server.controller.image.topics["work"].topic_id
-    state = share_broker.server.share_coordinator.states[("jq", tid, 0)]
-    assert (state.start_offset, state.batches) == (300, []), "every record acknowledged, and written"
+    wait_until(lambda: persisted(share_broker, "jq", "work") == (300, []), timeout=10,
+               what="every record acknowledged, and written")
 
 
 def test_records_held_by_a_killed_consumer_are_redelivered(share_broker, kafka_tools):
@@ -161,8 +169,8 @@ def test_released_records_come_back_until_the_delivery_limit_then_go_to_the_dead
     for _, _, v, count in seen:
         counts.setdefault(v, []).append(count)
     assert counts == {str(i): [1, 2, 3] for i in range(5)}, "delivered three times (the limit), then archived"
-    sp = share_broker.server.share_fetch.partitions[("jp", "poison", 0)]
-    assert (sp.start_offset, sp.records) == (5, {})
+    wait_until(lambda: persisted(share_broker, "jp", "poison") == (5, []), timeout=10,
+               what="the share-partition written with every record archived")
     dead = read_all(bs, "dlq.poison", 5)
     assert [m.value() for m in dead] == [str(i).encode() for i in range(5)]
     for i, m in enumerate(dead):
