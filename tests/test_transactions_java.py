@@ -17,6 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from logbroker.protocol import REQUESTS  # noqa: E402
+from rawclient import RawClient  # noqa: E402
+
 pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
                                 reason="Java 17 and Maven are needed for the Java client")
 
@@ -75,6 +78,11 @@ def test_java_transactional_copier_with_random_aborts_is_exactly_once(broker, ka
                                                        "jcopy"]), capture_output=True, timeout=120)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert "CompleteCommit" in out.stdout.decode(), out.stdout.decode()
+    # the Java producer followed transactions v2 (transaction.version 2 is finalized): every
+    # EndTxn bumped its epoch, so at least one per transaction of 50 records
+    with RawClient(bs) as rc:
+        state = rc.request(65, 0, REQUESTS[65](transactional_ids=["jcopy"])).transaction_states[0]
+    assert state.error_code == 0 and state.producer_epoch >= 500 // 50, state
     out = subprocess.run(kafka_tools.tools_java(txns, ["--bootstrap-server", bs, "describe-producers", "--topic", "jout",
                                                        "--partition", "0"]), capture_output=True, timeout=120)
     assert out.returncode == 0, out.stderr.decode()[-2000:]

@@ -1303,6 +1303,13 @@ impl Log {
         g.producers.get(producer_id).map(|e| (e.epoch, e.last_seq(), e.last_offset()))
     }
 
+    /// Whether `producer_id` has a transaction open on this partition under `epoch` (its
+    /// first transactional batch is in the log and no marker has closed it yet).
+    pub fn has_ongoing_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        let g = self.lock();
+        g.producers.get(producer_id).is_some_and(|e| e.epoch == epoch && e.current_txn_first_offset >= 0)
+    }
+
     /// `(producer_id, epoch, last_seq, last_timestamp, first offset of last batch, coordinator
     /// epoch, first offset of its open transaction or -1)`, by id.
     pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, i64, i32, i64)> {

@@ -257,6 +257,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int(1, INT_MAX), "10000", "How often the transaction coordinator aborts transactions past their timeout."),
     ConfigKey("transactional.id.expiration.ms", _parse_int(1, INT_MAX), "604800000", "A transactional id with no transaction open and no request for this long is removed (its record in __transaction_state becomes a tombstone); a producer using it again starts with a new producer id."),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _parse_int(1, INT_MAX), "3600000", "How often the transaction coordinator removes expired transactional ids."),
+    ConfigKey("transaction.version", _parse_int(0, 2), "2", "The finalized level of Kafka's transaction.version feature, advertised in ApiVersions (set the same on every node). 2: transactions v2 (KIP-890; Java producers 4.x then send no AddPartitionsToTxn, the partition leaders add partitions, every EndTxn bumps the producer epoch); 0 or 1: producers use transactions v1."),
     ConfigKey("offsets.retention.minutes", _parse_int(1), "10080", "Committed offsets of an empty group are deleted after this long."),
     ConfigKey("offsets.retention.check.interval.ms", _parse_int(1), "600000", "How often expired offsets are looked for."),
     ConfigKey("offset.metadata.max.bytes", _parse_int(0, INT_MAX), "4096", "Largest metadata string of a committed offset."),

@@ -21,10 +21,12 @@ import logging
 import trio
 
 from logbroker import _core
+from logbroker.broker.add_partitions_to_txn import for_produce
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
 from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.protocol import (
     API_NAMES,
+    ErrorCode,
     ProtocolError,
     decode_request_header,
     encode_response,
@@ -58,8 +60,10 @@ class KafkaServer:
             task_status.started()
             while True:
                 await trio.lowlevel.wait_readable(net.notify_fd)
-                for conn, frame, peer, message, level in net.take_events():
-                    if frame is not None:
+                for conn, frame, peer, message, level, verification in net.take_events():
+                    if verification is not None:
+                        nursery.start_soon(self._verify_produce, net, conn, frame, peer, verification)
+                    elif frame is not None:
                         nursery.start_soon(self._serve_request, net, conn, frame, peer)
                     elif conn == -2:
                         datapath_log.log(level, "%s", message)
@@ -88,6 +92,32 @@ class KafkaServer:
             net.close(conn)
             return
         net.respond(conn, chunks)
+
+    async def _verify_produce(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
+                              verification: tuple[str, int, int, list[tuple[str, int]]]) -> None:
+        """A transactions-v2 Produce whose partitions its transaction coordinator must add
+        first (broker/add_partitions_to_txn.py); the network thread then serves it with the
+        coordinator's verdicts."""
+        txn_id, producer_id, producer_epoch, partitions = verification
+        try:
+            manager = self.broker.add_partitions_to_txn
+            if manager is None:
+                added = {tp: (ErrorCode.NOT_ENOUGH_REPLICAS, "the broker is starting") for tp in partitions}
+            else:
+                added = await manager.add(txn_id, producer_id, producer_epoch, partitions)
+        except Exception:
+            log.exception("internal error adding %s to transactional id %r for %s; connection closed",
+                          partitions, txn_id, peer)
+            net.close(conn)
+            return
+        verdicts = []
+        for (topic, partition), (code, message) in added.items():
+            if code != ErrorCode.NONE:
+                code, message = for_produce(code, message)
+                log.debug("produce to %s-%d from %s: %s (%s)", topic, partition, peer, ErrorCode(code).name
+                          if code in ErrorCode._value2member_map_ else code, message)
+            verdicts.append((topic, partition, code, message))
+        net.serve_verified(conn, frame, verdicts)
 
     async def handle_frame(self, frame: bytes, peer: str) -> list | None:
         """Serve one request frame (without its size prefix); on a connection of the

@@ -27,6 +27,7 @@ from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
+from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
 from logbroker.broker.share_persister import SharePersister
 from logbroker.coord.share_coordinator import ShareCoordinator
 
@@ -41,6 +42,7 @@ class BrokerServer:
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.add_partitions_to_txn: AddPartitionsToTxnManager | None = None
         self.share_fetch: ShareFetchManager | None = None
         self.share_coordinator: ShareCoordinator | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
@@ -125,6 +127,8 @@ class BrokerServer:
             self.transactions = TransactionCoordinator(self.config, self.replicas, self.controller, self.groups)
             await nursery.start(self.transactions.run)
             await self.transactions.startup()
+            self.add_partitions_to_txn = AddPartitionsToTxnManager(self.node_id, self.controller, self.transactions)
+            await nursery.start(self.add_partitions_to_txn.run)
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
             if quorum is not None:

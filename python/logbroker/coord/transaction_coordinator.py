@@ -1,4 +1,4 @@
-"""The transaction coordinator (Kafka's exactly-once transactions, transaction protocol v1).
+"""The transaction coordinator (Kafka's exactly-once transactions, transaction protocols v1 and v2).
 
 Placement: a transactional id lives on the leader of `__transaction_state` partition
 partition_for(transactional_id) (transaction_log.py); this broker coordinates the ids of
@@ -33,9 +33,22 @@ Expiration: an id with nothing open (Empty, CompleteCommit, CompleteAbort) uncha
 transactional.id.expiration.ms is removed every
 transaction.remove.expired.transaction.cleanup.interval.ms: a tombstone, then forgotten.
 
-Not yet: Kafka's transactions v2 (KIP-890 part 2, epoch bump per transaction) is not
-offered (the `transaction.version` feature is not advertised, so clients use v1);
-partition verification (KIP-890 part 1) is not done.
+Transactions v2 (KIP-890 part 2; offered while the `transaction.version` feature is 2,
+ApiVersions): the producer sends no AddPartitionsToTxn/AddOffsetsToTxn; the partition leaders
+(Produce v12) and the group coordinator (TxnOffsetCommit v5) add partitions for it
+(AddPartitionsToTxn v5 from a broker, `add_partitions(..., v2=True)`). Every EndTxn v5 bumps
+the producer epoch: the Prepare state and the markers carry epoch + 1, and the answer gives
+the producer its epoch for the next transaction, so a late batch of an ended transaction is
+refused by every partition (its epoch is older than the marker's). An epoch that would pass
+32766 moves the producer to a new producer id (NextProducerId, kept with the Prepare state)
+with epoch 0; the markers still go out under the old id at epoch 32767. A v2 state answers a
+retried EndTxn (its epoch one below the state's) with the outcome already reached, and an
+abort with nothing open ("empty abort": a v2 producer cannot know whether its first sends
+reached a partition) bumps the epoch without markers. `client_transaction_version` (2 or 0,
+persisted) records which protocol the transaction follows.
+
+Partition verification (KIP-890 part 1, AddPartitionsToTxn v4+ with VerifyOnly) is answered
+(`verify_partitions`); this broker's leaders ask for it only for Produce v12.
 """
 
 from __future__ import annotations
@@ -89,6 +102,8 @@ class TxnMetadata:
     start_ms: int
     last_update_ms: int
     previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
     lock: trio.Lock = dataclasses.field(default_factory=trio.Lock, repr=False, compare=False)
 
     def to_value(self) -> TxnLogValue:
@@ -99,14 +114,20 @@ class TxnMetadata:
             producer_id=self.producer_id, producer_epoch=self.producer_epoch, timeout_ms=self.timeout_ms,
             status=self.status, partitions={t: sorted(ps) for t, ps in parts.items()},
             last_update_ms=self.last_update_ms, start_ms=self.start_ms,
-            previous_producer_id=self.previous_producer_id,
+            previous_producer_id=self.previous_producer_id, next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_transaction_version,
         )
 
     @classmethod
     def from_value(cls, txn_id: str, v: TxnLogValue) -> TxnMetadata:
         return cls(txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
                    {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
-                   v.previous_producer_id)
+                   v.previous_producer_id, v.next_producer_id, v.client_transaction_version)
+
+    @property
+    def v2(self) -> bool:
+        """Whether the transaction follows transactions v2 (epoch bump per transaction)."""
+        return self.client_transaction_version >= 2
 
     def changed(self, **fields) -> TxnMetadata:
         """A copy with `fields` replaced (the state to write; applied once written)."""
@@ -269,9 +290,9 @@ class TransactionCoordinator:
             return pid, epoch
 
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                             partitions: list[tuple[str, int]], v2: bool = False) -> dict[tuple[str, int], int]:
         """Error code per partition (all NONE, or the failing ones with their code and the
-        rest OPERATION_NOT_ATTEMPTED)."""
+        rest OPERATION_NOT_ATTEMPTED). `v2`: added by a broker for a transactions-v2 producer."""
         meta = self._current(txn_id, producer_id, producer_epoch)
         image = self.controller.image
         unknown = [(t, p) for t, p in partitions
@@ -282,12 +303,22 @@ class TransactionCoordinator:
         async with meta.lock:
             meta = self._current(txn_id, producer_id, producer_epoch)
             wanted = set(partitions)
-            if meta.status == TxnStatus.ONGOING and wanted <= meta.partitions:
+            version = 2 if v2 else 0
+            if meta.status == TxnStatus.ONGOING and wanted <= meta.partitions and \
+                    meta.client_transaction_version == version:
                 return {tp: ErrorCode.NONE for tp in partitions}
             start = meta.start_ms if meta.status == TxnStatus.ONGOING else now_ms()
             await self._write(meta.changed(status=TxnStatus.ONGOING, partitions=meta.partitions | wanted,
-                                           start_ms=start))
+                                           start_ms=start, client_transaction_version=version))
         return {tp: ErrorCode.NONE for tp in partitions}
+
+    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 part 1 (AddPartitionsToTxn VerifyOnly): NONE for each partition in the open
+        transaction of this producer and epoch, TRANSACTION_ABORTABLE for the others."""
+        meta = self._current(txn_id, producer_id, producer_epoch)
+        open_parts = meta.partitions if meta.status == TxnStatus.ONGOING else set()
+        return {tp: ErrorCode.NONE if tp in open_parts else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
 
     async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
         if not group_id:
@@ -299,19 +330,94 @@ class TransactionCoordinator:
         if code != ErrorCode.NONE:
             raise TxnError(code, f"adding {OFFSETS_TOPIC}-{index} (group {group_id!r}) to the transaction failed")
 
-    async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      v2: bool = False) -> tuple[int, int]:
+        """Ends the open transaction; the producer id and epoch for the producer's next
+        transaction (`v2`: EndTxn v5, bumped; otherwise unchanged)."""
+        if not v2:
+            return await self._end_txn_v1(txn_id, producer_id, producer_epoch, commit)
+        self.check_coordinator(txn_id)
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"transactional id {txn_id!r} is not known")
+        async with meta.lock:
+            meta = self.txns[txn_id]
+            return await self._end_txn_v2(meta, producer_id, producer_epoch, commit)
+
+    async def _end_txn_v1(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool) -> tuple[int, int]:
         done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
         meta = self._current(txn_id, producer_id, producer_epoch)
         async with meta.lock:
             meta = self._current(txn_id, producer_id, producer_epoch)
             if meta.status != TxnStatus.ONGOING:
                 if meta.status == done or (meta.status == TxnStatus.EMPTY and not commit):
-                    return  # a retry of an EndTxn that completed, or aborting nothing
+                    return producer_id, producer_epoch  # a retry of an EndTxn that completed, or aborting nothing
                 raise TxnError(ErrorCode.INVALID_TXN_STATE,
                                f"transactional id {txn_id!r}: EndTxn({'commit' if commit else 'abort'}) in state "
                                f"{meta.status.kafka_name}")
-            await self._write(meta.changed(status=TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT))
+            await self._write(meta.changed(status=TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT,
+                                           client_transaction_version=0))
         self._start_completion(txn_id)
+        return producer_id, producer_epoch
+
+    async def _end_txn_v2(self, meta: TxnMetadata, producer_id: int, producer_epoch: int,
+                          commit: bool) -> tuple[int, int]:
+        """Under the id's lock: EndTxn v5 (see the module doc)."""
+        txn_id, what = meta.transactional_id, "commit" if commit else "abort"
+        done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
+        # A retry: the state already carries the epoch this EndTxn bumped to (or, after an
+        # exhausted epoch, the new producer id at epoch 0).
+        retry = meta.v2 and (
+            (meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1)
+            or (meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                and meta.producer_epoch == 0))
+        if meta.producer_id != producer_id and not retry:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                           f"transactional id {txn_id!r} is not mapped to producer id {producer_id}")
+        if meta.status in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            # markers in flight (checked before the epoch: an empty abort right after a commit
+            # carries the new epoch and must wait, not be fenced; KAFKA-18464)
+            if retry and meta.status != (TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT):
+                raise TxnError(ErrorCode.INVALID_TXN_STATE,
+                               f"transactional id {txn_id!r}: EndTxn({what}) retried while {meta.status.kafka_name}")
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                           f"transactional id {txn_id!r}: the previous transaction is still completing")
+        if retry and meta.status in (TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT):
+            if meta.status != done:
+                raise TxnError(ErrorCode.INVALID_TXN_STATE,
+                               f"transactional id {txn_id!r}: EndTxn({what}) retried after {meta.status.kafka_name}")
+            return meta.producer_id, meta.producer_epoch
+        if producer_epoch != meta.producer_epoch:
+            raise TxnError(ErrorCode.PRODUCER_FENCED,
+                           f"transactional id {txn_id!r}: producer epoch {producer_epoch} is not the current epoch "
+                           f"{meta.producer_epoch}")
+        if meta.status != TxnStatus.ONGOING and commit:
+            raise TxnError(ErrorCode.INVALID_TXN_STATE,
+                           f"transactional id {txn_id!r}: EndTxn(commit) with no open transaction "
+                           f"({meta.status.kafka_name})")
+        next_pid = -1
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            next_pid = await self.controller.allocate_producer_id()
+        bumped = meta.changed(producer_epoch=meta.producer_epoch + 1, next_producer_id=next_pid,
+                              client_transaction_version=2)
+        if meta.status != TxnStatus.ONGOING:
+            # an empty abort: nothing to mark; the epoch moves on all the same
+            new = self._next_producer(bumped.changed(status=TxnStatus.COMPLETE_ABORT, partitions=set(), start_ms=-1))
+            await self._write(new)
+            return new.producer_id, new.producer_epoch
+        await self._write(bumped.changed(status=TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT))
+        self._start_completion(txn_id)
+        if next_pid >= 0:
+            return next_pid, 0
+        return producer_id, bumped.producer_epoch
+
+    @staticmethod
+    def _next_producer(meta: TxnMetadata) -> TxnMetadata:
+        """A completed state moves to its NextProducerId (epoch 0) when one was allocated."""
+        if meta.next_producer_id < 0:
+            return meta
+        return meta.changed(previous_producer_id=meta.producer_id, producer_id=meta.next_producer_id,
+                            producer_epoch=0, next_producer_id=-1)
 
     async def _abort_with_bump(self, meta: TxnMetadata, reason: str) -> None:
         """Under the id's lock: abort the open transaction with epoch + 1 (fencing)."""
@@ -406,7 +512,7 @@ class TransactionCoordinator:
             if self.txns.get(txn_id) is not meta:
                 return
             done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
-            await self._write(meta.changed(status=done, partitions=set()))
+            await self._write(self._next_producer(meta.changed(status=done, partitions=set())))
         log.debug("transactional id %r: producer %d epoch %d %s", txn_id, meta.producer_id, meta.producer_epoch,
                   done.kafka_name)
 

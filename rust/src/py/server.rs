@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
 use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
+use crate::server::produce::Verdict;
 use crate::server::{Event, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
 
 /// The partitions the data path serves. The control plane adds one per local replica and
@@ -119,7 +120,10 @@ pub struct PyNetworkServer {
 
 /// `(conn, frame, peer, message, level)`: a request has a frame; anything else is a message
 /// to log at `level` (Python's logging levels).
-type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32);
+/// `(transactional id, producer id, producer epoch, [(topic, partition)])` of a Produce that
+/// needs its transaction coordinator first.
+type PyVerification = (String, i64, i16, Vec<(String, i32)>);
+type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<PyVerification>);
 
 #[pymethods]
 impl PyNetworkServer {
@@ -157,20 +161,31 @@ impl PyNetworkServer {
     /// the reason, at WARNING for a protocol violation and DEBUG for hang-ups and idling;
     /// conn -1 is an error of the network thread itself, conn -2 a data-path log line, conn -3
     /// "the HW of a watched partition moved" with the topic as peer and the partition as level.
+    /// The sixth item is set on a transactions-v2 Produce that needs the transaction
+    /// coordinator first (answer it with `serve_verified`, never `respond`).
     fn take_events<'py>(&self, py: Python<'py>) -> Vec<PyEvent<'py>> {
         let events = py.detach(|| self.inner.take_events());
         events
             .into_iter()
             .map(|ev| match ev {
                 #[allow(clippy::cast_possible_wrap)]
-                Event::Request { conn, frame, peer } => (conn as i64, Some(PyBytes::new(py, &frame)), peer, None, 0),
+                Event::Request { conn, frame, peer } => (conn as i64, Some(PyBytes::new(py, &frame)), peer, None, 0, None),
+                #[allow(clippy::cast_possible_wrap)]
+                Event::Verify { conn, frame, peer, verification: v } => (
+                    conn as i64,
+                    Some(PyBytes::new(py, &frame)),
+                    peer,
+                    None,
+                    0,
+                    Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions)),
+                ),
                 #[allow(clippy::cast_possible_wrap)]
                 Event::Closed { conn, peer, reason, fault } => {
-                    (conn as i64, None, peer, Some(reason), if fault { LogLine::WARNING } else { LogLine::DEBUG })
+                    (conn as i64, None, peer, Some(reason), if fault { LogLine::WARNING } else { LogLine::DEBUG }, None)
                 }
-                Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR),
-                Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level),
-                Event::HighWatermark { topic, partition } => (-3, None, topic.to_string(), None, partition),
+                Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR, None),
+                Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level, None),
+                Event::HighWatermark { topic, partition } => (-3, None, topic.to_string(), None, partition, None),
             })
             .collect()
     }
@@ -197,6 +212,16 @@ impl PyNetworkServer {
         };
         self.inner.respond(conn, chunks);
         Ok(())
+    }
+
+    /// Serves again the transactions-v2 Produce `frame` of `conn` (from a verification event)
+    /// with the coordinator's verdicts `[(topic, partition, error_code, message)]` (0: added).
+    fn serve_verified(&self, conn: u64, frame: &[u8], verdicts: Vec<(String, i32, i16, String)>) {
+        let verdicts = verdicts
+            .into_iter()
+            .map(|(topic, partition, error_code, message)| Verdict { topic, partition, error_code, message })
+            .collect();
+        self.inner.serve_verified(conn, Bytes::copy_from_slice(frame), verdicts);
     }
 
     /// Closes `conn` (after a protocol violation); `reason` comes back as a closed event.

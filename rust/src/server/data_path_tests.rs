@@ -108,7 +108,7 @@ fn produce_then_fetch_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, "peer", 0, &mut logs).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, "peer", 0, &mut logs, None).unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=all with the leader alone answers at once") };
     let resp: ProduceResponse = decode(chunks, 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -129,7 +129,7 @@ fn produce_errors_name_the_partition() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs).unwrap()
+        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs, None).unwrap()
     else {
         panic!()
     };
@@ -144,7 +144,7 @@ fn produce_errors_name_the_partition() {
     let last = raw.len() - 1;
     raw[last] ^= 0xff;
     req.topic_data[0].partition_data[0].records = Some(Records::Bytes(Bytes::from(raw)));
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 9), 9, 2, "peer", 0, &mut logs).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 9), 9, 2, "peer", 0, &mut logs, None).unwrap() else {
         panic!()
     };
     let resp: ProduceResponse = decode(chunks, 9, true);
@@ -158,7 +158,7 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
     let mut logs = Vec::new();
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b", b"c"]), 9), 9, 3, "peer", 0, &mut logs).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b", b"c"]), 9), 9, 3, "peer", 0, &mut logs, None).unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!("follower 2 has not fetched: the HW is behind") };
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (3, 0));
     assert!(pending.try_complete(false).unwrap().is_none());
@@ -172,7 +172,7 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NONE);
 
     // Another write the follower never fetches: at the deadline, REQUEST_TIMED_OUT.
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, "peer", 0, &mut logs).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, "peer", 0, &mut logs, None).unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!() };
     let resp: ProduceResponse = decode(pending.try_complete(true).unwrap().unwrap(), 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -189,7 +189,7 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
     let fetch::Outcome::Wait(mut pending) = out else { panic!("an empty log parks the fetch") };
     assert_eq!(pending.waiting_on.len(), 1);
     assert!(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().is_none());
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, "peer", 0, &mut logs).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, "peer", 0, &mut logs, None).unwrap();
     assert_eq!(p.log.high_watermark(), 1);
     let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
     assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
@@ -215,7 +215,7 @@ fn fetch_sessions_send_only_news() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs, None).unwrap();
     // Open a session (epoch 0): a full response carrying the new session id.
     let mut req = fetch_req(0, 0, 0);
     req.session_epoch = 0;
@@ -248,7 +248,7 @@ fn fetch_sessions_send_only_news() {
     let resp: FetchResponse = decode(chunks, 12, true);
     assert!(resp.responses.is_empty(), "{resp:?}");
     // A new record moves the HW: the partition is back in the response.
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, "peer", 0, &mut logs).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, "peer", 0, &mut logs, None).unwrap();
     let mut inc3 = fetch_req(1, 0, 0);
     inc3.session_id = id;
     inc3.session_epoch = 3;
@@ -284,7 +284,7 @@ fn fetch_sessions_send_only_news() {
 fn produce_to(topic: &str, partition: i32, version: i16, table: &PartitionTable) -> ProduceResponse {
     let mut req = produce_req(1, partition, &[b"a"]);
     req.topic_data[0].name = topic.into();
-    let out = produce::handle(table, &mut body(&req, version), version, 1, "peer", 0, &mut Vec::new()).unwrap();
+    let out = produce::handle(table, &mut body(&req, version), version, 1, "peer", 0, &mut Vec::new(), None).unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=1 answers at once") };
     decode(chunks, version, version >= 9)
 }
@@ -311,7 +311,7 @@ fn produce_at_a_non_leader_names_the_leader_from_v10() {
     req.topic_data[0].name = "u".into();
     let second = req.topic_data[0].partition_data[0].clone();
     req.topic_data[0].partition_data.push(PartitionProduceData { index: 1, ..second });
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 11), 11, 1, "peer", 0, &mut Vec::new()).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 11), 11, 1, "peer", 0, &mut Vec::new(), None).unwrap() else {
         panic!()
     };
     let resp: ProduceResponse = decode(chunks, 11, true);
@@ -386,7 +386,7 @@ fn fetch_by_topic_id_and_leader_hints() {
 fn a_v15_follower_names_itself_in_replica_state() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
-    let out = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11), 11, 1, "peer", 0, &mut Vec::new()).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11), 11, 1, "peer", 0, &mut Vec::new(), None).unwrap();
     assert!(matches!(out, produce::Outcome::Done(Some(_))));
     assert_eq!(p.log.high_watermark(), 0, "follower 2 has not fetched");
     let mut req = fetch_req(2, 0, 0);
@@ -406,7 +406,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     let mut logs = Vec::new();
     // min.insync.replicas=2 and ISR [1, 2]: parked until follower 2 has the record.
     p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs).unwrap()
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, "peer", 0, &mut logs, None).unwrap()
     else {
         panic!("parked for follower 2")
     };
@@ -421,7 +421,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // Parked again; then another broker becomes leader: NOT_LEADER_OR_FOLLOWER at once,
     // although the local HW may never move again.
     p.update(LeaderState { leader: 1, leader_epoch: 1, isr: vec![1, 2], min_insync_replicas: 1 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, "peer", 0, &mut logs).unwrap()
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, "peer", 0, &mut logs, None).unwrap()
     else {
         panic!("parked for follower 2")
     };
@@ -431,7 +431,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
     // ... and leadership away and back (a new epoch) is no better: the tail may be rewritten.
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, "peer", 0, &mut logs).unwrap()
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, "peer", 0, &mut logs, None).unwrap()
     else {
         panic!()
     };
@@ -445,9 +445,9 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
     // Epoch 0: offsets 0-1; epoch 3: offsets 2-3.
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, "peer", 0, &mut Vec::new()).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, "peer", 0, &mut Vec::new(), None).unwrap();
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9), 9, 2, "peer", 0, &mut Vec::new()).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9), 9, 2, "peer", 0, &mut Vec::new(), None).unwrap();
     assert_eq!(p.log.epoch_entries(), [(0, 0), (3, 2)]);
     let follower_fetch = |offset: i64, last_epoch: i32| -> FetchResponse {
         let mut req = fetch_req(offset, 0, 0);
@@ -490,7 +490,7 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
     let dir = tempfile::tempdir().unwrap();
     // Broker 1 leads t-0 with ISR [1, 2, 3]; broker 3 is in rack "r3" (view_with_t).
     let (table, p) = table_with(dir.path(), vec![1, 2, 3]);
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, "peer", 0, &mut Vec::new()).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, "peer", 0, &mut Vec::new(), None).unwrap();
     let consumer_fetch = |version: i16, rack: &str| -> FetchResponse {
         let mut req = fetch_req(0, 0, 0);
         req.rack_id = rack.to_owned();
@@ -548,7 +548,7 @@ fn hw_moves_of_a_watched_partition_are_reported_for_the_control_plane() {
     assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
     let mut logs = Vec::new();
     for (n, watched) in [(1, false), (2, true), (3, false)] {
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, "peer", 0, &mut logs).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, "peer", 0, &mut logs, None).unwrap();
         p.watch_high_watermark(watched);
         p.record_follower_fetch(2, i64::from(n), 0);
         assert!(p.maybe_increment_hw(), "the follower's fetch moves the HW to {n}");
@@ -557,4 +557,65 @@ fn hw_moves_of_a_watched_partition_are_reported_for_the_control_plane() {
         assert_eq!(reported, expected, "HW {n}, watched {watched}");
         assert!(table.wakeup().take_hw_moved().is_empty(), "reported once");
     }
+}
+
+fn txn_req(version_12_txn_id: Option<&str>, pid: i64, epoch: i16, seq: i32, values: &[&[u8]]) -> ProduceRequest {
+    let batch = BatchBuilder::new().producer(pid, epoch, seq).transactional(true).records(values.iter().map(|v| Rec::value(v))).build();
+    let mut req = produce_req(1, 0, &[]);
+    req.transactional_id = version_12_txn_id.map(str::to_owned);
+    req.topic_data[0].partition_data[0].records = Some(Records::Bytes(Bytes::from(batch)));
+    req
+}
+
+fn verdict(code: i16) -> produce::Verdict {
+    produce::Verdict { topic: "t".into(), partition: 0, error_code: code, message: format!("code {code}") }
+}
+
+#[test]
+fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1]);
+    let mut logs = Vec::new();
+    let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
+    // v12, no transaction open here: nothing appended, the partitions to add
+    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 12), 12, 1, "peer", 0, &mut logs, None).unwrap() else {
+        panic!("expected a verification")
+    };
+    assert_eq!(v, produce::Verification { transactional_id: "tx".into(), producer_id: 5, producer_epoch: 0, partitions: vec![("t".into(), 0)] });
+    assert_eq!(p.log.log_end_offset(), 0);
+    // v11 (transactions v1) appends without asking
+    let req11 = txn_req(Some("tx"), 6, 0, 0, &[b"v1"]);
+    assert!(matches!(produce::handle(&table, &mut body(&req11, 11), 11, 2, "peer", 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert_eq!(p.log.log_end_offset(), 1);
+    // the coordinator refused: its error, nothing appended
+    let produce::Outcome::Done(Some(chunks)) =
+        produce::handle(&table, &mut body(&req, 12), 12, 3, "peer", 0, &mut logs, Some(&[verdict(code::NOT_ENOUGH_REPLICAS)])).unwrap()
+    else {
+        panic!("expected a response")
+    };
+    let resp: ProduceResponse = decode(chunks, 12, true);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_ENOUGH_REPLICAS);
+    assert_eq!(p.log.log_end_offset(), 1);
+    // not among the verdicts: not added, refused
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 4, "peer", 0, &mut logs, Some(&[])).unwrap() else {
+        panic!("expected a response")
+    };
+    let resp: ProduceResponse = decode(chunks, 12, true);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, code::INVALID_TXN_STATE);
+    // added: appended, and the transaction is open here
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 5, "peer", 0, &mut logs, Some(&[verdict(code::NONE)])).unwrap() else {
+        panic!("expected a response")
+    };
+    let resp: ProduceResponse = decode(chunks, 12, true);
+    assert_eq!((resp.responses[0].partition_responses[0].error_code, resp.responses[0].partition_responses[0].base_offset), (code::NONE, 1));
+    assert!(p.log.has_ongoing_transaction(5, 0));
+    // the next batch of the open transaction appends at once
+    let next = txn_req(Some("tx"), 5, 0, 1, &[b"b"]);
+    assert!(matches!(produce::handle(&table, &mut body(&next, 12), 12, 6, "peer", 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert_eq!(p.log.log_end_offset(), 3);
+    // a non-transactional v12 produce never goes to the coordinator
+    assert!(matches!(
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, "peer", 0, &mut logs, None).unwrap(),
+        produce::Outcome::Done(_)
+    ));
 }

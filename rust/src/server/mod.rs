@@ -102,6 +102,9 @@ pub enum Event {
     Log(LogLine),
     /// The HW of a partition the control plane watches moved (`Partition::watch_high_watermark`).
     HighWatermark { topic: Arc<str>, partition: i32 },
+    /// A transactions-v2 Produce on `conn` whose partitions its transaction coordinator must
+    /// add first; answer with `serve_verified` (the frame back, with a verdict per partition).
+    Verify { conn: u64, frame: Bytes, peer: String, verification: produce::Verification },
 }
 
 /// What the handlers tell the network thread.
@@ -109,6 +112,8 @@ pub enum Event {
 pub enum Command {
     /// The answer to the request in flight on `conn` (`None`: no response, e.g. acks=0).
     Respond { conn: u64, chunks: Option<Vec<Chunk>> },
+    /// Serve the Produce `frame` of `conn` again, after its coordinator's `verdicts`.
+    ServeVerified { conn: u64, frame: Bytes, verdicts: Vec<produce::Verdict> },
     /// Close `conn` (a protocol violation); the reason is reported back as a fault.
     Close { conn: u64, reason: Option<String> },
     Shutdown,
@@ -221,6 +226,10 @@ impl NetworkServer {
 
     pub fn respond(&self, conn: u64, chunks: Option<Vec<Chunk>>) {
         self.shared.command(Command::Respond { conn, chunks });
+    }
+
+    pub fn serve_verified(&self, conn: u64, frame: Bytes, verdicts: Vec<produce::Verdict>) {
+        self.shared.command(Command::ServeVerified { conn, frame, verdicts });
     }
 
     pub fn close(&self, conn: u64, reason: Option<String>) {

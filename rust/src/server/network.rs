@@ -33,6 +33,8 @@ enum Served {
     Now(Option<Vec<Chunk>>),
     /// Waiting on partitions.
     Park(Parked),
+    /// Handed to the Python side for the transaction coordinator (transactions v2).
+    Verify(produce::Verification),
 }
 
 /// A request waiting on partitions.
@@ -190,7 +192,7 @@ impl NetworkLoop {
                         self.shared.push_event(Event::Request { conn: id, frame, peer });
                         return;
                     };
-                    if !self.serve_data(id, key, version, frame, &peer) {
+                    if !self.serve_data(id, key, version, frame, &peer, None) {
                         return; // parked, or the connection closed
                     }
                     // Answered: go on with this connection (write, then the next request).
@@ -220,13 +222,22 @@ impl NetworkLoop {
     /// Serves a Produce (0) or Fetch (1) frame here, without Python. True when it was
     /// answered at once (the answer is queued); false when it was parked or the connection
     /// closed.
-    fn serve_data(&mut self, id: u64, api_key: i16, version: i16, frame: bytes::Bytes, peer: &str) -> bool {
+    /// `verdicts`: the coordinator's answers for a Produce that went to it first.
+    fn serve_data(
+        &mut self,
+        id: u64,
+        api_key: i16,
+        version: i16,
+        frame: bytes::Bytes,
+        peer: &str,
+        verdicts: Option<&[produce::Verdict]>,
+    ) -> bool {
         let (name, lo, hi, flexible_min) = if api_key == 0 {
             ("Produce", produce::MIN_VERSION, produce::MAX_VERSION, ProduceRequest::FLEXIBLE_MIN)
         } else {
             ("Fetch", fetch::MIN_VERSION, fetch::MAX_VERSION, FetchRequest::FLEXIBLE_MIN)
         };
-        let mut r = Reader::new(frame);
+        let mut r = Reader::new(frame.clone());
         let header = match decode_header(&mut r, version >= flexible_min) {
             Ok(h) => h,
             Err(e) => {
@@ -244,9 +255,10 @@ impl NetworkLoop {
         let result: Result<Served, ProtocolError> = if api_key == 0 {
             #[allow(clippy::cast_possible_truncation)]
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-            produce::handle(&table, &mut r, version, header.correlation_id, peer, now_ms, &mut logs).map(|o| match o {
+            produce::handle(&table, &mut r, version, header.correlation_id, peer, now_ms, &mut logs, verdicts).map(|o| match o {
                 produce::Outcome::Done(chunks) => Served::Now(chunks),
                 produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
+                produce::Outcome::Verify(v) => Served::Verify(v),
             })
         } else {
             fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, peer, &mut logs).map(|o| match o {
@@ -262,6 +274,11 @@ impl NetworkLoop {
             Ok(Served::Now(answer)) => self.complete(id, answer),
             Ok(Served::Park(parked)) => {
                 self.park(id, parked);
+                false
+            }
+            Ok(Served::Verify(verification)) => {
+                // The connection stays muted until the handlers send the frame back.
+                self.shared.push_event(Event::Verify { conn: id, frame, peer: peer.to_owned(), verification });
                 false
             }
             Err(e) => {
@@ -354,11 +371,28 @@ impl NetworkLoop {
         for cmd in cmds {
             match cmd {
                 Command::Respond { conn, chunks } => self.finish(conn, chunks),
+                Command::ServeVerified { conn, frame, verdicts } => self.serve_verified(conn, frame, &verdicts),
                 Command::Close { conn, reason } => self.close(conn, reason.map(|r| (r, true))),
                 Command::Shutdown => return false,
             }
         }
         true
+    }
+
+    /// Serves again a Produce that went to the transaction coordinator, with its verdicts.
+    fn serve_verified(&mut self, conn: u64, frame: bytes::Bytes, verdicts: &[produce::Verdict]) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        if c.phase != Phase::Handling {
+            return;
+        }
+        let peer = c.peer.clone();
+        let Some((0, version)) = peek_api(&frame) else {
+            self.close(conn, Some((format!("a verified request from {peer} is not a Produce"), true)));
+            return;
+        };
+        if self.serve_data(conn, 0, version, frame, &peer, Some(verdicts)) {
+            self.service(conn);
+        }
     }
 
     fn resume_paused(&mut self) {

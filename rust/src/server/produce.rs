@@ -1,4 +1,4 @@
-//! Produce (API key 0, versions 3-11), served on the network thread without Python.
+//! Produce (API key 0, versions 3-12), served on the network thread without Python.
 //!
 //! Per partition, in request order: acks must be 0, 1 or -1; the partition must
 //! exist (UNKNOWN_TOPIC_OR_PARTITION, naming whether the topic exists) and be led by this
@@ -10,6 +10,16 @@
 //! transactional producer's batches open its transaction on the partition (the last stable
 //! offset stops there until the coordinator's marker closes it, WriteTxnMarkers); control
 //! batches from clients are INVALID_RECORD.
+//!
+//! Transactions v2 (KIP-890 part 2, Produce v12+): the producer sends no AddPartitionsToTxn;
+//! the partition's leader adds the partition to the transaction. A transactional batch whose
+//! producer has no transaction open here under the batch's epoch needs its coordinator first:
+//! nothing of the request is appended, and it goes to the Python side (`Outcome::Verify`),
+//! which asks the transaction coordinator to add the partitions (AddPartitionsToTxn v5) and
+//! hands the frame back with a verdict per partition (`Verdict`); then the request is served
+//! again, appending where the coordinator agreed and answering its error elsewhere. A batch
+//! that arrives after the transaction ended is refused by the producer epoch: in v2 every end
+//! marker carries a bumped epoch.
 //!
 //! acks=0: no response. acks=1: answered after the leader append. acks=-1: answered once the
 //! HW covers every appended batch (at once while the ISR is the leader alone), else parked
@@ -29,10 +39,13 @@ use crate::protocol::messages::produce_request::ProduceRequest;
 use crate::protocol::messages::produce_response::{
     LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
+use crate::batch::{BatchHeader, HEADER_LEN, MAGIC_AT};
 use crate::protocol::{Chunk, ProtocolError, Reader, Records};
 
 pub const MIN_VERSION: i16 = 3;
-pub const MAX_VERSION: i16 = 11;
+pub const MAX_VERSION: i16 = 12;
+/// The first version of transactions v2 (the leader adds partitions to transactions).
+pub const TRANSACTION_V2_VERSION: i16 = 12;
 
 /// An acks=-1 produce waiting for the HW.
 pub struct PendingProduce {
@@ -118,6 +131,66 @@ pub enum Outcome {
     Done(Option<Vec<Chunk>>),
     /// Parked until the HW moves or the deadline.
     Wait(PendingProduce),
+    /// Nothing appended yet: the coordinator must add these partitions first (transactions v2).
+    Verify(Verification),
+}
+
+/// Partitions a transactions-v2 Produce needs added to its producer's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// The coordinator's answer for one partition of a `Verification` (`error_code` 0: added).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub topic: String,
+    pub partition: i32,
+    pub error_code: i16,
+    pub message: String,
+}
+
+/// `(producer id, epoch)` when `records` open a transaction this partition has not seen
+/// under that epoch: a transactional data batch whose producer has no transaction open here.
+fn needs_verification(part: &Partition, records: Option<&Records>) -> Option<(i64, i16)> {
+    let Some(Records::Bytes(b)) = records else { return None };
+    if b.len() < HEADER_LEN || b[MAGIC_AT] != 2 {
+        return None; // the append refuses it
+    }
+    let h = BatchHeader::parse(&b[..HEADER_LEN]);
+    if !h.is_transactional() || h.is_control() || h.producer_id < 0 {
+        return None;
+    }
+    (!part.log.has_ongoing_transaction(h.producer_id, h.producer_epoch)).then_some((h.producer_id, h.producer_epoch))
+}
+
+/// The partitions of a transactions-v2 request that need the coordinator, or None.
+fn to_verify(table: &PartitionTable, req: &ProduceRequest, version: i16) -> Option<Verification> {
+    let txn_id = req.transactional_id.as_deref().filter(|t| !t.is_empty())?;
+    if version < TRANSACTION_V2_VERSION || !matches!(req.acks, -1..=1) {
+        return None;
+    }
+    let mut out: Option<Verification> = None;
+    for topic in &req.topic_data {
+        for pdata in &topic.partition_data {
+            let Ok(part) = table.leader_for(&topic.name, pdata.index, -1) else { continue };
+            let Some((pid, epoch)) = needs_verification(&part, pdata.records.as_ref()) else { continue };
+            let v = out.get_or_insert_with(|| Verification {
+                transactional_id: txn_id.to_owned(),
+                producer_id: pid,
+                producer_epoch: epoch,
+                partitions: Vec::new(),
+            });
+            // Batches of another producer in the same request are refused when it is served.
+            if (v.producer_id, v.producer_epoch) == (pid, epoch) {
+                v.partitions.push((topic.name.clone(), pdata.index));
+            }
+        }
+    }
+    out
 }
 
 fn partition_response(index: i32, error_code: i16, message: Option<String>) -> PartitionProduceResponse {
@@ -140,8 +213,15 @@ pub fn handle(
     peer: &str,
     now_ms: i64,
     logs: &mut Vec<LogLine>,
+    verdicts: Option<&[Verdict]>,
 ) -> Result<Outcome, ProtocolError> {
     let req = ProduceRequest::decode(r, version)?;
+    if verdicts.is_none() {
+        if let Some(v) = to_verify(table, &req, version) {
+            return Ok(Outcome::Verify(v));
+        }
+    }
+    let txn_v2 = version >= TRANSACTION_V2_VERSION && req.transactional_id.as_deref().is_some_and(|t| !t.is_empty());
     let acks = req.acks;
     let mut response = ProduceResponse::default();
     let mut waits = Vec::new();
@@ -163,7 +243,11 @@ pub fn handle(
                         resp
                     }
                     Ok(part) => {
-                        let (resp, wait_for) = append(&part, pdata.records, acks, now_ms, peer, logs);
+                        let refused = if txn_v2 { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
+                        let (resp, wait_for) = match refused {
+                            Some((c, msg)) => (reject(c, msg), None),
+                            None => append(&part, pdata.records, acks, now_ms, peer, logs),
+                        };
                         if let Some((offset, leader_epoch)) = wait_for {
                             waits.push(Wait { topic: ti, index: out.partition_responses.len(), part, offset, leader_epoch, done: false });
                         }
@@ -194,6 +278,25 @@ pub fn handle(
         Some(chunks) => Ok(Outcome::Done(Some(chunks))),
         None => Ok(Outcome::Wait(pending)),
     }
+}
+
+/// Second pass of a verified transactions-v2 request: the coordinator's error for a partition
+/// it refused, or INVALID_TXN_STATE for one that still needs it but was not verified (a batch
+/// of a second producer id, or a transaction that ended meanwhile); None to append.
+fn verdict_refusal(part: &Partition, records: Option<&Records>, verdicts: Option<&[Verdict]>) -> Option<(i16, String)> {
+    let verdicts = verdicts?;
+    let (name, idx) = (&part.topic, part.index);
+    let found = verdicts.iter().find(|v| v.topic == **name && v.partition == idx);
+    if let Some(v) = found.filter(|v| v.error_code != code::NONE) {
+        return Some((v.error_code, v.message.clone()));
+    }
+    let (pid, epoch) = needs_verification(part, records)?;
+    found.is_none().then(|| {
+        (
+            code::INVALID_TXN_STATE,
+            format!("{name}-{idx} was not added to the transaction of producer id {pid} epoch {epoch} by its coordinator"),
+        )
+    })
 }
 
 /// Appends one partition's records as its leader: the response, and for acks=-1 after a

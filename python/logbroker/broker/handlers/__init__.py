@@ -15,6 +15,7 @@ from logbroker import _core
 from logbroker.protocol import REQUESTS, RequestHeader
 
 if TYPE_CHECKING:
+    from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
     from logbroker.broker.config import BrokerConfig
     from logbroker.broker.replica_manager import ReplicaManager
     from logbroker.broker.share_fetch import ShareFetchManager
@@ -35,6 +36,7 @@ class BrokerView(Protocol):
     controller: Controller | None
     groups: GroupCoordinator | None
     transactions: TransactionCoordinator | None
+    add_partitions_to_txn: AddPartitionsToTxnManager | None
     share_fetch: ShareFetchManager | None
     share_coordinator: ShareCoordinator | None
     quorum: MetadataQuorum | None  # set on a node of a controller quorum

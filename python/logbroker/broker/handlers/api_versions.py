@@ -2,6 +2,11 @@
 listener, CONTROLLER_HANDLERS on the controller listener), nothing else; the cluster-only
 APIs (DescribeQuorum, BrokerHeartbeat) only on a node of a controller quorum.
 
+Features (v3+, KIP-584): `transaction.version`, supported 0-2 and finalized at the level of
+the broker's `transaction.version` key (Kafka finalizes it when the cluster is formatted); a
+Java producer 4.x uses transactions v2 (KIP-890) when the finalized level is 2. The
+finalized-features epoch is fixed: the level does not change while a broker runs.
+
 KIP-511: a client may send a newer ApiVersions than we know; the server answers with
 a v0 response carrying UNSUPPORTED_VERSION and our ApiVersions range, and the client
 retries at a version we serve (see server.py).
@@ -33,5 +38,17 @@ def unsupported_version_response():
     )
 
 
+FEATURES_EPOCH = 0
+TRANSACTION_VERSION_MAX = 2
+
+
 async def handle(ctx, request):
-    return Response(error_code=ErrorCode.NONE, api_keys=_api_keys(ctx), throttle_time_ms=0)
+    level = ctx.broker.config.get_int("transaction.version")
+    return Response(
+        error_code=ErrorCode.NONE, api_keys=_api_keys(ctx), throttle_time_ms=0,
+        supported_features=[Response.SupportedFeatureKey(name="transaction.version", min_version=0,
+                                                         max_version=TRANSACTION_VERSION_MAX)],
+        finalized_features_epoch=FEATURES_EPOCH,
+        finalized_features=[Response.FinalizedFeatureKey(name="transaction.version", max_version_level=level,
+                                                         min_version_level=level)],
+    )

@@ -5,9 +5,14 @@ lives in coord/transaction_coordinator.py (the coordinator), coord/transaction_m
 (markers on this broker's partitions) and coord/group_coordinator.py (offsets); these
 functions translate requests and responses.
 
-Versions: the transactions-v1 ranges every client uses (KIP-890's v2 APIs are not
-advertised). PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH to versions
-older than the one that introduced it, as Kafka does.
+Versions: Kafka's ranges. KIP-890: AddPartitionsToTxn v4+ is the brokers' batched form
+(several transactions, VerifyOnly to check without adding; a partition leader or group
+coordinator adding partitions for a transactions-v2 producer, broker/add_partitions_to_txn.py);
+EndTxn v5 bumps the epoch and answers the producer id and epoch of the next transaction;
+TxnOffsetCommit v5 adds the group's `__consumer_offsets` partition to the transaction itself
+(the v2 producer sends no AddOffsetsToTxn). PRODUCER_FENCED (KIP-588) is answered as
+INVALID_PRODUCER_EPOCH to versions older than the one that introduced it, and
+TRANSACTION_ABORTABLE as INVALID_TXN_STATE to AddPartitionsToTxn v4, as Kafka does.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from logbroker.coord.controller import ControllerError
+from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.transaction_coordinator import TxnError
 from logbroker.coord.transaction_markers import write_markers
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -38,8 +44,39 @@ def _txn_error(ctx, api: str, txn_id: str, e: Exception) -> int:
     return code
 
 
+async def _add_or_verify(ctx, txn) -> dict[tuple[str, int], int]:
+    """One transaction of an AddPartitionsToTxn v4+ (from a broker): error code per partition."""
+    coordinator = ctx.broker.transactions
+    wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+    try:
+        if txn.verify_only:
+            codes = coordinator.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+        else:
+            codes = await coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                     wanted, v2=True)
+    except (TxnError, ControllerError) as e:
+        code = _txn_error(ctx, "AddPartitionsToTxn", txn.transactional_id, e)
+        codes = {tp: code for tp in wanted}
+    if ctx.version < 5:
+        codes = {tp: ErrorCode.INVALID_TXN_STATE if c == ErrorCode.TRANSACTION_ABORTABLE else c
+                 for tp, c in codes.items()}
+    return codes
+
+
 async def add_partitions_to_txn(ctx, request):
     Response = RESPONSES[24]
+    if ctx.version >= 4:
+        results = []
+        for txn in request.transactions:
+            codes = await _add_or_verify(ctx, txn)
+            results.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=[
+                Response.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+                    Response.AddPartitionsToTxnPartitionResult(partition_index=p,
+                                                               partition_error_code=codes[(t.name, p)])
+                    for p in t.partitions
+                ]) for t in txn.topics
+            ]))
+        return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
     txn_id = request.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     try:
@@ -68,12 +105,16 @@ async def add_offsets_to_txn(ctx, request):
 
 async def end_txn(ctx, request):
     code = ErrorCode.NONE
+    producer_id, producer_epoch = -1, -1
     try:
-        await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
-                                              request.committed)
+        producer_id, producer_epoch = await ctx.broker.transactions.end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+            v2=ctx.version >= 5)
     except (TxnError, ControllerError) as e:
         code = fenced_for(_txn_error(ctx, "EndTxn", request.transactional_id, e), ctx.version, 2)
-    return RESPONSES[26](throttle_time_ms=0, error_code=code)
+    if ctx.version < 5:
+        producer_id, producer_epoch = -1, -1
+    return RESPONSES[26](throttle_time_ms=0, error_code=code, producer_id=producer_id, producer_epoch=producer_epoch)
 
 
 async def write_txn_markers(ctx, request):
@@ -92,11 +133,35 @@ async def write_txn_markers(ctx, request):
     return Response(markers=out)
 
 
+async def _add_offsets_partition(ctx, request) -> int:
+    """TxnOffsetCommit v5 (transactions v2): the group's `__consumer_offsets` partition is
+    added to the producer's transaction here, by its group coordinator."""
+    groups = ctx.broker.groups
+    code = groups.check_coordinator(request.group_id)
+    if code:
+        return code
+    partition = (OFFSETS_TOPIC, groups.partition_of(request.group_id))
+    added = await ctx.broker.add_partitions_to_txn.add(request.transactional_id, request.producer_id,
+                                                       request.producer_epoch, [partition])
+    code, message = added[partition]
+    if code != ErrorCode.NONE:
+        log.debug("TxnOffsetCommit of group %r from %s: %s", request.group_id, ctx.peer, message)
+    return code
+
+
 async def txn_offset_commit(ctx, request):
     Response = RESPONSES[28]
     version = ctx.version
     offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                 p.committed_metadata) for t in request.topics for p in t.partitions]
+    code = await _add_offsets_partition(ctx, request) if version >= 5 else ErrorCode.NONE
+    if code != ErrorCode.NONE:
+        return Response(throttle_time_ms=0, topics=[
+            Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+                Response.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                for p in t.partitions
+            ]) for t in request.topics
+        ])
     results = await ctx.broker.groups.txn_commit_offsets(
         transactional_id=request.transactional_id, group_id=request.group_id,
         producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -155,11 +220,11 @@ async def list_transactions(ctx, request):
 
 
 ENTRIES = [
-    (24, 0, 3, add_partitions_to_txn),
+    (24, 0, 5, add_partitions_to_txn),
     (25, 0, 3, add_offsets_to_txn),
-    (26, 0, 4, end_txn),
+    (26, 0, 5, end_txn),
     (27, 1, 1, write_txn_markers),
-    (28, 0, 3, txn_offset_commit),
+    (28, 0, 5, txn_offset_commit),
     (65, 0, 0, describe_transactions),
     (66, 0, 1, list_transactions),
 ]
