@@ -16,7 +16,7 @@ from logbroker import Broker
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from test_bad_input import create_topic
-from test_transaction_errors import end, init
+from test_transaction_errors import init
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 from batches import build_batch  # noqa: E402
