@@ -233,3 +233,46 @@ def test_add_partitions_to_txn_v5_from_a_broker_verifies_and_adds(broker):
         assert call(5, True, [0, 1]) == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
         assert call(5, False, [1], e=epoch + 1) == {1: ErrorCode.PRODUCER_FENCED}
         assert describe(c, "t2a").transaction_state == "Ongoing"
+
+
+def test_an_exhausted_epoch_moves_the_producer_to_a_new_producer_id(broker):
+    """Past epoch 32766 the coordinator allocates the next producer id: the markers go out
+    under the old id at epoch 32767, and EndTxn answers the new id at epoch 0."""
+    import trio
+
+    bs = broker.bootstrap_servers
+    with RawClient(bs) as c:
+        assert create_topic(c, "v2x") == 0
+        c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["t2x"]))
+        r = init(c, "t2x")
+        pid = r.producer_id
+
+        async def age():  # as if 32765 transactions had ended since (one write of the state)
+            coordinator = broker.server.transactions
+            meta = coordinator.txns["t2x"]
+            async with meta.lock:
+                await coordinator._write(meta.changed(producer_epoch=32765))
+
+        trio.from_thread.run(age, trio_token=broker._token)
+        assert produce(c, "t2x", "v2x", 0, pid, 32765, 0, [b"a"]).error_code == ErrorCode.NONE
+        e = end_v5(c, "t2x", pid, 32765, True)
+        assert (e.error_code, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, pid, 32766), e
+        wait_state(c, "t2x", "CompleteCommit")
+        assert produce(c, "t2x", "v2x", 0, pid, 32766, 0, [b"b"]).error_code == ErrorCode.NONE
+        e = end_v5(c, "t2x", pid, 32766, True)
+        assert e.error_code == ErrorCode.NONE and e.producer_id != pid and e.producer_epoch == 0, e
+        new_pid = e.producer_id
+        d = wait_state(c, "t2x", "CompleteCommit")
+        assert (d.producer_id, d.producer_epoch) == (new_pid, 0), d
+        # a retry of that EndTxn gets the same answer
+        e = end_v5(c, "t2x", pid, 32766, True)
+        assert (e.error_code, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, new_pid, 0), e
+        # the old id is no longer the transactional id's: refused, nothing appended
+        leo = broker.server.replicas.get("v2x", 0).log.log_end_offset
+        late = produce(c, "t2x", "v2x", 0, pid, 32766, 1, [b"late"])
+        assert late.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING, late
+        assert broker.server.replicas.get("v2x", 0).log.log_end_offset == leo
+        assert produce(c, "t2x", "v2x", 0, new_pid, 0, 0, [b"c"]).error_code == ErrorCode.NONE
+        e = end_v5(c, "t2x", new_pid, 0, True)
+        assert (e.error_code, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, new_pid, 1), e
+    assert committed_values(bs, "v2x") == [b"a", b"b", b"c"]
