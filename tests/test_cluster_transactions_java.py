@@ -50,6 +50,7 @@ def processed(out: Path) -> int:
     return total
 
 
+@pytest.mark.timeout(400)
 def test_java_copier_survives_killing_its_coordinator_and_itself(tmp_path, kafka_tools):
     with Cluster(3, data_dir=tmp_path / "cluster", config=CONFIG) as cluster:
         create(cluster.nodes[0], "jci", 1, 3)
