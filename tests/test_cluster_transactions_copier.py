@@ -1,5 +1,5 @@
-"""logbroker's own client, transactional consume-transform-produce in a three-node cluster
-under faults: a copier process (tests/pyclient_copier.py) runs while the broker
+"""logbroker's own client and librdkafka (confluent-kafka), transactional
+consume-transform-produce in a three-node cluster under faults: a copier process (tests/transactional_copier.py) runs while the broker
 coordinating its transactional id is killed with SIGKILL and brought back; then the copier
 itself is killed mid-run and a second copier with the same transactional id finishes the
 copy. A read_committed consumer sees every input record exactly once, and the group has
@@ -22,7 +22,7 @@ from replication_helpers import create, full_isr, layout
 from test_cluster_transactions import CONFIG, read_committed
 
 RECORDS = 3000
-COPIER = Path(__file__).resolve().parent / "pyclient_copier.py"
+COPIER = Path(__file__).resolve().parent / "transactional_copier.py"
 
 
 def committed(out: Path) -> int:
@@ -34,7 +34,8 @@ def committed(out: Path) -> int:
 
 
 @pytest.mark.timeout(400)
-def test_our_copier_survives_killing_its_coordinator_and_itself(tmp_path):
+@pytest.mark.parametrize("client", ["logbroker", "librdkafka"])
+def test_a_copier_survives_killing_its_coordinator_and_itself(tmp_path, client):
     with Cluster(3, data_dir=tmp_path / "cluster", config=CONFIG) as cluster:
         create(cluster.nodes[0], "pci", 1, 3)
         create(cluster.nodes[0], "pco", 3, 3)
@@ -46,7 +47,7 @@ def test_our_copier_survives_killing_its_coordinator_and_itself(tmp_path):
             p.produce("pci", value=str(i).encode())
         assert p.flush(60) == 0
 
-        cmd = [sys.executable, str(COPIER), bs, "pci", "pco", "py-copy", "pcg", str(RECORDS)]
+        cmd = [sys.executable, str(COPIER), bs, "pci", "pco", "py-copy", "pcg", str(RECORDS), client]
         out1 = tmp_path / "copier1.out"
         with out1.open("w") as f1:
             first = subprocess.Popen(cmd, stdout=f1, stderr=subprocess.STDOUT)
