@@ -2,15 +2,20 @@
 a Produce v12 adds its partitions to the transaction at the coordinator (no
 AddPartitionsToTxn); TxnOffsetCommit v5 adds the group's offsets partition; EndTxn v5 bumps
 the epoch, answers retries with the outcome, allows an empty abort; a late batch of an ended
-transaction is refused by its epoch. Checked with raw requests and a read_committed consumer."""
+transaction is refused by its epoch. Partition verification (KIP-890 part 1) refuses a v1
+batch for a partition never added; with it off, Kafka's kafka-transactions tool finds and
+aborts the hanging transaction. Checked with raw requests and a read_committed consumer."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from logbroker import Broker
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -276,3 +281,81 @@ def test_an_exhausted_epoch_moves_the_producer_to_a_new_producer_id(broker):
         e = end_v5(c, "t2x", new_pid, 0, True)
         assert (e.error_code, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, new_pid, 1), e
     assert committed_values(bs, "v2x") == [b"a", b"b", b"c"]
+
+
+def add_v3(c, txn_id, pid, epoch, topic, partition):
+    A = AddPartitionsToTxn
+    r = c.request(24, 3, A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                           v3_and_below_producer_epoch=epoch,
+                           v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[partition])]))
+    return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+
+def test_a_v1_batch_for_a_partition_never_added_is_refused(broker):
+    """KIP-890 part 1: a transactions-v1 producer's first batch on a partition is checked with
+    the coordinator; one the producer never added cannot open a hanging transaction."""
+    with RawClient(broker.bootstrap_servers) as c:
+        assert create_topic(c, "v1v", 2) == 0
+        c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["t1v"]))
+        r = init(c, "t1v")
+        pid, epoch = r.producer_id, r.producer_epoch
+        log0 = broker.server.replicas.get("v1v", 0).log
+        r = produce(c, "t1v", "v1v", 0, pid, epoch, 0, [b"stray"], version=9)
+        assert r.error_code == ErrorCode.INVALID_TXN_STATE, r
+        r = produce(c, "t1v", "v1v", 0, pid, epoch, 0, [b"stray"], version=11)
+        assert r.error_code == ErrorCode.TRANSACTION_ABORTABLE, r
+        assert log0.log_end_offset == 0
+        # added first, as a v1 producer does: accepted, and later batches go straight in
+        assert add_v3(c, "t1v", pid, epoch, "v1v", 0) == ErrorCode.NONE
+        assert produce(c, "t1v", "v1v", 0, pid, epoch, 0, [b"a"], version=9).error_code == ErrorCode.NONE
+        assert produce(c, "t1v", "v1v", 0, pid, epoch, 1, [b"b"], version=9).error_code == ErrorCode.NONE
+        # partition 1 is not in the transaction
+        assert produce(c, "t1v", "v1v", 1, pid, epoch, 0, [b"c"], version=9).error_code == ErrorCode.INVALID_TXN_STATE
+        assert c.request(26, 3, REQUESTS[26](transactional_id="t1v", producer_id=pid, producer_epoch=epoch,
+                                             committed=True)).error_code == ErrorCode.NONE
+        wait_state(c, "t1v", "CompleteCommit")
+    assert committed_values(broker.bootstrap_servers, "v1v", 2) == [b"a", b"b"]
+
+
+def test_verification_off_lets_a_stray_v1_batch_in(tmp_path):
+    with Broker(data_dir=tmp_path / "d", config={"transaction.partition.verification.enable": "false"}) as b:
+        with RawClient(b.bootstrap_servers) as c:
+            assert create_topic(c, "v1o") == 0
+            c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["t1o"]))
+            r = init(c, "t1o")
+            resp = produce(c, "t1o", "v1o", 0, r.producer_id, r.producer_epoch, 0, [b"stray"], version=9)
+            assert resp.error_code == ErrorCode.NONE, resp  # a hanging transaction, as before KIP-890
+            assert b.server.replicas.get("v1o", 0).log.log_end_offset == 1
+
+
+def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(tmp_path):
+    """With verification off a stray v1 batch hangs its partition's LSO; Kafka's
+    kafka-transactions tool finds it (find-hanging) and aborts it (WriteTxnMarkers)."""
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        pytest.skip("Java 17 and Maven are needed for Kafka's tools")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benches.peers.kafka import install
+
+    tools = install()
+    txns = "org.apache.kafka.tools.TransactionsCommand"
+    with Broker(data_dir=tmp_path / "d", config={"transaction.partition.verification.enable": "false"}) as b:
+        bs = b.bootstrap_servers
+        with RawClient(bs) as c:
+            assert create_topic(c, "hang") == 0
+            c.request(10, 4, FindCoordinator(key_type=1, coordinator_keys=["th"]))
+            r = init(c, "th")
+            assert produce(c, "th", "hang", 0, r.producer_id, r.producer_epoch, 0, [b"stray"], version=9).error_code == 0
+        p = Producer({"bootstrap.servers": bs})
+        p.produce("hang", value=b"after", partition=0)
+        assert p.flush(10) == 0
+        assert committed_values(bs, "hang") == []  # held back by the open transaction
+        out = subprocess.run(tools.tools_java(txns, ["--bootstrap-server", bs, "find-hanging", "--broker-id", "1",
+                                                     "--max-transaction-timeout", "0"]),
+                             capture_output=True, timeout=120)
+        assert out.returncode == 0, out.stderr.decode()[-2000:]
+        assert "hang" in out.stdout.decode(), out.stdout.decode()
+        out = subprocess.run(tools.tools_java(txns, ["--bootstrap-server", bs, "abort", "--topic", "hang",
+                                                     "--partition", "0", "--start-offset", "0"]),
+                             capture_output=True, timeout=120)
+        assert out.returncode == 0, out.stderr.decode()[-2000:] + out.stdout.decode()[-2000:]
+        assert committed_values(bs, "hang") == [b"after"]

@@ -1,5 +1,5 @@
-"""Adding partitions to a producer's transaction on its behalf (Kafka's
-AddPartitionsToTxnManager; transactions v2, KIP-890 part 2).
+"""Adding partitions to a producer's transaction on its behalf, or checking that it added
+them (Kafka's AddPartitionsToTxnManager; KIP-890 parts 2 and 1).
 
 A transactions-v2 producer sends no AddPartitionsToTxn. When a partition leader gets the
 first transactional batch of a transaction (Produce v12; the network thread hands such a
@@ -8,6 +8,11 @@ v5, this broker asks the producer's transaction coordinator to add the partition
 when that coordinator is this broker, else with AddPartitionsToTxn v5 (one transaction,
 VerifyOnly false) over the broker-to-broker channel. No retries here: the producer retries
 its request.
+
+Partition verification (part 1, `transaction.partition.verification.enable`): the first
+batch of a transactions-v1 producer's transaction on a partition is checked the same way
+with VerifyOnly true; the coordinator answers TRANSACTION_ABORTABLE for a partition the
+producer never added, which a Produce before v11 gets as INVALID_TXN_STATE.
 
 Errors for Produce follow Kafka's translation for clients: the coordinator's retriable codes
 (CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, a coordinator
@@ -45,12 +50,15 @@ def _name(code: int) -> str:
     return ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
 
 
-def for_produce(code: int, message: str) -> tuple[int, str]:
-    """The code and message a Produce answers for a partition the coordinator did not add."""
+def for_produce(code: int, message: str, version: int) -> tuple[int, str]:
+    """The code and message a Produce `version` answers for a partition the coordinator did
+    not add (or, verifying, did not find in the transaction)."""
     if code in RETRIABLE:
-        return ErrorCode.NOT_ENOUGH_REPLICAS, f"unable to add the partition to the transaction yet ({message})"
+        return ErrorCode.NOT_ENOUGH_REPLICAS, f"unable to verify the partition in the transaction yet ({message})"
     if code == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH, message
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < 11:
+        return ErrorCode.INVALID_TXN_STATE, f"the partition was not added to the transaction ({message})"
     return code, message
 
 
@@ -70,15 +78,18 @@ class AddPartitionsToTxnManager:
             await self.channel.aclose()
 
     async def add(self, txn_id: str, producer_id: int, producer_epoch: int,
-                  partitions: list[Partition]) -> dict[Partition, tuple[int, str]]:
+                  partitions: list[Partition], verify_only: bool = False) -> dict[Partition, tuple[int, str]]:
         """(error code, message) per partition: NONE once the coordinator added it to the
-        open transaction of `producer_id` at `producer_epoch`."""
+        open transaction of `producer_id` at `producer_epoch` (`verify_only`: found it there)."""
         what = f"transactional id {txn_id!r} (producer id {producer_id} epoch {producer_epoch})"
         _index, leader = self.transactions.coordinator_node(txn_id)
         if leader == self.node_id:
             try:
-                codes = await self.transactions.add_partitions(txn_id, producer_id, producer_epoch, partitions,
-                                                               v2=True)
+                if verify_only:
+                    codes = self.transactions.verify_partitions(txn_id, producer_id, producer_epoch, partitions)
+                else:
+                    codes = await self.transactions.add_partitions(txn_id, producer_id, producer_epoch, partitions,
+                                                                   v2=True)
             except (TxnError, ControllerError) as e:
                 return {tp: (e.code, f"{what}: {e}") for tp in partitions}
             return {tp: (c, "" if c == ErrorCode.NONE else f"{what}: {_name(c)}") for tp, c in codes.items()}
@@ -91,7 +102,7 @@ class AddPartitionsToTxnManager:
         for t, p in partitions:
             topics[t].append(p)
         body = Req(transactions=[Req.AddPartitionsToTxnTransaction(
-            transactional_id=txn_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=False,
+            transactional_id=txn_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=verify_only,
             topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])])
         try:
             resp = await self.channel.request(leader, (broker.host, broker.port), ADD_PARTITIONS_TO_TXN,

@@ -94,17 +94,17 @@ class KafkaServer:
         net.respond(conn, chunks)
 
     async def _verify_produce(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
-                              verification: tuple[str, int, int, list[tuple[str, int]]]) -> None:
-        """A transactions-v2 Produce whose partitions its transaction coordinator must add
-        first (broker/add_partitions_to_txn.py); the network thread then serves it with the
-        coordinator's verdicts."""
-        txn_id, producer_id, producer_epoch, partitions = verification
+                              verification: tuple[str, int, int, list[tuple[str, int]], bool, int]) -> None:
+        """A transactional Produce whose partitions its transaction coordinator must add
+        (v2) or find in the transaction (v1) first (broker/add_partitions_to_txn.py); the
+        network thread then serves it with the coordinator's verdicts."""
+        txn_id, producer_id, producer_epoch, partitions, verify_only, version = verification
         try:
             manager = self.broker.add_partitions_to_txn
             if manager is None:
                 added = {tp: (ErrorCode.NOT_ENOUGH_REPLICAS, "the broker is starting") for tp in partitions}
             else:
-                added = await manager.add(txn_id, producer_id, producer_epoch, partitions)
+                added = await manager.add(txn_id, producer_id, producer_epoch, partitions, verify_only)
         except Exception:
             log.exception("internal error adding %s to transactional id %r for %s; connection closed",
                           partitions, txn_id, peer)
@@ -113,7 +113,7 @@ class KafkaServer:
         verdicts = []
         for (topic, partition), (code, message) in added.items():
             if code != ErrorCode.NONE:
-                code, message = for_produce(code, message)
+                code, message = for_produce(code, message, version)
                 log.debug("produce to %s-%d from %s: %s (%s)", topic, partition, peer, ErrorCode(code).name
                           if code in ErrorCode._value2member_map_ else code, message)
             verdicts.append((topic, partition, code, message))

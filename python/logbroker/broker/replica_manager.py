@@ -44,6 +44,7 @@ class ReplicaManager:
         # The data path's view of our replicas (shared with the network thread, if any).
         self.table = table if table is not None else _core.PartitionTable()
         self.table.set_rack_aware_selector(config.get_str("replica.selector.class") == RACK_AWARE_SELECTOR)
+        self.table.set_verify_transactions_v1(config.get_bool("transaction.partition.verification.enable"))
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._image: MetadataImage | None = None
         self._closed = False

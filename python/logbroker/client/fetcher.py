@@ -300,9 +300,21 @@ class ConsumerCore(ClientCore):
             return
         self._fetching_committed = True
 
+        group = self.group
+
         def done(p: Pending[Any]) -> None:
             self._fetching_committed = False
-            offsets = {} if p.error is not None else p._value
+            err = p.error
+            if err is not None:
+                # never fall back to auto.offset.reset because the coordinator was away
+                if isinstance(err, KafkaError) and not err.retriable and not isinstance(err, ConnectionError):
+                    self.errors.append(err)
+                    self.notify()
+                    return
+                self.call_at(self.now + group.backoff, lambda: self._refresh_committed(
+                    [tp for tp in tps if tp in self.assignment and self.assignment[tp].position is None]))
+                return
+            offsets = p._value
             for tp in tps:
                 st = self.assignment.get(tp)
                 if st is None or st.position is not None:
@@ -580,11 +592,38 @@ class ConsumerCore(ClientCore):
         group.request(req).add_callback(done)
         return out
 
-    def fetch_committed(self, tps: list[TopicPartition]) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
+    def fetch_committed(self, tps: list[TopicPartition], retries: int = 20
+                        ) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
+        """The group's committed offsets; retried while the coordinator moves or loads, or a
+        transaction's offsets are pending (UNSTABLE_OFFSET_COMMIT), as Kafka's clients do."""
         if self.group is None:
             p: Pending[Any] = Pending()
             p.fail(ConfigError("committed offsets need a group.id"))
             return p
+        group = self.group
+        out: Pending[dict[TopicPartition, tuple[int, str | None]]] = Pending()
+
+        def done(p: Pending[dict[TopicPartition, tuple[int, str | None]]]) -> None:
+            err = p.error
+            if err is None:
+                out.resolve(p.result())
+                return
+            code = getattr(err, "code", None)
+            coordinator_gone = code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            if retries > 0 and (coordinator_gone or isinstance(err, ConnectionError)
+                                or (isinstance(err, KafkaError) and err.retriable)):
+                if coordinator_gone or not isinstance(err, KafkaError):
+                    group.coordinator_lost()
+                self.call_at(self.now + group.backoff, lambda: self.fetch_committed(tps, retries - 1).add_callback(
+                    lambda q: out.fail(q.error) if q.error is not None else out.resolve(q.result())))
+                return
+            out.fail(err)
+
+        self._fetch_committed_once(tps).add_callback(done)
+        return out
+
+    def _fetch_committed_once(self, tps: list[TopicPartition]) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
+        assert self.group is not None
         req_cls = _OffsetFetchRequest
         topics: dict[str, list[int]] = {}
         for tp in tps:

@@ -48,6 +48,12 @@ impl PyPartitionTable {
         self.0.set_rack_aware_selector(on);
     }
 
+    /// KIP-890 part 1 (`transaction.partition.verification.enable`): whether the first batch
+    /// of a transactions-v1 transaction on a partition is checked with its coordinator.
+    fn set_verify_transactions_v1(&self, on: bool) {
+        self.0.set_verify_transactions_v1(on);
+    }
+
     #[allow(clippy::type_complexity)]
     fn set_metadata(&self, py: Python<'_>, node_id: i32, topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
                     brokers: Vec<(i32, String, i32, Option<String>)>) -> PyResult<()> {
@@ -120,9 +126,9 @@ pub struct PyNetworkServer {
 
 /// `(conn, frame, peer, message, level)`: a request has a frame; anything else is a message
 /// to log at `level` (Python's logging levels).
-/// `(transactional id, producer id, producer epoch, [(topic, partition)])` of a Produce that
-/// needs its transaction coordinator first.
-type PyVerification = (String, i64, i16, Vec<(String, i32)>);
+/// `(transactional id, producer id, producer epoch, [(topic, partition)], verify only, Produce
+/// version)` of a Produce that needs its transaction coordinator first.
+type PyVerification = (String, i64, i16, Vec<(String, i32)>, bool, i16);
 type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<PyVerification>);
 
 #[pymethods]
@@ -177,7 +183,7 @@ impl PyNetworkServer {
                     peer,
                     None,
                     0,
-                    Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions)),
+                    Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions, v.verify_only, v.version)),
                 ),
                 #[allow(clippy::cast_possible_wrap)]
                 Event::Closed { conn, peer, reason, fault } => {

@@ -581,7 +581,17 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 12), 12, 1, "peer", 0, &mut logs, None).unwrap() else {
         panic!("expected a verification")
     };
-    assert_eq!(v, produce::Verification { transactional_id: "tx".into(), producer_id: 5, producer_epoch: 0, partitions: vec![("t".into(), 0)] });
+    assert_eq!(
+        v,
+        produce::Verification {
+            transactional_id: "tx".into(),
+            producer_id: 5,
+            producer_epoch: 0,
+            partitions: vec![("t".into(), 0)],
+            verify_only: false,
+            version: 12
+        }
+    );
     assert_eq!(p.log.log_end_offset(), 0);
     // v11 (transactions v1) appends without asking
     let req11 = txn_req(Some("tx"), 6, 0, 0, &[b"v1"]);
@@ -618,4 +628,23 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
         produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, "peer", 0, &mut logs, None).unwrap(),
         produce::Outcome::Done(_)
     ));
+}
+
+#[test]
+fn transactions_v1_first_batches_are_checked_when_verification_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p) = table_with(dir.path(), vec![1]);
+    let mut logs = Vec::new();
+    let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
+    assert!(matches!(produce::handle(&table, &mut body(&req, 11), 11, 1, "peer", 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    table.set_verify_transactions_v1(true);
+    let req = txn_req(Some("tx"), 6, 0, 0, &[b"b"]);
+    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 9), 9, 2, "peer", 0, &mut logs, None).unwrap() else {
+        panic!("expected a verification")
+    };
+    assert!(v.verify_only && v.version == 9 && v.partitions == vec![("t".to_owned(), 0)]);
+    // the producer of the open transaction goes on without asking
+    let req = txn_req(Some("tx"), 5, 0, 1, &[b"c"]);
+    assert!(matches!(produce::handle(&table, &mut body(&req, 9), 9, 3, "peer", 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert_eq!(p.log.log_end_offset(), 2);
 }

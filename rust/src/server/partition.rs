@@ -421,6 +421,8 @@ pub struct PartitionTable {
     wakeup: Arc<Wakeup>,
     /// `set_rack_aware_selector`
     rack_aware: AtomicBool,
+    /// `set_verify_transactions_v1`
+    verify_v1: AtomicBool,
 }
 
 impl Default for PartitionTable {
@@ -437,6 +439,7 @@ impl PartitionTable {
             node_id: std::sync::atomic::AtomicI32::new(-1),
             wakeup: Arc::default(),
             rack_aware: AtomicBool::new(false),
+            verify_v1: AtomicBool::new(false),
         }
     }
 
@@ -501,6 +504,16 @@ impl PartitionTable {
     /// (`replica.selector.class` = RackAwareReplicaSelector); off: consumers read the leader.
     pub fn set_rack_aware_selector(&self, on: bool) {
         self.rack_aware.store(on, Ordering::Release);
+    }
+
+    /// KIP-890 part 1 (`transaction.partition.verification.enable`): the first batch of a
+    /// transactions-v1 producer's transaction on a partition is checked with its coordinator.
+    pub fn set_verify_transactions_v1(&self, on: bool) {
+        self.verify_v1.store(on, Ordering::Release);
+    }
+
+    pub fn verify_transactions_v1(&self) -> bool {
+        self.verify_v1.load(Ordering::Acquire)
     }
 
     /// Each broker's rack when the rack-aware selector is on, else `None` (one clone of the

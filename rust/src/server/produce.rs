@@ -21,6 +21,12 @@
 //! that arrives after the transaction ended is refused by the producer epoch: in v2 every end
 //! marker carries a bumped epoch.
 //!
+//! Transactions v1 (Produce v3-11) with partition verification on (KIP-890 part 1,
+//! `PartitionTable::verify_transactions_v1`): the same detour, but the coordinator only
+//! checks that the producer added the partition (AddPartitionsToTxn VerifyOnly); a batch for a
+//! partition outside the open transaction is refused (INVALID_TXN_STATE, or
+//! TRANSACTION_ABORTABLE from v11) instead of opening a transaction no marker will close.
+//!
 //! acks=0: no response. acks=1: answered after the leader append. acks=-1: answered once the
 //! HW covers every appended batch (at once while the ISR is the leader alone), else parked
 //! until it does or `timeout_ms` passes (REQUEST_TIMED_OUT for the partitions still short).
@@ -135,13 +141,23 @@ pub enum Outcome {
     Verify(Verification),
 }
 
-/// Partitions a transactions-v2 Produce needs added to its producer's transaction.
+/// Partitions a transactional Produce needs added to (v2) or checked in (v1, `verify_only`)
+/// its producer's transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verification {
     pub transactional_id: String,
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub partitions: Vec<(String, i32)>,
+    pub verify_only: bool,
+    /// The Produce version (the errors a client understands depend on it).
+    pub version: i16,
+}
+
+/// Whether the first batch of a transaction on a partition goes to the coordinator.
+fn verifies(table: &PartitionTable, req: &ProduceRequest, version: i16) -> bool {
+    req.transactional_id.as_deref().is_some_and(|t| !t.is_empty())
+        && (version >= TRANSACTION_V2_VERSION || table.verify_transactions_v1())
 }
 
 /// The coordinator's answer for one partition of a `Verification` (`error_code` 0: added).
@@ -167,12 +183,12 @@ fn needs_verification(part: &Partition, records: Option<&Records>) -> Option<(i6
     (!part.log.has_ongoing_transaction(h.producer_id, h.producer_epoch)).then_some((h.producer_id, h.producer_epoch))
 }
 
-/// The partitions of a transactions-v2 request that need the coordinator, or None.
+/// The partitions of a transactional request that need the coordinator, or None.
 fn to_verify(table: &PartitionTable, req: &ProduceRequest, version: i16) -> Option<Verification> {
-    let txn_id = req.transactional_id.as_deref().filter(|t| !t.is_empty())?;
-    if version < TRANSACTION_V2_VERSION || !matches!(req.acks, -1..=1) {
+    if !verifies(table, req, version) || !matches!(req.acks, -1..=1) {
         return None;
     }
+    let txn_id = req.transactional_id.as_deref()?;
     let mut out: Option<Verification> = None;
     for topic in &req.topic_data {
         for pdata in &topic.partition_data {
@@ -183,6 +199,8 @@ fn to_verify(table: &PartitionTable, req: &ProduceRequest, version: i16) -> Opti
                 producer_id: pid,
                 producer_epoch: epoch,
                 partitions: Vec::new(),
+                verify_only: version < TRANSACTION_V2_VERSION,
+                version,
             });
             // Batches of another producer in the same request are refused when it is served.
             if (v.producer_id, v.producer_epoch) == (pid, epoch) {
@@ -221,7 +239,7 @@ pub fn handle(
             return Ok(Outcome::Verify(v));
         }
     }
-    let txn_v2 = version >= TRANSACTION_V2_VERSION && req.transactional_id.as_deref().is_some_and(|t| !t.is_empty());
+    let verifying = verifies(table, &req, version);
     let acks = req.acks;
     let mut response = ProduceResponse::default();
     let mut waits = Vec::new();
@@ -243,7 +261,7 @@ pub fn handle(
                         resp
                     }
                     Ok(part) => {
-                        let refused = if txn_v2 { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
+                        let refused = if verifying { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
                         let (resp, wait_for) = match refused {
                             Some((c, msg)) => (reject(c, msg), None),
                             None => append(&part, pdata.records, acks, now_ms, peer, logs),
@@ -280,7 +298,7 @@ pub fn handle(
     }
 }
 
-/// Second pass of a verified transactions-v2 request: the coordinator's error for a partition
+/// Second pass of a verified request: the coordinator's error for a partition
 /// it refused, or INVALID_TXN_STATE for one that still needs it but was not verified (a batch
 /// of a second producer id, or a transaction that ended meanwhile); None to append.
 fn verdict_refusal(part: &Partition, records: Option<&Records>, verdicts: Option<&[Verdict]>) -> Option<(i16, String)> {
