@@ -6,7 +6,8 @@ network thread hands to the coordinator to add the partition, and EndTxn v5 (epo
 A request answered CONCURRENT_TRANSACTIONS (v1) or NOT_ENOUGH_REPLICAS (v2) while the
 previous transaction's markers are written is retried at once, as clients do (counted in
 the cycle). Reported: transaction cycle time, and the first Produce of each transaction
-alone (the one that waits for the coordinator in v2).
+alone (the one that waits for the coordinator in v2, and in v1 with
+`transaction.partition.verification.enable`, KIP-890 part 1; v1 runs with it on and off).
 
 Run: python -m pytest benches/bench_transactions.py --benchmark-only
 """
@@ -34,9 +35,10 @@ RECORDS = 100
 RETRY = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_ENOUGH_REPLICAS}
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with Broker(data_dir=tmp_path_factory.mktemp("txn")) as b, RawClient(b.bootstrap_servers) as c:
+@pytest.fixture(scope="module", params=["verified", "unverified"])
+def broker(request, tmp_path_factory):
+    config = {"transaction.partition.verification.enable": str(request.param == "verified").lower()}
+    with Broker(data_dir=tmp_path_factory.mktemp("txn"), config=config) as b, RawClient(b.bootstrap_servers) as c:
         C = CreateTopics
         for name in ("tv1", "tv2"):
             c.request(19, 5, C(topics=[C.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
@@ -109,4 +111,6 @@ def test_transaction_v1(benchmark, broker):
 
 
 def test_transaction_v2(benchmark, broker):
+    if broker.config.get_bool("transaction.partition.verification.enable") is False:
+        pytest.skip("v2 always goes through the coordinator")
     _run(benchmark, broker.bootstrap_servers, v2=True)
