@@ -233,7 +233,8 @@ def test_kafka_share_groups_describes_resets_and_deletes_offsets(share_broker, k
     assert console() == list(range(20))
     assert ["workers"] in tool("--list")
     rows = tool("--describe", "--group", "workers", "--offsets")
-    assert [r[:4] for r in rows[1:]] == [["workers", "jobs", "0", "10"], ["workers", "jobs", "1", "10"]], rows
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"], rows
+    assert rows[1:] == [["workers", "jobs", "0", "10", "0"], ["workers", "jobs", "1", "10", "0"]], rows
     # back to the start: the partitions' leader drops what it held and reads the reset state
     rows = tool("--reset-offsets", "--group", "workers", "--topic", "jobs", "--to-earliest", "--execute")
     assert [r[:4] for r in rows[1:]] == [["workers", "jobs", "0", "0"], ["workers", "jobs", "1", "0"]], rows

@@ -248,3 +248,44 @@ def test_acknowledgements_wait_out_a_share_coordinator_failover(tmp_path):
             # accepted records never again; the released ones come back counting their written
             # delivery (the one that followed the release was not written: handing out is not)
             assert got == [(6, 9, 2)]
+        # KIP-1226 lag, answered by the group's coordinator with the HW from cq-0's leader
+        # (asked over the broker channel when that is another node)
+        Describe = REQUESTS[90]
+
+        def start_and_lag():
+            with RawClient(survivor.bootstrap_servers) as c:
+                fc = c.request(10, 4, FindCoordinator(key_type=0, coordinator_keys=["sg"])).coordinators[0]
+            assert fc.error_code == 0
+            with RawClient(f"{fc.host}:{fc.port}") as gc:
+                g = gc.request(90, 1, Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                    group_id="sg", topics=[Describe.DescribeShareGroupOffsetsRequestTopic(
+                        topic_name="cq", partitions=[0])])])).groups[0]
+            p = g.topics[0].partitions[0]
+            return p.error_code, p.start_offset, p.lag
+
+        wait_until(lambda: start_and_lag() == (0, 6, 10 - 6), timeout=30, what="the share-partition lag")
+
+
+def test_describe_share_group_offsets_v1_reports_the_lag(tmp_path):
+    """KIP-1226: lag = HW - start offset - records after the start already delivered."""
+    from test_share_groups import heartbeat
+    Describe = REQUESTS[90]
+    with Broker(data_dir=tmp_path / "d", config=CONFIG) as b, RawClient(b.bootstrap_servers) as c:
+        assert create_topic(c, "lq") == 0
+        produce(b.bootstrap_servers, "lq", [b"x"] * 10)
+        tid = topic_id(c, "lq")
+        assert heartbeat(c, "lg", "m1", 0, ["lq"]).error_code == 0
+        assert acquired(fetch(c, "lg", "m1", 0, [(tid, 0)])) == {0: [(0, 9, 1)]}
+        # 0-3 and 6-7 accepted: the start offset moves to 4, two records past it are complete
+        r = fetch(c, "lg", "m1", 1, [], acks={(tid, 0): [(0, 3, [1]), (6, 7, [1])]})
+        assert [p.acknowledge_error_code for t in r.responses for p in t.partitions] == [0]
+
+        def describe(version):
+            g = c.request(90, version, Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id="lg", topics=None)])).groups[0]
+            return [(p.partition_index, p.start_offset, p.lag) for t in g.topics for p in t.partitions]
+
+        assert describe(1) == [(0, 4, 10 - 4 - 2)]
+        assert describe(0) == [(0, 4, -1)], "no lag before v1"
+        produce(b.bootstrap_servers, "lq", [b"y"] * 5)
+        assert describe(1) == [(0, 4, 15 - 4 - 2)]

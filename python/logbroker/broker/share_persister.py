@@ -31,6 +31,7 @@ from logbroker.protocol import REQUESTS, ErrorCode
 log = logging.getLogger("logbroker.share")
 
 INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
+LIST_OFFSETS = 2
 RETRIABLE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 CALL_TIMEOUT_S = 30.0
 
@@ -137,13 +138,14 @@ class SharePersister:
 
 
     async def summaries(self, group_id: str, parts: list[tuple[uuid.UUID, int]]
-                        ) -> dict[tuple[uuid.UUID, int], tuple[int, str | None, int, int, int]]:
+                        ) -> dict[tuple[uuid.UUID, int], tuple[int, str | None, int, int, int, int]]:
         """For each (topic id, partition) of the group: (error code, message, state epoch,
-        leader epoch, start offset); start offset -1 where the group has no state. One
-        ReadShareGroupStateSummary per coordinator node, not retried (an admin asks again)."""
-        out: dict[tuple[uuid.UUID, int], tuple[int, str | None, int, int, int]] = {}
+        leader epoch, start offset, delivery-complete count); start offset -1 where the group
+        has no state, count -1 where unknown. One ReadShareGroupStateSummary (v1, KIP-1226)
+        per coordinator node, not retried (an admin asks again)."""
+        out: dict[tuple[uuid.UUID, int], tuple[int, str | None, int, int, int, int]] = {}
         if SHARE_STATE_TOPIC not in self.controller.image.topics:  # no group has state yet
-            return {tp: (ErrorCode.NONE, None, 0, -1, -1) for tp in parts}
+            return {tp: (ErrorCode.NONE, None, 0, -1, -1, -1) for tp in parts}
         by_node: dict[int, list[tuple[uuid.UUID, int]]] = {}
         for tp in parts:
             by_node.setdefault(self.coordinator.coordinator_node(coordinator_key(group_id, *tp))[1], []).append(tp)
@@ -155,10 +157,11 @@ class SharePersister:
                     try:
                         s = await self.coordinator.read_summary((group_id, *tp), -1)
                     except StateTopicError as e:
-                        out[tp] = (e.code, str(e), 0, -1, -1)
+                        out[tp] = (e.code, str(e), 0, -1, -1, -1)
                         continue
-                    out[tp] = ((ErrorCode.NONE, None, 0, -1, -1) if s is None
-                               else (ErrorCode.NONE, None, s.state_epoch, s.leader_epoch, s.start_offset))
+                    out[tp] = ((ErrorCode.NONE, None, 0, -1, -1, -1) if s is None
+                               else (ErrorCode.NONE, None, s.state_epoch, s.leader_epoch, s.start_offset,
+                                     s.delivery_complete_count))
                 return
             Request: Any = REQUESTS[READ_SUMMARY]
             topics: dict[uuid.UUID, list[int]] = {}
@@ -169,19 +172,62 @@ class SharePersister:
             try:
                 if node not in endpoints:
                     raise BrokerUnreachable(f"share coordinator node {node} is not available")
-                resp = await self.channel.request(node, endpoints[node], READ_SUMMARY, 0, request, timeout=CALL_TIMEOUT_S)
+                resp = await self.channel.request(node, endpoints[node], READ_SUMMARY, 1, request, timeout=CALL_TIMEOUT_S)
             except BrokerUnreachable as e:
                 for tp in tps:
-                    out[tp] = (ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e), 0, -1, -1)
+                    out[tp] = (ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e), 0, -1, -1, -1)
                 return
             for r in resp.results:
                 for pr in r.partitions:
                     out[(r.topic_id, pr.partition)] = (pr.error_code, pr.error_message, pr.state_epoch,
-                                                       pr.leader_epoch, pr.start_offset)
+                                                       pr.leader_epoch, pr.start_offset, pr.delivery_complete_count)
 
         async with trio.open_nursery() as nursery:
             for node, tps in by_node.items():
                 nursery.start_soon(ask, node, tps)
         for tp in parts:
-            out.setdefault(tp, (ErrorCode.COORDINATOR_NOT_AVAILABLE, "no answer from the share coordinator", 0, -1, -1))
+            out.setdefault(tp, (ErrorCode.COORDINATOR_NOT_AVAILABLE, "no answer from the share coordinator", 0, -1,
+                                -1, -1))
         return out
+
+    async def end_offsets(self, replicas, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The high watermark of each partition (-1 when its leader cannot be asked), for the
+        share-partition lag of KIP-1226: read here where this broker leads, else with one
+        ListOffsets (latest, read_uncommitted) per leader."""
+        image = self.controller.image
+        endpoints = {b.node_id: (b.host, b.port) for b in self.controller.client_brokers(image)}
+        out: dict[tuple[str, int], int] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for t, p in parts:
+            ps = image.topics.get(t).partitions.get(p) if t in image.topics else None
+            leader = -1 if ps is None else ps.leader
+            local = replicas.get(t, p) if leader == self.node_id else None
+            if local is not None:
+                out[(t, p)] = local.log.high_watermark
+            else:
+                by_leader.setdefault(leader, []).append((t, p))
+
+        async def ask(leader: int, tps: list[tuple[str, int]]) -> None:
+            if leader not in endpoints:
+                return
+            Request: Any = REQUESTS[LIST_OFFSETS]
+            topics: dict[str, list[int]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append(p)
+            request = Request(replica_id=-1, isolation_level=0, topics=[Request.ListOffsetsTopic(name=t, partitions=[
+                Request.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+                for p in ps]) for t, ps in topics.items()])
+            try:
+                resp = await self.channel.request(leader, endpoints[leader], LIST_OFFSETS, 7, request,
+                                                  timeout=CALL_TIMEOUT_S)
+            except BrokerUnreachable:
+                return
+            for t in resp.topics:
+                for pr in t.partitions:
+                    if pr.error_code == ErrorCode.NONE:
+                        out[(t.name, pr.partition_index)] = pr.offset
+
+        async with trio.open_nursery() as nursery:
+            for leader, tps in by_leader.items():
+                nursery.start_soon(ask, leader, tps)
+        return {tp: out.get(tp, -1) for tp in parts}

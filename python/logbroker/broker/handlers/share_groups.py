@@ -251,6 +251,11 @@ async def describe_share_group_offsets(ctx, request):
         topic_parts = _topic_parts(ctx, wanted)
         known = [(tid, p) for _, tid, ps in topic_parts if tid is not None for p in ps]
         states = await persister.summaries(gid, known) if known else {}
+        ends: dict[tuple[str, int], int] = {}
+        if ctx.version >= 1:  # KIP-1226 lag: the HW less what the group has not yet completed
+            with_state = [(name, p) for name, tid, ps in topic_parts if tid is not None for p in ps
+                          if not states[(tid, p)][0] and states[(tid, p)][4] >= 0]
+            ends = await persister.end_offsets(ctx.replicas, with_state) if with_state else {}
         topics = []
         for name, tid, ps in topic_parts:
             parts = []
@@ -260,11 +265,13 @@ async def describe_share_group_offsets(ctx, request):
                         partition_index=p, start_offset=-1, leader_epoch=-1, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         error_message=f"topic {name!r} does not exist"))
                     continue
-                err, emsg, _state_epoch, leader_epoch, start = states[(tid, p)]
+                err, emsg, _state_epoch, leader_epoch, start, complete = states[(tid, p)]
                 if wanted is None and (err or start < 0):
                     continue  # all topics: only the partitions the group has state for
+                end = ends.get((name, p), -1)
+                lag = max(0, end - start - complete) if min(end, start, complete) >= 0 else -1
                 parts.append(Response.DescribeShareGroupOffsetsResponsePartition(
-                    partition_index=p, start_offset=start, leader_epoch=leader_epoch, error_code=err,
+                    partition_index=p, start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=err,
                     error_message=emsg))
             if parts:
                 topics.append(Response.DescribeShareGroupOffsetsResponseTopic(
@@ -339,7 +346,7 @@ ENTRIES = [
     (77, 1, 1, share_group_describe),
     (78, 1, 2, share_fetch),
     (79, 1, 2, share_acknowledge),
-    (90, 0, 0, describe_share_group_offsets),
+    (90, 0, 1, describe_share_group_offsets),
     (91, 0, 0, alter_share_group_offsets),
     (92, 0, 0, delete_share_group_offsets),
 ]
