@@ -78,8 +78,9 @@ class ClusterNode:
     """One `logbroker serve` process of a `Cluster`."""
 
     def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str],
-                 bound_port: int | None = None) -> None:
+                 bound_port: int | None = None, metrics_port: int | None = None) -> None:
         self.node_id = node_id
+        self.metrics_port = metrics_port
         self.port = port
         self.bound_port = port if bound_port is None else bound_port
         self.controller_port = controller_port
@@ -88,6 +89,12 @@ class ClusterNode:
         self._args = args
         self._ready_line = ""
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        """The node's Prometheus endpoint (`Cluster(metrics=True)`)."""
+        assert self.metrics_port is not None, "the cluster was started without metrics=True"
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -202,7 +209,7 @@ class Cluster:
 
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
                  racks: list[str] | None = None, log_level: str = "INFO", broker_only: int = 0,
-                 front: Callable[[int, str, int], int] | None = None) -> None:
+                 front: Callable[[int, str, int], int] | None = None, metrics: bool = False) -> None:
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
@@ -234,7 +241,11 @@ class Cluster:
                 args += ["--set", f"advertised.listeners={a}"]
             for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
                 args += ["--set", kv]
-            self.nodes.append(ClusterNode(i, adv[i][0], adv[i][1], root / f"node{i}", args, bound_port=p))
+            metrics_port = free_port() if metrics else None
+            if metrics_port is not None:
+                args += ["--set", f"metrics.listen=127.0.0.1:{metrics_port}"]
+            self.nodes.append(ClusterNode(i, adv[i][0], adv[i][1], root / f"node{i}", args, bound_port=p,
+                                          metrics_port=metrics_port))
 
     @property
     def bootstrap_servers(self) -> str:

@@ -96,6 +96,15 @@ def _parse_replica_selector(text: str) -> str:
     return t
 
 
+def _parse_optional_hostport(text: str) -> str:
+    """Empty, or HOST:PORT (port 0: any free port)."""
+    text = str(text).strip()
+    if not text:
+        return ""
+    host, port = split_host_port(text)
+    return f"{host}:{port}"
+
+
 def _parse_listener(text: str) -> str:
     """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
     ls = parse_listeners(text)
@@ -194,6 +203,7 @@ class ConfigKey:
 _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("node.id", _parse_int(0, INT_MAX), "1", "This broker's id (Kafka: node.id / broker.id)."),
     ConfigKey("log.dirs", _parse_str, "./logbroker-data", "Data directory holding one directory per partition."),
+    ConfigKey("metrics.listen", _parse_optional_hostport, "", "HOST:PORT of the Prometheus metrics endpoint (GET /metrics; docs/operations.md lists the metrics); empty: none."),
     ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
     ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
     ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),

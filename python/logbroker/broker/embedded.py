@@ -59,6 +59,13 @@ class Broker:
         return f"{self.address[0]}:{self.address[1]}"
 
     @property
+    def metrics_url(self) -> str:
+        """The Prometheus endpoint (`metrics.listen` set, e.g. `Broker(metrics_listen="127.0.0.1:0")`)."""
+        assert self.server is not None and self.server.metrics_address is not None, "metrics.listen is not set"
+        host, port = self.server.metrics_address
+        return f"http://{host}:{port}/metrics"
+
+    @property
     def port(self) -> int:
         assert self.address is not None
         return self.address[1]

@@ -57,6 +57,8 @@ class Replication:
             socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
         )
         self.alter_isr: AlterIsr | None = None  # set by the service in a cluster
+        self.isr_shrinks = 0  # ISR changes this leader had committed (Kafka's IsrShrinksPerSec,
+        self.isr_expands = 0  # IsrExpandsPerSec), for the metrics endpoint
         self.quorum = None  # MetadataQuorum in a cluster: this broker's registration epoch
         self._following: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
         self._in_flight: set[tuple[str, int]] = set()
@@ -174,6 +176,10 @@ class Replication:
             if code != 0:
                 log.info("%s: ISR change %s -> %s refused (error %d): %s", p.name, state.isr, new_isr, code, message)
             else:
+                if len(new_isr) < len(state.isr):
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
                 # wait (bounded) for the committed change to reach this broker's image, so the
                 # next pass does not ask again with the old partition epoch
                 with trio.move_on_after(2):

@@ -16,7 +16,7 @@ import logging
 import trio
 
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig
+from logbroker.broker.config import BrokerConfig, split_host_port
 from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
 from logbroker.coord.controller_channel import serve_kafka_connection
@@ -28,6 +28,7 @@ from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
 from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
+from logbroker.broker.metrics import MetricsServer
 from logbroker.broker.share_persister import SharePersister
 from logbroker.coord.share_coordinator import ShareCoordinator
 
@@ -43,6 +44,8 @@ class BrokerServer:
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
         self.add_partitions_to_txn: AddPartitionsToTxnManager | None = None
+        self.metrics: MetricsServer | None = None
+        self.metrics_address: tuple[str, int] | None = None  # bound `metrics.listen`
         self.share_fetch: ShareFetchManager | None = None
         self.share_coordinator: ShareCoordinator | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
@@ -141,6 +144,11 @@ class BrokerServer:
                 self.replicas.replication.alter_isr = self.lifecycle.alter_partition
                 await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
+            metrics_listen = self.config.get_str("metrics.listen")
+            if metrics_listen:
+                host, port = split_host_port(metrics_listen)
+                self.metrics = MetricsServer(self)
+                self.metrics_address = await nursery.start(self.metrics.serve, host, port)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
                 self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,

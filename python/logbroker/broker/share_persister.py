@@ -21,6 +21,7 @@ from typing import Any
 
 import trio
 
+from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.share_coordinator import Key, ShareCoordinator
@@ -31,7 +32,6 @@ from logbroker.protocol import REQUESTS, ErrorCode
 log = logging.getLogger("logbroker.share")
 
 INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
-LIST_OFFSETS = 2
 RETRIABLE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 CALL_TIMEOUT_S = 30.0
 
@@ -192,42 +192,5 @@ class SharePersister:
 
     async def end_offsets(self, replicas, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The high watermark of each partition (-1 when its leader cannot be asked), for the
-        share-partition lag of KIP-1226: read here where this broker leads, else with one
-        ListOffsets (latest, read_uncommitted) per leader."""
-        image = self.controller.image
-        endpoints = {b.node_id: (b.host, b.port) for b in self.controller.client_brokers(image)}
-        out: dict[tuple[str, int], int] = {}
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for t, p in parts:
-            ps = image.topics.get(t).partitions.get(p) if t in image.topics else None
-            leader = -1 if ps is None else ps.leader
-            local = replicas.get(t, p) if leader == self.node_id else None
-            if local is not None:
-                out[(t, p)] = local.log.high_watermark
-            else:
-                by_leader.setdefault(leader, []).append((t, p))
-
-        async def ask(leader: int, tps: list[tuple[str, int]]) -> None:
-            if leader not in endpoints:
-                return
-            Request: Any = REQUESTS[LIST_OFFSETS]
-            topics: dict[str, list[int]] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(p)
-            request = Request(replica_id=-1, isolation_level=0, topics=[Request.ListOffsetsTopic(name=t, partitions=[
-                Request.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
-                for p in ps]) for t, ps in topics.items()])
-            try:
-                resp = await self.channel.request(leader, endpoints[leader], LIST_OFFSETS, 7, request,
-                                                  timeout=CALL_TIMEOUT_S)
-            except BrokerUnreachable:
-                return
-            for t in resp.topics:
-                for pr in t.partitions:
-                    if pr.error_code == ErrorCode.NONE:
-                        out[(t.name, pr.partition_index)] = pr.offset
-
-        async with trio.open_nursery() as nursery:
-            for leader, tps in by_leader.items():
-                nursery.start_soon(ask, leader, tps)
-        return {tp: out.get(tp, -1) for tp in parts}
+        share-partition lag of KIP-1226 (broker/end_offsets.py)."""
+        return await end_offsets(self.channel, self.controller, replicas, self.node_id, parts)

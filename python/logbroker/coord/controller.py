@@ -77,6 +77,8 @@ class Controller:
         self.store = store
         self.local = local
         self.quorum = quorum
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
         self._lock = trio.Lock()
         self._listeners: list[Listener] = []
         self._producer_id_next = 0
@@ -528,7 +530,21 @@ class Controller:
         return value == "true"
 
     def _elect(self, image: MetadataImage, gone: set[int], apply: bool = True) -> list[elections.Election]:
-        return elections.elect_for_brokers(image, gone, self.unclean_allowed, apply)
+        moved = elections.elect_for_brokers(image, gone, self.unclean_allowed, apply)
+        if apply:
+            self._count_elections(len(moved), sum(e.unclean for e in moved))
+        return moved
+
+    def _count_elections(self, n: int, unclean: int) -> None:
+        """Leader elections decided here (Kafka's ControllerStats LeaderElectionRateAndTimeMs
+        and UncleanLeaderElectionsPerSec), for the metrics endpoint."""
+        self.leader_elections += n
+        self.unclean_leader_elections += unclean
+
+    @property
+    def is_active(self) -> bool:
+        """Whether this node is the active controller (always, on a single node)."""
+        return self.quorum is None or self.quorum.is_active
 
     @staticmethod
     def _log_unclean(moved: list[elections.Election]) -> None:
@@ -576,6 +592,7 @@ class Controller:
             changed = [r for r in results if r[2] == ErrorCode.NONE]
             if changed:
                 await self._commit(image)
+                self._count_elections(len(changed), len(unclean))
                 kind = "preferred" if election_type == elections.PREFERRED else "unclean"
                 log.info("%s leader election: %s", kind, ", ".join(
                     f"{n}-{i} -> {image.topics[n].partitions[i].leader}" for n, i, _c, _m in changed))
@@ -594,6 +611,7 @@ class Controller:
                 moved.append((t.name, ps.partition, ps.leader, ps.preferred_leader))
                 elections.elect_preferred(image, t, ps)
             await self._commit(image)
+            self._count_elections(len(moved), 0)
             log.info("leader rebalance: %d partition(s) back on their preferred replica: %s", len(moved),
                      ", ".join(f"{n}-{i} {a}->{b}" for n, i, a, b in moved[:10]))
             return len(moved)

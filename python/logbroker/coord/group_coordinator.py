@@ -313,6 +313,10 @@ class GroupCoordinator:
         index = self.partition_of(group_id)
         part = self.replicas.get(OFFSETS_TOPIC, index)
         if part is None or not part.is_leader:
+            # the image may already make this broker the leader (FindCoordinator answered so)
+            # while its replica is still being opened: loading, not elsewhere
+            if self.coordinator_node(group_id)[1] == self.config.node_id:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, part
             return ErrorCode.NOT_COORDINATOR, part
         if index not in self._led:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, part

@@ -80,6 +80,10 @@ class StateTopic:
         """StateTopicError unless this broker leads partition `index` and has read it back."""
         part = self.replicas.get(self.topic, index)
         if part is None or not part.is_leader:
+            topic = self.controller.image.topics.get(self.topic)
+            ps = None if topic is None else topic.partitions.get(index)
+            if ps is not None and ps.leader == self.node_id:  # led in the image, the replica still opening
+                raise StateTopicError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{self.topic}-{index} is loading ({what})")
             raise StateTopicError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {self.topic}-{index} ({what})")
         if index not in self.loaded:
             raise StateTopicError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{self.topic}-{index} is loading ({what})")

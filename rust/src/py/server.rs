@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
 use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
+use crate::server::metrics::LATENCY_BUCKETS_MS;
 use crate::server::produce::Verdict;
 use crate::server::{Event, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
 
@@ -46,6 +47,39 @@ impl PyPartitionTable {
     /// (`replica.selector.class` = Kafka's RackAwareReplicaSelector).
     fn set_rack_aware_selector(&self, on: bool) {
         self.0.set_rack_aware_selector(on);
+    }
+
+    /// Per hosted partition, for the metrics endpoint: `(topic, partition, is leader,
+    /// bytes in, records in, bytes out, replication bytes out, log size bytes, segments, log
+    /// start offset, LEO, HW)`. The counters are monotonic (see server/metrics.rs).
+    #[allow(clippy::type_complexity)]
+    fn partition_stats(&self, py: Python<'_>) -> Vec<(String, i32, bool, u64, u64, u64, u64, u64, usize, i64, i64, i64)> {
+        py.detach(|| {
+            self.0
+                .all()
+                .into_iter()
+                .filter(|p| !p.is_removed())
+                .map(|p| {
+                    let (bi, mi, bo, rbo) = p.stats.snapshot();
+                    let leader = p.state().leader == p.node_id;
+                    let l = &p.log;
+                    (
+                        p.topic.to_string(),
+                        p.index,
+                        leader,
+                        bi,
+                        mi,
+                        bo,
+                        rbo,
+                        l.size_bytes(),
+                        l.segment_count(),
+                        l.log_start_offset(),
+                        l.log_end_offset(),
+                        l.high_watermark(),
+                    )
+                })
+                .collect()
+        })
     }
 
     /// KIP-890 part 1 (`transaction.partition.verification.enable`): whether the first batch
@@ -239,6 +273,18 @@ impl PyNetworkServer {
     /// Closes the listener and every connection; waits for the network thread.
     fn shutdown(&self, py: Python<'_>) {
         py.detach(|| self.inner.shutdown());
+    }
+
+    /// Requests answered per API since the start: `[(api_key, count, total ms, cumulative
+    /// bucket counts)]`, the buckets bounded by `latency_buckets_ms` and then +Inf.
+    fn request_stats(&self) -> Vec<(i16, u64, f64, Vec<u64>)> {
+        self.inner.shared().stats.by_api.snapshot()
+    }
+
+    /// The upper bounds (ms) of `request_stats`' buckets.
+    #[staticmethod]
+    fn latency_buckets_ms() -> Vec<f64> {
+        LATENCY_BUCKETS_MS.to_vec()
     }
 
     /// Counters: connections, requests, fetch_sessions, pool_used, pool_limit, pool_refusals.

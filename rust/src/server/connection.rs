@@ -77,6 +77,8 @@ pub struct Connection {
     pub last_active: Instant,
     /// Waiting for the pool (see the module doc).
     pub paused_for_memory: bool,
+    /// The API key of the request being handled and when its frame was complete.
+    pub in_flight: Option<(i16, Instant)>,
     rbuf: Box<[u8]>,
     rstart: usize,
     rend: usize,
@@ -98,6 +100,7 @@ impl Connection {
             phase: Phase::Reading,
             last_active: Instant::now(),
             paused_for_memory: false,
+            in_flight: None,
             rbuf: vec![0u8; READ_BUF].into_boxed_slice(),
             rstart: 0,
             rend: 0,

@@ -275,6 +275,7 @@ impl PendingFetch {
         let follower_reads = !follower && self.version >= 11;
         let racks = if follower_reads && !self.rack_id.is_empty() { table.racks_for_selection() } else { None };
         let mut datas = Vec::with_capacity(self.targets.len());
+        let mut served: Vec<(Arc<Partition>, u64)> = Vec::new();
         for t in &self.targets {
             let mut data = PartitionData {
                 partition_index: t.partition,
@@ -345,6 +346,7 @@ impl PendingFetch {
                         match lg.read(t.fetch_offset, budget, Some(upper), total == 0) {
                             Ok(Some(region)) if region.length > 0 => {
                                 total += region.length;
+                                served.push((Arc::clone(&part), region.length));
                                 if self.read_committed {
                                     // only the aborts overlapping the returned batches (up to the
                                     // LSO if the segment went away meanwhile)
@@ -379,6 +381,10 @@ impl PendingFetch {
         if !(total >= min_bytes || errors || readable.is_empty() || expired || Instant::now() >= self.deadline) {
             self.waiting_on = readable;
             return Ok(None);
+        }
+        for (part, n) in served {
+            let counter = if follower { &part.stats.replication_bytes_out } else { &part.stats.bytes_out };
+            super::metrics::PartitionStats::add(counter, n);
         }
         // Answer: which partitions go in, and what the session remembers.
         let mut session_id = 0;

@@ -24,6 +24,7 @@ pub mod connection;
 pub mod fetch;
 pub mod fetch_session;
 pub mod memory_pool;
+pub mod metrics;
 pub mod network;
 pub mod partition;
 pub mod produce;
@@ -125,6 +126,8 @@ pub struct Stats {
     pub requests: AtomicU64,
     /// Incremental fetch sessions open now.
     pub fetch_sessions: AtomicU64,
+    /// Requests answered per API, with their times (`metrics.rs`).
+    pub by_api: metrics::RequestStats,
 }
 
 struct EventQueue {

@@ -188,6 +188,7 @@ impl NetworkLoop {
                     conn.phase = Phase::Handling;
                     let peer = conn.peer.clone();
                     self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+                    conn.in_flight = peek_api(&frame).map(|(key, _)| (key, Instant::now()));
                     let Some((key @ (0 | 1), version)) = peek_api(&frame) else {
                         self.shared.push_event(Event::Request { conn: id, frame, peer });
                         return;
@@ -355,6 +356,9 @@ impl NetworkLoop {
             return false;
         }
         c.release_request(&self.shared.pool);
+        if let Some((api_key, since)) = c.in_flight.take() {
+            self.shared.stats.by_api.observe(api_key, since.elapsed());
+        }
         match chunks {
             Some(chunks) => {
                 c.queue_response(chunks);

@@ -145,6 +145,8 @@ pub struct Partition {
     /// The control plane waits for this partition's HW (`watch_high_watermark`).
     watched: AtomicBool,
     wakeup: Arc<Wakeup>,
+    /// Bytes and records in and out (`metrics.rs`).
+    pub stats: super::metrics::PartitionStats,
 }
 
 impl Partition {
@@ -464,6 +466,7 @@ impl PartitionTable {
             leo_announced: std::sync::atomic::AtomicI64::new(-1),
             watched: AtomicBool::new(false),
             wakeup: Arc::clone(&self.wakeup),
+            stats: super::metrics::PartitionStats::default(),
         });
         let old = self
             .parts
@@ -497,6 +500,11 @@ impl PartitionTable {
 
     pub fn get(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
         self.parts.read().unwrap_or_else(PoisonError::into_inner).get(topic)?.get(&index).cloned()
+    }
+
+    /// Every partition hosted here (a snapshot of the table).
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.parts.read().unwrap_or_else(PoisonError::into_inner).values().flat_map(|m| m.values().cloned()).collect()
     }
 
     /// Replaces the cluster view (one call per metadata image change).

@@ -38,6 +38,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::metrics::PartitionStats;
 use super::partition::{Partition, PartitionTable};
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
@@ -344,9 +345,12 @@ fn append(
         Some(Records::Bytes(b)) => b.to_vec(),
         _ => Vec::new(),
     };
+    let size = records.len() as u64;
     match part.log.append_as_leader(records, leader_epoch, now_ms) {
         Ok(res) => {
             part.maybe_increment_hw();
+            PartitionStats::add(&part.stats.bytes_in, size);
+            PartitionStats::add(&part.stats.messages_in, u64::try_from(res.last_offset - res.base_offset + 1).unwrap_or(0));
             let resp = PartitionProduceResponse {
                 index: idx,
                 error_code: code::NONE,
