@@ -1,6 +1,12 @@
-"""`logbroker topic ...`: move partitions between brokers and elect leaders, through the Kafka
-protocol (any broker of the cluster will do; it forwards to the active controller).
+"""`logbroker topic ...`: create, list, describe, reconfigure and delete topics, move partitions
+between brokers and elect leaders, through the Kafka protocol (any broker of the cluster will
+do; it forwards to the active controller). As Kafka's tools, `--bootstrap-server` names it.
 
+    logbroker topic create --topic T [--partitions N] [--replication-factor R] [--config K=V ...]
+    logbroker topic list [--internal] [--json]
+    logbroker topic describe [--topic T ...] [--configs] [--json]
+    logbroker topic alter-config --topic T [--set K=V ...] [--delete K ...]
+    logbroker topic delete --topic T [--topic T2 ...]
     logbroker topic reassign --topic T --partition P --replicas 2,3,4 [--wait]
     logbroker topic reassign --reassignment-json-file plan.json [--wait]
     logbroker topic reassign --topic T --partition P --cancel
@@ -35,9 +41,30 @@ def _name(code: int) -> str:
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("topic", help="reassign partitions and elect leaders")
+    t = sub.add_parser("topic", help="create, list, describe, configure and delete topics; reassign partitions, "
+                                     "elect leaders")
     t.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     ts = t.add_subparsers(dest="topic_command", required=True)
+    c = ts.add_parser("create", help="create a topic")
+    c.add_argument("--topic", required=True)
+    c.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
+    c.add_argument("--replication-factor", type=int, default=-1,
+                   help="default: the broker's default.replication.factor")
+    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config (repeatable)")
+    c.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists")
+    lst = ts.add_parser("list", help="list topics")
+    lst.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets, ...)")
+    lst.add_argument("--json", action="store_true")
+    d = ts.add_parser("describe", help="partitions with leaders, replicas, ISR and offsets")
+    d.add_argument("--topic", action="append", default=[], help="a topic (repeatable; default: every topic)")
+    d.add_argument("--configs", action="store_true", help="also every config of the topics")
+    d.add_argument("--json", action="store_true")
+    a = ts.add_parser("alter-config", help="set or delete topic configs")
+    a.add_argument("--topic", required=True)
+    a.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    a.add_argument("--delete", action="append", default=[], metavar="KEY", help="back to the default")
+    x = ts.add_parser("delete", help="delete topics")
+    x.add_argument("--topic", action="append", required=True, help="a topic (repeatable)")
     r = ts.add_parser("reassign", help="move partitions to other brokers (or list / cancel moves)")
     r.add_argument("--topic")
     r.add_argument("--partition", type=int)
@@ -167,7 +194,139 @@ def cmd_elect(conn: BrokerConnection, args) -> int:
     return 1 if failed else 0
 
 
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} {item!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _table(title: str, columns: list[str], rows: list[list[object]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for c in columns:
+        table.add_column(c)
+    for row in rows:
+        table.add_row(*(str(v) for v in row))
+    Console(width=200).print(table)
+
+
+def cmd_create(admin, args) -> int:
+    from logbroker.client import NewTopic
+    from logbroker.client.errors import TopicAlreadyExistsError
+
+    configs = _pairs(args.config, "--config")
+    try:
+        admin.create_topics([NewTopic(args.topic, args.partitions, args.replication_factor, configs)])
+    except TopicAlreadyExistsError:
+        if args.if_not_exists:
+            print(f"topic {args.topic!r} exists")
+            return 0
+        raise
+    d = admin.describe_topics([args.topic])[args.topic]
+    rf = len(d.partitions[0].replicas) if d.partitions else 0
+    print(f"created topic {args.topic!r}: {len(d.partitions)} partition(s), replication factor {rf}")
+    return 0
+
+
+def cmd_list(admin, args) -> int:
+    names = sorted(n for n in admin.list_topics() if args.internal or not n.startswith("__"))
+    if args.json:
+        print(json.dumps(names))
+    else:
+        for n in names:
+            print(n)
+    return 0
+
+
+def cmd_describe(admin, args) -> int:
+    found = admin.describe_topics(args.topic or None)
+    missing = [t for t in args.topic if t not in found]
+    if missing:
+        print(f"logbroker: no such topic: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    names = sorted(found)
+    parts = [(n, p.partition) for n in names for p in found[n].partitions]
+    earliest = admin.list_offsets({tp: "earliest" for tp in parts}) if parts else {}
+    latest = admin.list_offsets({tp: "latest" for tp in parts}) if parts else {}
+    configs = admin.describe_configs([("topic", n) for n in names]) if args.configs and names else {}
+
+    def offsets(n: str, i: int) -> tuple[int, int]:
+        e = next((v[0] for tp, v in earliest.items() if (tp.topic, tp.partition) == (n, i)), -1)
+        ltst = next((v[0] for tp, v in latest.items() if (tp.topic, tp.partition) == (n, i)), -1)
+        return e, ltst
+
+    if args.json:
+        doc = []
+        for n in names:
+            d = found[n]
+            doc.append({"topic": n, "internal": d.internal, "partitions": [
+                {"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
+                 "earliest_offset": offsets(n, p.partition)[0], "latest_offset": offsets(n, p.partition)[1]}
+                for p in d.partitions], **({"configs": configs.get(("topic", n), {})} if args.configs else {})})
+        print(json.dumps(doc, indent=2))
+        return 0
+    for n in names:
+        d = found[n]
+        rows = []
+        for p in d.partitions:
+            e, ltst = offsets(n, p.partition)
+            state = "offline" if p.leader < 0 else "under-replicated" if len(p.isr) < len(p.replicas) else ""
+            rows.append([p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr)), e, ltst,
+                         ltst - e if min(e, ltst) >= 0 else "", state])
+        rf = len(d.partitions[0].replicas) if d.partitions else 0
+        _table(f"{n}: {len(d.partitions)} partition(s), replication factor {rf}" + (" (internal)" if d.internal else ""),
+               ["partition", "leader", "replicas", "isr", "earliest", "latest", "records", "state"], rows)
+        if args.configs:
+            _table(f"{n}: configs", ["key", "value"], sorted([k, v] for k, v in configs.get(("topic", n), {}).items()))
+    return 0
+
+
+def cmd_alter_config(admin, args) -> int:
+    changes: dict[str, str | None] = dict(_pairs(args.set, "--set"))
+    for key in args.delete:
+        changes[key] = None
+    if not changes:
+        raise UsageError("alter-config needs --set KEY=VALUE or --delete KEY")
+    admin.alter_configs({("topic", args.topic): changes})
+    for k, v in changes.items():
+        print(f"{args.topic}: {k} " + ("deleted (back to the default)" if v is None else f"= {v}"))
+    return 0
+
+
+def cmd_delete(admin, args) -> int:
+    admin.delete_topics(args.topic)
+    for t in args.topic:
+        print(f"deleted topic {t!r}")
+    return 0
+
+
+ADMIN_COMMANDS = {"create": cmd_create, "list": cmd_list, "describe": cmd_describe, "alter-config": cmd_alter_config,
+                  "delete": cmd_delete}
+
+
+def _run_admin(args) -> int:
+    from logbroker.client import Admin, KafkaError
+
+    try:
+        with Admin(args.bootstrap_server, **{"client.id": "logbroker-topic"}) as admin:
+            return ADMIN_COMMANDS[args.topic_command](admin, args)
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
+    except KafkaError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 1
+
+
 def run(args) -> int:
+    if args.topic_command in ADMIN_COMMANDS:
+        return _run_admin(args)
     commands = {"reassign": cmd_reassign, "elect-leaders": cmd_elect}
     try:
         if args.topic_command == "reassign" and not args.list:
