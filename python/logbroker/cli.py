@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.topic_cli import add_parser as add_topic_parser
 
     add_topic_parser(sub)
+    from logbroker.console_cli import add_parser as add_console_parser
+
+    add_console_parser(sub)
     return p
 
 
@@ -88,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         from logbroker import topic_cli
 
         return topic_cli.run(args)
+    if args.command in ("produce", "consume"):
+        from logbroker import console_cli
+
+        return console_cli.run_produce(args) if args.command == "produce" else console_cli.run_consume(args)
     if args.command == "cluster":
         from logbroker import cluster_cli
 
