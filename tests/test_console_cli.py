@@ -82,3 +82,19 @@ def test_consume_formats_starts_and_groups(broker, tmp_path):
     assert r.returncode == 0 and r.stdout == b"", r.stdout
     assert run(bs, "consume", "--topic", "nope", "--timeout", "1").returncode == 1
     assert run(bs, "consume", "--topic", "cons", "--offset", "1", "--timeout", "1").returncode == 2
+
+
+def test_bench_produces_and_consumes_and_cleans_up(broker):
+    bs = broker.bootstrap_servers
+    r = run(bs, "bench", "--records", "3000", "--record-size", "200", "--partitions", "2", "--compression", "lz4",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["partitions"] == 2 and doc["produce"]["records"] == 3000 and doc["consume"]["records"] == 3000
+    assert doc["produce"]["records_per_s"] > 0 and doc["produce"]["latency_p99_ms"] >= doc["produce"]["latency_median_ms"]
+    admin = AdminClient({"bootstrap.servers": bs})
+    assert doc["topic"] not in admin.list_topics(timeout=10).topics, "the benchmark topic is deleted"
+    r = run(bs, "bench", "--records", "500", "--topic", "kept")
+    assert r.returncode == 0 and b"produce" in r.stdout and b"consume" in r.stdout, r.stderr
+    assert "kept" in admin.list_topics(timeout=10).topics
+    assert run(bs, "bench", "--records", "0").returncode == 2

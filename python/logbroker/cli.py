@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.console_cli import add_parser as add_console_parser
 
     add_console_parser(sub)
+    from logbroker.bench_cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return p
 
 
@@ -91,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         from logbroker import topic_cli
 
         return topic_cli.run(args)
+    if args.command == "bench":
+        from logbroker import bench_cli
+
+        return bench_cli.run(args)
     if args.command in ("produce", "consume"):
         from logbroker import console_cli
 
