@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.bench_cli import add_parser as add_bench_parser
 
     add_bench_parser(sub)
+    from logbroker.mirror_cli import add_parser as add_mirror_parser
+
+    add_mirror_parser(sub)
     return p
 
 
@@ -94,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         from logbroker import topic_cli
 
         return topic_cli.run(args)
+    if args.command == "mirror":
+        from logbroker import mirror_cli
+
+        return mirror_cli.run(args)
     if args.command == "bench":
         from logbroker import bench_cli
 
