@@ -310,25 +310,14 @@ ADMIN_COMMANDS = {"create": cmd_create, "list": cmd_list, "describe": cmd_descri
                   "delete": cmd_delete}
 
 
-def _run_admin(args) -> int:
+def run(args) -> int:
     from logbroker.client import Admin, KafkaError
 
-    try:
-        with Admin(args.bootstrap_server, **{"client.id": "logbroker-topic"}) as admin:
-            return ADMIN_COMMANDS[args.topic_command](admin, args)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
-    except KafkaError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 1
-
-
-def run(args) -> int:
-    if args.topic_command in ADMIN_COMMANDS:
-        return _run_admin(args)
     commands = {"reassign": cmd_reassign, "elect-leaders": cmd_elect}
     try:
+        if args.topic_command in ADMIN_COMMANDS:
+            with Admin(args.bootstrap_server, client_id="logbroker-topic") as admin:
+                return ADMIN_COMMANDS[args.topic_command](admin, args)
         if args.topic_command == "reassign" and not args.list:
             _plan(args)  # bad arguments are reported before any connection
         if args.topic_command == "elect-leaders" and args.partition is not None and args.topic is None:
@@ -338,6 +327,6 @@ def run(args) -> int:
     except UsageError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 2
-    except ClientError as e:
+    except (ClientError, KafkaError) as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1
