@@ -19,7 +19,7 @@ def emit(**event) -> None:
 
 
 def run_confluent(a) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     conf = {
         "bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
@@ -51,12 +51,16 @@ def run_confluent(a) -> None:
         good = [m for m in msgs if m.error() is None]
         if good:
             emit(records=[[m.partition(), m.offset(), m.value().decode()] for m in good])
-            c.commit(asynchronous=False)
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException as e:  # a rebalance under way (as with Kafka): the next commit covers it
+                emit(commit_error=str(e))
 
 
 def run_kafka_python(a) -> None:
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.errors import KafkaError
 
     class L(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
@@ -77,13 +81,17 @@ def run_kafka_python(a) -> None:
         recs = [[tp.partition, m.offset, m.value.decode()] for tp, ms in batch.items() for m in ms]
         if recs:
             emit(records=recs)
-            c.commit()
+            try:
+                c.commit()
+            except KafkaError as e:  # a rebalance under way: the next commit covers it
+                emit(commit_error=str(e))
 
 
 def run_aiokafka(a) -> None:
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.errors import KafkaError
 
     class L(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked):
@@ -103,7 +111,10 @@ def run_aiokafka(a) -> None:
             recs = [[tp.partition, m.offset, m.value.decode()] for tp, ms in batch.items() for m in ms]
             if recs:
                 emit(records=recs)
-                await c.commit()
+                try:
+                    await c.commit()
+                except KafkaError as e:  # a rebalance under way: the next commit covers it
+                    emit(commit_error=str(e))
 
     asyncio.run(main())
 
