@@ -20,6 +20,7 @@ import sys
 
 import trio
 
+from logbroker import log_format
 from logbroker.broker.config import BrokerConfig, ConfigError
 
 
@@ -36,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--config", help="Java-properties file with broker config keys")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    s.add_argument("--log-format", choices=["text", "json"], default="text",
+                   help="text lines, or one JSON object per line (docs/operations.md, Log levels)")
     sub.add_parser("config-keys", help="list the broker configuration keys with defaults")
     from logbroker.group_cli import add_parser as add_group_parser
 
@@ -119,11 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in BROKER_KEYS.values():
             print(f"{key.name} = {key.default}\n    {key.doc}")
         return 0
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    log_format.configure(args.log_level, args.log_format)
     try:
         config = BrokerConfig.load(args.config, args.set, **{"log.dirs": args.data_dir, "listeners": args.listen,
                                                                 "node.id": args.node_id,
@@ -133,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"logbroker: bad configuration: {e}", file=sys.stderr)
         return 2
+    log_format.configure(args.log_level, args.log_format, config.node_id)
     try:
         trio.run(_serve, config)
     except BaseException as e:  # noqa: BLE001 - sorted below; anything else is re-raised

@@ -73,7 +73,7 @@ class KafkaServer:
                     elif conn < 0:
                         log.log(level, "network thread: %s", message)
                     else:
-                        log.log(level, "connection from %s closed: %s", peer, message)
+                        log.log(level, "connection from %s closed: %s", peer, message, extra={"peer": peer})
 
     def close(self) -> None:
         """Closes the listener and every connection (idempotent)."""
@@ -88,7 +88,7 @@ class KafkaServer:
             return
         except Exception:
             # A bug in a handler must cost one connection, never the broker.
-            log.exception("internal error serving %s; connection closed", peer)
+            log.exception("internal error serving %s; connection closed", peer, extra={"peer": peer})
             net.close(conn)
             return
         net.respond(conn, chunks)

@@ -170,7 +170,8 @@ class Replication:
         self._in_flight.add(key)
         try:
             log.info("%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
-                     p.name, state.isr, new_isr, state.leader_epoch, state.partition_epoch, why)
+                     p.name, state.isr, new_isr, state.leader_epoch, state.partition_epoch, why,
+                     extra={"topic": p.topic, "partition": p.index})
             code, message = await self.alter_isr(p.topic_id, p.index, state.leader_epoch, state.partition_epoch,
                                                  new_isr)
             if code != 0:

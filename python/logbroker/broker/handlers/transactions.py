@@ -40,7 +40,8 @@ def _txn_error(ctx, api: str, txn_id: str, e: Exception) -> int:
     level = logging.DEBUG if code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
                                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) else logging.INFO
     log.log(level, "%s for transactional id %r from %s: %s (%s)", api, txn_id, ctx.peer,
-            ErrorCode(code).name if code in ErrorCode._value2member_map_ else code, e)
+            ErrorCode(code).name if code in ErrorCode._value2member_map_ else code, e,
+            extra={"transactional_id": txn_id, "peer": ctx.peer})
     return code
 
 
