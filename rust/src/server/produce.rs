@@ -224,6 +224,9 @@ fn partition_response(index: i32, error_code: i16, message: Option<String>) -> P
     }
 }
 
+/// `verdicts`: None on the first pass; the coordinator's answers when a verification
+/// (`Outcome::Verify`) sends the request through again.
+#[allow(clippy::too_many_arguments)] // the request, where it came from, and the verification pass
 pub fn handle(
     table: &PartitionTable,
     r: &mut Reader,
