@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from logbroker.cli_args import progress_bar
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer
 
 
@@ -38,27 +39,13 @@ def add_parser(sub) -> None:
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
 
 
-def _bar(total: int, label: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    if not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-
-    p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                 console=Console(stderr=True), transient=True)
-    return p, p.add_task(label, total=total)
-
-
 def _produce(args, topic: str) -> dict[str, Any]:
     payload = os.urandom(args.record_size)
     latencies: list[float] = []
     failed: list[str] = []
-    bar = _bar(args.records, "produce")
     with Producer(args.bootstrap_server, acks="all" if args.acks == "all" else 1, compression_type=args.compression,
-                  linger_ms=5, client_id="logbroker-bench") as producer:
-        if bar:
-            bar[0].start()
+                  linger_ms=5, client_id="logbroker-bench") as producer, \
+            progress_bar(args.records, "produce") as show:
         start = time.perf_counter()
         for i in range(args.records):
             sent = time.perf_counter()
@@ -71,12 +58,10 @@ def _produce(args, topic: str) -> dict[str, Any]:
                 latencies.append(time.perf_counter() - sent)
 
             fut.add_done_callback(done)
-            if bar and i % 1000 == 999:
-                bar[0].update(bar[1], completed=len(latencies))
+            if i % 1000 == 999:
+                show(len(latencies))
         producer.flush()
         elapsed = time.perf_counter() - start
-        if bar:
-            bar[0].stop()
     if failed:
         raise KafkaError(f"{len(failed)} of {args.records} record(s) failed; first: {failed[0]}")
     latencies.sort()
@@ -89,12 +74,10 @@ def _produce(args, topic: str) -> dict[str, Any]:
 def _consume(args, topic: str, partitions: int) -> dict[str, Any]:
     got = 0
     size = 0
-    bar = _bar(args.records, "consume")
-    with Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest") as consumer:
+    with Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest") as consumer, \
+            progress_bar(args.records, "consume") as show:
         consumer.assign([(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
-        if bar:
-            bar[0].start()
         start = time.perf_counter()
         last = start
         while got < args.records and time.perf_counter() - last < 30:
@@ -103,11 +86,8 @@ def _consume(args, topic: str, partitions: int) -> dict[str, Any]:
                 last = time.perf_counter()
                 got += len(records)
                 size += sum(len(r.value or b"") for r in records)
-                if bar:
-                    bar[0].update(bar[1], completed=got)
+                show(got)
         elapsed = time.perf_counter() - start
-        if bar:
-            bar[0].stop()
     if got < args.records:
         raise KafkaError(f"consumed {got} of {args.records} record(s) from {topic!r}: none arrived for 30 s")
     return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "mb_per_s": size / elapsed / 1e6}

@@ -30,11 +30,10 @@ import sys
 import time
 from typing import IO, Any
 
+from logbroker.cli_args import UsageError, key_values, progress_bar
 from logbroker.client import Consumer, KafkaError, Producer
 
 
-class UsageError(Exception):
-    pass
 
 
 def add_parser(sub) -> None:
@@ -68,26 +67,16 @@ def add_parser(sub) -> None:
 # --- produce ---------------------------------------------------------------------------
 
 
-def _headers(items: list[str]) -> list[tuple[str, bytes]]:
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--header {item!r} is not KEY=VALUE")
-        out.append((key, value.encode()))
-    return out
-
-
 def run_produce(args) -> int:
     try:
-        headers = _headers(args.header)
+        headers = [(k, v.encode()) for k, v in key_values(args.header, "--header")]
         source: IO[bytes] = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     except (UsageError, OSError) as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 2
     sep = args.key_separator.encode() if args.key_separator else None
     total = None
-    if args.file and sys.stderr.isatty():
+    if args.file and sys.stderr.isatty():  # count the lines for the progress bar
         with open(args.file, "rb") as f:
             total = sum(1 for _ in f)
     failed: list[str] = []
@@ -95,12 +84,16 @@ def run_produce(args) -> int:
     try:
         with Producer(args.bootstrap_server, acks=args.acks if args.acks == "all" else int(args.acks),
                       compression_type=args.compression, client_id="logbroker-produce") as producer, \
-                _progress(total) as advance:
+                progress_bar(total, "producing") as show:
+            acked = [0]
+
             def done(fut) -> None:
                 err = fut.exception()
                 if err is not None:
                     failed.append(str(err))
-                advance()
+                acked[0] += 1
+                if acked[0] % 100 == 0 or acked[0] == total:
+                    show(acked[0])
 
             for line in source:
                 line = line.rstrip(b"\n").rstrip(b"\r")
@@ -123,28 +116,6 @@ def run_produce(args) -> int:
         return 1
     print(f"{sent} record(s) sent to {args.topic!r}", file=sys.stderr)
     return 0
-
-
-class _progress:
-    """A rich progress bar on stderr counting acknowledged records (a no-op without a total)."""
-
-    def __init__(self, total: int | None) -> None:
-        self.total = total
-        self.bar: Any = None
-
-    def __enter__(self):
-        if self.total is None:
-            return lambda: None
-        from rich.progress import Progress
-
-        self.bar = Progress(transient=False)
-        self.bar.__enter__()
-        task = self.bar.add_task("producing", total=self.total)
-        return lambda: self.bar.advance(task)
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
 
 
 # --- consume ---------------------------------------------------------------------------

@@ -181,13 +181,12 @@ class Mirror:
 
     def copy(self, records, target: Producer, progress: Consumer | None) -> None:
         futures = []
+        ends: dict[tuple[str, int], int] = {}
         if self.args.exactly_once:
             target.begin_transaction()
         for r in records:
             futures.append((r, target.send(r.topic, r.value, key=r.key, partition=r.partition,
                                            headers=r.headers or None, timestamp=r.timestamp)))
-        ends: dict[tuple[str, int], int] = {}
-        for r in records:
             ends[(r.topic, r.partition)] = r.offset + 1
         if self.args.exactly_once:
             target.send_offsets_to_transaction({TopicPartition(t, p): o for (t, p), o in ends.items()}, self.args.group)

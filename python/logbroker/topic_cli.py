@@ -27,6 +27,7 @@ import json
 import sys
 import time
 
+from logbroker.cli_args import UsageError, key_values
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
 
@@ -82,8 +83,6 @@ def add_parser(sub) -> None:
     e.add_argument("--partition", type=int)
 
 
-class UsageError(Exception):
-    pass
 
 
 def _plan(args) -> list[tuple[str, int, list[int] | None]]:
@@ -194,16 +193,6 @@ def cmd_elect(conn: BrokerConnection, args) -> int:
     return 1 if failed else 0
 
 
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{what} {item!r} is not KEY=VALUE")
-        out[key] = value
-    return out
-
-
 def _table(title: str, columns: list[str], rows: list[list[object]]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -220,7 +209,7 @@ def cmd_create(admin, args) -> int:
     from logbroker.client import NewTopic
     from logbroker.client.errors import TopicAlreadyExistsError
 
-    configs = _pairs(args.config, "--config")
+    configs = dict(key_values(args.config, "--config"))
     try:
         admin.create_topics([NewTopic(args.topic, args.partitions, args.replication_factor, configs)])
     except TopicAlreadyExistsError:
@@ -288,7 +277,7 @@ def cmd_describe(admin, args) -> int:
 
 
 def cmd_alter_config(admin, args) -> int:
-    changes: dict[str, str | None] = dict(_pairs(args.set, "--set"))
+    changes: dict[str, str | None] = dict(key_values(args.set, "--set"))
     for key in args.delete:
         changes[key] = None
     if not changes:

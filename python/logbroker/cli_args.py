@@ -1,0 +1,39 @@
+"""What the `logbroker` subcommands share: the usage error (exit code 2), KEY=VALUE
+arguments, and a progress bar on stderr for long work."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+
+
+class UsageError(Exception):
+    """Bad arguments: reported in one line, exit code 2."""
+
+
+def key_values(items: list[str], what: str) -> list[tuple[str, str]]:
+    """`KEY=VALUE` arguments in order (keys may repeat); UsageError naming `what` otherwise."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} {item!r} is not KEY=VALUE")
+        out.append((key, value))
+    return out
+
+
+@contextlib.contextmanager
+def progress_bar(total: int | None, label: str) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr, when stderr is a terminal and `total` is known; yields
+    `done(n)`, which sets how much is done (a no-op without a bar)."""
+    if total is None or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.update(task, completed=n)
