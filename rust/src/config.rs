@@ -18,6 +18,7 @@
 //! | `min.compaction.lag.ms` | 0 | a segment is cleanable only once its newest record is this old |
 //! | `max.compaction.lag.ms` | i64::MAX | clean regardless of the dirty ratio once the oldest dirty batch is this old; also caps `segment.ms` for rolls |
 //! | `min.cleanable.dirty.ratio` | 0.5 | clean when dirty bytes / cleanable bytes reaches this (0..=1) |
+//! | `retention.archive` | false | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
 //!
 //! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
 //! (`Log::enforce_retention`) only when it contains `delete`, compaction (`Log::compact`) only
@@ -61,6 +62,9 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     pub max_compaction_lag_ms: i64,
     pub min_cleanable_dirty_ratio: f64,
+    /// `retention.archive`: time/size retention only plans (`Log::retention_plan`); the
+    /// archiver deletes by raising the log start offset once the segments are archived.
+    pub retention_archive: bool,
 }
 
 impl Default for LogConfig {
@@ -83,6 +87,7 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
+            retention_archive: false,
         }
     }
 }
@@ -177,6 +182,13 @@ impl LogConfig {
                         return Err(LogError::config(k, value, "must be between 0 and 1"));
                     }
                     self.min_cleanable_dirty_ratio = r;
+                }
+                "retention.archive" => {
+                    self.retention_archive = match value.trim() {
+                        "true" => true,
+                        "false" => false,
+                        _ => return Err(LogError::config(k, value, "must be true or false")),
+                    }
                 }
                 "message.timestamp.type" => {
                     self.timestamp_type = match value.trim() {

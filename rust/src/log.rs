@@ -866,33 +866,68 @@ impl Log {
         Ok(n)
     }
 
-    /// Retention: deletes whole segments below the log start offset and, when
-    /// `cleanup.policy` contains `delete`, those older than `retention.ms` (by their largest
-    /// timestamp) or beyond `retention.bytes`, oldest first, never the active segment and
-    /// never a segment not entirely below the HW. Also expires idle producer ids. Returns the
-    /// number of segments deleted.
+    /// How many of the oldest segments retention removes: those entirely below the log
+    /// start offset, then, when `cleanup.policy` contains `delete`, those older than
+    /// `retention.ms` (by their largest timestamp) and then those beyond `retention.bytes`;
+    /// never the active segment and never a segment not entirely below the HW. Returns
+    /// (segments below the log start, segments in all).
+    fn retention_due(g: &Inner, now_ms: i64) -> (usize, usize) {
+        let segs = &g.segments;
+        let config = &g.config;
+        let ends_at_or_below = |i: usize, limit: i64| i + 1 < segs.len() && segs[i + 1].base_offset <= limit;
+        let mut total: u64 = segs.iter().map(|s| s.size).sum();
+        let mut n = 0;
+        while ends_at_or_below(n, g.log_start_offset) {
+            total -= segs[n].size;
+            n += 1;
+        }
+        let below_start = n;
+        if config.cleanup_delete && config.retention_ms >= 0 {
+            while ends_at_or_below(n, g.high_watermark) && now_ms.saturating_sub(segs[n].largest_timestamp()) > config.retention_ms {
+                total -= segs[n].size;
+                n += 1;
+            }
+        }
+        if config.cleanup_delete && config.retention_bytes >= 0 {
+            let limit = u64::try_from(config.retention_bytes).unwrap_or(0);
+            while ends_at_or_below(n, g.high_watermark) && total > limit && total - limit >= segs[n].size {
+                total -= segs[n].size;
+                n += 1;
+            }
+        }
+        (below_start, n)
+    }
+
+    /// Retention: deletes the segments `retention_due` selects, oldest first; with
+    /// `retention.archive` only those below the log start offset (the archiver raises it
+    /// once it has archived what `retention_plan` lists). Also expires idle producer ids.
+    /// Returns the number of segments deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
         let mut g = self.lock_open()?;
-        let config = Arc::clone(&g.config);
-        let hw = g.high_watermark;
-        let log_start = g.log_start_offset;
+        let (below_start, due) = Self::retention_due(&g, now_ms);
+        let n = if g.config.retention_archive { below_start } else { due };
+        let expiration_ms = g.config.producer_id_expiration_ms;
         let run = |g: &mut Inner| -> Result<usize> {
-            let mut deleted = self.delete_oldest_while(g, |_, nb, _| nb.is_some_and(|nb| nb <= log_start))?;
-            if config.cleanup_delete && config.retention_ms >= 0 {
-                deleted += self.delete_oldest_while(g, |s, nb, _| {
-                    nb.is_some_and(|nb| nb <= hw) && now_ms.saturating_sub(s.largest_timestamp()) > config.retention_ms
-                })?;
-            }
-            if config.cleanup_delete && config.retention_bytes >= 0 {
-                let limit = u64::try_from(config.retention_bytes).unwrap_or(0);
-                deleted += self.delete_oldest_while(g, |s, nb, total| {
-                    nb.is_some_and(|nb| nb <= hw) && total.saturating_sub(limit) >= s.size && total > limit
-                })?;
-            }
-            g.producers.expire(now_ms, config.producer_id_expiration_ms);
+            let mut seen = 0;
+            let deleted = self.delete_oldest_while(g, |_, _, _| {
+                seen += 1;
+                seen <= n
+            })?;
+            g.producers.expire(now_ms, expiration_ms);
             Ok(deleted)
         };
         run(&mut g).map_err(|e| self.err(e))
+    }
+
+    /// The segments time/size retention would delete now (whatever `retention.archive`
+    /// says), oldest first, as offset ranges `[first, end)`: `first` is the segment's base
+    /// offset or the log start offset if that is higher, `end` the next segment's base.
+    pub fn retention_plan(&self, now_ms: i64) -> Result<Vec<(i64, i64)>> {
+        let g = self.lock_open()?;
+        let (below_start, due) = Self::retention_due(&g, now_ms);
+        Ok((below_start..due)
+            .map(|i| (g.segments[i].base_offset.max(g.log_start_offset), g.segments[i + 1].base_offset))
+            .collect())
     }
 
     /// One log-cleaner pass (see `cleaner.rs` for the algorithm, file formats and crash

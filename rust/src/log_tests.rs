@@ -353,6 +353,48 @@ fn retention_by_time_never_deletes_active_segment() {
 }
 
 #[test]
+fn retention_archive_plans_instead_of_deleting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+    lb.now_ms = 1_000;
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    lb.now_ms = 50_000;
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    lb.log.update_high_watermark(i64::MAX);
+    let mut m = config_map(&LogConfig { retention_ms: 10_000, ..small(700) });
+    m.insert("retention.archive".into(), "true".into());
+    lb.log.update_config(&m).unwrap();
+    let bases = lb.log.segment_base_offsets();
+    let plan = lb.log.retention_plan(55_000).unwrap();
+    assert!(!plan.is_empty());
+    // The plan is the oldest segments, contiguous, as [base, next base).
+    for (i, &(first, end)) in plan.iter().enumerate() {
+        assert_eq!((first, end), (bases[i], bases[i + 1]));
+    }
+    assert!(plan.last().unwrap().1 <= 20, "only the old segments (timestamps ~1000): {plan:?}");
+    assert_eq!(lb.log.enforce_retention(55_000).unwrap(), 0, "archive: nothing deleted before the archiver");
+    assert_eq!(lb.log.segment_count(), bases.len());
+    // The archiver raises the log start offset past the first planned segment: retention
+    // deletes just that one, and the plan shrinks to the rest.
+    let (_, end0) = plan[0];
+    lb.log.delete_records_before(end0).unwrap();
+    assert_eq!(lb.log.enforce_retention(55_000).unwrap(), 0, "delete_records_before already removed it");
+    assert_eq!(lb.log.retention_plan(55_000).unwrap(), plan[1..].to_vec());
+    // Mid-segment log start: the plan starts there.
+    let (first1, end1) = plan.get(1).copied().unwrap_or((end0, end0));
+    if end1 > first1 + 1 {
+        lb.log.delete_records_before(first1 + 1).unwrap();
+        assert_eq!(lb.log.retention_plan(55_000).unwrap()[0], (first1 + 1, end1));
+    }
+    let e = lb.log.update_config(&HashMap::from([("retention.archive".to_string(), "yes".to_string())])).unwrap_err();
+    assert!(e.to_string().contains("retention.archive") && e.to_string().contains("yes"), "{e}");
+}
+
+#[test]
 fn delete_records_before_moves_log_start() {
     let dir = tempfile::tempdir().unwrap();
     let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();

@@ -15,6 +15,7 @@ Kafka's default.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -68,6 +69,14 @@ def _parse_bool(text: str) -> bool:
     if t in ("false", "0", "no"):
         return False
     raise ConfigError(f"expected true or false, got {text!r}")
+
+
+def _parse_archive(text: str) -> bool:
+    """retention.archive: a boolean, and true only where pyarrow (the `archive` extra) is installed."""
+    on = _parse_bool(text)
+    if on and importlib.util.find_spec("pyarrow") is None:
+        raise ConfigError("retention.archive needs pyarrow on the broker: pip install 'logbroker[archive]'")
+    return on
 
 
 def _parse_str(text: str) -> str:
@@ -198,12 +207,14 @@ class ConfigKey:
     doc: str
     topic_key: str | None = None  # the topic-level key this broker key sets the default of
     group_key: str | None = None  # the group-level key (Kafka's GroupConfig) this broker key sets the default of
+    sensitive: bool = False  # a secret: DescribeConfigs answers it with a null value and is_sensitive, as Kafka's PASSWORD keys
 
 
 _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("node.id", _parse_int(0, INT_MAX), "1", "This broker's id (Kafka: node.id / broker.id)."),
     ConfigKey("log.dirs", _parse_str, "./logbroker-data", "Data directory holding one directory per partition."),
     ConfigKey("metrics.listen", _parse_optional_hostport, "", "HOST:PORT of the Prometheus metrics endpoint (GET /metrics; docs/operations.md lists the metrics); empty: none."),
+    ConfigKey("console.listen", _parse_optional_hostport, "", "HOST:PORT of the web console (cluster, topics, groups, messages, throughput; docs/operations.md, \"Web console\"); empty: none."),
     ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
     ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
     ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
@@ -241,6 +252,12 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("log.index.interval.bytes", _parse_int(0, INT_MAX), "4096", "Bytes between offset-index entries.", "index.interval.bytes"),
     ConfigKey("log.retention.ms", _parse_int(-1), "604800000", "Delete segments older than this (-1: keep forever).", "retention.ms"),
     ConfigKey("log.retention.bytes", _parse_int(-1), "-1", "Delete old segments while a partition is larger (-1: no limit).", "retention.bytes"),
+    ConfigKey("log.retention.archive", _parse_archive, "false", "Archive instead of delete: segments due for retention.ms/retention.bytes are written to Parquet under archive.location by the partition leader before they are deleted (docs/operations.md, \"Archiving expired segments\").", "retention.archive"),
+    ConfigKey("archive.location", _parse_str, "", "Where retention.archive writes Parquet files: a directory, or s3://BUCKET/PREFIX for an S3-compatible store; empty: DATA_DIR/__archive."),
+    ConfigKey("archive.s3.endpoint", _parse_str, "", "S3-compatible endpoint URL for an s3:// archive.location (e.g. http://127.0.0.1:9000); empty: AWS."),
+    ConfigKey("archive.s3.region", _parse_str, "us-east-1", "Region of an s3:// archive.location."),
+    ConfigKey("archive.s3.access.key.id", _parse_str, "", "Access key of an s3:// archive.location; empty: from the environment (AWS_ACCESS_KEY_ID, ...)."),
+    ConfigKey("archive.s3.secret.access.key", _parse_str, "", "Secret key of an s3:// archive.location; empty: from the environment (AWS_SECRET_ACCESS_KEY).", sensitive=True),
     ConfigKey("log.flush.interval.messages", _parse_int(1), str(LONG_MAX), "fsync after this many messages (default: rely on the page cache).", "flush.messages"),
     ConfigKey("log.flush.interval.ms", _parse_int(0), str(LONG_MAX), "fsync after this many ms (default: rely on the page cache).", "flush.ms"),
     ConfigKey("log.message.timestamp.type", _parse_choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp type of appended batches.", "message.timestamp.type"),
@@ -323,6 +340,7 @@ LOG_ENGINE_KEYS = (
     "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
     "message.timestamp.type", "producer.id.expiration.ms", "cleanup.policy",
     "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
+    "retention.archive",
 )
 
 
@@ -506,6 +524,13 @@ class BrokerConfig:
         merged.update(overrides)
         return merged
 
+    def topic_value(self, overrides: dict[str, str], topic_key: str) -> object:
+        """One topic-level key's parsed value: the topic's override, else the broker's key."""
+        parse, broker_key = TOPIC_KEYS[topic_key]
+        if topic_key in overrides:
+            return parse(overrides[topic_key])
+        return self._values[broker_key]
+
     def resolve_group(self, overrides: dict[str, str]) -> dict[str, str]:
         """Every group-level key's value for a group with these overrides, as strings."""
         merged = {gk: _to_str(self._values[bk]) for gk, (_parse, bk) in GROUP_KEYS.items()}
@@ -524,6 +549,7 @@ class BrokerConfig:
         resolved = self.resolve_topic(topic_overrides)
         out = {_engine_name(k): resolved[k] for k in LOG_ENGINE_KEYS}
         out["message.max.bytes"] = resolved["max.message.bytes"]
+        out["retention.archive"] = "true" if self.topic_value(topic_overrides, "retention.archive") else "false"
         return out
 
 

@@ -5,6 +5,8 @@ Data directory layout (`log.dirs`, one directory today):
     meta.properties                       cluster.id and node.id (coord/metadata.py)
     __cluster_metadata/image.json         the metadata image (coord/metadata.py)
     <topic>-<partition>/                  one Rust `Log` per partition (rust/src/log.rs)
+    __archive/                            Parquet files of retention.archive topics, unless
+                                          archive.location is set (broker/archiver.py)
     replication-offset-checkpoint         HW per partition, Kafka's text format
 (each partition directory keeps its own log-start and recovery-point checkpoints,
 written by the Rust log; see docs/decisions.md)
@@ -22,6 +24,8 @@ import trio
 
 from logbroker.clock import now_ms, run_every
 from logbroker import _core
+from logbroker.archive import ArchiveError
+from logbroker.broker.archiver import Archiver
 from logbroker.broker.config import RACK_AWARE_SELECTOR, BrokerConfig
 from logbroker.coord.metadata import MetadataImage
 from logbroker.broker.partition import Partition
@@ -49,6 +53,7 @@ class ReplicaManager:
         self._image: MetadataImage | None = None
         self._closed = False
         self.replication = Replication(config, self)
+        self.archiver = Archiver(config)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -231,11 +236,19 @@ class ReplicaManager:
     async def _retention(self) -> None:
         parts = list(self.partitions.values())
 
+        archiving = {p.topic for p in parts if self._archives(p.topic)}
+
         def work() -> None:
             now = now_ms()
             for p in parts:
                 if p.deleted:
                     continue
+                if p.topic in archiving and p.is_leader:
+                    try:
+                        self.archiver.archive_due(p, now)
+                    except (ArchiveError, _core.LogBrokerError) as e:
+                        log.error("archiving %s failed, its segments stay in the log until the next retention "
+                                  "check: %s", p.name, e, extra={"topic": p.topic, "partition": p.index})
                 try:
                     deleted = p.log.enforce_retention(now)
                 except _core.LogBrokerError as e:
@@ -248,6 +261,11 @@ class ReplicaManager:
                     )
 
         await trio.to_thread.run_sync(work)
+
+    def _archives(self, topic: str) -> bool:
+        """retention.archive is on for the topic (its override, else the broker default)."""
+        t = self._image.topics.get(topic) if self._image is not None else None
+        return bool(self.config.topic_value(t.configs if t is not None else {}, "retention.archive"))
 
     async def _clean(self) -> None:
         """The log cleaner: one compaction pass over every log whose cleanup.policy

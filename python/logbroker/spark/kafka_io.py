@@ -15,6 +15,7 @@ import re
 from typing import Iterator
 
 from logbroker import _core
+from logbroker.arrow_records import arrow_batch
 from logbroker.client.connection import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
 
@@ -101,40 +102,6 @@ class Cluster:
                     raise SparkSourceError(f"ListOffsets {t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}")
                 out[(t.name, p.partition_index)] = p.offset
         return out
-
-
-def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include_headers: bool):
-    """Wrap the Rust-decoded buffers as a pyarrow.RecordBatch of Spark's Kafka schema."""
-    import pyarrow as pa
-
-    n = columns["count"]
-
-    def binary(name: str, typ):
-        nulls = columns[f"{name}_nulls"]
-        validity = pa.py_buffer(columns[f"{name}_validity"]) if nulls else None
-        length = len(columns[f"{name}_offsets"]) // 4 - 1
-        return pa.Array.from_buffers(typ, length, [validity, pa.py_buffer(columns[f"{name}_offsets"]),
-                                                   pa.py_buffer(columns[f"{name}_data"])], null_count=nulls)
-
-    arrays = [
-        binary("key", pa.binary()),
-        binary("value", pa.binary()),
-        # The same topic and partition on every row: Arrow fills them in C++ (no numpy).
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns["offset"])]),
-        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(columns["timestamp_us"])]),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(columns["timestamp_type"])]),
-    ]
-    if include_headers:
-        list_type = arrow_schema.field("headers").type
-        struct_type = list_type.value_type
-        keys = binary("header_key", struct_type.field("key").type)
-        values = binary("header_value", struct_type.field("value").type)
-        structs = pa.StructArray.from_arrays([keys, values], fields=[struct_type.field("key"), struct_type.field("value")])
-        arrays.append(pa.Array.from_buffers(list_type, n, [None, pa.py_buffer(columns["header_list_offsets"])],
-                                            children=[structs]))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
 def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int, arrow_schema,

@@ -300,6 +300,9 @@ impl PyLog {
     fn enforce_retention(&self, py: Python<'_>, now_ms: i64) -> PyResult<usize> {
         py.enter_core(|| self.log.enforce_retention(now_ms))
     }
+    fn retention_plan(&self, py: Python<'_>, now_ms: i64) -> PyResult<Vec<(i64, i64)>> {
+        py.enter_core(|| self.log.retention_plan(now_ms))
+    }
 
     fn maybe_roll(&self, py: Python<'_>, now_ms: i64) -> PyResult<bool> {
         py.enter_core(|| self.log.maybe_roll(now_ms))

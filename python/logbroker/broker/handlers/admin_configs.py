@@ -29,7 +29,7 @@ TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # ConfigSource
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # ConfigType
-BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
+BOOLEAN, STRING, INT, LONG, PASSWORD = 1, 2, 3, 5, 9
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 DescribeResponse = RESPONSES[32]
@@ -37,7 +37,9 @@ AlterResponse = RESPONSES[33]
 IncrementalResponse = RESPONSES[44]
 
 
-def _type_of(value: str) -> int:
+def _type_of(value: str | None) -> int:
+    if value is None:
+        return PASSWORD
     if value in ("true", "false"):
         return BOOLEAN
     try:
@@ -112,12 +114,14 @@ def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[
     for key, spec in sorted(BROKER_KEYS.items()):
         if keys is not None and key not in keys:
             continue
-        value = str(cfg[key]).lower() if isinstance(cfg[key], bool) else str(cfg[key])
+        value: str | None = str(cfg[key]).lower() if isinstance(cfg[key], bool) else str(cfg[key])
+        if spec.sensitive:
+            value = None
         source = STATIC_BROKER_CONFIG if key in cfg.explicit else DEFAULT_CONFIG
         syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=value, source=source)] if synonyms else []
         out.append(
             DescribeResponse.DescribeConfigsResourceResult(
-                name=key, value=value, read_only=True, config_source=source, is_sensitive=False,
+                name=key, value=value, read_only=True, config_source=source, is_sensitive=spec.sensitive,
                 synonyms=syn, config_type=_type_of(value), documentation=spec.doc if docs else None,
             )
         )
