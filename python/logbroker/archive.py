@@ -171,6 +171,18 @@ class ArchiveStore:
             raise ArchiveError(f"reading {f.topic}-{f.partition} offsets {f.first_offset}..{f.last_offset} "
                                f"from {f.path}: {e}") from None
 
+    def records(self, f: ArchivedFile, start: int | None = None) -> Iterator[dict]:
+        """The file's rows from `start` as dicts (for tools, not the broker): the Kafka
+        schema's columns, `timestamp` in epoch milliseconds, `headers` as (key, value) pairs."""
+        import pyarrow as pa
+
+        for batch in self.read(f, start):
+            millis = batch.column("timestamp").cast(pa.int64()).to_pylist()  # microseconds, exact
+            for row, us in zip(batch.to_pylist(), millis):
+                row["timestamp"] = us // 1000
+                row["headers"] = [(h["key"], h["value"]) for h in row.get("headers") or []]
+                yield row
+
     def read_range(self, topic: str, partition: int, start: int, end: int) -> Iterator:
         """Rows of one partition with offsets in [start, end), from every file overlapping it."""
         for f in self.files(topic, partition):

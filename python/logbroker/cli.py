@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.mirror_cli import add_parser as add_mirror_parser
 
     add_mirror_parser(sub)
+    from logbroker.archive_cli import add_parser as add_archive_parser
+
+    add_archive_parser(sub)
     return p
 
 
@@ -104,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         from logbroker import mirror_cli
 
         return mirror_cli.run(args)
+    if args.command == "archive":
+        from logbroker import archive_cli
+
+        return archive_cli.run(args)
     if args.command == "bench":
         from logbroker import bench_cli
 
