@@ -106,10 +106,12 @@ class Cluster:
 
 def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int, arrow_schema,
                include_headers: bool, fail_on_data_loss: bool, max_bytes: int = 8 << 20,
-               read_committed: bool = False) -> Iterator:
+               read_committed: bool = False, archive: dict | None = None) -> Iterator:
     """Executor side: fetch [start, end) of one partition from its leader, yielding
     RecordBatches. Offsets missing because compaction removed them are skipped; offsets
-    below the log start (deleted by retention) raise unless fail_on_data_loss is false."""
+    below the log start (deleted by retention) are read from the archive when `archive`
+    (the store's keys, logbroker/archive.py) is given, else raise unless fail_on_data_loss
+    is false."""
     if start >= end:
         return
     with Cluster(bootstrap_servers) as cluster:
@@ -134,6 +136,10 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
             part = conn.send(req, version=version).responses[0].partitions[0]
             if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 log_start = part.log_start_offset
+                if archive is not None and 0 <= position < log_start:
+                    yield from _archived(archive, topic, partition, position, min(log_start, end), arrow_schema)
+                    position = log_start
+                    continue
                 if fail_on_data_loss or log_start < 0 or log_start <= position:
                     raise SparkSourceError(
                         f"{topic}-{partition}: offset {position} is no longer available (log start {log_start}); "
@@ -162,3 +168,18 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
                 yield arrow_batch(columns, topic, partition, arrow_schema, include_headers)
     finally:
         conn.close()
+
+
+def _archived(archive: dict, topic: str, partition: int, start: int, end: int, arrow_schema) -> Iterator:
+    """Rows [start, end) of one partition from the archive, in the reader's schema (the
+    archive always has headers; without includeHeaders the column is left out)."""
+    import pyarrow as pa
+
+    from logbroker.archive import ArchiveError, ArchiveStore
+
+    try:
+        for batch in ArchiveStore.from_keys(archive).read_range(topic, partition, start, end):
+            yield pa.RecordBatch.from_arrays([batch.column(n).cast(arrow_schema.field(n).type) for n in arrow_schema.names],
+                                             schema=arrow_schema)
+    except ArchiveError as e:
+        raise SparkSourceError(str(e)) from None

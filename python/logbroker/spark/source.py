@@ -29,6 +29,7 @@ require_spark_extra()
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition  # noqa: E402
 
+from logbroker.archive import STORE_KEYS, ArchiveStore  # noqa: E402
 from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
@@ -66,6 +67,9 @@ class Options:
         self.read_committed = isolation == "read_committed"
         self.min_partitions = int(o["minpartitions"]) if o.get("minpartitions") else None
         self.max_per_trigger = int(o["maxoffsetspertrigger"]) if o.get("maxoffsetspertrigger") else None
+        # archive.location (+ archive.s3.*): offsets below the log start are read from what
+        # retention.archive wrote, and "earliest" means the first archived offset.
+        self.archive = {k: str(o[k]) for k in STORE_KEYS if o.get(k)} if o.get("archive.location") else None
         self.starting = self._spec(o, "starting", "latest" if streaming else "earliest")
         self.ending = self._spec(o, "ending", "latest")
 
@@ -83,7 +87,7 @@ class Options:
     def resolve(self, cluster: Cluster, spec, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         kind, value = spec
         if kind == "earliest":
-            return cluster.list_offsets({tp: EARLIEST for tp in parts})
+            return self._earliest(cluster, parts)
         if kind == "latest":
             return cluster.list_offsets({tp: LATEST for tp in parts})
         if kind == "timestamp":
@@ -99,11 +103,24 @@ class Options:
         explicit = {(t, int(p)): int(off) for t, ps in value.items() for p, off in ps.items()}
         out = {}
         special = {tp: explicit.get(tp, LATEST if spec is self.ending else EARLIEST) for tp in parts}
-        lookup = cluster.list_offsets({tp: v for tp, v in special.items() if v < 0})
+        lookup = cluster.list_offsets({tp: v for tp, v in special.items() if v == LATEST})
+        lookup.update(self._earliest(cluster, [tp for tp, v in special.items() if v == EARLIEST]))
         for tp in parts:
             v = special[tp]
             out[tp] = lookup[tp] if v < 0 else v
         return out
+
+
+    def _earliest(self, cluster: Cluster, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The log start offsets, or with an archive its first offset where that is lower."""
+        found = cluster.list_offsets({tp: EARLIEST for tp in parts}) if parts else {}
+        if self.archive is not None:
+            store = ArchiveStore.from_keys(self.archive)
+            for tp in parts:
+                files = store.files(*tp)
+                if files:
+                    found[tp] = min(found[tp], files[0].first_offset)
+        return found
 
 
 def _split(topic: str, partition: int, start: int, end: int, pieces: int) -> list[OffsetRange]:
@@ -153,7 +170,7 @@ class _Reading:
             return  # no range to read: Spark hands one placeholder partition when partitions() is empty
         yield from read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start, partition.end,
                               _arrow_schema(self.schema), self.opts.include_headers, self.opts.fail_on_data_loss,
-                              read_committed=self.opts.read_committed)
+                              read_committed=self.opts.read_committed, archive=self.opts.archive)
 
 
 class LogbrokerBatchReader(_Reading, DataSourceReader):
