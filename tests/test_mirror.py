@@ -97,6 +97,19 @@ def test_mirror_copies_resumes_and_translates_group_offsets(two):
     g.close()
     assert [x.offset for x in got] == [4, 10, 1]
 
+    # the offset syncs are persisted on the target: a later run translates offsets inside
+    # what an earlier run copied (m2's source offset 0 -> target 0, m1-0's 7 -> 7)
+    app = Consumer({"bootstrap.servers": src, "group.id": "app", "enable.auto.commit": False})
+    app.commit(offsets=[TopicPartition("m1", 0, 7), TopicPartition("m2", 0, 0)], asynchronous=False)
+    app.close()
+    r = mirror(src, dst, "--topics", "m.*", "--sync-group-offsets", "app")
+    assert r.returncode == 0 and "copied 0 record(s)" in r.stderr, r.stderr
+    g = Consumer({"bootstrap.servers": dst, "group.id": "app"})
+    got = g.committed([TopicPartition("m1", 0), TopicPartition("m1", 1), TopicPartition("m2", 0)], timeout=10)
+    g.close()
+    assert [x.offset for x in got] == [7, 10, 0]
+    assert "logbroker-mirror.offset-syncs.internal" in dadmin.list_topics(timeout=10).topics
+
     # more records: a second run copies only those
     for i in range(30, 36):
         p.produce("m1", key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, timestamp=1_700_000_000_000 + i)
@@ -142,3 +155,10 @@ def test_offset_map_translates_across_gaps():
         m.add(s, t)
     assert m.runs == [(0, 2, 0), (5, 6, 3), (9, 9, 5)]
     assert [m.translate(o) for o in range(12)] == [0, 1, 2, 3, 3, 3, 4, 5, 5, 5, 6, None]
+    # Loading the persisted runs (in any order, a later sync of a run replacing an earlier
+    # one) gives the same map.
+    loaded = OffsetMap()
+    for run in ((9, 9, 5), (0, 1, 0), (5, 6, 3), (0, 2, 0)):
+        loaded.load(*run)
+    assert loaded.runs == m.runs and loaded.target_end == m.target_end
+    assert [loaded.translate(o) for o in range(12)] == [m.translate(o) for o in range(12)]

@@ -24,9 +24,18 @@ groups whose ids match are translated to target offsets and committed to the sam
 on the target, so a consumer group can move to the target cluster and go on where it was.
 A source offset o becomes the target offset of the first copied record at or after o (or the
 target's end when everything before o was copied). The translation uses the offset map of
-the records this mirror process copied (kept in memory), so a group's offset is translated
-once the mirror has copied past it in this run; offsets of groups that are active on the
-target are left alone (Kafka refuses them).
+what the mirror copied, persisted as offset syncs (below), so a restarted mirror translates
+offsets of records an earlier run copied; offsets of groups that are active on the target
+are left alone (Kafka refuses them).
+
+Offset syncs (MirrorMaker 2's `mm2-offset-syncs`, kept on the target): topic
+`<group>.offset-syncs.internal`, compacted, one partition. The offset map of a partition is
+a list of runs of consecutive copies (source first, source last, target first); each run is
+one record, key JSON `[topic, partition, source first]`, value JSON `[source first, source
+last, target first]`, rewritten as the run grows (compaction keeps the newest). Syncs are
+written after the target acknowledged the copies they describe and before the progress is
+committed (in the same transaction with `--exactly-once`), so they never describe a record
+that was not copied. Topics named `*.internal` or `*-internal` are never mirrored (as MM2).
 
 It runs until Ctrl-C, or with `--once` until it has caught up (no record for
 `--idle-timeout` seconds, default 5). One line per second on stderr reports progress.
@@ -35,6 +44,7 @@ It runs until Ctrl-C, or with `--once` until it has caught up (no record for
 from __future__ import annotations
 
 import bisect
+import json
 import re
 import sys
 import time
@@ -43,6 +53,11 @@ from typing import Any
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 
 DEFAULT_GROUP = "logbroker-mirror"
+INTERNAL = re.compile(r".*[-.]internal")  # MirrorMaker 2's default exclusion
+
+
+def syncs_topic(group: str) -> str:
+    return f"{group}.offset-syncs.internal"
 
 
 def add_parser(sub) -> None:
@@ -75,6 +90,16 @@ class OffsetMap:
         self.runs.append((source, source, target))
         self.target_end = target + 1
 
+    def load(self, source_first: int, source_last: int, target_first: int) -> None:
+        """One persisted run (a later sync of the same run replaces an earlier one)."""
+        i = bisect.bisect_left([r[0] for r in self.runs], source_first)
+        if i < len(self.runs) and self.runs[i][0] == source_first:
+            self.runs[i] = (source_first, source_last, target_first)
+        else:
+            self.runs.insert(i, (source_first, source_last, target_first))
+        sf, sl, tf = self.runs[-1]
+        self.target_end = tf + (sl - sf) + 1
+
     def translate(self, source_offset: int) -> int | None:
         """The target offset a consumer committed at `source_offset` resumes from; None when
         this map does not reach it (nothing copied at or after it yet)."""
@@ -102,9 +127,12 @@ class Mirror:
         with Admin(self.args.source, client_id="logbroker-mirror") as src, \
                 Admin(self.args.target, client_id="logbroker-mirror") as dst:
             wanted = {n: len(d.partitions) for n, d in src.describe_topics().items()
-                      if not d.internal and not n.startswith("__") and self.pattern.fullmatch(n)}
+                      if not d.internal and not n.startswith("__") and not INTERNAL.fullmatch(n)
+                      and self.pattern.fullmatch(n)}
             existing = dst.describe_topics()
             missing = [NewTopic(n, p) for n, p in wanted.items() if n not in existing]
+            if wanted and syncs_topic(self.args.group) not in existing:
+                missing.append(NewTopic(syncs_topic(self.args.group), 1, config={"cleanup.policy": "compact"}))
             if missing:
                 dst.create_topics(missing)
             for n, p in wanted.items():
@@ -119,6 +147,31 @@ class Mirror:
             got = c.committed(tps)
         return {(tp.topic, tp.partition): off for tp, off in got.items() if off is not None}
 
+    def load_offset_syncs(self) -> None:
+        """The offset maps of earlier runs, from the syncs topic on the target."""
+        topic = syncs_topic(self.args.group)
+        tp = TopicPartition(topic, 0)
+        with Consumer(self.args.target, client_id="logbroker-mirror", isolation_level="read_committed",
+                      enable_auto_commit=False) as c:
+            with Admin(self.args.target, client_id="logbroker-mirror") as admin:
+                end = admin.list_offsets({(topic, 0): "latest"})[tp][0]
+            c.assign([tp])
+            c.seek_to_beginning([tp])
+            while c.position(tp) < end:
+                for r in c.poll(1.0):
+                    if r.key is None or r.value is None:
+                        continue
+                    t, p, _ = json.loads(r.key)
+                    sf, sl, tf = json.loads(r.value)
+                    self.maps.setdefault((t, p), OffsetMap()).load(sf, sl, tf)
+
+    def write_offset_syncs(self, target: Producer, touched: dict[tuple[str, int], int]) -> list:
+        """The runs from index `touched[tp]` on, for each partition copied to just now;
+        returns the sends' futures."""
+        topic = syncs_topic(self.args.group)
+        return [target.send(topic, json.dumps([sf, sl, tf]).encode(), key=json.dumps([t, p, sf]).encode(), partition=0)
+                for (t, p), first in touched.items() for sf, sl, tf in self.maps[(t, p)].runs[first:]]
+
     # --- copying -------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -129,6 +182,7 @@ class Mirror:
             return 1
         tps = [(t, p) for t, n in sorted(topics.items()) for p in range(n)]
         positions = self.start_positions(tps)
+        self.load_offset_syncs()
         source = Consumer(args.source, client_id="logbroker-mirror", isolation_level="read_committed",
                           auto_offset_reset="earliest", enable_auto_commit=False)
         conf: dict[str, Any] = {"client_id": "logbroker-mirror", "linger_ms": 5}
@@ -188,14 +242,21 @@ class Mirror:
             futures.append((r, target.send(r.topic, r.value, key=r.key, partition=r.partition,
                                            headers=r.headers or None, timestamp=r.timestamp)))
             ends[(r.topic, r.partition)] = r.offset + 1
+        target.flush()
+        touched: dict[tuple[str, int], int] = {}
+        for r, fut in futures:
+            meta = fut.result(60)  # raises if the target refused it
+            m = self.maps.setdefault((r.topic, r.partition), OffsetMap())
+            touched.setdefault((r.topic, r.partition), max(0, len(m.runs) - 1))
+            m.add(r.offset, meta.offset)
+        syncs = self.write_offset_syncs(target, touched)
         if self.args.exactly_once:
             target.send_offsets_to_transaction({TopicPartition(t, p): o for (t, p), o in ends.items()}, self.args.group)
             target.commit_transaction(60)
         else:
             target.flush()
-        for r, fut in futures:
-            meta = fut.result(60)  # raises if the target refused it
-            self.maps.setdefault((r.topic, r.partition), OffsetMap()).add(r.offset, meta.offset)
+        for fut in syncs:
+            fut.result(60)
         if progress is not None:
             progress.commit({TopicPartition(t, p): o for (t, p), o in ends.items()})
         self.copied += len(records)
