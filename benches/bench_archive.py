@@ -46,7 +46,7 @@ def test_archive_segment(benchmark, segment):
 
     def run():
         shutil.rmtree(d / "archive", ignore_errors=True)
-        store.archive_range(log, 0, end)
+        store.archive_range(log, "AAAAAAAAAAAAAAAAAAAAAA", 0, end)
 
     benchmark.pedantic(run, rounds=5, iterations=1)
     benchmark.extra_info["MB_per_s"] = log.size_bytes / 1e6 / benchmark.stats.stats.median

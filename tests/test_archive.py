@@ -93,7 +93,7 @@ def test_retention_archives_then_deletes(tmp_path: Path) -> None:
             for a, c in zip(files, files[1:]):
                 assert a.last_offset < c.first_offset
             for f in files:
-                assert Path(f.path).name == file_name(f.first_offset, f.last_offset)
+                assert Path(f.path).name == file_name(f.first_offset, f.last_offset, f.topic_id)
                 assert not Path(f.path + ".tmp").exists()
         # Plain pyarrow reads the topic directory; the schema is Spark's Kafka schema.
         table = pq.read_table(str(tmp_path / "d" / "__archive" / "arch"))
@@ -249,3 +249,41 @@ def test_archive_to_s3(tmp_path: Path, s3_server: dict) -> None:
     listed = archive_cli("list", "--location", "s3://archive/kafka", "--json", *sets)
     assert listed.returncode == 0, listed.stderr
     assert sum(json.loads(line)["records"] for line in listed.stdout.splitlines()) == len(rows)
+
+
+def test_recreated_topic_is_a_new_incarnation(tmp_path: Path) -> None:
+    """A topic deleted and created again starts at offset 0 again: its files carry the new
+    topic id, the old incarnation's files stay as they were, and nothing of either is
+    skipped or overwritten."""
+    location = tmp_path / "d" / "__archive"
+    with logbroker.Broker(data_dir=tmp_path / "d", log_retention_check_interval_ms=200) as b:
+        bs = b.bootstrap_servers
+        with Admin(bs) as admin:
+            admin.create_topics([NewTopic("again", 1, 1, dict(SMALL))])
+        first = produce_model(bs, "again", 1, 200)
+        wait_for(lambda: log_start(bs, "again", 0) > 0, what="archive of the first incarnation")
+        with Admin(bs) as admin:
+            admin.delete_topics(["again"])
+            wait_for(lambda: "again" not in admin.list_topics(), what="topic deletion")
+            store = ArchiveStore(str(location))
+            old_files = store.files("again")
+            old_rows = archived_rows(store, "again")
+            admin.create_topics([NewTopic("again", 1, 1, dict(SMALL))])
+        second = produce_model(bs, "again", 1, 100)
+        wait_for(lambda: log_start(bs, "again", 0) > 0, what="archive of the second incarnation")
+        time.sleep(1.0)
+        start = log_start(bs, "again", 0)
+    old_id, new_id = store.incarnations("again")
+    assert {f.topic_id for f in old_files} == {old_id}
+    assert store.files("again", topic_id=old_id) == old_files, "the old incarnation's files are untouched"
+    assert old_rows and set(old_rows) <= set(first)
+    new_rows = {}
+    for f in store.files("again", topic_id=new_id):
+        for r in store.records(f):
+            new_rows[(r["partition"], r["offset"])] = (r["key"], r["value"], r["headers"], r["timestamp"])
+    assert new_rows == {k: v for k, v in second.items() if k[1] < start} and new_rows
+    out = archive_cli("read", "--location", str(location), "--topic", "again", "--format", "json")
+    assert out.returncode == 0 and "2 archived incarnations" in out.stderr, out.stderr
+    assert len(out.stdout.splitlines()) == len(new_rows)
+    old = archive_cli("read", "--location", str(location), "--topic", "again", "--topic-id", old_id)
+    assert len(old.stdout.splitlines()) == len(old_rows)

@@ -2,10 +2,13 @@
 
 Layout, in a directory or under an S3-compatible bucket prefix (`archive.location`):
 
-    <location>/<topic>/<partition>/<first offset>-<last offset>.parquet   (offsets 20 digits, zero-padded)
+    <location>/<topic>/<partition>/<first offset>-<last offset>-<topic id>.parquet
 
-One file per archived offset range `[first, last]` (a segment, or its part above the log
-start offset). Invariants:
+(offsets 20 digits, zero-padded; the topic id as Kafka prints it, 22 characters of
+URL-safe base64). One file per archived offset range `[first, last]` (a segment, or its part
+above the log start offset). The topic id tells incarnations apart: a topic deleted and
+created again under the same name starts again at offset 0, and its files sit beside the
+old ones without colliding. Invariants, per incarnation:
 - the files of one partition cover disjoint ranges, in increasing order; an archive pass
   starts after the highest `last` already there (the partition's resume point), so a pass
   that is retried after a crash, or run by a new leader, never archives a record twice;
@@ -27,15 +30,17 @@ Needs pyarrow (the `archive` extra: pip install 'logbroker[archive]').
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import importlib.util
 import re
+import uuid
 from typing import Any, Iterator
 
 from logbroker import _core
 from logbroker.arrow_records import arrow_batch, kafka_arrow_schema
 
-FILE_RE = re.compile(r"^(\d{20})-(\d{20})\.parquet$")
+FILE_RE = re.compile(r"^(\d{20})-(\d{20})-([A-Za-z0-9_-]{22})\.parquet$")
 READ_BYTES = 8 << 20  # bytes of log decoded per Arrow record batch (one Parquet row group)
 # The keys that configure a store (broker keys, also accepted as Spark source options).
 STORE_KEYS = ("archive.location", "archive.s3.endpoint", "archive.s3.region",
@@ -51,8 +56,13 @@ def require_pyarrow() -> None:
         raise ArchiveError("retention.archive needs pyarrow: pip install 'logbroker[archive]'")
 
 
-def file_name(first: int, last: int) -> str:
-    return f"{first:020d}-{last:020d}.parquet"
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka prints it (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def file_name(first: int, last: int, topic_id: str) -> str:
+    return f"{first:020d}-{last:020d}-{topic_id}.parquet"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +71,10 @@ class ArchivedFile:
     partition: int
     first_offset: int
     last_offset: int
+    topic_id: str
     path: str  # within the store's filesystem
     size_bytes: int
+    mtime_ns: int
 
 
 class ArchiveStore:
@@ -116,8 +128,9 @@ class ArchiveStore:
         infos = self._list(self.root, recursive=False)
         return sorted(i.base_name for i in infos if i.type == fs.FileType.Directory)
 
-    def files(self, topic: str, partition: int | None = None) -> list[ArchivedFile]:
-        """The archived files of a topic (or of one partition), by partition then offset."""
+    def files(self, topic: str, partition: int | None = None, topic_id: str | None = None) -> list[ArchivedFile]:
+        """The archived files of a topic (or of one partition; of one incarnation when
+        `topic_id` is given), by partition then offset."""
         from pyarrow import fs
 
         base = f"{self.root}/{topic}" if partition is None else self._dir(topic, partition)
@@ -127,11 +140,19 @@ class ArchiveStore:
             if info.type != fs.FileType.File or not m:
                 continue
             part = info.path.rstrip("/").split("/")[-2]
-            if not part.isdigit():
+            if not part.isdigit() or (topic_id is not None and m.group(3) != topic_id):
                 continue
-            out.append(ArchivedFile(topic, int(part), int(m.group(1)), int(m.group(2)), info.path, info.size or 0))
-        out.sort(key=lambda f: (f.partition, f.first_offset))
+            out.append(ArchivedFile(topic, int(part), int(m.group(1)), int(m.group(2)), m.group(3), info.path,
+                                    info.size or 0, info.mtime_ns or 0))
+        out.sort(key=lambda f: (f.partition, f.first_offset, f.mtime_ns))
         return out
+
+    def incarnations(self, topic: str) -> list[str]:
+        """The topic ids archived under this name, the most recently written last."""
+        newest: dict[str, int] = {}
+        for f in self.files(topic):
+            newest[f.topic_id] = max(newest.get(f.topic_id, 0), f.mtime_ns)
+        return sorted(newest, key=lambda t: newest[t])
 
     def _list(self, path: str, recursive: bool):
         from pyarrow import fs
@@ -141,9 +162,9 @@ class ArchiveStore:
         except OSError as e:
             raise ArchiveError(f"listing {self.location} ({path}): {e}") from None
 
-    def resume_point(self, topic: str, partition: int) -> int:
+    def resume_point(self, topic: str, partition: int, topic_id: str) -> int:
         """The offset after the highest archived one of the partition (-1: nothing archived)."""
-        files = self.files(topic, partition)
+        files = self.files(topic, partition, topic_id)
         return files[-1].last_offset + 1 if files else -1
 
     def row_count(self, f: ArchivedFile) -> int:
@@ -183,23 +204,25 @@ class ArchiveStore:
                 row["headers"] = [(h["key"], h["value"]) for h in row.get("headers") or []]
                 yield row
 
-    def read_range(self, topic: str, partition: int, start: int, end: int) -> Iterator:
-        """Rows of one partition with offsets in [start, end), from every file overlapping it."""
-        for f in self.files(topic, partition):
+    def read_range(self, topic: str, partition: int, start: int, end: int, topic_id: str) -> Iterator:
+        """Rows of one partition of one incarnation with offsets in [start, end), from every
+        file overlapping it."""
+        for f in self.files(topic, partition, topic_id):
             if f.last_offset >= start and f.first_offset < end:
                 yield from self.read(f, start, end)
 
     # --- writing ------------------------------------------------------------------
 
-    def archive_range(self, log: _core.Log, first: int, end: int) -> ArchivedFile | None:
-        """Write the records of `log` with offsets in [first, end) to one file (blocking:
-        run it in a thread). Returns the file, or None when the range held no record a
-        read_committed consumer would see (nothing is written then)."""
+    def archive_range(self, log: _core.Log, topic_id: str, first: int, end: int) -> ArchivedFile | None:
+        """Write the records of `log` (of the topic incarnation `topic_id`) with offsets in
+        [first, end) to one file (blocking: run it in a thread). Returns the file, or None
+        when the range held no record a read_committed consumer would see (nothing is
+        written then)."""
         import pyarrow.parquet as pq
 
         topic, partition = log.topic, log.partition
         schema = kafka_arrow_schema(include_headers=True)
-        final = f"{self._dir(topic, partition)}/{file_name(first, end - 1)}"
+        final = f"{self._dir(topic, partition)}/{file_name(first, end - 1, topic_id)}"
         target = final + ".tmp" if self.atomic_rename else final
         aborted = log.aborted_transactions(first, end)
         sink = writer = None
@@ -226,7 +249,8 @@ class ArchiveStore:
             sink.close()
             if self.atomic_rename:
                 self.fs.move(target, final)
-            return ArchivedFile(topic, partition, first, end - 1, final, self.fs.get_file_info(final).size or 0)
+            info = self.fs.get_file_info(final)
+            return ArchivedFile(topic, partition, first, end - 1, topic_id, final, info.size or 0, info.mtime_ns or 0)
         except (OSError, _core.LogBrokerError) as e:
             self._discard(writer, sink, target)
             raise ArchiveError(f"archiving {topic}-{partition} offsets {first}..{end - 1} to {final}: {e}") from None

@@ -2,12 +2,14 @@
 read straight from the store, without a broker.
 
     logbroker archive list [--location DIR|s3://BUCKET/PREFIX] [--topic T] [--json]
-    logbroker archive read --topic T [--partition P] [--offset N] [--max-records N]
+    logbroker archive read --topic T [--topic-id ID] [--partition P] [--offset N] [--max-records N]
                            [--format text|json|hex] [--print-key] [--print-headers] [--print-offset]
 
 `--location` defaults to the archive of `logbroker serve`'s default data directory
 (./logbroker-data/__archive); an s3:// location takes `--set archive.s3.endpoint=URL` and
 the other `archive.s3.*` broker keys (credentials also from the AWS_* environment).
+A topic deleted and created again has one set of files per incarnation (topic id); `read`
+reads the most recently archived one unless `--topic-id` names another.
 Exit codes: 0 done, 1 the store failed, 2 bad arguments.
 """
 
@@ -37,6 +39,7 @@ def add_parser(sub) -> None:
     ls.add_argument("--topic", help="only this topic")
     ls.add_argument("--json", action="store_true", help="one JSON object per file")
     rd.add_argument("--topic", required=True)
+    rd.add_argument("--topic-id", help="the incarnation to read (default: the most recently archived)")
     rd.add_argument("--partition", type=int, action="append", default=[], help="only these partitions (repeatable)")
     rd.add_argument("--offset", type=int, default=0, help="from this offset on (default: the first archived)")
     rd.add_argument("--max-records", type=int, help="stop after this many records")
@@ -74,7 +77,7 @@ def run(args) -> int:
 def _list(store, args) -> int:
     topics = [args.topic] if args.topic else store.topics()
     files = [f for t in topics for f in store.files(t)]
-    rows = [{"topic": f.topic, "partition": f.partition, "first_offset": f.first_offset,
+    rows = [{"topic": f.topic, "topic_id": f.topic_id, "partition": f.partition, "first_offset": f.first_offset,
              "last_offset": f.last_offset, "records": store.row_count(f), "bytes": f.size_bytes, "path": f.path}
             for f in files]
     if args.json:
@@ -85,10 +88,10 @@ def _list(store, args) -> int:
     from rich.table import Table
 
     table = Table(title=f"archive {store.location}")
-    for col in ("topic", "partition", "first offset", "last offset", "records", "bytes", "file"):
-        table.add_column(col, justify="right" if col not in ("topic", "file") else "left")
+    for col in ("topic", "topic id", "partition", "first offset", "last offset", "records", "bytes", "file"):
+        table.add_column(col, justify="right" if col not in ("topic", "topic id", "file") else "left")
     for r in rows:
-        table.add_row(r["topic"], str(r["partition"]), str(r["first_offset"]), str(r["last_offset"]),
+        table.add_row(r["topic"], r["topic_id"], str(r["partition"]), str(r["first_offset"]), str(r["last_offset"]),
                       str(r["records"]), str(r["bytes"]), r["path"].rsplit("/", 1)[-1])
     Console().print(table)
     print(f"{len(rows)} file(s), {sum(r['records'] for r in rows)} record(s)", file=sys.stderr)
@@ -98,8 +101,13 @@ def _list(store, args) -> int:
 def _read(store, args) -> int:
     from logbroker.console_cli import format_record
 
+    ids = store.incarnations(args.topic)
+    topic_id = args.topic_id or (ids[-1] if ids else None)
+    if len(ids) > 1 and not args.topic_id:
+        print(f"{args.topic!r} has {len(ids)} archived incarnations ({', '.join(ids)}); reading {topic_id} "
+              "(--topic-id picks another)", file=sys.stderr)
     count = 0
-    for f in store.files(args.topic):
+    for f in store.files(args.topic, topic_id=topic_id) if topic_id else []:
         if args.max_records is not None and count >= args.max_records:
             break
         if (args.partition and f.partition not in args.partition) or f.last_offset < args.offset:

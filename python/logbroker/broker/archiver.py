@@ -4,8 +4,8 @@ invariants: logbroker/archive.py).
 On such a topic the log engine never deletes segments by `retention.ms`/`retention.bytes`
 itself; it only plans (`Log.retention_plan`). At every retention check the partition's
 leader, and only the leader, takes that plan oldest first and for each range:
-1. writes the records not yet in the archive (from the partition's resume point) to one
-   Parquet file, or nothing when the range holds no record a read_committed consumer sees;
+1. writes the records not yet in the archive (from the resume point of the partition of
+   this topic incarnation) to one Parquet file, or nothing when the range holds no record a read_committed consumer sees;
 2. raises the log start offset past the range (`Log.delete_records_before`), which deletes
    the segment.
 Followers take the leader's log start offset from their fetch responses and delete the same
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.archive import STORE_KEYS, ArchiveStore
+from logbroker.archive import STORE_KEYS, ArchiveStore, topic_id_text
 from logbroker.broker.config import BrokerConfig
 from logbroker.broker.partition import Partition
 
@@ -55,11 +55,12 @@ class Archiver:
         if not plan:
             return 0
         store = self.store
-        resume = store.resume_point(p.topic, p.index)
+        topic_id = topic_id_text(p.topic_id)
+        resume = store.resume_point(p.topic, p.index, topic_id)
         for first, end in plan:
             start = max(first, resume)
             if start < end:
-                f = store.archive_range(p.log, start, end)
+                f = store.archive_range(p.log, topic_id, start, end)
                 if f is not None:
                     log.info("archived %s offsets %d..%d to %s (%d bytes)", p.name, f.first_offset, f.last_offset,
                              f.path, f.size_bytes, extra={"topic": p.topic, "partition": p.index})

@@ -81,6 +81,13 @@ class Cluster:
                 out[(t.name, p.partition_index)] = brokers.get(p.leader_id, ("", -1))
         return out
 
+    def topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """Topic name -> topic id as Kafka prints it (which incarnation of an archived topic to read)."""
+        from logbroker.archive import topic_id_text
+
+        return {t.name: topic_id_text(t.topic_id) for t in self.metadata(sorted(set(topics)))
+                .topics if not t.error_code and t.topic_id is not None}
+
     def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """ListOffsets for each (topic, partition) -> timestamp spec (-2, -1 or ms);
         a timestamp with no record at or after it gives -1."""
@@ -116,6 +123,7 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
         return
     with Cluster(bootstrap_servers) as cluster:
         leaders = cluster.partitions(assign={topic: [partition]})
+        topic_id = cluster.topic_ids([topic]).get(topic) if archive is not None else None
     if (topic, partition) not in leaders:
         raise SparkSourceError(f"{topic}-{partition} does not exist (reading offsets {start}..{end})")
     host, port = leaders[(topic, partition)]
@@ -136,8 +144,9 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
             part = conn.send(req, version=version).responses[0].partitions[0]
             if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 log_start = part.log_start_offset
-                if archive is not None and 0 <= position < log_start:
-                    yield from _archived(archive, topic, partition, position, min(log_start, end), arrow_schema)
+                if archive is not None and topic_id is not None and 0 <= position < log_start:
+                    yield from _archived(archive, topic, topic_id, partition, position, min(log_start, end),
+                                         arrow_schema)
                     position = log_start
                     continue
                 if fail_on_data_loss or log_start < 0 or log_start <= position:
@@ -170,7 +179,8 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
         conn.close()
 
 
-def _archived(archive: dict, topic: str, partition: int, start: int, end: int, arrow_schema) -> Iterator:
+def _archived(archive: dict, topic: str, topic_id: str, partition: int, start: int, end: int,
+              arrow_schema) -> Iterator:
     """Rows [start, end) of one partition from the archive, in the reader's schema (the
     archive always has headers; without includeHeaders the column is left out)."""
     import pyarrow as pa
@@ -178,7 +188,7 @@ def _archived(archive: dict, topic: str, partition: int, start: int, end: int, a
     from logbroker.archive import ArchiveError, ArchiveStore
 
     try:
-        for batch in ArchiveStore.from_keys(archive).read_range(topic, partition, start, end):
+        for batch in ArchiveStore.from_keys(archive).read_range(topic, partition, start, end, topic_id):
             yield pa.RecordBatch.from_arrays([batch.column(n).cast(arrow_schema.field(n).type) for n in arrow_schema.names],
                                              schema=arrow_schema)
     except ArchiveError as e:

@@ -114,10 +114,11 @@ class Options:
     def _earliest(self, cluster: Cluster, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The log start offsets, or with an archive its first offset where that is lower."""
         found = cluster.list_offsets({tp: EARLIEST for tp in parts}) if parts else {}
-        if self.archive is not None:
+        if self.archive is not None and parts:
             store = ArchiveStore.from_keys(self.archive)
+            ids = cluster.topic_ids([t for t, _ in parts])  # the live incarnation of each topic
             for tp in parts:
-                files = store.files(*tp)
+                files = store.files(tp[0], tp[1], ids.get(tp[0], ""))
                 if files:
                     found[tp] = min(found[tp], files[0].first_offset)
         return found
