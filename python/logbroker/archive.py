@@ -12,7 +12,7 @@ old ones without colliding. Invariants, per incarnation:
 - the files of one partition cover disjoint ranges, in increasing order; an archive pass
   starts after the highest `last` already there (the partition's resume point), so a pass
   that is retried after a crash, or run by a new leader, never archives a record twice;
-- a file is visible only once whole: written to `<name>.tmp` and renamed in a directory,
+- a file is visible only once whole: written to `<name>.<random>.tmp` and renamed in a directory,
   one PUT (multipart upload completed on close) in an object store;
 - the log start offset is raised past a range only after its file exists, so a record
   is always in the log or in the archive (or was never readable: see below).
@@ -192,24 +192,30 @@ class ArchiveStore:
             raise ArchiveError(f"reading {f.topic}-{f.partition} offsets {f.first_offset}..{f.last_offset} "
                                f"from {f.path}: {e}") from None
 
-    def records(self, f: ArchivedFile, start: int | None = None) -> Iterator[dict]:
-        """The file's rows from `start` as dicts (for tools, not the broker): the Kafka
-        schema's columns, `timestamp` in epoch milliseconds, `headers` as (key, value) pairs."""
+    def read_range(self, topic: str, partition: int, start: int, end: int, topic_id: str) -> Iterator:
+        """Rows of one partition of one incarnation with offsets in [start, end), in offset
+        order, each offset once: where two files overlap (two leaders archived across a
+        leadership change, with segments cut at other offsets) the later file is read only
+        past the earlier one's last offset."""
+        position = start
+        for f in self.files(topic, partition, topic_id):
+            if f.last_offset < position or f.first_offset >= end:
+                continue
+            yield from self.read(f, position, end)
+            position = f.last_offset + 1
+
+    @staticmethod
+    def records(batches: Iterator) -> Iterator[dict]:
+        """Rows as dicts (for tools, not the broker): the Kafka schema's columns,
+        `timestamp` in epoch milliseconds, `headers` as (key, value) pairs."""
         import pyarrow as pa
 
-        for batch in self.read(f, start):
+        for batch in batches:
             millis = batch.column("timestamp").cast(pa.int64()).to_pylist()  # microseconds, exact
             for row, us in zip(batch.to_pylist(), millis):
                 row["timestamp"] = us // 1000
                 row["headers"] = [(h["key"], h["value"]) for h in row.get("headers") or []]
                 yield row
-
-    def read_range(self, topic: str, partition: int, start: int, end: int, topic_id: str) -> Iterator:
-        """Rows of one partition of one incarnation with offsets in [start, end), from every
-        file overlapping it."""
-        for f in self.files(topic, partition, topic_id):
-            if f.last_offset >= start and f.first_offset < end:
-                yield from self.read(f, start, end)
 
     # --- writing ------------------------------------------------------------------
 
@@ -223,7 +229,9 @@ class ArchiveStore:
         topic, partition = log.topic, log.partition
         schema = kafka_arrow_schema(include_headers=True)
         final = f"{self._dir(topic, partition)}/{file_name(first, end - 1, topic_id)}"
-        target = final + ".tmp" if self.atomic_rename else final
+        # A unique temporary name: two brokers may archive the same range into a shared
+        # directory around a leadership change (the last rename wins; the contents agree).
+        target = f"{final}.{uuid.uuid4().hex[:12]}.tmp" if self.atomic_rename else final
         aborted = log.aborted_transactions(first, end)
         sink = writer = None
         try:

@@ -106,13 +106,12 @@ def _read(store, args) -> int:
     if len(ids) > 1 and not args.topic_id:
         print(f"{args.topic!r} has {len(ids)} archived incarnations ({', '.join(ids)}); reading {topic_id} "
               "(--topic-id picks another)", file=sys.stderr)
+    partitions = sorted({f.partition for f in store.files(args.topic, topic_id=topic_id)} if topic_id else set())
     count = 0
-    for f in store.files(args.topic, topic_id=topic_id) if topic_id else []:
-        if args.max_records is not None and count >= args.max_records:
-            break
-        if (args.partition and f.partition not in args.partition) or f.last_offset < args.offset:
+    for p in partitions:
+        if args.partition and p not in args.partition:
             continue
-        for row in store.records(f, args.offset):
+        for row in store.records(store.read_range(args.topic, p, args.offset, 2**63 - 1, topic_id)):
             if args.max_records is not None and count >= args.max_records:
                 break
             print(format_record(SimpleNamespace(**row), args.format, args.print_key, args.print_headers,

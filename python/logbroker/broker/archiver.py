@@ -58,6 +58,8 @@ class Archiver:
         topic_id = topic_id_text(p.topic_id)
         resume = store.resume_point(p.topic, p.index, topic_id)
         for first, end in plan:
+            if not p.is_leader or p.deleted:
+                break  # leadership moved during the pass: the new leader goes on from the store
             start = max(first, resume)
             if start < end:
                 f = store.archive_range(p.log, topic_id, start, end)
