@@ -78,9 +78,11 @@ class ClusterNode:
     """One `logbroker serve` process of a `Cluster`."""
 
     def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str],
-                 bound_port: int | None = None, metrics_port: int | None = None) -> None:
+                 bound_port: int | None = None, metrics_port: int | None = None,
+                 console_port: int | None = None) -> None:
         self.node_id = node_id
         self.metrics_port = metrics_port
+        self.console_port = console_port
         self.port = port
         self.bound_port = port if bound_port is None else bound_port
         self.controller_port = controller_port
@@ -95,6 +97,12 @@ class ClusterNode:
         """The node's Prometheus endpoint (`Cluster(metrics=True)`)."""
         assert self.metrics_port is not None, "the cluster was started without metrics=True"
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def console_url(self) -> str:
+        """The node's web console (`Cluster(console=True)`)."""
+        assert self.console_port is not None, "the cluster was started without console=True"
+        return f"http://127.0.0.1:{self.console_port}/"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -209,7 +217,8 @@ class Cluster:
 
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
                  racks: list[str] | None = None, log_level: str = "INFO", broker_only: int = 0,
-                 front: Callable[[int, str, int], int] | None = None, metrics: bool = False) -> None:
+                 front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
+                 console: bool = False) -> None:
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
@@ -244,8 +253,11 @@ class Cluster:
             metrics_port = free_port() if metrics else None
             if metrics_port is not None:
                 args += ["--set", f"metrics.listen=127.0.0.1:{metrics_port}"]
+            console_port = free_port() if console else None
+            if console_port is not None:
+                args += ["--set", f"console.listen=127.0.0.1:{console_port}"]
             self.nodes.append(ClusterNode(i, adv[i][0], adv[i][1], root / f"node{i}", args, bound_port=p,
-                                          metrics_port=metrics_port))
+                                          metrics_port=metrics_port, console_port=console_port))
 
     @property
     def bootstrap_servers(self) -> str:

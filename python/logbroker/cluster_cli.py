@@ -22,6 +22,7 @@ import json
 import sys
 import time
 
+from logbroker.admin_views import partition_state
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 
@@ -69,11 +70,8 @@ def _problem_partitions(conn: BrokerConnection) -> list[dict]:
                         "status": _error_name(t.error_code)})
             continue
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            if p.leader_id < 0:
-                status = "offline"
-            elif len(p.isr_nodes) < len(p.replica_nodes):
-                status = "under-replicated"
-            else:
+            status = partition_state(p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+            if status == "ok":
                 continue
             out.append({"topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
                         "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes), "status": status})

@@ -121,27 +121,32 @@ def run_produce(args) -> int:
 # --- consume ---------------------------------------------------------------------------
 
 
-def _text(b: bytes | None) -> str:
-    if b is None:
-        return "null"
-    return b.decode("utf-8", errors="backslashreplace")
-
-
-def _json_bytes(b: bytes | None) -> Any:
+def render_bytes(b: bytes | None, fmt: str) -> Any:
+    """A key, value or header value as `fmt` shows it: `text` (UTF-8, undecodable bytes
+    escaped), `hex`, or `json` (a UTF-8 string, or {"base64": ...} when the bytes are not
+    UTF-8); None (no key, a null value) stays None. The web console renders with it too."""
     if b is None:
         return None
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(b).decode()}
+    if fmt == "hex":
+        return b.hex()
+    if fmt == "json":
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(b).decode()}
+    return b.decode("utf-8", errors="backslashreplace")
 
 
 def format_record(r, fmt: str, print_key: bool, print_headers: bool, print_offset: bool) -> str:
     if fmt == "json":
         return json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
-                           "key": _json_bytes(r.key), "value": _json_bytes(r.value),
-                           "headers": [[k, _json_bytes(v)] for k, v in r.headers]})
-    show = (lambda b: "null" if b is None else b.hex()) if fmt == "hex" else _text
+                           "key": render_bytes(r.key, fmt), "value": render_bytes(r.value, fmt),
+                           "headers": [[k, render_bytes(v, fmt)] for k, v in r.headers]})
+
+    def show(b: bytes | None) -> str:
+        shown = render_bytes(b, fmt)
+        return "null" if shown is None else shown
+
     parts = []
     if print_offset:
         parts.append(f"{r.partition}:{r.offset}")

@@ -1,150 +1,59 @@
 """`logbroker group ...`: list, describe (members, assignment, committed offsets, lag),
-reset-offsets and delete consumer groups, through the Kafka protocol."""
+reset-offsets and delete consumer groups, through the Kafka protocol with the admin client
+(each group's coordinator and each partition's leader are found as a client finds them, so
+any broker of a cluster will do). The figures come from `logbroker.admin_views`, which the
+web console serves too."""
 
 from __future__ import annotations
 
 import datetime as dt
-import struct
 import sys
 
-from logbroker.client import BrokerConnection, ClientError
-from logbroker.protocol import REQUESTS, ErrorCode
+from logbroker.admin_views import describe_group, reset_offsets
 
 
-def decode_assignment(data: bytes) -> dict[str, list[int]]:
-    """ConsumerProtocol assignment: version int16, [topic string, [partition int32]], user data."""
-    out: dict[str, list[int]] = {}
-    if len(data) < 6:
-        return out
-    try:
-        pos = 2
-        (n,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(n):
-            (ln,) = struct.unpack_from(">h", data, pos)
-            pos += 2
-            topic = data[pos : pos + ln].decode()
-            pos += ln
-            (k,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            out[topic] = list(struct.unpack_from(f">{k}i", data, pos))
-            pos += 4 * k
-    except (struct.error, UnicodeDecodeError):
-        return {}
-    return out
-
-
-def _describe(conn: BrokerConnection, group: str):
-    d = conn.send(REQUESTS[15](groups=[group])).groups[0]
-    if d.error_code:
-        raise ClientError(f"describe group {group}: {ErrorCode(d.error_code).name}")
-    return d
-
-
-def _committed(conn: BrokerConnection, group: str) -> dict[tuple[str, int], tuple[int, str]]:
-    OffsetFetch = REQUESTS[9]
-    v = conn.version_for(9)
-    if v >= 8:
-        resp = conn.send(OffsetFetch(groups=[OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)]))
-        topics = resp.groups[0].topics
-    else:
-        topics = conn.send(OffsetFetch(group_id=group, topics=None)).topics
-    return {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in topics for p in t.partitions}
-
-
-def _end_offsets(conn: BrokerConnection, parts: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
-    ListOffsets = REQUESTS[2]
-    by_topic: dict[str, list[int]] = {}
-    for t, p in parts:
-        by_topic.setdefault(t, []).append(p)
-    req = ListOffsets(replica_id=-1, isolation_level=0, topics=[
-        ListOffsets.ListOffsetsTopic(name=t, partitions=[
-            ListOffsets.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in ps])
-        for t, ps in by_topic.items()])
-    resp = conn.send(req)
-    return {(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions}
-
-
-def _partitions_of(conn: BrokerConnection, topic: str) -> list[int]:
-    Metadata = REQUESTS[3]
-    md = conn.send(Metadata(topics=[Metadata.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False))
-    t = md.topics[0]
-    if t.error_code:
-        raise ClientError(f"topic {topic}: {ErrorCode(t.error_code).name}")
-    return sorted(p.partition_index for p in t.partitions)
-
-
-def cmd_list(conn: BrokerConnection, args) -> int:
-    for g in conn.send(REQUESTS[16]()).groups:
-        print(f"{g.group_id}\t{g.group_state or '-'}\t{g.protocol_type}")
+def cmd_list(admin, args) -> int:
+    for group_id, protocol_type, state in admin.list_groups():
+        print(f"{group_id}\t{state or '-'}\t{protocol_type}")
     return 0
 
 
-def cmd_describe(conn: BrokerConnection, args) -> int:
-    d = _describe(conn, args.group)
-    print(f"group {args.group}: state {d.group_state}, protocol {d.protocol_type or '-'}/{d.protocol_data or '-'}, "
-          f"{len(d.members)} member(s)")
-    owner: dict[tuple[str, int], str] = {}
-    for m in d.members:
-        assignment = decode_assignment(bytes(m.member_assignment))
-        for t, ps in assignment.items():
-            for p in ps:
-                owner[(t, p)] = m.member_id
-        print(f"  member {m.member_id} client {m.client_id} host {m.client_host}"
-              + (f" instance {m.group_instance_id}" if m.group_instance_id else "")
-              + f" assignment {dict(sorted(assignment.items()))}")
-    committed = _committed(conn, args.group)
-    parts = sorted(set(committed) | set(owner))
-    ends = _end_offsets(conn, parts, -1) if parts else {}
+def cmd_describe(admin, args) -> int:
+    d = describe_group(admin, args.group)
+    print(f"group {args.group}: state {d['state']}, protocol {d['protocol_type'] or '-'}/{d['protocol'] or '-'}, "
+          f"{len(d['members'])} member(s)")
+    for m in d["members"]:
+        print(f"  member {m['member_id']} client {m['client_id']} host {m['host']}"
+              + (f" instance {m['instance_id']}" if m["instance_id"] else "")
+              + f" assignment {m['assignment']}")
     print(f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>12} {'LOG-END':>12} {'LAG':>10}  MEMBER")
-    for key in parts:
-        off = committed.get(key, (-1, ""))[0]
-        end = ends.get(key, -1)
-        lag = end - off if off >= 0 and end >= 0 else "-"
-        print(f"{key[0]:<24} {key[1]:>9} {off if off >= 0 else '-':>12} {end:>12} {lag:>10}  {owner.get(key, '-')}")
+
+    def show(v: object) -> object:
+        return "-" if v is None else v
+
+    for p in d["partitions"]:
+        print(f"{p['topic']:<24} {p['partition']:>9} {show(p['committed_offset']):>12} {show(p['log_end_offset']):>12} "
+              f"{show(p['lag']):>10}  {show(p['member'])}")
     return 0
 
 
-def cmd_reset(conn: BrokerConnection, args) -> int:
-    d = _describe(conn, args.group)
-    if d.group_state not in ("Empty", "Dead"):
-        print(f"logbroker: group {args.group} is {d.group_state} with {len(d.members)} member(s); "
-              "stop its consumers before resetting offsets", file=sys.stderr)
-        return 1
-    parts = [(args.topic, p) for p in _partitions_of(conn, args.topic)]
-    if args.to_earliest:
-        targets = _end_offsets(conn, parts, -2)
-    elif args.to_latest:
-        targets = _end_offsets(conn, parts, -1)
+def cmd_reset(admin, args) -> int:
+    if args.to_earliest or args.to_latest:
+        to, value = ("earliest" if args.to_earliest else "latest"), None
     elif args.to_offset is not None:
-        targets = {k: args.to_offset for k in parts}
+        to, value = "offset", args.to_offset
     else:
         when = dt.datetime.fromisoformat(args.to_datetime)
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.timezone.utc)
-        found = _end_offsets(conn, parts, int(when.timestamp() * 1000))
-        latest = _end_offsets(conn, parts, -1)
-        targets = {k: (o if o >= 0 else latest[k]) for k, o in found.items()}
-    OffsetCommit = REQUESTS[8]
-    req = OffsetCommit(group_id=args.group, generation_id_or_member_epoch=-1, member_id="", topics=[
-        OffsetCommit.OffsetCommitRequestTopic(name=args.topic, partitions=[
-            OffsetCommit.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata="")
-            for (_, p), o in sorted(targets.items())])])
-    resp = conn.send(req)
-    failed = [(p.partition_index, ErrorCode(p.error_code).name) for t in resp.topics for p in t.partitions if p.error_code]
-    if failed:
-        print(f"logbroker: reset of group {args.group} failed: {failed}", file=sys.stderr)
-        return 1
-    for (t, p), o in sorted(targets.items()):
+        to, value = "timestamp", int(when.timestamp() * 1000)
+    for (t, p), o in reset_offsets(admin, args.group, args.topic, to, value).items():
         print(f"{t}\t{p}\t{o}")
     return 0
 
 
-def cmd_delete(conn: BrokerConnection, args) -> int:
-    r = conn.send(REQUESTS[42](groups_names=[args.group])).results[0]
-    if r.error_code:
-        print(f"logbroker: delete group {args.group}: {ErrorCode(r.error_code).name}", file=sys.stderr)
-        return 1
+def cmd_delete(admin, args) -> int:
+    admin.delete_groups([args.group])
     print(f"deleted group {args.group}")
     return 0
 
@@ -169,10 +78,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from logbroker.client import Admin, KafkaError
+
     commands = {"list": cmd_list, "describe": cmd_describe, "reset-offsets": cmd_reset, "delete": cmd_delete}
     try:
-        with BrokerConnection(args.bootstrap_server) as conn:
-            return commands[args.group_command](conn, args)
-    except ClientError as e:
+        with Admin(args.bootstrap_server, client_id="logbroker-group") as admin:
+            return commands[args.group_command](admin, args)
+    except (KafkaError, ValueError) as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

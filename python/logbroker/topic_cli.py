@@ -234,45 +234,30 @@ def cmd_list(admin, args) -> int:
 
 
 def cmd_describe(admin, args) -> int:
-    found = admin.describe_topics(args.topic or None)
-    missing = [t for t in args.topic if t not in found]
+    from logbroker.admin_views import describe_topics
+
+    doc = describe_topics(admin, args.topic or None, configs=args.configs)
+    missing = [t for t in args.topic if t not in {d["topic"] for d in doc}]
     if missing:
         print(f"logbroker: no such topic: {', '.join(missing)}", file=sys.stderr)
         return 1
-    names = sorted(found)
-    parts = [(n, p.partition) for n in names for p in found[n].partitions]
-    earliest = admin.list_offsets({tp: "earliest" for tp in parts}) if parts else {}
-    latest = admin.list_offsets({tp: "latest" for tp in parts}) if parts else {}
-    configs = admin.describe_configs([("topic", n) for n in names]) if args.configs and names else {}
-
-    def offsets(n: str, i: int) -> tuple[int, int]:
-        e = next((v[0] for tp, v in earliest.items() if (tp.topic, tp.partition) == (n, i)), -1)
-        ltst = next((v[0] for tp, v in latest.items() if (tp.topic, tp.partition) == (n, i)), -1)
-        return e, ltst
-
     if args.json:
-        doc = []
-        for n in names:
-            d = found[n]
-            doc.append({"topic": n, "internal": d.internal, "partitions": [
-                {"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
-                 "earliest_offset": offsets(n, p.partition)[0], "latest_offset": offsets(n, p.partition)[1]}
-                for p in d.partitions], **({"configs": configs.get(("topic", n), {})} if args.configs else {})})
         print(json.dumps(doc, indent=2))
         return 0
-    for n in names:
-        d = found[n]
+    for d in doc:
+        n, parts = d["topic"], d["partitions"]
         rows = []
-        for p in d.partitions:
-            e, ltst = offsets(n, p.partition)
-            state = "offline" if p.leader < 0 else "under-replicated" if len(p.isr) < len(p.replicas) else ""
-            rows.append([p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr)), e, ltst,
-                         ltst - e if min(e, ltst) >= 0 else "", state])
-        rf = len(d.partitions[0].replicas) if d.partitions else 0
-        _table(f"{n}: {len(d.partitions)} partition(s), replication factor {rf}" + (" (internal)" if d.internal else ""),
+        for p in parts:
+            e, ltst = p["earliest_offset"], p["latest_offset"]
+            rows.append([p["partition"], p["leader"], ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])),
+                         "-" if e is None else e, "-" if ltst is None else ltst,
+                         ltst - e if e is not None and ltst is not None else "",
+                         "" if p["state"] == "ok" else p["state"]])
+        rf = len(parts[0]["replicas"]) if parts else 0
+        _table(f"{n}: {len(parts)} partition(s), replication factor {rf}" + (" (internal)" if d["internal"] else ""),
                ["partition", "leader", "replicas", "isr", "earliest", "latest", "records", "state"], rows)
         if args.configs:
-            _table(f"{n}: configs", ["key", "value"], sorted([k, v] for k, v in configs.get(("topic", n), {}).items()))
+            _table(f"{n}: configs", ["key", "value"], [[k, v] for k, v in d["configs"].items()])
     return 0
 
 

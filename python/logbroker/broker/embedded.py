@@ -66,6 +66,13 @@ class Broker:
         return f"http://{host}:{port}/metrics"
 
     @property
+    def console_url(self) -> str:
+        """The web console (`console.listen` set, e.g. `Broker(console_listen="127.0.0.1:0")`)."""
+        assert self.server is not None and self.server.console_address is not None, "console.listen is not set"
+        host, port = self.server.console_address
+        return f"http://{host}:{port}/"
+
+    @property
     def port(self) -> int:
         assert self.address is not None
         return self.address[1]

@@ -1,5 +1,6 @@
 """The metrics endpoint: Prometheus text exposition (format 0.0.4) over HTTP on
-`metrics.listen` (HOST:PORT; empty, the default, serves none). `GET /metrics` answers the
+`metrics.listen` (HOST:PORT; empty, the default, serves none; broker/http.py's server, one
+request per connection). `GET /metrics` answers the
 current values; everything is computed at scrape time, nothing is sampled in between.
 
 Names follow Kafka's JMX names the way the Prometheus JMX exporter writes them: domain, type
@@ -27,13 +28,14 @@ import time
 import trio
 
 from logbroker._core import NetworkServer
+from logbroker.broker.http import HttpError, HttpServer, Request, Response, text_response
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel
 from logbroker.protocol import API_NAMES
 
 log = logging.getLogger("logbroker.metrics")
 
-MAX_REQUEST_BYTES = 8192
+MAX_BODY_BYTES = 8192  # GET only: nothing to read, but a client's stray body is skipped
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -85,6 +87,7 @@ class MetricsServer:
         self.channel = BrokerChannel(broker.node_id)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
+        self.http = HttpServer(self._handle, "metrics", max_body=MAX_BODY_BYTES, keep_alive=False)
 
     # --- collecting ----------------------------------------------------------------------
 
@@ -235,43 +238,18 @@ class MetricsServer:
 
     async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            listeners = await trio.open_tcp_listeners(port, host=host)
-            self.address = listeners[0].socket.getsockname()[:2]
-            log.info("metrics on http://%s:%d/metrics", *self.address)
-            task_status.started(self.address)
-            await trio.serve_listeners(self._handle, listeners)
+            async with trio.open_nursery() as nursery:
+                self.address = await nursery.start(self.http.serve, host, port)
+                log.info("metrics on http://%s:%d/metrics", *self.address)
+                task_status.started(self.address)
         finally:
             await self.channel.aclose()
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        try:
-            with trio.move_on_after(10):
-                head = bytearray()
-                while b"\r\n\r\n" not in head and len(head) < MAX_REQUEST_BYTES:
-                    chunk = await stream.receive_some(4096)
-                    if not chunk:
-                        return
-                    head += chunk
-                line = bytes(head).split(b"\r\n", 1)[0].decode("latin-1")
-                parts = line.split()
-                if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-                    await self._reply(stream, 400, "Bad Request", "text/plain", b"bad request\n")
-                elif parts[0] != "GET":
-                    await self._reply(stream, 405, "Method Not Allowed", "text/plain", b"GET only\n")
-                elif parts[1].split("?", 1)[0] == "/metrics":
-                    body = (await self.collect()).encode()
-                    await self._reply(stream, 200, "OK", CONTENT_TYPE, body)
-                elif parts[1] == "/":
-                    await self._reply(stream, 200, "OK", "text/plain", b"logbroker: metrics at /metrics\n")
-                else:
-                    await self._reply(stream, 404, "Not Found", "text/plain", b"not found\n")
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            log.debug("metrics connection: %s", e)
-        finally:
-            await stream.aclose()
-
-    @staticmethod
-    async def _reply(stream: trio.SocketStream, status: int, reason: str, content_type: str, body: bytes) -> None:
-        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-        await stream.send_all(head + body)
+    async def _handle(self, request: Request) -> Response:
+        if request.method != "GET":
+            raise HttpError(405, "GET only")
+        if request.path == "/metrics":
+            return Response(200, (await self.collect()).encode(), CONTENT_TYPE)
+        if request.path == "/":
+            return text_response("logbroker: metrics at /metrics\n")
+        raise HttpError(404, "not found")

@@ -46,6 +46,8 @@ class BrokerServer:
         self.add_partitions_to_txn: AddPartitionsToTxnManager | None = None
         self.metrics: MetricsServer | None = None
         self.metrics_address: tuple[str, int] | None = None  # bound `metrics.listen`
+        self.console = None  # ConsoleServer, when `console.listen` is set (logbroker/console)
+        self.console_address: tuple[str, int] | None = None  # bound `console.listen`
         self.share_fetch: ShareFetchManager | None = None
         self.share_coordinator: ShareCoordinator | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
@@ -149,6 +151,13 @@ class BrokerServer:
                 host, port = split_host_port(metrics_listen)
                 self.metrics = MetricsServer(self)
                 self.metrics_address = await nursery.start(self.metrics.serve, host, port)
+            console_listen = self.config.get_str("console.listen")
+            if console_listen:
+                from logbroker.console import ConsoleServer  # its client and CLI modules load only when asked for
+
+                host, port = split_host_port(console_listen)
+                self.console = ConsoleServer("%s:%d" % self.advertised, self.node_id)
+                self.console_address = await nursery.start(self.console.serve, host, port)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
                 self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,

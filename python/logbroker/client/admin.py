@@ -109,6 +109,20 @@ class Admin:
     def describe_cluster(self, timeout: float | None = None) -> ClusterInfo:
         return self._call(self._core.describe_cluster, "describe_cluster", timeout)
 
+    def list_group_offsets(self, group_id: str, timeout: float | None = None) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Every committed offset of the group: {TopicPartition: (offset, metadata)}."""
+        return self._call(lambda: self._core.list_group_offsets(group_id), f"list_group_offsets {group_id!r}", timeout)
+
+    def alter_group_offsets(self, group_id: str, offsets: dict[Any, int], timeout: float | None = None) -> None:
+        """Sets the group's committed offsets ({(topic, partition): offset}); refused
+        (UNKNOWN_MEMBER_ID) while the group has members, as by Kafka."""
+        os = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
+        self._call(lambda: self._core.alter_group_offsets(group_id, os), f"alter_group_offsets {group_id!r}", timeout)
+
+    def describe_log_dirs(self, broker: int, timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The size in bytes of each replica on `broker` (node id)."""
+        return self._call(lambda: self._core.describe_log_dirs(broker), f"describe_log_dirs {broker}", timeout)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -11,7 +11,13 @@ from typing import Any
 
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import error_for
-from logbroker.client.group import TopicPartition, coordinator_from_response, decode_assignment, find_coordinator_request
+from logbroker.client.group import (
+    TopicPartition,
+    committed_from_response,
+    coordinator_from_response,
+    decode_assignment,
+    find_coordinator_request,
+)
 from logbroker.client.network import Pending, Versioned, gather
 from logbroker.protocol.messages.create_partitions_request import _CreatePartitionsRequest
 from logbroker.protocol.messages.create_topics_request import _CreateTopicsRequest
@@ -19,10 +25,13 @@ from logbroker.protocol.messages.delete_groups_request import _DeleteGroupsReque
 from logbroker.protocol.messages.delete_topics_request import _DeleteTopicsRequest
 from logbroker.protocol.messages.describe_configs_request import _DescribeConfigsRequest
 from logbroker.protocol.messages.describe_groups_request import _DescribeGroupsRequest
+from logbroker.protocol.messages.describe_log_dirs_request import _DescribeLogDirsRequest
 from logbroker.protocol.messages.incremental_alter_configs_request import _IncrementalAlterConfigsRequest
 from logbroker.protocol.messages.list_groups_request import _ListGroupsRequest
 from logbroker.protocol.messages.list_offsets_request import _ListOffsetsRequest
 from logbroker.protocol.messages.metadata_request import _MetadataRequest
+from logbroker.protocol.messages.offset_commit_request import _OffsetCommitRequest
+from logbroker.protocol.messages.offset_fetch_request import _OffsetFetchRequest
 
 __all__ = ["AdminCore", "BrokerInfo", "ClusterInfo", "GroupDescription", "GroupMember", "NewTopic",
            "PartitionInfo", "TopicDescription"]
@@ -297,3 +306,50 @@ class AdminCore(ClientCore):
             return out
 
         return self.wait_metadata(known, self.net.request_timeout, f"leaders of {sorted(topics)}").chain(ask).chain(parse)
+
+    def list_group_offsets(self, group: str) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
+        """Every committed offset of `group` (OffsetFetch for all topics, at its coordinator):
+        {TopicPartition: (offset, metadata)} (Kafka's listConsumerGroupOffsets)."""
+        req = _OffsetFetchRequest(group_id=group, topics=None, require_stable=True)
+
+        def parse(resp: Any) -> dict[TopicPartition, tuple[int, str | None]]:
+            return {tp: c for tp, c in committed_from_response(resp, group).items() if c[0] >= 0}
+
+        return self._coordinator(group).chain(lambda node: self.net.request(node, req)).chain(parse)
+
+    def alter_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> Pending[None]:
+        """Commits `offsets` for `group` from outside it (generation -1, no member id), as
+        Kafka's alterConsumerGroupOffsets; the coordinator refuses while the group has members."""
+        cls = _OffsetCommitRequest
+        topics: dict[str, list[Any]] = {}
+        for tp, off in sorted(offsets.items()):
+            topics.setdefault(tp.topic, []).append(cls.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=off, committed_metadata=""))
+        req = cls(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                  topics=[cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
+
+        def check(resp: Any) -> None:
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for(p.error_code, None, f"commit of {t.name}-{p.partition_index} "
+                                                            f"for group {group!r}")
+
+        return self._coordinator(group).chain(lambda node: self.net.request(node, req)).chain(check)
+
+    def describe_log_dirs(self, broker: int) -> Pending[dict[TopicPartition, int]]:
+        """The size in bytes of every replica `broker` holds (DescribeLogDirs, all topics)."""
+        def parse(resp: Any) -> dict[TopicPartition, int]:
+            if getattr(resp, "error_code", 0):
+                raise error_for(resp.error_code, None, f"log dirs of broker {broker}")
+            out = {}
+            for r in resp.results:
+                if r.error_code:
+                    raise error_for(r.error_code, None, f"log dir {r.log_dir} of broker {broker}")
+                for t in r.topics:
+                    for p in t.partitions:
+                        if not p.is_future_key:
+                            out[TopicPartition(t.name, p.partition_index)] = p.partition_size
+            return out
+
+        return self.net.request(broker, _DescribeLogDirsRequest(topics=None)).chain(parse)

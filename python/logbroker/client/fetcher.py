@@ -44,7 +44,7 @@ from typing import Any
 from logbroker import _core
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import ConfigError, KafkaError, error_for
-from logbroker.client.group import GroupMembership, TopicPartition
+from logbroker.client.group import GroupMembership, TopicPartition, committed_from_response
 from logbroker.client.group_consumer import ConsumerGroupMembership
 from logbroker.client.network import Pending
 from logbroker.protocol import ErrorCode
@@ -573,13 +573,9 @@ class ConsumerCore(ClientCore):
                     out.resolve(None)
                     return
             code = getattr(err, "code", None)
-            coordinator_gone = code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            if coordinator_gone or isinstance(err, ConnectionError) or code == ErrorCode.STALE_MEMBER_EPOCH \
-                    or (isinstance(err, KafkaError) and err.retriable):
-                if coordinator_gone or not isinstance(err, KafkaError) or err.code == ErrorCode.NETWORK_EXCEPTION:
-                    group.coordinator_lost()
-                if code == ErrorCode.STALE_MEMBER_EPOCH:
-                    group.request_rejoin()  # KIP-848: heartbeat now, then commit with the current epoch
+            if code == ErrorCode.STALE_MEMBER_EPOCH:
+                group.request_rejoin()  # KIP-848: heartbeat now, then commit with the current epoch
+            if code == ErrorCode.STALE_MEMBER_EPOCH or _retry_at_coordinator(group, err):
                 if retries > 0:
                     self.call_at(self.now + group.backoff, lambda: self.commit(offsets, retries - 1).add_callback(
                         lambda q: out.fail(q.error) if q.error is not None else out.resolve(None)))
@@ -608,12 +604,7 @@ class ConsumerCore(ClientCore):
             if err is None:
                 out.resolve(p.result())
                 return
-            code = getattr(err, "code", None)
-            coordinator_gone = code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            if retries > 0 and (coordinator_gone or isinstance(err, ConnectionError)
-                                or (isinstance(err, KafkaError) and err.retriable)):
-                if coordinator_gone or not isinstance(err, KafkaError):
-                    group.coordinator_lost()
+            if retries > 0 and _retry_at_coordinator(group, err):
                 self.call_at(self.now + group.backoff, lambda: self.fetch_committed(tps, retries - 1).add_callback(
                     lambda q: out.fail(q.error) if q.error is not None else out.resolve(q.result())))
                 return
@@ -631,18 +622,8 @@ class ConsumerCore(ClientCore):
         req = req_cls(group_id=self.group.group_id, require_stable=True,
                       topics=[req_cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])
 
-        def parse(resp: Any) -> dict[TopicPartition, tuple[int, str | None]]:
-            if resp.error_code:
-                raise error_for(resp.error_code, None, f"OffsetFetch for group {self.group_id!r}")
-            out = {}
-            for t in resp.topics:
-                for part in t.partitions:
-                    if part.error_code:
-                        raise error_for(part.error_code, None, f"committed offset of {t.name}-{part.partition_index}")
-                    out[TopicPartition(t.name, part.partition_index)] = (part.committed_offset, part.metadata)
-            return out
-
-        return self.group.request(req).chain(parse)
+        group_id = self.group.group_id
+        return self.group.request(req).chain(lambda resp: committed_from_response(resp, group_id))
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -678,3 +659,17 @@ class ConsumerCore(ClientCore):
         out: Pending[Any] = Pending()
         first.add_callback(lambda _: leave(None).add_callback(lambda _: out.resolve(None)))
         return out
+
+
+def _retry_at_coordinator(group: Any, err: BaseException | None) -> bool:
+    """Whether a group request that failed with `err` is retried after the group's backoff
+    (the coordinator moved or is loading, the connection broke, a retriable error); where
+    the coordinator is gone or unreachable it is forgotten, so the retry finds it anew."""
+    code = getattr(err, "code", None)
+    gone = code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not (gone or isinstance(err, ConnectionError) or (isinstance(err, KafkaError) and err.retriable)):
+        return False
+    if gone or not isinstance(err, KafkaError) or code == ErrorCode.NETWORK_EXCEPTION:
+        group.coordinator_lost()
+    return True
+

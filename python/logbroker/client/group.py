@@ -103,6 +103,20 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+def committed_from_response(resp: Any, group: str) -> dict[TopicPartition, tuple[int, str | None]]:
+    """{TopicPartition: (committed offset, metadata)} of an OffsetFetch response (v0-7; -1
+    where nothing is committed); raises its first error."""
+    if resp.error_code:
+        raise error_for(resp.error_code, None, f"OffsetFetch for group {group!r}")
+    out = {}
+    for t in resp.topics:
+        for part in t.partitions:
+            if part.error_code:
+                raise error_for(part.error_code, None, f"committed offset of {t.name}-{part.partition_index}")
+            out[TopicPartition(t.name, part.partition_index)] = (part.committed_offset, part.metadata)
+    return out
+
+
 def _str(s: str) -> bytes:
     b = s.encode()
     return struct.pack(">h", len(b)) + b
