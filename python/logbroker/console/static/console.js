@@ -360,7 +360,7 @@ function draw(canvas, samples, field, topics, unit) {
   const ctx = canvas.getContext("2d");
   const w = canvas.width, h = canvas.height, left = 70, bottom = 20, top = 10;
   ctx.clearRect(0, 0, w, h);
-  let max = 1;
+  let max = unit === "bytes" ? 1024 : 4;  // idle axes read 0..1 KiB/s and 0..4 records/s
   for (const s of samples) for (const v of Object.values(s[field])) max = Math.max(max, v);
   ctx.strokeStyle = "#dde1e8";
   ctx.fillStyle = "#6b7385";
