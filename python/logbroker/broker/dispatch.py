@@ -24,6 +24,7 @@ from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
 from logbroker.coord.controller_channel import serving_controller_listener
+from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
 from logbroker.protocol import (
     API_NAMES,
     ErrorCode,
@@ -66,14 +67,14 @@ class KafkaServer:
                     elif frame is not None:
                         nursery.start_soon(self._serve_request, net, conn, frame, peer)
                     elif conn == -2:
-                        datapath_log.log(level, "%s", message)
+                        datapath_log.log(level, "%s", message, extra=parse_fields(message, DATAPATH_LINES))
                     elif conn == -3:  # the HW of a watched partition moved: peer is its topic, level its index
                         if self.broker.replicas is not None:
                             self.broker.replicas.high_watermark_moved(peer, level)
                     elif conn < 0:
                         log.log(level, "network thread: %s", message)
                     else:
-                        log.log(level, "connection from %s closed: %s", peer, message, extra={"peer": peer})
+                        log.log(level, "connection from %s closed: %s", peer, message, extra=fields(peer=peer))
 
     def close(self) -> None:
         """Closes the listener and every connection (idempotent)."""
@@ -88,7 +89,7 @@ class KafkaServer:
             return
         except Exception:
             # A bug in a handler must cost one connection, never the broker.
-            log.exception("internal error serving %s; connection closed", peer, extra={"peer": peer})
+            log.exception("internal error serving %s; connection closed", peer, extra=fields(peer=peer))
             net.close(conn)
             return
         net.respond(conn, chunks)
@@ -107,7 +108,7 @@ class KafkaServer:
                 added = await manager.add(txn_id, producer_id, producer_epoch, partitions, verify_only)
         except Exception:
             log.exception("internal error adding %s to transactional id %r for %s; connection closed",
-                          partitions, txn_id, peer)
+                          partitions, txn_id, peer, extra=fields(transactional_id=txn_id, peer=peer))
             net.close(conn)
             return
         verdicts = []
@@ -115,7 +116,8 @@ class KafkaServer:
             if code != ErrorCode.NONE:
                 code, message = for_produce(code, message, version)
                 log.debug("produce to %s-%d from %s: %s (%s)", topic, partition, peer, ErrorCode(code).name
-                          if code in ErrorCode._value2member_map_ else code, message)
+                          if code in ErrorCode._value2member_map_ else code, message,
+                          extra=fields(topic=topic, partition=partition, peer=peer))
             verdicts.append((topic, partition, code, message))
         net.serve_verified(conn, frame, verdicts)
 
@@ -148,7 +150,8 @@ class KafkaServer:
         except ProtocolError as e:
             raise ProtocolError(f"{name} v{version} request from {peer} does not decode: {e}") from None
         if end != len(frame):
-            log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end)
+            log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end,
+                      extra=fields(peer=peer))
         ctx = RequestContext(self.broker, header, peer, table)
         try:
             response = await entry.handler(ctx, request)

@@ -28,6 +28,7 @@ from logbroker.archive import ArchiveError
 from logbroker.broker.archiver import Archiver
 from logbroker.broker.config import RACK_AWARE_SELECTOR, BrokerConfig
 from logbroker.coord.metadata import MetadataImage
+from logbroker.log_format import fields
 from logbroker.broker.partition import Partition
 from logbroker.broker.replication import Replication
 
@@ -96,6 +97,7 @@ class ReplicaManager:
                     "dropped %d segment(s)%s; log end offset now %d",
                     lg.topic, lg.partition, lg.dir, recovered, truncated, dropped,
                     f", first problem: {first_error}" if first_error else "", lg.log_end_offset,
+                    extra=fields(topic=lg.topic, partition=lg.partition, offset=lg.log_end_offset),
                 )
         for (topic, state), lg in zip(wanted, logs):
             self.partitions[(topic.name, state.partition)] = self._partition(topic, state, lg)
@@ -191,7 +193,8 @@ class ReplicaManager:
                     p.log.close()
                 except Exception as e:  # keep closing the others
                     errors.append(e)
-                    log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e)
+                    log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e,
+                              extra=fields(topic=p.topic, partition=p.index))
             try:
                 self._write_checkpoints(parts)
             except Exception as e:  # noqa: BLE001 - a full disk: the logs are closed; recovery redoes the HW
@@ -248,17 +251,16 @@ class ReplicaManager:
                         self.archiver.archive_due(p, now)
                     except (ArchiveError, _core.LogBrokerError) as e:
                         log.error("archiving %s failed, its segments stay in the log until the next retention "
-                                  "check: %s", p.name, e, extra={"topic": p.topic, "partition": p.index})
+                                  "check: %s", p.name, e, extra=fields(topic=p.topic, partition=p.index))
                 try:
                     deleted = p.log.enforce_retention(now)
                 except _core.LogBrokerError as e:
                     _periodic_failure("retention", p, e)
                     continue
                 if deleted:
-                    log.info(
-                        "retention deleted %d segment(s) of %s; log start offset now %d",
-                        deleted, p.name, p.log.log_start_offset,
-                    )
+                    start = p.log.log_start_offset
+                    log.info("retention deleted %d segment(s) of %s; log start offset now %d", deleted, p.name, start,
+                             extra=fields(topic=p.topic, partition=p.index, offset=start))
 
         await trio.to_thread.run_sync(work)
 
@@ -286,6 +288,7 @@ class ReplicaManager:
                     log.info(
                         "compacted %s: %d segment(s), %d -> %d bytes, %d record(s) and %d tombstone(s) removed",
                         p.name, r.segments_cleaned, r.bytes_before, r.bytes_after, r.records_removed, r.tombstones_removed,
+                        extra=fields(topic=p.topic, partition=p.index),
                     )
 
         await trio.to_thread.run_sync(work)
@@ -316,6 +319,7 @@ def _periodic_failure(job: str, p: Partition, e: Exception) -> None:
     passes work on a snapshot of the partitions, so a topic deleted meanwhile shows up
     here with a closed log: that is expected, not a fault."""
     if p.deleted:
-        log.debug("%s of %s skipped: the partition was deleted meanwhile (%s)", job, p.name, e)
+        log.debug("%s of %s skipped: the partition was deleted meanwhile (%s)", job, p.name, e,
+                  extra=fields(topic=p.topic, partition=p.index))
     else:
-        log.error("%s of %s failed: %s", job, p.name, e)
+        log.error("%s of %s failed: %s", job, p.name, e, extra=fields(topic=p.topic, partition=p.index))

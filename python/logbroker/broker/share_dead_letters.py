@@ -34,6 +34,7 @@ import trio
 
 from logbroker import _core
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
+from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
 
 log = logging.getLogger("logbroker.share")
@@ -79,7 +80,8 @@ class DeadLetterWriter:
         if not dlq.startswith(self.prefix):
             log.warning("share group %r: dead-letter topic %r does not start with errors.deadletterqueue.topic.name."
                         "prefix=%r; %d record(s) of %s-%d not copied (offsets %s)", group_id, dlq, self.prefix,
-                        len(entries), topic, partition, [e[0] for e in entries])
+                        len(entries), topic, partition, [e[0] for e in entries],
+                        extra=fields(group=group_id, topic=topic, partition=partition))
             return
         self.pending.append(DeadLetters(group_id, topic, partition, dlq, lg, list(entries)))
         self._wake.set()
@@ -100,10 +102,12 @@ class DeadLetterWriter:
                         if item.attempts >= ATTEMPTS:
                             log.error("share group %r: %d dead letter(s) of %s-%d (offsets %s) not copied to %s "
                                       "after %d attempts: %s", item.group_id, len(item.entries), item.topic,
-                                      item.partition, [e[0] for e in item.entries], item.dlq_topic, item.attempts, e)
+                                      item.partition, [e[0] for e in item.entries], item.dlq_topic, item.attempts, e,
+                                      extra=fields(group=item.group_id, topic=item.topic, partition=item.partition))
                         else:
                             log.info("share group %r: copying dead letters of %s-%d to %s failed (attempt %d): %s",
-                                     item.group_id, item.topic, item.partition, item.dlq_topic, item.attempts, e)
+                                     item.group_id, item.topic, item.partition, item.dlq_topic, item.attempts, e,
+                                     extra=fields(group=item.group_id, topic=item.topic, partition=item.partition))
                             retry.append(item)
                 if retry:
                     self.pending[:0] = retry
@@ -137,7 +141,8 @@ class DeadLetterWriter:
         self.written += len(item.entries)
         log.info("share group %r: %d record(s) of %s-%d (offsets %s) copied to dead-letter topic %s-%d",
                  item.group_id, len(item.entries), item.topic, item.partition, [e[0] for e in item.entries],
-                 item.dlq_topic, index)
+                 item.dlq_topic, index,
+                 extra=fields(group=item.group_id, topic=item.topic, partition=item.partition))
 
     def _batch(self, item: DeadLetters) -> bytes | None:
         """The dead-letter batch (in a worker thread: reads the log)."""

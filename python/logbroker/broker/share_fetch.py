@@ -41,6 +41,7 @@ import trio
 
 from logbroker.broker.share_partition import SharePartition, ShareError
 from logbroker.coord.state_topic import StateTopicError
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.share")
@@ -163,11 +164,13 @@ class ShareFetchManager:
             self.partitions[key] = sp
             if fresh:
                 log.info("share group %r: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
-                         group_id, topic, part.index, start, reset)
+                         group_id, topic, part.index, start, reset,
+                         extra=fields(group=group_id, topic=topic, partition=part.index, offset=start))
             else:
                 log.info("share group %r: %s-%d read back%s: SPSO %d, SPEO %d, state epoch %d, leader epoch %d",
                          group_id, topic, part.index, "" if old is None else f" (was led here at epoch {old.leader_epoch})",
-                         sp.start_offset, sp.end_offset, state_epoch, epoch)
+                         sp.start_offset, sp.end_offset, state_epoch, epoch,
+                         extra=fields(group=group_id, topic=topic, partition=part.index))
             return self.share_partition(group_id, topic, part) or sp
         finally:
             del self._loading[key]
@@ -183,7 +186,8 @@ class ShareFetchManager:
             try:
                 await self.load(group_id, topic_id, topic, part)
             except StateTopicError as e:
-                log.warning("share group %r: reading the state of %s-%d failed: %s", group_id, topic, index, e)
+                log.warning("share group %r: reading the state of %s-%d failed: %s", group_id, topic, index, e,
+                            extra=fields(group=group_id, topic=topic, partition=index))
                 failed[(topic_id, index)] = PartitionResult(topic_id, index, e.code, str(e))
 
         missing = [t for t in targets if self.share_partition(group_id, t[2], t[3]) is None]
@@ -225,7 +229,7 @@ class ShareFetchManager:
             except StateTopicError as e:
                 if e.code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
                     log.warning("share group %r: %s: %s; its state is read back at its next use", sp.group_id,
-                                sp.name, e)
+                                sp.name, e, extra=fields(group=sp.group_id, topic=sp.topic, partition=sp.partition))
                     if self.partitions.get((sp.group_id, sp.topic, sp.partition)) is sp:
                         del self.partitions[(sp.group_id, sp.topic, sp.partition)]
                 raise
@@ -238,7 +242,7 @@ class ShareFetchManager:
             await self.persist(sp)
         except StateTopicError as e:
             log.warning("share group %r: writing the state of %s failed (retried at its next change): %s",
-                        sp.group_id, sp.name, e)
+                        sp.group_id, sp.name, e, extra=fields(group=sp.group_id, topic=sp.topic, partition=sp.partition))
 
     def _after_change(self, sp: SharePartition) -> None:
         """Hands the records `sp` gave up on to the dead-letter writer, and starts writing its
@@ -292,7 +296,7 @@ class ShareFetchManager:
                 if now - s.last_used > self.group_config(s.group_id, "share.session.timeout.ms") / 1000]
         for s in idle:
             log.info("share group %r: share session of member %s idle for %.0f s: dropped", s.group_id, s.member_id,
-                     now - s.last_used)
+                     now - s.last_used, extra=fields(group=s.group_id))
             self.close_session(s)
         return len(idle)
 
@@ -310,7 +314,8 @@ class ShareFetchManager:
             try:
                 await self.persist(sp)
             except StateTopicError as e:
-                log.warning("share group %r: writing the state of %s failed: %s", group_id, sp.name, e)
+                log.warning("share group %r: writing the state of %s failed: %s", group_id, sp.name, e,
+                            extra=fields(group=group_id, topic=sp.topic, partition=sp.partition))
                 continue
             if (self.partitions.get(key) is sp and not sp.dirty
                     and not any(g == group_id for g, _ in self.sessions)):
@@ -324,7 +329,8 @@ class ShareFetchManager:
                 n += sp.release_member(member_id)
                 self._after_change(sp)
         if n:
-            log.info("share group %r: %d record(s) of member %s released", group_id, n, member_id)
+            log.info("share group %r: %d record(s) of member %s released", group_id, n, member_id,
+                     extra=fields(group=group_id))
             self._changed()
 
     # --- acknowledgements -----------------------------------------------------------------
@@ -398,7 +404,8 @@ class ShareFetchManager:
                 data, acquired = self._acquire_one(sp, part, session.member_id, now, max_records, max_bytes)
             except Exception as e:  # noqa: BLE001 - a log error on one partition must not fail the others
                 log.warning("share group %r: reading %s at offset %d failed: %s", session.group_id, sp.name,
-                            sp.end_offset, e)
+                            sp.end_offset, e, extra=fields(group=session.group_id, topic=sp.topic,
+                                                           partition=sp.partition, offset=sp.end_offset))
                 continue
             finally:
                 self._after_change(sp)  # locks that ran out at the delivery limit

@@ -34,6 +34,7 @@ import trio
 
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
+from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class BrokerSessions:
             if want_shut_down:
                 if broker_id not in self.shutting_down:
                     log.info("broker %d (epoch %d) asks for a controlled shutdown: moving its leaderships",
-                             broker_id, epoch)
+                             broker_id, epoch, extra=fields(peer=broker_id))
                     self.shutting_down.add(broker_id)
                 if not reg.fenced:
                     await self.controller.fence_brokers([broker_id], "controlled shutdown")
@@ -105,7 +106,7 @@ class BrokerSessions:
         except ControllerError as e:
             # e.g. the broker re-registered meanwhile (its records were written against the
             # old registration and rejected alike everywhere): it asks again next beat
-            log.info("heartbeat of broker %d (epoch %d): %s", broker_id, epoch, e.message)
+            log.info("heartbeat of broker %d (epoch %d): %s", broker_id, epoch, e.message, extra=fields(peer=broker_id))
             return e.code, caught_up, True, False
         reg = self.controller.image.brokers.get(broker_id)
         return ErrorCode.NONE, caught_up, reg is None or reg.fenced, False
@@ -214,7 +215,7 @@ class BrokerLifecycle:
             return None
         if fenced != self.fenced:
             log.info("node %d is %s (controller %d)", self.node_id, "fenced" if fenced else "unfenced",
-                     self.quorum.leader_id)
+                     self.quorum.leader_id, extra=fields(peer=self.quorum.leader_id))
             self.fenced = fenced
         return should
 

@@ -32,6 +32,7 @@ import base64
 import trio
 
 from logbroker.coord.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.groups")
@@ -126,7 +127,8 @@ class ConsumerGroupCoordinator:
 
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
         group.group_epoch += 1
-        log.info("consumer group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason)
+        log.info("consumer group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason,
+                 extra=fields(group=group.group_id))
 
     def _compute_target(self, group: ConsumerGroup) -> None:
         if group.assignment_epoch >= group.group_epoch:
@@ -148,7 +150,8 @@ class ConsumerGroupCoordinator:
         if m.instance_id is not None and group.static_members.get(m.instance_id) == member_id:
             del group.static_members[m.instance_id]
         group.target.pop(member_id, None)
-        log.info("consumer group %s: member %s removed (%s)", group.group_id, member_id, reason)
+        log.info("consumer group %s: member %s removed (%s)", group.group_id, member_id, reason,
+                 extra=fields(group=group.group_id))
         self._bump(group, f"member {member_id} left")
         self._compute_target(group)
         if not group.members:
@@ -247,7 +250,8 @@ class ConsumerGroupCoordinator:
             if changed:
                 self._bump(group, f"member {member_id} joined" if inherited is None else f"static member {req.instance_id} changed its subscription")
             else:
-                log.info("consumer group %s: static member %s rejoined as %s", gid, req.instance_id, member_id)
+                log.info("consumer group %s: static member %s rejoined as %s", gid, req.instance_id, member_id,
+                         extra=fields(group=gid))
             m.last_sent = None
         elif epoch in (-1, -2):
             if group is None or member_id not in group.members:

@@ -42,6 +42,7 @@ from logbroker.coord import elections, reassignment
 from logbroker.coord.controller_channel import ControllerClient, serving_controller_listener
 from logbroker.coord.metadata_records import MetadataRecordError, diff_records
 from logbroker.coord.quorum import QuorumTimeout
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -338,7 +339,8 @@ class Controller:
             image = copy.deepcopy(self.image)
             image.topics[name] = topic
             await self._commit(image)
-            log.info("created topic %s (id %s) with %d partition(s), configs %s", name, topic.topic_id, num_partitions, checked)
+            log.info("created topic %s (id %s) with %d partition(s), configs %s", name, topic.topic_id, num_partitions, checked,
+                     extra=fields(topic=name))
             return topic
 
     async def _wait_for_brokers(self, wanted: int, what: str) -> None:
@@ -376,7 +378,7 @@ class Controller:
             image = copy.deepcopy(self.image)
             del image.topics[name]
             await self._commit(image)
-            log.info("deleted topic %s (id %s)", name, topic.topic_id)
+            log.info("deleted topic %s (id %s)", name, topic.topic_id, extra=fields(topic=name))
             return topic
 
     async def create_partitions(
@@ -423,7 +425,7 @@ class Controller:
             image = copy.deepcopy(self.image)
             image.topics[name].partitions.update(new)
             await self._commit(image)
-            log.info("topic %s: partitions %d -> %d", name, current, count)
+            log.info("topic %s: partitions %d -> %d", name, current, count, extra=fields(topic=name))
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool
@@ -443,7 +445,7 @@ class Controller:
             image = copy.deepcopy(self.image)
             image.topics[name].configs = configs
             await self._commit(image)
-            log.info("topic %s: configs now %s", name, configs)
+            log.info("topic %s: configs now %s", name, configs, extra=fields(topic=name))
 
     async def alter_group_configs(
         self, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool
@@ -467,7 +469,7 @@ class Controller:
             else:
                 image.group_configs.pop(name, None)
             await self._commit(image)
-            log.info("group %s: configs now %s", name, configs)
+            log.info("group %s: configs now %s", name, configs, extra=fields(group=name))
 
     # --- brokers: fencing and leader election ----------------------------------------
 
@@ -485,7 +487,7 @@ class Controller:
             moved = self._elect(image, gone)
             await self._commit(image)
             log.warning("fenced broker(s) %s (%s); %d partition leadership(s) changed: %s", sorted(gone), reason,
-                        len(moved), elections.summary(moved))
+                        len(moved), elections.summary(moved), extra=fields(peer=min(gone) if len(gone) == 1 else None))
             self._log_unclean(moved)
 
     async def unfence_broker(self, node_id: int, epoch: int) -> None:
@@ -498,7 +500,7 @@ class Controller:
             moved = self._elect(image, set())
             await self._commit(image)
             log.info("unfenced broker %d (epoch %d); %d partition(s) got a leader: %s", node_id, epoch, len(moved),
-                     elections.summary(moved))
+                     elections.summary(moved), extra=fields(peer=node_id))
             self._log_unclean(moved)
 
     async def reconcile_brokers(self, expired: list[int]) -> None:
@@ -656,7 +658,8 @@ class Controller:
             for name, i, target, replicas, ps in accepted:
                 what = "cancelled the reassignment" if target is None else f"reassigning to {target}"
                 log.info("%s-%d: %s (replicas %s -> %s, adding %s, removing %s, ISR %s, leader %d)", name, i, what,
-                         replicas, ps.replicas, ps.adding_replicas, ps.removing_replicas, ps.isr, ps.leader)
+                         replicas, ps.replicas, ps.adding_replicas, ps.removing_replicas, ps.isr, ps.leader,
+                         extra=fields(topic=name, partition=i))
             return results
 
     def list_reassignments(self, partitions: list[tuple[str, list[int]]] | None
@@ -732,10 +735,11 @@ class Controller:
             completed = reassignment.maybe_complete(image, changed)
             await self._commit(image)
             log.info("%s: ISR %s -> %s (requested by leader %d, leader epoch %d, partition epoch %d -> %d)", name,
-                     old_isr, new_isr, broker_id, leader_epoch, partition_epoch, changed.partition_epoch)
+                     old_isr, new_isr, broker_id, leader_epoch, partition_epoch, changed.partition_epoch,
+                     extra=fields(topic=topic.name, partition=partition, peer=broker_id))
             if completed:
                 log.info("%s: reassignment complete: replicas %s, ISR %s, leader %d", name, changed.replicas,
-                         changed.isr, changed.leader)
+                         changed.isr, changed.leader, extra=fields(topic=topic.name, partition=partition))
             return ErrorCode.NONE, "", changed
 
     # --- producer ids ---------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Callable
 import trio
 
 from logbroker.coord.quorum_transport import MAX_FRAME, fill_buffer
+from logbroker.log_format import fields
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
 log = logging.getLogger("logbroker.controller")
@@ -60,18 +61,19 @@ async def serve_kafka_connection(stream: trio.SocketStream, buf: bytearray, peer
         try:
             frame = await _read_frame(stream, buf, max_frame)
         except ProtocolError as e:
-            log.error("controller listener: %s sent %s; closing", peer, e)
+            log.error("controller listener: %s sent %s; closing", peer, e, extra=fields(peer=peer))
             return
         if frame is None:
             return
         try:
             chunks = await handle_frame(frame, peer)
         except ProtocolError as e:
-            log.warning("controller listener: closing connection from %s: %s", peer, e)
+            log.warning("controller listener: closing connection from %s: %s", peer, e, extra=fields(peer=peer))
             return
         except Exception:
             # a bug in a handler costs this connection, never the node
-            log.exception("controller listener: internal error serving %s; connection closed", peer)
+            log.exception("controller listener: internal error serving %s; connection closed", peer,
+                          extra=fields(peer=peer))
             return
         if chunks:
             await stream.send_all(b"".join(bytes(c) for c in chunks))

@@ -24,6 +24,7 @@ from typing import Callable
 
 from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState
 from logbroker.coord.metadata_records import NO_LEADER
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.controller")
@@ -124,7 +125,8 @@ def imbalanced(image: MetadataImage) -> list[tuple[TopicState, PartitionState]]:
 def log_unclean(e: Election) -> None:
     log.warning("UNCLEAN leader election for %s-%d: no live in-sync replica (ISR was %s); replica %d leads with an "
                 "ISR of itself. Records acknowledged by the old ISR beyond replica %d's log end are lost.",
-                e.topic, e.partition, list(e.old_isr), e.new_leader, e.new_leader)
+                e.topic, e.partition, list(e.old_isr), e.new_leader, e.new_leader,
+                extra=fields(topic=e.topic, partition=e.partition, peer=e.new_leader))
 
 
 def summary(moved: list[Election], limit: int = 10) -> str:

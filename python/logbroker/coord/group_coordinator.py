@@ -53,6 +53,7 @@ from logbroker.coord.offsets_topic import (
     parse_offset_value,
     partition_for,
 )
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.groups")
@@ -136,7 +137,8 @@ class GroupCoordinator:
         dropped_share = [g for g in self.share.groups if self.partition_of(g) in gone]
         self.share.unload(dropped_share)
         log.info("no longer coordinator for %s partition(s) %s: %d group(s) unloaded", OFFSETS_TOPIC,
-                 sorted(partitions), len(dropped) + len(dropped_848) + len(dropped_share))
+                 sorted(partitions), len(dropped) + len(dropped_848) + len(dropped_share),
+                 extra=fields(topic=OFFSETS_TOPIC))
 
     async def ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.controller.image.topics:
@@ -181,11 +183,13 @@ class GroupCoordinator:
                     else:
                         n_offsets += self._replay(key, value, t)
                 except OffsetsRecordError as e:
-                    log.error("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, index, offset, e)
+                    log.error("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, index, offset, e,
+                              extra=fields(topic=OFFSETS_TOPIC, partition=index, offset=offset))
         for p in parts:
             self._led[p.index] = epochs[p.index]
         log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s); %d group(s) now",
-                 OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets, len(self.groups))
+                 OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets, len(self.groups),
+                 extra=fields(topic=OFFSETS_TOPIC))
 
     def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
         if key is None or value is None:
@@ -257,7 +261,8 @@ class GroupCoordinator:
             for k in values:
                 results[k] = ErrorCode.NONE
             log.debug("group %s: %d offset(s) of transactional id %r (producer %d epoch %d) pending", group_id,
-                      len(values), transactional_id, producer_id, producer_epoch)
+                      len(values), transactional_id, producer_id, producer_epoch,
+                      extra=fields(group=group_id, transactional_id=transactional_id, producer_id=producer_id))
         return results
 
     def _replay(self, key: bytes | None, value: bytes | None, t: float) -> int:
@@ -359,7 +364,8 @@ class GroupCoordinator:
             except _core.InvalidProducerEpochError as e:
                 raise CoordinatorError(ErrorCode.PRODUCER_FENCED, str(e)) from None
             except (_core.LogBrokerError, OSError) as e:
-                log.error("writing %d record(s) of group %s to %s-%d failed: %s", len(records), group_id, OFFSETS_TOPIC, index, e)
+                log.error("writing %d record(s) of group %s to %s-%d failed: %s", len(records), group_id, OFFSETS_TOPIC, index, e,
+                          extra=fields(group=group_id, topic=OFFSETS_TOPIC, partition=index))
                 raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
             part.maybe_increment_hw()
         await part.wait_for_hw(result.last_offset + 1, trio.current_time() + 30)
@@ -385,7 +391,8 @@ class GroupCoordinator:
         try:
             await self._append(group.group_id, [(group_key(group.group_id), group_value(self._group_record(group)))])
         except CoordinatorError as e:
-            log.error("could not store metadata of group %s (generation %d): %s", group.group_id, group.generation_id, e)
+            log.error("could not store metadata of group %s (generation %d): %s", group.group_id, group.generation_id, e,
+                      extra=fields(group=group.group_id))
 
     def _store_group_soon(self, group: Group) -> None:
         """Queue a group-metadata write for the coordinator task (state changes made
@@ -436,13 +443,15 @@ class GroupCoordinator:
             for mid, deadline in list(group.pending_members.items()):
                 if deadline <= now:
                     del group.pending_members[mid]
-                    log.info("group %s: pending member %s did not rejoin within its session timeout", group.group_id, mid)
+                    log.info("group %s: pending member %s did not rejoin within its session timeout", group.group_id, mid,
+                             extra=fields(group=group.group_id))
                     self._maybe_complete_join(group)
             for member in list(group.members.values()):
                 if not member.awaiting_join and member.heartbeat_deadline <= now:
                     log.info(
                         "group %s: member %s (instance %s) expired: no heartbeat for session.timeout.ms=%d",
                         group.group_id, member.member_id, member.group_instance_id, member.session_timeout_ms,
+                        extra=fields(group=group.group_id),
                     )
                     self._remove_member(group, member.member_id, "session timeout")
             if group.state == GroupState.PREPARING_REBALANCE and group.rebalance_deadline is not None and group.rebalance_deadline <= now:
@@ -457,7 +466,8 @@ class GroupCoordinator:
                     self._complete_join(group)
             if group.state == GroupState.COMPLETING_REBALANCE and group.sync_deadline is not None and group.sync_deadline <= now:
                 missing = [m.member_id for m in group.members.values() if not m.awaiting_sync]
-                log.info("group %s: generation %d not synced in time; removing %s", group.group_id, group.generation_id, missing)
+                log.info("group %s: generation %d not synced in time; removing %s", group.group_id, group.generation_id, missing,
+                         extra=fields(group=group.group_id))
                 for mid in missing:
                     self._remove_member(group, mid, "sync timeout", rebalance=False)
                 self._prepare_rebalance(group, "members did not sync in time")
@@ -479,7 +489,8 @@ class GroupCoordinator:
         else:
             group.initial_delay = None
             group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000
-        log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation_id, reason)
+        log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation_id, reason,
+                 extra=fields(group=group.group_id))
         group.transition(GroupState.PREPARING_REBALANCE, now_ms())
         self.wake()
 
@@ -498,7 +509,8 @@ class GroupCoordinator:
     def _complete_join(self, group: Group) -> None:
         for m in list(group.members.values()):
             if not m.awaiting_join:
-                log.info("group %s: member %s did not rejoin generation %d in time", group.group_id, m.member_id, group.generation_id + 1)
+                log.info("group %s: member %s did not rejoin generation %d in time", group.group_id, m.member_id,
+                         group.generation_id + 1, extra=fields(group=group.group_id))
                 group.remove_member(m.member_id)
         group.rebalance_deadline = None
         group.generation_id += 1
@@ -506,7 +518,8 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_name = None
             group.transition(GroupState.EMPTY, now_ms())
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            log.info("group %s: generation %d is empty", group.group_id, group.generation_id,
+                     extra=fields(group=group.group_id))
             self._store_group_soon(group)
             return
         group.protocol_name = group.select_protocol()
@@ -524,6 +537,7 @@ class GroupCoordinator:
         log.info(
             "group %s: generation %d with %d member(s), protocol %s, leader %s",
             group.group_id, group.generation_id, len(group.members), group.protocol_name, group.leader_id,
+            extra=fields(group=group.group_id),
         )
         self.wake()
 
@@ -656,7 +670,8 @@ class GroupCoordinator:
         member.client_id, member.client_host = client_id, client_host
         member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
         member.heartbeat_deadline = trio.current_time() + session_ms / 1000
-        log.info("group %s: static member %s rejoined as %s (was %s)", group.group_id, instance_id, new_id, old_id)
+        log.info("group %s: static member %s rejoined as %s (was %s)", group.group_id, instance_id, new_id, old_id,
+                 extra=fields(group=group.group_id))
         if group.state == GroupState.STABLE:
             if group.select_protocol() == group.protocol_name:
                 await self._store_group(group)
@@ -709,7 +724,8 @@ class GroupCoordinator:
             for m in group.members.values():
                 if m.awaiting_sync:
                     m.sync_waiter.set(SyncResult(ErrorCode.NONE, m.assignment, group.protocol_type, group.protocol_name))
-            log.info("group %s: generation %d is stable", group.group_id, group.generation_id)
+            log.info("group %s: generation %d is stable", group.group_id, group.generation_id,
+                     extra=fields(group=group.group_id))
             self._store_group_soon(group)
         return await waiter.wait()
 
@@ -768,7 +784,7 @@ class GroupCoordinator:
             if member_id not in group.members:
                 results.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            log.info("group %s: member %s left", group_id, member_id)
+            log.info("group %s: member %s left", group_id, member_id, extra=fields(group=group_id))
             self._remove_member(group, member_id, "LeaveGroup")
             results.append(ErrorCode.NONE)
         return ErrorCode.NONE, results
@@ -873,7 +889,8 @@ class GroupCoordinator:
                 continue
             for k in expired:
                 group.offsets.pop(k, None)
-            log.info("group %s: expired %d committed offset(s) (offsets.retention.minutes)", group.group_id, len(expired))
+            log.info("group %s: expired %d committed offset(s) (offsets.retention.minutes)", group.group_id, len(expired),
+                     extra=fields(group=group.group_id))
             if not group.offsets and not group.members:
                 await self._delete_group_records(group)
                 self.groups.pop(group.group_id, None)
@@ -911,7 +928,7 @@ class GroupCoordinator:
                     continue
                 group.transition(GroupState.DEAD, now_ms())
                 self.groups.pop(gid, None)
-                log.info("group %s deleted", gid)
+                log.info("group %s deleted", gid, extra=fields(group=gid))
                 out[gid] = ErrorCode.NONE
         return out
 

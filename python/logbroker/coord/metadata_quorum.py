@@ -50,6 +50,7 @@ from logbroker.coord.metadata_records import (
 )
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
+from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.quorum")
 
@@ -207,7 +208,8 @@ class MetadataQuorum:
                 with trio.move_on_after(2 * self.tick_seconds * ELECTION_TICKS):
                     while self.is_active:
                         await trio.sleep(self.tick_seconds)
-            log.info("node %d handed controller leadership to node %d", self.local.node_id, self.leader_id)
+            log.info("node %d handed controller leadership to node %d", self.local.node_id, self.leader_id,
+                     extra=fields(peer=self.leader_id))
 
     def describe(self) -> dict:
         """The quorum as the leader sees it (for DescribeQuorum): leader, term, commit index
@@ -334,7 +336,7 @@ class MetadataQuorum:
                 await self.write(records, timeout=10)
                 self.registered_epoch = epoch
                 log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
-                         b.node_id, epoch, self.leader_id)
+                         b.node_id, epoch, self.leader_id, extra=fields(peer=self.leader_id))
                 return
             except (QuorumTimeout, MetadataRecordError) as e:
                 log.warning("node %d: registration not committed yet, retrying: %s", b.node_id, e)

@@ -35,6 +35,7 @@ from typing import Awaitable, Callable, Protocol
 import trio
 
 from logbroker import _core
+from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.quorum")
 
@@ -163,7 +164,8 @@ class QuorumDriver:
             learners, self._add_learners = self._add_learners, set()
             for n in sorted(learners):
                 if node.add_learner(n):
-                    log.info("node %d: proposed observer %d as a learner of the metadata log", node.node_id, n)
+                    log.info("node %d: proposed observer %d as a learner of the metadata log", node.node_id, n,
+                             extra=fields(peer=n))
                     break  # one configuration change at a time
             proposals, self._proposals = self._proposals, []
             for i, (ctx, data) in enumerate(proposals):

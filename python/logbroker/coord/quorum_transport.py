@@ -34,6 +34,8 @@ from typing import Awaitable, Callable
 
 import trio
 
+from logbroker.log_format import fields
+
 log = logging.getLogger("logbroker.quorum")
 
 __all__ = ["QuorumTransport", "fill_buffer"]
@@ -91,7 +93,8 @@ class QuorumTransport:
             try:
                 stream = await trio.open_tcp_stream(host, port)
             except OSError as e:
-                log.debug("node %d: controller %d at %s:%d unreachable: %s", self.node_id, peer, host, port, e)
+                log.debug("node %d: controller %d at %s:%d unreachable: %s", self.node_id, peer, host, port, e,
+                          extra=fields(peer=peer))
                 self._drop_queued(recv)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -109,7 +112,7 @@ class QuorumTransport:
                 # raised inside the nursery, so wrapped in an exception group: caught with
                 # except*, or a peer resetting the connection would end this whole node
                 log.info("node %d: connection to controller %d at %s:%d lost: %s", self.node_id, peer, host, port,
-                         group.exceptions[0])
+                         group.exceptions[0], extra=fields(peer=peer))
             self._drop_queued(recv)
             await trio.sleep(backoff)
 
@@ -132,7 +135,7 @@ class QuorumTransport:
             pass
         if self.observer:
             log.info("node %d: controller %d closed the connection (a refusal is explained in its log)",
-                     self.node_id, peer)
+                     self.node_id, peer, extra=fields(peer=peer))
         scope.cancel()
 
     async def _read_frames(self, stream: trio.SocketStream, buf: bytearray, sender: int) -> None:
@@ -143,7 +146,7 @@ class QuorumTransport:
                 (size,) = _LEN.unpack_from(buf, pos)
                 if size > MAX_FRAME:
                     log.error("node %d: node %d sent a %d-byte frame (limit %d); closing",
-                              self.node_id, sender, size, MAX_FRAME)
+                              self.node_id, sender, size, MAX_FRAME, extra=fields(peer=sender))
                     return
                 if len(buf) - pos < 4 + size:
                     break
@@ -185,7 +188,8 @@ class QuorumTransport:
         send, recv = trio.open_memory_channel(self._queue_size)
         self.observers[sender] = peer
         self._observer_queues[sender] = send
-        log.info("node %d: observer (broker-only node) %d connected from %s", self.node_id, sender, peer)
+        log.info("node %d: observer (broker-only node) %d connected from %s", self.node_id, sender, peer,
+                 extra=fields(peer=sender))
         try:
             async with trio.open_nursery() as nursery:
                 async def write() -> None:
@@ -203,7 +207,7 @@ class QuorumTransport:
                 del self._observer_queues[sender]
                 del self.observers[sender]
             send.close()
-            log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer)
+            log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer, extra=fields(peer=sender))
 
     async def _inbound(self, stream: trio.SocketStream, kafka: KafkaConnection | None) -> None:
         buf = bytearray()
@@ -219,7 +223,7 @@ class QuorumTransport:
                         return
                 if first_wait.cancelled_caught:
                     log.error("node %d: connection from %s sent nothing in %.0f s; closing", self.node_id, peer,
-                              HELLO_TIMEOUT)
+                              HELLO_TIMEOUT, extra=fields(peer=peer))
                     return
                 if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
                     await kafka(stream, buf, peer)
@@ -230,23 +234,24 @@ class QuorumTransport:
                     magic, version, sender, n = _HELLO.unpack_from(buf)
                     if magic != MAGIC or version != VERSION:
                         log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
-                                  self.node_id, peer, magic, version)
+                                  self.node_id, peer, magic, version, extra=fields(peer=peer))
                         return
                     if not await fill_buffer(stream, buf, _HELLO.size + n):
                         return
                 if hello_wait.cancelled_caught:
                     log.error("node %d: connection from %s sent no complete hello in %.0f s; closing",
-                              self.node_id, peer, HELLO_TIMEOUT)
+                              self.node_id, peer, HELLO_TIMEOUT, extra=fields(peer=peer))
                     return
                 cid = bytes(buf[_HELLO.size:_HELLO.size + n]).decode("utf-8", "replace")
                 del buf[:_HELLO.size + n]
                 if cid != self.cluster_id:
                     log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
-                              self.node_id, sender, peer, cid, self.cluster_id)
+                              self.node_id, sender, peer, cid, self.cluster_id, extra=fields(peer=sender))
                     return
                 if sender == self.node_id:
                     log.error("node %d: connection from %s claims this node's own id %d; refused (two nodes "
-                              "configured with node.id %d?)", self.node_id, peer, sender, sender)
+                              "configured with node.id %d?)", self.node_id, peer, sender, sender,
+                              extra=fields(peer=peer))
                     return
                 if sender in self.voters:
                     await self._read_frames(stream, buf, sender)
@@ -254,12 +259,13 @@ class QuorumTransport:
                 if sender in self.observers:
                     log.error("node %d: connection from %s claims observer node id %d, which is connected from %s; "
                               "refused (two brokers configured with node.id %d?)", self.node_id, peer, sender,
-                              self.observers[sender], sender)
+                              self.observers[sender], sender, extra=fields(peer=peer))
                     return
                 await self._serve_observer(stream, buf, sender, peer)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             # _serve_observer's nursery wraps what it raises: except* catches it either way
-            log.info("node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0])
+            log.info("node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0],
+                     extra=fields(peer=peer))
 
 
 async def _write_frames(stream: trio.SocketStream, recv: trio.MemoryReceiveChannel) -> None:

@@ -50,6 +50,7 @@ from logbroker.coord.share_state_log import (
     state_key,
 )
 from logbroker.coord.state_topic import StateTopic, StateTopicError
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.share")
@@ -101,7 +102,7 @@ class ShareCoordinator:
             for k in dropped:
                 del self.states[k]
             log.info("no longer share coordinator for %s partition(s) %s: %d share-partition state(s) unloaded",
-                     SHARE_STATE_TOPIC, sorted(lost), len(dropped))
+                     SHARE_STATE_TOPIC, sorted(lost), len(dropped), extra=fields(topic=SHARE_STATE_TOPIC))
         if gained:
             await self._load(gained)
 
@@ -121,7 +122,9 @@ class ShareCoordinator:
                         s = found.get(k)
                         if s is None:
                             log.warning("%s-%d offset %d: update of %s without a snapshot: skipped",
-                                        SHARE_STATE_TOPIC, index, offset, _name(k))
+                                        SHARE_STATE_TOPIC, index, offset, _name(k),
+                                        extra=fields(topic=SHARE_STATE_TOPIC, partition=index, offset=offset,
+                                                     group=group_id))
                             continue
                         if u.start_offset != -1:
                             s.start_offset = u.start_offset
@@ -129,7 +132,8 @@ class ShareCoordinator:
                         s.batches = combine(s.batches, u.batches, s.start_offset)
                         s.delivery_complete_count = u.delivery_complete_count
                 except ShareStateLogError as e:
-                    log.error("%s-%d offset %d: skipping unreadable record: %s", SHARE_STATE_TOPIC, index, offset, e)
+                    log.error("%s-%d offset %d: skipping unreadable record: %s", SHARE_STATE_TOPIC, index, offset, e,
+                              extra=fields(topic=SHARE_STATE_TOPIC, partition=index, offset=offset))
         loaded = set(epochs)
         for k in [k for k in self.states if self._index(k) in loaded]:
             del self.states[k]
@@ -138,7 +142,7 @@ class ShareCoordinator:
                 self.states[k] = s
         self.topic.mark_loaded(epochs)
         log.info("share coordinator for %s partition(s) %s: %d share-partition state(s) loaded", SHARE_STATE_TOPIC,
-                 sorted(epochs), sum(s is not None for s in found.values()))
+                 sorted(epochs), sum(s is not None for s in found.values()), extra=fields(topic=SHARE_STATE_TOPIC))
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -193,7 +197,8 @@ class ShareCoordinator:
                                       f"{_name(key)}: state epoch {state_epoch} is not above {s.state_epoch}")
             await self._put(index, key, self._new_state(key, state_epoch=state_epoch, start_offset=start_offset,
                                                         batches=[]))
-        log.info("%s: initialised at offset %d, state epoch %d", _name(key), start_offset, state_epoch)
+        log.info("%s: initialised at offset %d, state epoch %d", _name(key), start_offset, state_epoch,
+                 extra=fields(group=key[0], offset=start_offset))
 
     async def read(self, key: Key, leader_epoch: int) -> ShareState | None:
         """The state (None: none stored), after recording a newer `leader_epoch`."""
@@ -233,7 +238,7 @@ class ShareCoordinator:
         async with self._lock(key):
             if key in self.states:
                 await self._put(index, key, None)
-                log.info("%s: state deleted", _name(key))
+                log.info("%s: state deleted", _name(key), extra=fields(group=key[0]))
 
     async def read_summary(self, key: Key, leader_epoch: int) -> ShareState | None:
         self._check(key)

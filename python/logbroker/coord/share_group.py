@@ -26,6 +26,7 @@ import uuid
 
 import trio
 
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.groups")
@@ -110,7 +111,8 @@ class ShareGroupCoordinator:
 
     def _bump(self, group: ShareGroup, reason: str) -> None:
         group.group_epoch += 1
-        log.info("share group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason)
+        log.info("share group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason,
+                 extra=fields(group=group.group_id))
 
     def _compute_target(self, group: ShareGroup) -> None:
         if group.assignment_epoch >= group.group_epoch:
@@ -124,7 +126,8 @@ class ShareGroupCoordinator:
         if group.members.pop(member_id, None) is None:
             return
         group.target.pop(member_id, None)
-        log.info("share group %s: member %s removed (%s)", group.group_id, member_id, reason)
+        log.info("share group %s: member %s removed (%s)", group.group_id, member_id, reason,
+                 extra=fields(group=group.group_id))
         self._bump(group, f"member {member_id} left")
         self._compute_target(group)
         if self.on_member_left is not None:

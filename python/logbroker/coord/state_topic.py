@@ -26,6 +26,7 @@ from logbroker import _core
 from logbroker.clock import now_ms
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.offsets_topic import partition_for
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.coord")
@@ -127,7 +128,8 @@ class StateTopic:
             try:
                 result = await trio.to_thread.run_sync(part.log.append_as_leader, batch, epoch, now_ms())
             except (_core.LogBrokerError, OSError) as e:
-                log.error("writing %s to %s-%d failed: %s", what, self.topic, index, e)
+                log.error("writing %s to %s-%d failed: %s", what, self.topic, index, e,
+                          extra=fields(topic=self.topic, partition=index))
                 raise StateTopicError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       f"writing {what} to {self.topic}-{index} failed: {e}") from None
             part.maybe_increment_hw()

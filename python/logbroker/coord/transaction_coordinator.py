@@ -74,6 +74,7 @@ from logbroker.coord.transaction_log import (
     txn_value,
 )
 from logbroker.coord.transaction_markers import write_markers
+from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
 
 log = logging.getLogger("logbroker.transactions")
@@ -194,7 +195,7 @@ class TransactionCoordinator:
             for t in dropped:
                 del self.txns[t]
             log.info("no longer transaction coordinator for %s partition(s) %s: %d transactional id(s) unloaded",
-                     TRANSACTION_STATE_TOPIC, sorted(lost), len(dropped))
+                     TRANSACTION_STATE_TOPIC, sorted(lost), len(dropped), extra=fields(topic=TRANSACTION_STATE_TOPIC))
         if gained:
             await self._load(gained)
 
@@ -207,7 +208,8 @@ class TransactionCoordinator:
                     txn_id = parse_txn_key(key or b"")
                     found[txn_id] = None if value is None else TxnMetadata.from_value(txn_id, parse_txn_value(value))
                 except TransactionLogError as e:
-                    log.error("%s-%d offset %d: skipping unreadable record: %s", TRANSACTION_STATE_TOPIC, index, offset, e)
+                    log.error("%s-%d offset %d: skipping unreadable record: %s", TRANSACTION_STATE_TOPIC, index, offset, e,
+                              extra=fields(topic=TRANSACTION_STATE_TOPIC, partition=index, offset=offset))
         for txn_id, meta in found.items():
             if meta is None:
                 self.txns.pop(txn_id, None)
@@ -221,7 +223,7 @@ class TransactionCoordinator:
                 resumed += 1
         log.info("transaction coordinator for %s partition(s) %s: %d transactional id(s) loaded, "
                  "%d transaction(s) being completed", TRANSACTION_STATE_TOPIC, sorted(epochs),
-                 sum(m is not None for m in found.values()), resumed)
+                 sum(m is not None for m in found.values()), resumed, extra=fields(topic=TRANSACTION_STATE_TOPIC))
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -286,7 +288,8 @@ class TransactionCoordinator:
             new = meta.changed(producer_id=pid, producer_epoch=epoch, previous_producer_id=prev, timeout_ms=timeout_ms,
                                status=TxnStatus.EMPTY, partitions=set(), start_ms=-1)
             await self._write(new)
-            log.info("transactional id %r: producer id %d epoch %d", txn_id, pid, epoch)
+            log.info("transactional id %r: producer id %d epoch %d", txn_id, pid, epoch,
+                     extra=fields(transactional_id=txn_id, producer_id=pid))
             return pid, epoch
 
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -423,7 +426,8 @@ class TransactionCoordinator:
         """Under the id's lock: abort the open transaction with epoch + 1 (fencing)."""
         epoch = min(meta.producer_epoch + 1, MAX_EPOCH - 1)
         log.info("transactional id %r: aborting the transaction of producer %d epoch %d (%s)",
-                 meta.transactional_id, meta.producer_id, meta.producer_epoch, reason)
+                 meta.transactional_id, meta.producer_id, meta.producer_epoch, reason,
+                 extra=fields(transactional_id=meta.transactional_id, producer_id=meta.producer_id))
         await self._write(meta.changed(status=TxnStatus.PREPARE_ABORT, producer_epoch=epoch))
         self._start_completion(meta.transactional_id)
 
@@ -466,7 +470,7 @@ class TransactionCoordinator:
         try:
             await self._complete_inner(txn_id)
         except TxnError as e:
-            log.info("transactional id %r: completion stopped: %s", txn_id, e)
+            log.info("transactional id %r: completion stopped: %s", txn_id, e, extra=fields(transactional_id=txn_id))
         finally:
             self._completing.discard(txn_id)
 
@@ -500,13 +504,15 @@ class TransactionCoordinator:
                         pending.discard(tp)
                     elif code == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
                         log.warning("transactional id %r: markers refused by %s-%d: a newer coordinator wrote "
-                                    "there; stopping", txn_id, *tp)
+                                    "there; stopping", txn_id, *tp,
+                                    extra=fields(transactional_id=txn_id, topic=tp[0], partition=tp[1]))
                         return
             if pending:
                 attempts += 1
                 if attempts % 50 == 0:
                     log.warning("transactional id %r: %s markers still pending on %s after %d attempts", txn_id,
-                                "COMMIT" if commit else "ABORT", sorted(pending), attempts)
+                                "COMMIT" if commit else "ABORT", sorted(pending), attempts,
+                                extra=fields(transactional_id=txn_id))
                 await trio.sleep(MARKER_BACKOFF_S)
         async with meta.lock:
             if self.txns.get(txn_id) is not meta:
@@ -514,7 +520,7 @@ class TransactionCoordinator:
             done = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
             await self._write(self._next_producer(meta.changed(status=done, partitions=set())))
         log.debug("transactional id %r: producer %d epoch %d %s", txn_id, meta.producer_id, meta.producer_epoch,
-                  done.kafka_name)
+                  done.kafka_name, extra=fields(transactional_id=txn_id, producer_id=meta.producer_id))
 
     async def _send_markers(self, leader: int, image, meta: TxnMetadata, commit: bool, coordinator_epoch: int,
                             parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -536,7 +542,8 @@ class TransactionCoordinator:
             resp = await self._channel.request(leader, (broker.host, broker.port), WRITE_TXN_MARKERS, 1, body,
                                                timeout=WRITE_TIMEOUT_S + 5)
         except BrokerUnreachable as e:
-            log.info("transactional id %r: %s", meta.transactional_id, e)
+            log.info("transactional id %r: %s", meta.transactional_id, e,
+                     extra=fields(transactional_id=meta.transactional_id, peer=leader))
             return {}
         out = {}
         for m in resp.markers:
@@ -582,13 +589,15 @@ class TransactionCoordinator:
                     await self.state_topic.append(self.partition_of(txn_id), txn_key(txn_id), None,
                                                   f"the removal of transactional id {txn_id!r}")
                 except StateTopicError as e:
-                    log.info("transactional id %r: removing it failed: %s", txn_id, e)
+                    log.info("transactional id %r: removing it failed: %s", txn_id, e,
+                             extra=fields(transactional_id=txn_id))
                     continue
                 del self.txns[txn_id]
                 removed += 1
                 log.info("transactional id %r (producer id %d, epoch %d) removed: unused for %d ms, over "
                          "transactional.id.expiration.ms=%d", txn_id, meta.producer_id, meta.producer_epoch,
-                         now - meta.last_update_ms, self.expiration_ms)
+                         now - meta.last_update_ms, self.expiration_ms,
+                         extra=fields(transactional_id=txn_id, producer_id=meta.producer_id))
         if removed:
             log.info("%d expired transactional id(s) removed", removed)
 
@@ -604,4 +613,5 @@ class TransactionCoordinator:
                     await self._abort_with_bump(meta, f"open for {now - meta.start_ms} ms, over its timeout "
                                                       f"of {meta.timeout_ms} ms")
                 except TxnError as e:
-                    log.info("transactional id %r: timing out failed: %s", txn_id, e)
+                    log.info("transactional id %r: timing out failed: %s", txn_id, e,
+                             extra=fields(transactional_id=txn_id))

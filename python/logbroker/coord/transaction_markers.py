@@ -29,6 +29,7 @@ from logbroker import _core
 from logbroker.broker.errors import error_code_for
 from logbroker.clock import now_ms
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.transactions")
@@ -57,7 +58,8 @@ async def write_markers(replicas, groups, producer_id: int, producer_epoch: int,
             code = error_code_for(e)
             level = logging.ERROR if code == ErrorCode.KAFKA_STORAGE_ERROR else logging.INFO
             log.log(level, "%s marker of producer %d (epoch %d, coordinator epoch %d) on %s-%d refused: %s",
-                    kind, producer_id, producer_epoch, coordinator_epoch, topic, index, e)
+                    kind, producer_id, producer_epoch, coordinator_epoch, topic, index, e,
+                    extra=fields(producer_id=producer_id, topic=topic, partition=index))
             results[(topic, index)] = code
             continue
         part.maybe_increment_hw()
@@ -65,7 +67,8 @@ async def write_markers(replicas, groups, producer_id: int, producer_epoch: int,
             results[(topic, index)] = ErrorCode.REQUEST_TIMED_OUT
             log.warning("%s marker of producer %d at %s-%d offset %d: HW %d did not cover it within %.0f s",
                         kind, producer_id, topic, index, appended.last_offset, part.log.high_watermark,
-                        MARKER_HW_TIMEOUT_S)
+                        MARKER_HW_TIMEOUT_S, extra=fields(producer_id=producer_id, topic=topic, partition=index,
+                                                          offset=appended.last_offset))
             continue
         if topic == OFFSETS_TOPIC and groups is not None:
             groups.complete_txn_offsets(index, producer_id, commit)

@@ -21,6 +21,7 @@ import logging
 
 from logbroker.broker.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
+from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 log = logging.getLogger("logbroker.admin")
@@ -150,13 +151,16 @@ async def describe_configs(ctx, request):
 
 
 async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, validate_only: bool) -> tuple[int, str | None]:
+    named = fields(topic=resource.resource_name if resource.resource_type == TOPIC else None,
+                   group=resource.resource_name if resource.resource_type == GROUP else None, peer=ctx.peer)
     if not replace:
         absent = sorted(k for k, v in changes.items() if v is None
                         and (resource.resource_type == BROKER
                              or (resource.resource_type == TOPIC and k not in TOPIC_KEYS)))
         if absent:
             log.info("%s %s: deleting %s from %s changes nothing (never set)",
-                     "broker" if resource.resource_type == BROKER else "topic", resource.resource_name, absent, ctx.peer)
+                     "broker" if resource.resource_type == BROKER else "topic", resource.resource_name, absent, ctx.peer,
+                     extra=named)
         changes = {k: v for k, v in changes.items() if k not in absent}
         if resource.resource_type in (BROKER, GROUP) and not changes:
             return ErrorCode.NONE, None
@@ -176,7 +180,7 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
         await alter(resource.resource_name, changes, replace, validate_only)
     except ControllerError as e:
         log.info("altering configs of %s %s from %s refused (%s): %s", kind, resource.resource_name, ctx.peer,
-                 ErrorCode(e.code).name, e.message)
+                 ErrorCode(e.code).name, e.message, extra=named)
         return e.code, e.message
     return ErrorCode.NONE, None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from logbroker.coord.controller import ControllerError
+from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 56
@@ -35,9 +36,11 @@ async def handle(ctx, request):
             except ControllerError as e:
                 code, message, state = e.code, e.message, None
             if code != ErrorCode.NONE:
+                topic = controller.image.topic_by_id(t.topic_id)
                 log.info("AlterPartition from broker %d for partition %d of topic %s (leader epoch %d, partition "
                          "epoch %d, ISR %s) refused: %s: %s", request.broker_id, p.partition_index, t.topic_id,
-                         p.leader_epoch, p.partition_epoch, new_isr, ErrorCode(code).name, message)
+                         p.leader_epoch, p.partition_epoch, new_isr, ErrorCode(code).name, message,
+                         extra=fields(topic=topic and topic.name, partition=p.partition_index, peer=request.broker_id))
             parts.append(Response.PartitionData(
                 partition_index=p.partition_index, error_code=code,
                 leader_id=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,

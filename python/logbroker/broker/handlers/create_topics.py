@@ -8,6 +8,7 @@ from logbroker.broker.config import TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout
+from logbroker.log_format import fields
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -59,7 +60,8 @@ async def handle(ctx, request):
             res.error_code = e.code
             res.error_message = e.message
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.info("CreateTopics %s from %s refused (%s): %s", t.name, ctx.peer, ErrorCode(e.code).name, e.message)
+                log.info("CreateTopics %s from %s refused (%s): %s", t.name, ctx.peer, ErrorCode(e.code).name, e.message,
+                         extra=fields(topic=t.name, peer=ctx.peer))
             continue
         res.topic_id = topic.topic_id
         res.num_partitions = len(topic.partitions)

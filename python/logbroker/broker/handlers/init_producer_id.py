@@ -14,6 +14,7 @@ import logging
 
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.transaction_coordinator import TxnError
+from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 22
@@ -38,7 +39,8 @@ async def handle(ctx, request):
             if code == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
                 code = ErrorCode.INVALID_PRODUCER_EPOCH
             log.log(logging.DEBUG if code == ErrorCode.CONCURRENT_TRANSACTIONS else logging.INFO,
-                    "InitProducerId for transactional id %r from %s: %s", txn_id, ctx.peer, e)
+                    "InitProducerId for transactional id %r from %s: %s", txn_id, ctx.peer, e,
+                    extra=fields(transactional_id=txn_id, peer=ctx.peer))
             return Response(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
         return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch)
     if ctx.version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
@@ -47,6 +49,6 @@ async def handle(ctx, request):
     try:
         pid = await ctx.controller.allocate_producer_id()
     except ControllerError as e:  # a cluster without a quorum leader for now: retriable
-        log.info("InitProducerId from %s: %s", ctx.peer, e.message)
+        log.info("InitProducerId from %s: %s", ctx.peer, e.message, extra=fields(peer=ctx.peer))
         return Response(throttle_time_ms=0, error_code=e.code, producer_id=-1, producer_epoch=-1)
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)

@@ -14,6 +14,7 @@ import uuid
 
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.metadata import TopicState, topic_name_error
+from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 3
@@ -81,13 +82,15 @@ async def handle(ctx, request):
                 continue
             try:
                 t = await controller.create_topic(name)
-                log.info("auto-created topic %s for Metadata request from %s", name, ctx.peer)
+                log.info("auto-created topic %s for Metadata request from %s", name, ctx.peer,
+                         extra=fields(topic=name, peer=ctx.peer))
                 topics_out.append(topic_entry(t))
             except ControllerError as e:
                 if e.code == ErrorCode.TOPIC_ALREADY_EXISTS and name in controller.image.topics:
                     topics_out.append(topic_entry(controller.image.topics[name]))
                 else:
-                    log.info("auto-creating topic %s for %s refused (%s): %s", name, ctx.peer, ErrorCode(e.code).name, e.message)
+                    log.info("auto-creating topic %s for %s refused (%s): %s", name, ctx.peer, ErrorCode(e.code).name,
+                             e.message, extra=fields(topic=name, peer=ctx.peer))
                     topics_out.append(error_entry(name, e.code))
             image = controller.image
     listed = controller.client_brokers(image)

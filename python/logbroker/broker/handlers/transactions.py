@@ -23,6 +23,7 @@ from logbroker.coord.controller import ControllerError
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.transaction_coordinator import TxnError
 from logbroker.coord.transaction_markers import write_markers
+from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 log = logging.getLogger("logbroker.transactions")
@@ -41,7 +42,7 @@ def _txn_error(ctx, api: str, txn_id: str, e: Exception) -> int:
                                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) else logging.INFO
     log.log(level, "%s for transactional id %r from %s: %s (%s)", api, txn_id, ctx.peer,
             ErrorCode(code).name if code in ErrorCode._value2member_map_ else code, e,
-            extra={"transactional_id": txn_id, "peer": ctx.peer})
+            extra=fields(transactional_id=txn_id, peer=ctx.peer))
     return code
 
 
@@ -146,7 +147,8 @@ async def _add_offsets_partition(ctx, request) -> int:
                                                        request.producer_epoch, [partition])
     code, message = added[partition]
     if code != ErrorCode.NONE:
-        log.debug("TxnOffsetCommit of group %r from %s: %s", request.group_id, ctx.peer, message)
+        log.debug("TxnOffsetCommit of group %r from %s: %s", request.group_id, ctx.peer, message,
+                  extra=fields(group=request.group_id, peer=ctx.peer))
     return code
 
 
