@@ -136,3 +136,34 @@ def test_a_new_partition_replicates_at_once(tmp_path):
             assert all(len(isr) == 3 for (t, _), (_, _, _, isr) in layout(cluster.node(1)).items() if t == f"fresh{i}")
         text = "".join(n.log_text() for n in cluster.nodes)
         assert "retrying every" not in text  # cutting a fetch short is not a connection failure
+
+
+def test_a_stopped_follower_stays_out_of_the_isr(tmp_path):
+    """A follower that stops fetching (SIGSTOP: not fenced, its broker session outlives the
+    test) is shrunk out of the ISR after replica.lag.time.max.ms and stays out, even though
+    its last known LEO still equals the HW of an idle partition; Kafka expands the ISR only
+    on a follower's fetch. Once it runs again it fetches and rejoins."""
+    import os
+    import signal
+
+    config = dict(FAST, **{"broker.session.timeout.ms": 60000, "replica.lag.time.max.ms": 1500})
+    with Cluster(3, data_dir=tmp_path, config=config) as cluster:
+        create(cluster.node(1), "stop", 1, 3, {"min.insync.replicas": "1"})
+        parts = full_isr(cluster, "stop", 1)
+        leader, _, replicas, _ = parts[("stop", 0)]
+        controller = cluster.controller_id()
+        follower = next(r for r in replicas if r not in (leader, controller))
+        produce_all(cluster.node(leader).bootstrap_servers, "stop", 20)
+        pid = cluster.node(follower).pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: follower not in layout(cluster.node(leader))[("stop", 0)][3], timeout=30,
+                       what=f"follower {follower} shrunk out of the ISR")
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                isr = layout(cluster.node(leader))[("stop", 0)][3]
+                assert follower not in isr, f"stopped follower {follower} back in the ISR {isr}"
+                time.sleep(0.1)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        full_isr(cluster, "stop", 1)

@@ -13,8 +13,10 @@ ISR (leader side; Kafka's `Partition.maybeShrinkIsr` / `maybeExpandIsr`). Every
 `replica.lag.time.max.ms / 2` (and every 250 ms for expansion) each led partition compares its
 followers' state (rust/src/server/partition.rs `follower_states`) with its ISR:
     shrink   an ISR member not caught up to the leader's LEO for `replica.lag.time.max.ms`
-    expand   a replica outside the ISR, on an unfenced broker, whose LEO reached the HW and
-             the start of the current leader epoch
+    expand   a replica outside the ISR, on an unfenced broker, that fetched within
+             `replica.lag.time.max.ms` and whose LEO reached the HW and the start of the
+             current leader epoch (Kafka expands on a follower's fetch; a follower that died
+             with its LEO at the HW of an idle partition must not flap back in)
 and asks the controller with AlterPartition (leader epoch and partition epoch as the image
 has them). The new ISR takes effect when the controller's record reaches this broker's
 image; until then the HW is computed over the committed ISR, which is the larger one during
@@ -33,6 +35,7 @@ from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.clock import now_ms, run_every
 from logbroker.coord.metadata import MetadataImage
+from logbroker.log_format import FETCHER_LINES, fields, parse_fields
 
 log = logging.getLogger("logbroker.replication")
 
@@ -101,7 +104,7 @@ class Replication:
             for key, _p, epoch in items:
                 self._following[key] = (leader, epoch)
             log.info("following %d partition(s) from broker %d at %s:%d: %s", len(items), leader, b.host, b.port,
-                     _names([k for k, _p, _e in items]))
+                     _names([k for k, _p, _e in items]), extra=fields(peer=leader))
 
     def set_broker_epoch(self, epoch: int) -> None:
         self.fetchers.set_broker_epoch(epoch)
@@ -125,7 +128,7 @@ class Replication:
         if epoch is not None:
             self.fetchers.set_broker_epoch(epoch)
         for level, message in self.fetchers.take_events():
-            log.log(level, "%s", message)
+            log.log(level, "%s", message, extra=parse_fields(message, FETCHER_LINES))
 
     async def _shrink(self) -> None:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
@@ -145,11 +148,13 @@ class Replication:
         image = self._image
         if image is None:
             return
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        now = now_ms()
         for p in self._led():
             hw = p.log.high_watermark
             entries = p.log.epoch_entries()
             epoch_start = next((o for e, o in reversed(entries) if e == p.leader_epoch), None)
-            states = {r: leo for r, leo, _fetch, _caught in p.core.follower_states()}
+            states = {r: leo for r, leo, fetch, _caught in p.core.follower_states() if now - fetch <= lag_ms}
             joining = [r for r in p.replicas if r not in p.isr and r in states
                        and (b := image.brokers.get(r)) is not None and not b.fenced
                        and states[r] >= hw and (epoch_start is None or states[r] >= epoch_start)]
@@ -171,11 +176,12 @@ class Replication:
         try:
             log.info("%s: asking the controller to change ISR %s -> %s (leader epoch %d, partition epoch %d): %s",
                      p.name, state.isr, new_isr, state.leader_epoch, state.partition_epoch, why,
-                     extra={"topic": p.topic, "partition": p.index})
+                     extra=fields(topic=p.topic, partition=p.index))
             code, message = await self.alter_isr(p.topic_id, p.index, state.leader_epoch, state.partition_epoch,
                                                  new_isr)
             if code != 0:
-                log.info("%s: ISR change %s -> %s refused (error %d): %s", p.name, state.isr, new_isr, code, message)
+                log.info("%s: ISR change %s -> %s refused (error %d): %s", p.name, state.isr, new_isr, code, message,
+                         extra=fields(topic=p.topic, partition=p.index))
             else:
                 if len(new_isr) < len(state.isr):
                     self.isr_shrinks += 1
