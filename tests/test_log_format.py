@@ -174,10 +174,7 @@ def test_cluster_events_carry_topic_partition_and_peer(tmp_path):
     as fields."""
 
     # the ISR shrinks (replica.lag.time.max.ms) before the controller fences the dead broker
-    cluster = Cluster(3, data_dir=tmp_path, config={**FAST, "replica.lag.time.max.ms": 1000})
-    for n in cluster.nodes:  # Cluster has no log-format option: each node's `serve` arguments
-        n._args += ["--log-format", "json"]
-    with cluster:
+    with Cluster(3, data_dir=tmp_path, config={**FAST, "replica.lag.time.max.ms": 1000}, log_format="json") as cluster:
         with RawClient(cluster.node(1).bootstrap_servers) as c:
             controller = c.request(60, 0, REQUESTS[60]()).controller_id
         leader, follower = [n for n in (1, 2, 3) if n != controller]

@@ -216,7 +216,7 @@ class Cluster:
     """N combined broker+controller nodes and `broker_only` broker-only nodes (see the module doc)."""
 
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
-                 racks: list[str] | None = None, log_level: str = "INFO", broker_only: int = 0,
+                 racks: list[str] | None = None, log_level: str = "INFO", log_format: str = "text", broker_only: int = 0,
                  front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
                  console: bool = False) -> None:
         if n < 1:
@@ -240,7 +240,7 @@ class Cluster:
         for i, (p, c) in ports.items():
             voter = i <= n
             args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
-                    "--log-level", log_level]
+                    "--log-level", log_level, "--log-format", log_format]
             if voter:
                 args += ["--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"]
             else:
