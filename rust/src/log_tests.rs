@@ -327,10 +327,9 @@ fn config_map(c: &LogConfig) -> HashMap<String, String> {
     m
 }
 
-#[test]
-fn retention_by_time_never_deletes_active_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
+/// A log of segments.bytes 700 with ten batches at time 1,000 and ten at 50,000, all below the HW.
+fn old_and_new_segments(dir: &Path) -> LogBuilder {
+    let mut lb = LogBuilder::open(dir, small(700)).unwrap();
     lb.now_ms = 1_000;
     for _ in 0..10 {
         lb.append(1, 2, 30).unwrap();
@@ -340,6 +339,13 @@ fn retention_by_time_never_deletes_active_segment() {
         lb.append(1, 2, 30).unwrap();
     }
     lb.log.update_high_watermark(i64::MAX);
+    lb
+}
+
+#[test]
+fn retention_by_time_never_deletes_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = old_and_new_segments(dir.path());
     let config = LogConfig { retention_ms: 10_000, ..small(700) };
     lb.log.update_config(&config_map(&config)).unwrap();
     let deleted = lb.log.enforce_retention(55_000).unwrap();
@@ -355,16 +361,7 @@ fn retention_by_time_never_deletes_active_segment() {
 #[test]
 fn retention_archive_plans_instead_of_deleting() {
     let dir = tempfile::tempdir().unwrap();
-    let mut lb = LogBuilder::open(dir.path(), small(700)).unwrap();
-    lb.now_ms = 1_000;
-    for _ in 0..10 {
-        lb.append(1, 2, 30).unwrap();
-    }
-    lb.now_ms = 50_000;
-    for _ in 0..10 {
-        lb.append(1, 2, 30).unwrap();
-    }
-    lb.log.update_high_watermark(i64::MAX);
+    let mut lb = old_and_new_segments(dir.path());
     let mut m = config_map(&LogConfig { retention_ms: 10_000, ..small(700) });
     m.insert("retention.archive".into(), "true".into());
     lb.log.update_config(&m).unwrap();
