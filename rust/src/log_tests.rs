@@ -345,7 +345,7 @@ fn old_and_new_segments(dir: &Path) -> LogBuilder {
 #[test]
 fn retention_by_time_never_deletes_active_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let mut lb = old_and_new_segments(dir.path());
+    let lb = old_and_new_segments(dir.path());
     let config = LogConfig { retention_ms: 10_000, ..small(700) };
     lb.log.update_config(&config_map(&config)).unwrap();
     let deleted = lb.log.enforce_retention(55_000).unwrap();
@@ -361,7 +361,7 @@ fn retention_by_time_never_deletes_active_segment() {
 #[test]
 fn retention_archive_plans_instead_of_deleting() {
     let dir = tempfile::tempdir().unwrap();
-    let mut lb = old_and_new_segments(dir.path());
+    let lb = old_and_new_segments(dir.path());
     let mut m = config_map(&LogConfig { retention_ms: 10_000, ..small(700) });
     m.insert("retention.archive".into(), "true".into());
     lb.log.update_config(&m).unwrap();
