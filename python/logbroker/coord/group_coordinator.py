@@ -36,6 +36,7 @@ from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.coord.consumer_group import ConsumerGroupCoordinator
 from logbroker.coord.share_group import ShareGroupCoordinator
+from logbroker.coord.state_topic import coordinator_state
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter
 from logbroker.coord.offsets_topic import (
@@ -316,16 +317,9 @@ class GroupCoordinator:
     def coordinator_for(self, group_id: str):
         """(error, partition) for FindCoordinator and for request validation."""
         index = self.partition_of(group_id)
-        part = self.replicas.get(OFFSETS_TOPIC, index)
-        if part is None or not part.is_leader:
-            # the image may already make this broker the leader (FindCoordinator answered so)
-            # while its replica is still being opened: loading, not elsewhere
-            if self.coordinator_node(group_id)[1] == self.config.node_id:
-                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, part
-            return ErrorCode.NOT_COORDINATOR, part
-        if index not in self._led:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, part
-        return ErrorCode.NONE, part
+        code = coordinator_state(self.replicas, self.controller.image, self.config.node_id, OFFSETS_TOPIC, index,
+                                 self._led)
+        return code, self.replicas.get(OFFSETS_TOPIC, index)
 
     def coordinator_node(self, group_id: str) -> tuple[int, int]:
         """(partition, leader id or -1) of the group's `__consumer_offsets` partition, from

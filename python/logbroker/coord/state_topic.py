@@ -40,6 +40,21 @@ class StateTopicError(Exception):
         self.code = code
 
 
+def coordinator_state(replicas, image, node_id: int, topic: str, index: int, loaded) -> int:
+    """Whether this broker coordinates what lives in partition `index` of the state topic:
+    NONE when it leads the partition and has read it back (`index in loaded`);
+    COORDINATOR_LOAD_IN_PROGRESS when it leads it but has not read it yet, including while the
+    metadata image already makes it the leader (FindCoordinator answers so) and its replica
+    is still being opened; NOT_COORDINATOR otherwise."""
+    part = replicas.get(topic, index)
+    if part is None or not part.is_leader:
+        t = image.topics.get(topic)
+        ps = None if t is None else t.partitions.get(index)
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ps is not None and ps.leader == node_id \
+            else ErrorCode.NOT_COORDINATOR
+    return ErrorCode.NONE if index in loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
 class StateTopic:
     def __init__(self, topic: str, node_id: int, replicas, controller, num_partitions: int) -> None:
         self.topic = topic
@@ -79,15 +94,11 @@ class StateTopic:
 
     def check_loaded(self, index: int, what: str) -> None:
         """StateTopicError unless this broker leads partition `index` and has read it back."""
-        part = self.replicas.get(self.topic, index)
-        if part is None or not part.is_leader:
-            topic = self.controller.image.topics.get(self.topic)
-            ps = None if topic is None else topic.partitions.get(index)
-            if ps is not None and ps.leader == self.node_id:  # led in the image, the replica still opening
-                raise StateTopicError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{self.topic}-{index} is loading ({what})")
-            raise StateTopicError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {self.topic}-{index} ({what})")
-        if index not in self.loaded:
-            raise StateTopicError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{self.topic}-{index} is loading ({what})")
+        code = coordinator_state(self.replicas, self.controller.image, self.node_id, self.topic, index, self.loaded)
+        if code == ErrorCode.NOT_COORDINATOR:
+            raise StateTopicError(code, f"this broker does not lead {self.topic}-{index} ({what})")
+        if code != ErrorCode.NONE:
+            raise StateTopicError(code, f"{self.topic}-{index} is loading ({what})")
 
     def leadership_changes(self, image) -> tuple[list[int], dict[int, int]]:
         """(partitions no longer led at their loaded epoch, which are forgotten here; partitions
