@@ -355,8 +355,10 @@ class NetworkServer:
 
     def __new__(
         cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int, idle_ms: int, fetch_session_slots: int,
-        partitions: PartitionTable,
-    ) -> NetworkServer: ...
+        partitions: PartitionTable, tls: tuple[bytes, bytes, bytes | None, str] | None = None,
+    ) -> NetworkServer:
+        """`tls`: (certificate chain PEM, private key PEM, truststore PEM, ssl.client.auth)
+        for an SSL listener; ValueError naming what is wrong."""
     @property
     def address(self) -> tuple[str, int]: ...
     @property

@@ -45,6 +45,13 @@ impl FileRegion {
         Ok(v)
     }
 
+    /// Reads region bytes from `offset` into `buf` (fewer at the region's end): the count.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let (pos, count) = self.span(offset, buf.len() as u64);
+        let want = usize::try_from(count).unwrap_or(buf.len()).min(buf.len());
+        self.file.read_at(&mut buf[..want], pos)
+    }
+
     /// Clamps `(offset, count)` to the region; returns the file position and byte count.
     fn span(&self, offset: u64, count: u64) -> (u64, u64) {
         let offset = offset.min(self.length);

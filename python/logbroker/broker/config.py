@@ -114,6 +114,29 @@ def _parse_optional_hostport(text: str) -> str:
     return f"{host}:{port}"
 
 
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: NAME:PROTOCOL,... -> {NAME: PROTOCOL}."""
+    out: dict[str, str] = {}
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, proto = part.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{part!r} is not NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name] = proto
+    return out
+
+
+def _parse_protocol_map(text: str) -> str:
+    return ",".join(f"{n}:{p}" for n, p in parse_protocol_map(text).items())
+
+
 def _parse_listener(text: str) -> str:
     """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
     ls = parse_listeners(text)
@@ -218,6 +241,16 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
     ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
     ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
+    ConfigKey("listener.security.protocol.map", _parse_protocol_map, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol (PLAINTEXT or SSL; SASL_PLAINTEXT and SASL_SSL are not served yet), NAME:PROTOCOL,...; the names PLAINTEXT and SSL map to themselves."),
+    ConfigKey("ssl.keystore.type", _parse_choice("PEM"), "PEM", "Keystore format of an SSL listener: PEM (a file, or the certificate chain and key inline)."),
+    ConfigKey("ssl.keystore.location", _parse_str, "", "PEM file with the broker's private key (unencrypted) and certificate chain, the broker's certificate first."),
+    ConfigKey("ssl.keystore.certificate.chain", _parse_str, "", "The certificate chain as PEM text (instead of ssl.keystore.location)."),
+    ConfigKey("ssl.keystore.key", _parse_str, "", "The private key as PEM text (instead of ssl.keystore.location).", sensitive=True),
+    ConfigKey("ssl.key.password", _parse_str, "", "Password of an encrypted private key: not supported; give the key unencrypted.", sensitive=True),
+    ConfigKey("ssl.truststore.type", _parse_choice("PEM"), "PEM", "Truststore format: PEM."),
+    ConfigKey("ssl.truststore.location", _parse_str, "", "PEM file with the certificates of the authorities that sign client certificates (ssl.client.auth)."),
+    ConfigKey("ssl.truststore.certificates", _parse_str, "", "The truststore's certificates as PEM text (instead of ssl.truststore.location)."),
+    ConfigKey("ssl.client.auth", _parse_choice("none", "requested", "required"), "none", "TLS client authentication on SSL listeners: none, requested (a client may present a certificate) or required (mTLS)."),
     ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
     ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),
     ConfigKey("broker.rack", _parse_str, "", "This broker's rack; replicas of a partition are spread over racks first (empty: no rack)."),
@@ -429,15 +462,71 @@ class BrokerConfig:
 
     @property
     def listen(self) -> tuple[str, int]:
-        """The client listener: PLAINTEXT, else the first that is not the controller's."""
+        """The client listener's (host, port)."""
+        return parse_listeners(self.get_str("listeners"))[self.client_listener_name]
+
+    @property
+    def client_listener_name(self) -> str:
+        """The name of the client listener: PLAINTEXT, else the first that is not the controller's."""
         ls = parse_listeners(self.get_str("listeners"))
         if "PLAINTEXT" in ls:
-            return ls["PLAINTEXT"]
+            return "PLAINTEXT"
         ctl = self.get_str("controller.listener.names").upper()
-        for name, addr in ls.items():
+        for name in ls:
             if name != ctl:
-                return addr
+                return name
         raise ConfigError(f"listeners={self.get_str('listeners')!r} has no listener for clients")
+
+    def security_protocol(self, listener: str) -> str:
+        """The security protocol of a listener (`listener.security.protocol.map`)."""
+        protocols = parse_protocol_map(self.get_str("listener.security.protocol.map"))
+        if listener in protocols:
+            return protocols[listener]
+        if listener in SECURITY_PROTOCOLS:
+            return listener
+        raise ConfigError(f"listener {listener} has no security protocol in listener.security.protocol.map="
+                          f"{self.get_str('listener.security.protocol.map')!r}")
+
+    def client_tls(self) -> tuple[bytes, bytes, bytes | None, str] | None:
+        """The client listener's TLS settings for the network thread, when its security
+        protocol is SSL: (certificate chain PEM, key PEM, truststore PEM or None,
+        ssl.client.auth). ConfigError naming the key, file and problem otherwise."""
+        listener = self.client_listener_name
+        protocol = self.security_protocol(listener)
+        if protocol == "PLAINTEXT":
+            return None
+        if protocol != "SSL":
+            raise ConfigError(f"listener {listener} is {protocol}: SASL listeners are not served yet (PLAINTEXT or SSL)")
+        if self.quorum_voters:
+            raise ConfigError(f"listener {listener} is SSL in a cluster: brokers reach each other on the client "
+                              "listener and do not speak TLS to each other yet; use SSL on a single node")
+        if self.get_str("ssl.key.password"):
+            raise ConfigError("ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
+                              "(openssl pkey -in key.pem -out plain.pem) and keep the file private")
+
+        def pem(location_key: str, inline_key: str) -> bytes | None:
+            location, inline = self.get_str(location_key), self.get_str(inline_key)
+            if location and inline:
+                raise ConfigError(f"set {location_key} or {inline_key}, not both")
+            if inline:
+                return inline.encode()
+            if not location:
+                return None
+            try:
+                return Path(location).read_bytes()
+            except OSError as e:
+                raise ConfigError(f"{location_key}={location}: {e.strerror or e}") from None
+
+        keystore = pem("ssl.keystore.location", "ssl.keystore.certificate.chain")
+        key = keystore if self.get_str("ssl.keystore.location") else (self.get_str("ssl.keystore.key").encode() or None)
+        if keystore is None or key is None:
+            raise ConfigError(f"listener {listener} is SSL: set ssl.keystore.location (a PEM file with the key and "
+                              "certificate chain), or ssl.keystore.certificate.chain and ssl.keystore.key")
+        trust = pem("ssl.truststore.location", "ssl.truststore.certificates")
+        auth = self.get_str("ssl.client.auth")
+        if auth != "none" and trust is None:
+            raise ConfigError(f"ssl.client.auth={auth} needs ssl.truststore.location (the CAs of client certificates)")
+        return keystore, key, trust, auth
 
     @property
     def controller_listen(self) -> tuple[str, int] | None:

@@ -22,6 +22,7 @@ import trio
 
 from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
+from logbroker.broker.config import ConfigError
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
 from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
@@ -49,8 +50,11 @@ class KafkaServer:
     def bind(self, host: str, port: int, partitions: _core.PartitionTable) -> tuple[str, int]:
         """Binds the listener and starts the network thread, which serves Produce and Fetch
         from `partitions`; returns the bound address."""
-        self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms,
-                                       self.fetch_session_slots, partitions)
+        try:
+            self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms,
+                                           self.fetch_session_slots, partitions, self.broker.config.client_tls())
+        except ValueError as e:  # the TLS settings, as the engine read them
+            raise ConfigError(f"listener {self.broker.config.client_listener_name}: {e}") from None
         return self.net.address
 
     async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:

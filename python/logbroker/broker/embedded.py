@@ -23,7 +23,8 @@ class Broker:
 
     data_dir=None uses a temporary directory, removed on exit; port=0 picks a free port.
     Extra keyword arguments are broker config keys with '.' written as '_'
-    (`Broker(auto_create_topics_enable=False)`), or pass `config={...}`.
+    (`Broker(auto_create_topics_enable=False)`), or pass `config={...}`. `listener="SSL"` makes
+    the client listener TLS (with the ssl.* keys, docs/security.md).
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class Broker:
         port: int = 0,
         host: str = "127.0.0.1",
         config: dict[str, object] | None = None,
+        listener: str = "PLAINTEXT",
         **settings: object,
     ) -> None:
         self._tmp = None
@@ -42,7 +44,8 @@ class Broker:
         overrides.update({k: str(v) for k, v in (config or {}).items()})
         overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
         overrides["log.dirs"] = str(data_dir)
-        overrides["listeners"] = f"{host}:{port}"
+        # `listener`: the client listener's name, e.g. SSL (with the ssl.* keys) for TLS
+        overrides["listeners"] = f"{host}:{port}" if listener == "PLAINTEXT" else f"{listener}://{host}:{port}"
         self.config = BrokerConfig(overrides)
         self.data_dir = Path(data_dir)
         self.server: BrokerServer | None = None
@@ -85,7 +88,10 @@ class Broker:
         if not self._ready.wait(timeout):
             raise TimeoutError(f"broker did not start within {timeout}s")
         if self._error is not None:
-            raise self._error
+            err = self._error
+            while isinstance(err, BaseExceptionGroup) and len(err.exceptions) == 1:
+                err = err.exceptions[0]  # the reason, not trio's nursery around it (a ConfigError, ...)
+            raise err
         return self
 
     def _thread_main(self) -> None:

@@ -36,6 +36,7 @@ COMMON: dict[str, Any] = {
     "connections.max.idle.ms": 540000,
     "socket.connection.setup.timeout.ms": 10000,
     "api.version.request": True,
+    "security.protocol": "PLAINTEXT",
 }
 
 PRODUCER: dict[str, Any] = {
@@ -92,6 +93,12 @@ _CHOICES = {
 
 
 def _coerce(key: str, value: Any, default: Any) -> Any:
+    if key == "security.protocol":
+        v = str(value).upper()
+        if v != "PLAINTEXT":
+            raise ConfigError(f"security.protocol={value!r}: this client speaks PLAINTEXT only so far (TLS and SASL "
+                              "are next); confluent-kafka, kafka-python and aiokafka speak SSL to logbroker")
+        return v
     if key == "acks":
         if value in ("all", -1, "-1"):
             return -1

@@ -12,7 +12,9 @@ use crate::protocol::{Bytes, Chunk};
 use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
 use crate::server::metrics::LATENCY_BUCKETS_MS;
 use crate::server::produce::Verdict;
+use crate::server::transport::{tls_config, ClientAuth};
 use crate::server::{Event, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
+use pyo3::exceptions::PyValueError;
 
 /// The partitions the data path serves. The control plane adds one per local replica and
 /// keeps its leader state current; the network thread reads it.
@@ -163,20 +165,39 @@ pub struct PyNetworkServer {
 /// `(transactional id, producer id, producer epoch, [(topic, partition)], verify only, Produce
 /// version)` of a Produce that needs its transaction coordinator first.
 type PyVerification = (String, i64, i16, Vec<(String, i32)>, bool, i16);
+/// `(certificate chain PEM, private key PEM, truststore PEM, ssl.client.auth)`.
+type PyTls = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, String);
 type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<PyVerification>);
 
 #[pymethods]
 impl PyNetworkServer {
     #[new]
-    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions))]
+    /// `tls`: for an SSL listener, `(certificate chain PEM, private key PEM, truststore PEM or
+    /// None, ssl.client.auth)` with ssl.client.auth one of none, requested, required
+    /// (ValueError naming what is wrong otherwise).
+    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, tls=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, host: &str, port: u16, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
-           fetch_session_slots: usize, partitions: &PyPartitionTable) -> PyResult<Self> {
+           fetch_session_slots: usize, partitions: &PyPartitionTable,
+           tls: Option<PyTls>) -> PyResult<Self> {
+        let tls = match tls {
+            None => None,
+            Some((chain, key, trust, auth)) => {
+                let auth = match auth.as_str() {
+                    "none" => ClientAuth::None,
+                    "requested" => ClientAuth::Requested,
+                    "required" => ClientAuth::Required,
+                    other => return Err(PyValueError::new_err(format!("ssl.client.auth must be none, requested or required, not {other:?}"))),
+                };
+                Some(tls_config(&chain, &key, trust.as_deref(), auth).map_err(PyValueError::new_err)?)
+            }
+        };
         let config = ServerConfig {
             max_frame,
             queued_max_request_bytes,
             idle: u64::try_from(idle_ms).ok().map(std::time::Duration::from_millis),
             fetch_session_slots,
+            tls,
         };
         let table = Arc::clone(&partitions.0);
         let inner = py.detach(|| NetworkServer::start(host, port, config, table))?;

@@ -19,14 +19,13 @@
 //! `reserved` equals the pool bytes this connection holds.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::io;
 use std::time::Instant;
 
 use bytes::Bytes;
-use mio::net::TcpStream;
 
 use super::memory_pool::MemoryPool;
+use super::transport::Transport;
 use crate::protocol::Chunk;
 
 /// The per-connection read buffer (small frames are cut from it).
@@ -71,7 +70,7 @@ struct PartialFrame {
 
 pub struct Connection {
     pub id: u64,
-    pub stream: TcpStream,
+    pub transport: Transport,
     pub peer: String,
     pub phase: Phase,
     pub last_active: Instant,
@@ -92,10 +91,10 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(id: u64, stream: TcpStream, peer: String) -> Self {
+    pub fn new(id: u64, transport: Transport, peer: String) -> Self {
         Connection {
             id,
-            stream,
+            transport,
             peer,
             phase: Phase::Reading,
             last_active: Instant::now(),
@@ -137,7 +136,7 @@ impl Connection {
                 }
                 let want = p.reserved - len;
                 p.buf.resize(len + want, 0);
-                match self.stream.read(&mut p.buf[len..]) {
+                match self.transport.read(&mut p.buf[len..]) {
                     Ok(0) => {
                         p.buf.truncate(len);
                         return Ok(ReadOutcome::Closed);
@@ -205,7 +204,7 @@ impl Connection {
                 self.rend -= self.rstart;
                 self.rstart = 0;
             }
-            match self.stream.read(&mut self.rbuf[self.rend..]) {
+            match self.transport.read(&mut self.rbuf[self.rend..]) {
                 Ok(0) => return Ok(ReadOutcome::Closed),
                 Ok(n) => {
                     self.rend += n;
@@ -247,14 +246,14 @@ impl Connection {
                 Chunk::Bytes(b) => {
                     #[allow(clippy::cast_possible_truncation)]
                     let off = self.out_off as usize;
-                    match self.stream.write(&b[off..]) {
+                    match self.transport.write(&b[off..]) {
                         Ok(n) => (n as u64, b.len() as u64),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => return Err(e),
                     }
                 }
-                Chunk::File(r) => match r.send(self.stream.as_raw_fd(), self.out_off, r.length - self.out_off) {
+                Chunk::File(r) => match self.transport.send_region(r, self.out_off, r.length - self.out_off) {
                     Ok(n) => (n, r.length),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) => return Err(e),
@@ -271,6 +270,6 @@ impl Connection {
                 return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no bytes"));
             }
         }
-        Ok(true)
+        self.transport.flush()
     }
 }

@@ -30,6 +30,7 @@ pub mod partition;
 pub mod produce;
 pub mod replica_fetcher;
 pub mod request;
+pub mod transport;
 
 #[cfg(test)]
 mod data_path_tests;
@@ -88,6 +89,8 @@ pub struct ServerConfig {
     pub idle: Option<Duration>,
     /// `max.incremental.fetch.session.cache.slots` (KIP-227 sessions kept; 0: none).
     pub fetch_session_slots: usize,
+    /// The listener's TLS settings when its security protocol is SSL (`transport.rs`).
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 /// What the network thread reports to the handlers.

@@ -20,6 +20,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
 use super::connection::{ConnError, Connection, Phase, ReadOutcome};
+use super::transport::Transport;
 use super::request::{decode_header, peek_api};
 use super::fetch_session::FetchSessionCache;
 use super::partition::Partition;
@@ -147,7 +148,14 @@ impl NetworkLoop {
                         self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("registering the connection failed: {e}"), fault: true });
                         continue;
                     }
-                    self.conns.insert(id, Connection::new(id, stream, peer_name(addr)));
+                    let transport = match Transport::new(stream, self.shared.config.tls.as_ref()) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("{e}"), fault: true });
+                            continue;
+                        }
+                    };
+                    self.conns.insert(id, Connection::new(id, transport, peer_name(addr)));
                     self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -168,6 +176,12 @@ impl NetworkLoop {
     fn service(&mut self, id: u64) {
         loop {
             let Some(conn) = self.conns.get_mut(&id) else { return };
+            // TLS: handshake messages and encrypted bytes left over from the last write.
+            if let Err(e) = conn.transport.flush() {
+                let (reason, fault) = io_reason(&e, "writing TLS records");
+                self.close(id, Some((reason, fault)));
+                return;
+            }
             if conn.phase == Phase::Writing {
                 match conn.write_pending() {
                     Ok(true) => conn.phase = Phase::Reading,
@@ -438,7 +452,7 @@ impl NetworkLoop {
         if let Some(parked) = self.parked.remove(&id) {
             Self::unpark(id, &parked);
         }
-        let _ = self.poll.registry().deregister(&mut c.stream);
+        let _ = self.poll.registry().deregister(c.transport.socket());
         c.release_all(&self.shared.pool);
         self.paused.retain(|p| *p != id);
         self.shared.stats.connections.fetch_sub(1, Ordering::Relaxed);

@@ -1,0 +1,224 @@
+"""SSL listeners (TLS in the Rust network thread): librdkafka, kafka-python, aiokafka, kcat
+and the Java client produce and consume over TLS with certificates from a test CA
+(trustme), mutual TLS with `ssl.client.auth=required`, and the failures a user meets: a
+plaintext client or garbage on the TLS port, a client without a certificate, a client that
+does not trust the broker, and bad keystore settings, each a clean error with the broker
+going on."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trustme
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import logbroker
+from conftest import kcat_bin
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+class Pki:
+    """A test CA, a broker certificate for 127.0.0.1/localhost, and a client certificate."""
+
+    def __init__(self, d: Path) -> None:
+        self.ca = trustme.CA()
+        self.ca_pem = d / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_pem))
+        server = self.ca.issue_cert("127.0.0.1", "localhost")
+        self.keystore = d / "broker.pem"  # key and chain in one file: Kafka's PEM keystore file
+        server.private_key_and_cert_chain_pem.write_to_path(str(self.keystore))
+        client = self.ca.issue_cert("client.example")
+        self.client_cert, self.client_key = d / "client.pem", d / "client.key"
+        for blob in client.cert_chain_pems:
+            blob.write_to_path(str(self.client_cert), append=True)
+        client.private_key_pem.write_to_path(str(self.client_key))
+        other = trustme.CA()
+        self.other_ca_pem = d / "other-ca.pem"
+        other.cert_pem.write_to_path(str(self.other_ca_pem))
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+def tls_broker(tmp_path: Path, pki: Pki, **settings) -> logbroker.Broker:
+    return logbroker.Broker(data_dir=tmp_path / "d", listener="SSL", ssl_keystore_location=str(pki.keystore),
+                            **settings)
+
+
+def rdkafka_conf(bs: str, pki: Pki, **extra) -> dict:
+    return {"bootstrap.servers": bs, "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_pem), **extra}
+
+
+def roundtrip_rdkafka(bs: str, pki: Pki, topic: str, n: int = 500, **extra) -> list[bytes]:
+    admin = AdminClient(rdkafka_conf(bs, pki, **extra))
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(20)
+    p = Producer(rdkafka_conf(bs, pki, acks="all", **extra))
+    for i in range(n):
+        p.produce(topic, b"v%d-" % i + b"x" * 500, key=b"k%d" % i)
+    assert p.flush(30) == 0
+    c = Consumer(rdkafka_conf(bs, pki, **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest"}, **extra))
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    return got
+
+
+def test_librdkafka_and_kafka_python_over_tls(tmp_path, pki):
+    with tls_broker(tmp_path, pki) as b:
+        bs = b.bootstrap_servers
+        got = roundtrip_rdkafka(bs, pki, "tls-rd", 2000)
+        assert sorted(got) == sorted(b"v%d-" % i + b"x" * 500 for i in range(2000))
+
+        from kafka import KafkaConsumer, KafkaProducer
+
+        kp = KafkaProducer(bootstrap_servers=bs, security_protocol="SSL", ssl_cafile=str(pki.ca_pem))
+        for i in range(100):
+            kp.send("tls-kp", b"kp%d" % i)
+        kp.flush(30)
+        kp.close()
+        kc = KafkaConsumer("tls-kp", bootstrap_servers=bs, security_protocol="SSL", ssl_cafile=str(pki.ca_pem),
+                           auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        assert sorted(m.value for m in kc) == sorted(b"kp%d" % i for i in range(100))
+        kc.close()
+
+
+def test_aiokafka_and_kcat_over_tls(tmp_path, pki):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    with tls_broker(tmp_path, pki) as b:
+        bs = b.bootstrap_servers
+
+        async def run() -> list[bytes]:
+            ctx = create_ssl_context(cafile=str(pki.ca_pem))
+            p = AIOKafkaProducer(bootstrap_servers=bs, security_protocol="SSL", ssl_context=ctx)
+            await p.start()
+            for i in range(50):
+                await p.send_and_wait("tls-aio", b"a%d" % i)
+            await p.stop()
+            c = AIOKafkaConsumer("tls-aio", bootstrap_servers=bs, security_protocol="SSL", ssl_context=ctx,
+                                 auto_offset_reset="earliest")
+            await c.start()
+            out = []
+            try:
+                while len(out) < 50:
+                    batch = await c.getmany(timeout_ms=2000)
+                    out.extend(m.value for ms in batch.values() for m in ms)
+            finally:
+                await c.stop()
+            return out
+
+        assert sorted(asyncio.run(asyncio.wait_for(run(), 60))) == sorted(b"a%d" % i for i in range(50))
+        kcat = [kcat_bin(), "-b", bs, "-X", "security.protocol=ssl", "-X", f"ssl.ca.location={pki.ca_pem}"]
+        r = subprocess.run(kcat + ["-C", "-t", "tls-aio", "-o", "beginning", "-e", "-q"], capture_output=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert sorted(r.stdout.split()) == sorted(b"a%d" % i for i in range(50))
+
+
+@pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
+                    reason="Java 17 and Maven are needed for the Java client")
+def test_java_client_over_tls(tmp_path, pki):
+    from benches.peers.kafka import install
+
+    tools = install()
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n")
+    with tls_broker(tmp_path, pki) as b:
+        bs = b.bootstrap_servers
+        lines = [f"k{i}:java-tls-{i}" for i in range(200)]
+        cmd = tools.tools_java("org.apache.kafka.tools.ConsoleProducer", [
+            "--bootstrap-server", bs, "--topic", "tls-java", "--command-config", str(props),
+            "--property", "parse.key=true", "--property", "key.separator=:"])
+        r = subprocess.run(cmd, input="".join(line + "\n" for line in lines).encode(), capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        cmd = tools.tools_java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+            "--bootstrap-server", bs, "--topic", "tls-java", "--from-beginning", "--max-messages", "200",
+            "--timeout-ms", "60000", "--command-config", str(props), "--formatter-property", "print.key=true",
+            "--formatter-property", "key.separator=:"])
+        r = subprocess.run(cmd, capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        assert r.stdout.decode().splitlines() == lines
+
+
+def test_mutual_tls_required(tmp_path, pki):
+    with tls_broker(tmp_path, pki, ssl_client_auth="required", ssl_truststore_location=str(pki.ca_pem)) as b:
+        bs = b.bootstrap_servers
+        mtls = {"ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+        assert len(roundtrip_rdkafka(bs, pki, "mtls", 100, **mtls)) == 100
+        # Without a client certificate the handshake fails: no metadata, a clean error.
+        admin = AdminClient(rdkafka_conf(bs, pki, **{"socket.timeout.ms": 3000}))
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=5)
+        # And the broker goes on serving the client that has one.
+        assert "mtls" in AdminClient(rdkafka_conf(bs, pki, **mtls)).list_topics(timeout=10).topics
+
+
+def test_wrong_ca_plaintext_and_garbage_are_refused(tmp_path, pki):
+    with tls_broker(tmp_path, pki) as b:
+        host, port = b.address
+        # A client that does not trust the broker's CA.
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SSL",
+                             "ssl.ca.location": str(pki.other_ca_pem)})
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=5)
+        # A plaintext Kafka request, then garbage, on the TLS port: the broker closes the
+        # connection (nothing hangs) and goes on.
+        api_versions = bytes.fromhex("0000001a" "0012" "0000" "00000001" "0004" "74657374" "00" "0000") + b"\0" * 8
+        for payload in (api_versions, b"\x16\x03\x01\xff\xff" + b"\xee" * 4000, b"\x00" * 70000):
+            with socket.create_connection((host, port), timeout=5) as s:
+                try:
+                    s.sendall(payload)
+                    s.settimeout(5)
+                    while s.recv(65536):
+                        pass  # an alert at most, then the close
+                except (ConnectionResetError, BrokenPipeError):
+                    pass
+        assert len(roundtrip_rdkafka(b.bootstrap_servers, pki, "after-garbage", 10)) == 10
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({}, "ssl.keystore.location"),
+    ({"ssl_keystore_location": "/nonexistent/broker.pem"}, "/nonexistent/broker.pem"),
+    ({"ssl_keystore_location": "CA"}, "keystore"),
+    ({"ssl_keystore_location": "BROKER", "ssl_client_auth": "required"}, "ssl.truststore.location"),
+    ({"ssl_keystore_location": "BROKER", "ssl_key_password": "secret"}, "ssl.key.password"),
+])
+def test_bad_tls_settings_stop_the_start_with_a_clear_error(tmp_path, pki, settings, message):
+    paths = {"CA": str(pki.ca_pem), "BROKER": str(pki.keystore)}
+    settings = {k: paths.get(v, v) for k, v in settings.items()}
+    with pytest.raises(Exception, match=message.replace(".", r"\.")):
+        with logbroker.Broker(data_dir=tmp_path / "d", listener="SSL", **settings):
+            pass
+
+
+def test_serve_refuses_bad_tls_settings(tmp_path, pki):
+    r = subprocess.run([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path / "d"), "--listen",
+                        "SSL://127.0.0.1:0", "--set", f"ssl.keystore.location={pki.ca_pem}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "keystore" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_our_client_says_it_does_not_speak_tls_yet():
+    from logbroker.client import ConfigError as ClientConfigError
+
+    with pytest.raises(ClientConfigError, match="PLAINTEXT only"):
+        logbroker.Producer("127.0.0.1:9093", security_protocol="SSL")
+
