@@ -36,6 +36,7 @@ import trio
 from logbroker import _core
 from logbroker.client.admin import new_topics, offset_specs
 from logbroker.client import config as _config
+from logbroker.client import tls
 from logbroker.client.admin_core import AdminCore, ClusterInfo, GroupDescription, NewTopic, TopicDescription
 from logbroker.client.consumer import ConsumerBase, OffsetSpec, RebalanceCallback, as_offsets, as_tps
 from logbroker.client.core import ClientCore
@@ -109,8 +110,18 @@ class TrioDriver:
         net = self.core.net
         with trio.CancelScope() as scope:
             self._scopes[conn] = scope
+            stream: trio.abc.Stream
             try:
-                stream = await trio.open_tcp_stream(conn.host, conn.port)
+                tcp = await trio.open_tcp_stream(conn.host, conn.port)
+                stream = tcp
+                ctx = tls.context(self.core.config)
+                if ctx is not None:
+                    stream = trio.SSLStream(tcp, ctx, server_hostname=tls.server_hostname(ctx, conn.host))
+                    try:
+                        await stream.do_handshake()
+                    except trio.BrokenResourceError as e:
+                        await tcp.aclose()
+                        raise OSError(f"TLS handshake with {conn.host}:{conn.port} failed: {e.__cause__ or e}") from None
             except OSError as e:
                 net.on_connect_failed(conn, e)
                 self.core.wake()
@@ -121,14 +132,19 @@ class TrioDriver:
                 self._wakeups[conn] = trio.Event()
                 async with trio.open_nursery() as n:
                     n.start_soon(self._writer, conn, stream)
-                    sock = stream.socket
                     try:
                         while True:
-                            # Straight into the frame buffer (see Connection.read_target).
-                            n = await sock.recv_into(conn.read_target())
-                            if not n:
+                            target = conn.read_target()
+                            if isinstance(stream, trio.SocketStream):
+                                # Straight into the frame buffer (see Connection.read_target).
+                                got = await stream.socket.recv_into(target)
+                            else:
+                                data = await stream.receive_some(len(target))
+                                got = len(data)
+                                target[:got] = data
+                            if not got:
                                 break
-                            conn.advance(n, trio.current_time())
+                            conn.advance(got, trio.current_time())
                             self.core.wake()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                         error = ConnectionError(f"{conn.host}:{conn.port}: {e}")
@@ -140,7 +156,7 @@ class TrioDriver:
         if scope.cancelled_caught:
             net.on_closed(conn)
 
-    async def _writer(self, conn: Connection, stream: trio.SocketStream) -> None:
+    async def _writer(self, conn: Connection, stream: trio.abc.Stream) -> None:
         while True:
             chunks = conn.outgoing()
             if chunks:

@@ -37,6 +37,11 @@ COMMON: dict[str, Any] = {
     "socket.connection.setup.timeout.ms": 10000,
     "api.version.request": True,
     "security.protocol": "PLAINTEXT",
+    # TLS (security.protocol=SSL), PEM files: see client/tls.py
+    "ssl.truststore.location": None,
+    "ssl.keystore.location": None,
+    "ssl.key.password": None,
+    "ssl.endpoint.identification.algorithm": "https",
 }
 
 PRODUCER: dict[str, Any] = {
@@ -95,9 +100,13 @@ _CHOICES = {
 def _coerce(key: str, value: Any, default: Any) -> Any:
     if key == "security.protocol":
         v = str(value).upper()
-        if v != "PLAINTEXT":
-            raise ConfigError(f"security.protocol={value!r}: this client speaks PLAINTEXT only so far (TLS and SASL "
-                              "are next); confluent-kafka, kafka-python and aiokafka speak SSL to logbroker")
+        if v not in ("PLAINTEXT", "SSL"):
+            raise ConfigError(f"security.protocol={value!r}: this client speaks PLAINTEXT and SSL (SASL is next)")
+        return v
+    if key == "ssl.endpoint.identification.algorithm":
+        v = str(value or "").lower()
+        if v not in ("https", ""):
+            raise ConfigError(f"ssl.endpoint.identification.algorithm must be 'https' or '', not {value!r}")
         return v
     if key == "acks":
         if value in ("all", -1, "-1"):

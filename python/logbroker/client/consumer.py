@@ -264,7 +264,7 @@ class Consumer(ConsumerBase):
         self.close()
 
     def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
+        if not getattr(self, "_closed", True) and hasattr(self, "_driver"):  # not half-built (a bad config)
             self._closed = True
             self._driver.stop(0)
 

@@ -19,11 +19,13 @@ import collections
 import errno
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from logbroker.client import tls
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import ClientClosedError, KafkaTimeoutError
 from logbroker.client.network import Connection, Pending
@@ -44,6 +46,8 @@ class ThreadDriver:
         self._socks: dict[Connection, socket.socket] = {}
         self._pending_writes: dict[Connection, list[memoryview]] = {}
         self._sel.register(core.waker.fileno(), selectors.EVENT_READ, None)
+        self._tls = tls.context(core.config)  # security.protocol=SSL: every socket is wrapped
+        self._handshaking: set[Connection] = set()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -105,6 +109,9 @@ class ThreadDriver:
                     if conn is None:
                         continue
                     core.net.now = time.monotonic()
+                    if conn in self._handshaking:
+                        self._handshake(conn)
+                        continue
                     if events & selectors.EVENT_WRITE:
                         self._on_writable(conn)
                     if events & selectors.EVENT_READ and conn in self._socks:
@@ -172,6 +179,7 @@ class ThreadDriver:
 
     def _drop(self, conn: Connection, s: socket.socket) -> None:
         self._socks.pop(conn, None)
+        self._handshaking.discard(conn)
         self._pending_writes.pop(conn, None)
         try:
             self._sel.unregister(s)
@@ -188,6 +196,9 @@ class ThreadDriver:
                 self._drop(conn, s)
                 net.on_connect_failed(conn, OSError(err, errno.errorcode.get(err, str(err))))
                 return
+            if self._tls is not None and conn not in self._handshaking:
+                self._start_tls(conn, s)
+                return
             net.on_connected(conn)
             self._pending_writes.setdefault(conn, []).extend(memoryview(c).cast("B") for c in conn.outgoing())
         queue = self._pending_writes.get(conn)
@@ -199,7 +210,7 @@ class ThreadDriver:
                     queue[0] = chunk[n:]
                     break
                 queue.pop(0)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
         except OSError as e:
             self._drop(conn, s)
@@ -210,16 +221,57 @@ class ThreadDriver:
     def _on_readable(self, conn: Connection) -> None:
         s = self._socks[conn]
         net = self.core.net
+        while True:
+            try:
+                n = s.recv_into(conn.read_target())
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return
+            except OSError as e:
+                self._drop(conn, s)
+                net.on_closed(conn, ConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
+                return
+            if n == 0:
+                self._drop(conn, s)
+                net.on_closed(conn)
+                return
+            conn.advance(n, net.now)
+            # TLS may hold decrypted bytes the selector cannot see: read them now.
+            if not isinstance(s, ssl.SSLSocket) or not s.pending() or conn not in self._socks:
+                return
+
+    def _start_tls(self, conn: Connection, s: socket.socket) -> None:
+        """The TCP connection is up: wrap it in TLS and start the handshake."""
+        assert self._tls is not None
+        self._sel.unregister(s)
         try:
-            n = s.recv_into(conn.read_target())
-        except BlockingIOError:
+            wrapped = self._tls.wrap_socket(s, server_hostname=tls.server_hostname(self._tls, conn.host),
+                                            do_handshake_on_connect=False)
+        except (OSError, ValueError) as e:
+            self._socks.pop(conn, None)
+            s.close()
+            self.core.net.on_connect_failed(conn, OSError(f"TLS to {conn.host}:{conn.port}: {e}"))
             return
-        except OSError as e:
+        self._socks[conn] = wrapped
+        self._handshaking.add(conn)
+        self._sel.register(wrapped, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        self._handshake(conn)
+
+    def _handshake(self, conn: Connection) -> None:
+        s = self._socks[conn]
+        assert isinstance(s, ssl.SSLSocket)
+        try:
+            s.do_handshake()
+        except ssl.SSLWantReadError:
+            self._sel.modify(s, selectors.EVENT_READ, conn)
+            return
+        except ssl.SSLWantWriteError:
+            self._sel.modify(s, selectors.EVENT_WRITE, conn)
+            return
+        except (OSError, ValueError) as e:
             self._drop(conn, s)
-            net.on_closed(conn, ConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
+            self.core.net.on_connect_failed(conn, OSError(f"TLS handshake with {conn.host}:{conn.port} failed: {e}"))
             return
-        if n == 0:
-            self._drop(conn, s)
-            net.on_closed(conn)
-            return
-        conn.advance(n, net.now)
+        self._handshaking.discard(conn)
+        self.core.net.on_connected(conn)
+        self._pending_writes.setdefault(conn, []).extend(memoryview(c).cast("B") for c in conn.outgoing())
+        self._on_writable(conn)
