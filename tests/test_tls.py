@@ -199,6 +199,7 @@ def test_wrong_ca_plaintext_and_garbage_are_refused(tmp_path, pki):
     ({"ssl_keystore_location": "CA"}, "keystore"),
     ({"ssl_keystore_location": "BROKER", "ssl_client_auth": "required"}, "ssl.truststore.location"),
     ({"ssl_keystore_location": "BROKER", "ssl_key_password": "secret"}, "ssl.key.password"),
+    ({"ssl_keystore_location": "BROKER", "console_listen": "127.0.0.1:0"}, "console.listen"),
 ])
 def test_bad_tls_settings_stop_the_start_with_a_clear_error(tmp_path, pki, settings, message):
     paths = {"CA": str(pki.ca_pem), "BROKER": str(pki.keystore)}
@@ -279,3 +280,44 @@ def test_our_client_refuses_a_broker_it_does_not_trust(tmp_path, pki):
         logbroker.Producer("127.0.0.1:9093", security_protocol="SASL_SSL")
     with pytest.raises(ClientConfigError, match="ssl.truststore.location"):
         logbroker.Producer("127.0.0.1:9093", **our_tls(pki, ssl_truststore_location=str(tmp_path / "missing.pem")))
+
+
+def test_cli_over_tls_with_command_config(tmp_path, pki):
+    """Every `logbroker` subcommand that talks to a cluster takes Kafka's --command-config
+    (the mirror: --from-config/--to-config): here against an SSL listener."""
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n")
+
+    def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "logbroker", *args], input=stdin, capture_output=True, text=True,
+                              timeout=120)
+
+    with tls_broker(tmp_path, pki) as b, logbroker.Broker(data_dir=tmp_path / "plain") as plain:
+        bs = b.bootstrap_servers
+        cc = ["--command-config", str(props)]
+        r = cli("topic", "--bootstrap-server", bs, *cc, "create", "--topic", "cli-tls", "--partitions", "2")
+        assert r.returncode == 0, r.stderr
+        r = cli("produce", "--bootstrap-server", bs, *cc, "--topic", "cli-tls", stdin="".join(f"l{i}\n" for i in range(50)))
+        assert r.returncode == 0, r.stderr
+        r = cli("consume", "--bootstrap-server", bs, *cc, "--topic", "cli-tls", "--from-beginning", "--group", "cg",
+                "--max-messages", "50", "--timeout", "20")
+        assert r.returncode == 0 and sorted(r.stdout.split()) == sorted(f"l{i}" for i in range(50)), r.stderr
+        r = cli("group", "--bootstrap-server", bs, *cc, "list")
+        assert r.returncode == 0 and "cg" in r.stdout, r.stderr
+        r = cli("topic", "--bootstrap-server", bs, *cc, "describe", "--topic", "cli-tls", "--json")
+        assert r.returncode == 0 and "cli-tls" in r.stdout, r.stderr
+        r = cli("cluster", "status", "--bootstrap-server", bs, *cc, "--json")
+        assert r.returncode == 0 and '"controller_id"' in r.stdout, r.stderr
+        # Mirror from a PLAINTEXT broker into the SSL one.
+        with logbroker.Producer(plain.bootstrap_servers) as p:
+            for i in range(30):
+                p.send("mirrored", b"m%d" % i)
+            p.flush(10)
+        r = cli("mirror", "--from", plain.bootstrap_servers, "--to", bs, "--to-config", str(props), "--topics",
+                "mirrored", "--once", "--idle-timeout", "2")
+        assert r.returncode == 0 and "copied 30 record(s)" in r.stderr, r.stderr
+        # Without the properties the CLI cannot talk to the SSL listener: a clean failure.
+        r = cli("topic", "--bootstrap-server", bs, "list")
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+        r = cli("topic", "--bootstrap-server", bs, "--command-config", str(tmp_path / "nope.properties"), "list")
+        assert r.returncode == 2 and "nope.properties" in r.stderr

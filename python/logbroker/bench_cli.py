@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from logbroker.cli_args import progress_bar
+from logbroker.cli_args import UsageError, add_command_config, client_config, progress_bar
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer
 
 
@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
     b.add_argument("--topic", help="use this topic (created if missing, kept)")
     b.add_argument("--keep", action="store_true", help="keep the benchmark topic")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    add_command_config(b)
 
 
 def _produce(args, topic: str) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def _produce(args, topic: str) -> dict[str, Any]:
     latencies: list[float] = []
     failed: list[str] = []
     with Producer(args.bootstrap_server, acks="all" if args.acks == "all" else 1, compression_type=args.compression,
-                  linger_ms=5, client_id="logbroker-bench") as producer, \
+                  linger_ms=5, client_id="logbroker-bench", **args.client_config) as producer, \
             progress_bar(args.records, "produce") as show:
         start = time.perf_counter()
         for i in range(args.records):
@@ -74,7 +75,8 @@ def _produce(args, topic: str) -> dict[str, Any]:
 def _consume(args, topic: str, partitions: int) -> dict[str, Any]:
     got = 0
     size = 0
-    with Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest") as consumer, \
+    with Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest",
+                  **args.client_config) as consumer, \
             progress_bar(args.records, "consume") as show:
         consumer.assign([(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
@@ -100,7 +102,12 @@ def run(args) -> int:
     topic = args.topic or f"logbroker-bench-{int(time.time())}"
     created = False
     try:
-        with Admin(args.bootstrap_server, client_id="logbroker-bench") as admin:
+        args.client_config = client_config(args.command_config)
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
+    try:
+        with Admin(args.bootstrap_server, client_id="logbroker-bench", **args.client_config) as admin:
             if topic not in admin.list_topics():
                 admin.create_topics([NewTopic(topic, args.partitions, args.replication_factor)])
                 created = True
@@ -110,7 +117,7 @@ def run(args) -> int:
             consumed = _consume(args, topic, partitions)
         finally:
             if created and not args.keep and not args.topic:
-                with Admin(args.bootstrap_server, client_id="logbroker-bench") as admin:
+                with Admin(args.bootstrap_server, client_id="logbroker-bench", **args.client_config) as admin:
                     admin.delete_topics([topic])
     except KafkaError as e:
         print(f"logbroker: {e}", file=sys.stderr)

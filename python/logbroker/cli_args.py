@@ -1,10 +1,12 @@
 """What the `logbroker` subcommands share: the usage error (exit code 2), KEY=VALUE
-arguments, and a progress bar on stderr for long work."""
+arguments, client properties (`--command-config`, as Kafka's tools take them: TLS settings
+and other client keys), and a progress bar on stderr for long work."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 from collections.abc import Callable, Iterator
 
 
@@ -21,6 +23,25 @@ def key_values(items: list[str], what: str) -> list[tuple[str, str]]:
             raise UsageError(f"{what} {item!r} is not KEY=VALUE")
         out.append((key, value))
     return out
+
+
+def add_command_config(parser, flag: str = "--command-config", whose: str = "") -> None:
+    parser.add_argument(flag, metavar="FILE", help=f"client properties{whose} (security.protocol=SSL, "
+                        "ssl.truststore.location, ...), as Kafka's tools take them")
+
+
+def client_config(path: str | None) -> dict[str, str]:
+    """The client keys of a `--command-config` properties file ({} without one)."""
+    if not path:
+        return {}
+    from logbroker.broker.config import ConfigError, parse_properties
+
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"), path)
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ import sys
 import time
 
 from logbroker.admin_views import partition_state
+from logbroker.cli_args import UsageError, add_command_config, client_config
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 
@@ -131,13 +132,14 @@ def _quorum(conn: BrokerConnection) -> dict:
             "controller_endpoints": {str(k): f"{h}:{port}" for k, (h, port) in sorted(endpoints.items())}}
 
 
-def collect(bootstrap: str) -> dict:
+def collect(bootstrap: str, config: dict[str, str] | None = None) -> dict:
     """Everything `cluster status` shows, as a JSON-able dict. Raises StatusError when no
-    broker of `bootstrap` (HOST:PORT[,HOST:PORT...]) answers."""
+    broker of `bootstrap` (HOST:PORT[,HOST:PORT...]) answers. `config`: client properties
+    (TLS)."""
     errors = []
     for server in [s.strip() for s in bootstrap.split(",") if s.strip()]:
         try:
-            conn = BrokerConnection(server, client_id="logbroker-cluster-status", timeout=TIMEOUT_S)
+            conn = BrokerConnection(server, client_id="logbroker-cluster-status", timeout=TIMEOUT_S, config=config)
         except (ClientError, OSError, ProtocolError) as e:
             errors.append(_why(server, e))
             continue
@@ -224,6 +226,7 @@ def add_parser(sub) -> None:
     s.add_argument("--bootstrap-server", default="127.0.0.1:9092",
                    help="HOST:PORT of any broker (or several, comma-separated; default 127.0.0.1:9092)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_command_config(s)
 
 
 def _bad_bootstrap(bootstrap: str) -> str | None:
@@ -243,7 +246,10 @@ def run(args) -> int:
         print(f"logbroker: {bad}", file=sys.stderr)
         return 2
     try:
-        status = collect(args.bootstrap_server)
+        status = collect(args.bootstrap_server, client_config(args.command_config))
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
     except StatusError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

@@ -30,7 +30,7 @@ import sys
 import time
 from typing import IO, Any
 
-from logbroker.cli_args import UsageError, key_values, progress_bar
+from logbroker.cli_args import UsageError, add_command_config, client_config, key_values, progress_bar
 from logbroker.client import Consumer, KafkaError, Producer
 
 
@@ -46,6 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument("--partition", type=int)
     p.add_argument("--acks", choices=["all", "1", "0"], default="all")
     p.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
+    add_command_config(p)
     c = sub.add_parser("consume", help="print records of a topic")
     c.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     c.add_argument("--topic", required=True)
@@ -58,6 +59,7 @@ def add_parser(sub) -> None:
     c.add_argument("--max-messages", type=int)
     c.add_argument("--timeout", type=float, help="stop after this many seconds without a record")
     c.add_argument("--format", choices=["text", "json", "hex"], default="text")
+    add_command_config(c)
     c.add_argument("--print-key", action="store_true")
     c.add_argument("--print-headers", action="store_true")
     c.add_argument("--print-offset", action="store_true")
@@ -70,6 +72,7 @@ def add_parser(sub) -> None:
 def run_produce(args) -> int:
     try:
         headers = [(k, v.encode()) for k, v in key_values(args.header, "--header")]
+        conf = client_config(args.command_config)
         source: IO[bytes] = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     except (UsageError, OSError) as e:
         print(f"logbroker: {e}", file=sys.stderr)
@@ -83,7 +86,7 @@ def run_produce(args) -> int:
     sent = 0
     try:
         with Producer(args.bootstrap_server, acks=args.acks if args.acks == "all" else int(args.acks),
-                      compression_type=args.compression, client_id="logbroker-produce") as producer, \
+                      compression_type=args.compression, client_id="logbroker-produce", **conf) as producer, \
                 progress_bar(total, "producing") as show:
             acked = [0]
 
@@ -162,10 +165,16 @@ def run_consume(args) -> int:
     if args.offset is not None and len(args.partition) != 1:
         print("logbroker: --offset needs exactly one --partition", file=sys.stderr)
         return 2
+    try:
+        conf = client_config(args.command_config)
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
+    args.client_config = conf
     out: IO[str] = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
     count = 0
     try:
-        config: dict[str, Any] = {"client_id": "logbroker-consume",
+        config: dict[str, Any] = {**conf, "client_id": "logbroker-consume",
                                   "auto_offset_reset": "earliest" if args.from_beginning else "latest"}
         if args.group:
             config.update(group_id=args.group, enable_auto_commit=True)
@@ -209,7 +218,7 @@ def _start(consumer: Consumer, args) -> None:
     elif args.timestamp is not None:
         from logbroker.client import Admin
 
-        with Admin(args.bootstrap_server, client_id="logbroker-consume") as admin:
+        with Admin(args.bootstrap_server, client_id="logbroker-consume", **args.client_config) as admin:
             found = admin.list_offsets({tp: args.timestamp for tp in tps})
         for tp, (offset, _ts) in found.items():
             if offset >= 0:

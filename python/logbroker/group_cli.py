@@ -10,6 +10,7 @@ import datetime as dt
 import sys
 
 from logbroker.admin_views import describe_group, reset_offsets
+from logbroker.cli_args import UsageError, add_command_config, client_config
 
 
 def cmd_list(admin, args) -> int:
@@ -61,6 +62,7 @@ def cmd_delete(admin, args) -> int:
 def add_parser(sub) -> None:
     g = sub.add_parser("group", help="list, describe, reset offsets of and delete consumer groups")
     g.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    add_command_config(g)
     gs = g.add_subparsers(dest="group_command", required=True)
     gs.add_parser("list", help="list groups")
     d = gs.add_parser("describe", help="members, assignment, committed offsets and lag")
@@ -82,8 +84,11 @@ def run(args) -> int:
 
     commands = {"list": cmd_list, "describe": cmd_describe, "reset-offsets": cmd_reset, "delete": cmd_delete}
     try:
-        with Admin(args.bootstrap_server, client_id="logbroker-group") as admin:
+        with Admin(args.bootstrap_server, client_id="logbroker-group", **client_config(args.command_config)) as admin:
             return commands[args.group_command](admin, args)
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
     except (KafkaError, ValueError) as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

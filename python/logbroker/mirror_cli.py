@@ -50,6 +50,7 @@ import sys
 import time
 from typing import Any
 
+from logbroker.cli_args import UsageError, add_command_config, client_config
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 
 DEFAULT_GROUP = "logbroker-mirror"
@@ -69,6 +70,8 @@ def add_parser(sub) -> None:
     m.add_argument("--exactly-once", action="store_true", help="records and progress in one target transaction")
     m.add_argument("--sync-group-offsets", metavar="REGEX", help="translate these source groups' offsets to the target")
     m.add_argument("--once", action="store_true", help="stop once caught up")
+    add_command_config(m, "--from-config", " of the source cluster")
+    add_command_config(m, "--to-config", " of the target cluster")
     m.add_argument("--idle-timeout", type=float, default=5.0, help="seconds without a record that count as caught up")
 
 
@@ -118,14 +121,17 @@ class Mirror:
         self.pattern = re.compile(args.topics)
         self.groups = re.compile(args.sync_group_offsets) if args.sync_group_offsets else None
         self.maps: dict[tuple[str, int], OffsetMap] = {}
+        # client properties of each side (--from-config, --to-config: TLS and other client keys)
+        self.source_config = client_config(args.from_config)
+        self.target_config = client_config(args.to_config)
         self.copied = 0
 
     # --- setup ---------------------------------------------------------------------------
 
     def topics(self) -> dict[str, int]:
         """Source topics to copy -> partition count; target topics created to match."""
-        with Admin(self.args.source, client_id="logbroker-mirror") as src, \
-                Admin(self.args.target, client_id="logbroker-mirror") as dst:
+        with Admin(self.args.source, **self.source_config, client_id="logbroker-mirror") as src, \
+                Admin(self.args.target, **self.target_config, client_id="logbroker-mirror") as dst:
             wanted = {n: len(d.partitions) for n, d in src.describe_topics().items()
                       if not d.internal and not n.startswith("__") and not INTERNAL.fullmatch(n)
                       and self.pattern.fullmatch(n)}
@@ -143,7 +149,7 @@ class Mirror:
         return wanted
 
     def start_positions(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        with Consumer(self.args.target, group_id=self.args.group, client_id="logbroker-mirror") as c:
+        with Consumer(self.args.target, **self.target_config, group_id=self.args.group, client_id="logbroker-mirror") as c:
             got = c.committed(tps)
         return {(tp.topic, tp.partition): off for tp, off in got.items() if off is not None}
 
@@ -151,9 +157,9 @@ class Mirror:
         """The offset maps of earlier runs, from the syncs topic on the target."""
         topic = syncs_topic(self.args.group)
         tp = TopicPartition(topic, 0)
-        with Consumer(self.args.target, client_id="logbroker-mirror", isolation_level="read_committed",
+        with Consumer(self.args.target, **self.target_config, client_id="logbroker-mirror", isolation_level="read_committed",
                       enable_auto_commit=False) as c:
-            with Admin(self.args.target, client_id="logbroker-mirror") as admin:
+            with Admin(self.args.target, **self.target_config, client_id="logbroker-mirror") as admin:
                 end = admin.list_offsets({(topic, 0): "latest"})[tp][0]
             c.assign([tp])
             c.seek_to_beginning([tp])
@@ -183,13 +189,13 @@ class Mirror:
         tps = [(t, p) for t, n in sorted(topics.items()) for p in range(n)]
         positions = self.start_positions(tps)
         self.load_offset_syncs()
-        source = Consumer(args.source, client_id="logbroker-mirror", isolation_level="read_committed",
+        source = Consumer(args.source, **self.source_config, client_id="logbroker-mirror", isolation_level="read_committed",
                           auto_offset_reset="earliest", enable_auto_commit=False)
         conf: dict[str, Any] = {"client_id": "logbroker-mirror", "linger_ms": 5}
         if args.exactly_once:
             conf["transactional_id"] = f"logbroker-mirror-{args.group}"
-        target = Producer(args.target, **conf)
-        progress = None if args.exactly_once else Consumer(args.target, group_id=args.group,
+        target = Producer(args.target, **self.target_config, **conf)
+        progress = None if args.exactly_once else Consumer(args.target, **self.target_config, group_id=args.group,
                                                               client_id="logbroker-mirror")
         try:
             if args.exactly_once:
@@ -266,11 +272,11 @@ class Mirror:
     def sync_group_offsets(self, tps: list[tuple[str, int]]) -> None:
         assert self.groups is not None
         try:
-            with Admin(self.args.source, client_id="logbroker-mirror") as src:
+            with Admin(self.args.source, **self.source_config, client_id="logbroker-mirror") as src:
                 groups = sorted(g for g, _ptype, _state in src.list_groups() if self.groups.fullmatch(g)
                                 and g != self.args.group)
             for g in groups:
-                with Consumer(self.args.source, group_id=g, client_id="logbroker-mirror") as c:
+                with Consumer(self.args.source, **self.source_config, group_id=g, client_id="logbroker-mirror") as c:
                     committed = c.committed(tps)
                 translated = {}
                 for tp, off in committed.items():
@@ -280,7 +286,7 @@ class Mirror:
                         translated[tp] = t
                 if not translated:
                     continue
-                with Consumer(self.args.target, group_id=g, client_id="logbroker-mirror") as c:
+                with Consumer(self.args.target, **self.target_config, group_id=g, client_id="logbroker-mirror") as c:
                     current = c.committed(list(translated))
                     changed = {tp: o for tp, o in translated.items() if current.get(tp) != o}
                     if changed:
@@ -299,6 +305,9 @@ def run(args) -> int:
         return 2
     try:
         return Mirror(args).run()
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
     except KafkaError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

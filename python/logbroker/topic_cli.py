@@ -27,7 +27,7 @@ import json
 import sys
 import time
 
-from logbroker.cli_args import UsageError, key_values
+from logbroker.cli_args import UsageError, add_command_config, client_config, key_values
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
 
@@ -45,6 +45,7 @@ def add_parser(sub) -> None:
     t = sub.add_parser("topic", help="create, list, describe, configure and delete topics; reassign partitions, "
                                      "elect leaders")
     t.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    add_command_config(t)
     ts = t.add_subparsers(dest="topic_command", required=True)
     c = ts.add_parser("create", help="create a topic")
     c.add_argument("--topic", required=True)
@@ -289,14 +290,15 @@ def run(args) -> int:
 
     commands = {"reassign": cmd_reassign, "elect-leaders": cmd_elect}
     try:
+        conf = client_config(args.command_config)
         if args.topic_command in ADMIN_COMMANDS:
-            with Admin(args.bootstrap_server, client_id="logbroker-topic") as admin:
+            with Admin(args.bootstrap_server, client_id="logbroker-topic", **conf) as admin:
                 return ADMIN_COMMANDS[args.topic_command](admin, args)
         if args.topic_command == "reassign" and not args.list:
             _plan(args)  # bad arguments are reported before any connection
         if args.topic_command == "elect-leaders" and args.partition is not None and args.topic is None:
             raise UsageError("--partition needs --topic")
-        with BrokerConnection(args.bootstrap_server, client_id="logbroker-topic") as conn:
+        with BrokerConnection(args.bootstrap_server, client_id="logbroker-topic", config=conf) as conn:
             return commands[args.topic_command](conn, args)
     except UsageError as e:
         print(f"logbroker: {e}", file=sys.stderr)

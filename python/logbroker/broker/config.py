@@ -500,6 +500,10 @@ class BrokerConfig:
         if self.quorum_voters:
             raise ConfigError(f"listener {listener} is SSL in a cluster: brokers reach each other on the client "
                               "listener and do not speak TLS to each other yet; use SSL on a single node")
+        if self.get_str("console.listen"):
+            raise ConfigError(f"console.listen with an SSL listener ({listener}): the console is a Kafka client of "
+                              "its broker and needs a PLAINTEXT listener, which it will have once a broker serves "
+                              "several listeners")
         if self.get_str("ssl.key.password"):
             raise ConfigError("ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
                               "(openssl pkey -in key.pem -out plain.pem) and keep the file private")

@@ -38,7 +38,9 @@ COMMON: dict[str, Any] = {
     "api.version.request": True,
     "security.protocol": "PLAINTEXT",
     # TLS (security.protocol=SSL), PEM files: see client/tls.py
+    "ssl.truststore.type": "PEM",
     "ssl.truststore.location": None,
+    "ssl.keystore.type": "PEM",
     "ssl.keystore.location": None,
     "ssl.key.password": None,
     "ssl.endpoint.identification.algorithm": "https",
@@ -103,6 +105,10 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         if v not in ("PLAINTEXT", "SSL"):
             raise ConfigError(f"security.protocol={value!r}: this client speaks PLAINTEXT and SSL (SASL is next)")
         return v
+    if key in ("ssl.truststore.type", "ssl.keystore.type"):
+        if str(value).upper() != "PEM":
+            raise ConfigError(f"{key}={value!r}: this client reads PEM files only")
+        return "PEM"
     if key == "ssl.endpoint.identification.algorithm":
         v = str(value or "").lower()
         if v not in ("https", ""):

@@ -10,6 +10,9 @@ from __future__ import annotations
 import socket
 import struct
 
+from logbroker.client import config as _config
+from logbroker.client import tls
+from logbroker.client.errors import KafkaError
 from logbroker.protocol import REQUESTS, decode_response, encode_request
 
 
@@ -18,10 +21,21 @@ class ClientError(Exception):
 
 
 class BrokerConnection:
-    def __init__(self, bootstrap: str, client_id: str = "logbroker-cli", timeout: float = 30.0) -> None:
+    """`config`: client keys (dotted, as in a properties file) for security.protocol=SSL and
+    the ssl.* keys (client/tls.py); None or {}: PLAINTEXT."""
+
+    def __init__(self, bootstrap: str, client_id: str = "logbroker-cli", timeout: float = 30.0,
+                 config: dict[str, str] | None = None) -> None:
         host, _, port = bootstrap.strip().rpartition(":")
+        host = host or "127.0.0.1"
         try:
-            self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+            ctx = tls.context(_config.build(_config.ADMIN, dict(config or {}))) if config else None
+        except KafkaError as e:
+            raise ClientError(str(e)) from None
+        try:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+            if ctx is not None:
+                self.sock = ctx.wrap_socket(self.sock, server_hostname=tls.server_hostname(ctx, host))
         except (OSError, ValueError) as e:
             raise ClientError(f"cannot connect to {bootstrap}: {e}") from None
         self.bootstrap = bootstrap
