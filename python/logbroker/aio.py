@@ -71,6 +71,7 @@ class TrioDriver:
         self._running = False
         self._wakeups: dict[Connection, trio.Event] = {}
         self._scopes: dict[Connection, trio.CancelScope] = {}
+        self._tls = tls.context(core.config)  # security.protocol=SSL: every connection is TLS
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         core = self.core
@@ -114,9 +115,8 @@ class TrioDriver:
             try:
                 tcp = await trio.open_tcp_stream(conn.host, conn.port)
                 stream = tcp
-                ctx = tls.context(self.core.config)
-                if ctx is not None:
-                    stream = trio.SSLStream(tcp, ctx, server_hostname=tls.server_hostname(ctx, conn.host))
+                if self._tls is not None:
+                    stream = trio.SSLStream(tcp, self._tls, server_hostname=tls.server_hostname(self._tls, conn.host))
                     try:
                         await stream.do_handshake()
                     except trio.BrokenResourceError as e:

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from logbroker.cli_args import UsageError, add_command_config, client_config, progress_bar
+from logbroker.cli_args import add_command_config, client_config, progress_bar
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer
 
 
@@ -40,12 +40,12 @@ def add_parser(sub) -> None:
     add_command_config(b)
 
 
-def _produce(args, topic: str) -> dict[str, Any]:
+def _produce(args, conf: dict[str, str], topic: str) -> dict[str, Any]:
     payload = os.urandom(args.record_size)
     latencies: list[float] = []
     failed: list[str] = []
     with Producer(args.bootstrap_server, acks="all" if args.acks == "all" else 1, compression_type=args.compression,
-                  linger_ms=5, client_id="logbroker-bench", **args.client_config) as producer, \
+                  linger_ms=5, client_id="logbroker-bench", **conf) as producer, \
             progress_bar(args.records, "produce") as show:
         start = time.perf_counter()
         for i in range(args.records):
@@ -72,11 +72,11 @@ def _produce(args, topic: str) -> dict[str, Any]:
             "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000}
 
 
-def _consume(args, topic: str, partitions: int) -> dict[str, Any]:
+def _consume(args, conf: dict[str, str], topic: str, partitions: int) -> dict[str, Any]:
     got = 0
     size = 0
     with Consumer(args.bootstrap_server, client_id="logbroker-bench", auto_offset_reset="earliest",
-                  **args.client_config) as consumer, \
+                  **conf) as consumer, \
             progress_bar(args.records, "consume") as show:
         consumer.assign([(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
@@ -101,23 +101,19 @@ def run(args) -> int:
         return 2
     topic = args.topic or f"logbroker-bench-{int(time.time())}"
     created = False
+    conf = client_config(args.command_config)
     try:
-        args.client_config = client_config(args.command_config)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
-    try:
-        with Admin(args.bootstrap_server, client_id="logbroker-bench", **args.client_config) as admin:
+        with Admin(args.bootstrap_server, client_id="logbroker-bench", **conf) as admin:
             if topic not in admin.list_topics():
                 admin.create_topics([NewTopic(topic, args.partitions, args.replication_factor)])
                 created = True
             partitions = len(admin.describe_topics([topic])[topic].partitions)
         try:
-            produced = _produce(args, topic)
-            consumed = _consume(args, topic, partitions)
+            produced = _produce(args, conf, topic)
+            consumed = _consume(args, conf, topic, partitions)
         finally:
             if created and not args.keep and not args.topic:
-                with Admin(args.bootstrap_server, client_id="logbroker-bench", **args.client_config) as admin:
+                with Admin(args.bootstrap_server, client_id="logbroker-bench", **conf) as admin:
                     admin.delete_topics([topic])
     except KafkaError as e:
         print(f"logbroker: {e}", file=sys.stderr)

@@ -93,36 +93,25 @@ async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
         return
 
 
+# subcommand -> (module, its entry point taking the parsed arguments)
+SUBCOMMANDS = {"group": ("group_cli", "run"), "topic": ("topic_cli", "run"), "mirror": ("mirror_cli", "run"),
+               "archive": ("archive_cli", "run"), "bench": ("bench_cli", "run"), "cluster": ("cluster_cli", "run"),
+               "produce": ("console_cli", "run_produce"), "consume": ("console_cli", "run_consume")}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "group":
-        from logbroker import group_cli
+    if args.command in SUBCOMMANDS:
+        import importlib
 
-        return group_cli.run(args)
-    if args.command == "topic":
-        from logbroker import topic_cli
+        from logbroker.cli_args import UsageError
 
-        return topic_cli.run(args)
-    if args.command == "mirror":
-        from logbroker import mirror_cli
-
-        return mirror_cli.run(args)
-    if args.command == "archive":
-        from logbroker import archive_cli
-
-        return archive_cli.run(args)
-    if args.command == "bench":
-        from logbroker import bench_cli
-
-        return bench_cli.run(args)
-    if args.command in ("produce", "consume"):
-        from logbroker import console_cli
-
-        return console_cli.run_produce(args) if args.command == "produce" else console_cli.run_consume(args)
-    if args.command == "cluster":
-        from logbroker import cluster_cli
-
-        return cluster_cli.run(args)
+        module, function = SUBCOMMANDS[args.command]
+        try:
+            return getattr(importlib.import_module(f"logbroker.{module}"), function)(args)
+        except UsageError as e:  # bad arguments or a bad --command-config, from any subcommand
+            print(f"logbroker: {e}", file=sys.stderr)
+            return 2
     if args.command == "config-keys":
         from logbroker.broker.config import BROKER_KEYS
 
@@ -175,8 +164,9 @@ def _fatal_error(e: BaseException) -> BaseException | None:
 
 def _startup_error(e: BaseException) -> BaseException | None:
     """The ConfigError or OSError behind a failed start (trio may wrap it in exception groups)."""
-    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-        e = e.exceptions[0]
+    from logbroker.broker.service import start_failure
+
+    e = start_failure(e)
     return e if isinstance(e, (ConfigError, OSError)) else None
 
 

@@ -23,7 +23,7 @@ import sys
 import time
 
 from logbroker.admin_views import partition_state
-from logbroker.cli_args import UsageError, add_command_config, client_config
+from logbroker.cli_args import add_command_config, client_config
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 
@@ -247,9 +247,6 @@ def run(args) -> int:
         return 2
     try:
         status = collect(args.bootstrap_server, client_config(args.command_config))
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
     except StatusError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

@@ -165,12 +165,7 @@ def run_consume(args) -> int:
     if args.offset is not None and len(args.partition) != 1:
         print("logbroker: --offset needs exactly one --partition", file=sys.stderr)
         return 2
-    try:
-        conf = client_config(args.command_config)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
-    args.client_config = conf
+    conf = client_config(args.command_config)
     out: IO[str] = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
     count = 0
     try:
@@ -179,7 +174,7 @@ def run_consume(args) -> int:
         if args.group:
             config.update(group_id=args.group, enable_auto_commit=True)
         with Consumer(args.bootstrap_server, **config) as consumer:
-            _start(consumer, args)
+            _start(consumer, args, conf)
             last = time.monotonic()
             while args.max_messages is None or count < args.max_messages:
                 want = None if args.max_messages is None else args.max_messages - count
@@ -206,7 +201,7 @@ def run_consume(args) -> int:
     return 0
 
 
-def _start(consumer: Consumer, args) -> None:
+def _start(consumer: Consumer, args, conf: dict[str, str]) -> None:
     if args.group and not args.partition:
         consumer.subscribe([args.topic])
         return
@@ -218,7 +213,7 @@ def _start(consumer: Consumer, args) -> None:
     elif args.timestamp is not None:
         from logbroker.client import Admin
 
-        with Admin(args.bootstrap_server, client_id="logbroker-consume", **args.client_config) as admin:
+        with Admin(args.bootstrap_server, client_id="logbroker-consume", **conf) as admin:
             found = admin.list_offsets({tp: args.timestamp for tp in tps})
         for tp, (offset, _ts) in found.items():
             if offset >= 0:

@@ -10,7 +10,7 @@ import datetime as dt
 import sys
 
 from logbroker.admin_views import describe_group, reset_offsets
-from logbroker.cli_args import UsageError, add_command_config, client_config
+from logbroker.cli_args import add_command_config, client_config
 
 
 def cmd_list(admin, args) -> int:
@@ -86,9 +86,6 @@ def run(args) -> int:
     try:
         with Admin(args.bootstrap_server, client_id="logbroker-group", **client_config(args.command_config)) as admin:
             return commands[args.group_command](admin, args)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
     except (KafkaError, ValueError) as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

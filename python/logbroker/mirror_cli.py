@@ -50,7 +50,7 @@ import sys
 import time
 from typing import Any
 
-from logbroker.cli_args import UsageError, add_command_config, client_config
+from logbroker.cli_args import add_command_config, client_config
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 
 DEFAULT_GROUP = "logbroker-mirror"
@@ -305,9 +305,6 @@ def run(args) -> int:
         return 2
     try:
         return Mirror(args).run()
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
     except KafkaError as e:
         print(f"logbroker: {e}", file=sys.stderr)
         return 1

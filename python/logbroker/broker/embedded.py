@@ -15,7 +15,7 @@ from pathlib import Path
 import trio
 
 from logbroker.broker.config import BrokerConfig
-from logbroker.broker.service import BrokerServer
+from logbroker.broker.service import BrokerServer, start_failure
 
 
 class Broker:
@@ -88,10 +88,7 @@ class Broker:
         if not self._ready.wait(timeout):
             raise TimeoutError(f"broker did not start within {timeout}s")
         if self._error is not None:
-            err = self._error
-            while isinstance(err, BaseExceptionGroup) and len(err.exceptions) == 1:
-                err = err.exceptions[0]  # the reason, not trio's nursery around it (a ConfigError, ...)
-            raise err
+            raise start_failure(self._error)  # the reason, not trio's nursery around it
         return self
 
     def _thread_main(self) -> None:

@@ -35,6 +35,14 @@ from logbroker.coord.share_coordinator import ShareCoordinator
 log = logging.getLogger("logbroker.broker")
 
 
+def start_failure(e: BaseException) -> BaseException:
+    """The exception that stopped a start, out of the trio nursery groups wrapped around
+    it (a group of one is unwrapped; anything else is returned as it is)."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config

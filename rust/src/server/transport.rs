@@ -109,7 +109,7 @@ impl Transport {
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Transport::Plain(s) => s.read(buf),
-            Transport::Tls(t) => t.read(buf),
+            Transport::Tls(t) => tls_read(&mut t.tls, &mut t.sock, buf),
         }
     }
 
@@ -117,7 +117,7 @@ impl Transport {
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Transport::Plain(s) => s.write(buf),
-            Transport::Tls(t) => t.write(buf),
+            Transport::Tls(t) => tls_write(&mut t.tls, &mut t.sock, buf),
         }
     }
 
@@ -127,16 +127,14 @@ impl Transport {
             Transport::Plain(s) => region.send(s.as_raw_fd(), offset, count),
             Transport::Tls(t) => {
                 let want = usize::try_from(count).unwrap_or(usize::MAX).min(TLS_FILE_CHUNK);
-                t.file_buf.resize(want, 0);
+                if t.file_buf.len() < want {
+                    t.file_buf.resize(TLS_FILE_CHUNK, 0); // once per connection: later sends reuse it
+                }
                 let got = region.read_at(offset, &mut t.file_buf[..want])?;
                 if got == 0 && want > 0 {
                     return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment file shorter than the region (truncated?)"));
                 }
-                let mut buf = std::mem::take(&mut t.file_buf);
-                let n = t.write(&buf[..got]);
-                buf.truncate(0);
-                t.file_buf = buf;
-                n.map(|n| n as u64)
+                tls_write(&mut t.tls, &mut t.sock, &t.file_buf[..got]).map(|n| n as u64)
             }
         }
     }
@@ -145,53 +143,50 @@ impl Transport {
     pub fn flush(&mut self) -> io::Result<bool> {
         match self {
             Transport::Plain(_) => Ok(true),
-            Transport::Tls(t) => t.flush(),
+            Transport::Tls(t) => tls_flush(&mut t.tls, &mut t.sock),
         }
     }
 }
 
-impl TlsStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            match self.tls.reader().read(buf) {
-                Ok(n) => return Ok(n), // 0: the client sent close_notify
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-            match self.tls.read_tls(&mut self.sock) {
-                Ok(0) => return Ok(0),
-                Ok(_) => {}
-                Err(e) => return Err(e),
-            }
-            if let Err(e) = self.tls.process_new_packets() {
-                let _ = self.tls.write_tls(&mut self.sock); // the alert, if it fits
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}")));
-            }
-            self.flush()?; // handshake messages
+fn tls_read(tls: &mut ServerConnection, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match tls.reader().read(buf) {
+            Ok(n) => return Ok(n), // 0: the client sent close_notify
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
+        if tls.read_tls(sock)? == 0 {
+            return Ok(0);
+        }
+        if let Err(e) = tls.process_new_packets() {
+            let _ = tls.write_tls(sock); // the alert, if it fits
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}")));
+        }
+        tls_flush(tls, sock)?; // handshake messages
     }
+}
 
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if !self.flush()? {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let n = self.tls.writer().write(buf)?;
-        self.flush()?;
-        if n == 0 && !buf.is_empty() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        Ok(n)
+fn tls_write(tls: &mut ServerConnection, sock: &mut TcpStream, buf: &[u8]) -> io::Result<usize> {
+    if !tls_flush(tls, sock)? {
+        return Err(io::ErrorKind::WouldBlock.into());
     }
+    let n = tls.writer().write(buf)?;
+    tls_flush(tls, sock)?;
+    if n == 0 && !buf.is_empty() {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    Ok(n)
+}
 
-    fn flush(&mut self) -> io::Result<bool> {
-        while self.tls.wants_write() {
-            match self.tls.write_tls(&mut self.sock) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+/// Writes out the TLS records rustls holds; true when none are left.
+fn tls_flush(tls: &mut ServerConnection, sock: &mut TcpStream) -> io::Result<bool> {
+    while tls.wants_write() {
+        match tls.write_tls(sock) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        Ok(true)
     }
+    Ok(true)
 }
