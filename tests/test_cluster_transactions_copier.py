@@ -45,6 +45,14 @@ def copied(out: Path) -> int:
     return done
 
 
+def progress(out: Path, records: int, what: str) -> None:
+    """Wait until the copier has committed `records`; on a timeout, fail with its last lines."""
+    try:
+        wait_until(lambda: copied(out) >= records, timeout=120, what=what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the copier's output ends:\n{out.read_text(errors='replace')[-4000:]}") from None
+
+
 def copier_command(client: str, bs: str) -> list[str]:
     if client == "java":
         if shutil.which("java") is None or shutil.which("mvn") is None:
@@ -86,10 +94,9 @@ def test_a_copier_survives_killing_its_coordinator_and_itself(tmp_path, client):
             coordinator = layout(cluster.nodes[0])[(TRANSACTION_STATE_TOPIC, index)][0]
             cluster.node(coordinator).kill()
             at_kill = copied(out1)
-            wait_until(lambda: copied(out1) >= at_kill + 300, timeout=120,
-                       what="the copier going on with a new transaction coordinator")
+            progress(out1, at_kill + 300, "the copier going on with a new transaction coordinator")
             cluster.node(coordinator).restart()
-            wait_until(lambda: copied(out1) >= at_kill + 600, timeout=120, what="the copier after the restart")
+            progress(out1, at_kill + 600, "the copier after the restart")
         finally:
             first.kill()  # mid-transaction, most likely: a crashed producer
             first.wait(30)

@@ -81,10 +81,21 @@ def main_librdkafka(bs: str, source: str, dest: str, txn_id: str, group: str, re
     producer = new_producer()
     done = rewind()
     deadline = time.monotonic() + 240
+    idle_since = time.monotonic()
     while done < records and time.monotonic() < deadline:
-        got = [m for m in consumer.consume(20, 0.2) if not m.error()]
+        messages = consumer.consume(20, 0.2)
+        for m in messages:
+            if m.error():
+                print(json.dumps({"consume error": str(m.error())}), flush=True)
+        got = [m for m in messages if not m.error()]
         if not got:
+            if time.monotonic() - idle_since > 10:  # say where the consumer stands (a stall's diagnosis)
+                idle_since = time.monotonic()
+                tp = TopicPartition(source, 0)
+                print(json.dumps({"idle at": consumer.position([tp])[0].offset, "done": done,
+                                  "watermarks": consumer.get_watermark_offsets(tp, cached=True)}), flush=True)
             continue
+        idle_since = time.monotonic()
         try:
             producer.begin_transaction()
             for m in got:

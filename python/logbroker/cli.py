@@ -5,6 +5,8 @@
                     [--config FILE] [--set key=value ...]
     logbroker group list|describe GROUP|reset-offsets GROUP --topic T --to-...|delete GROUP
     logbroker cluster status [--bootstrap-server HOST:PORT] [--json]
+    logbroker user set-password NAME [--mechanism M] [--iterations N] [--password P | --password-file F]
+    logbroker user delete NAME [--mechanism M] | list [NAME ...]
 
 Prints one line on stdout when the broker accepts connections, logs to stderr, and
 shuts down cleanly (logs flushed and closed, checkpoints written) on SIGINT or SIGTERM.
@@ -61,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.archive_cli import add_parser as add_archive_parser
 
     add_archive_parser(sub)
+    from logbroker.user_cli import add_parser as add_user_parser
+
+    add_user_parser(sub)
     return p
 
 
@@ -96,7 +101,8 @@ async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
 # subcommand -> (module, its entry point taking the parsed arguments)
 SUBCOMMANDS = {"group": ("group_cli", "run"), "topic": ("topic_cli", "run"), "mirror": ("mirror_cli", "run"),
                "archive": ("archive_cli", "run"), "bench": ("bench_cli", "run"), "cluster": ("cluster_cli", "run"),
-               "produce": ("console_cli", "run_produce"), "consume": ("console_cli", "run_consume")}
+               "produce": ("console_cli", "run_produce"), "consume": ("console_cli", "run_consume"),
+               "user": ("user_cli", "run")}
 
 
 def main(argv: list[str] | None = None) -> int:

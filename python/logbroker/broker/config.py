@@ -15,7 +15,9 @@ Kafka's default.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
+import re
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -137,6 +139,23 @@ def _parse_protocol_map(text: str) -> str:
     return ",".join(f"{n}:{p}" for n, p in parse_protocol_map(text).items())
 
 
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Per-listener SASL settings, Kafka's form: listener.name.<listener, lower case>.<mechanism,
+# lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; broker/sasl.py).
+LISTENER_JAAS_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$")
+
+
+def _parse_mechanisms(text: str) -> str:
+    names = [m.strip().upper() for m in str(text).split(",") if m.strip()]
+    for m in names:
+        if m not in SASL_MECHANISMS:
+            raise ConfigError(f"SASL mechanism {m!r} is not served (GSSAPI and OAUTHBEARER are not); "
+                              f"choose from {', '.join(SASL_MECHANISMS)}")
+    if not names:
+        raise ConfigError("sasl.enabled.mechanisms is empty")
+    return ",".join(names)
+
+
 def _parse_listener(text: str) -> str:
     """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
     ls = parse_listeners(text)
@@ -241,7 +260,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
     ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
     ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
-    ConfigKey("listener.security.protocol.map", _parse_protocol_map, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol (PLAINTEXT or SSL; SASL_PLAINTEXT and SASL_SSL are not served yet), NAME:PROTOCOL,...; the names PLAINTEXT and SSL map to themselves."),
+    ConfigKey("listener.security.protocol.map", _parse_protocol_map, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), NAME:PROTOCOL,...; the names of the protocols map to themselves."),
     ConfigKey("ssl.keystore.type", _parse_choice("PEM"), "PEM", "Keystore format of an SSL listener: PEM (a file, or the certificate chain and key inline)."),
     ConfigKey("ssl.keystore.location", _parse_str, "", "PEM file with the broker's private key (unencrypted) and certificate chain, the broker's certificate first."),
     ConfigKey("ssl.keystore.certificate.chain", _parse_str, "", "The certificate chain as PEM text (instead of ssl.keystore.location)."),
@@ -251,6 +270,9 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("ssl.truststore.location", _parse_str, "", "PEM file with the certificates of the authorities that sign client certificates (ssl.client.auth)."),
     ConfigKey("ssl.truststore.certificates", _parse_str, "", "The truststore's certificates as PEM text (instead of ssl.truststore.location)."),
     ConfigKey("ssl.client.auth", _parse_choice("none", "requested", "required"), "none", "TLS client authentication on SSL listeners: none, requested (a client may present a certificate) or required (mTLS)."),
+    ConfigKey("sasl.enabled.mechanisms", _parse_mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config (user_<name>=\"<password>\") or are SCRAM users; SCRAM users are stored in the metadata log (logbroker user, AlterUserScramCredentials)."),
+    ConfigKey("connections.max.reauth.ms", _parse_int(0), "0", "SASL session lifetime (KIP-368): a client must re-authenticate within this long, or its next request closes the connection (0: sessions never end)."),
+    ConfigKey("sasl.server.max.receive.size", _parse_int(1024, INT_MAX), "524288", "The largest request frame an unauthenticated SASL connection may send (the handshake and its tokens); larger closes the connection."),
     ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
     ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),
     ConfigKey("broker.rack", _parse_str, "", "This broker's rack; replicas of a partition are spread over racks first (empty: no rack)."),
@@ -408,6 +430,9 @@ class BrokerConfig:
         for key, text in (overrides or {}).items():
             canonical = _ALIASES.get(key, key)
             spec = BROKER_KEYS.get(canonical)
+            if spec is None and LISTENER_JAAS_KEY.match(canonical):
+                self.explicit[canonical] = str(text)  # a secret: never in DescribeConfigs
+                continue
             if spec is None:
                 raise ConfigError(f"unknown configuration key {key!r} (value {text!r})")
             try:
@@ -487,23 +512,32 @@ class BrokerConfig:
         raise ConfigError(f"listener {listener} has no security protocol in listener.security.protocol.map="
                           f"{self.get_str('listener.security.protocol.map')!r}")
 
+    @functools.cached_property
+    def client_sasl(self) -> bool:
+        """Whether the client listener authenticates with SASL (SASL_PLAINTEXT, SASL_SSL)."""
+        return self.security_protocol(self.client_listener_name).startswith("SASL_")
+
+    def jaas_config(self, mechanism: str) -> str:
+        """`listener.name.<client listener>.<mechanism>.sasl.jaas.config` ('' when unset)."""
+        return self.explicit.get(f"listener.name.{self.client_listener_name.lower()}.{mechanism.lower()}.sasl.jaas.config", "")
+
     def client_tls(self) -> tuple[bytes, bytes, bytes | None, str] | None:
         """The client listener's TLS settings for the network thread, when its security
-        protocol is SSL: (certificate chain PEM, key PEM, truststore PEM or None,
+        protocol is SSL or SASL_SSL: (certificate chain PEM, key PEM, truststore PEM or None,
         ssl.client.auth). ConfigError naming the key, file and problem otherwise."""
         listener = self.client_listener_name
         protocol = self.security_protocol(listener)
         if protocol == "PLAINTEXT":
             return None
-        if protocol != "SSL":
-            raise ConfigError(f"listener {listener} is {protocol}: SASL listeners are not served yet (PLAINTEXT or SSL)")
         if self.quorum_voters:
-            raise ConfigError(f"listener {listener} is SSL in a cluster: brokers reach each other on the client "
-                              "listener and do not speak TLS to each other yet; use SSL on a single node")
+            raise ConfigError(f"listener {listener} is {protocol} in a cluster: brokers reach each other on the client "
+                              "listener and do not secure their own connections yet; use it on a single node")
         if self.get_str("console.listen"):
-            raise ConfigError(f"console.listen with an SSL listener ({listener}): the console is a Kafka client of "
-                              "its broker and needs a PLAINTEXT listener, which it will have once a broker serves "
+            raise ConfigError(f"console.listen with a {protocol} listener ({listener}): the console is a Kafka client "
+                              "of its broker and needs a PLAINTEXT listener, which it will have once a broker serves "
                               "several listeners")
+        if protocol == "SASL_PLAINTEXT":
+            return None
         if self.get_str("ssl.key.password"):
             raise ConfigError("ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
                               "(openssl pkey -in key.pem -out plain.pem) and keep the file private")
@@ -524,7 +558,7 @@ class BrokerConfig:
         keystore = pem("ssl.keystore.location", "ssl.keystore.certificate.chain")
         key = keystore if self.get_str("ssl.keystore.location") else (self.get_str("ssl.keystore.key").encode() or None)
         if keystore is None or key is None:
-            raise ConfigError(f"listener {listener} is SSL: set ssl.keystore.location (a PEM file with the key and "
+            raise ConfigError(f"listener {listener} is {protocol}: set ssl.keystore.location (a PEM file with the key and "
                               "certificate chain), or ssl.keystore.certificate.chain and ssl.keystore.key")
         trust = pem("ssl.truststore.location", "ssl.truststore.certificates")
         auth = self.get_str("ssl.client.auth")

@@ -9,6 +9,13 @@ encode the response and hand its chunks back. A connection is muted while its re
 served (Kafka's rule, which keeps responses in request order); many connections are served
 concurrently.
 
+On a SASL listener (broker/sasl.py) each connection has a `SaslSession`; until it has
+authenticated, its frames come here with no principal and only ApiVersions, SaslHandshake
+and SaslAuthenticate are served. A completed exchange tells the network thread the
+principal (`authenticated`) before the answer goes out; a failed one is answered and the
+connection closed once the answer is written. Every request's context carries its
+connection's principal.
+
 Bad input never crashes the broker: a frame larger than `socket.request.max.bytes`, a
 negative size, a header or body that does not decode, or an API version we do not serve
 closes the connection after a log line naming the peer, API, version and cause (as Kafka
@@ -24,6 +31,7 @@ from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
 from logbroker.broker.config import ConfigError
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
+from logbroker.broker.sasl import SaslSession, jaas_users
 from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
 from logbroker.protocol import (
@@ -35,6 +43,7 @@ from logbroker.protocol import (
 )
 
 log = logging.getLogger("logbroker.broker.dispatch")
+PRE_AUTHENTICATION_APIS = (18, 17, 36)  # ApiVersions, SaslHandshake, SaslAuthenticate
 datapath_log = logging.getLogger("logbroker.datapath")
 
 
@@ -46,13 +55,16 @@ class KafkaServer:
         self.queued_max = broker.config.get_int("queued.max.request.bytes")
         self.fetch_session_slots = broker.config.get_int("max.incremental.fetch.session.cache.slots")
         self.net: _core.NetworkServer | None = None
+        self.sasl = broker.config.client_sasl
+        self.sessions: dict[int, SaslSession] = {}  # SASL listener: each connection's exchange
 
     def bind(self, host: str, port: int, partitions: _core.PartitionTable) -> tuple[str, int]:
         """Binds the listener and starts the network thread, which serves Produce and Fetch
         from `partitions`; returns the bound address."""
         try:
             self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms,
-                                           self.fetch_session_slots, partitions, self.broker.config.client_tls())
+                                           self.fetch_session_slots, partitions, self.broker.config.client_tls(),
+                                           self.sasl, self.broker.config.get_int("sasl.server.max.receive.size"))
         except ValueError as e:  # the TLS settings, as the engine read them
             raise ConfigError(f"listener {self.broker.config.client_listener_name}: {e}") from None
         return self.net.address
@@ -68,8 +80,8 @@ class KafkaServer:
                 for conn, frame, peer, message, level, verification in net.take_events():
                     if verification is not None:
                         nursery.start_soon(self._verify_produce, net, conn, frame, peer, verification)
-                    elif frame is not None:
-                        nursery.start_soon(self._serve_request, net, conn, frame, peer)
+                    elif frame is not None:  # a request: the message is the connection's principal
+                        nursery.start_soon(self._serve_request, net, conn, frame, peer, message)
                     elif conn == -2:
                         datapath_log.log(level, "%s", message, extra=parse_fields(message, DATAPATH_LINES))
                     elif conn == -3:  # the HW of a watched partition moved: peer is its topic, level its index
@@ -78,6 +90,7 @@ class KafkaServer:
                     elif conn < 0:
                         log.log(level, "network thread: %s", message)
                     else:
+                        self.sessions.pop(conn, None)
                         log.log(level, "connection from %s closed: %s", peer, message, extra=fields(peer=peer))
 
     def close(self) -> None:
@@ -85,17 +98,47 @@ class KafkaServer:
         if self.net is not None:
             self.net.shutdown()
 
-    async def _serve_request(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str) -> None:
+    def _session(self, conn: int, peer: str) -> SaslSession:
+        session = self.sessions.get(conn)
+        if session is None:
+            cfg = self.broker.config
+            controller = self.broker.controller
+
+            def credential(user: str, mechanism: str):
+                return None if controller is None else controller.image.scram_credential(user, mechanism)
+
+            session = SaslSession(peer, cfg.get_str("sasl.enabled.mechanisms").split(","),
+                                  jaas_users(cfg.jaas_config("PLAIN")), credential,
+                                  cfg.get_int("connections.max.reauth.ms"))
+            self.sessions[conn] = session
+        return session
+
+    async def _serve_request(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
+                             principal: str | None) -> None:
+        session = self._session(conn, peer) if self.sasl else None
         try:
-            chunks = await self.handle_frame(frame, peer)
+            chunks = await self.handle_frame(frame, peer, principal, session)
         except ProtocolError as e:
+            self.sessions.pop(conn, None)
             net.close(conn, str(e))
             return
         except Exception:
             # A bug in a handler must cost one connection, never the broker.
             log.exception("internal error serving %s; connection closed", peer, extra=fields(peer=peer))
+            self.sessions.pop(conn, None)
             net.close(conn)
             return
+        if session is not None and session.failed is not None:
+            reason, session.failed = session.failed, None
+            self.sessions.pop(conn, None)
+            net.respond_and_close(conn, chunks or [], reason)
+            return
+        if session is not None and session.completed is not None:
+            who, session.completed = session.completed, None
+            lifetime = session.reauth_ms or None
+            net.authenticated(conn, who, lifetime)
+            log.debug("%s authenticated as %s%s", peer, who, f" for {lifetime} ms" if lifetime else "",
+                      extra=fields(peer=peer))
         net.respond(conn, chunks)
 
     async def _verify_produce(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
@@ -125,14 +168,19 @@ class KafkaServer:
             verdicts.append((topic, partition, code, message))
         net.serve_verified(conn, frame, verdicts)
 
-    async def handle_frame(self, frame: bytes, peer: str) -> list | None:
+    async def handle_frame(self, frame: bytes, peer: str, principal: str | None = "User:ANONYMOUS",
+                           session: SaslSession | None = None) -> list | None:
         """Serve one request frame (without its size prefix); on a connection of the
-        controller listener (coord/controller_channel.py) with the controller's table."""
+        controller listener (coord/controller_channel.py) with the controller's table.
+        `principal` None: a SASL connection that has not authenticated yet."""
         try:
             header, pos = decode_request_header(memoryview(frame))
         except ProtocolError as e:
             raise ProtocolError(f"request header from {peer} does not decode: {e}") from None
         api_key, version = header.request_api_key, header.request_api_version
+        if principal is None and api_key not in PRE_AUTHENTICATION_APIS:
+            raise ProtocolError(f"{API_NAMES.get(api_key, f'api {api_key}')} from {peer} before SASL authentication "
+                                "(only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)")
         table = CONTROLLER_HANDLERS if serving_controller_listener.get() else HANDLERS
         entry = table.get(api_key)
         if entry is not None and not entry.served_by(self.broker):
@@ -156,7 +204,7 @@ class KafkaServer:
         if end != len(frame):
             log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end,
                       extra=fields(peer=peer))
-        ctx = RequestContext(self.broker, header, peer, table)
+        ctx = RequestContext(self.broker, header, peer, table, principal or "", session)
         try:
             response = await entry.handler(ctx, request)
         except ProtocolError as e:

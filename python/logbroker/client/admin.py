@@ -1,6 +1,6 @@
 """`Admin`: the sync Kafka admin client (topics, partitions, configs, groups, offsets,
-cluster). Each call blocks until the broker answered (or `timeout` seconds passed) and
-raises the named exception of the first error code.
+cluster, SCRAM credentials). Each call blocks until the broker answered (or `timeout`
+seconds passed) and raises the named exception of the first error code.
 
     with Admin(bootstrap_servers="127.0.0.1:9092") as admin:
         admin.create_topics([NewTopic("events", num_partitions=3)])
@@ -122,6 +122,25 @@ class Admin:
     def describe_log_dirs(self, broker: int, timeout: float | None = None) -> dict[TopicPartition, int]:
         """The size in bytes of each replica on `broker` (node id)."""
         return self._call(lambda: self._core.describe_log_dirs(broker), f"describe_log_dirs {broker}", timeout)
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None,
+                                        timeout: float | None = None) -> dict[str, list[tuple[str, int]]]:
+        """{user: [(mechanism, iterations)]} of the named users (None: every user with a
+        SCRAM credential); a named user without one raises ResourceNotFoundError."""
+        us = None if users is None else list(users)
+        return self._call(lambda: self._core.describe_user_scram_credentials(us), "describe_user_scram_credentials",
+                          timeout)
+
+    def alter_user_scram_credentials(self, upsertions: Iterable[tuple[str, str, str | bytes, int]] = (),
+                                     deletions: Iterable[tuple[str, str]] = (), timeout: float | None = None) -> None:
+        """Sets [(user, mechanism, password, iterations)] and deletes [(user, mechanism)]
+        SCRAM credentials (mechanism "SCRAM-SHA-256" or "SCRAM-SHA-512"); the password is
+        salted here with a random salt, as Kafka's Admin does. Each user at most once per call
+        (DuplicateResourceError otherwise, as in Kafka)."""
+        ups, dels = list(upsertions), list(deletions)
+        users = sorted({u[0] for u in ups} | {d[0] for d in dels})
+        self._call(lambda: self._core.alter_user_scram_credentials(ups, dels), f"alter_user_scram_credentials {users}",
+                   timeout)
 
     def close(self) -> None:
         if not self._closed:

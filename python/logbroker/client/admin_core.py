@@ -1,14 +1,17 @@
 """The admin client's sans-I/O core: each operation builds its requests, sends them to the
 right broker (the controller for topic changes, the group coordinator for group operations,
-partition leaders for offsets) and turns the responses into plain Python values, raising
-the named exception of the first error code. Every method returns a `Pending`.
+partition leaders for offsets, any broker for configs and SCRAM credentials) and turns the
+responses into plain Python values, raising the named exception of the first error code.
+Every method returns a `Pending`.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from logbroker import scram
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import error_for
 from logbroker.client.group import (
@@ -19,6 +22,8 @@ from logbroker.client.group import (
     find_coordinator_request,
 )
 from logbroker.client.network import Pending, Versioned, gather
+from logbroker.protocol import ErrorCode
+from logbroker.protocol.messages.alter_user_scram_credentials_request import _AlterUserScramCredentialsRequest
 from logbroker.protocol.messages.create_partitions_request import _CreatePartitionsRequest
 from logbroker.protocol.messages.create_topics_request import _CreateTopicsRequest
 from logbroker.protocol.messages.delete_groups_request import _DeleteGroupsRequest
@@ -26,6 +31,7 @@ from logbroker.protocol.messages.delete_topics_request import _DeleteTopicsReque
 from logbroker.protocol.messages.describe_configs_request import _DescribeConfigsRequest
 from logbroker.protocol.messages.describe_groups_request import _DescribeGroupsRequest
 from logbroker.protocol.messages.describe_log_dirs_request import _DescribeLogDirsRequest
+from logbroker.protocol.messages.describe_user_scram_credentials_request import _DescribeUserScramCredentialsRequest
 from logbroker.protocol.messages.incremental_alter_configs_request import _IncrementalAlterConfigsRequest
 from logbroker.protocol.messages.list_groups_request import _ListGroupsRequest
 from logbroker.protocol.messages.list_offsets_request import _ListOffsetsRequest
@@ -41,6 +47,7 @@ DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, DESCRIBE_CLUSTER, LIST_OFFSETS = 16, 15, 42, 60, 2
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
 OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
+SCRAM_SALT_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -353,3 +360,56 @@ class AdminCore(ClientCore):
             return out
 
         return self.net.request(broker, _DescribeLogDirsRequest(topics=None)).chain(parse)
+
+    def describe_user_scram_credentials(self, users: list[str] | None) -> Pending[dict[str, list[tuple[str, int]]]]:
+        """{user: [(mechanism, iterations)]} of `users` (None: every user with a credential);
+        a named user without one raises ResourceNotFoundError. Salts and keys never leave
+        the broker."""
+        cls = _DescribeUserScramCredentialsRequest
+        req = cls(users=None if users is None else [cls.UserName(name=u) for u in users])
+
+        def parse(resp: Any) -> dict[str, list[tuple[str, int]]]:
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, "describe SCRAM credentials")
+            out = {}
+            for r in resp.results:
+                if r.error_code:
+                    raise error_for(r.error_code, r.error_message, f"describe SCRAM credentials of user {r.user!r}")
+                out[r.user] = [(scram.MECHANISM_NAMES.get(c.mechanism, f"type {c.mechanism}"), c.iterations)
+                               for c in r.credential_infos]
+            return out
+
+        return self.net.request(self.net.any_node(), req).chain(parse)
+
+    def alter_user_scram_credentials(self, upsertions: list[tuple[str, str, str | bytes, int]],
+                                     deletions: list[tuple[str, str]]) -> Pending[None]:
+        """Sets (user, mechanism, password, iterations) and deletes (user, mechanism)
+        credentials in one AlterUserScramCredentials. As Kafka's Admin, the salt is random
+        and the password is salted here, so only the salted password travels. A mechanism
+        other than SCRAM-SHA-256/512, or iterations outside [4096, 16384], raise before
+        anything is sent; a user the broker refuses raises its error (naming the user)."""
+        cls = _AlterUserScramCredentialsRequest
+        for user, mechanism in [*((u, m) for u, m, _p, _i in upsertions), *deletions]:
+            if mechanism not in scram.MECHANISM_TYPES:
+                raise error_for(ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism {mechanism!r} "
+                                "(SCRAM-SHA-256 or SCRAM-SHA-512)", f"alter SCRAM credentials of user {user!r}")
+        ups = []
+        for user, mechanism, password, iterations in upsertions:
+            if not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
+                raise error_for(ErrorCode.UNACCEPTABLE_CREDENTIAL, f"{iterations} iterations, must be between "
+                                f"{scram.MIN_ITERATIONS} and {scram.MAX_ITERATIONS}",
+                                f"alter SCRAM credentials of user {user!r} ({mechanism})")
+            salt = secrets.token_bytes(SCRAM_SALT_BYTES)
+            secret = password.encode() if isinstance(password, str) else bytes(password)
+            ups.append(cls.ScramCredentialUpsertion(
+                name=user, mechanism=scram.MECHANISM_TYPES[mechanism], iterations=iterations, salt=salt,
+                salted_password=scram.salted_password(mechanism, secret, salt, iterations)))
+        req = cls(deletions=[cls.ScramCredentialDeletion(name=u, mechanism=scram.MECHANISM_TYPES[m])
+                             for u, m in deletions], upsertions=ups)
+
+        def check(resp: Any) -> None:
+            for r in resp.results:
+                if r.error_code:
+                    raise error_for(r.error_code, r.error_message, f"alter SCRAM credentials of user {r.user!r}")
+
+        return self.net.request(self.net.any_node(), req).chain(check)

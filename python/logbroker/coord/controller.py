@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 import trio
 
+from logbroker import scram
 from logbroker.broker.config import (
     GROUP_KEYS,
     TOPIC_KEYS,
@@ -35,6 +36,7 @@ from logbroker.coord.metadata import (
     MetadataImage,
     MetadataStore,
     PartitionState,
+    ScramCredential,
     TopicState,
     topic_name_error,
 )
@@ -470,6 +472,90 @@ class Controller:
                 image.group_configs.pop(name, None)
             await self._commit(image)
             log.info("group %s: configs now %s", name, configs, extra=fields(group=name))
+
+    # --- SCRAM credentials (KIP-554) ------------------------------------------------
+
+    async def alter_scram_credentials(self, deletions: list[tuple[str, str]],
+                                      upsertions: list[tuple[str, str, int, bytes, bytes]]
+                                      ) -> list[tuple[str, ErrorCode, str | None]]:
+        """AlterUserScramCredentials: delete (user, mechanism) credentials and upsert (user,
+        mechanism, iterations, salt, salted password) ones; the stored and server keys are
+        computed here from the salted password (the password itself never reaches the broker).
+        Returns (user, error, message) once per user named, in the order of first mention.
+
+        Kafka's rules (its ScramControlManager), per user: a user named more than once in the
+        request, in deletions or upsertions, is DUPLICATE_RESOURCE; an empty name
+        UNACCEPTABLE_CREDENTIAL; a mechanism other than SCRAM-SHA-256/512
+        UNSUPPORTED_SASL_MECHANISM; iterations outside [4096, 16384] UNACCEPTABLE_CREDENTIAL;
+        deleting a credential that does not exist RESOURCE_NOT_FOUND. A failed user changes
+        nothing; the accepted ones are committed together."""
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.alter_scram_credentials(deletions, upsertions)
+        async with self._lock:
+            order = list(dict.fromkeys([d[0] for d in deletions] + [u[0] for u in upsertions]))
+            errors: dict[str, tuple[ErrorCode, str]] = {}
+            to_delete: dict[str, str] = {}  # user -> mechanism
+            to_upsert: dict[str, tuple[str, int, bytes, bytes]] = {}  # user -> (mechanism, iterations, salt, salted)
+
+            def named_before(user: str) -> bool:  # and records DUPLICATE_RESOURCE the second time
+                if user in errors:
+                    return True
+                if to_delete.pop(user, None) is not None or to_upsert.pop(user, None) is not None:
+                    errors[user] = (ErrorCode.DUPLICATE_RESOURCE,
+                                    f"user {user!r} is named more than once in one request; a user's credentials "
+                                    "can be altered once per request")
+                    return True
+                return False
+
+            for user, mechanism in deletions:
+                if not named_before(user):
+                    error = self._scram_error(user, mechanism, None)
+                    if error is None:
+                        to_delete[user] = mechanism
+                    else:
+                        errors[user] = error
+            for user, mechanism, iterations, salt, salted in upsertions:
+                if not named_before(user):
+                    error = self._scram_error(user, mechanism, iterations)
+                    if error is None:
+                        to_upsert[user] = (mechanism, iterations, bytes(salt), bytes(salted))
+                    else:
+                        errors[user] = error
+            if to_delete or to_upsert:
+                image = copy.deepcopy(self.image)
+                for user, mechanism in to_delete.items():
+                    del image.scram_credentials[user][mechanism]
+                    if not image.scram_credentials[user]:
+                        del image.scram_credentials[user]
+                for user, (mechanism, iterations, salt, salted) in to_upsert.items():
+                    image.scram_credentials.setdefault(user, {})[mechanism] = ScramCredential(
+                        mechanism, salt, scram.stored_key(mechanism, salted), scram.server_key(mechanism, salted),
+                        iterations)
+                await self._commit(image)
+                for user, mechanism in to_delete.items():
+                    log.info("user %s: deleted the %s credential", user, mechanism)
+                for user, (mechanism, iterations, _salt, _salted) in to_upsert.items():
+                    log.info("user %s: set the %s credential (%d iterations)", user, mechanism, iterations)
+            return [(u, *errors[u]) if u in errors else (u, ErrorCode.NONE, None) for u in order]
+
+    def _scram_error(self, user: str, mechanism: str, iterations: int | None) -> tuple[ErrorCode, str] | None:
+        """Why this deletion (iterations None) or upsertion is refused, or None."""
+        if not user:
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "a SCRAM credential needs a user name; it is empty"
+        if mechanism not in scram.MECHANISM_TYPES:
+            return (ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                    f"user {user!r}: unknown SCRAM mechanism {mechanism!r} (SCRAM-SHA-256 or SCRAM-SHA-512)")
+        if iterations is None:
+            if self.image.scram_credential(user, mechanism) is None:
+                return (ErrorCode.RESOURCE_NOT_FOUND,
+                        f"user {user!r} has no {mechanism} credential to delete")
+            return None
+        if not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
+            return (ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                    f"user {user!r} ({mechanism}): {iterations} iterations, must be between "
+                    f"{scram.MIN_ITERATIONS} and {scram.MAX_ITERATIONS}")
+        return None
 
     # --- brokers: fencing and leader election ----------------------------------------
 

@@ -16,6 +16,7 @@ image shows the change, so the client's next Metadata on this broker sees it.
     alter_group_configs   the same, for a GROUP resource
     elect_leaders         ElectLeaders v2
     alter_reassignments   AlterPartitionReassignments v1
+    alter_scram_credentials  AlterUserScramCredentials v0 (per-user results returned as they come)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import trio
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
 from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState
 from logbroker.protocol import REQUESTS, ErrorCode
+from logbroker.scram import MECHANISM_TYPES
 
 if TYPE_CHECKING:
     from logbroker.coord.controller import Controller
@@ -212,3 +214,41 @@ class Forwarder:
         response = await self._send(45, 1, body, lambda r: r)
         return [(t.name, p.partition_index, ErrorCode(p.error_code), p.error_message or "")
                 for t in response.responses for p in t.partitions]
+
+    async def alter_scram_credentials(self, deletions: list[tuple[str, str]],
+                                      upsertions: list[tuple[str, str, int, bytes, bytes]]
+                                      ) -> list[tuple[str, ErrorCode, str | None]]:
+        from logbroker.coord.controller import ControllerError
+
+        req = REQUESTS[51]
+        # an unknown mechanism name goes as type 0 (Kafka's UNKNOWN), which the controller refuses
+        body = req(deletions=[req.ScramCredentialDeletion(name=u, mechanism=MECHANISM_TYPES.get(m, 0))
+                              for u, m in deletions],
+                   upsertions=[req.ScramCredentialUpsertion(name=u, mechanism=MECHANISM_TYPES.get(m, 0), iterations=i,
+                                                            salt=salt, salted_password=salted)
+                               for u, m, i, salt, salted in upsertions])
+
+        def moved(response) -> bool:
+            return any(r.error_code == ErrorCode.NOT_CONTROLLER for r in response.results)
+
+        try:
+            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
+            response = await self.client.request(51, 0, body, timeout, retry_on=moved)
+        except ControllerUnavailable as e:
+            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        results = [(r.user, ErrorCode(r.error_code), r.error_message) for r in response.results]
+        done = {user for user, code, _m in results if code == ErrorCode.NONE}
+
+        def applied(im: MetadataImage) -> bool:
+            for user, mechanism in deletions:
+                if user in done and im.scram_credential(user, mechanism) is not None:
+                    return False
+            for user, mechanism, iterations, salt, _salted in upsertions:
+                c = im.scram_credential(user, mechanism)
+                if user in done and (c is None or (c.salt, c.iterations) != (salt, iterations)):
+                    return False
+            return True
+
+        if done:
+            await self._caught_up(applied, f"the SCRAM credentials of user(s) {sorted(done)}")
+        return results

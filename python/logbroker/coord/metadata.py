@@ -1,4 +1,5 @@
-"""The metadata image: what the cluster knows about brokers, topics and partitions.
+"""The metadata image: what the cluster knows about brokers, topics and partitions, group
+configs and users' SCRAM credentials.
 
 The controller is the only writer; brokers read the current image. Every partition
 carries the fields the replicated wave needs (leader, leader epoch, replicas, ISR,
@@ -11,7 +12,10 @@ On disk (owned by `MetadataStore`):
          "topics": [{"name", "topic_id" (uuid hex), "configs": {k: v},
                      "partitions": [{"partition", "leader", "leader_epoch", "replicas",
                                      "isr", "partition_epoch", "adding_replicas",
-                                     "removing_replicas"}]}]}
+                                     "removing_replicas"}]}],
+         "group_configs": {group: {k: v}},
+         "scram_credentials": {user: {mechanism: {"salt", "stored_key", "server_key" (base64),
+                                                  "iterations"}}}}
     Written whole to image.json.tmp, fsynced, then renamed over image.json, so a crash
     leaves either the old or the new image. (The controller quorum of the next wave
     replaces this file with a replicated metadata log; the image shape stays.)
@@ -19,6 +23,7 @@ On disk (owned by `MetadataStore`):
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -87,6 +92,44 @@ class BrokerRegistration:
 
 
 @dataclasses.dataclass
+class ScramCredential:
+    """A user's SCRAM credential for one mechanism, as Kafka keeps it (KIP-554): never the
+    password, only what the server side of a SCRAM exchange needs (scram.py)."""
+
+    mechanism: str  # "SCRAM-SHA-256" or "SCRAM-SHA-512"
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def to_json(self) -> dict:
+        """The fields other than the mechanism, bytes as base64 (image.json, records)."""
+        return {"salt": _b64(self.salt), "stored_key": _b64(self.stored_key), "server_key": _b64(self.server_key),
+                "iterations": self.iterations}
+
+    @classmethod
+    def from_json(cls, mechanism: str, doc: dict) -> ScramCredential:
+        """The inverse of `to_json`; KeyError for a missing field, ValueError for a bad value."""
+        iterations = doc["iterations"]
+        if not isinstance(iterations, int) or isinstance(iterations, bool):
+            raise ValueError(f"iterations {iterations!r} is not an integer")
+        return cls(mechanism, _unb64(doc["salt"]), _unb64(doc["stored_key"]), _unb64(doc["server_key"]), iterations)
+
+    def __repr__(self) -> str:  # keys stay out of logs and tracebacks
+        return f"ScramCredential({self.mechanism}, iterations={self.iterations})"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not isinstance(text, str):
+        raise ValueError(f"expected base64 text, got {type(text).__name__}")
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+@dataclasses.dataclass
 class MetadataImage:
     cluster_id: str
     controller_id: int
@@ -94,12 +137,18 @@ class MetadataImage:
     topics: dict[str, TopicState]
     next_producer_id: int = 0
     group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # group id -> overrides
+    # user name -> mechanism -> credential (a user with no credential left has no entry)
+    scram_credentials: dict[str, dict[str, ScramCredential]] = dataclasses.field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         for t in self.topics.values():
             if t.topic_id == topic_id:
                 return t
         return None
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """`user`'s credential for `mechanism` ("SCRAM-SHA-256" or "SCRAM-SHA-512"), or None."""
+        return self.scram_credentials.get(user, {}).get(mechanism)
 
     def to_json(self) -> dict:
         return {
@@ -116,6 +165,8 @@ class MetadataImage:
                 for _, t in sorted(self.topics.items())
             ],
             "group_configs": {g: dict(sorted(c.items())) for g, c in sorted(self.group_configs.items())},
+            "scram_credentials": {u: {m: c.to_json() for m, c in sorted(creds.items())}
+                                  for u, creds in sorted(self.scram_credentials.items())},
         }
 
     @classmethod
@@ -125,7 +176,10 @@ class MetadataImage:
             parts = {p["partition"]: PartitionState(**p) for p in t["partitions"]}
             topics[t["name"]] = TopicState(t["name"], uuid.UUID(hex=t["topic_id"]), parts, dict(t.get("configs", {})))
         groups = {g: dict(c) for g, c in doc.get("group_configs", {}).items()}
-        return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups)
+        scram = {u: {m: ScramCredential.from_json(m, c) for m, c in creds.items()}
+                 for u, creds in doc.get("scram_credentials", {}).items()}
+        return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
+                   scram)
 
 
 class MetadataStore:

@@ -27,6 +27,11 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
     ProducerIds      next_producer_id (the first id not yet handed out)
     ProducerIdBlock  broker_id, size: the block [next_producer_id, +size) goes to that broker
                      (any broker asks through the quorum; the log order decides the block)
+    UserScramCredential        name, mechanism ("SCRAM-SHA-256"|"SCRAM-SHA-512"), salt,
+                               stored_key, server_key (base64), iterations: set (or replace)
+                               a user's credential for that mechanism (Kafka's
+                               UserScramCredentialRecord, KIP-554)
+    RemoveUserScramCredential  name, mechanism: the credential must exist
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ import json
 import uuid
 from typing import Any
 
-from logbroker.coord.metadata import BrokerRegistration, MetadataImage, PartitionState, TopicState
+from logbroker.coord.metadata import BrokerRegistration, MetadataImage, PartitionState, ScramCredential, TopicState
+from logbroker.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["MetadataRecordError", "apply", "apply_record", "decode_batch", "decode_record", "diff_records",
            "encode_batch", "encode_record", "load_snapshot", "snapshot"]
@@ -233,6 +239,39 @@ def _producer_id_block(image: MetadataImage, rec: dict) -> None:
     image.next_producer_id += size
 
 
+def _scram_mechanism(rec: dict) -> str:
+    if rec["mechanism"] not in MECHANISMS:
+        raise MetadataRecordError(f"{rec['type']} record for user {rec['name']!r} names mechanism "
+                                  f"{rec['mechanism']!r}, not one of {sorted(MECHANISMS)}")
+    return rec["mechanism"]
+
+
+def _user_scram_credential(image: MetadataImage, rec: dict) -> None:
+    mechanism = _scram_mechanism(rec)
+    what = f"UserScramCredential record for user {rec['name']!r} ({mechanism})"
+    try:
+        credential = ScramCredential.from_json(mechanism, rec)
+    except ValueError as e:  # bad base64 (binascii.Error is a ValueError) or iterations
+        raise MetadataRecordError(f"{what}: {e}") from None
+    if not rec["name"]:
+        raise MetadataRecordError(f"{what}: the user name is empty")
+    if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
+        raise MetadataRecordError(f"{what}: {credential.iterations} iterations, outside "
+                                  f"[{MIN_ITERATIONS}, {MAX_ITERATIONS}]")
+    image.scram_credentials.setdefault(rec["name"], {})[mechanism] = credential
+
+
+def _remove_user_scram_credential(image: MetadataImage, rec: dict) -> None:
+    mechanism = _scram_mechanism(rec)
+    credentials = image.scram_credentials.get(rec["name"], {})
+    if mechanism not in credentials:
+        raise MetadataRecordError(f"RemoveUserScramCredential for user {rec['name']!r} ({mechanism}), "
+                                  "which has no such credential")
+    del credentials[mechanism]
+    if not credentials:
+        del image.scram_credentials[rec["name"]]
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -244,6 +283,8 @@ _APPLY = {
     "RemoveTopic": _remove_topic,
     "ProducerIds": _producer_ids,
     "ProducerIdBlock": _producer_id_block,
+    "UserScramCredential": _user_scram_credential,
+    "RemoveUserScramCredential": _remove_user_scram_credential,
 }
 
 
@@ -316,6 +357,13 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
         for k in sorted(set(was) | set(now)):
             if was.get(k) != now.get(k):
                 out.append(encode_record("Config", resource="group", name=g, key=k, value=now.get(k)))
+    for u in sorted(set(old.scram_credentials) | set(new.scram_credentials)):
+        was_c, now_c = old.scram_credentials.get(u, {}), new.scram_credentials.get(u, {})
+        for m in sorted(set(was_c) | set(now_c)):
+            if m not in now_c:
+                out.append(encode_record("RemoveUserScramCredential", name=u, mechanism=m))
+            elif was_c.get(m) != now_c[m]:
+                out.append(encode_record("UserScramCredential", name=u, mechanism=m, **now_c[m].to_json()))
     return out
 
 

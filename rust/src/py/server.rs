@@ -175,11 +175,14 @@ impl PyNetworkServer {
     /// `tls`: for an SSL listener, `(certificate chain PEM, private key PEM, truststore PEM or
     /// None, ssl.client.auth)` with ssl.client.auth one of none, requested, required
     /// (ValueError naming what is wrong otherwise).
-    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, tls=None))]
+    /// `sasl`: the listener is SASL_PLAINTEXT or SASL_SSL (connections start without a
+    /// principal, see `authenticated`, and may send frames of at most `sasl_max_receive`
+    /// bytes until they have one).
+    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, tls=None, sasl=false, sasl_max_receive=524_288))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, host: &str, port: u16, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
            fetch_session_slots: usize, partitions: &PyPartitionTable,
-           tls: Option<PyTls>) -> PyResult<Self> {
+           tls: Option<PyTls>, sasl: bool, sasl_max_receive: usize) -> PyResult<Self> {
         let tls = match tls {
             None => None,
             Some((chain, key, trust, auth)) => {
@@ -198,6 +201,8 @@ impl PyNetworkServer {
             idle: u64::try_from(idle_ms).ok().map(std::time::Duration::from_millis),
             fetch_session_slots,
             tls,
+            sasl,
+            sasl_max_receive,
         };
         let table = Arc::clone(&partitions.0);
         let inner = py.detach(|| NetworkServer::start(host, port, config, table))?;
@@ -222,6 +227,8 @@ impl PyNetworkServer {
     /// the reason, at WARNING for a protocol violation and DEBUG for hang-ups and idling;
     /// conn -1 is an error of the network thread itself, conn -2 a data-path log line, conn -3
     /// "the HW of a watched partition moved" with the topic as peer and the partition as level.
+    /// A request's message is the connection's principal (`User:ANONYMOUS` without SASL;
+    /// None on a SASL listener before the connection authenticated).
     /// The sixth item is set on a transactions-v2 Produce that needs the transaction
     /// coordinator first (answer it with `serve_verified`, never `respond`).
     fn take_events<'py>(&self, py: Python<'py>) -> Vec<PyEvent<'py>> {
@@ -230,7 +237,9 @@ impl PyNetworkServer {
             .into_iter()
             .map(|ev| match ev {
                 #[allow(clippy::cast_possible_wrap)]
-                Event::Request { conn, frame, peer } => (conn as i64, Some(PyBytes::new(py, &frame)), peer, None, 0, None),
+                Event::Request { conn, frame, peer, principal } => {
+                    (conn as i64, Some(PyBytes::new(py, &frame)), peer, principal.map(|p| p.to_string()), 0, None)
+                }
                 #[allow(clippy::cast_possible_wrap)]
                 Event::Verify { conn, frame, peer, verification: v } => (
                     conn as i64,
@@ -283,6 +292,21 @@ impl PyNetworkServer {
             .map(|(topic, partition, error_code, message)| Verdict { topic, partition, error_code, message })
             .collect();
         self.inner.serve_verified(conn, Bytes::copy_from_slice(frame), verdicts);
+    }
+
+    /// `conn` authenticated as `principal` (e.g. `User:alice`); after `session_ms` (None:
+    /// never) it may only re-authenticate (KIP-368). Call before answering the
+    /// SaslAuthenticate that succeeded, so the next request already carries the principal.
+    #[pyo3(signature = (conn, principal, session_ms=None))]
+    fn authenticated(&self, conn: u64, principal: &str, session_ms: Option<u64>) {
+        self.inner.authenticated(conn, Arc::from(principal), session_ms);
+    }
+
+    /// Answers the request in flight on `conn` with `chunks` (bytes-like) and closes the
+    /// connection once they are written (`reason` comes back as a closed event).
+    fn respond_and_close(&self, conn: u64, chunks: Vec<Vec<u8>>, reason: String) {
+        let chunks = chunks.into_iter().map(|b| Chunk::Bytes(Bytes::from(b))).collect();
+        self.inner.respond_and_close(conn, chunks, reason);
     }
 
     /// Closes `conn` (after a protocol violation); `reason` comes back as a closed event.

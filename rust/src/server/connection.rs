@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -78,6 +79,14 @@ pub struct Connection {
     pub paused_for_memory: bool,
     /// The API key of the request being handled and when its frame was complete.
     pub in_flight: Option<(i16, Instant)>,
+    /// Who the connection authenticated as: `ANONYMOUS` without SASL; on a SASL listener
+    /// `None` until the handlers authenticate it.
+    pub principal: Option<Arc<str>>,
+    /// When the SASL session ends (KIP-368): after it only SaslHandshake (17) and
+    /// SaslAuthenticate (36) are served, anything else closes the connection.
+    pub session_expires: Option<Instant>,
+    /// Close once the queued response is written (why).
+    pub close_after_write: Option<String>,
     rbuf: Box<[u8]>,
     rstart: usize,
     rend: usize,
@@ -91,7 +100,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(id: u64, transport: Transport, peer: String) -> Self {
+    pub fn new(id: u64, transport: Transport, peer: String, principal: Option<Arc<str>>) -> Self {
         Connection {
             id,
             transport,
@@ -100,6 +109,9 @@ impl Connection {
             last_active: Instant::now(),
             paused_for_memory: false,
             in_flight: None,
+            principal,
+            session_expires: None,
+            close_after_write: None,
             rbuf: vec![0u8; READ_BUF].into_boxed_slice(),
             rstart: 0,
             rend: 0,
@@ -113,7 +125,8 @@ impl Connection {
 
     /// Reads until a whole frame is here, the socket is drained, or the pool is full.
     #[allow(clippy::too_many_lines)]
-    pub fn read_frame(&mut self, pool: &MemoryPool, max_frame: usize) -> Result<ReadOutcome, ConnError> {
+    /// `max_frame` is the limit and the name of its config key (for the error).
+    pub fn read_frame(&mut self, pool: &MemoryPool, (max_frame, limit_key): (usize, &str)) -> Result<ReadOutcome, ConnError> {
         debug_assert_eq!(self.phase, Phase::Reading);
         loop {
             if let Some(p) = &mut self.partial {
@@ -161,7 +174,7 @@ impl Connection {
                 let raw = i32::from_be_bytes(self.rbuf[self.rstart..self.rstart + 4].try_into().expect("4 bytes"));
                 let size = usize::try_from(raw).ok().filter(|&s| s <= max_frame).ok_or_else(|| {
                     ConnError::Protocol(format!(
-                        "frame size {raw} from {} is outside [0, socket.request.max.bytes={max_frame}]",
+                        "frame size {raw} from {} is outside [0, {limit_key}={max_frame}]",
                         self.peer
                     ))
                 })?;
@@ -232,6 +245,21 @@ impl Connection {
         self.reserved = 0;
         self.request_reserved = 0;
         self.partial = None;
+    }
+
+    /// Why a request with `api_key` may not be served now: the SASL session expired and
+    /// the request is not a re-authentication.
+    pub fn session_expired_for(&self, api_key: Option<i16>, now: Instant) -> Option<String> {
+        let expires = self.session_expires?;
+        if expires > now || matches!(api_key, Some(17 | 36)) {
+            return None;
+        }
+        let who = self.principal.as_deref().unwrap_or("?");
+        Some(format!(
+            "the SASL session of {who} from {} expired (connections.max.reauth.ms) and the client sent api {} instead of re-authenticating",
+            self.peer,
+            api_key.map_or_else(|| "?".to_owned(), |k| k.to_string())
+        ))
     }
 
     pub fn queue_response(&mut self, chunks: Vec<Chunk>) {

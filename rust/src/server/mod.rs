@@ -91,13 +91,24 @@ pub struct ServerConfig {
     pub fetch_session_slots: usize,
     /// The listener's TLS settings when its security protocol is SSL (`transport.rs`).
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// The listener's security protocol is SASL_PLAINTEXT or SASL_SSL: a connection has no
+    /// principal until the handlers authenticate it (`Command::Authenticated`), and until
+    /// then every frame goes to them (Produce and Fetch too).
+    pub sasl: bool,
+    /// `sasl.server.max.receive.size`: the frame limit of a connection without a principal.
+    pub sasl_max_receive: usize,
 }
+
+/// The principal of connections on a listener without SASL (Kafka's `User:ANONYMOUS`).
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// What the network thread reports to the handlers.
 #[derive(Debug)]
 pub enum Event {
     /// A whole request frame from connection `conn`; answer with `respond` or `close`.
-    Request { conn: u64, frame: Bytes, peer: String },
+    /// `principal`: who the connection authenticated as (`None`: a SASL listener's connection
+    /// that has not authenticated yet).
+    Request { conn: u64, frame: Bytes, peer: String, principal: Option<Arc<str>> },
     /// The network thread closed `conn`; `fault` is false for ordinary hang-ups and idling.
     Closed { conn: u64, peer: String, reason: String, fault: bool },
     /// The network thread hit an error it cannot attribute to one connection.
@@ -120,6 +131,12 @@ pub enum Command {
     ServeVerified { conn: u64, frame: Bytes, verdicts: Vec<produce::Verdict> },
     /// Close `conn` (a protocol violation); the reason is reported back as a fault.
     Close { conn: u64, reason: Option<String> },
+    /// `conn` authenticated (SASL) as `principal`; the session ends after `session_ms`
+    /// (KIP-368, `None`: never), when only re-authentication is served.
+    Authenticated { conn: u64, principal: Arc<str>, session_ms: Option<u64> },
+    /// Answer the request in flight on `conn`, then close it once the answer is written
+    /// (a failed authentication: the client reads why, and gets no second try on it).
+    RespondAndClose { conn: u64, chunks: Vec<Chunk>, reason: String },
     Shutdown,
 }
 
@@ -240,6 +257,14 @@ impl NetworkServer {
 
     pub fn close(&self, conn: u64, reason: Option<String>) {
         self.shared.command(Command::Close { conn, reason });
+    }
+
+    pub fn authenticated(&self, conn: u64, principal: Arc<str>, session_ms: Option<u64>) {
+        self.shared.command(Command::Authenticated { conn, principal, session_ms });
+    }
+
+    pub fn respond_and_close(&self, conn: u64, chunks: Vec<Chunk>, reason: String) {
+        self.shared.command(Command::RespondAndClose { conn, chunks, reason });
     }
 
     /// Stops the network thread (closing every connection and the listener) and waits for it.

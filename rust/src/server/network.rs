@@ -24,7 +24,7 @@ use super::transport::Transport;
 use super::request::{decode_header, peek_api};
 use super::fetch_session::FetchSessionCache;
 use super::partition::Partition;
-use super::{fetch, produce, Command, Event, Shared};
+use super::{fetch, produce, Command, Event, Shared, ANONYMOUS};
 use crate::protocol::messages::{FetchRequest, ProduceRequest};
 use crate::protocol::{Chunk, Message, ProtocolError, Reader};
 
@@ -155,7 +155,8 @@ impl NetworkLoop {
                             continue;
                         }
                     };
-                    self.conns.insert(id, Connection::new(id, transport, peer_name(addr)));
+                    let principal = if self.shared.config.sasl { None } else { Some(Arc::from(ANONYMOUS)) };
+                    self.conns.insert(id, Connection::new(id, transport, peer_name(addr), principal));
                     self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -184,7 +185,13 @@ impl NetworkLoop {
             }
             if conn.phase == Phase::Writing {
                 match conn.write_pending() {
-                    Ok(true) => conn.phase = Phase::Reading,
+                    Ok(true) => {
+                        if let Some(reason) = conn.close_after_write.take() {
+                            self.close(id, Some((reason, false)));
+                            return;
+                        }
+                        conn.phase = Phase::Reading;
+                    }
                     Ok(false) => return,
                     Err(e) => {
                         let (reason, fault) = io_reason(&e, "writing the response");
@@ -196,15 +203,26 @@ impl NetworkLoop {
             if conn.phase != Phase::Reading || conn.paused_for_memory {
                 return;
             }
-            let max_frame = self.shared.config.max_frame;
+            let max_frame = if conn.principal.is_some() {
+                (self.shared.config.max_frame, "socket.request.max.bytes")
+            } else {
+                (self.shared.config.sasl_max_receive, "sasl.server.max.receive.size")
+            };
             match conn.read_frame(&self.shared.pool, max_frame) {
                 Ok(ReadOutcome::Frame(frame)) => {
                     conn.phase = Phase::Handling;
                     let peer = conn.peer.clone();
                     self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-                    conn.in_flight = peek_api(&frame).map(|(key, _)| (key, Instant::now()));
-                    let Some((key @ (0 | 1), version)) = peek_api(&frame) else {
-                        self.shared.push_event(Event::Request { conn: id, frame, peer });
+                    let api = peek_api(&frame);
+                    conn.in_flight = api.map(|(key, _)| (key, Instant::now()));
+                    if let Some(reason) = conn.session_expired_for(api.map(|(key, _)| key), Instant::now()) {
+                        self.close(id, Some((reason, true)));
+                        return;
+                    }
+                    // Unauthenticated SASL connections: every frame to the handlers.
+                    let (Some((key @ (0 | 1), version)), Some(_)) = (api, &conn.principal) else {
+                        let principal = conn.principal.clone();
+                        self.shared.push_event(Event::Request { conn: id, frame, peer, principal });
                         return;
                     };
                     if !self.serve_data(id, key, version, frame, &peer, None) {
@@ -391,6 +409,18 @@ impl NetworkLoop {
                 Command::Respond { conn, chunks } => self.finish(conn, chunks),
                 Command::ServeVerified { conn, frame, verdicts } => self.serve_verified(conn, frame, &verdicts),
                 Command::Close { conn, reason } => self.close(conn, reason.map(|r| (r, true))),
+                Command::Authenticated { conn, principal, session_ms } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.principal = Some(principal);
+                        c.session_expires = session_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+                    }
+                }
+                Command::RespondAndClose { conn, chunks, reason } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.close_after_write = Some(reason);
+                    }
+                    self.finish(conn, Some(chunks));
+                }
                 Command::Shutdown => return false,
             }
         }

@@ -17,6 +17,7 @@ from logbroker.protocol import REQUESTS, RequestHeader
 if TYPE_CHECKING:
     from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
     from logbroker.broker.config import BrokerConfig
+    from logbroker.broker.sasl import SaslSession
     from logbroker.broker.replica_manager import ReplicaManager
     from logbroker.broker.share_fetch import ShareFetchManager
     from logbroker.coord.controller import Controller
@@ -48,6 +49,8 @@ class RequestContext:
     header: RequestHeader
     peer: str
     handlers: dict[int, HandlerEntry] = dataclasses.field(default_factory=lambda: HANDLERS)  # the listener's table
+    principal: str = "User:ANONYMOUS"  # who the connection authenticated as
+    sasl: SaslSession | None = None  # the connection's SASL state, on a SASL listener
 
     @property
     def version(self) -> int:
@@ -70,6 +73,7 @@ class HandlerEntry:
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
     cluster_only: bool = False  # served (and advertised) only by a node of a controller quorum
     enabled_by: str | None = None  # a boolean config key that must be true to serve (and advertise) it
+    sasl_only: bool = False  # served (and advertised) only when the client listener is SASL_*
 
     @property
     def request_class(self) -> type:
@@ -78,6 +82,8 @@ class HandlerEntry:
     def served_by(self, broker: BrokerView) -> bool:
         """Whether this broker serves (and advertises) the API: cluster-only APIs need a quorum."""
         if self.enabled_by is not None and not broker.config.get_bool(self.enabled_by):
+            return False
+        if self.sasl_only and not broker.config.client_sasl:
             return False
         return not self.cluster_only or broker.quorum is not None
 
@@ -130,7 +136,9 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         offset_for_leader_epoch,
         offsets,
         partition_reassignments,
+        scram_credentials,
         share_groups,
+        sasl,
         share_state,
         transactions,
     )
@@ -149,6 +157,10 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
     for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES,
                            *partition_reassignments.ENTRIES, *transactions.ENTRIES]:
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in sasl.ENTRIES:
+        table[key] = HandlerEntry(key, lo, hi, fn, sasl_only=True)
+    for key, lo, hi, fn in scram_credentials.ENTRIES:  # DescribeUserScramCredentials (50), AlterUser... (51)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")

@@ -5,6 +5,8 @@ from logbroker.protocol.messages.add_offsets_to_txn_request import AddOffsetsToT
 from logbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from logbroker.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from logbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from logbroker.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from logbroker.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from logbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
 from logbroker.protocol.messages.alter_configs_response import AlterConfigsResponse
 from logbroker.protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
@@ -13,6 +15,8 @@ from logbroker.protocol.messages.alter_partition_request import AlterPartitionRe
 from logbroker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from logbroker.protocol.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
 from logbroker.protocol.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
+from logbroker.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from logbroker.protocol.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from logbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from logbroker.protocol.messages.api_versions_response import ApiVersionsResponse
 from logbroker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -21,10 +25,14 @@ from logbroker.protocol.messages.consumer_group_describe_request import Consumer
 from logbroker.protocol.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from logbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from logbroker.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+from logbroker.protocol.messages.create_acls_request import CreateAclsRequest
+from logbroker.protocol.messages.create_acls_response import CreateAclsResponse
 from logbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from logbroker.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from logbroker.protocol.messages.create_topics_request import CreateTopicsRequest
 from logbroker.protocol.messages.create_topics_response import CreateTopicsResponse
+from logbroker.protocol.messages.delete_acls_request import DeleteAclsRequest
+from logbroker.protocol.messages.delete_acls_response import DeleteAclsResponse
 from logbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from logbroker.protocol.messages.delete_groups_response import DeleteGroupsResponse
 from logbroker.protocol.messages.delete_records_request import DeleteRecordsRequest
@@ -35,6 +43,10 @@ from logbroker.protocol.messages.delete_share_group_state_request import DeleteS
 from logbroker.protocol.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from logbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from logbroker.protocol.messages.delete_topics_response import DeleteTopicsResponse
+from logbroker.protocol.messages.describe_acls_request import DescribeAclsRequest
+from logbroker.protocol.messages.describe_acls_response import DescribeAclsResponse
+from logbroker.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from logbroker.protocol.messages.describe_client_quotas_response import DescribeClientQuotasResponse
 from logbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from logbroker.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from logbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -51,6 +63,8 @@ from logbroker.protocol.messages.describe_share_group_offsets_request import Des
 from logbroker.protocol.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
 from logbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from logbroker.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
+from logbroker.protocol.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from logbroker.protocol.messages.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
 from logbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from logbroker.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from logbroker.protocol.messages.end_txn_request import EndTxnRequest
@@ -142,6 +156,9 @@ REQUESTS = {
     26: EndTxnRequest,
     27: WriteTxnMarkersRequest,
     28: TxnOffsetCommitRequest,
+    29: DescribeAclsRequest,
+    30: CreateAclsRequest,
+    31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
     35: DescribeLogDirsRequest,
@@ -152,6 +169,10 @@ REQUESTS = {
     44: IncrementalAlterConfigsRequest,
     45: AlterPartitionReassignmentsRequest,
     46: ListPartitionReassignmentsRequest,
+    48: DescribeClientQuotasRequest,
+    49: AlterClientQuotasRequest,
+    50: DescribeUserScramCredentialsRequest,
+    51: AlterUserScramCredentialsRequest,
     55: DescribeQuorumRequest,
     56: AlterPartitionRequest,
     60: DescribeClusterRequest,
@@ -200,6 +221,9 @@ RESPONSES = {
     26: EndTxnResponse,
     27: WriteTxnMarkersResponse,
     28: TxnOffsetCommitResponse,
+    29: DescribeAclsResponse,
+    30: CreateAclsResponse,
+    31: DeleteAclsResponse,
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
     35: DescribeLogDirsResponse,
@@ -210,6 +234,10 @@ RESPONSES = {
     44: IncrementalAlterConfigsResponse,
     45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
+    48: DescribeClientQuotasResponse,
+    49: AlterClientQuotasResponse,
+    50: DescribeUserScramCredentialsResponse,
+    51: AlterUserScramCredentialsResponse,
     55: DescribeQuorumResponse,
     56: AlterPartitionResponse,
     60: DescribeClusterResponse,
@@ -258,6 +286,9 @@ API_NAMES = {
     26: 'EndTxn',
     27: 'WriteTxnMarkers',
     28: 'TxnOffsetCommit',
+    29: 'DescribeAcls',
+    30: 'CreateAcls',
+    31: 'DeleteAcls',
     32: 'DescribeConfigs',
     33: 'AlterConfigs',
     35: 'DescribeLogDirs',
@@ -268,6 +299,10 @@ API_NAMES = {
     44: 'IncrementalAlterConfigs',
     45: 'AlterPartitionReassignments',
     46: 'ListPartitionReassignments',
+    48: 'DescribeClientQuotas',
+    49: 'AlterClientQuotas',
+    50: 'DescribeUserScramCredentials',
+    51: 'AlterUserScramCredentials',
     55: 'DescribeQuorum',
     56: 'AlterPartition',
     60: 'DescribeCluster',
@@ -302,6 +337,13 @@ CLASSES = (
     AddPartitionsToTxnResponse.AddPartitionsToTxnResult,
     AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult,
     AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult,
+    AlterClientQuotasRequest,
+    AlterClientQuotasRequest.EntryData,
+    AlterClientQuotasRequest.EntityData,
+    AlterClientQuotasRequest.OpData,
+    AlterClientQuotasResponse,
+    AlterClientQuotasResponse.EntryData,
+    AlterClientQuotasResponse.EntityData,
     AlterConfigsRequest,
     AlterConfigsRequest.AlterConfigsResource,
     AlterConfigsRequest.AlterableConfig,
@@ -326,6 +368,11 @@ CLASSES = (
     AlterShareGroupOffsetsResponse,
     AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic,
     AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsRequest.ScramCredentialDeletion,
+    AlterUserScramCredentialsRequest.ScramCredentialUpsertion,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ApiVersionsResponse.ApiVersion,
@@ -344,6 +391,10 @@ CLASSES = (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatResponse.Assignment,
     ConsumerGroupHeartbeatResponse.TopicPartitions,
+    CreateAclsRequest,
+    CreateAclsRequest.AclCreation,
+    CreateAclsResponse,
+    CreateAclsResponse.AclCreationResult,
     CreatePartitionsRequest,
     CreatePartitionsRequest.CreatePartitionsTopic,
     CreatePartitionsRequest.CreatePartitionsAssignment,
@@ -356,6 +407,11 @@ CLASSES = (
     CreateTopicsResponse,
     CreateTopicsResponse.CreatableTopicResult,
     CreateTopicsResponse.CreatableTopicConfigs,
+    DeleteAclsRequest,
+    DeleteAclsRequest.DeleteAclsFilter,
+    DeleteAclsResponse,
+    DeleteAclsResponse.DeleteAclsFilterResult,
+    DeleteAclsResponse.DeleteAclsMatchingAcl,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteGroupsResponse.DeletableGroupResult,
@@ -379,6 +435,16 @@ CLASSES = (
     DeleteTopicsRequest.DeleteTopicState,
     DeleteTopicsResponse,
     DeleteTopicsResponse.DeletableTopicResult,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeAclsResponse.DescribeAclsResource,
+    DescribeAclsResponse.AclDescription,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasRequest.ComponentData,
+    DescribeClientQuotasResponse,
+    DescribeClientQuotasResponse.EntryData,
+    DescribeClientQuotasResponse.EntityData,
+    DescribeClientQuotasResponse.ValueData,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeClusterResponse.DescribeClusterBroker,
@@ -424,6 +490,11 @@ CLASSES = (
     DescribeTransactionsResponse,
     DescribeTransactionsResponse.TransactionState,
     DescribeTransactionsResponse.TopicData,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest.UserName,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult,
+    DescribeUserScramCredentialsResponse.CredentialInfo,
     ElectLeadersRequest,
     ElectLeadersRequest.TopicPartitions,
     ElectLeadersResponse,
@@ -607,6 +678,8 @@ __all__ = [
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',
     'AddPartitionsToTxnResponse',
+    'AlterClientQuotasRequest',
+    'AlterClientQuotasResponse',
     'AlterConfigsRequest',
     'AlterConfigsResponse',
     'AlterPartitionReassignmentsRequest',
@@ -615,6 +688,8 @@ __all__ = [
     'AlterPartitionResponse',
     'AlterShareGroupOffsetsRequest',
     'AlterShareGroupOffsetsResponse',
+    'AlterUserScramCredentialsRequest',
+    'AlterUserScramCredentialsResponse',
     'ApiVersionsRequest',
     'ApiVersionsResponse',
     'BrokerHeartbeatRequest',
@@ -623,10 +698,14 @@ __all__ = [
     'ConsumerGroupDescribeResponse',
     'ConsumerGroupHeartbeatRequest',
     'ConsumerGroupHeartbeatResponse',
+    'CreateAclsRequest',
+    'CreateAclsResponse',
     'CreatePartitionsRequest',
     'CreatePartitionsResponse',
     'CreateTopicsRequest',
     'CreateTopicsResponse',
+    'DeleteAclsRequest',
+    'DeleteAclsResponse',
     'DeleteGroupsRequest',
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
@@ -637,6 +716,10 @@ __all__ = [
     'DeleteShareGroupStateResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
+    'DescribeAclsRequest',
+    'DescribeAclsResponse',
+    'DescribeClientQuotasRequest',
+    'DescribeClientQuotasResponse',
     'DescribeClusterRequest',
     'DescribeClusterResponse',
     'DescribeConfigsRequest',
@@ -653,6 +736,8 @@ __all__ = [
     'DescribeShareGroupOffsetsResponse',
     'DescribeTransactionsRequest',
     'DescribeTransactionsResponse',
+    'DescribeUserScramCredentialsRequest',
+    'DescribeUserScramCredentialsResponse',
     'ElectLeadersRequest',
     'ElectLeadersResponse',
     'EndTxnRequest',

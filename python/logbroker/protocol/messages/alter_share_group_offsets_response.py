@@ -16,7 +16,7 @@ class AlterShareGroupOffsetsResponse(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterShareGroupOffsetsResponse'
-    _rs = 30
+    _rs = 37
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class AlterShareGroupOffsetsResponse(Struct):
         """Struct AlterShareGroupOffsetsResponseTopic of AlterShareGroupOffsetsResponse."""
 
         _msg = 'AlterShareGroupOffsetsResponse'
-        _rs = 31
+        _rs = 38
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -62,7 +62,7 @@ class AlterShareGroupOffsetsResponse(Struct):
         """Struct AlterShareGroupOffsetsResponsePartition of AlterShareGroupOffsetsResponse."""
 
         _msg = 'AlterShareGroupOffsetsResponse'
-        _rs = 32
+        _rs = 39
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

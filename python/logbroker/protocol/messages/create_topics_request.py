@@ -16,7 +16,7 @@ class CreateTopicsRequest(Struct):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsRequest'
-    _rs = 56
+    _rs = 72
     _lo, _hi = 2, 7
     __slots__ = (
         # The topics to create.
@@ -32,7 +32,7 @@ class CreateTopicsRequest(Struct):
         """Struct CreatableTopic of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 57
+        _rs = 73
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -69,7 +69,7 @@ class CreateTopicsRequest(Struct):
         """Struct CreatableReplicaAssignment of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 58
+        _rs = 74
         _lo, _hi = 2, 7
         __slots__ = (
             # The partition index.
@@ -94,7 +94,7 @@ class CreateTopicsRequest(Struct):
         """Struct CreatableTopicConfig of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 59
+        _rs = 75
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

@@ -16,7 +16,7 @@ class DeleteRecordsRequest(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsRequest'
-    _rs = 66
+    _rs = 87
     _lo, _hi = 0, 2
     __slots__ = (
         # Each topic that we want to delete records from.
@@ -30,7 +30,7 @@ class DeleteRecordsRequest(Struct):
         """Struct DeleteRecordsTopic of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 67
+        _rs = 88
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsRequest(Struct):
         """Struct DeleteRecordsPartition of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 68
+        _rs = 89
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

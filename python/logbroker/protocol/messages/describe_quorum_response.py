@@ -16,7 +16,7 @@ class DescribeQuorumResponse(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumResponse'
-    _rs = 114
+    _rs = 145
     _lo, _hi = 0, 2
     __slots__ = (
         # The top level error code.
@@ -32,7 +32,7 @@ class DescribeQuorumResponse(Struct):
         """Struct TopicData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 115
+        _rs = 146
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -56,7 +56,7 @@ class DescribeQuorumResponse(Struct):
         """Struct PartitionData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 116
+        _rs = 147
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.
@@ -101,7 +101,7 @@ class DescribeQuorumResponse(Struct):
         """Struct Node of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 117
+        _rs = 148
         _lo, _hi = 0, 2
         __slots__ = (
             # The ID of the associated node
@@ -126,7 +126,7 @@ class DescribeQuorumResponse(Struct):
         """Struct Listener of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 118
+        _rs = 149
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the endpoint
@@ -155,7 +155,7 @@ class DescribeQuorumResponse(Struct):
         """Struct ReplicaState of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 119
+        _rs = 150
         _lo, _hi = 0, 2
         __slots__ = (
             'replica_id',  # int32; versions 0-2

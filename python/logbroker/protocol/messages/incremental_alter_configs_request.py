@@ -16,7 +16,7 @@ class IncrementalAlterConfigsRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'IncrementalAlterConfigsRequest'
-    _rs = 156
+    _rs = 192
     _lo, _hi = 0, 1
     __slots__ = (
         # The incremental updates for each resource.
@@ -30,7 +30,7 @@ class IncrementalAlterConfigsRequest(Struct):
         """Struct AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 157
+        _rs = 193
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource type.
@@ -59,7 +59,7 @@ class IncrementalAlterConfigsRequest(Struct):
         """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 158
+        _rs = 194
         _lo, _hi = 0, 1
         __slots__ = (
             # The configuration key name.

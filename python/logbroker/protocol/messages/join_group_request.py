@@ -16,7 +16,7 @@ class JoinGroupRequest(Struct):
     valid_versions = (0, 9)
     flexible_versions_min = 6
     _msg = 'JoinGroupRequest'
-    _rs = 169
+    _rs = 205
     _lo, _hi = 0, 9
     __slots__ = (
         # The group identifier.
@@ -42,7 +42,7 @@ class JoinGroupRequest(Struct):
         """Struct JoinGroupRequestProtocol of JoinGroupRequest."""
 
         _msg = 'JoinGroupRequest'
-        _rs = 170
+        _rs = 206
         _lo, _hi = 0, 9
         __slots__ = (
             # The protocol name.

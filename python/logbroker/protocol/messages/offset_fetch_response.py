@@ -16,7 +16,7 @@ class OffsetFetchResponse(Struct):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'OffsetFetchResponse'
-    _rs = 210
+    _rs = 246
     _lo, _hi = 1, 10
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponseTopic of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 211
+        _rs = 247
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponsePartition of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 212
+        _rs = 248
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponseGroup of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 213
+        _rs = 249
         _lo, _hi = 1, 10
         __slots__ = (
             # The group ID.
@@ -125,7 +125,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponseTopics of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 214
+        _rs = 250
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -154,7 +154,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponsePartitions of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 215
+        _rs = 251
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class ShareAcknowledgeResponse(Struct):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareAcknowledgeResponse'
-    _rs = 254
+    _rs = 290
     _lo, _hi = 1, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -38,7 +38,7 @@ class ShareAcknowledgeResponse(Struct):
         """Struct ShareAcknowledgeTopicResponse of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 255
+        _rs = 291
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -63,7 +63,7 @@ class ShareAcknowledgeResponse(Struct):
         """Struct PartitionData of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 256
+        _rs = 292
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class ShareAcknowledgeResponse(Struct):
         """Struct LeaderIdAndEpoch of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 257
+        _rs = 293
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -121,7 +121,7 @@ class ShareAcknowledgeResponse(Struct):
         """Struct NodeEndpoint of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 258
+        _rs = 294
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the associated node.

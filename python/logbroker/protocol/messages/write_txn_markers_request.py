@@ -16,7 +16,7 @@ class WriteTxnMarkersRequest(Struct):
     valid_versions = (1, 1)
     flexible_versions_min = 1
     _msg = 'WriteTxnMarkersRequest'
-    _rs = 296
+    _rs = 332
     _lo, _hi = 1, 1
     __slots__ = (
         # The transaction markers to be written.
@@ -28,7 +28,7 @@ class WriteTxnMarkersRequest(Struct):
         """Struct WritableTxnMarker of WriteTxnMarkersRequest."""
 
         _msg = 'WriteTxnMarkersRequest'
-        _rs = 297
+        _rs = 333
         _lo, _hi = 1, 1
         __slots__ = (
             # The current producer ID.
@@ -65,7 +65,7 @@ class WriteTxnMarkersRequest(Struct):
         """Struct WritableTxnMarkerTopic of WriteTxnMarkersRequest."""
 
         _msg = 'WriteTxnMarkersRequest'
-        _rs = 298
+        _rs = 334
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic name.

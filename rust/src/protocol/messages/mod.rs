@@ -7,6 +7,8 @@ pub mod add_offsets_to_txn_request;
 pub mod add_offsets_to_txn_response;
 pub mod add_partitions_to_txn_request;
 pub mod add_partitions_to_txn_response;
+pub mod alter_client_quotas_request;
+pub mod alter_client_quotas_response;
 pub mod alter_configs_request;
 pub mod alter_configs_response;
 pub mod alter_partition_reassignments_request;
@@ -15,6 +17,8 @@ pub mod alter_partition_request;
 pub mod alter_partition_response;
 pub mod alter_share_group_offsets_request;
 pub mod alter_share_group_offsets_response;
+pub mod alter_user_scram_credentials_request;
+pub mod alter_user_scram_credentials_response;
 pub mod api_versions_request;
 pub mod api_versions_response;
 pub mod broker_heartbeat_request;
@@ -23,10 +27,14 @@ pub mod consumer_group_describe_request;
 pub mod consumer_group_describe_response;
 pub mod consumer_group_heartbeat_request;
 pub mod consumer_group_heartbeat_response;
+pub mod create_acls_request;
+pub mod create_acls_response;
 pub mod create_partitions_request;
 pub mod create_partitions_response;
 pub mod create_topics_request;
 pub mod create_topics_response;
+pub mod delete_acls_request;
+pub mod delete_acls_response;
 pub mod delete_groups_request;
 pub mod delete_groups_response;
 pub mod delete_records_request;
@@ -37,6 +45,10 @@ pub mod delete_share_group_state_request;
 pub mod delete_share_group_state_response;
 pub mod delete_topics_request;
 pub mod delete_topics_response;
+pub mod describe_acls_request;
+pub mod describe_acls_response;
+pub mod describe_client_quotas_request;
+pub mod describe_client_quotas_response;
 pub mod describe_cluster_request;
 pub mod describe_cluster_response;
 pub mod describe_configs_request;
@@ -53,6 +65,8 @@ pub mod describe_share_group_offsets_request;
 pub mod describe_share_group_offsets_response;
 pub mod describe_transactions_request;
 pub mod describe_transactions_response;
+pub mod describe_user_scram_credentials_request;
+pub mod describe_user_scram_credentials_response;
 pub mod elect_leaders_request;
 pub mod elect_leaders_response;
 pub mod end_txn_request;
@@ -122,6 +136,8 @@ pub use add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 pub use add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 pub use add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 pub use add_partitions_to_txn_response::AddPartitionsToTxnResponse;
+pub use alter_client_quotas_request::AlterClientQuotasRequest;
+pub use alter_client_quotas_response::AlterClientQuotasResponse;
 pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
 pub use alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
@@ -130,6 +146,8 @@ pub use alter_partition_request::AlterPartitionRequest;
 pub use alter_partition_response::AlterPartitionResponse;
 pub use alter_share_group_offsets_request::AlterShareGroupOffsetsRequest;
 pub use alter_share_group_offsets_response::AlterShareGroupOffsetsResponse;
+pub use alter_user_scram_credentials_request::AlterUserScramCredentialsRequest;
+pub use alter_user_scram_credentials_response::AlterUserScramCredentialsResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use broker_heartbeat_request::BrokerHeartbeatRequest;
@@ -138,10 +156,14 @@ pub use consumer_group_describe_request::ConsumerGroupDescribeRequest;
 pub use consumer_group_describe_response::ConsumerGroupDescribeResponse;
 pub use consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 pub use consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse;
+pub use create_acls_request::CreateAclsRequest;
+pub use create_acls_response::CreateAclsResponse;
 pub use create_partitions_request::CreatePartitionsRequest;
 pub use create_partitions_response::CreatePartitionsResponse;
 pub use create_topics_request::CreateTopicsRequest;
 pub use create_topics_response::CreateTopicsResponse;
+pub use delete_acls_request::DeleteAclsRequest;
+pub use delete_acls_response::DeleteAclsResponse;
 pub use delete_groups_request::DeleteGroupsRequest;
 pub use delete_groups_response::DeleteGroupsResponse;
 pub use delete_records_request::DeleteRecordsRequest;
@@ -152,6 +174,10 @@ pub use delete_share_group_state_request::DeleteShareGroupStateRequest;
 pub use delete_share_group_state_response::DeleteShareGroupStateResponse;
 pub use delete_topics_request::DeleteTopicsRequest;
 pub use delete_topics_response::DeleteTopicsResponse;
+pub use describe_acls_request::DescribeAclsRequest;
+pub use describe_acls_response::DescribeAclsResponse;
+pub use describe_client_quotas_request::DescribeClientQuotasRequest;
+pub use describe_client_quotas_response::DescribeClientQuotasResponse;
 pub use describe_cluster_request::DescribeClusterRequest;
 pub use describe_cluster_response::DescribeClusterResponse;
 pub use describe_configs_request::DescribeConfigsRequest;
@@ -168,6 +194,8 @@ pub use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest;
 pub use describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse;
 pub use describe_transactions_request::DescribeTransactionsRequest;
 pub use describe_transactions_response::DescribeTransactionsResponse;
+pub use describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest;
+pub use describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse;
 pub use elect_leaders_request::ElectLeadersRequest;
 pub use elect_leaders_response::ElectLeadersResponse;
 pub use end_txn_request::EndTxnRequest;
@@ -260,6 +288,9 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (26, "EndTxn", 0, 5, 3),
     (27, "WriteTxnMarkers", 1, 1, 1),
     (28, "TxnOffsetCommit", 0, 5, 3),
+    (29, "DescribeAcls", 1, 3, 2),
+    (30, "CreateAcls", 1, 3, 2),
+    (31, "DeleteAcls", 1, 3, 2),
     (32, "DescribeConfigs", 1, 4, 4),
     (33, "AlterConfigs", 0, 2, 2),
     (35, "DescribeLogDirs", 0, 4, 2),
@@ -270,6 +301,10 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (44, "IncrementalAlterConfigs", 0, 1, 1),
     (45, "AlterPartitionReassignments", 0, 1, 0),
     (46, "ListPartitionReassignments", 0, 0, 0),
+    (48, "DescribeClientQuotas", 0, 1, 1),
+    (49, "AlterClientQuotas", 0, 1, 1),
+    (50, "DescribeUserScramCredentials", 0, 0, 0),
+    (51, "AlterUserScramCredentials", 0, 0, 0),
     (55, "DescribeQuorum", 0, 2, 0),
     (56, "AlterPartition", 0, 3, 0),
     (60, "DescribeCluster", 0, 2, 0),
@@ -349,6 +384,12 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (27, false) => roundtrip::<WriteTxnMarkersResponse>(body, version),
         (28, true) => roundtrip::<TxnOffsetCommitRequest>(body, version),
         (28, false) => roundtrip::<TxnOffsetCommitResponse>(body, version),
+        (29, true) => roundtrip::<DescribeAclsRequest>(body, version),
+        (29, false) => roundtrip::<DescribeAclsResponse>(body, version),
+        (30, true) => roundtrip::<CreateAclsRequest>(body, version),
+        (30, false) => roundtrip::<CreateAclsResponse>(body, version),
+        (31, true) => roundtrip::<DeleteAclsRequest>(body, version),
+        (31, false) => roundtrip::<DeleteAclsResponse>(body, version),
         (32, true) => roundtrip::<DescribeConfigsRequest>(body, version),
         (32, false) => roundtrip::<DescribeConfigsResponse>(body, version),
         (33, true) => roundtrip::<AlterConfigsRequest>(body, version),
@@ -369,6 +410,14 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (45, false) => roundtrip::<AlterPartitionReassignmentsResponse>(body, version),
         (46, true) => roundtrip::<ListPartitionReassignmentsRequest>(body, version),
         (46, false) => roundtrip::<ListPartitionReassignmentsResponse>(body, version),
+        (48, true) => roundtrip::<DescribeClientQuotasRequest>(body, version),
+        (48, false) => roundtrip::<DescribeClientQuotasResponse>(body, version),
+        (49, true) => roundtrip::<AlterClientQuotasRequest>(body, version),
+        (49, false) => roundtrip::<AlterClientQuotasResponse>(body, version),
+        (50, true) => roundtrip::<DescribeUserScramCredentialsRequest>(body, version),
+        (50, false) => roundtrip::<DescribeUserScramCredentialsResponse>(body, version),
+        (51, true) => roundtrip::<AlterUserScramCredentialsRequest>(body, version),
+        (51, false) => roundtrip::<AlterUserScramCredentialsResponse>(body, version),
         (55, true) => roundtrip::<DescribeQuorumRequest>(body, version),
         (55, false) => roundtrip::<DescribeQuorumResponse>(body, version),
         (56, true) => roundtrip::<AlterPartitionRequest>(body, version),

@@ -1,0 +1,160 @@
+"""SASL authentication on SASL_PLAINTEXT and SASL_SSL listeners (KIP-43, KIP-152, KIP-368):
+the state of one connection's exchange and the PLAIN mechanism.
+
+    connect ──> [ApiVersions]* ──> SaslHandshake(mechanism) ──> SaslAuthenticate ...
+                                                                  │ success: principal User:<name>
+                                                                  ▼
+                                          every API ... (session ends after connections.max.reauth.ms)
+                                                                  │ re-authenticate: SaslHandshake +
+                                                                  ▼ SaslAuthenticate, same user and mechanism
+
+- The network thread gives an unauthenticated connection's frames to the handlers (none is
+  served by the data path) and limits them to `sasl.server.max.receive.size`. Before
+  authentication only ApiVersions, SaslHandshake and SaslAuthenticate are allowed;
+  anything else closes the connection (broker/dispatch.py).
+- SaslHandshake v1 names the mechanism (`sasl.enabled.mechanisms`; UNSUPPORTED_SASL_MECHANISM
+  lists the enabled ones). v0, where raw SASL tokens follow outside Kafka's framing, is not
+  served (every client this project supports sends v1).
+- SaslAuthenticate carries the mechanism's tokens: PLAIN one (`\\0user\\0password`), SCRAM two
+  (broker/sasl_scram.py). A failure answers SASL_AUTHENTICATION_FAILED with Kafka's generic
+  message and closes the connection once the answer is written; the broker's log says why.
+- PLAIN checks a password against `listener.name.<listener>.plain.sasl.jaas.config`'s
+  `user_<name>="<password>"` entries (Kafka's PlainLoginModule form) and, for users not
+  there, against the user's SCRAM credentials (salting the password as SCRAM would), so
+  `logbroker user set-password` serves both mechanisms.
+- The principal is `User:<name>`. The session lifetime (`connections.max.reauth.ms`, 0:
+  none) goes back in SaslAuthenticate v1+; after it the network thread serves only a
+  re-authentication, which must be the same user with the same mechanism.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+
+import trio
+
+from logbroker import scram
+from logbroker.broker.sasl_scram import AuthenticationFailed, ScramServer
+from logbroker.log_format import fields
+
+log = logging.getLogger("logbroker.broker.sasl")
+
+# Kafka's messages to the client: nothing that tells an unknown user from a wrong password.
+PLAIN_FAILED = "Authentication failed: Invalid username or password"
+SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+
+_JAAS_ENTRY = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def jaas_users(jaas: str) -> dict[str, str]:
+    """The `user_<name>="<password>"` entries of a PlainLoginModule JAAS config."""
+    return {k[len("user_"):]: v.replace('\\"', '"').replace("\\\\", "\\")
+            for k, v in _JAAS_ENTRY.findall(jaas) if k.startswith("user_")}
+
+
+class SaslSession:
+    """One connection's SASL state (created at its first request on a SASL listener)."""
+
+    def __init__(self, peer: str, mechanisms: list[str], plain_users: dict[str, str],
+                 credential, reauth_ms: int) -> None:
+        self.peer = peer
+        self.mechanisms = mechanisms
+        self._plain_users = plain_users
+        self._credential = credential  # (user, mechanism) -> ScramCredential | None
+        self.reauth_ms = reauth_ms
+        self.mechanism: str | None = None  # chosen by the handshake under way
+        self._scram: ScramServer | None = None
+        self.principal: str | None = None  # set once authenticated
+        self._authenticated_mechanism: str | None = None
+        # What the last SaslAuthenticate led to, for the dispatcher to act on (and clear):
+        self.completed: str | None = None  # the principal, when an exchange just succeeded
+        self.failed: str | None = None  # the log line of an exchange that just failed
+
+    # --- SaslHandshake ---------------------------------------------------------------
+
+    def handshake(self, mechanism: str) -> bool:
+        """Starts an exchange with `mechanism`; False when it is not enabled (the
+        connection stays unauthenticated, or keeps its current session)."""
+        if mechanism not in self.mechanisms:
+            return False
+        if self._authenticated_mechanism is not None and mechanism != self._authenticated_mechanism:
+            return False  # KIP-368: re-authentication keeps the mechanism
+        self.mechanism = mechanism
+        self._scram = None
+        return True
+
+    # --- SaslAuthenticate ------------------------------------------------------------
+
+    async def authenticate(self, token: bytes) -> tuple[bytes, str | None]:
+        """One SaslAuthenticate token: (reply token, the principal when the exchange
+        completed). AuthenticationFailed (naming user and cause) when it failed; the
+        exchange is then over."""
+        mechanism = self.mechanism
+        if mechanism is None:
+            raise AuthenticationFailed("SaslAuthenticate before SaslHandshake")
+        try:
+            if mechanism == "PLAIN":
+                self.mechanism = None
+                user = await self._plain(token)
+                return b"", self._done(user, mechanism)
+            if self._scram is None:
+                self._scram = ScramServer(mechanism, self._credential)
+                return self._scram.first(token), None
+            scram_server, self._scram, self.mechanism = self._scram, None, None
+            reply = scram_server.final(token)
+            assert scram_server.user is not None
+            return reply, self._done(scram_server.user, mechanism)
+        except AuthenticationFailed:
+            self.mechanism, self._scram = None, None
+            raise
+
+    def failure_message(self, mechanism: str | None) -> str:
+        return PLAIN_FAILED if mechanism == "PLAIN" else SCRAM_FAILED.format(mechanism)
+
+    def _done(self, user: str, mechanism: str) -> str:
+        principal = f"User:{user}"
+        if self.principal is not None and principal != self.principal:
+            raise AuthenticationFailed(f"re-authentication of {self.principal} from {self.peer} as {principal}: "
+                                       "a connection keeps its principal")
+        self.principal, self._authenticated_mechanism = principal, mechanism
+        return principal
+
+    async def _plain(self, token: bytes) -> str:
+        parts = bytes(token).split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed(f"PLAIN token from {self.peer} is not authzid\\0user\\0password "
+                                       f"({len(parts)} fields)")
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(f"PLAIN token from {self.peer} is not UTF-8") from None
+        if not user:
+            raise AuthenticationFailed(f"PLAIN token from {self.peer} has an empty user name")
+        if authzid and authzid != user:
+            raise AuthenticationFailed(f"PLAIN: user {user!r} asked to act as {authzid!r}, which is not allowed")
+        expected = self._plain_users.get(user)
+        if expected is not None:
+            if hmac.compare_digest(expected.encode(), password.encode()):
+                return user
+            raise AuthenticationFailed(f"PLAIN: user {user!r} gave a wrong password")
+        creds = [c for c in (self._credential(user, m) for m in scram.MECHANISMS) if c is not None]
+        if not creds:
+            raise AuthenticationFailed(f"PLAIN: user {user!r} is neither in the listener's JAAS config nor a SCRAM user")
+        cred = creds[0]
+        # PBKDF2 takes milliseconds: off the event loop.
+        salted = await trio.to_thread.run_sync(scram.salted_password, cred.mechanism, password.encode(), cred.salt,
+                                               cred.iterations)
+        if hmac.compare_digest(scram.stored_key(cred.mechanism, salted), cred.stored_key):
+            return user
+        raise AuthenticationFailed(f"PLAIN: user {user!r} gave a wrong password (checked against their "
+                                   f"{cred.mechanism} credential)")
+
+
+def log_failure(peer: str, mechanism: str | None, cause: str) -> None:
+    log.info("failed authentication from %s with %s: %s", peer, mechanism or "no mechanism", cause,
+             extra=fields(peer=peer))
+
+
+__all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure"]

@@ -1,0 +1,119 @@
+"""The broker's side of a SCRAM-SHA-256/512 exchange (RFC 5802, RFC 7677), as Kafka runs
+it inside SaslAuthenticate (two round trips):
+
+    client-first   n,,n=<user>,r=<client nonce>           (gs2 header "n,," or "y,,";
+                                                            "p=" channel binding refused)
+    server-first   r=<client nonce><server nonce>,s=<salt base64>,i=<iterations>
+    client-final   c=<base64 of the gs2 header>,r=<nonce>,p=<proof base64>
+    server-final   v=<server signature base64>
+
+The broker keeps only the stored key and server key of each credential (coord/metadata.py
+ScramCredential, from the metadata log); logbroker/scram.py has the arithmetic. Any
+mismatch (unknown user, wrong nonce or channel binding, a proof that does not verify)
+raises `AuthenticationFailed` with what the broker logs; the client is told only Kafka's
+generic "invalid credentials" message, so it cannot tell an unknown user from a wrong
+password.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from typing import Callable
+
+from logbroker import scram
+from logbroker.coord.metadata import ScramCredential
+
+
+class AuthenticationFailed(Exception):
+    """A failed exchange; the message (for the broker's log) names the user and cause."""
+
+
+class ScramServer:
+    """One SCRAM exchange on one connection: `first` then `final`."""
+
+    def __init__(self, mechanism: str, credential: Callable[[str, str], ScramCredential | None]) -> None:
+        self.mechanism = mechanism
+        self._credential = credential  # (user, mechanism) -> the stored credential
+        self.user: str | None = None
+        self._cred: ScramCredential | None = None
+        self._gs2_header = ""
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+
+    def first(self, message: bytes) -> bytes:
+        """The client-first message; returns the server-first message."""
+        text = _text(message, "client-first message")
+        gs2_flag, sep, rest = text.partition(",")
+        authzid, sep2, bare = rest.partition(",")
+        if not sep or not sep2:
+            raise AuthenticationFailed(f"{self.mechanism} client-first message {text[:60]!r} has no GS2 header")
+        if gs2_flag.startswith("p="):
+            raise AuthenticationFailed(f"{self.mechanism}: channel binding ({gs2_flag!r}) is not supported")
+        if gs2_flag not in ("n", "y"):
+            raise AuthenticationFailed(f"{self.mechanism} client-first message has GS2 flag {gs2_flag!r}")
+        attrs = _attributes(bare, "client-first message")
+        if "n" not in attrs or "r" not in attrs or not attrs["r"]:
+            raise AuthenticationFailed(f"{self.mechanism} client-first message {bare[:60]!r} lacks n= or r=")
+        try:
+            user = scram.unescape_username(attrs["n"])
+        except ValueError as e:
+            raise AuthenticationFailed(f"{self.mechanism} client-first message: {e}") from None
+        if authzid and authzid != f"a={attrs['n']}":
+            raise AuthenticationFailed(f"{self.mechanism}: user {user!r} asked to act as {authzid[2:]!r}, which is "
+                                       "not allowed (the authorization id must be the user)")
+        if attrs.get("tokenauth", "").lower() == "true":
+            raise AuthenticationFailed(f"{self.mechanism}: user {user!r} presented a delegation token, which this "
+                                       "broker does not issue")
+        self.user = user
+        cred = self._credential(user, self.mechanism)
+        if cred is None:
+            raise AuthenticationFailed(f"{self.mechanism}: user {user!r} has no {self.mechanism} credential")
+        self._cred = cred
+        self._gs2_header = f"{gs2_flag},{authzid},"
+        self._client_first_bare = bare
+        self._nonce = attrs["r"] + secrets.token_urlsafe(24)
+        salt = base64.b64encode(cred.salt).decode()
+        self._server_first = f"r={self._nonce},s={salt},i={cred.iterations}"
+        return self._server_first.encode()
+
+    def final(self, message: bytes) -> bytes:
+        """The client-final message; returns the server-final message (the exchange
+        succeeded: `user` is authenticated)."""
+        assert self._cred is not None and self.user is not None, "first() before final()"
+        text = _text(message, "client-final message")
+        without_proof, sep, proof_attr = text.rpartition(",")
+        if not sep or not proof_attr.startswith("p="):
+            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} sent a client-final message without a proof")
+        attrs = _attributes(without_proof, "client-final message")
+        expected_binding = base64.b64encode(self._gs2_header.encode()).decode()
+        if attrs.get("c") != expected_binding:
+            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} sent channel binding "
+                                       f"{attrs.get('c')!r}, expected {expected_binding!r}")
+        if attrs.get("r") != self._nonce:
+            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} answered with another nonce")
+        try:
+            proof = base64.b64decode(proof_attr[2:], validate=True)
+        except (binascii.Error, ValueError):
+            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} sent a proof that is not base64") from None
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        if not scram.verify_proof(self.mechanism, self._cred.stored_key, auth_message, proof):
+            raise AuthenticationFailed(f"{self.mechanism}: user {self.user!r} gave a wrong password")
+        signature = scram.server_signature(self.mechanism, self._cred.server_key, auth_message)
+        return b"v=" + base64.b64encode(signature)
+
+
+def _text(message: bytes, what: str) -> str:
+    try:
+        return bytes(message).decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationFailed(f"SCRAM {what} is not UTF-8") from None
+
+
+def _attributes(text: str, what: str) -> dict[str, str]:
+    try:
+        return scram.parse_attributes(text)
+    except ValueError as e:
+        raise AuthenticationFailed(f"SCRAM {what}: {e}") from None
