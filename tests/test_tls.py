@@ -276,7 +276,7 @@ def test_our_client_refuses_a_broker_it_does_not_trust(tmp_path, pki):
             assert isinstance(a.list_topics(timeout=10), list)
     from logbroker.client import ConfigError as ClientConfigError
 
-    with pytest.raises(ClientConfigError, match="SASL is next"):
+    with pytest.raises(ClientConfigError, match="SASL_SSL needs a user and a password"):
         logbroker.Producer("127.0.0.1:9093", security_protocol="SASL_SSL")
     with pytest.raises(ClientConfigError, match="ssl.truststore.location"):
         logbroker.Producer("127.0.0.1:9093", **our_tls(pki, ssl_truststore_location=str(tmp_path / "missing.pem")))

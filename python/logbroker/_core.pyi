@@ -351,23 +351,26 @@ class RaftNode:
 
 @final
 class NetworkServer:
-    """The broker's Rust network thread: listener, connections, frames, responses."""
+    """The broker's Rust network thread: listeners, connections, frames, responses."""
 
     def __new__(
-        cls, host: str, port: int, max_frame: int, queued_max_request_bytes: int, idle_ms: int, fetch_session_slots: int,
-        partitions: PartitionTable, tls: tuple[bytes, bytes, bytes | None, str] | None = None, sasl: bool = False,
+        cls, listeners: list[tuple[str, str, int, tuple[bytes, bytes, bytes | None, str] | None, bool]], max_frame: int,
+        queued_max_request_bytes: int, idle_ms: int, fetch_session_slots: int, partitions: PartitionTable,
         sasl_max_receive: int = 524288,
     ) -> NetworkServer:
-        """`tls`: (certificate chain PEM, private key PEM, truststore PEM, ssl.client.auth)
-        for an SSL listener; ValueError naming what is wrong. `sasl`: a SASL_* listener."""
+        """`listeners`: (name, host, port, tls, sasl) each; `tls`: (certificate chain PEM,
+        private key PEM, truststore PEM, ssl.client.auth) for an SSL or SASL_SSL listener;
+        ValueError naming the listener and what is wrong."""
     @property
     def address(self) -> tuple[str, int]: ...
+    @property
+    def addresses(self) -> list[tuple[str, int]]: ...
     @property
     def notify_fd(self) -> int: ...
     def take_events(
         self,
     ) -> list[
-        tuple[int, bytes | None, str, str | None, int, tuple[str, int, int, list[tuple[str, int]], bool, int] | None]
+        tuple[int, bytes | None, str, str | None, int, tuple[str, int, int, list[tuple[str, int]], bool, int] | None, int]
     ]: ...
     def respond(self, conn: int, chunks: list[Buffer | FileRegion] | None) -> None: ...
     def serve_verified(self, conn: int, frame: bytes, verdicts: list[tuple[str, int, int, str]]) -> None: ...
@@ -381,10 +384,22 @@ class NetworkServer:
     def stats(self) -> dict[str, int]: ...
 
 @final
+class Authorizer:
+    """ACL authorization, Kafka's StandardAuthorizer rules (rust/src/server/authorizer.rs)."""
+
+    def configure(self, super_users: list[str], allow_if_no_acl: bool) -> None: ...
+    @property
+    def enabled(self) -> bool: ...
+    def set_acls(self, acls: list[tuple[int, str, int, str, str, int, int]]) -> None: ...
+    def authorize(self, principal: str, host: str, resource_type: int, name: str, operation: int) -> bool: ...
+
+@final
 class PartitionTable:
     """The partitions Produce and Fetch are served from (rust/src/server/partition.rs)."""
 
     def __new__(cls) -> PartitionTable: ...
+    @property
+    def authorizer(self) -> Authorizer: ...
     def add(
         self, topic: str, index: int, node_id: int, log: Log, leader: int, leader_epoch: int, isr: list[int],
         min_insync_replicas: int,

@@ -71,7 +71,7 @@ class TrioDriver:
         self._running = False
         self._wakeups: dict[Connection, trio.Event] = {}
         self._scopes: dict[Connection, trio.CancelScope] = {}
-        self._tls = tls.context(core.config)  # security.protocol=SSL: every connection is TLS
+        self._tls = tls.context(core.config)  # SSL or SASL_SSL: every connection is TLS
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         core = self.core

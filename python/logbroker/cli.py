@@ -7,6 +7,7 @@
     logbroker cluster status [--bootstrap-server HOST:PORT] [--json]
     logbroker user set-password NAME [--mechanism M] [--iterations N] [--password P | --password-file F]
     logbroker user delete NAME [--mechanism M] | list [NAME ...]
+    logbroker acl add|list|remove [--allow-principal P] [--operation OP] [--topic T | --group G | --cluster ...]
 
 Prints one line on stdout when the broker accepts connections, logs to stderr, and
 shuts down cleanly (logs flushed and closed, checkpoints written) on SIGINT or SIGTERM.
@@ -66,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.user_cli import add_parser as add_user_parser
 
     add_user_parser(sub)
+    from logbroker.acl_cli import add_parser as add_acl_parser
+
+    add_acl_parser(sub)
     return p
 
 
@@ -102,7 +106,7 @@ async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
 SUBCOMMANDS = {"group": ("group_cli", "run"), "topic": ("topic_cli", "run"), "mirror": ("mirror_cli", "run"),
                "archive": ("archive_cli", "run"), "bench": ("bench_cli", "run"), "cluster": ("cluster_cli", "run"),
                "produce": ("console_cli", "run_produce"), "consume": ("console_cli", "run_consume"),
-               "user": ("user_cli", "run")}
+               "user": ("user_cli", "run"), "acl": ("acl_cli", "run")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,8 +26,9 @@ def key_values(items: list[str], what: str) -> list[tuple[str, str]]:
 
 
 def add_command_config(parser, flag: str = "--command-config", whose: str = "") -> None:
-    parser.add_argument(flag, metavar="FILE", help=f"client properties{whose} (security.protocol=SSL, "
-                        "ssl.truststore.location, ...), as Kafka's tools take them")
+    parser.add_argument(flag, metavar="FILE", help=f"client properties{whose} (security.protocol=SSL or "
+                        "SASL_SSL, ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...), as Kafka's "
+                        "tools take them")
 
 
 def client_config(path: str | None) -> dict[str, str]:

@@ -87,6 +87,7 @@ class ClusterNode:
         self.bound_port = port if bound_port is None else bound_port
         self.controller_port = controller_port
         self.data_dir = data_dir
+        self.listener_ports: dict[str, int] = {}  # the extra client listeners' ports (Cluster(listeners=...))
         self.log_path = data_dir.with_name(data_dir.name + ".log")
         self._args = args
         self._ready_line = ""
@@ -218,7 +219,10 @@ class Cluster:
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
                  racks: list[str] | None = None, log_level: str = "INFO", log_format: str = "text", broker_only: int = 0,
                  front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
-                 console: bool = False) -> None:
+                 console: bool = False, listeners: list[str] | None = None) -> None:
+        """`listeners`: names of client listeners beside PLAINTEXT (the inter-broker one),
+        each on a free port per node; their security protocols come from `config`'s
+        listener.security.protocol.map; `bootstrap(name)` gives their addresses."""
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
@@ -241,10 +245,12 @@ class Cluster:
             voter = i <= n
             args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
                     "--log-level", log_level, "--log-format", log_format]
+            extra = {name.upper(): free_port() for name in listeners or []}
+            more = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra.items())
             if voter:
-                args += ["--listen", f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"]
+                args += ["--listen", f"PLAINTEXT://127.0.0.1:{p}{more},CONTROLLER://127.0.0.1:{c}"]
             else:
-                args += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}"]
+                args += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}{more}"]
             if front is not None:
                 a = f"PLAINTEXT://127.0.0.1:{adv[i][0]}" + (f",CONTROLLER://127.0.0.1:{adv[i][1]}" if voter else "")
                 args += ["--set", f"advertised.listeners={a}"]
@@ -258,10 +264,15 @@ class Cluster:
                 args += ["--set", f"console.listen=127.0.0.1:{console_port}"]
             self.nodes.append(ClusterNode(i, adv[i][0], adv[i][1], root / f"node{i}", args, bound_port=p,
                                           metrics_port=metrics_port, console_port=console_port))
+            self.nodes[-1].listener_ports = extra
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap_servers for n in self.nodes)
+
+    def bootstrap(self, listener: str) -> str:
+        """Every node's address on the client listener `listener` (see `listeners`)."""
+        return ",".join(f"127.0.0.1:{n.listener_ports[listener.upper()]}" for n in self.nodes)
 
     def node(self, node_id: int) -> ClusterNode:
         for n in self.nodes:

@@ -273,6 +273,10 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("sasl.enabled.mechanisms", _parse_mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config (user_<name>=\"<password>\") or are SCRAM users; SCRAM users are stored in the metadata log (logbroker user, AlterUserScramCredentials)."),
     ConfigKey("connections.max.reauth.ms", _parse_int(0), "0", "SASL session lifetime (KIP-368): a client must re-authenticate within this long, or its next request closes the connection (0: sessions never end)."),
     ConfigKey("sasl.server.max.receive.size", _parse_int(1024, INT_MAX), "524288", "The largest request frame an unauthenticated SASL connection may send (the handshake and its tokens); larger closes the connection."),
+    ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). It must be PLAINTEXT in a cluster for now."),
+    ConfigKey("authorizer.class.name", _parse_choice("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"), "", "ACL authorization: empty (every request allowed; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs from the metadata log enforced on every API; docs/security.md)."),
+    ConfigKey("super.users", _parse_str, "", "Principals allowed everything, separated by semicolons: User:admin;User:ops."),
+    ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, "false", "With an authorizer: a resource that no ACL matches is open to everyone (true) or to super users only (false)."),
     ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
     ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),
     ConfigKey("broker.rack", _parse_str, "", "This broker's rack; replicas of a partition are spread over racks first (empty: no rack)."),
@@ -492,15 +496,44 @@ class BrokerConfig:
 
     @property
     def client_listener_name(self) -> str:
-        """The name of the client listener: PLAINTEXT, else the first that is not the controller's."""
-        ls = parse_listeners(self.get_str("listeners"))
-        if "PLAINTEXT" in ls:
-            return "PLAINTEXT"
+        """The broker's primary listener: `inter.broker.listener.name`, else PLAINTEXT, else
+        the first that is not the controller's. Brokers reach each other on it, its address
+        is the broker's registration, and the network thread binds it first."""
+        names = [name for name, _, _ in self.client_listeners]
+        chosen = self.get_str("inter.broker.listener.name").upper()
+        if chosen:
+            if chosen not in names:
+                raise ConfigError(f"inter.broker.listener.name={chosen} is not one of the listeners "
+                                  f"{self.get_str('listeners')!r}")
+            return chosen
+        return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+
+    @functools.cached_property
+    def client_listeners(self) -> list[tuple[str, str, int]]:
+        """Every listener but the controller's: (name, host, port), in `listeners` order."""
         ctl = self.get_str("controller.listener.names").upper()
-        for name in ls:
-            if name != ctl:
-                return name
-        raise ConfigError(f"listeners={self.get_str('listeners')!r} has no listener for clients")
+        out = [(name, h, p) for name, (h, p) in parse_listeners(self.get_str("listeners")).items() if name != ctl]
+        if not out:
+            raise ConfigError(f"listeners={self.get_str('listeners')!r} has no listener for clients")
+        return out
+
+    def parse_host(self, listener: str) -> str:
+        """The host a listener binds (as configured)."""
+        return next(h for name, h, _ in self.client_listeners if name == listener)
+
+    def listeners_primary_first(self) -> list[tuple[str, str, int]]:
+        """`client_listeners` with the primary listener first (the network thread's order)."""
+        primary = self.client_listener_name
+        return sorted(self.client_listeners, key=lambda listener: listener[0] != primary)
+
+    def advertised(self, listener: str) -> tuple[str, int] | None:
+        """The advertised (host, port) of a listener (`advertised.listeners`; None: the bound one)."""
+        adv = self.get_str("advertised.listeners").strip()
+        if not adv:
+            return None
+        if "://" not in adv:
+            return split_host_port(adv) if listener == self.client_listener_name else None
+        return parse_listeners(adv).get(listener)
 
     def security_protocol(self, listener: str) -> str:
         """The security protocol of a listener (`listener.security.protocol.map`)."""
@@ -514,29 +547,34 @@ class BrokerConfig:
 
     @functools.cached_property
     def client_sasl(self) -> bool:
-        """Whether the client listener authenticates with SASL (SASL_PLAINTEXT, SASL_SSL)."""
-        return self.security_protocol(self.client_listener_name).startswith("SASL_")
+        """Whether any client listener authenticates with SASL (SASL_PLAINTEXT, SASL_SSL)."""
+        return any(self.security_protocol(name).startswith("SASL_") for name, _, _ in self.client_listeners)
 
-    def jaas_config(self, mechanism: str) -> str:
-        """`listener.name.<client listener>.<mechanism>.sasl.jaas.config` ('' when unset)."""
-        return self.explicit.get(f"listener.name.{self.client_listener_name.lower()}.{mechanism.lower()}.sasl.jaas.config", "")
+    def jaas_config(self, mechanism: str, listener: str) -> str:
+        """`listener.name.<listener>.<mechanism>.sasl.jaas.config` ('' when unset)."""
+        return self.explicit.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config", "")
 
-    def client_tls(self) -> tuple[bytes, bytes, bytes | None, str] | None:
-        """The client listener's TLS settings for the network thread, when its security
-        protocol is SSL or SASL_SSL: (certificate chain PEM, key PEM, truststore PEM or None,
+    def check_listeners(self) -> None:
+        """What a broker cannot serve yet: ConfigError naming the listener and why."""
+        primary = self.client_listener_name
+        protocol = self.security_protocol(primary)
+        if protocol != "PLAINTEXT" and self.quorum_voters:
+            raise ConfigError(f"the inter-broker listener {primary} is {protocol} in a cluster: brokers do not secure "
+                              "their own connections yet; give them a PLAINTEXT listener (inter.broker.listener.name) "
+                              "beside the secured ones for clients")
+        if protocol != "PLAINTEXT" and self.get_str("console.listen"):
+            raise ConfigError(f"console.listen with a {protocol} primary listener ({primary}): the console is a Kafka "
+                              "client of its broker and needs a PLAINTEXT listener; add one (e.g. "
+                              "INTERNAL://127.0.0.1:9091 with INTERNAL:PLAINTEXT and inter.broker.listener.name=INTERNAL)")
+        for name, _, _ in self.client_listeners:
+            self.listener_tls(name)
+
+    def listener_tls(self, listener: str) -> tuple[bytes, bytes, bytes | None, str] | None:
+        """A listener's TLS settings for the network thread, when its security protocol is
+        SSL or SASL_SSL: (certificate chain PEM, key PEM, truststore PEM or None,
         ssl.client.auth). ConfigError naming the key, file and problem otherwise."""
-        listener = self.client_listener_name
         protocol = self.security_protocol(listener)
-        if protocol == "PLAINTEXT":
-            return None
-        if self.quorum_voters:
-            raise ConfigError(f"listener {listener} is {protocol} in a cluster: brokers reach each other on the client "
-                              "listener and do not secure their own connections yet; use it on a single node")
-        if self.get_str("console.listen"):
-            raise ConfigError(f"console.listen with a {protocol} listener ({listener}): the console is a Kafka client "
-                              "of its broker and needs a PLAINTEXT listener, which it will have once a broker serves "
-                              "several listeners")
-        if protocol == "SASL_PLAINTEXT":
+        if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
             return None
         if self.get_str("ssl.key.password"):
             raise ConfigError("ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
@@ -572,18 +610,8 @@ class BrokerConfig:
 
     @property
     def advertised_client(self) -> tuple[str, int] | None:
-        """The client listener's advertised address (None: the bound one)."""
-        adv = self.get_str("advertised.listeners").strip()
-        if not adv:
-            return None
-        if "://" not in adv:
-            return split_host_port(adv)
-        ls = parse_listeners(adv)
-        ctl = self.get_str("controller.listener.names").upper()
-        clients = [a for name, a in ls.items() if name != ctl]
-        if "PLAINTEXT" in ls:
-            return ls["PLAINTEXT"]
-        return clients[0] if clients else None
+        """The primary listener's advertised address (None: the bound one)."""
+        return self.advertised(self.client_listener_name)
 
     @property
     def advertised_controller(self) -> tuple[str, int] | None:

@@ -55,19 +55,26 @@ class KafkaServer:
         self.queued_max = broker.config.get_int("queued.max.request.bytes")
         self.fetch_session_slots = broker.config.get_int("max.incremental.fetch.session.cache.slots")
         self.net: _core.NetworkServer | None = None
-        self.sasl = broker.config.client_sasl
-        self.sessions: dict[int, SaslSession] = {}  # SASL listener: each connection's exchange
+        cfg = broker.config
+        # the listeners, primary (inter-broker) first: the network thread's listener indexes
+        self.listeners: list[str] = [name for name, _, _ in cfg.listeners_primary_first()]
+        self.sasl = [cfg.security_protocol(name).startswith("SASL_") for name in self.listeners]
+        self.sessions: dict[int, SaslSession] = {}  # SASL listeners: each connection's exchange
 
-    def bind(self, host: str, port: int, partitions: _core.PartitionTable) -> tuple[str, int]:
-        """Binds the listener and starts the network thread, which serves Produce and Fetch
-        from `partitions`; returns the bound address."""
+    def bind(self, partitions: _core.PartitionTable) -> dict[str, tuple[str, int]]:
+        """Binds every listener and starts the network thread, which serves Produce and Fetch
+        from `partitions`; returns each listener's bound address by name."""
+        cfg = self.broker.config
+        cfg.check_listeners()
+        specs = [(name, host, port, cfg.listener_tls(name), sasl)
+                 for (name, host, port), sasl in zip(cfg.listeners_primary_first(), self.sasl)]
         try:
-            self.net = _core.NetworkServer(host, port, self.max_frame, self.queued_max, self.idle_ms,
-                                           self.fetch_session_slots, partitions, self.broker.config.client_tls(),
-                                           self.sasl, self.broker.config.get_int("sasl.server.max.receive.size"))
-        except ValueError as e:  # the TLS settings, as the engine read them
-            raise ConfigError(f"listener {self.broker.config.client_listener_name}: {e}") from None
-        return self.net.address
+            self.net = _core.NetworkServer(specs, self.max_frame, self.queued_max, self.idle_ms,
+                                           self.fetch_session_slots, partitions,
+                                           cfg.get_int("sasl.server.max.receive.size"))
+        except ValueError as e:  # the TLS settings, as the engine read them (naming the listener)
+            raise ConfigError(str(e)) from None
+        return dict(zip(self.listeners, self.net.addresses))
 
     async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """Serves requests until cancelled (the service closes the network thread: `close`)."""
@@ -77,11 +84,11 @@ class KafkaServer:
             task_status.started()
             while True:
                 await trio.lowlevel.wait_readable(net.notify_fd)
-                for conn, frame, peer, message, level, verification in net.take_events():
+                for conn, frame, peer, message, level, verification, listener in net.take_events():
                     if verification is not None:
                         nursery.start_soon(self._verify_produce, net, conn, frame, peer, verification)
                     elif frame is not None:  # a request: the message is the connection's principal
-                        nursery.start_soon(self._serve_request, net, conn, frame, peer, message)
+                        nursery.start_soon(self._serve_request, net, conn, frame, peer, message, listener)
                     elif conn == -2:
                         datapath_log.log(level, "%s", message, extra=parse_fields(message, DATAPATH_LINES))
                     elif conn == -3:  # the HW of a watched partition moved: peer is its topic, level its index
@@ -98,7 +105,7 @@ class KafkaServer:
         if self.net is not None:
             self.net.shutdown()
 
-    def _session(self, conn: int, peer: str) -> SaslSession:
+    def _session(self, conn: int, peer: str, listener: str) -> SaslSession:
         session = self.sessions.get(conn)
         if session is None:
             cfg = self.broker.config
@@ -108,16 +115,17 @@ class KafkaServer:
                 return None if controller is None else controller.image.scram_credential(user, mechanism)
 
             session = SaslSession(peer, cfg.get_str("sasl.enabled.mechanisms").split(","),
-                                  jaas_users(cfg.jaas_config("PLAIN")), credential,
+                                  jaas_users(cfg.jaas_config("PLAIN", listener)), credential,
                                   cfg.get_int("connections.max.reauth.ms"))
             self.sessions[conn] = session
         return session
 
     async def _serve_request(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
-                             principal: str | None) -> None:
-        session = self._session(conn, peer) if self.sasl else None
+                             principal: str | None, listener: int) -> None:
+        name = self.listeners[listener]
+        session = self._session(conn, peer, name) if self.sasl[listener] else None
         try:
-            chunks = await self.handle_frame(frame, peer, principal, session)
+            chunks = await self.handle_frame(frame, peer, principal, session, name)
         except ProtocolError as e:
             self.sessions.pop(conn, None)
             net.close(conn, str(e))
@@ -169,7 +177,7 @@ class KafkaServer:
         net.serve_verified(conn, frame, verdicts)
 
     async def handle_frame(self, frame: bytes, peer: str, principal: str | None = "User:ANONYMOUS",
-                           session: SaslSession | None = None) -> list | None:
+                           session: SaslSession | None = None, listener: str | None = None) -> list | None:
         """Serve one request frame (without its size prefix); on a connection of the
         controller listener (coord/controller_channel.py) with the controller's table.
         `principal` None: a SASL connection that has not authenticated yet."""
@@ -204,7 +212,8 @@ class KafkaServer:
         if end != len(frame):
             log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end,
                       extra=fields(peer=peer))
-        ctx = RequestContext(self.broker, header, peer, table, principal or "", session)
+        ctx = RequestContext(self.broker, header, peer, table, principal or "", session,
+                             listener or self.listeners[0])
         try:
             response = await entry.handler(ctx, request)
         except ProtocolError as e:

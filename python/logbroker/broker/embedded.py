@@ -44,8 +44,10 @@ class Broker:
         overrides.update({k: str(v) for k, v in (config or {}).items()})
         overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
         overrides["log.dirs"] = str(data_dir)
-        # `listener`: the client listener's name, e.g. SSL (with the ssl.* keys) for TLS
-        overrides["listeners"] = f"{host}:{port}" if listener == "PLAINTEXT" else f"{listener}://{host}:{port}"
+        # `listener`: the client listener's name, e.g. SSL (with the ssl.* keys) for TLS;
+        # config={"listeners": "INTERNAL://...,EXTERNAL://..."} gives several instead
+        if "listeners" not in overrides:
+            overrides["listeners"] = f"{host}:{port}" if listener == "PLAINTEXT" else f"{listener}://{host}:{port}"
         self.config = BrokerConfig(overrides)
         self.data_dir = Path(data_dir)
         self.server: BrokerServer | None = None
@@ -74,6 +76,13 @@ class Broker:
         assert self.server is not None and self.server.console_address is not None, "console.listen is not set"
         host, port = self.server.console_address
         return f"http://{host}:{port}/"
+
+    def bootstrap(self, listener: str) -> str:
+        """HOST:PORT of the listener named `listener` (of several; `bootstrap_servers` is the
+        primary one's)."""
+        assert self.server is not None, "broker not started"
+        host, port = self.server.listener_addresses[listener.upper()]
+        return f"{host}:{port}"
 
     @property
     def port(self) -> int:
@@ -124,10 +133,12 @@ class Broker:
             raise err
 
     def restart(self) -> Broker:
-        """Stop cleanly and start again on the same data directory and port."""
-        port = self.port
+        """Stop cleanly and start again on the same data directory and ports."""
+        assert self.server is not None, "broker not started"
+        bound = dict(self.server.listener_addresses)
         self.stop()
-        self.config = BrokerConfig({**self.config.explicit, "listeners": f"{self.config.listen[0]}:{port}"})
+        listeners = ",".join(f"{name}://{self.config.parse_host(name)}:{port}" for name, (_, port) in bound.items())
+        self.config = BrokerConfig({**self.config.explicit, "listeners": listeners})
         return self.start()
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ import logging
 import trio
 
 from logbroker import _core
+from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.config import BrokerConfig, split_host_port
 from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
@@ -61,8 +62,10 @@ class BrokerServer:
         # The partitions Produce and Fetch are served from, shared by the replica manager
         # (which fills it) and the network thread (which serves from it).
         self.partition_table = _core.PartitionTable()
+        self.authorizer = AclAuthorizer(config, self.partition_table.authorizer)
         self.server = KafkaServer(self)
-        self.address: tuple[str, int] | None = None
+        self.address: tuple[str, int] | None = None  # the primary (inter-broker) listener's
+        self.listener_addresses: dict[str, tuple[str, int]] = {}  # every listener's bound address
         self.advertised: tuple[str, int] | None = None
         self.quorum = None  # MetadataQuorum in a cluster (controller.quorum.voters set)
         self.lifecycle: BrokerLifecycle | None = None  # heartbeats, in a cluster
@@ -80,10 +83,9 @@ class BrokerServer:
         return self.controller.image.cluster_id
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        host, port = self.config.listen
-        bound = self.server.bind(host, port, self.partition_table)
+        self.listener_addresses = self.server.bind(self.partition_table)
         try:
-            await self._run(bound, task_status)
+            await self._run(self.listener_addresses[self.config.client_listener_name], task_status)
         finally:
             self.server.close()
             if self.replicas is not None:
@@ -103,6 +105,11 @@ class BrokerServer:
         data_dir.mkdir(parents=True, exist_ok=True)
         local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1],
                                    self.config.get_str("broker.rack") or None)
+        if len(self.listener_addresses) > 1:  # clients of each listener are told its address
+            for name, (host, port) in self.listener_addresses.items():
+                adv = self.config.advertised(name)
+                local.endpoints[name] = list(adv) if adv is not None else [
+                    "127.0.0.1" if host in ("0.0.0.0", "::") else host, port]
         quorum = None
         self.config.check_quorum()
         if self.config.quorum_voters:
@@ -123,6 +130,8 @@ class BrokerServer:
                 await nursery.start(quorum.run, self.controller.on_quorum_image, kafka)
                 await quorum.wait_replayed()
             image = self.controller.image
+            await self.authorizer.apply_metadata(image)
+            self.controller.add_listener(self.authorizer.apply_metadata)
             await self.replicas.startup(image)
             self.controller.add_listener(self.replicas.apply_metadata)
             if self.controller.image is not image:  # records applied while the logs opened

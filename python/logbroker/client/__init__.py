@@ -17,6 +17,7 @@ from logbroker.client.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    SaslAuthenticationError,
     SerializationError,
 )
 from logbroker.client.fetcher import NoOffsetForPartitionError
@@ -44,6 +45,7 @@ __all__ = [
     "Producer",
     "RecordFuture",
     "RecordMetadata",
+    "SaslAuthenticationError",
     "SerializationError",
     "TopicDescription",
     "TopicPartition",

@@ -1,5 +1,5 @@
 """`Admin`: the sync Kafka admin client (topics, partitions, configs, groups, offsets,
-cluster, SCRAM credentials). Each call blocks until the broker answered (or `timeout`
+cluster, SCRAM credentials, ACLs). Each call blocks until the broker answered (or `timeout`
 seconds passed) and raises the named exception of the first error code.
 
     with Admin(bootstrap_servers="127.0.0.1:9092") as admin:
@@ -15,6 +15,8 @@ from typing import Any
 from logbroker.client import config as _config
 from logbroker.client.admin_core import (
     OFFSET_SPECS,
+    AclBinding,
+    AclBindingFilter,
     AdminCore,
     ClusterInfo,
     GroupDescription,
@@ -25,7 +27,7 @@ from logbroker.client.driver import ThreadDriver
 from logbroker.client.errors import ClientClosedError
 from logbroker.client.group import TopicPartition
 
-__all__ = ["Admin", "NewTopic"]
+__all__ = ["AclBinding", "AclBindingFilter", "Admin", "NewTopic"]
 
 
 def offset_specs(specs: dict[Any, str | int]) -> dict[TopicPartition, int]:
@@ -141,6 +143,25 @@ class Admin:
         users = sorted({u[0] for u in ups} | {d[0] for d in dels})
         self._call(lambda: self._core.alter_user_scram_credentials(ups, dels), f"alter_user_scram_credentials {users}",
                    timeout)
+
+    def create_acls(self, acls: Iterable[AclBinding], timeout: float | None = None) -> None:
+        """Creates ACLs, e.g. AclBinding("topic", "orders", "literal", "User:alice", "*", "read",
+        "allow"); one that exists already is left alone. A refused ACL raises its error
+        (InvalidRequestError naming the field; SecurityDisabledError when the broker has no
+        authorizer; ClusterAuthorizationFailedError without ALTER on the cluster)."""
+        acls = list(acls)
+        self._call(lambda: self._core.create_acls(acls), f"create_acls ({len(acls)})", timeout)
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter(),
+                      timeout: float | None = None) -> list[AclBinding]:
+        """The ACLs the filter matches (default: every ACL), grouped by resource."""
+        return self._call(lambda: self._core.describe_acls(acl_filter), "describe_acls", timeout)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter],
+                    timeout: float | None = None) -> list[list[AclBinding]]:
+        """Deletes the ACLs each filter matches; returns the ACLs deleted, per filter."""
+        fs = list(filters)
+        return self._call(lambda: self._core.delete_acls(fs), f"delete_acls ({len(fs)} filter(s))", timeout)
 
     def close(self) -> None:
         if not self._closed:

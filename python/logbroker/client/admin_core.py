@@ -1,6 +1,6 @@
 """The admin client's sans-I/O core: each operation builds its requests, sends them to the
 right broker (the controller for topic changes, the group coordinator for group operations,
-partition leaders for offsets, any broker for configs and SCRAM credentials) and turns the
+partition leaders for offsets, any broker for configs, SCRAM credentials and ACLs) and turns the
 responses into plain Python values, raising the named exception of the first error code.
 Every method returns a `Pending`.
 """
@@ -24,10 +24,13 @@ from logbroker.client.group import (
 from logbroker.client.network import Pending, Versioned, gather
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.alter_user_scram_credentials_request import _AlterUserScramCredentialsRequest
+from logbroker.protocol.messages.create_acls_request import _CreateAclsRequest
 from logbroker.protocol.messages.create_partitions_request import _CreatePartitionsRequest
 from logbroker.protocol.messages.create_topics_request import _CreateTopicsRequest
+from logbroker.protocol.messages.delete_acls_request import _DeleteAclsRequest
 from logbroker.protocol.messages.delete_groups_request import _DeleteGroupsRequest
 from logbroker.protocol.messages.delete_topics_request import _DeleteTopicsRequest
+from logbroker.protocol.messages.describe_acls_request import _DescribeAclsRequest
 from logbroker.protocol.messages.describe_configs_request import _DescribeConfigsRequest
 from logbroker.protocol.messages.describe_groups_request import _DescribeGroupsRequest
 from logbroker.protocol.messages.describe_log_dirs_request import _DescribeLogDirsRequest
@@ -39,8 +42,8 @@ from logbroker.protocol.messages.metadata_request import _MetadataRequest
 from logbroker.protocol.messages.offset_commit_request import _OffsetCommitRequest
 from logbroker.protocol.messages.offset_fetch_request import _OffsetFetchRequest
 
-__all__ = ["AdminCore", "BrokerInfo", "ClusterInfo", "GroupDescription", "GroupMember", "NewTopic",
-           "PartitionInfo", "TopicDescription"]
+__all__ = ["AclBinding", "AclBindingFilter", "AdminCore", "BrokerInfo", "ClusterInfo", "GroupDescription",
+           "GroupMember", "NewTopic", "PartitionInfo", "TopicDescription"]
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
@@ -48,6 +51,14 @@ LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, DESCRIBE_CLUSTER, LIST_OFFSETS = 16
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
 OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 SCRAM_SALT_BYTES = 32
+# ACL fields by name (Kafka's codes); "any" (and "match" for pattern types) only in filters
+ACL_RESOURCE_TYPES = {"any": 1, "topic": 2, "group": 3, "cluster": 4, "transactional_id": 5, "delegation_token": 6,
+                      "user": 7}
+ACL_PATTERN_TYPES = {"any": 1, "match": 2, "literal": 3, "prefixed": 4}
+ACL_OPERATIONS = {"any": 1, "all": 2, "read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7, "describe": 8,
+                  "cluster_action": 9, "describe_configs": 10, "alter_configs": 11, "idempotent_write": 12,
+                  "create_tokens": 13, "describe_tokens": 14, "two_phase_commit": 15}
+ACL_PERMISSIONS = {"any": 1, "deny": 2, "allow": 3}
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,66 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: list[GroupMember]
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL: a resource pattern and who may (or may not) do what on it, from where. Names
+    are Kafka's, in lower case: resource_type "topic", "group", "cluster" (named
+    "kafka-cluster"), "transactional_id", "delegation_token", "user"; pattern_type "literal"
+    (the name, or "*" for every resource) or "prefixed"; principal "User:alice" ("User:*"
+    for everyone); host an address or "*"; operation "read", "write", "create", "delete",
+    "alter", "describe", "cluster_action", "describe_configs", "alter_configs",
+    "idempotent_write", ... or "all"; permission "allow" or "deny"."""
+
+    resource_type: str
+    name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """Which ACLs `describe_acls` shows and `delete_acls` deletes (Kafka's AclBindingFilter):
+    "any" and None match anything; pattern_type "literal"/"prefixed" match that type with an
+    equal name, "any" every type with an equal name, and "match" the ACLs that apply to the
+    resource named (literal with its name or "*", prefixed with a prefix of it)."""
+
+    resource_type: str = "any"
+    name: str | None = None
+    pattern_type: str = "any"
+    principal: str | None = None
+    host: str | None = None
+    operation: str = "any"
+    permission: str = "any"
+
+
+def _acl_code(table: dict[str, int], what: str, name: str) -> int:
+    key = str(name).lower().replace("-", "_")
+    if key not in table:
+        raise ValueError(f"ACL {what} must be one of {sorted(table)}, not {name!r}")
+    return table[key]
+
+
+def _acl_name(table: dict[str, int], code: int) -> str:
+    return next((n for n, c in table.items() if c == code), f"unknown({code})")
+
+
+def _acl_codes(f: AclBinding | AclBindingFilter) -> tuple[int, int, int, int]:
+    """(resource type, pattern type, operation, permission) codes; ValueError for an unknown name."""
+    return (_acl_code(ACL_RESOURCE_TYPES, "resource type", f.resource_type),
+            _acl_code(ACL_PATTERN_TYPES, "pattern type", f.pattern_type),
+            _acl_code(ACL_OPERATIONS, "operation", f.operation),
+            _acl_code(ACL_PERMISSIONS, "permission", f.permission))
+
+
+def _binding(resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int,
+             permission: int) -> AclBinding:
+    return AclBinding(_acl_name(ACL_RESOURCE_TYPES, resource_type), name, _acl_name(ACL_PATTERN_TYPES, pattern_type),
+                      principal, host, _acl_name(ACL_OPERATIONS, operation), _acl_name(ACL_PERMISSIONS, permission))
 
 
 def _resource(r: tuple[str, str]) -> tuple[int, str]:
@@ -413,3 +484,58 @@ class AdminCore(ClientCore):
                     raise error_for(r.error_code, r.error_message, f"alter SCRAM credentials of user {r.user!r}")
 
         return self.net.request(self.net.any_node(), req).chain(check)
+
+    def create_acls(self, acls: list[AclBinding]) -> Pending[None]:
+        """Creates `acls` (one CreateAcls, to any broker: it forwards to the controller). An
+        ACL that exists already is left as it is; a refused one raises its error (most often
+        InvalidRequestError, naming the field), after the others were created."""
+        cls = _CreateAclsRequest
+        creations = []
+        for a in acls:
+            rt, pt, op, perm = _acl_codes(a)
+            creations.append(cls.AclCreation(resource_type=rt, resource_name=a.name, resource_pattern_type=pt,
+                                              principal=a.principal, host=a.host, operation=op, permission_type=perm))
+
+        def check(resp: Any) -> None:
+            for a, r in zip(acls, resp.results):
+                if r.error_code:
+                    raise error_for(r.error_code, r.error_message, f"create ACL {a}")
+
+        return self.net.request(self.net.any_node(), cls(creations=creations)).chain(check)
+
+    def describe_acls(self, f: AclBindingFilter) -> Pending[list[AclBinding]]:
+        """The ACLs `f` matches, from any broker's metadata image."""
+        rt, pt, op, perm = _acl_codes(f)
+        req = _DescribeAclsRequest(resource_type_filter=rt, resource_name_filter=f.name, pattern_type_filter=pt,
+                                   principal_filter=f.principal, host_filter=f.host, operation=op,
+                                   permission_type=perm)
+
+        def parse(resp: Any) -> list[AclBinding]:
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, "describe ACLs")
+            return [_binding(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                             a.permission_type) for r in resp.resources for a in r.acls]
+
+        return self.net.request(self.net.any_node(), req).chain(parse)
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> Pending[list[list[AclBinding]]]:
+        """Deletes the ACLs each filter matches (one DeleteAcls); returns the ACLs deleted,
+        per filter (an ACL two filters match is in both lists)."""
+        cls = _DeleteAclsRequest
+        fs = []
+        for f in filters:
+            rt, pt, op, perm = _acl_codes(f)
+            fs.append(cls.DeleteAclsFilter(resource_type_filter=rt, resource_name_filter=f.name, pattern_type_filter=pt,
+                                           principal_filter=f.principal, host_filter=f.host, operation=op,
+                                           permission_type=perm))
+
+        def parse(resp: Any) -> list[list[AclBinding]]:
+            out = []
+            for f, r in zip(filters, resp.filter_results):
+                if r.error_code:
+                    raise error_for(r.error_code, r.error_message, f"delete ACLs matching {f}")
+                out.append([_binding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host,
+                                     m.operation, m.permission_type) for m in r.matching_acls])
+            return out
+
+        return self.net.request(self.net.any_node(), cls(filters=fs)).chain(parse)

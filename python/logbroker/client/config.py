@@ -5,6 +5,9 @@ Keys are Kafka's (`linger.ms`, `enable.idempotence`, ...). Keyword arguments may
 with underscores (`linger_ms=5`); `**{"linger.ms": 5}` works too. An unknown key raises
 `ConfigError` (a typo must not silently fall back to a default). Values are coerced to the
 type of the default (`"5"` -> 5, `"true"` -> True); `acks` accepts 0, 1, -1 and "all".
+`sasl.password` and `sasl.jaas.config` are kept as `sasl.Password` (their repr is hidden),
+and a SASL `security.protocol` without a user and password is a `ConfigError`
+(client/sasl.py).
 
 Defaults are the Java client's, except where a user who sets nothing would be slow
 (measured in benches/bench_pyclient.py, "default" profile; see docs/client.md):
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from logbroker.client import sasl
 from logbroker.client.errors import ConfigError
 
 COMMON: dict[str, Any] = {
@@ -37,13 +41,18 @@ COMMON: dict[str, Any] = {
     "socket.connection.setup.timeout.ms": 10000,
     "api.version.request": True,
     "security.protocol": "PLAINTEXT",
-    # TLS (security.protocol=SSL), PEM files: see client/tls.py
+    # TLS (security.protocol=SSL or SASL_SSL), PEM files: see client/tls.py
     "ssl.truststore.type": "PEM",
     "ssl.truststore.location": None,
     "ssl.keystore.type": "PEM",
     "ssl.keystore.location": None,
     "ssl.key.password": None,
     "ssl.endpoint.identification.algorithm": "https",
+    # SASL (security.protocol=SASL_PLAINTEXT or SASL_SSL): see client/sasl.py
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": None,
+    "sasl.password": None,
+    "sasl.jaas.config": None,
 }
 
 PRODUCER: dict[str, Any] = {
@@ -102,9 +111,16 @@ _CHOICES = {
 def _coerce(key: str, value: Any, default: Any) -> Any:
     if key == "security.protocol":
         v = str(value).upper()
-        if v not in ("PLAINTEXT", "SSL"):
-            raise ConfigError(f"security.protocol={value!r}: this client speaks PLAINTEXT and SSL (SASL is next)")
+        if v not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConfigError(f"security.protocol={value!r}: use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
         return v
+    if key == "sasl.mechanism":
+        return sasl.check_mechanism(value)
+    if key in ("sasl.password", "sasl.jaas.config"):
+        # secrets: kept as Password, whose repr does not show them
+        return value if value is None or isinstance(value, sasl.Password) else sasl.Password(str(value))
+    if key == "sasl.username":
+        return None if value is None else str(value)
     if key in ("ssl.truststore.type", "ssl.keystore.type"):
         if str(value).upper() != "PEM":
             raise ConfigError(f"{key}={value!r}: this client reads PEM files only")
@@ -170,6 +186,8 @@ def build(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
         out[key] = _coerce(key, value, defaults[key])
     if isinstance(out["bootstrap.servers"], (list, tuple)):
         out["bootstrap.servers"] = ",".join(out["bootstrap.servers"])
+    if "security.protocol" in out:
+        sasl.from_config(out)  # a SASL protocol needs a user and a password (ConfigError)
     return out
 
 

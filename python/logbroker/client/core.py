@@ -17,6 +17,14 @@ network state, advanced by a driver calling `tick(now)` and feeding socket event
 the topics it needs (`want_topics`, or every topic with `want_all_topics`), and re-asks
 after `retry.backoff.ms` when a topic has no leader or errors, when a request failed with a
 leadership error (`request_metadata_update`), and every `metadata.max.age.ms`.
+
+# Authentication failures
+A broker that refuses our SASL credentials (client/sasl.py) fails the connection's requests
+with `SaslAuthenticationError`, which is not retriable; but what waits for metadata would
+only ask again, and time out much later. So `Network` reports each failure to
+`on_auth_error`, which fails the metadata waiters with it (and later ones at once, until a
+connection authenticates: `Network.auth_error`); subclasses also fail their own waiters (the
+producer's queued records, the consumer's next poll).
 """
 
 from __future__ import annotations
@@ -28,8 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logbroker import _core
+from logbroker.client import sasl
 from logbroker.client.config import parse_servers
-from logbroker.client.errors import KafkaTimeoutError, error_for
+from logbroker.client.errors import KafkaTimeoutError, SaslAuthenticationError, error_for
 from logbroker.client.network import Network, Pending
 from logbroker.protocol.messages.metadata_request import _MetadataRequest
 
@@ -123,7 +132,9 @@ class ClientCore:
         self.waker = waker or _core.Waker()
         self.net = Network(
             parse_servers(config["bootstrap.servers"]), config["client.id"], config["request.timeout.ms"] / 1000,
-            config["reconnect.backoff.ms"] / 1000, config["reconnect.backoff.max.ms"] / 1000)
+            config["reconnect.backoff.ms"] / 1000, config["reconnect.backoff.max.ms"] / 1000,
+            sasl.from_config(config))
+        self.net.on_auth_error = self.on_auth_error
         self.metadata = Metadata()
         self.now = 0.0
         self.closed = False
@@ -154,12 +165,18 @@ class ClientCore:
 
     def wait_metadata(self, ready: Callable[[], bool], timeout: float, what: str) -> Pending[Any]:
         """Resolves once `ready()` holds after a metadata update (checked now, too); fails with
-        KafkaTimeoutError naming `what` after `timeout` seconds."""
+        KafkaTimeoutError naming `what` after `timeout` seconds, or with the
+        SaslAuthenticationError of a refused connection (see the module docstring)."""
         p: Pending[Any] = Pending()
         if ready():
             p.resolve(None)
             return p
         self.request_metadata_update()
+        if self.net.auth_error is not None:
+            # the last connection attempt was refused our credentials: say so now (another
+            # attempt still goes out, and a success clears the error)
+            p.fail(self.net.auth_error)
+            return p
         self._metadata_waiters.append((ready, p, self.now + timeout, what))
         self.call_at(self.now + timeout, self._expire_metadata_waiters)
         return p
@@ -229,6 +246,14 @@ class ClientCore:
 
     def on_metadata_update(self) -> None:
         """Subclasses react to new metadata (leaders moved, partitions added)."""
+
+    def on_auth_error(self, err: SaslAuthenticationError) -> None:
+        """A broker refused our credentials (see the module docstring): fail what waits for
+        metadata. Subclasses extend this (calling it)."""
+        waiters, self._metadata_waiters = self._metadata_waiters, []
+        for _ready, w, _deadline, _what in waiters:
+            w.fail(err)
+        self.wake()
 
     # -- the loop -----------------------------------------------------------------------
 

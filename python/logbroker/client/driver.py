@@ -46,7 +46,7 @@ class ThreadDriver:
         self._socks: dict[Connection, socket.socket] = {}
         self._pending_writes: dict[Connection, list[memoryview]] = {}
         self._sel.register(core.waker.fileno(), selectors.EVENT_READ, None)
-        self._tls = tls.context(core.config)  # security.protocol=SSL: every socket is wrapped
+        self._tls = tls.context(core.config)  # SSL or SASL_SSL: every socket is wrapped
         self._handshaking: set[Connection] = set()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)

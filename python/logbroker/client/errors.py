@@ -6,6 +6,8 @@
     ├── ClientClosedError                       the client was closed
     ├── ConfigError (also ValueError)           a bad or unknown configuration key
     ├── SerializationError                      a value the codec cannot carry
+    ├── SaslAuthenticationError                 a broker refused our SASL credentials (or we
+    │                                           refused it); not retriable
     └── BrokerResponseError                     a Kafka error code in a response
         ├── UnknownTopicOrPartitionError, NotLeaderOrFollowerError, ...
         └── one class per `ErrorCode` (named after it: OFFSET_OUT_OF_RANGE ->
@@ -32,6 +34,7 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
+    "SaslAuthenticationError",
     "SerializationError",
     "error_for",
     "error_class",
@@ -68,6 +71,35 @@ class ConfigError(KafkaError, ValueError):
 
 class SerializationError(KafkaError, TypeError):
     """A key, value or header that cannot be sent as bytes."""
+
+
+class SaslAuthenticationError(KafkaError):
+    """SASL authentication with a broker failed (client/sasl.py): wrong credentials
+    (SASL_AUTHENTICATION_FAILED), a mechanism the broker does not enable
+    (UNSUPPORTED_SASL_MECHANISM), or a server whose SCRAM signature does not match. Not
+    retriable: sending again would only fail again. `broker`, `mechanism`, `user` and
+    `error_code` (the broker's, None when the client refused) say which; the message holds the
+    broker's error_message, never the password."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+    def __init__(self, broker: str, mechanism: str, user: str, reason: str, error_code: int | None = None) -> None:
+        self.broker = broker
+        self.mechanism = mechanism
+        self.user = user
+        self.reason = reason
+        self.error_code = error_code
+        what = ""
+        if error_code is not None:
+            try:
+                what = f"{ErrorCode(error_code).name} ({error_code}): "
+            except ValueError:
+                what = f"error {error_code}: "
+        super().__init__(f"SASL authentication of user {user!r} with {mechanism} at broker {broker} failed: "
+                         f"{what}{reason}")
+
+    def __reduce__(self):  # picklable despite the keyword-less __init__
+        return (type(self), (self.broker, self.mechanism, self.user, self.reason, self.error_code))
 
 
 class BrokerResponseError(KafkaError):

@@ -128,6 +128,14 @@ class ConsumerCore(ClientCore):
         self.last_poll = time.monotonic()  # application side, real time (not the loop's clock)
         self.poll_expired = False
 
+    def on_auth_error(self, err: BaseException) -> None:
+        """A broker refused our SASL credentials: the next poll() raises it (once per
+        failure that poll has not yet seen: reconnects fail again until the credentials work)."""
+        super().on_auth_error(err)
+        if not any(type(e) is type(err) for e in self.errors):
+            self.errors.append(err)
+        self.notify()
+
     # -- subscription and assignment (loop side) ----------------------------------------
 
     def subscribe(self, topics: list[str] | None, pattern: str | re.Pattern[str] | None, wait_for_app: bool) -> None:

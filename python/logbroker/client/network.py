@@ -7,6 +7,13 @@ trio) moves bytes between sockets and these objects.
 READY once the driver calls `connected()`; the first request is always ApiVersions, and
 requests queued before its answer wait, then go out at the highest version both sides speak
 (capped by `VERSION_CAPS`, the newest versions that still name topics rather than topic ids).
+With SASL (security.protocol SASL_PLAINTEXT/SASL_SSL; client/sasl.py) they wait longer:
+after ApiVersions the connection sends SaslHandshake and SaslAuthenticate itself, and lets
+them go once authenticated; a failed authentication closes it with `SaslAuthenticationError`
+(which `Network` reports to the core: `on_auth_error`). When the broker gives the session a
+lifetime (KIP-368), the connection re-authenticates in place before it ends: new requests
+wait, the ones in flight are answered, SaslHandshake + SaslAuthenticate go out again, then
+the waiting requests.
 The driver `recv_into`s `read_target()` (the rest of the size prefix, then the frame body)
 and reports the count with `advance(n)`; each complete frame resolves its request's
 `Pending`, in the order the broker answered (Kafka answers in order per connection; the
@@ -30,19 +37,32 @@ public API reaches it through the driver's command queue.
 from __future__ import annotations
 
 import collections
+import random
 import struct
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from logbroker.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from logbroker.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SaslAuthenticationError,
+    error_for,
+)
+from logbroker.client.sasl import Plain, SaslConfig, ScramClient
 from logbroker.protocol import REQUESTS, ProtocolError, decode_response, encode_request
 from logbroker.protocol.messages.api_versions_request import _ApiVersionsRequest
+from logbroker.protocol.messages.sasl_authenticate_request import _SaslAuthenticateRequest
+from logbroker.protocol.messages.sasl_handshake_request import _SaslHandshakeRequest
 
 __all__ = ["VERSION_CAPS", "Connection", "Network", "Pending", "Versioned", "gather"]
 
 T = TypeVar("T")
 
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+UNSUPPORTED_SASL_MECHANISM = 33
 # The newest version of each API this client sends (topic names, not topic ids).
 VERSION_CAPS = {0: 12, 1: 12, 2: 9, 3: 12, 8: 9, 9: 7, 10: 6, 11: 9, 12: 4, 13: 5, 14: 5, 18: 3}
 
@@ -175,14 +195,28 @@ class _Req:
 
 
 class Connection:
-    """One broker link (see the module docstring). `state`: new, connecting, ready, closed."""
+    """One broker link (see the module docstring). `state`: new, connecting, ready, closed.
+    `sasl`: the credentials to authenticate with (None: no SASL); `on_auth(conn, error)` is
+    told how each authentication ended (error None: it succeeded); `auth_timeout` bounds each
+    step of the exchange (request.timeout.ms)."""
 
-    def __init__(self, node_id: Hashable, host: str, port: int, client_id: str) -> None:
+    def __init__(self, node_id: Hashable, host: str, port: int, client_id: str, sasl: SaslConfig | None = None,
+                 on_auth: Callable[[Connection, SaslAuthenticationError | None], object] | None = None,
+                 auth_timeout: float = 30.0) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
         self.client_id = client_id
         self.state = "new"
+        self.sasl = sasl
+        self._on_auth = on_auth
+        self._auth_timeout = auth_timeout
+        self.authenticated = sasl is None
+        self._mech: Plain | ScramClient | None = None  # the SASL exchange under way
+        self._auth_version = 0  # of SaslAuthenticate
+        self.reauth_at: float | None = None  # KIP-368: when to re-authenticate
+        self._reauth_due = False  # new requests wait: re-authentication starts once none is in flight
+        self._now = 0.0
         self.versions: dict[int, tuple[int, int]] | None = None
         self._correlation = 0
         self._out: list[Any] = []
@@ -227,10 +261,15 @@ class Connection:
     def supports(self, api_key: int) -> bool:
         return self.versions is None or api_key in self.versions
 
+    @property
+    def usable(self) -> bool:
+        """Requests go out at once (versions known, authenticated, not re-authenticating)."""
+        return self.versions is not None and self.authenticated and self._mech is None and not self._reauth_due
+
     def connected(self, now: float) -> None:
         """The socket is open: negotiate versions first."""
         self.state = "ready"
-        self.last_used = now
+        self.last_used = self._now = now
         req = _ApiVersionsRequest(client_software_name="logbroker-python", client_software_version="0.1.0")
         p: Pending[Any] = Pending()
         p.add_callback(self._on_versions)
@@ -245,6 +284,13 @@ class Connection:
             # The broker is older: it answered with its ranges at v0 (KIP-511).
             pass
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if self.sasl is not None:
+            self._start_sasl()
+        else:
+            self._release()
+
+    def _release(self) -> None:
+        """Send the requests that waited (for versions or authentication)."""
         waiting, self._waiting = self._waiting, []
         for r in waiting:
             self._send(r)
@@ -255,12 +301,116 @@ class Connection:
             p.fail(self.error or KafkaConnectionError(f"connection to {self.host}:{self.port} is closed"))
             return p
         r = _Req(body, p, expect_response, now + timeout)
-        if self.versions is None:
+        if not self.usable:
             self._waiting.append(r)
         else:
             self._send(r)
-        self.last_used = now
+        self.last_used = self._now = now
         return p
+
+    # -- SASL (client/sasl.py) ----------------------------------------------------------
+
+    def _auth_error(self, reason: str, error_code: int | None = None) -> SaslAuthenticationError:
+        assert self.sasl is not None
+        return SaslAuthenticationError(f"{self.host}:{self.port} (node {self.node_id})", self.sasl.mechanism,
+                                       self.sasl.username, reason, error_code)
+
+    def _auth_request(self, body: Any, version: int, callback: Callable[[Pending[Any]], object]) -> None:
+        """Send one step of the exchange, ahead of the waiting requests."""
+        p: Pending[Any] = Pending()
+        p.add_callback(callback)
+        self._encode(_Req(body, p, True, self._now + self._auth_timeout), version)
+
+    def _start_sasl(self) -> None:
+        """SaslHandshake v1 with our mechanism (first authentication or re-authentication)."""
+        assert self.sasl is not None and self.versions is not None
+        self.reauth_at = None
+        handshake = self.versions.get(SASL_HANDSHAKE)
+        authenticate = self.versions.get(SASL_AUTHENTICATE)
+        if handshake is None or handshake[1] < 1 or authenticate is None:
+            self._fail_auth(self._auth_error("the broker does not speak SaslHandshake v1 and SaslAuthenticate "
+                                             "(KIP-152); is this a SASL listener of Kafka 1.0 or newer?"))
+            return
+        self._auth_version = min(2, authenticate[1])
+        try:
+            self._mech = self.sasl.client()
+        except ValueError as e:
+            self._fail_auth(self._auth_error(str(e)))
+            return
+        self._auth_request(_SaslHandshakeRequest(mechanism=self.sasl.mechanism), 1, self._on_handshake)
+
+    def _auth_step_failed(self, p: Pending[Any]) -> bool:
+        """A step's request failed (the connection closed, or its answer did not decode): end
+        the connection if it is not already."""
+        if p.error is None:
+            return False
+        if self.state != "closed":
+            self.close(KafkaConnectionError(f"SASL exchange with {self.host}:{self.port} (node {self.node_id}) "
+                                            f"failed: {p.error}"))
+        return True
+
+    def _on_handshake(self, p: Pending[Any]) -> None:
+        if self._auth_step_failed(p):
+            return
+        resp = p._value
+        assert self.sasl is not None and self._mech is not None
+        if resp.error_code == UNSUPPORTED_SASL_MECHANISM:
+            self._fail_auth(self._auth_error(
+                f"the broker does not enable {self.sasl.mechanism}; it enables "
+                f"{', '.join(resp.mechanisms) or 'none'}", resp.error_code))
+            return
+        if resp.error_code:
+            self._fail_auth(self._auth_error(f"SaslHandshake refused (enabled: {', '.join(resp.mechanisms)})",
+                                             resp.error_code))
+            return
+        self._auth_request(_SaslAuthenticateRequest(auth_bytes=self._mech.first()), self._auth_version,
+                           self._on_authenticate)
+
+    def _on_authenticate(self, p: Pending[Any]) -> None:
+        if self._auth_step_failed(p):
+            return
+        resp = p._value
+        assert self._mech is not None
+        if resp.error_code:
+            self._fail_auth(self._auth_error(resp.error_message or "refused", resp.error_code))
+            return
+        try:
+            reply = self._mech.respond(bytes(resp.auth_bytes or b""))
+        except ValueError as e:
+            self._fail_auth(self._auth_error(str(e)))
+            return
+        if reply is not None:
+            self._auth_request(_SaslAuthenticateRequest(auth_bytes=reply), self._auth_version, self._on_authenticate)
+            return
+        self._mech = None
+        self.authenticated = True
+        self._reauth_due = False
+        lifetime_ms = resp.session_lifetime_ms if self._auth_version >= 1 else 0
+        if lifetime_ms > 0:
+            # as Java's client: at a random point between 85% and 95% of the session's lifetime
+            self.reauth_at = self._now + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+        if self._on_auth is not None:
+            self._on_auth(self, None)
+        self._release()
+
+    def _fail_auth(self, err: SaslAuthenticationError) -> None:
+        self._mech = None
+        self.close(err)
+        if self._on_auth is not None:
+            self._on_auth(self, err)
+
+    def maybe_reauthenticate(self, now: float) -> None:
+        """KIP-368: once `reauth_at` has passed, new requests wait; the exchange starts when
+        none is in flight (here, or when the last answer arrives)."""
+        self._now = max(self._now, now)
+        if self.state != "ready" or self._mech is not None:
+            return
+        if not self._reauth_due:
+            if self.reauth_at is None or now < self.reauth_at:
+                return
+            self._reauth_due = True
+        if not self._in_flight:
+            self._start_sasl()
 
     def _send(self, r: _Req) -> None:
         try:
@@ -303,7 +453,7 @@ class Connection:
 
     def advance(self, n: int, now: float) -> None:
         """`n` bytes were written into `read_target()`."""
-        self.last_used = now
+        self.last_used = self._now = now
         self._filled += n
         if self._frame is None:
             if self._filled == 4:
@@ -348,6 +498,8 @@ class Connection:
             r.pending.fail(KafkaConnectionError("correlation id mismatch"))
             return
         r.pending.resolve(body)
+        if self._reauth_due and not self._in_flight and self._mech is None and self.state == "ready":
+            self._start_sasl()
 
     def overdue(self, now: float) -> bool:
         return bool(self._in_flight) and self._in_flight[0].deadline <= now or any(
@@ -357,6 +509,8 @@ class Connection:
         ds = [r.deadline for r in self._waiting]
         if self._in_flight:
             ds.append(self._in_flight[0].deadline)
+        if self.reauth_at is not None and not self._reauth_due:
+            ds.append(self.reauth_at)
         return min(ds) if ds else None
 
     def close(self, exc: BaseException | None = None) -> None:
@@ -364,6 +518,7 @@ class Connection:
             return
         self.state = "closed"
         self.error = exc or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        self.reauth_at = None
         reqs = list(self._in_flight) + self._waiting
         self._in_flight.clear()
         self._waiting = []
@@ -376,8 +531,13 @@ class Network:
     """All connections of one client (see the module docstring)."""
 
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, request_timeout: float,
-                 reconnect_backoff: float = 0.05, reconnect_backoff_max: float = 1.0) -> None:
+                 reconnect_backoff: float = 0.05, reconnect_backoff_max: float = 1.0,
+                 sasl: SaslConfig | None = None) -> None:
         self.client_id = client_id
+        self.sasl = sasl
+        # The last authentication failure (cleared by a success), and who is told of each.
+        self.auth_error: SaslAuthenticationError | None = None
+        self.on_auth_error: Callable[[SaslAuthenticationError], object] | None = None
         self.request_timeout = request_timeout
         self.addresses: dict[Hashable, tuple[str, int]] = {-(i + 1): hp for i, hp in enumerate(bootstrap)}
         self.bootstrap_ids = list(self.addresses)
@@ -400,7 +560,7 @@ class Network:
             if node_id not in self.addresses:
                 raise KafkaConnectionError(f"no address for node {node_id}")
             host, port = self.addresses[node_id]
-            c = Connection(node_id, host, port, self.client_id)
+            c = Connection(node_id, host, port, self.client_id, self.sasl, self._on_auth, self.request_timeout)
             self.conns[node_id] = c
         return c
 
@@ -419,7 +579,7 @@ class Network:
 
     def is_ready(self, node_id: Hashable) -> bool:
         c = self.conns.get(node_id)
-        return c is not None and c.state == "ready" and c.versions is not None
+        return c is not None and c.state == "ready" and c.usable
 
     def in_flight(self, node_id: Hashable) -> int:
         c = self.conns.get(node_id)
@@ -450,14 +610,28 @@ class Network:
         return out
 
     def on_connected(self, c: Connection) -> None:
-        self._backoff.pop(c.node_id, None)
+        if c.sasl is None:  # with SASL the backoff ends once authenticated (_on_auth)
+            self._backoff.pop(c.node_id, None)
         c.connected(self.now)
 
-    def on_connect_failed(self, c: Connection, exc: BaseException) -> None:
-        _, cur = self._backoff.get(c.node_id, (0.0, 0.0))
+    def _back_off(self, node_id: Hashable) -> None:
+        _, cur = self._backoff.get(node_id, (0.0, 0.0))
         cur = min(self._backoff_max, max(self._backoff_min, cur * 2))
-        self._backoff[c.node_id] = (self.now + cur, cur)
+        self._backoff[node_id] = (self.now + cur, cur)
+
+    def on_connect_failed(self, c: Connection, exc: BaseException) -> None:
+        self._back_off(c.node_id)
         c.close(KafkaConnectionError(f"cannot connect to {c.host}:{c.port} (node {c.node_id}): {exc}"))
+
+    def _on_auth(self, c: Connection, err: SaslAuthenticationError | None) -> None:
+        if err is None:
+            self._backoff.pop(c.node_id, None)
+            self.auth_error = None
+            return
+        self._back_off(c.node_id)
+        self.auth_error = err
+        if self.on_auth_error is not None:
+            self.on_auth_error(err)
 
     def on_closed(self, c: Connection, exc: BaseException | None = None) -> None:
         c.close(exc or KafkaConnectionError(f"connection to {c.host}:{c.port} (node {c.node_id}) was closed"))
@@ -474,6 +648,8 @@ class Network:
                 c.close(KafkaTimeoutError(
                     f"request to {c.host}:{c.port} (node {c.node_id}) got no response within "
                     f"request.timeout.ms={self.request_timeout * 1000:.0f}"))
+            elif c.reauth_at is not None:
+                c.maybe_reauthenticate(now)
         for n in [n for n, c in self.conns.items() if c.state == "closed"]:
             self.closed_conns.append(self.conns.pop(n))
 

@@ -104,6 +104,13 @@ class ProducerCore(ClientCore):
             if t.error_code == 0 and t.partitions:
                 self.acc.set_partitions(name, len(t.partitions))
 
+    def on_auth_error(self, err: BaseException) -> None:
+        """A broker refused our SASL credentials: besides the metadata waiters (send() waiting
+        for a topic), the records not sent yet fail with it rather than wait for
+        delivery.timeout.ms (those in flight fail with their requests)."""
+        super().on_auth_error(err)
+        self.fail_unsent(err, None)
+
     def wait_for_topic(self, topic: str, timeout: float) -> Pending[Any]:
         self.want_topics({topic})
         return self.wait_metadata(lambda: self.acc.partitions(topic) is not None, timeout,

@@ -1,4 +1,5 @@
-"""TLS for the client's connections (`security.protocol=SSL`), with the Java client's key
+"""TLS for the client's connections (`security.protocol=SSL`, and SASL_SSL where SASL
+follows the TLS handshake: client/sasl.py), with the Java client's key
 names and PEM files (`ssl.truststore.type=PEM`):
 
     ssl.truststore.location                  CA certificates (PEM) to trust; None: the system's
@@ -9,7 +10,8 @@ names and PEM files (`ssl.truststore.type=PEM`):
                                              name the host connected to; "": not checked
 
 `context(config)` builds the `ssl.SSLContext` both drivers (threads: driver.py, trio:
-logbroker.aio) and BrokerConnection wrap their sockets with; None for PLAINTEXT.
+logbroker.aio) and BrokerConnection wrap their sockets with; None for PLAINTEXT and
+SASL_PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from logbroker.client.errors import ConfigError
 
 
 def context(config: dict[str, Any]) -> ssl.SSLContext | None:
-    if config.get("security.protocol", "PLAINTEXT") != "SSL":
+    if config.get("security.protocol", "PLAINTEXT") not in ("SSL", "SASL_SSL"):
         return None
     try:
         ctx = ssl.create_default_context(cafile=config.get("ssl.truststore.location") or None)

@@ -28,6 +28,7 @@ import logging
 import re
 import uuid
 import base64
+from typing import Callable
 
 import trio
 
@@ -60,15 +61,19 @@ class ConsumerMember:
         self.session_deadline = 0.0
         self.revocation_deadline: float | None = None
         self.left_temporarily = False
+        # ACLs: which topics its regex may match (those its principal may describe, as Kafka
+        # resolves a regex); None without authorization (handlers/consumer_groups.py)
+        self.may_describe: Callable[[str], bool] | None = None
 
     def subscribes(self, topic: str) -> bool:
         if topic in self.subscribed_topics:
             return True
         if self.subscribed_regex:
             try:
-                return re.fullmatch(self.subscribed_regex, topic) is not None
+                matches = re.fullmatch(self.subscribed_regex, topic) is not None
             except re.error:
                 return False
+            return matches and (self.may_describe is None or self.may_describe(topic))
         return False
 
 
@@ -178,7 +183,8 @@ class ConsumerGroupCoordinator:
 
     # --- heartbeat ------------------------------------------------------------------
 
-    def heartbeat(self, req, version: int, client_id: str, client_host: str) -> dict:
+    def heartbeat(self, req, version: int, client_id: str, client_host: str,
+                  may_describe: Callable[[str], bool] | None = None) -> dict:
         owner = self.owner
         gid = req.group_id
         code = owner.check_coordinator(gid)
@@ -289,6 +295,7 @@ class ConsumerGroupCoordinator:
                 self._bump(group, f"member {member_id} changed its subscription")
         m.session_deadline = now + self.session_timeout_ms(gid) / 1000
         m.left_temporarily = False
+        m.may_describe = may_describe
         if self._subscribed_partitions(group) != group.subscription_metadata and group.assignment_epoch >= group.group_epoch:
             self._bump(group, "subscribed topics changed")
         self._compute_target(group)

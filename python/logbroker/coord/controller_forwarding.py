@@ -17,6 +17,8 @@ image shows the change, so the client's next Metadata on this broker sees it.
     elect_leaders         ElectLeaders v2
     alter_reassignments   AlterPartitionReassignments v1
     alter_scram_credentials  AlterUserScramCredentials v0 (per-user results returned as they come)
+    create_acls           CreateAcls v3 (per-ACL results returned as they come)
+    delete_acls           DeleteAcls v3 (per-filter results, with the ACLs each deleted)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 import trio
 
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
-from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState
+from logbroker.coord.metadata import AclBinding, AclBindingFilter, MetadataImage, PartitionState, TopicState
 from logbroker.protocol import REQUESTS, ErrorCode
 from logbroker.scram import MECHANISM_TYPES
 
@@ -251,4 +253,47 @@ class Forwarder:
 
         if done:
             await self._caught_up(applied, f"the SCRAM credentials of user(s) {sorted(done)}")
+        return results
+
+    async def _request(self, api_key: int, version: int, body, moved: Callable[[object], bool]):
+        """Send a request whose results are per item; ControllerError only when no active
+        controller answered."""
+        from logbroker.coord.controller import ControllerError
+
+        try:
+            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
+            return await self.client.request(api_key, version, body, timeout, retry_on=moved)
+        except ControllerUnavailable as e:
+            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]:
+        req = REQUESTS[30]
+        body = req(creations=[req.AclCreation(
+            resource_type=b.resource_type, resource_name=b.resource_name, resource_pattern_type=b.pattern_type,
+            principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type)
+            for b in bindings])
+        response = await self._request(30, 3, body, lambda r: any(
+            x.error_code == ErrorCode.NOT_CONTROLLER for x in r.results))
+        results = [(ErrorCode(r.error_code), r.error_message) for r in response.results]
+        created = [b for b, (code, _m) in zip(bindings, results) if code == ErrorCode.NONE]
+        if created:
+            await self._caught_up(lambda im: set(created) <= set(im.acls.values()), f"{len(created)} new ACL(s)")
+        return results
+
+    async def delete_acls(self, filters: list[AclBindingFilter]
+                          ) -> list[tuple[ErrorCode, str | None, list[AclBinding]]]:
+        req = REQUESTS[31]
+        body = req(filters=[req.DeleteAclsFilter(
+            resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
+            pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+            operation=f.operation, permission_type=f.permission_type) for f in filters])
+        response = await self._request(31, 3, body, lambda r: any(
+            x.error_code == ErrorCode.NOT_CONTROLLER for x in r.filter_results))
+        results = [(ErrorCode(r.error_code), r.error_message, [
+            AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                       m.permission_type) for m in r.matching_acls]) for r in response.filter_results]
+        deleted = {b for _c, _m, matched in results for b in matched}
+        if deleted:
+            await self._caught_up(lambda im: not deleted & set(im.acls.values()),
+                                  f"the deletion of {len(deleted)} ACL(s)")
         return results

@@ -1,5 +1,5 @@
 """The metadata image: what the cluster knows about brokers, topics and partitions, group
-configs and users' SCRAM credentials.
+configs, users' SCRAM credentials and ACLs.
 
 The controller is the only writer; brokers read the current image. Every partition
 carries the fields the replicated wave needs (leader, leader epoch, replicas, ISR,
@@ -15,7 +15,9 @@ On disk (owned by `MetadataStore`):
                                      "removing_replicas"}]}],
          "group_configs": {group: {k: v}},
          "scram_credentials": {user: {mechanism: {"salt", "stored_key", "server_key" (base64),
-                                                  "iterations"}}}}
+                                                  "iterations"}}},
+         "acls": {id (uuid hex): {"resource_type", "resource_name", "pattern_type", "principal",
+                                  "host", "operation", "permission_type"}}}
     Written whole to image.json.tmp, fsynced, then renamed over image.json, so a crash
     leaves either the old or the new image. (The controller quorum of the next wave
     replaces this file with a replicated metadata log; the image shape stays.)
@@ -89,6 +91,15 @@ class BrokerRegistration:
     rack: str | None = None
     epoch: int = 0  # bumped by each registration; fences stale heartbeats
     fenced: bool = False
+    # Every client listener's advertised [host, port] by listener name; host/port above are
+    # the inter-broker listener's. Empty for a broker with one listener (or an old record).
+    endpoints: dict[str, list] = dataclasses.field(default_factory=dict)
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where clients of `listener` reach this broker (the inter-broker address when the
+        broker has no such listener)."""
+        e = self.endpoints.get(listener)
+        return (self.host, self.port) if e is None else (e[0], int(e[1]))
 
 
 @dataclasses.dataclass
@@ -129,6 +140,88 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 
+# Kafka's codes (broker/authorizer.py has them all as enums; the image needs these few)
+ACL_ANY = 1  # resource type, pattern type, operation and permission type filters: anything
+PATTERN_MATCH, PATTERN_LITERAL, PATTERN_PREFIXED = 2, 3, 4
+PERMISSION_DENY, PERMISSION_ALLOW = 2, 3
+ACL_WILDCARD = "*"  # a LITERAL ACL named "*" is on every resource of its type
+
+
+@dataclasses.dataclass(frozen=True)
+class AclBinding:
+    """One ACL, as Kafka's StandardAcl (and its AccessControlEntryRecord): a resource pattern
+    (type, name, LITERAL or PREFIXED) and an entry (principal `Type:name`, host or "*",
+    operation, DENY or ALLOW), with Kafka's codes (broker/authorizer.py)."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int  # PATTERN_LITERAL or PATTERN_PREFIXED
+    principal: str
+    host: str
+    operation: int
+    permission_type: int  # PERMISSION_DENY or PERMISSION_ALLOW
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> AclBinding:
+        """The inverse of `to_json`; KeyError for a missing field, ValueError for a bad value
+        (a field of the wrong type, a pattern type other than LITERAL/PREFIXED, a permission
+        other than DENY/ALLOW, an empty resource name)."""
+        acl = cls(doc["resource_type"], doc["resource_name"], doc["pattern_type"], doc["principal"], doc["host"],
+                  doc["operation"], doc["permission_type"])
+        for f in dataclasses.fields(cls):
+            value, kind = getattr(acl, f.name), (str if f.type == "str" else int)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"{f.name} {value!r} is not {'a string' if kind is str else 'an integer'}")
+        if acl.pattern_type not in (PATTERN_LITERAL, PATTERN_PREFIXED):
+            raise ValueError(f"pattern type {acl.pattern_type} is not LITERAL (3) or PREFIXED (4)")
+        if acl.permission_type not in (PERMISSION_DENY, PERMISSION_ALLOW):
+            raise ValueError(f"permission type {acl.permission_type} is not DENY (2) or ALLOW (3)")
+        if not acl.resource_name:
+            raise ValueError("the resource name is empty")
+        return acl
+
+
+@dataclasses.dataclass(frozen=True)
+class AclBindingFilter:
+    """Which ACLs DescribeAcls shows and DeleteAcls removes: Kafka's AclBindingFilter. ANY
+    (resource type, operation, permission type) and None (name, principal, host) match
+    anything; a pattern type of LITERAL or PREFIXED matches ACLs of that type with an equal
+    name, ANY those of every type with an equal name, and MATCH the ACLs that apply to the
+    named resource: LITERAL with its name or "*", PREFIXED with a prefix of it."""
+
+    resource_type: int = ACL_ANY
+    resource_name: str | None = None
+    pattern_type: int = ACL_ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: int = ACL_ANY
+    permission_type: int = ACL_ANY
+
+    def matches(self, acl: AclBinding) -> bool:
+        return self._matches_pattern(acl) and (
+            (self.principal is None or self.principal == acl.principal)
+            and (self.host is None or self.host == acl.host)
+            and self.operation in (ACL_ANY, acl.operation)
+            and self.permission_type in (ACL_ANY, acl.permission_type))
+
+    def _matches_pattern(self, acl: AclBinding) -> bool:
+        if self.resource_type not in (ACL_ANY, acl.resource_type):
+            return False
+        if self.pattern_type not in (ACL_ANY, PATTERN_MATCH, acl.pattern_type):
+            return False
+        if self.resource_name is None:
+            return True
+        if self.pattern_type in (ACL_ANY, acl.pattern_type):
+            return self.resource_name == acl.resource_name
+        # MATCH: the ACLs that apply to the resource named
+        if acl.pattern_type == PATTERN_LITERAL:
+            return acl.resource_name in (self.resource_name, ACL_WILDCARD)
+        return acl.pattern_type == PATTERN_PREFIXED and self.resource_name.startswith(acl.resource_name)
+
+
 @dataclasses.dataclass
 class MetadataImage:
     cluster_id: str
@@ -139,6 +232,8 @@ class MetadataImage:
     group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # group id -> overrides
     # user name -> mechanism -> credential (a user with no credential left has no entry)
     scram_credentials: dict[str, dict[str, ScramCredential]] = dataclasses.field(default_factory=dict)
+    # ACL id (uuid hex, as Kafka's AccessControlEntryRecord) -> ACL
+    acls: dict[str, AclBinding] = dataclasses.field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         for t in self.topics.values():
@@ -167,6 +262,7 @@ class MetadataImage:
             "group_configs": {g: dict(sorted(c.items())) for g, c in sorted(self.group_configs.items())},
             "scram_credentials": {u: {m: c.to_json() for m, c in sorted(creds.items())}
                                   for u, creds in sorted(self.scram_credentials.items())},
+            "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
         }
 
     @classmethod
@@ -178,8 +274,9 @@ class MetadataImage:
         groups = {g: dict(c) for g, c in doc.get("group_configs", {}).items()}
         scram = {u: {m: ScramCredential.from_json(m, c) for m, c in creds.items()}
                  for u, creds in doc.get("scram_credentials", {}).items()}
+        acls = {i: AclBinding.from_json(a) for i, a in doc.get("acls", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
-                   scram)
+                   scram, acls)
 
 
 class MetadataStore:

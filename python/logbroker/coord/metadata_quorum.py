@@ -329,8 +329,9 @@ class MetadataQuorum:
         b = self.local
         while True:
             epoch = max(int(time.time() * 1000), self._last_epoch() + 1)
+            extra = {"endpoints": b.endpoints} if b.endpoints else {}
             records = [encode_record("RegisterBroker", node_id=b.node_id, epoch=epoch, host=b.host, port=b.port,
-                                     rack=b.rack),
+                                     rack=b.rack, **extra),
                        encode_record("FenceBroker", node_id=b.node_id, epoch=epoch, fenced=False)]
             try:
                 await self.write(records, timeout=10)

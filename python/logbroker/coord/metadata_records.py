@@ -11,7 +11,8 @@ metadata-log entry is a JSON array of the records written together (`encode_batc
 all or nothing. JSON keeps the log readable with standard tools; records are small and rare
 (metadata, not data), so compactness does not matter here.
 
-    RegisterBroker   node_id, epoch, host, port, rack       a broker (re)joins; starts fenced
+    RegisterBroker   node_id, epoch, host, port, rack[,       a broker (re)joins; starts fenced
+                     endpoints {listener: [host, port]}]
     FenceBroker      node_id, epoch, fenced                 fence (missed heartbeats, shutdown)
                                                             or unfence (caught up)
     UnregisterBroker node_id, epoch
@@ -32,6 +33,10 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                                a user's credential for that mechanism (Kafka's
                                UserScramCredentialRecord, KIP-554)
     RemoveUserScramCredential  name, mechanism: the credential must exist
+    Acl              id (uuid hex), resource_type, resource_name, pattern_type (3 LITERAL | 4
+                     PREFIXED), principal, host, operation, permission_type (2 DENY | 3 ALLOW):
+                     add (or replace) the ACL with that id (Kafka's AccessControlEntryRecord)
+    RemoveAcl        id: the ACL must exist (RemoveAccessControlEntryRecord)
 """
 
 from __future__ import annotations
@@ -41,7 +46,14 @@ import json
 import uuid
 from typing import Any
 
-from logbroker.coord.metadata import BrokerRegistration, MetadataImage, PartitionState, ScramCredential, TopicState
+from logbroker.coord.metadata import (
+    AclBinding,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionState,
+    ScramCredential,
+    TopicState,
+)
 from logbroker.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["MetadataRecordError", "apply", "apply_record", "decode_batch", "decode_record", "diff_records",
@@ -128,8 +140,9 @@ def _register_broker(image: MetadataImage, rec: dict) -> None:
     if old is not None and rec["epoch"] <= old.epoch:
         raise MetadataRecordError(
             f"RegisterBroker for {rec['node_id']} with epoch {rec['epoch']}, not above the current {old.epoch}")
+    endpoints = {str(k): [str(v[0]), int(v[1])] for k, v in (rec.get("endpoints") or {}).items()}
     image.brokers[rec["node_id"]] = BrokerRegistration(rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
-                                                       epoch=rec["epoch"], fenced=True)
+                                                       epoch=rec["epoch"], fenced=True, endpoints=endpoints)
 
 
 def _fence_broker(image: MetadataImage, rec: dict) -> None:
@@ -272,6 +285,29 @@ def _remove_user_scram_credential(image: MetadataImage, rec: dict) -> None:
         del image.scram_credentials[rec["name"]]
 
 
+def _acl_id(rec: dict) -> str:
+    acl_id = rec["id"]
+    if not isinstance(acl_id, str) or not acl_id:
+        raise MetadataRecordError(f"{rec['type']} record with id {acl_id!r}: an ACL id is a non-empty string")
+    return acl_id
+
+
+def _acl(image: MetadataImage, rec: dict) -> None:
+    acl_id = _acl_id(rec)
+    try:
+        acl = AclBinding.from_json(rec)
+    except ValueError as e:
+        raise MetadataRecordError(f"Acl record {acl_id}: {e}") from None
+    image.acls[acl_id] = acl
+
+
+def _remove_acl(image: MetadataImage, rec: dict) -> None:
+    acl_id = _acl_id(rec)
+    if acl_id not in image.acls:
+        raise MetadataRecordError(f"RemoveAcl for ACL id {acl_id}, which does not exist")
+    del image.acls[acl_id]
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -285,6 +321,8 @@ _APPLY = {
     "ProducerIdBlock": _producer_id_block,
     "UserScramCredential": _user_scram_credential,
     "RemoveUserScramCredential": _remove_user_scram_credential,
+    "Acl": _acl,
+    "RemoveAcl": _remove_acl,
 }
 
 
@@ -311,12 +349,15 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
             out.append(encode_record("UnregisterBroker", node_id=n, epoch=b.epoch))
     for n, b in sorted(new.brokers.items()):
         o = old.brokers.get(n)
-        if o is not None and b.epoch <= o.epoch and (o.epoch, o.host, o.port, o.rack) != (b.epoch, b.host, b.port, b.rack):
+        if o is not None and b.epoch <= o.epoch and (o.epoch, o.host, o.port, o.rack, o.endpoints) != (
+                b.epoch, b.host, b.port, b.rack, b.endpoints):
             # gone and back with a lower epoch: only an unregistration explains it
             out.append(encode_record("UnregisterBroker", node_id=n, epoch=o.epoch))
             o = None
-        if o is None or (o.epoch, o.host, o.port, o.rack) != (b.epoch, b.host, b.port, b.rack):
-            out.append(encode_record("RegisterBroker", node_id=n, epoch=b.epoch, host=b.host, port=b.port, rack=b.rack))
+        if o is None or (o.epoch, o.host, o.port, o.rack, o.endpoints) != (b.epoch, b.host, b.port, b.rack, b.endpoints):
+            extra = {"endpoints": b.endpoints} if b.endpoints else {}
+            out.append(encode_record("RegisterBroker", node_id=n, epoch=b.epoch, host=b.host, port=b.port, rack=b.rack,
+                                     **extra))
             if not b.fenced:
                 out.append(encode_record("FenceBroker", node_id=n, epoch=b.epoch, fenced=False))
         elif o.fenced != b.fenced:
@@ -364,6 +405,11 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                 out.append(encode_record("RemoveUserScramCredential", name=u, mechanism=m))
             elif was_c.get(m) != now_c[m]:
                 out.append(encode_record("UserScramCredential", name=u, mechanism=m, **now_c[m].to_json()))
+    for i in sorted(set(old.acls) - set(new.acls)):
+        out.append(encode_record("RemoveAcl", id=i))
+    for i, acl in sorted(new.acls.items()):
+        if old.acls.get(i) != acl:
+            out.append(encode_record("Acl", id=i, **acl.to_json()))
     return out
 
 

@@ -10,11 +10,56 @@ use pyo3::types::{PyBytes, PyDict};
 use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
 use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
+use crate::server::authorizer::{Acl, Authorizer};
 use crate::server::metrics::LATENCY_BUCKETS_MS;
 use crate::server::produce::Verdict;
 use crate::server::transport::{tls_config, ClientAuth};
-use crate::server::{Event, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
+use crate::server::{Event, ListenerConfig, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
 use pyo3::exceptions::PyValueError;
+
+/// ACL authorization (rust/src/server/authorizer.rs has the rules): one for the data path
+/// and the Python handlers. Off until `configure`.
+#[pyclass(name = "Authorizer", module = "logbroker._core", frozen)]
+pub struct PyAuthorizer(Arc<Authorizer>);
+
+/// `(resource type, resource name, pattern type, principal, host, operation, permission type)`
+/// with Kafka's codes.
+type PyAcl = (i8, String, i8, String, String, i8, i8);
+
+#[pymethods]
+impl PyAuthorizer {
+    /// Turns authorization on: `super.users` principals and `allow.everyone.if.no.acl.found`.
+    fn configure(&self, super_users: Vec<String>, allow_if_no_acl: bool) {
+        self.0.configure(super_users, allow_if_no_acl);
+    }
+
+    #[getter]
+    fn enabled(&self) -> bool {
+        self.0.enabled()
+    }
+
+    /// Replaces every ACL.
+    fn set_acls(&self, acls: Vec<PyAcl>) {
+        self.0.set_acls(
+            acls.into_iter()
+                .map(|(resource_type, name, pattern_type, principal, host, operation, permission)| Acl {
+                    resource_type,
+                    name,
+                    pattern_type,
+                    principal,
+                    host,
+                    operation,
+                    permission,
+                })
+                .collect(),
+        );
+    }
+
+    /// Whether `principal` from `host` may perform `operation` on the resource.
+    fn authorize(&self, principal: &str, host: &str, resource_type: i8, name: &str, operation: i8) -> bool {
+        self.0.authorize(principal, host, resource_type, name, operation)
+    }
+}
 
 /// The partitions the data path serves. The control plane adds one per local replica and
 /// keeps its leader state current; the network thread reads it.
@@ -34,6 +79,12 @@ impl PyPartitionTable {
            min_insync_replicas: i32) -> PyReplicaPartition {
         let state = LeaderState { leader, leader_epoch, isr, min_insync_replicas };
         PyReplicaPartition(self.0.add(topic, index, node_id, log.shared(), state))
+    }
+
+    /// The ACL authorizer Produce and Fetch are checked with (and the Python handlers ask).
+    #[getter]
+    fn authorizer(&self) -> PyAuthorizer {
+        PyAuthorizer(Arc::clone(self.0.authorizer()))
     }
 
     /// Removes a replica (topic deleted); requests waiting on it are answered.
@@ -167,53 +218,69 @@ pub struct PyNetworkServer {
 type PyVerification = (String, i64, i16, Vec<(String, i32)>, bool, i16);
 /// `(certificate chain PEM, private key PEM, truststore PEM, ssl.client.auth)`.
 type PyTls = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, String);
-type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<PyVerification>);
+/// `(conn, frame, peer, message, level, verification, listener)` (see `take_events`).
+type PyEvent<'py> = (i64, Option<Bound<'py, PyBytes>>, String, Option<String>, i32, Option<PyVerification>, i32);
+/// `(name, host, port, tls or None, sasl)`: one listener.
+type PyListener = (String, String, u16, Option<PyTls>, bool);
 
 #[pymethods]
 impl PyNetworkServer {
     #[new]
-    /// `tls`: for an SSL listener, `(certificate chain PEM, private key PEM, truststore PEM or
-    /// None, ssl.client.auth)` with ssl.client.auth one of none, requested, required
-    /// (ValueError naming what is wrong otherwise).
+    /// `listeners`: `(name, host, port, tls, sasl)` each, bound in order (port 0 picks one).
+    /// `tls`: for an SSL or SASL_SSL listener, `(certificate chain PEM, private key PEM,
+    /// truststore PEM or None, ssl.client.auth)` with ssl.client.auth one of none,
+    /// requested, required (ValueError naming the listener and what is wrong otherwise).
     /// `sasl`: the listener is SASL_PLAINTEXT or SASL_SSL (connections start without a
     /// principal, see `authenticated`, and may send frames of at most `sasl_max_receive`
     /// bytes until they have one).
-    #[pyo3(signature = (host, port, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, tls=None, sasl=false, sasl_max_receive=524_288))]
+    #[pyo3(signature = (listeners, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, sasl_max_receive=524_288))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, host: &str, port: u16, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
-           fetch_session_slots: usize, partitions: &PyPartitionTable,
-           tls: Option<PyTls>, sasl: bool, sasl_max_receive: usize) -> PyResult<Self> {
-        let tls = match tls {
-            None => None,
-            Some((chain, key, trust, auth)) => {
-                let auth = match auth.as_str() {
-                    "none" => ClientAuth::None,
-                    "requested" => ClientAuth::Requested,
-                    "required" => ClientAuth::Required,
-                    other => return Err(PyValueError::new_err(format!("ssl.client.auth must be none, requested or required, not {other:?}"))),
-                };
-                Some(tls_config(&chain, &key, trust.as_deref(), auth).map_err(PyValueError::new_err)?)
-            }
-        };
+    fn new(py: Python<'_>, listeners: Vec<PyListener>, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
+           fetch_session_slots: usize, partitions: &PyPartitionTable, sasl_max_receive: usize) -> PyResult<Self> {
+        let mut configs = Vec::with_capacity(listeners.len());
+        for (name, host, port, tls, sasl) in listeners {
+            let tls = match tls {
+                None => None,
+                Some((chain, key, trust, auth)) => {
+                    let auth = match auth.as_str() {
+                        "none" => ClientAuth::None,
+                        "requested" => ClientAuth::Requested,
+                        "required" => ClientAuth::Required,
+                        other => {
+                            return Err(PyValueError::new_err(format!(
+                                "listener {name}: ssl.client.auth must be none, requested or required, not {other:?}"
+                            )))
+                        }
+                    };
+                    Some(tls_config(&chain, &key, trust.as_deref(), auth).map_err(|e| PyValueError::new_err(format!("listener {name}: {e}")))?)
+                }
+            };
+            configs.push(ListenerConfig { name, host, port, tls, sasl });
+        }
         let config = ServerConfig {
             max_frame,
             queued_max_request_bytes,
             idle: u64::try_from(idle_ms).ok().map(std::time::Duration::from_millis),
             fetch_session_slots,
-            tls,
-            sasl,
+            listeners: configs,
             sasl_max_receive,
         };
         let table = Arc::clone(&partitions.0);
-        let inner = py.detach(|| NetworkServer::start(host, port, config, table))?;
+        let inner = py.detach(|| NetworkServer::start(config, table))?;
         Ok(PyNetworkServer { inner })
     }
 
-    /// The bound (host, port).
+    /// The first listener's bound (host, port).
     #[getter]
     fn address(&self) -> (String, u16) {
-        let a = self.inner.address();
+        let a = self.inner.addresses()[0];
         (a.ip().to_string(), a.port())
+    }
+
+    /// Every listener's bound (host, port), in the order given.
+    #[getter]
+    fn addresses(&self) -> Vec<(String, u16)> {
+        self.inner.addresses().iter().map(|a| (a.ip().to_string(), a.port())).collect()
     }
 
     /// Readable while events wait; `take_events` empties it.
@@ -230,16 +297,23 @@ impl PyNetworkServer {
     /// A request's message is the connection's principal (`User:ANONYMOUS` without SASL;
     /// None on a SASL listener before the connection authenticated).
     /// The sixth item is set on a transactions-v2 Produce that needs the transaction
-    /// coordinator first (answer it with `serve_verified`, never `respond`).
+    /// coordinator first (answer it with `serve_verified`, never `respond`). The seventh is
+    /// the index of the listener a request came in on (-1 for anything else).
     fn take_events<'py>(&self, py: Python<'py>) -> Vec<PyEvent<'py>> {
         let events = py.detach(|| self.inner.take_events());
         events
             .into_iter()
             .map(|ev| match ev {
                 #[allow(clippy::cast_possible_wrap)]
-                Event::Request { conn, frame, peer, principal } => {
-                    (conn as i64, Some(PyBytes::new(py, &frame)), peer, principal.map(|p| p.to_string()), 0, None)
-                }
+                Event::Request { conn, frame, peer, principal, listener } => (
+                    conn as i64,
+                    Some(PyBytes::new(py, &frame)),
+                    peer,
+                    principal.map(|p| p.to_string()),
+                    0,
+                    None,
+                    i32::try_from(listener).unwrap_or(-1),
+                ),
                 #[allow(clippy::cast_possible_wrap)]
                 Event::Verify { conn, frame, peer, verification: v } => (
                     conn as i64,
@@ -248,14 +322,15 @@ impl PyNetworkServer {
                     None,
                     0,
                     Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions, v.verify_only, v.version)),
+                    -1,
                 ),
                 #[allow(clippy::cast_possible_wrap)]
                 Event::Closed { conn, peer, reason, fault } => {
-                    (conn as i64, None, peer, Some(reason), if fault { LogLine::WARNING } else { LogLine::DEBUG }, None)
+                    (conn as i64, None, peer, Some(reason), if fault { LogLine::WARNING } else { LogLine::DEBUG }, None, -1)
                 }
-                Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR, None),
-                Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level, None),
-                Event::HighWatermark { topic, partition } => (-3, None, topic.to_string(), None, partition, None),
+                Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR, None, -1),
+                Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level, None, -1),
+                Event::HighWatermark { topic, partition } => (-3, None, topic.to_string(), None, partition, None, -1),
             })
             .collect()
     }

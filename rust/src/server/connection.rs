@@ -87,6 +87,8 @@ pub struct Connection {
     pub session_expires: Option<Instant>,
     /// Close once the queued response is written (why).
     pub close_after_write: Option<String>,
+    /// The index of the listener it came in on (`ServerConfig::listeners`).
+    pub listener: usize,
     rbuf: Box<[u8]>,
     rstart: usize,
     rend: usize,
@@ -100,7 +102,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(id: u64, transport: Transport, peer: String, principal: Option<Arc<str>>) -> Self {
+    pub fn new(id: u64, transport: Transport, peer: String, principal: Option<Arc<str>>, listener: usize) -> Self {
         Connection {
             id,
             transport,
@@ -112,6 +114,7 @@ impl Connection {
             principal,
             session_expires: None,
             close_after_write: None,
+            listener,
             rbuf: vec![0u8; READ_BUF].into_boxed_slice(),
             rstart: 0,
             rend: 0,

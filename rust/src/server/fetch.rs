@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use super::fetch_session::{session_key, CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use super::partition::{NotServed, Partition, PartitionTable};
+use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
@@ -66,6 +67,8 @@ struct Target {
     max_bytes: i32,
     current_leader_epoch: i32,
     last_fetched_epoch: i32,
+    /// The caller may not read it (ACLs): answered TOPIC_AUTHORIZATION_FAILED.
+    denied: bool,
 }
 
 /// How the response relates to a fetch session.
@@ -93,6 +96,8 @@ pub struct PendingFetch {
     version: i16,
     correlation_id: i32,
     peer: String,
+    /// Leader hints (KIP-951) may be sent: the request came in on the inter-broker listener.
+    hints: bool,
     pub deadline: Instant,
     /// The partitions it waits on.
     pub waiting_on: Vec<Arc<Partition>>,
@@ -113,6 +118,7 @@ fn target_of(topic: &str, topic_id: Uuid, p: &FetchPartition, version: i16) -> T
         max_bytes: p.partition_max_bytes,
         current_leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
         last_fetched_epoch: if version >= 12 { p.last_fetched_epoch } else { -1 },
+        denied: false,
     }
 }
 
@@ -185,6 +191,7 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
             max_bytes: c.max_bytes,
             current_leader_epoch: c.current_leader_epoch,
             last_fetched_epoch: c.last_fetched_epoch,
+            denied: false,
         })
         .collect();
     Ok((targets, SessionMode::Incremental { id, epoch }))
@@ -196,11 +203,12 @@ pub fn handle(
     r: &mut Reader,
     version: i16,
     correlation_id: i32,
-    peer: &str,
+    caller: &Caller,
     logs: &mut Vec<LogLine>,
 ) -> Result<Outcome, ProtocolError> {
+    let peer = caller.peer;
     let req = FetchRequest::decode(r, version)?;
-    let (targets, mode) = match resolve(sessions, &req, version) {
+    let (mut targets, mode) = match resolve(sessions, &req, version) {
         Ok(x) => x,
         Err(c) => {
             let resp = FetchResponse { error_code: c, ..Default::default() };
@@ -208,6 +216,16 @@ pub fn handle(
         }
     };
     let replica_id = if version >= 15 { req.replica_state.replica_id } else { req.replica_id };
+    let authorizer = table.authorizer();
+    if authorizer.enabled() {
+        // ACLs: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic.
+        let cluster_ok = replica_id < 0 || caller.may(authorizer, resource::CLUSTER, CLUSTER_NAME, op::CLUSTER_ACTION);
+        for t in &mut targets {
+            t.denied = !cluster_ok
+                || (replica_id < 0
+                    && topic_name(table, t, version).is_some_and(|name| !caller.may(authorizer, resource::TOPIC, &name, op::READ)));
+        }
+    }
     if replica_id >= 0 {
         // A follower's fetch offset is its log end offset (for the leader's HW).
         for t in &targets {
@@ -230,6 +248,7 @@ pub fn handle(
         version,
         correlation_id,
         peer: peer.to_owned(),
+        hints: caller.takes_hints(),
         deadline: Instant::now() + wait,
         waiting_on: Vec::new(),
     };
@@ -287,6 +306,13 @@ impl PendingFetch {
                 aborted_transactions: Some(Vec::new()),
                 ..Default::default()
             };
+            if t.denied {
+                data.error_code = code::TOPIC_AUTHORIZATION_FAILED;
+                data.aborted_transactions = None;
+                errors = true;
+                datas.push(data);
+                continue;
+            }
             let found = match topic_name(table, t, self.version) {
                 Some(name) => table.replica_for(&name, t.partition, t.current_leader_epoch, follower_reads),
                 None => Err(NotServed::UnknownTopic),
@@ -296,7 +322,7 @@ impl PendingFetch {
                     data.error_code = why.code(by_id);
                     data.aborted_transactions = None;
                     errors = true;
-                    if let Some(l) = why.current_leader().filter(|_| self.version >= 12) {
+                    if let Some(l) = why.current_leader().filter(|_| self.version >= 12 && self.hints) {
                         data.current_leader = LeaderIdAndEpoch { leader_id: l.leader, leader_epoch: l.leader_epoch, ..Default::default() };
                         hinted.push(l.leader);
                     }

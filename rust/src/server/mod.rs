@@ -20,6 +20,7 @@
 //!
 //! Thread-safety: `NetworkServer` methods may be called from any thread.
 
+pub mod authorizer;
 pub mod connection;
 pub mod fetch;
 pub mod fetch_session;
@@ -78,7 +79,22 @@ impl LogLine {
     }
 }
 
-/// Listener and limits.
+/// One listener: a name (Kafka's listener name), an address, and its security protocol
+/// (TLS settings for SSL and SASL_SSL; `sasl` for SASL_PLAINTEXT and SASL_SSL).
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// TLS settings when the security protocol is SSL or SASL_SSL (`transport.rs`).
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// SASL_PLAINTEXT or SASL_SSL: a connection has no principal until the handlers
+    /// authenticate it (`Command::Authenticated`), and until then every frame goes to them
+    /// (Produce and Fetch too).
+    pub sasl: bool,
+}
+
+/// Listeners and limits.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// `socket.request.max.bytes`: a larger frame closes the connection.
@@ -89,12 +105,8 @@ pub struct ServerConfig {
     pub idle: Option<Duration>,
     /// `max.incremental.fetch.session.cache.slots` (KIP-227 sessions kept; 0: none).
     pub fetch_session_slots: usize,
-    /// The listener's TLS settings when its security protocol is SSL (`transport.rs`).
-    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
-    /// The listener's security protocol is SASL_PLAINTEXT or SASL_SSL: a connection has no
-    /// principal until the handlers authenticate it (`Command::Authenticated`), and until
-    /// then every frame goes to them (Produce and Fetch too).
-    pub sasl: bool,
+    /// The listeners, each bound at start (the first is the one `address` names).
+    pub listeners: Vec<ListenerConfig>,
     /// `sasl.server.max.receive.size`: the frame limit of a connection without a principal.
     pub sasl_max_receive: usize,
 }
@@ -105,10 +117,11 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 /// What the network thread reports to the handlers.
 #[derive(Debug)]
 pub enum Event {
-    /// A whole request frame from connection `conn`; answer with `respond` or `close`.
-    /// `principal`: who the connection authenticated as (`None`: a SASL listener's connection
-    /// that has not authenticated yet).
-    Request { conn: u64, frame: Bytes, peer: String, principal: Option<Arc<str>> },
+    /// A whole request frame from connection `conn` on listener `listener` (its index in
+    /// `ServerConfig::listeners`); answer with `respond` or `close`. `principal`: who the
+    /// connection authenticated as (`None`: a SASL listener's connection that has not
+    /// authenticated yet).
+    Request { conn: u64, frame: Bytes, peer: String, principal: Option<Arc<str>>, listener: usize },
     /// The network thread closed `conn`; `fault` is false for ordinary hang-ups and idling.
     Closed { conn: u64, peer: String, reason: String, fault: bool },
     /// The network thread hit an error it cannot attribute to one connection.
@@ -192,19 +205,28 @@ impl Shared {
 /// The running network layer (see the module doc).
 pub struct NetworkServer {
     shared: Arc<Shared>,
-    address: SocketAddr,
+    addresses: Vec<SocketAddr>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl NetworkServer {
-    /// Binds `host:port` (port 0 picks one) and starts the network thread.
-    pub fn start(host: &str, port: u16, config: ServerConfig, table: Arc<PartitionTable>) -> io::Result<NetworkServer> {
-        let addr = (host, port)
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{host}:{port} resolves to no address")))?;
-        let listener = TcpListener::bind(addr)?;
-        let address = listener.local_addr()?;
+    /// Binds every listener (port 0 picks one) and starts the network thread.
+    pub fn start(config: ServerConfig, table: Arc<PartitionTable>) -> io::Result<NetworkServer> {
+        let mut listeners = Vec::with_capacity(config.listeners.len());
+        let mut addresses = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            let (host, port) = (l.host.as_str(), l.port);
+            let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("listener {}: {host}:{port} resolves to no address", l.name))
+            })?;
+            let listener = TcpListener::bind(addr)
+                .map_err(|e| io::Error::new(e.kind(), format!("listener {} cannot bind {host}:{port}: {e}", l.name)))?;
+            addresses.push(listener.local_addr()?);
+            listeners.push(listener);
+        }
+        if listeners.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no listener to bind"));
+        }
         let poll = Poll::new()?;
         let wakeup = Arc::clone(table.wakeup());
         if !wakeup.attach(Waker::new(poll.registry(), WAKER)?) {
@@ -224,13 +246,14 @@ impl NetworkServer {
             notify_tx,
             notify_rx,
         });
-        let lp = NetworkLoop::new(poll, listener, Arc::clone(&shared))?;
+        let lp = NetworkLoop::new(poll, listeners, Arc::clone(&shared))?;
         let thread = std::thread::Builder::new().name("logbroker-network".into()).spawn(move || lp.run())?;
-        Ok(NetworkServer { shared, address, thread: Mutex::new(Some(thread)) })
+        Ok(NetworkServer { shared, addresses, thread: Mutex::new(Some(thread)) })
     }
 
-    pub fn address(&self) -> SocketAddr {
-        self.address
+    /// The bound address of each listener, in `ServerConfig::listeners` order.
+    pub fn addresses(&self) -> &[SocketAddr] {
+        &self.addresses
     }
 
     /// Readable when events are waiting (see `take_events`).

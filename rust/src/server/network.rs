@@ -20,6 +20,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
 use super::connection::{ConnError, Connection, Phase, ReadOutcome};
+use super::authorizer::Caller;
 use super::transport::Transport;
 use super::request::{decode_header, peek_api};
 use super::fetch_session::FetchSessionCache;
@@ -66,14 +67,17 @@ impl Parked {
     }
 }
 
-pub const LISTENER: Token = Token(0);
-pub const WAKER: Token = Token(1);
-const FIRST_CONN: u64 = 2;
+pub const WAKER: Token = Token(0);
+/// Listener `i` polls as token `FIRST_LISTENER + i`; connections start at `FIRST_CONN`.
+const FIRST_LISTENER: usize = 1;
+const MAX_LISTENERS: usize = 1000;
+const FIRST_CONN_TOKEN: usize = FIRST_LISTENER + MAX_LISTENERS;
+const FIRST_CONN: u64 = FIRST_CONN_TOKEN as u64;
 const TICK: Duration = Duration::from_secs(1);
 
 pub struct NetworkLoop {
     poll: Poll,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
     conns: HashMap<u64, Connection>,
     next_id: u64,
@@ -87,12 +91,17 @@ pub struct NetworkLoop {
 }
 
 impl NetworkLoop {
-    pub fn new(poll: Poll, mut listener: TcpListener, shared: Arc<Shared>) -> io::Result<Self> {
-        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+    pub fn new(poll: Poll, mut listeners: Vec<TcpListener>, shared: Arc<Shared>) -> io::Result<Self> {
+        if listeners.len() > MAX_LISTENERS {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} listeners; at most {MAX_LISTENERS}", listeners.len())));
+        }
+        for (i, l) in listeners.iter_mut().enumerate() {
+            poll.registry().register(l, Token(FIRST_LISTENER + i), Interest::READABLE)?;
+        }
         let sessions = FetchSessionCache::new(shared.config.fetch_session_slots);
         Ok(NetworkLoop {
             poll,
-            listener,
+            listeners,
             shared,
             conns: HashMap::new(),
             next_id: FIRST_CONN,
@@ -115,8 +124,8 @@ impl NetworkLoop {
             }
             for ev in &events {
                 match ev.token() {
-                    LISTENER => self.accept(),
                     WAKER => {}
+                    Token(t) if t < FIRST_CONN_TOKEN => self.accept(t - FIRST_LISTENER),
                     Token(t) => self.service(t as u64),
                 }
             }
@@ -136,9 +145,11 @@ impl NetworkLoop {
         }
     }
 
-    fn accept(&mut self) {
+    fn accept(&mut self, listener: usize) {
+        let Some(config) = self.shared.config.listeners.get(listener) else { return };
+        let (tls, sasl) = (config.tls.clone(), config.sasl);
         loop {
-            match self.listener.accept() {
+            match self.listeners[listener].accept() {
                 Ok((mut stream, addr)) => {
                     let _ = stream.set_nodelay(true);
                     let id = self.next_id;
@@ -148,15 +159,15 @@ impl NetworkLoop {
                         self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("registering the connection failed: {e}"), fault: true });
                         continue;
                     }
-                    let transport = match Transport::new(stream, self.shared.config.tls.as_ref()) {
+                    let transport = match Transport::new(stream, tls.as_ref()) {
                         Ok(t) => t,
                         Err(e) => {
                             self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("{e}"), fault: true });
                             continue;
                         }
                     };
-                    let principal = if self.shared.config.sasl { None } else { Some(Arc::from(ANONYMOUS)) };
-                    self.conns.insert(id, Connection::new(id, transport, peer_name(addr), principal));
+                    let principal = if sasl { None } else { Some(Arc::from(ANONYMOUS)) };
+                    self.conns.insert(id, Connection::new(id, transport, peer_name(addr), principal, listener));
                     self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -221,8 +232,8 @@ impl NetworkLoop {
                     }
                     // Unauthenticated SASL connections: every frame to the handlers.
                     let (Some((key @ (0 | 1), version)), Some(_)) = (api, &conn.principal) else {
-                        let principal = conn.principal.clone();
-                        self.shared.push_event(Event::Request { conn: id, frame, peer, principal });
+                        let (principal, listener) = (conn.principal.clone(), conn.listener);
+                        self.shared.push_event(Event::Request { conn: id, frame, peer, principal, listener });
                         return;
                     };
                     if !self.serve_data(id, key, version, frame, &peer, None) {
@@ -285,16 +296,22 @@ impl NetworkLoop {
         }
         let mut logs = Vec::new();
         let table = Arc::clone(&self.shared.table);
+        let (principal, listener) = self
+            .conns
+            .get(&id)
+            .map_or((None, 0), |c| (c.principal.clone(), c.listener));
+        let principal = principal.unwrap_or_else(|| Arc::from(ANONYMOUS));
+        let caller = Caller { peer, principal: &principal, listener };
         let result: Result<Served, ProtocolError> = if api_key == 0 {
             #[allow(clippy::cast_possible_truncation)]
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-            produce::handle(&table, &mut r, version, header.correlation_id, peer, now_ms, &mut logs, verdicts).map(|o| match o {
+            produce::handle(&table, &mut r, version, header.correlation_id, &caller, now_ms, &mut logs, verdicts).map(|o| match o {
                 produce::Outcome::Done(chunks) => Served::Now(chunks),
                 produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
                 produce::Outcome::Verify(v) => Served::Verify(v),
             })
         } else {
-            fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, peer, &mut logs).map(|o| match o {
+            fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, &caller, &mut logs).map(|o| match o {
                 fetch::Outcome::Done(chunks) => Served::Now(Some(chunks)),
                 fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
             })

@@ -425,6 +425,8 @@ pub struct PartitionTable {
     rack_aware: AtomicBool,
     /// `set_verify_transactions_v1`
     verify_v1: AtomicBool,
+    /// ACLs for Produce and Fetch (and, through Python, every other API).
+    authorizer: Arc<super::authorizer::Authorizer>,
 }
 
 impl Default for PartitionTable {
@@ -442,7 +444,12 @@ impl PartitionTable {
             wakeup: Arc::default(),
             rack_aware: AtomicBool::new(false),
             verify_v1: AtomicBool::new(false),
+            authorizer: Arc::default(),
         }
+    }
+
+    pub fn authorizer(&self) -> &Arc<super::authorizer::Authorizer> {
+        &self.authorizer
     }
 
     pub fn wakeup(&self) -> &Arc<Wakeup> {

@@ -38,6 +38,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::authorizer::{op, resource, Caller};
 use super::metrics::PartitionStats;
 use super::partition::{Partition, PartitionTable};
 use super::request::{code, error_code_for, frame_response};
@@ -232,12 +233,14 @@ pub fn handle(
     r: &mut Reader,
     version: i16,
     correlation_id: i32,
-    peer: &str,
+    caller: &Caller,
     now_ms: i64,
     logs: &mut Vec<LogLine>,
     verdicts: Option<&[Verdict]>,
 ) -> Result<Outcome, ProtocolError> {
-    let req = ProduceRequest::decode(r, version)?;
+    let mut req = ProduceRequest::decode(r, version)?;
+    let peer = caller.peer;
+    let refusals = refuse_unauthorized(table, &mut req, caller);
     if verdicts.is_none() {
         if let Some(v) = to_verify(table, &req, version) {
             return Ok(Outcome::Verify(v));
@@ -258,7 +261,7 @@ pub fn handle(
                 match table.leader_for(name, idx, -1) {
                     Err(why) => {
                         let mut resp = reject(why.code(false), why.describe(name, idx, table.node_id()));
-                        if let Some(l) = why.current_leader().filter(|_| version >= 10) {
+                        if let Some(l) = why.current_leader().filter(|_| version >= 10 && caller.takes_hints()) {
                             resp.current_leader = LeaderIdAndEpoch { leader_id: l.leader, leader_epoch: l.leader_epoch, ..Default::default() };
                             hinted.push(l.leader);
                         }
@@ -283,6 +286,7 @@ pub fn handle(
         }
         response.responses.push(out);
     }
+    response.responses.extend(refusals);
     if acks == 0 {
         return Ok(Outcome::Done(None));
     }
@@ -300,6 +304,36 @@ pub fn handle(
         Some(chunks) => Ok(Outcome::Done(Some(chunks))),
         None => Ok(Outcome::Wait(pending)),
     }
+}
+
+/// ACLs: WRITE on the transactional id, then on each topic, checked before the topic's
+/// existence as Kafka does (a denied caller learns nothing about it). The denied topics
+/// leave the request; their answers (TRANSACTIONAL_ID_AUTHORIZATION_FAILED or
+/// TOPIC_AUTHORIZATION_FAILED per partition) are returned.
+fn refuse_unauthorized(table: &PartitionTable, req: &mut ProduceRequest, caller: &Caller) -> Vec<TopicProduceResponse> {
+    let authorizer = table.authorizer();
+    if !authorizer.enabled() {
+        return Vec::new();
+    }
+    let txn = req.transactional_id.as_deref().filter(|t| !t.is_empty());
+    let txn_denied = txn.is_some_and(|t| !caller.may(authorizer, resource::TRANSACTIONAL_ID, t, op::WRITE));
+    let mut refusals = Vec::new();
+    req.topic_data.retain(|topic| {
+        let (c, why) = if txn_denied {
+            (code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, format!("{} may not write transactional id {:?}", caller.principal, txn.unwrap_or("")))
+        } else if !caller.may(authorizer, resource::TOPIC, &topic.name, op::WRITE) {
+            (code::TOPIC_AUTHORIZATION_FAILED, format!("{} may not write topic {:?}", caller.principal, topic.name))
+        } else {
+            return true;
+        };
+        refusals.push(TopicProduceResponse {
+            name: topic.name.clone(),
+            partition_responses: topic.partition_data.iter().map(|p| partition_response(p.index, c, Some(why.clone()))).collect(),
+            ..Default::default()
+        });
+        false
+    });
+    refusals
 }
 
 /// Second pass of a verified request: the coordinator's error for a partition

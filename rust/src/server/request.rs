@@ -23,6 +23,7 @@ pub mod code {
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
     pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     pub const INVALID_CONFIG: i16 = 40;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;

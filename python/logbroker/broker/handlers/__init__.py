@@ -9,13 +9,16 @@ acks=0). Every advertised API is implemented for its whole advertised range.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from logbroker import _core
-from logbroker.protocol import REQUESTS, RequestHeader
+from logbroker.broker.authorizer import AclOperation, ResourceType
+from logbroker.protocol import API_NAMES, REQUESTS, RequestHeader
 
 if TYPE_CHECKING:
     from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
+    from logbroker.broker.authorizer import AclAuthorizer
     from logbroker.broker.config import BrokerConfig
     from logbroker.broker.sasl import SaslSession
     from logbroker.broker.replica_manager import ReplicaManager
@@ -41,6 +44,33 @@ class BrokerView(Protocol):
     share_fetch: ShareFetchManager | None
     share_coordinator: ShareCoordinator | None
     quorum: MetadataQuorum | None  # set on a node of a controller quorum
+    authorizer: AclAuthorizer | None  # ACLs (broker/authorizer.py)
+
+
+_auth_log = logging.getLogger("logbroker.authorizer")  # Kafka's kafka.authorizer.logger; denials at DEBUG only
+
+# The operations each resource type supports (Kafka's AclEntry.supportedOperations), by
+# ResourceType code: TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER.
+SUPPORTED_OPERATIONS = {
+    2: (3, 4, 5, 6, 7, 8, 10, 11),  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+    3: (3, 6, 8, 10, 11),  # READ DELETE DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+    4: (5, 7, 8, 9, 10, 11, 12),  # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE
+    5: (4, 8),  # WRITE DESCRIBE
+    6: (8,),  # DESCRIBE
+    7: (13, 14),  # CREATE_TOKENS DESCRIBE_TOKENS
+}
+
+
+def _op_name(op: int) -> str:
+    return AclOperation(op).name if op in AclOperation._value2member_map_ else str(op)
+
+
+def _type_name(resource_type: int) -> str:
+    return ResourceType(resource_type).name if resource_type in ResourceType._value2member_map_ else str(resource_type)
+
+
+def _api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"api {api_key}")
 
 
 @dataclasses.dataclass
@@ -51,10 +81,39 @@ class RequestContext:
     handlers: dict[int, HandlerEntry] = dataclasses.field(default_factory=lambda: HANDLERS)  # the listener's table
     principal: str = "User:ANONYMOUS"  # who the connection authenticated as
     sasl: SaslSession | None = None  # the connection's SASL state, on a SASL listener
+    listener: str = "PLAINTEXT"  # the name of the listener the request came in on
 
     @property
     def version(self) -> int:
         return self.header.request_api_version
+
+    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether this request's principal may perform `operation` (AclOperation) on the
+        resource (ResourceType, name; the cluster is `CLUSTER_NAME`), by the ACLs
+        (broker/authorizer.py); always true without an authorizer.
+
+        On the CONTROLLER listener every request is allowed: its connections come from the
+        cluster's own nodes (admin requests a broker forwards after authorizing them itself,
+        heartbeats, AlterPartition; coord/controller_channel.py), unauthenticated, and carry no
+        client principal (Kafka's Envelope would), so there is nothing to check them against."""
+        authorizer = self.broker.authorizer
+        if authorizer is None or self.handlers is CONTROLLER_HANDLERS:
+            return True
+        allowed = authorizer.authorize(self.principal, self.peer, resource_type, name, operation)
+        if not allowed:
+            _auth_log.debug("%s from %s denied %s on %s %r (%s)", self.principal, self.peer, _op_name(operation),
+                            _type_name(resource_type), name, _api_name(self.header.request_api_key))
+        return allowed
+
+    def authorized(self, operation: int, resource_type: int, names) -> set[str]:
+        """Those of `names` on which this principal may perform `operation` (one check each)."""
+        return {n for n in set(names) if self.authorize(operation, resource_type, n)}
+
+    def authorized_operations(self, resource_type: int, name: str) -> int:
+        """Kafka's bit field of the operations (bit `1 << AclOperation`) this principal may
+        perform on the resource, of those its type supports (Metadata, DescribeCluster and
+        the group describes fill it in when asked)."""
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type] if self.authorize(op, resource_type, name))
 
     @property
     def replicas(self):
@@ -83,7 +142,7 @@ class HandlerEntry:
         """Whether this broker serves (and advertises) the API: cluster-only APIs need a quorum."""
         if self.enabled_by is not None and not broker.config.get_bool(self.enabled_by):
             return False
-        if self.sasl_only and not broker.config.client_sasl:
+        if self.sasl_only and not broker.config.client_sasl:  # no SASL listener at all
             return False
         return not self.cluster_only or broker.quorum is not None
 
@@ -115,6 +174,7 @@ def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader
 
 def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     from logbroker.broker.handlers import (
+        acls,
         admin_configs,
         alter_partition,
         api_versions,
@@ -161,6 +221,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in sasl.ENTRIES:
         table[key] = HandlerEntry(key, lo, hi, fn, sasl_only=True)
     for key, lo, hi, fn in scram_credentials.ENTRIES:  # DescribeUserScramCredentials (50), AlterUser... (51)
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in acls.ENTRIES:  # DescribeAcls (29), CreateAcls (30), DeleteAcls (31)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")

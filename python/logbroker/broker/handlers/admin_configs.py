@@ -13,12 +13,17 @@ Deleting a key that is not set changes nothing and succeeds, as in Kafka (an inc
 DELETE of an absent override is a no-op there): a broker resource has no dynamic overrides
 to delete, and a topic key logbroker does not have (such as the replication-throttle keys
 `kafka-reassign-partitions --verify` clears) is never set.
+
+Authorization as Kafka's: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the
+topic, the group, or for a broker (and broker logger) the cluster, else
+TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED for that resource, before anything else about it.
 """
 
 from __future__ import annotations
 
 import logging
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.broker.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.log_format import fields
@@ -129,12 +134,36 @@ def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[
     return ErrorCode.NONE, None, out
 
 
+# a config resource type's ACL resource, and the error when the principal may not
+_ACL_RESOURCES = {
+    TOPIC: (Res.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
+    GROUP: (Res.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+    BROKER: (Res.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    BROKER_LOGGER: (Res.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+}
+
+
+def _denied(ctx, operation: int, resource) -> tuple[int, str | None]:
+    """(error, message) when the principal may not perform `operation` (DESCRIBE_CONFIGS,
+    ALTER_CONFIGS) on the config resource: on the topic, the group, or for a broker the
+    cluster, as Kafka; (NONE, None) when it may (an unknown type is refused later)."""
+    if resource.resource_type not in _ACL_RESOURCES:
+        return ErrorCode.NONE, None
+    acl_type, code, message = _ACL_RESOURCES[resource.resource_type]
+    if ctx.authorize(operation, acl_type, CLUSTER_NAME if acl_type == Res.CLUSTER else resource.resource_name):
+        return ErrorCode.NONE, None
+    return code, message
+
+
 async def describe_configs(ctx, request):
     results = []
     version = ctx.version
     for r in request.resources:
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
-        if r.resource_type == TOPIC:
+        code, msg = _denied(ctx, Op.DESCRIBE_CONFIGS, r)
+        if code:
+            configs = []
+        elif r.resource_type == TOPIC:
             code, msg, configs = _describe_topic(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation, version)
         elif r.resource_type == GROUP:
             code, msg, configs = _describe_group(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
@@ -189,7 +218,9 @@ async def alter_configs(ctx, request):
     out = []
     for r in request.resources:
         changes = {c.name: c.value for c in r.configs}
-        code, msg = await _alter(ctx, r, changes, True, request.validate_only)
+        code, msg = _denied(ctx, Op.ALTER_CONFIGS, r)
+        if not code:
+            code, msg = await _alter(ctx, r, changes, True, request.validate_only)
         out.append(AlterResponse.AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
     return AlterResponse(throttle_time_ms=0, responses=out)
 
@@ -198,8 +229,8 @@ async def incremental_alter_configs(ctx, request):
     out = []
     for r in request.resources:
         changes: dict[str, str | None] = {}
-        code, msg = ErrorCode.NONE, None
-        for c in r.configs:
+        code, msg = _denied(ctx, Op.ALTER_CONFIGS, r)
+        for c in r.configs if not code else []:
             if c.config_operation == SET:
                 changes[c.name] = c.value
             elif c.config_operation == DELETE:

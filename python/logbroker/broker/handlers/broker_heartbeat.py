@@ -3,6 +3,7 @@ controlled shutdown, answered by the active controller (coord/broker_lifecycle.p
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 63
@@ -13,6 +14,9 @@ Response = RESPONSES[API_KEY]
 
 
 async def handle(ctx, request):
+    if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # Kafka's rule (brokers only)
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, is_caught_up=False,
+                        is_fenced=True, should_shut_down=False)
     sessions = ctx.controller.sessions
     if sessions is None:  # not a cluster node (the table only serves this in a cluster)
         return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, is_caught_up=False,

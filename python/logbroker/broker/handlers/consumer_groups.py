@@ -1,8 +1,14 @@
 """KIP-848 consumer-group APIs: ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69).
-The logic is in coord/consumer_group.py."""
+The logic is in coord/consumer_group.py.
+
+Authorization as Kafka's: the heartbeat needs READ on the group and DESCRIBE on every topic
+it subscribes to by name (else TOPIC_AUTHORIZATION_FAILED), and a regex subscription matches
+only topics the member's principal may describe; the describe needs DESCRIBE on the group and
+answers TOPIC_AUTHORIZATION_FAILED for a group assigned a topic the principal may not describe."""
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 
@@ -14,11 +20,41 @@ def partitions_by_topic(parts) -> dict[str, list[int]]:
     return out
 
 
+def topic_filter(ctx):
+    """What a regex subscription may match for this principal: the topics it may describe
+    (Kafka's coordinator resolves a member's regex so); None without authorization."""
+    if not getattr(ctx.broker.authorizer, "enabled", False):
+        return None
+    return lambda topic: ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic)
+
+
+def undescribable_topics(ctx, groups, Response) -> None:
+    """Kafka's rule for the group describes: a group whose members' assignments hold a topic the
+    principal may not describe is answered TOPIC_AUTHORIZATION_FAILED, without its members."""
+    names = {tp.topic_name for g in groups for m in g.members
+             for a in (m.assignment, getattr(m, "target_assignment", None)) if a is not None
+             for tp in a.topic_partitions}
+    described = ctx.authorized(Op.DESCRIBE, Res.TOPIC, names)
+    for i, g in enumerate(groups):
+        if any(tp.topic_name not in described for m in g.members
+               for a in (m.assignment, getattr(m, "target_assignment", None)) if a is not None
+               for tp in a.topic_partitions):
+            groups[i] = Response.DescribedGroup(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, group_id=g.group_id, members=[],
+                error_message="The group has described topic(s) that the client is not authorized to describe.")
+
+
 async def consumer_group_heartbeat(ctx, request):
     Response = RESPONSES[68]
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if request.subscribed_topic_names and len(ctx.authorized(Op.DESCRIBE, Res.TOPIC, request.subscribed_topic_names)) \
+            < len(set(request.subscribed_topic_names)):  # a subscribed topic it may not describe
+        return Response(throttle_time_ms=0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     coord = ctx.broker.groups
     await coord.ensure_offsets_topic()
-    out = coord.consumer.heartbeat(request, ctx.version, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0])
+    out = coord.consumer.heartbeat(request, ctx.version, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0],
+                                   may_describe=topic_filter(ctx))
     assignment = None
     if "assignment" in out:
         ids, _ = coord.consumer._topic_ids()
@@ -50,6 +86,9 @@ async def consumer_group_describe(ctx, request):
 
     out = []
     for gid in request.group_ids:
+        if not ctx.authorize(Op.DESCRIBE, Res.GROUP, gid):
+            out.append(Response.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid))
+            continue
         code = coord.check_coordinator(gid)
         g = coord.consumer.groups.get(gid)
         if code or g is None:
@@ -73,6 +112,11 @@ async def consumer_group_describe(ctx, request):
                 for m in g.members.values()
             ],
         ))
+    if request.include_authorized_operations:
+        for g in out:
+            if g.error_code == ErrorCode.NONE:
+                g.authorized_operations = ctx.authorized_operations(Res.GROUP, g.group_id)
+    undescribable_topics(ctx, out, Response)
     return Response(throttle_time_ms=0, groups=out)
 
 

@@ -1,7 +1,9 @@
-"""CreatePartitions (37): grow a topic's partition count."""
+"""CreatePartitions (37): grow a topic's partition count (ALTER on the topic, else
+TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout
@@ -18,6 +20,9 @@ async def handle(ctx, request):
     for t in request.topics:
         res = Response.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(res)
+        if not ctx.authorize(Op.ALTER, Res.TOPIC, t.name):
+            res.error_code, res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
             with client_timeout(request.timeout_ms):

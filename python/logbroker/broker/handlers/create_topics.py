@@ -1,9 +1,15 @@
-"""CreateTopics (19): create topics through the controller (validate_only honoured)."""
+"""CreateTopics (19): create topics through the controller (validate_only honoured).
+
+Authorization as Kafka's: CREATE on the cluster, or on the topic, else
+TOPIC_AUTHORIZATION_FAILED; the created topic's partitions, replication factor and configs
+are answered only with DESCRIBE_CONFIGS on it (else TopicConfigErrorCode
+TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 import logging
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.broker.config import TOPIC_KEYS
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -37,6 +43,7 @@ def config_entries(ctx, overrides: dict[str, str]) -> list:
 async def handle(ctx, request):
     results = []
     seen: set[str] = set()
+    cluster_create = ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)  # CREATE on the cluster: any topic
     for t in request.topics:
         res = Response.CreatableTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(res)
@@ -45,6 +52,9 @@ async def handle(ctx, request):
             res.error_message = f"topic {t.name!r} appears more than once in the request"
             continue
         seen.add(t.name)
+        if not (cluster_create or ctx.authorize(Op.CREATE, Res.TOPIC, t.name)):
+            res.error_code, res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            continue
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
             res.error_code = ErrorCode.INVALID_REQUEST
@@ -64,6 +74,10 @@ async def handle(ctx, request):
                          extra=fields(topic=t.name, peer=ctx.peer))
             continue
         res.topic_id = topic.topic_id
+        if not ctx.authorize(Op.DESCRIBE_CONFIGS, Res.TOPIC, t.name):  # the topic's settings only to who may see them
+            if ctx.version >= 5:
+                res.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         res.num_partitions = len(topic.partitions)
         res.replication_factor = len(topic.partitions[0].replicas)
         res.configs = config_entries(ctx, topic.configs)

@@ -1,12 +1,13 @@
 """DeleteRecords (21): advance a partition's log start offset (offset -1 means the HW).
 Whole segments below the new log start are deleted; reads below it fail with
-OFFSET_OUT_OF_RANGE."""
+OFFSET_OUT_OF_RANGE. Needs DELETE on the topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
 
 from __future__ import annotations
 
 import trio
 
 from logbroker import _core
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
 from logbroker.broker.errors import error_code_for
 from logbroker.broker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -24,9 +25,13 @@ async def handle(ctx, request):
     for t in request.topics:
         parts = []
         topics.append(Response.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        deletable = ctx.authorize(Op.DELETE, Res.TOPIC, t.name)
         for p in t.partitions:
             r = Response.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
             parts.append(r)
+            if not deletable:
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             r.error_code, part = leader_partition(ctx, t.name, p.partition_index)
             if part is not None:
                 jobs.append((r, part, p.offset))

@@ -1,9 +1,14 @@
-"""DeleteTopics (20): delete by name (v0-5) or by name or topic id (v6)."""
+"""DeleteTopics (20): delete by name (v0-5) or by name or topic id (v6).
+
+Authorization as Kafka's controller: DELETE on the cluster, or on the topic, else
+TOPIC_AUTHORIZATION_FAILED, decided before existence; a topic named by id keeps its name
+out of the refusal unless the principal may describe it."""
 
 from __future__ import annotations
 
 import uuid
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout
@@ -22,6 +27,7 @@ async def handle(ctx, request):
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
+    cluster_delete = ctx.authorize(Op.DELETE, Res.CLUSTER, CLUSTER_NAME)  # DELETE on the cluster: any topic
     for name, topic_id in wanted:
         res = Response.DeletableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
         results.append(res)
@@ -31,7 +37,16 @@ async def handle(ctx, request):
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 res.error_message = f"no topic has id {topic_id}"
                 continue
+            if not (cluster_delete or ctx.authorize(Op.DELETE, Res.TOPIC, topic.name)):
+                # ids are not secret; the name only to who may describe the topic
+                described = ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic.name)
+                res.name = topic.name if described else None
+                res.error_code, res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                continue
             name = res.name = topic.name
+        elif not (cluster_delete or ctx.authorize(Op.DELETE, Res.TOPIC, name)):  # before existence
+            res.error_code, res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            continue
         try:
             with client_timeout(request.timeout_ms):
                 topic = await ctx.controller.delete_topic(name)

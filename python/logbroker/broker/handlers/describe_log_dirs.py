@@ -2,7 +2,8 @@
 replica it holds there, and (v4) the volume's total and usable bytes. Served at 1-4 (Kafka
 4 removed v0). OffsetLag is Kafka's max(HW - LEO, 0) for a current (non-future) log; there
 are no future logs (AlterReplicaLogDirs is not served), so IsFutureKey is always false.
-Topics null asks for every replica; unknown topics and partitions are left out, as Kafka's."""
+Topics null asks for every replica; unknown topics and partitions are left out, as Kafka's.
+Needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (v3+) and no results."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 
 import trio
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 35
@@ -38,6 +40,9 @@ def _describe(parts, wanted: dict[str, set[int]] | None, data_dir: str) -> tuple
 
 
 async def handle(ctx, request):
+    if not ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):  # Kafka: a top-level error (v3+), no results
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED if ctx.version >= 3
+                        else ErrorCode.NONE, results=[])
     replicas = ctx.replicas
     data_dir = str(replicas.data_dir.resolve())
     wanted = None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}

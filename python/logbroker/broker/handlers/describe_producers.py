@@ -1,11 +1,13 @@
 """DescribeProducers (61): the idempotent producers a partition's log is tracking, with the
 coordinator epoch of their last transaction marker and the first offset of their open
-transaction (what `kafka-transactions.sh describe-producers` and `find-hanging` read)."""
+transaction (what `kafka-transactions.sh describe-producers` and `find-hanging` read).
+Needs READ on the topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka."""
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
 from logbroker.broker.handlers import leader_partition
-from logbroker.protocol import RESPONSES
+from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 61
 MIN_VERSION = 0
@@ -19,8 +21,10 @@ async def handle(ctx, request):
     for t in request.topics:
         parts = []
         topics.append(Response.TopicResponse(name=t.name, partitions=parts))
+        readable = ctx.authorize(Op.READ, Res.TOPIC, t.name)
         for idx in t.partition_indexes:
-            code, part = leader_partition(ctx, t.name, idx)
+            code, part = ((ErrorCode.TOPIC_AUTHORIZATION_FAILED, None) if not readable
+                          else leader_partition(ctx, t.name, idx))
             r = Response.PartitionResponse(partition_index=idx, error_code=code, error_message=None, active_producers=[])
             parts.append(r)
             if part is not None:

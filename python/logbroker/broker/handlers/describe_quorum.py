@@ -6,11 +6,13 @@ watermark (the commit index), and per voter its log end offset (the index the le
 it holds), the time of its last message and the last time it was seen caught up, and the
 same for each observer (a broker-only node, a Raft learner). Another
 node forwards the request to the active controller; on the controller listener a node that
-is not the leader answers NOT_LEADER_OR_FOLLOWER for the partition, as Kafka does.
+is not the leader answers NOT_LEADER_OR_FOLLOWER for the partition, as Kafka does. It needs
+DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller_channel import ControllerUnavailable, serving_controller_listener
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -44,6 +46,9 @@ def _nodes(ctx) -> list:
 
 
 async def handle(ctx, request):
+    if not ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message="Cluster authorization failed.", topics=[], nodes=[])
     quorum = ctx.broker.quorum
     if not quorum.is_active and not serving_controller_listener.get():
         try:

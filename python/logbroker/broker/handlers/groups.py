@@ -1,12 +1,19 @@
 """Classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
 DeleteGroups (42). The protocol logic lives in coord/group_coordinator.py; these
-functions translate requests and responses."""
+functions translate requests and responses.
+
+Authorization as Kafka's KafkaApis: FindCoordinator DESCRIBE on the group or transactional
+id (CLUSTER_ACTION for a share-partition key); Join, Sync, Heartbeat and Leave READ on the
+group; DescribeGroups DESCRIBE on each group; ListGroups every group with DESCRIBE on the
+cluster, else those the principal may describe; DeleteGroups DELETE on each group. A denied
+group is answered GROUP_AUTHORIZATION_FAILED before anything about it is looked at."""
 
 from __future__ import annotations
 
 import uuid
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.group import GroupState
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
@@ -42,17 +49,30 @@ async def find_coordinator(ctx, request):
     txns = ctx.broker.transactions
     # key type 2 (a share-partition's share coordinator) from v6, when share groups are served
     shares_served = version >= 6 and 83 in ctx.handlers and ctx.handlers[83].served_by(ctx.broker)
-    if request.key_type == GROUP_KEY and any(keys):
+    # Kafka's rules, before anything else about a key: DESCRIBE on the group or on the
+    # transactional id; a share-partition key (brokers') needs CLUSTER_ACTION on the cluster
+    denied: dict[str, tuple[int, str]] = {}
+    if request.key_type == GROUP_KEY:
+        denied = {k: (ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+                  for k in keys if not ctx.authorize(Op.DESCRIBE, Res.GROUP, k)}
+    elif request.key_type == TRANSACTION_KEY:
+        denied = {k: (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+                  for k in keys if not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, k)}
+    elif request.key_type == SHARE_KEY and shares_served and not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER,
+                                                                              CLUSTER_NAME):
+        denied = {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.") for k in keys}
+    keys_allowed = [k for k in keys if k not in denied]
+    if request.key_type == GROUP_KEY and any(keys_allowed):
         try:
             await coord.ensure_offsets_topic()
         except ControllerError as e:  # a cluster node that is not the active controller (yet)
             unavailable = f"{OFFSETS_TOPIC} does not exist yet and this node cannot create it: {e.message}"
-    elif request.key_type == TRANSACTION_KEY and any(keys):
+    elif request.key_type == TRANSACTION_KEY and any(keys_allowed):
         try:
             await txns.ensure_state_topic()
         except ControllerError as e:
             unavailable = f"{TRANSACTION_STATE_TOPIC} does not exist yet and this node cannot create it: {e.message}"
-    elif request.key_type == SHARE_KEY and shares_served and any(keys):
+    elif request.key_type == SHARE_KEY and shares_served and any(keys_allowed):
         try:
             await ctx.broker.share_coordinator.ensure_state_topic()
         except ControllerError as e:
@@ -60,7 +80,9 @@ async def find_coordinator(ctx, request):
     results = []
     for key in keys:
         node, host, port, code, msg = -1, "", -1, ErrorCode.NONE, None
-        if unavailable is not None and key:
+        if key in denied:
+            code, msg = denied[key]
+        elif unavailable is not None and key:
             code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable
         elif request.key_type not in (GROUP_KEY, TRANSACTION_KEY) and not (request.key_type == SHARE_KEY
                                                                            and shares_served):
@@ -84,7 +106,7 @@ async def find_coordinator(ctx, request):
                 code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
                              f"{topic}-{index} has no available leader (leader {leader})")
             else:
-                code, node, host, port = ErrorCode.NONE, b.node_id, b.host, b.port
+                code, node, (host, port) = ErrorCode.NONE, b.node_id, b.endpoint(ctx.listener)
         results.append((key, node, host, port, code, msg))
     if version >= 4:
         return Response(throttle_time_ms=0, coordinators=[
@@ -98,6 +120,9 @@ async def find_coordinator(ctx, request):
 async def join_group(ctx, request):
     Response = RESPONSES[11]
     version = ctx.version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        protocol_name=None if version >= 7 else "")
     res = await ctx.broker.groups.join_group(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -132,6 +157,8 @@ async def join_group(ctx, request):
 async def sync_group(ctx, request):
     Response = RESPONSES[14]
     version = ctx.version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     res = await ctx.broker.groups.sync_group(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -150,6 +177,8 @@ async def sync_group(ctx, request):
 
 
 async def heartbeat(ctx, request):
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return RESPONSES[12](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = ctx.broker.groups.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=request.group_instance_id if ctx.version >= 3 else None,
@@ -160,6 +189,8 @@ async def heartbeat(ctx, request):
 async def leave_group(ctx, request):
     Response = RESPONSES[13]
     version = ctx.version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -182,6 +213,10 @@ async def describe_groups(ctx, request):
     version = ctx.version
     out = []
     for gid in request.groups:
+        if not ctx.authorize(Op.DESCRIBE, Res.GROUP, gid):  # before anything about the group
+            out.append(Response.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid,
+                                               group_state="", protocol_type="", protocol_data="", members=[]))
+            continue
         code = coord.check_coordinator(gid)
         group = coord.groups.get(gid)
         if code:
@@ -210,6 +245,10 @@ async def describe_groups(ctx, request):
             protocol_data=(group.protocol_name or "") if stable else "",
             members=members,
         ))
+    if version >= 3 and request.include_authorized_operations:
+        for g in out:
+            if g.error_code == ErrorCode.NONE:
+                g.authorized_operations = ctx.authorized_operations(Res.GROUP, g.group_id)
     return Response(throttle_time_ms=0, groups=out)
 
 
@@ -219,6 +258,8 @@ async def list_groups(ctx, request):
     states = {s.lower() for s in request.states_filter} if version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
     coord = ctx.broker.groups
+    # DESCRIBE on the cluster lists every group, else only those the principal may describe
+    every = ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)
     listed: dict[str, tuple[str, str, str]] = {}  # id -> (protocol type, state, type)
     for gid, group in coord.groups.items():
         listed[gid] = (group.protocol_type or "", group.state.value, "classic")
@@ -232,6 +273,8 @@ async def list_groups(ctx, request):
             continue
         if types and gtype not in types:
             continue
+        if not (every or ctx.authorize(Op.DESCRIBE, Res.GROUP, gid)):
+            continue
         out.append(Response.ListedGroup(
             group_id=gid, protocol_type=ptype,
             group_state=state if version >= 4 else "",
@@ -242,9 +285,12 @@ async def list_groups(ctx, request):
 
 async def delete_groups(ctx, request):
     Response = RESPONSES[42]
-    results = await ctx.broker.groups.delete_groups(list(request.groups_names))
+    names = list(dict.fromkeys(request.groups_names))
+    deletable = ctx.authorized(Op.DELETE, Res.GROUP, names)
+    results = await ctx.broker.groups.delete_groups([g for g in names if g in deletable]) if deletable else {}
     return Response(throttle_time_ms=0, results=[
-        Response.DeletableGroupResult(group_id=g, error_code=c) for g, c in results.items()
+        Response.DeletableGroupResult(group_id=g, error_code=results[g] if g in deletable
+                                      else ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in names
     ])
 
 

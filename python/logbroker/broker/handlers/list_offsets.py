@@ -12,6 +12,7 @@ from __future__ import annotations
 import trio
 
 from logbroker import _core
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
 from logbroker.broker.errors import error_code_for
 from logbroker.broker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -55,11 +56,15 @@ async def handle(ctx, request):
     for t in request.topics:
         parts_out = []
         out_topics.append(Response.ListOffsetsTopicResponse(name=t.name, partitions=parts_out))
+        described = ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name)
         for p in t.partitions:
             entry = Response.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1
             )
             parts_out.append(entry)
+            if not described:
+                entry.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             entry.error_code, part = leader_partition(
                 ctx, t.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
             if part is not None:

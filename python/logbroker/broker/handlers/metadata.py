@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.metadata import TopicState, topic_name_error
 from logbroker.log_format import fields
@@ -24,6 +25,7 @@ MAX_VERSION = 12
 Response = RESPONSES[API_KEY]
 log = logging.getLogger("logbroker.metadata")
 ZERO_UUID = uuid.UUID(int=0)
+NO_OPERATIONS = -2147483648  # the authorized-operations bit fields when not asked for
 
 
 def topic_entry(topic: TopicState, error: int = ErrorCode.NONE) -> object:
@@ -58,7 +60,9 @@ async def handle(ctx, request):
     version = ctx.version
     topics_out = []
     if request.topics is None or (version == 0 and not request.topics):
-        topics_out = [topic_entry(t) for _, t in sorted(image.topics.items())]
+        # all topics: those the principal may not describe are left out
+        topics_out = [topic_entry(t) for _, t in sorted(image.topics.items())
+                      if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name)]
     else:
         auto_create = ctx.broker.config.get_bool("auto.create.topics.enable") and (
             version < 4 or request.allow_auto_topic_creation
@@ -68,11 +72,23 @@ async def handle(ctx, request):
             topic_id = getattr(req_topic, "topic_id", ZERO_UUID) or ZERO_UUID
             if name is None:
                 t = image.topic_by_id(topic_id) if topic_id != ZERO_UUID else None
-                topics_out.append(topic_entry(t) if t else error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                if t is None:
+                    topics_out.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                elif not ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name):  # ids are not secret, names are
+                    topics_out.append(error_entry(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                else:
+                    topics_out.append(topic_entry(t))
+                continue
+            if not ctx.authorize(Op.DESCRIBE, Res.TOPIC, name):  # before existence: says nothing of the topic
+                topics_out.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             t = image.topics.get(name)
             if t is not None:
                 topics_out.append(topic_entry(t))
+                continue
+            if auto_create and not (ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
+                                    or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
+                topics_out.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if topic_name_error(name):
                 topics_out.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
@@ -93,13 +109,23 @@ async def handle(ctx, request):
                              e.message, extra=fields(topic=name, peer=ctx.peer))
                     topics_out.append(error_entry(name, e.code))
             image = controller.image
+    cluster_ops = NO_OPERATIONS
+    if version >= 8:
+        if version <= 10 and request.include_cluster_authorized_operations:
+            cluster_ops = (ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
+                           if ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else 0)
+        if request.include_topic_authorized_operations:
+            for entry in topics_out:  # the topics it may describe (Kafka: unknown ones too)
+                if entry.name is not None and entry.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    entry.topic_authorized_operations = ctx.authorized_operations(Res.TOPIC, entry.name)
     listed = controller.client_brokers(image)
-    brokers = [Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in listed]
+    brokers = [Response.MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+               for b in listed for host, port in [b.endpoint(ctx.listener)]]
     return Response(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=image.cluster_id,
         controller_id=controller.client_controller_id(listed),
         topics=topics_out,
+        cluster_authorized_operations=cluster_ops,
     )

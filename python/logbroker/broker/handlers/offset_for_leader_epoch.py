@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import trio
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.broker.handlers import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -19,12 +20,18 @@ Response = RESPONSES[API_KEY]
 async def handle(ctx, request):
     jobs = []
     topics = []
+    # CLUSTER_ACTION on the cluster (a follower) covers every topic, else DESCRIBE on each (a consumer, KIP-320)
+    replica = ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
     for t in request.topics:
         parts = []
         topics.append(Response.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        described = replica or ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.topic)
         for p in t.partitions:
             r = Response.EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
             parts.append(r)
+            if not described:
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             r.error_code, part = leader_partition(ctx, t.topic, p.partition, p.current_leader_epoch)
             if part is not None:
                 jobs.append((r, part, p.leader_epoch))

@@ -2,22 +2,41 @@
 
 OffsetFetch with require_stable (v7+, sent by read_committed consumers) answers
 UNSTABLE_OFFSET_COMMIT for a partition whose offset a still-open transaction commits
-(TxnOffsetCommit), so the consumer retries rather than start from an offset about to move."""
+(TxnOffsetCommit), so the consumer retries rather than start from an offset about to move.
+
+Authorization as Kafka's: OffsetCommit READ on the group (else GROUP_AUTHORIZATION_FAILED on
+every partition), then READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, the
+others committed); OffsetFetch in `_fetch_one`."""
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
+
+
+def _each_partition(Response, topics, code: int):
+    """An OffsetCommit response giving every partition of `topics` the error `code`."""
+    return Response(throttle_time_ms=0, topics=[
+        Response.OffsetCommitResponseTopic(name=t.name, partitions=[
+            Response.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+            for p in t.partitions])
+        for t in topics])
 
 
 async def offset_commit(ctx, request):
     Response = RESPONSES[8]
     version = ctx.version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return _each_partition(Response, request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics])
     offsets = []
     for t in request.topics:
+        if t.name not in readable:  # answered TOPIC_AUTHORIZATION_FAILED, not committed
+            continue
         for p in t.partitions:
             offsets.append((t.name, p.partition_index, p.committed_offset,
                             p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata))
-    results = await ctx.broker.groups.commit_offsets(
+    results = {} if not offsets else await ctx.broker.groups.commit_offsets(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id,
@@ -26,8 +45,10 @@ async def offset_commit(ctx, request):
     )
     return Response(throttle_time_ms=0, topics=[
         Response.OffsetCommitResponseTopic(name=t.name, partitions=[
-            Response.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                   error_code=results[(t.name, p.partition_index)])
+            Response.OffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=results[(t.name, p.partition_index)] if t.name in readable
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             for p in t.partitions
         ])
         for t in request.topics
@@ -36,9 +57,17 @@ async def offset_commit(ctx, request):
 
 def _fetch_one(ctx, group_id: str, topics, require_stable: bool = False
                ) -> tuple[int, list[tuple[str, list[tuple[int, object, int]]]]]:
-    """(group error, [(topic, [(partition, offset or None, partition error)])])."""
+    """(group error, [(topic, [(partition, offset or None, partition error)])]).
+
+    Authorization as Kafka's: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED and
+    nothing else); of all the group's offsets only those of topics the principal may describe,
+    a named topic it may not describe TOPIC_AUTHORIZATION_FAILED."""
+    if not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     groups = ctx.broker.groups
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    described = ctx.authorized(Op.DESCRIBE, Res.TOPIC, [t.name for t in topics or []])
+    wanted = None if topics is None else [(t.name, p) for t in topics if t.name in described
+                                          for p in t.partition_indexes]
     code, found = groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
 
@@ -47,11 +76,16 @@ def _fetch_one(ctx, group_id: str, topics, require_stable: bool = False
             groups.has_pending_txn_offsets(group_id, [(t, p)]) else ErrorCode.NONE
 
     if wanted is None:
+        shown = ctx.authorized(Op.DESCRIBE, Res.TOPIC, {t for t, _ in found})
         for (t, p), v in sorted(found.items()):
-            by_topic.setdefault(t, []).append((p, v, unstable(t, p)))
+            if t in shown:
+                by_topic.setdefault(t, []).append((p, v, unstable(t, p)))
     else:
-        for t, p in wanted:
-            by_topic.setdefault(t, []).append((p, found.get((t, p)), unstable(t, p)))
+        for t in topics:
+            for p in t.partition_indexes:
+                by_topic.setdefault(t.name, []).append(
+                    (p, found.get((t.name, p)), unstable(t.name, p)) if t.name in described
+                    else (p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     return code, list(by_topic.items())
 
 
@@ -75,6 +109,8 @@ async def offset_fetch(ctx, request):
             ]))
         return Response(throttle_time_ms=0, groups=groups)
     code, topics = _fetch_one(ctx, request.group_id, request.topics, version >= 7 and request.require_stable)
+    if code == ErrorCode.GROUP_AUTHORIZATION_FAILED and version < 2:  # v1 has no group error: on each partition
+        topics = [(t.name, [(p, None, code) for p in t.partition_indexes]) for t in request.topics or []]
     partition_code = code if version < 2 else ErrorCode.NONE
     return Response(
         throttle_time_ms=0,

@@ -1,9 +1,11 @@
 """AlterPartitionReassignments (45) and ListPartitionReassignments (46): moving partitions'
 replicas between brokers (KIP-455; coord/reassignment.py). Alter goes to the active
-controller; List answers from this broker's metadata image."""
+controller; List answers from this broker's metadata image. Alter needs ALTER on the
+cluster, List DESCRIBE on it, else CLUSTER_AUTHORIZATION_FAILED, as Kafka."""
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.controller_forwarding import client_timeout
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -13,9 +15,13 @@ ListResponse = RESPONSES[46]
 
 
 async def alter(ctx, request):
+    allow = request.allow_replication_factor_change if ctx.version >= 1 else True
+    if not ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+        return AlterResponse(throttle_time_ms=0, allow_replication_factor_change=allow,
+                             error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                             error_message="Cluster authorization failed.", responses=[])
     items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in request.topics for p in t.partitions]
-    allow = request.allow_replication_factor_change if ctx.version >= 1 else True
     try:
         with client_timeout(request.timeout_ms):
             results = await ctx.controller.alter_reassignments(items, allow)
@@ -33,6 +39,9 @@ async def alter(ctx, request):
 
 
 async def list_reassignments(ctx, request):
+    if not ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return ListResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            error_message="Cluster authorization failed.", topics=[])
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
     by_topic: dict[str, list] = {}
     for name, i, replicas, adding, removing in ctx.controller.list_reassignments(wanted):

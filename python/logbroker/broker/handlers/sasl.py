@@ -15,8 +15,9 @@ HANDSHAKE_KEY, AUTHENTICATE_KEY = 17, 36
 
 async def handle_handshake(ctx, request):
     session = ctx.sasl
-    assert session is not None, "SaslHandshake reached a listener without SASL"
     response = RESPONSES[HANDSHAKE_KEY]
+    if session is None:  # on a listener without SASL, as Kafka answers
+        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     if not session.handshake(request.mechanism):
         log_failure(ctx.peer, request.mechanism, f"mechanism {request.mechanism!r} is not one of "
                     f"sasl.enabled.mechanisms {session.mechanisms}" + (
@@ -27,8 +28,10 @@ async def handle_handshake(ctx, request):
 
 async def handle_authenticate(ctx, request):
     session = ctx.sasl
-    assert session is not None, "SaslAuthenticate reached a listener without SASL"
     response = RESPONSES[AUTHENTICATE_KEY]
+    if session is None:  # on a listener without SASL, as Kafka answers
+        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                        error_message=f"listener {ctx.listener} does not authenticate with SASL")
     mechanism = session.mechanism
     if mechanism is None:
         session.failed = f"SaslAuthenticate from {ctx.peer} without a SaslHandshake first"

@@ -6,7 +6,8 @@ iteration counts, never a salt or a key (as Kafka). No users (null or empty) mea
 user with a credential; a named user without one is RESOURCE_NOT_FOUND, a user named twice
 DUPLICATE_RESOURCE. Alter goes to the active controller (`Controller.alter_scram_credentials`,
 which validates and turns each salted password into stored and server keys) and answers
-once per user named.
+once per user named. Describe needs DESCRIBE on the cluster, Alter ALTER on it, else
+CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -32,8 +34,12 @@ def _mechanism_name(code: int) -> str:
 
 
 async def describe(ctx, request):
-    # Authorization (ACLs, not built yet): DESCRIBE on the CLUSTER resource, else a
-    # top-level CLUSTER_AUTHORIZATION_FAILED, as Kafka; this is the one place for it.
+    if not ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):  # Kafka: top-level and on each user named
+        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return DescribeResponse(throttle_time_ms=0, error_code=code, error_message=message, results=[
+            DescribeResponse.DescribeUserScramCredentialsResult(user=u.name, error_code=code, error_message=message,
+                                                                credential_infos=[])
+            for u in request.users or []])
     image = ctx.controller.image
     named = Counter(u.name for u in request.users or [])
     if not named:
@@ -59,8 +65,12 @@ async def describe(ctx, request):
 
 
 async def alter(ctx, request):
-    # Authorization (ACLs, not built yet): ALTER on the CLUSTER resource, else
-    # CLUSTER_AUTHORIZATION_FAILED for every user, as Kafka; this is the one place for it.
+    if not ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):  # Kafka: every user named, once
+        users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+        return AlterResponse(throttle_time_ms=0, results=[
+            AlterResponse.AlterUserScramCredentialsResult(user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                          error_message="Cluster authorization failed.")
+            for user in users])
     deletions = [(d.name, _mechanism_name(d.mechanism)) for d in request.deletions]
     upsertions = [(u.name, _mechanism_name(u.mechanism), u.iterations, u.salt, u.salted_password)
                   for u in request.upsertions]

@@ -2,13 +2,22 @@
 (78), ShareAcknowledge (79), and the share-group offsets at the group coordinator:
 DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92),
 read and written at the share coordinators (broker/share_persister.py). Membership is in coord/share_group.py, delivery state in
-broker/share_fetch.py and broker/share_partition.py. Served only with group.share.enable."""
+broker/share_fetch.py and broker/share_partition.py. Served only with group.share.enable.
+
+Authorization as Kafka's: the heartbeat READ on the group and DESCRIBE on its subscribed
+topics; the describe DESCRIBE on the group (TOPIC_AUTHORIZATION_FAILED for a group assigned a
+topic the principal may not describe); ShareFetch and ShareAcknowledge READ on the group
+(top-level GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED for its
+partitions); DescribeShareGroupOffsets DESCRIBE on the group and the topics, AlterShareGroup-
+Offsets READ on the group and topics, DeleteShareGroupOffsets DELETE on the group, READ on
+the topics."""
 
 from __future__ import annotations
 
 import trio
 
-from logbroker.broker.handlers.consumer_groups import partitions_by_topic
+from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
+from logbroker.broker.handlers.consumer_groups import partitions_by_topic, undescribable_topics
 from logbroker.broker.share_fetch import PartitionResult
 from logbroker.broker.share_partition import ShareError
 from logbroker.coord.state_topic import StateTopicError
@@ -17,6 +26,11 @@ from logbroker.protocol import RESPONSES, ZERO_UUID, ErrorCode
 
 async def share_group_heartbeat(ctx, request):
     Response = RESPONSES[76]
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if request.subscribed_topic_names and len(ctx.authorized(Op.DESCRIBE, Res.TOPIC, request.subscribed_topic_names)) \
+            < len(set(request.subscribed_topic_names)):  # a subscribed topic it may not describe
+        return Response(throttle_time_ms=0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     coord = ctx.broker.groups
     await coord.ensure_offsets_topic()
     out = coord.share.heartbeat(request, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0])
@@ -47,6 +61,9 @@ async def share_group_describe(ctx, request):
 
     out = []
     for gid in request.group_ids:
+        if not ctx.authorize(Op.DESCRIBE, Res.GROUP, gid):
+            out.append(Response.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid))
+            continue
         code = coord.check_coordinator(gid)
         g = coord.share.groups.get(gid)
         if code or g is None:
@@ -66,6 +83,11 @@ async def share_group_describe(ctx, request):
                 for m in g.members.values()
             ],
         ))
+    if request.include_authorized_operations:
+        for g in out:
+            if g.error_code == ErrorCode.NONE:
+                g.authorized_operations = ctx.authorized_operations(Res.GROUP, g.group_id)
+    undescribable_topics(ctx, out, Response)
     return Response(throttle_time_ms=0, groups=out)
 
 
@@ -80,8 +102,27 @@ def _leader(ctx, topic_id, partition, names, Leader):
 
 def _node_endpoints(ctx, leaders, Endpoint):
     wanted = {lead for lead in leaders if lead >= 0}
-    return [Endpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in ctx.broker.controller.client_brokers() if b.node_id in wanted]
+    return [Endpoint(node_id=b.node_id, host=host, port=port, rack=b.rack)
+            for b in ctx.broker.controller.client_brokers() if b.node_id in wanted
+            for host, port in [b.endpoint(ctx.listener)]]
+
+
+def _resolver(ctx, mgr, names):
+    """`mgr.resolve` for this principal: a topic it may not READ answers
+    TOPIC_AUTHORIZATION_FAILED, for fetches and acknowledgements alike (Kafka's rule)."""
+    may_read: dict[str, bool] = {}
+
+    def resolve(topic_id, partition: int):
+        name = names.get(topic_id)
+        if name is not None:
+            if name not in may_read:
+                may_read[name] = ctx.authorize(Op.READ, Res.TOPIC, name)
+            if not may_read[name]:
+                return PartitionResult(topic_id, partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       "Topic authorization failed.")
+        return mgr.resolve(topic_id, partition, names)
+
+    return resolve
 
 
 def _top_error(Response, code: int, message: str, **kw):
@@ -96,12 +137,16 @@ async def share_fetch(ctx, request):
     if not gid or not member:
         return _top_error(Response, ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set",
                           acquisition_lock_timeout_ms=lock_ms)
+    if not ctx.authorize(Op.READ, Res.GROUP, gid):
+        return _top_error(Response, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.",
+                          acquisition_lock_timeout_ms=lock_ms)
     acking = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     try:
         session = mgr.session(gid, member, request.share_session_epoch, acking)
     except ShareError as e:
         return _top_error(Response, e.code, str(e), acquisition_lock_timeout_ms=lock_ms)
     names = mgr.topic_names()
+    resolve = _resolver(ctx, mgr, names)
     results: dict[tuple, object] = {}
     for t in request.topics:
         for p in t.partitions:
@@ -109,7 +154,7 @@ async def share_fetch(ctx, request):
             session.partitions[key] = None
             if not p.acknowledgement_batches:
                 continue
-            found = mgr.resolve(t.topic_id, p.partition_index, names)
+            found = resolve(t.topic_id, p.partition_index)
             if not isinstance(found, tuple):
                 found.acked = True
                 results[key] = found
@@ -127,7 +172,7 @@ async def share_fetch(ctx, request):
     elif not (ctx.version >= 2 and request.is_renew_ack):  # a renew-only request fetches nothing (KIP-1222)
         targets = []
         for (topic_id, idx) in session.partitions:
-            found = mgr.resolve(topic_id, idx, names)
+            found = resolve(topic_id, idx)
             if isinstance(found, tuple):
                 targets.append((topic_id, idx, found[0], found[1]))
             elif (topic_id, idx) not in results:
@@ -182,6 +227,8 @@ async def share_acknowledge(ctx, request):
     extra = {"acquisition_lock_timeout_ms": mgr.lock_duration_ms(gid) if gid else 0} if ctx.version >= 2 else {}
     if not gid or not member:
         return _top_error(Response, ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set", **extra)
+    if not ctx.authorize(Op.READ, Res.GROUP, gid):
+        return _top_error(Response, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", **extra)
     if request.share_session_epoch == 0:
         return _top_error(Response, ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                           "ShareAcknowledge cannot open a share session (epoch 0)", **extra)
@@ -190,13 +237,14 @@ async def share_acknowledge(ctx, request):
     except ShareError as e:
         return _top_error(Response, e.code, str(e), **extra)
     names = mgr.topic_names()
+    resolve = _resolver(ctx, mgr, names)
     out = []
     leaders = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
             leader = _leader(ctx, t.topic_id, p.partition_index, names, Response.LeaderIdAndEpoch)
-            found = mgr.resolve(t.topic_id, p.partition_index, names)
+            found = resolve(t.topic_id, p.partition_index)
             if not isinstance(found, tuple):
                 code, msg = found.error, found.message
                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -242,13 +290,24 @@ async def describe_share_group_offsets(ctx, request):
     groups = []
     for g in request.groups:
         gid = g.group_id
+        if not ctx.authorize(Op.DESCRIBE, Res.GROUP, gid):
+            groups.append(Response.DescribeShareGroupOffsetsResponseGroup(
+                group_id=gid, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message="Group authorization failed."))
+            continue
         coord, persister, (code, msg) = await _offsets_owner(ctx, gid, need_empty=False)
         if code:
             groups.append(Response.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=[], error_code=code,
                                                                           error_message=msg))
             continue
-        wanted = None if g.topics is None else [(t.topic_name, list(t.partitions)) for t in g.topics]
+        # only topics the principal may describe: the others left out of "all", refused when named
+        described = ctx.authorized(Op.DESCRIBE, Res.TOPIC, [t.topic_name for t in g.topics or []])
+        wanted = None if g.topics is None else [(t.topic_name, list(t.partitions)) for t in g.topics
+                                                if t.topic_name in described]
         topic_parts = _topic_parts(ctx, wanted)
+        if wanted is None:
+            shown = ctx.authorized(Op.DESCRIBE, Res.TOPIC, [name for name, _, _ in topic_parts])
+            topic_parts = [tp for tp in topic_parts if tp[0] in shown]
         known = [(tid, p) for _, tid, ps in topic_parts if tid is not None for p in ps]
         states = await persister.summaries(gid, known) if known else {}
         ends: dict[tuple[str, int], int] = {}
@@ -276,6 +335,14 @@ async def describe_share_group_offsets(ctx, request):
             if parts:
                 topics.append(Response.DescribeShareGroupOffsetsResponseTopic(
                     topic_name=name, topic_id=tid or ZERO_UUID, partitions=parts))
+        for t in g.topics or []:
+            if t.topic_name not in described:
+                topics.append(Response.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name, topic_id=ZERO_UUID, partitions=[
+                        Response.DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=p, start_offset=-1, leader_epoch=-1,
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Topic authorization failed.")
+                        for p in t.partitions]))
         if wanted is None and not topics and gid not in coord.share.groups:
             groups.append(Response.DescribeShareGroupOffsetsResponseGroup(
                 group_id=gid, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
@@ -288,11 +355,22 @@ async def describe_share_group_offsets(ctx, request):
 async def alter_share_group_offsets(ctx, request):
     Response = RESPONSES[91]
     gid = request.group_id
+    if not ctx.authorize(Op.READ, Res.GROUP, gid):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        error_message="Group authorization failed.", responses=[])
     coord, persister, (code, msg) = await _offsets_owner(ctx, gid, need_empty=True)
     if code:
         return Response(throttle_time_ms=0, error_code=code, error_message=msg, responses=[])
     out = []
     for t in request.topics:
+        if not ctx.authorize(Op.READ, Res.TOPIC, t.topic_name):
+            out.append(Response.AlterShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=ZERO_UUID, partitions=[
+                    Response.AlterShareGroupOffsetsResponsePartition(
+                        partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message="Topic authorization failed.")
+                    for p in t.partitions]))
+            continue
         [(name, tid, _)] = _topic_parts(ctx, [(t.topic_name, [p.partition_index for p in t.partitions])])
         parts = []
         states = await persister.summaries(gid, [(tid, p.partition_index) for p in t.partitions]) if tid else {}
@@ -322,13 +400,19 @@ async def alter_share_group_offsets(ctx, request):
 async def delete_share_group_offsets(ctx, request):
     Response = RESPONSES[92]
     gid = request.group_id
+    if not ctx.authorize(Op.DELETE, Res.GROUP, gid):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        error_message="Group authorization failed.", responses=[])
     coord, persister, (code, msg) = await _offsets_owner(ctx, gid, need_empty=True)
     if code:
         return Response(throttle_time_ms=0, error_code=code, error_message=msg, responses=[])
     out = []
+    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.topic_name for t in request.topics])
     for name, tid, ps in _topic_parts(ctx, [(t.topic_name, None) for t in request.topics]):
         err, emsg = ErrorCode.NONE, None
-        if tid is None:
+        if name not in readable:
+            err, emsg, tid = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.", None
+        elif tid is None:
             err, emsg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
         else:
             try:

@@ -6,18 +6,27 @@ share-partition."""
 
 from __future__ import annotations
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.share_state_log import StateBatch
 from logbroker.coord.state_topic import StateTopicError
-from logbroker.protocol import RESPONSES
+from logbroker.protocol import RESPONSES, ErrorCode
 
 
-async def _each(request, Response, Result, call):
+async def _each(ctx, request, Response, Result, call):
     """Runs `call(key, partition request) -> fields` for every partition of the request; the
-    response with one result per partition (error code and message on failure)."""
+    response with one result per partition (error code and message on failure). The caller,
+    a share-partition leader, needs CLUSTER_ACTION on the cluster (else every partition
+    CLUSTER_AUTHORIZATION_FAILED), as Kafka."""
+    allowed = ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
     results = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if not allowed:
+                parts.append(Response.PartitionResult(partition=p.partition,
+                                                      error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                      error_message="Cluster authorization failed."))
+                continue
             try:
                 fields = await call((request.group_id, t.topic_id, p.partition), p)
                 error = {}
@@ -41,7 +50,7 @@ async def initialize_share_group_state(ctx, request):
         await ctx.broker.share_coordinator.initialize(key, p.state_epoch, p.start_offset)
         return {}
 
-    return await _each(request, Response, Response.InitializeStateResult, call)
+    return await _each(ctx, request, Response, Response.InitializeStateResult, call)
 
 
 async def read_share_group_state(ctx, request):
@@ -53,7 +62,7 @@ async def read_share_group_state(ctx, request):
             return {"state_epoch": 0, "start_offset": -1, "state_batches": []}
         return {"state_epoch": s.state_epoch, "start_offset": s.start_offset, "state_batches": _batches(Response, s)}
 
-    return await _each(request, Response, Response.ReadStateResult, call)
+    return await _each(ctx, request, Response, Response.ReadStateResult, call)
 
 
 async def write_share_group_state(ctx, request):
@@ -65,7 +74,7 @@ async def write_share_group_state(ctx, request):
         await ctx.broker.share_coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
         return {}
 
-    return await _each(request, Response, Response.WriteStateResult, call)
+    return await _each(ctx, request, Response, Response.WriteStateResult, call)
 
 
 async def delete_share_group_state(ctx, request):
@@ -75,7 +84,7 @@ async def delete_share_group_state(ctx, request):
         await ctx.broker.share_coordinator.delete(key)
         return {}
 
-    return await _each(request, Response, Response.DeleteStateResult, call)
+    return await _each(ctx, request, Response, Response.DeleteStateResult, call)
 
 
 async def read_share_group_state_summary(ctx, request):
@@ -90,7 +99,7 @@ async def read_share_group_state_summary(ctx, request):
             fields["delivery_complete_count"] = s.delivery_complete_count
         return fields
 
-    return await _each(request, Response, Response.ReadStateSummaryResult, call)
+    return await _each(ctx, request, Response, Response.ReadStateSummaryResult, call)
 
 
 ENTRIES = [

@@ -13,20 +13,32 @@ TxnOffsetCommit v5 adds the group's `__consumer_offsets` partition to the transa
 (the v2 producer sends no AddOffsetsToTxn). PRODUCER_FENCED (KIP-588) is answered as
 INVALID_PRODUCER_EPOCH to versions older than the one that introduced it, and
 TRANSACTION_ABORTABLE as INVALID_TXN_STATE to AddPartitionsToTxn v4, as Kafka does.
+
+Authorization as Kafka's KafkaApis: AddPartitionsToTxn (a client's, v0-3) WRITE on the
+transactional id and on every topic (`_refuse_topics`), v4+ (brokers') CLUSTER_ACTION;
+AddOffsetsToTxn WRITE on the transactional id and READ on the group; EndTxn WRITE on the
+transactional id; WriteTxnMarkers ALTER or CLUSTER_ACTION on the cluster; TxnOffsetCommit
+WRITE on the transactional id, READ on the group and on each topic; DescribeTransactions
+DESCRIBE on each transactional id, showing only the topics the principal may describe;
+ListTransactions only the transactional ids the principal may describe.
 """
 
 from __future__ import annotations
 
 import logging
 
+from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.share_state_log import SHARE_STATE_TOPIC
 from logbroker.coord.transaction_coordinator import TxnError
+from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC
 from logbroker.coord.transaction_markers import write_markers
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
 log = logging.getLogger("logbroker.transactions")
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})  # Kafka's Topic.isInternal
 
 
 def fenced_for(code: int, version: int, since: int) -> int:
@@ -65,9 +77,23 @@ async def _add_or_verify(ctx, txn) -> dict[tuple[str, int], int]:
     return codes
 
 
+def _refuse_topics(ctx, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+    """AddPartitionsToTxn from a client: WRITE on every topic (never on an internal one), else
+    TOPIC_AUTHORIZATION_FAILED for the partitions of those it may not write and
+    OPERATION_NOT_ATTEMPTED for the rest, none added (Kafka's rule); None when all may be."""
+    writable = ctx.authorized(Op.WRITE, Res.TOPIC, [t for t, _ in wanted if t not in INTERNAL_TOPICS])
+    if all(t in writable for t, _ in wanted):
+        return None
+    return {(t, p): ErrorCode.OPERATION_NOT_ATTEMPTED if t in writable else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for t, p in wanted}
+
+
 async def add_partitions_to_txn(ctx, request):
     Response = RESPONSES[24]
     if ctx.version >= 4:
+        if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # v4+ is the brokers' form
+            return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            results_by_transaction=[])
         results = []
         for txn in request.transactions:
             codes = await _add_or_verify(ctx, txn)
@@ -81,12 +107,17 @@ async def add_partitions_to_txn(ctx, request):
         return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
     txn_id = request.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    try:
-        codes = await ctx.broker.transactions.add_partitions(
-            txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted)
-    except (TxnError, ControllerError) as e:
-        code = fenced_for(_txn_error(ctx, "AddPartitionsToTxn", txn_id, e), ctx.version, 2)
-        codes = {tp: code for tp in wanted}
+    if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        codes = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    elif (refused := _refuse_topics(ctx, wanted)) is not None:
+        codes = refused
+    else:
+        try:
+            codes = await ctx.broker.transactions.add_partitions(
+                txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted)
+        except (TxnError, ControllerError) as e:
+            code = fenced_for(_txn_error(ctx, "AddPartitionsToTxn", txn_id, e), ctx.version, 2)
+            codes = {tp: code for tp in wanted}
     return Response(throttle_time_ms=0, results_by_topic_v3_and_below=[
         Response.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
             Response.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=codes[(t.name, p)])
@@ -96,6 +127,10 @@ async def add_partitions_to_txn(ctx, request):
 
 
 async def add_offsets_to_txn(ctx, request):
+    if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        return RESPONSES[25](throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return RESPONSES[25](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = ErrorCode.NONE
     try:
         await ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
@@ -106,6 +141,9 @@ async def add_offsets_to_txn(ctx, request):
 
 
 async def end_txn(ctx, request):
+    if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        return RESPONSES[26](throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                             producer_id=-1, producer_epoch=-1)
     code = ErrorCode.NONE
     producer_id, producer_epoch = -1, -1
     try:
@@ -121,11 +159,17 @@ async def end_txn(ctx, request):
 
 async def write_txn_markers(ctx, request):
     Response = RESPONSES[27]
+    # from transaction coordinators: ALTER or CLUSTER_ACTION on the cluster, as Kafka
+    allowed = (ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME)
+               or ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME))
     out = []
     for m in request.markers:
         parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
-        codes = await write_markers(ctx.replicas, ctx.broker.groups, m.producer_id, m.producer_epoch,
-                                    m.transaction_result, m.coordinator_epoch, parts)
+        if not allowed:
+            codes = {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in parts}
+        else:
+            codes = await write_markers(ctx.replicas, ctx.broker.groups, m.producer_id, m.producer_epoch,
+                                        m.transaction_result, m.coordinator_epoch, parts)
         out.append(Response.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
             Response.WritableTxnMarkerTopicResult(name=t.name, partitions=[
                 Response.WritableTxnMarkerPartitionResult(partition_index=p, error_code=codes[(t.name, p)])
@@ -155,16 +199,27 @@ async def _add_offsets_partition(ctx, request) -> int:
 async def txn_offset_commit(ctx, request):
     Response = RESPONSES[28]
     version = ctx.version
-    offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
-                p.committed_metadata) for t in request.topics for p in t.partitions]
-    code = await _add_offsets_partition(ctx, request) if version >= 5 else ErrorCode.NONE
-    if code != ErrorCode.NONE:
+
+    def each_partition(code: int):
         return Response(throttle_time_ms=0, topics=[
             Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
                 Response.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
                 for p in t.partitions
             ]) for t in request.topics
         ])
+
+    if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        return each_partition(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return each_partition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics])
+    offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+                p.committed_metadata) for t in request.topics if t.name in readable for p in t.partitions]
+    if not offsets and request.topics:  # every topic refused: nothing to commit
+        return each_partition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    code = await _add_offsets_partition(ctx, request) if version >= 5 else ErrorCode.NONE
+    if code != ErrorCode.NONE:
+        return each_partition(code)
     results = await ctx.broker.groups.txn_commit_offsets(
         transactional_id=request.transactional_id, group_id=request.group_id,
         producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -177,7 +232,8 @@ async def txn_offset_commit(ctx, request):
         Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
             Response.TxnOffsetCommitResponsePartition(
                 partition_index=p.partition_index,
-                error_code=fenced_for(results[(t.name, p.partition_index)], version, 3))
+                error_code=fenced_for(results[(t.name, p.partition_index)], version, 3) if t.name in readable
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             for p in t.partitions
         ]) for t in request.topics
     ])
@@ -187,6 +243,12 @@ async def describe_transactions(ctx, request):
     Response = RESPONSES[65]
     out = []
     for txn_id in request.transactional_ids:
+        if not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, txn_id):
+            out.append(Response.TransactionState(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=txn_id,
+                transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                producer_epoch=-1, topics=[]))
+            continue
         try:
             meta = ctx.broker.transactions.describe(txn_id)
         except TxnError as e:
@@ -195,8 +257,10 @@ async def describe_transactions(ctx, request):
                                                  producer_id=-1, producer_epoch=-1, topics=[]))
             continue
         by_topic: dict[str, list[int]] = {}
+        described = ctx.authorized(Op.DESCRIBE, Res.TOPIC, {t for t, _ in meta.partitions})
         for t, p in sorted(meta.partitions):
-            by_topic.setdefault(t, []).append(p)
+            if t in described:  # only the partitions of topics the principal may describe
+                by_topic.setdefault(t, []).append(p)
         out.append(Response.TransactionState(
             error_code=ErrorCode.NONE, transactional_id=txn_id, transaction_state=meta.status.kafka_name,
             transaction_timeout_ms=meta.timeout_ms, transaction_start_time_ms=meta.start_ms,
@@ -215,6 +279,7 @@ async def list_transactions(ctx, request):
     unknown = sorted(states - KAFKA_STATES)
     listed = ctx.broker.transactions.list(states, set(request.producer_id_filters),
                                           request.duration_filter if ctx.version >= 1 else -1)
+    listed = [m for m in listed if ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, m.transactional_id)]
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, unknown_state_filters=unknown,
                     transaction_states=[
                         Response.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,

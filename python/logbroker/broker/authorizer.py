@@ -1,0 +1,113 @@
+"""ACL authorization on the broker: Kafka's StandardAuthorizer rules, with the ACLs of the
+metadata image.
+
+The decision itself is made in Rust (rust/src/server/authorizer.rs, `_core.Authorizer`,
+which has the rules), once for both sides: the network thread checks Produce (WRITE on
+the topic, and on the transactional id) and Fetch (READ on the topic; CLUSTER_ACTION on the
+cluster for a follower) itself, and the Python handlers ask through
+`RequestContext.authorize`. This module owns the configuration and keeps the ACLs current:
+
+    authorizer.class.name            empty (default): no authorization, every request allowed
+                                     and the ACL APIs answer SECURITY_DISABLED, as in Kafka;
+                                     org.apache.kafka.metadata.authorizer.StandardAuthorizer:
+                                     ACLs are enforced
+    super.users                      principals allowed everything, `User:admin;User:ops`
+    allow.everyone.if.no.acl.found   a resource no ACL matches is open to everyone (default false)
+
+The ACLs are the image's (`MetadataImage.acls`, written by the controller through
+CreateAcls/DeleteAcls); `apply_metadata` hands them to the Rust authorizer after every
+change of the image.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from logbroker import _core
+
+log = logging.getLogger("logbroker.broker.authorizer")
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# ZooKeeper-era name some configurations still carry: the same rules.
+LEGACY_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+CLUSTER_NAME = "kafka-cluster"
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class AclOperation(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
+
+
+class PatternType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclPermissionType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+def host_of(peer: str) -> str:
+    """The host part of "ip:port" (IPv6 "[::1]:port" too)."""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return host.strip("[]")
+
+
+class AclAuthorizer:
+    """The broker's authorizer: configured from the broker config, ACLs from the image."""
+
+    def __init__(self, config, core: _core.Authorizer) -> None:
+        self.core = core
+        self.enabled = bool(config.get_str("authorizer.class.name"))
+        if self.enabled:
+            supers = [p.strip() for p in config.get_str("super.users").split(";") if p.strip()]
+            core.configure(supers, config.get_bool("allow.everyone.if.no.acl.found"))
+            log.info("ACL authorization on (%s); super users %s; allow.everyone.if.no.acl.found=%s",
+                     config.get_str("authorizer.class.name"), supers or "none",
+                     config.get_bool("allow.everyone.if.no.acl.found"))
+        self._acls = None
+
+    async def apply_metadata(self, image) -> None:
+        """The image changed: hand its ACLs to the Rust authorizer when they changed."""
+        acls = getattr(image, "acls", {})
+        if acls is self._acls or acls == self._acls:
+            return
+        self._acls = dict(acls)
+        self.core.set_acls([(b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
+                             b.permission_type) for b in acls.values()])
+
+    def authorize(self, principal: str, peer: str, resource_type: int, name: str, operation: int) -> bool:
+        return self.core.authorize(principal, host_of(peer), resource_type, name, operation)
