@@ -512,6 +512,23 @@ def test_group_apis(broker, session):
              subscribed_topic_names=["ga-t", "ga-hidden"], topic_partitions=[]).error_code == TOPIC_FAILED
     r = s(69, 0, group_ids=["ga-theirs"], include_authorized_operations=False)
     assert r.groups[0].error_code == GROUP_FAILED
+    # a regex subscription matches only the topics the member's principal may describe
+    admin = session(broker, "admin")
+    ids = {t.name: t.topic_id for t in admin(3, 12, topics=None, allow_auto_topic_creation=False).topics}
+    r = s(68, 1, group_id="ga-mine", member_id=uuid.uuid4().hex, member_epoch=0, rebalance_timeout_ms=10000,
+          subscribed_topic_regex="ga-.*", topic_partitions=[])
+    assert r.error_code == 0
+    assert {tp.topic_id for tp in r.assignment.topic_partitions} == {ids["ga-t"]}
+    r = s(69, 0, group_ids=["ga-mine"], include_authorized_operations=True)
+    assert r.groups[0].error_code == 0
+    assert r.groups[0].authorized_operations == bits(READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+    # a group assigned a topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED for it
+    assert admin(68, 1, group_id="ga-mixed", member_id=uuid.uuid4().hex, member_epoch=0, rebalance_timeout_ms=10000,
+                 subscribed_topic_names=["ga-t", "ga-hidden"], topic_partitions=[]).error_code == 0
+    grant(bs, acl(ResourceType.GROUP, "ga-mixed", AclOperation.DESCRIBE))
+    r = s(69, 0, group_ids=["ga-mixed"], include_authorized_operations=False)
+    assert (r.groups[0].error_code, r.groups[0].members) == (TOPIC_FAILED, [])
+    assert admin(69, 0, group_ids=["ga-mixed"], include_authorized_operations=False).groups[0].error_code == 0
     # DeleteGroups: DELETE on each group
     r = s(42, 2, groups_names=["ga-theirs", "ga-mine"])
     assert {g.group_id: g.error_code for g in r.results} == {"ga-theirs": GROUP_FAILED, "ga-mine": 0}
@@ -577,6 +594,19 @@ def test_share_group_apis(tmp_path, session):
         assert s(92, 0, group_id="sh-g", topics=[]).error_code == GROUP_FAILED  # DELETE on the group
         assert admin(84, 0, group_id="sh-g", topics=[R.ReadStateData(topic_id=ids["sh-ok"], partitions=[
             R.PartitionData(partition=0, leader_epoch=0)])]).results[0].partitions[0].error_code != CLUSTER_FAILED
+
+
+def test_every_api_answers_a_principal_without_acls(tmp_path, session):
+    """Each API at each version it serves answers bob (no ACL at all) with its refusals encoded
+    for that version (a field a version cannot carry would close the connection)."""
+    from logbroker.broker.handlers import HANDLERS
+
+    with acl_broker(tmp_path, **{"group.share.enable": "true"}) as b:
+        for key, entry in sorted(HANDLERS.items()):
+            if entry.handler is None or key in (17, 18, 36) or not entry.served_by(b.server):
+                continue
+            for version in range(entry.min_version, entry.max_version + 1):
+                assert session(b, "bob")(key, version) is not None, (key, version)
 
 
 def test_super_user_may_do_everything(broker):

@@ -21,6 +21,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import wait_until
 from logbroker import Cluster
+from logbroker.coord.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.offsets_topic import partition_for as offsets_partition_for
 from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from replication_helpers import create, full_isr, layout
 from test_cluster_transactions import CONFIG, read_committed
@@ -53,7 +55,35 @@ def progress(out: Path, records: int, what: str) -> None:
         raise AssertionError(f"{e}; the copier's output ends:\n{out.read_text(errors='replace')[-4000:]}") from None
 
 
-def copier_command(client: str, bs: str) -> list[str]:
+def group_for(cluster, client: str, bs: str) -> str:
+    """The copier's consumer group. For librdkafka, one whose coordinator is not on the node
+    that coordinates the transactional id (the node the test kills): librdkafka's
+    send_offsets_to_transaction() can hang past its timeout when the group coordinator drops
+    out of Metadata (confluentinc/librdkafka#5511 and #5456; seen here as a copier silent for
+    minutes), a client bug the test is not about. The other clients meet both coordinators
+    on one node whenever the layout puts them there."""
+    if client != "librdkafka":
+        return "cg"
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "copy"})
+    p.init_transactions(60)  # creates the transaction state topic
+    del p
+    probe = Consumer({"bootstrap.servers": bs, "group.id": "probe"})
+    try:
+        wait_until(lambda: probe.committed([TopicPartition("ci", 0)], timeout=5) is not None, timeout=60,
+                   what="the offsets topic")
+    finally:
+        probe.close()
+    full_isr(cluster, TRANSACTION_STATE_TOPIC, 5)
+    parts = layout(cluster.nodes[0])
+    txn_node = parts[(TRANSACTION_STATE_TOPIC, partition_for("copy", 5))][0]
+    n = sum(1 for (t, _) in parts if t == OFFSETS_TOPIC)
+    for group in ["cg"] + [f"cg-{i}" for i in range(1, 50)]:
+        if parts[(OFFSETS_TOPIC, offsets_partition_for(group, n))][0] != txn_node:
+            return group
+    raise AssertionError(f"every candidate group is coordinated by node {txn_node}")
+
+
+def copier_command(client: str, bs: str, group: str) -> list[str]:
     if client == "java":
         if shutil.which("java") is None or shutil.which("mvn") is None:
             pytest.skip("Java 17 and Maven are needed for the Java client")
@@ -62,9 +92,9 @@ def copier_command(client: str, bs: str) -> list[str]:
 
         return install().tools_java(JAVA_COPIER, [
             "--broker-list", bs, "--input-topic", "ci", "--input-partition", "0", "--output-topic", "co",
-            "--transactional-id", "copy", "--consumer-group", "cg", "--max-messages", str(RECORDS),
+            "--transactional-id", "copy", "--consumer-group", group, "--max-messages", str(RECORDS),
             "--transaction-size", str(PER_TRANSACTION), "--transaction-timeout", "20000"])
-    return [sys.executable, str(COPIER), bs, "ci", "co", "copy", "cg", str(RECORDS), client]
+    return [sys.executable, str(COPIER), bs, "ci", "co", "copy", group, str(RECORDS), client]
 
 
 @pytest.mark.timeout(400)
@@ -81,7 +111,8 @@ def test_a_copier_survives_killing_its_coordinator_and_itself(tmp_path, client):
             p.produce("ci", value=str(i).encode())
         assert p.flush(60) == 0
 
-        cmd = copier_command(client, bs)
+        group = group_for(cluster, client, bs)
+        cmd = copier_command(client, bs, group)
         out1 = tmp_path / "copier1.out"
         with out1.open("w") as f1:
             first = subprocess.Popen(cmd, stdout=f1, stderr=subprocess.STDOUT)
@@ -115,7 +146,7 @@ def test_a_copier_survives_killing_its_coordinator_and_itself(tmp_path, client):
         full_isr(cluster, "co", 3)
         values = sorted(int(v) for v in read_committed(bs, "co", 3, RECORDS))
         assert values == list(range(RECORDS)), (len(values), len(set(values)))
-        g = Consumer({"bootstrap.servers": bs, "group.id": "cg"})
+        g = Consumer({"bootstrap.servers": bs, "group.id": group})
         try:
             assert g.committed([TopicPartition("ci", 0)], timeout=10)[0].offset == RECORDS
         finally:

@@ -14,6 +14,7 @@ __version__: str
 __all__ = [
     "AccumulatorError",
     "AppendResult",
+    "Authorizer",
     "CompactionResult",
     "ConsumerRecord",
     "CoordinatorFencedError",

@@ -97,7 +97,7 @@ class RequestContext:
         heartbeats, AlterPartition; coord/controller_channel.py), unauthenticated, and carry no
         client principal (Kafka's Envelope would), so there is nothing to check them against."""
         authorizer = self.broker.authorizer
-        if authorizer is None or self.handlers is CONTROLLER_HANDLERS:
+        if authorizer is None or not authorizer.enabled or self.handlers is CONTROLLER_HANDLERS:
             return True
         allowed = authorizer.authorize(self.principal, self.peer, resource_type, name, operation)
         if not allowed:

@@ -24,7 +24,7 @@ async def handle(ctx, request):
         (t.topic, list(t.partitions)) for t in request.topic_partitions]
     if not ctx.authorize(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):  # Kafka: top-level and on every partition named
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return Response(throttle_time_ms=0, error_code=code, replica_election_results=[
+        return Response(throttle_time_ms=0, error_code=code if ctx.version >= 1 else 0, replica_election_results=[
             Response.ReplicaElectionResult(topic=n, partition_result=[
                 Response.PartitionResult(partition_id=i, error_code=code, error_message="Cluster authorization failed.")
                 for i in ps]) for n, ps in wanted or []])
