@@ -132,7 +132,7 @@ class HandlerEntry:
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
     cluster_only: bool = False  # served (and advertised) only by a node of a controller quorum
     enabled_by: str | None = None  # a boolean config key that must be true to serve (and advertise) it
-    sasl_only: bool = False  # served (and advertised) only when the client listener is SASL_*
+    sasl_only: bool = False  # served (and advertised) only when some listener is SASL_* (elsewhere ILLEGAL_SASL_STATE)
 
     @property
     def request_class(self) -> type:
