@@ -272,3 +272,29 @@ def test_reassigned_partition_never_takes_data_fetched_for_the_old_assignment(br
             assert [r.offset for r in again] == list(range(100 + 20 * (round_ + 1))), f"round {round_}"
             assert c.position(("reassign", 0)) == 100 + 20 * (round_ + 1)
             c.assign([])
+
+
+def test_a_group_subscribed_before_its_topic_exists_is_assigned_when_it_appears(tmp_path):
+    """The leader rejoins when a subscribed topic appears or grows (Kafka's leader compares
+    the metadata it assigned with to what it sees now)."""
+    with logbroker.Broker(data_dir=tmp_path / "d", auto_create_topics_enable=False) as b:
+        c = logbroker.Consumer(b.bootstrap_servers, group_id="early", auto_offset_reset="earliest",
+                               heartbeat_interval_ms=100, metadata_max_age_ms=1000)  # partitions added: seen at the next refresh
+        try:
+            c.subscribe(["later"])
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                assert c.poll(0.1) == []
+            assert c.assignment() == []
+            fill(b.bootstrap_servers, "later", 30, partitions=3)
+            got = poll_n(c, 30, timeout=20)
+            assert sorted(r.value for r in got) == sorted(f"v{i}".encode() for i in range(30))
+            assert sorted(c.assignment()) == [TP("later", p) for p in range(3)]
+            with logbroker.Admin(b.bootstrap_servers) as a:
+                a.create_partitions({"later": 5})
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and len(c.assignment()) < 5:
+                c.poll(0.1)
+            assert sorted(c.assignment()) == [TP("later", p) for p in range(5)]
+        finally:
+            c.close()

@@ -352,3 +352,28 @@ def test_bad_sasl_settings_stop_the_start(tmp_path, settings, message):
         with sasl_broker(tmp_path, **settings):
             pass
     assert message in str(e.value)
+
+
+def test_a_deleted_user_is_refused_at_the_next_reauthentication(tmp_path):
+    """Credentials that go away end the sessions that used them when the session lifetime
+    is up: librdkafka's re-authentication fails, and so does a new connection."""
+    with sasl_broker(tmp_path, connections_max_reauth_ms=1500) as b:
+        bs = b.bootstrap_servers
+        add_scram_users(bs)
+        errors: list = []
+        p = Producer({**rd(bs, "SCRAM-SHA-256", "bob", "bob-secret"), "acks": "all", "error_cb": errors.append})
+        p.produce("bob-topic", b"before")
+        assert p.flush(30) == 0
+        admin = AdminClient(admin_conf(bs))
+        from confluent_kafka.admin import UserScramCredentialDeletion
+
+        for fut in admin.alter_user_scram_credentials(
+                [UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)]).values():
+            fut.result(30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            p.produce("bob-topic", b"after")
+            p.poll(0.2)
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        p.purge()
+        assert authentication_error(rd(bs, "SCRAM-SHA-256", "bob", "bob-secret"))

@@ -178,6 +178,8 @@ class ConsumerCore(ClientCore):
         self.wake()
 
     def on_metadata_update(self) -> None:
+        if isinstance(self.group, GroupMembership):
+            self.group.metadata_updated()
         if self.pattern is not None and self.group is not None:
             internal = self.config["exclude.internal.topics"]
             matched = sorted(t for t, m in self.metadata.topics.items()

@@ -307,6 +307,11 @@ class GroupMembership(CoordinatorLink):
         self.needs_rejoin = False
         self.active = False
         self.joined_topics: list[str] = []
+        # The leader's view when it assigned: partition count per subscribed topic (topics
+        # not yet in metadata left out). A change (a topic created, partitions added) makes
+        # it rejoin so the group is assigned again, as Kafka's leader does.
+        self.assigned_counts: dict[str, int] | None = None
+        self._assigned_topics: list[str] = []
 
     # -- membership ---------------------------------------------------------------------
 
@@ -319,6 +324,20 @@ class GroupMembership(CoordinatorLink):
     def request_rejoin(self) -> None:
         self.needs_rejoin = True
         self.core.wake()
+
+    def metadata_updated(self) -> None:
+        """New metadata: the leader of a stable group rejoins when a topic its members
+        subscribe to appeared or changed its partition count since it assigned."""
+        if not self.leader or self.state != "stable" or self.assigned_counts is None:
+            return
+        now = {}
+        for t in self._assigned_topics:
+            n = self.core.metadata.partition_count(t)
+            if n:
+                now[t] = n
+        if now != self.assigned_counts:
+            self.assigned_counts = None
+            self.request_rejoin()
 
     def tick(self, now: float) -> None:
         if not self.active or self.core.poll_expired:
@@ -403,6 +422,7 @@ class GroupMembership(CoordinatorLink):
             return
         self.generation, self.member_id, self.protocol = r.generation_id, r.member_id, r.protocol_name
         self.leader = r.leader == r.member_id
+        self.assigned_counts = None
         self.state = "syncing"
         self.next_heartbeat = self.core.now + self.heartbeat_interval
         if self.leader:
@@ -425,6 +445,8 @@ class GroupMembership(CoordinatorLink):
             n = self.core.metadata.partition_count(t)
             if n:
                 counts[t] = n
+        self.assigned_counts = dict(counts)
+        self._assigned_topics = sorted({t for ts in members.values() for t in ts})
         assignor = ASSIGNORS.get(self.protocol or "range", range_assign)
         plan = assignor(members, counts)
         req_cls = _SyncGroupRequest
