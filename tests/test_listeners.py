@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 import logbroker
 from conftest import wait_until
+from replication_helpers import FAST, full_isr
 from test_tls import Pki
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -92,7 +93,8 @@ def test_one_broker_three_listeners(tmp_path: Path):
 
 
 def test_cluster_with_a_sasl_listener_for_clients(tmp_path: Path):
-    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+    config = {**FAST, "offsets.topic.replication.factor": 3,
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
     with logbroker.Cluster(3, data_dir=tmp_path / "c", config=config, listeners=["SASL_PLAINTEXT"]) as cluster:
         bs = cluster.bootstrap("SASL_PLAINTEXT")
         ports = {int(a.rsplit(":", 1)[1]) for a in bs.split(",")}
@@ -104,6 +106,8 @@ def test_cluster_with_a_sasl_listener_for_clients(tmp_path: Path):
         assert roundtrip(sasl(bs), "replicated", 300) == expected(300)
         # The brokers replicate over PLAINTEXT among themselves: a follower's leader fails, the
         # SASL clients go on with the new leader.
+        full_isr(cluster, "replicated", 3)
+        full_isr(cluster, "__consumer_offsets", 50)
         md = admin.list_topics("replicated", timeout=15)
         leader = md.topics["replicated"].partitions[0].leader
         cluster.node(leader).kill()

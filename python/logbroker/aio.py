@@ -40,7 +40,7 @@ from logbroker.client import tls
 from logbroker.client.admin_core import AdminCore, ClusterInfo, GroupDescription, NewTopic, TopicDescription
 from logbroker.client.consumer import ConsumerBase, OffsetSpec, RebalanceCallback, as_offsets, as_tps
 from logbroker.client.core import ClientCore
-from logbroker.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from logbroker.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbroker.client.fetcher import EARLIEST, LATEST
 from logbroker.client.group import TopicPartition
 from logbroker.client.network import Connection, Pending
@@ -147,7 +147,7 @@ class TrioDriver:
                             conn.advance(got, trio.current_time())
                             self.core.wake()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                        error = ConnectionError(f"{conn.host}:{conn.port}: {e}")
+                        error = KafkaConnectionError(f"{conn.host}:{conn.port}: {e}")
                     n.cancel_scope.cancel()
             self._wakeups.pop(conn, None)
             net.on_closed(conn, error)

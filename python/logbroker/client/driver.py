@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from logbroker.client import tls
 from logbroker.client.core import ClientCore
-from logbroker.client.errors import ClientClosedError, KafkaTimeoutError
+from logbroker.client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
 from logbroker.client.network import Connection, Pending
 
 __all__ = ["ThreadDriver"]
@@ -214,7 +214,7 @@ class ThreadDriver:
             pass
         except OSError as e:
             self._drop(conn, s)
-            net.on_closed(conn, ConnectionError(f"send to {conn.host}:{conn.port} failed: {e}"))
+            net.on_closed(conn, KafkaConnectionError(f"send to {conn.host}:{conn.port} failed: {e}"))
             return
         self._sel.modify(s, selectors.EVENT_READ | (selectors.EVENT_WRITE if queue else 0), conn)
 
@@ -228,7 +228,7 @@ class ThreadDriver:
                 return
             except OSError as e:
                 self._drop(conn, s)
-                net.on_closed(conn, ConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
+                net.on_closed(conn, KafkaConnectionError(f"recv from {conn.host}:{conn.port} failed: {e}"))
                 return
             if n == 0:
                 self._drop(conn, s)

@@ -54,8 +54,9 @@ class KafkaTimeoutError(KafkaError, TimeoutError):
     retriable = True
 
 
-class KafkaConnectionError(KafkaError):
-    """A connection to a broker failed or was closed with requests outstanding."""
+class KafkaConnectionError(KafkaError, ConnectionError):
+    """A connection to a broker failed or was closed with requests outstanding (a
+    ConnectionError too, as the drivers' socket failures are)."""
 
     retriable = True
     code = ErrorCode.NETWORK_EXCEPTION
