@@ -11,15 +11,14 @@ Run: python -m pytest benches/bench_sasl.py --benchmark-only
 
 from __future__ import annotations
 
-import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
 import logbroker
+from rdkafka_load import consume, produce  # benches/ is on sys.path (benches/conftest.py)
 from logbroker.client.connection import BrokerConnection
 
 N = 100_000
@@ -45,7 +44,7 @@ def _secure(bs: str) -> None:
                                AclPermissionType.ALLOW))
     acls.append(AclBinding(ResourceType.GROUP, "*", ResourcePatternType.LITERAL, "User:alice", "*",
                            AclOperation.READ, AclPermissionType.ALLOW))
-    acls.append(AclBinding(ResourceType.CLUSTER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+    acls.append(AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
                            AclOperation.CREATE, AclPermissionType.ALLOW))
     for fut in admin.create_acls(acls).values():
         fut.result(30)
@@ -75,15 +74,7 @@ def test_produce(benchmark, broker):
         round_no[0] += 1
         topic = f"p-{round_no[0]}"
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-        p = Producer({"bootstrap.servers": bs, "acks": 1, "linger.ms": 5, **conf})
-        for _ in range(N):
-            while True:
-                try:
-                    p.produce(topic, VALUE)
-                    break
-                except BufferError:
-                    p.poll(0.01)
-        assert p.flush(60) == 0
+        produce(bs, conf, topic, N, VALUE)
 
     benchmark.pedantic(run, rounds=3, iterations=1)
     benchmark.extra_info["listener"] = name
@@ -94,29 +85,12 @@ def test_consume(benchmark, broker):
     name, bs, conf = broker
     admin = AdminClient({"bootstrap.servers": bs, **conf})
     admin.create_topics([NewTopic("c", 1, 1)])["c"].result(30)
-    p = Producer({"bootstrap.servers": bs, "acks": 1, "linger.ms": 5, **conf})
-    for _ in range(N):
-        while True:
-            try:
-                p.produce("c", VALUE)
-                break
-            except BufferError:
-                p.poll(0.01)
-    assert p.flush(60) == 0
+    produce(bs, conf, "c", N, VALUE)
     round_no = [0]
 
     def run():
         round_no[0] += 1
-        c = Consumer({"bootstrap.servers": bs, "group.id": f"g{round_no[0]}", "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, **conf})
-        c.subscribe(["c"])
-        n, deadline = 0, time.monotonic() + 120
-        while n < N and time.monotonic() < deadline:
-            for m in c.consume(1000, 1.0):
-                if not m.error():
-                    n += 1
-        c.close()
-        assert n == N
+        consume(bs, conf, "c", f"g{round_no[0]}", N)
 
     benchmark.pedantic(run, rounds=3, iterations=1)
     benchmark.extra_info["listener"] = name

@@ -555,7 +555,8 @@ class BrokerConfig:
         return self.explicit.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config", "")
 
     def check_listeners(self) -> None:
-        """What a broker cannot serve yet: ConfigError naming the listener and why."""
+        """What a broker cannot serve yet: ConfigError naming the listener and why. (Each
+        listener's TLS files are read, and checked, once, by `listener_tls` when binding.)"""
         primary = self.client_listener_name
         protocol = self.security_protocol(primary)
         if protocol != "PLAINTEXT" and self.quorum_voters:
@@ -566,8 +567,6 @@ class BrokerConfig:
             raise ConfigError(f"console.listen with a {protocol} primary listener ({primary}): the console is a Kafka "
                               "client of its broker and needs a PLAINTEXT listener; add one (e.g. "
                               "INTERNAL://127.0.0.1:9091 with INTERNAL:PLAINTEXT and inter.broker.listener.name=INTERNAL)")
-        for name, _, _ in self.client_listeners:
-            self.listener_tls(name)
 
     def listener_tls(self, listener: str) -> tuple[bytes, bytes, bytes | None, str] | None:
         """A listener's TLS settings for the network thread, when its security protocol is
