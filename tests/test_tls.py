@@ -170,6 +170,30 @@ def test_mutual_tls_required(tmp_path, pki):
         assert "mtls" in AdminClient(rdkafka_conf(bs, pki, **mtls)).list_topics(timeout=10).topics
 
 
+def test_certificate_subject_is_the_principal(tmp_path, pki):
+    """With client authentication the principal is `User:` and the certificate's subject as
+    RFC 2253 (Kafka's default ssl.principal.mapping.rules); without a certificate
+    (ssl.client.auth=requested) it is User:ANONYMOUS. ACLs see the difference."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    from logbroker import _core
+    from logbroker.broker.authorizer import STANDARD_AUTHORIZER
+
+    cert = x509.load_pem_x509_certificate(pki.client_cert.read_bytes())
+    principal = _core.certificate_principal(cert.public_bytes(Encoding.DER))
+    assert principal == "User:" + cert.subject.rfc4514_string(), "RFC 4514 writes the same string as RFC 2253 here"
+    with tls_broker(tmp_path, pki, ssl_client_auth="requested", ssl_truststore_location=str(pki.ca_pem),
+                    authorizer_class_name=STANDARD_AUTHORIZER, super_users=principal) as b:
+        bs = b.bootstrap_servers
+        mtls = {"ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+        assert len(roundtrip_rdkafka(bs, pki, "by-cert", 50, **mtls)) == 50
+        anonymous = AdminClient(rdkafka_conf(bs, pki))
+        assert "by-cert" not in anonymous.list_topics(timeout=10).topics, "ANONYMOUS may not describe it"
+        with pytest.raises(KafkaException, match="AUTHORIZATION_FAILED"):
+            anonymous.create_topics([NewTopic("anon", 1, 1)])["anon"].result(20)
+
+
 def test_wrong_ca_plaintext_and_garbage_are_refused(tmp_path, pki):
     with tls_broker(tmp_path, pki) as b:
         host, port = b.address

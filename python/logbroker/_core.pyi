@@ -42,6 +42,7 @@ __all__ = [
     "ReplicaPartition",
     "Waker",
     "__version__",
+    "certificate_principal",
     "crc32c",
     "data_path_apis",
     "decode_columns",
@@ -428,6 +429,9 @@ class ReplicaPartition:
     def removed(self) -> bool: ...
     def follower_states(self) -> list[tuple[int, int, int, int]]: ...
 
+def certificate_principal(der: bytes) -> str:
+    """`User:` and the certificate's subject as RFC 2253 (Kafka's SSL principal); ValueError if unreadable."""
+
 def data_path_apis() -> list[tuple[int, int, int]]:
     """[(api_key, min_version, max_version)] of the APIs the network thread serves itself."""
 
@@ -596,6 +600,7 @@ class ReplicaFetcherManager:
         partition_max_bytes: int = 1048576,
         backoff_ms: int = 1000,
         socket_timeout_ms: int = 30000,
+        tls: tuple[bytes, bytes | None, bytes | None, bool] | None = None,
     ) -> ReplicaFetcherManager: ...
     def set_broker_epoch(self, epoch: int) -> None: ...
     def follow(self, source: int, host: str, port: int, partitions: list[tuple[ReplicaPartition, bytes, int]]) -> None: ...

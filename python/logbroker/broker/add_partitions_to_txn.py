@@ -67,7 +67,7 @@ class AddPartitionsToTxnManager:
         self.node_id = node_id
         self.controller = controller
         self.transactions = transactions
-        self.channel = BrokerChannel(node_id)
+        self.channel = BrokerChannel(node_id, transactions.peer_security)
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """Holds the broker-to-broker connections until cancelled."""

@@ -111,3 +111,11 @@ class AclAuthorizer:
 
     def authorize(self, principal: str, peer: str, resource_type: int, name: str, operation: int) -> bool:
         return self.core.authorize(principal, host_of(peer), resource_type, name, operation)
+
+    def admit_node(self, principal: str, host: str) -> str | None:
+        """Whether a connection may use the controller listener (quorum_transport.py): None,
+        or why not. Kafka's controller APIs each require CLUSTER_ACTION on the cluster."""
+        if self.core.authorize(principal, host, ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION):
+            return None
+        return (f"{principal} may not CLUSTER_ACTION the cluster (only other nodes may: name them in super.users, "
+                "or grant them CLUSTER_ACTION)")

@@ -269,11 +269,12 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("ssl.truststore.type", _parse_choice("PEM"), "PEM", "Truststore format: PEM."),
     ConfigKey("ssl.truststore.location", _parse_str, "", "PEM file with the certificates of the authorities that sign client certificates (ssl.client.auth)."),
     ConfigKey("ssl.truststore.certificates", _parse_str, "", "The truststore's certificates as PEM text (instead of ssl.truststore.location)."),
+    ConfigKey("ssl.endpoint.identification.algorithm", _parse_choice("https", ""), "https", "Connections between nodes over SSL: https checks that the other node's certificate names the host dialled; empty checks the chain only."),
     ConfigKey("ssl.client.auth", _parse_choice("none", "requested", "required"), "none", "TLS client authentication on SSL listeners: none, requested (a client may present a certificate) or required (mTLS)."),
     ConfigKey("sasl.enabled.mechanisms", _parse_mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config (user_<name>=\"<password>\") or are SCRAM users; SCRAM users are stored in the metadata log (logbroker user, AlterUserScramCredentials)."),
     ConfigKey("connections.max.reauth.ms", _parse_int(0), "0", "SASL session lifetime (KIP-368): a client must re-authenticate within this long, or its next request closes the connection (0: sessions never end)."),
     ConfigKey("sasl.server.max.receive.size", _parse_int(1024, INT_MAX), "524288", "The largest request frame an unauthenticated SASL connection may send (the handshake and its tokens); larger closes the connection."),
-    ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). It must be PLAINTEXT in a cluster for now."),
+    ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). In a cluster it is PLAINTEXT or SSL (brokers do not authenticate to each other with SASL)."),
     ConfigKey("authorizer.class.name", _parse_choice("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"), "", "ACL authorization: empty (every request allowed; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs from the metadata log enforced on every API; docs/security.md)."),
     ConfigKey("super.users", _parse_str, "", "Principals allowed everything, separated by semicolons: User:admin;User:ops."),
     ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, "false", "With an authorizer: a resource that no ACL matches is open to everyone (true) or to super users only (false)."),
@@ -559,10 +560,15 @@ class BrokerConfig:
         listener's TLS files are read, and checked, once, by `listener_tls` when binding.)"""
         primary = self.client_listener_name
         protocol = self.security_protocol(primary)
-        if protocol != "PLAINTEXT" and self.quorum_voters:
-            raise ConfigError(f"the inter-broker listener {primary} is {protocol} in a cluster: brokers do not secure "
-                              "their own connections yet; give them a PLAINTEXT listener (inter.broker.listener.name) "
-                              "beside the secured ones for clients")
+        if protocol not in ("PLAINTEXT", "SSL") and self.quorum_voters:
+            raise ConfigError(f"the inter-broker listener {primary} is {protocol} in a cluster: brokers connect to each "
+                              "other with PLAINTEXT or SSL (mutual TLS names them User:<certificate subject>), not "
+                              "SASL; give them such a listener (inter.broker.listener.name) beside the SASL ones for "
+                              "clients")
+        ctl = self.get_str("controller.listener.names").upper()
+        if self.quorum_voters and self.security_protocol(ctl) not in ("PLAINTEXT", "SSL"):
+            raise ConfigError(f"the controller listener {ctl} is {self.security_protocol(ctl)}: it serves PLAINTEXT "
+                              "or SSL (listener.security.protocol.map)")
         if protocol != "PLAINTEXT" and self.get_str("console.listen"):
             raise ConfigError(f"console.listen with a {protocol} primary listener ({primary}): the console is a Kafka "
                               "client of its broker and needs a PLAINTEXT listener; add one (e.g. "

@@ -31,6 +31,7 @@ from logbroker._core import NetworkServer
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, text_response
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel
+from logbroker.coord.peer_security import inter_broker_security
 from logbroker.protocol import API_NAMES
 
 log = logging.getLogger("logbroker.metrics")
@@ -84,7 +85,7 @@ class Exposition:
 class MetricsServer:
     def __init__(self, broker) -> None:
         self.broker = broker
-        self.channel = BrokerChannel(broker.node_id)
+        self.channel = BrokerChannel(broker.node_id, inter_broker_security(broker.config))
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.http = HttpServer(self._handle, "metrics", max_body=MAX_BODY_BYTES, keep_alive=False)

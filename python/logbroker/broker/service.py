@@ -117,6 +117,8 @@ class BrokerServer:
 
             cluster_id = self.config.get_str("cluster.id") or derived_cluster_id(self.config.quorum_voters)
             quorum = MetadataQuorum(self.config, local, cluster_id)
+            if self.authorizer.enabled:
+                quorum.transport.admit = self.authorizer.admit_node
         self.quorum = quorum
         self.controller = Controller(self.config, MetadataStore(data_dir), local, quorum)
         self.replicas = ReplicaManager(self.config, self.partition_table)

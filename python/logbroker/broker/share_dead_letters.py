@@ -34,6 +34,7 @@ import trio
 
 from logbroker import _core
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
+from logbroker.coord.peer_security import inter_broker_security
 from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
 
@@ -60,7 +61,7 @@ class DeadLetterWriter:
         self.config = config
         self.controller = controller
         self.prefix = config.get_str("errors.deadletterqueue.topic.name.prefix")
-        self.channel = BrokerChannel(node_id)
+        self.channel = BrokerChannel(node_id, inter_broker_security(config))
         self.pending: list[DeadLetters] = []
         self.written = 0  # records copied, for tests and logs
         self._wake = trio.Event()

@@ -23,6 +23,7 @@ import trio
 
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
+from logbroker.coord.peer_security import inter_broker_security
 from logbroker.coord.controller import ControllerError
 from logbroker.coord.share_coordinator import Key, ShareCoordinator
 from logbroker.coord.share_state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, coordinator_key
@@ -45,7 +46,7 @@ class SharePersister:
         self.node_id = config.node_id
         self.controller = controller
         self.coordinator = coordinator
-        self.channel = BrokerChannel(self.node_id)
+        self.channel = BrokerChannel(self.node_id, inter_broker_security(config))
 
     async def aclose(self) -> None:
         await self.channel.aclose()

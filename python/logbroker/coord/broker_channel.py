@@ -15,6 +15,7 @@ import logging
 import trio
 
 from logbroker.coord.controller_channel import _read_frame
+from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
 from logbroker.coord.quorum_transport import MAX_FRAME
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
@@ -28,13 +29,15 @@ class BrokerUnreachable(Exception):
 class _Connection:
     def __init__(self, endpoint: tuple[str, int]) -> None:
         self.endpoint = endpoint
-        self.stream: trio.SocketStream | None = None
+        self.stream: trio.abc.Stream | None = None
         self.lock = trio.Lock()
 
 
 class BrokerChannel:
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int, security: PeerSecurity = PLAINTEXT) -> None:
+        """`security`: how to reach the other brokers' inter-broker listener (peer_security.py)."""
         self.node_id = node_id
+        self.security = security
         self._connections: dict[int, _Connection] = {}
         self._correlation = itertools.count(1)
 
@@ -50,7 +53,7 @@ class BrokerChannel:
             try:
                 with trio.fail_after(timeout):
                     if conn.stream is None:
-                        conn.stream = await trio.open_tcp_stream(*endpoint)
+                        conn.stream = await self.security.connect(*endpoint)
                     corr = next(self._correlation) & 0x7FFFFFFF
                     frame = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)
                     await conn.stream.send_all(b"".join(bytes(c) for c in frame))

@@ -143,9 +143,11 @@ class BrokerLifecycle:
         self.quorum = quorum
         self.node_id = controller.local.node_id
         self.interval = interval_ms / 1000
-        self.client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "heartbeats")
+        self.client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "heartbeats",
+                                       quorum.transport.security)
         # ISR changes get their own connection: a slow metadata write never delays a heartbeat
-        self.isr_client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "ISR changes")
+        self.isr_client = ControllerClient(self.node_id, quorum.voters, lambda: quorum.leader_id, "ISR changes",
+                                           quorum.transport.security)
         self.fenced: bool | None = None
         self._shutting_down = False
 

@@ -100,7 +100,7 @@ class Controller:
 
             self.sessions = BrokerSessions(self, config.get_int("broker.session.timeout.ms"))
             self.forwarder = Forwarder(self, ControllerClient(local.node_id, quorum.voters, lambda: quorum.leader_id,
-                                                              "forwarded metadata changes"))
+                                                              "forwarded metadata changes", quorum.transport.security))
 
     @property
     def controller_id(self) -> int:

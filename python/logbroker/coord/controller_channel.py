@@ -32,6 +32,7 @@ from typing import Callable
 
 import trio
 
+from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
 from logbroker.coord.quorum_transport import MAX_FRAME, fill_buffer
 from logbroker.log_format import fields
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
@@ -53,7 +54,7 @@ class ControllerUnavailable(Exception):
     """No active controller answered before the deadline (the message says what was tried)."""
 
 
-async def serve_kafka_connection(stream: trio.SocketStream, buf: bytearray, peer: str,
+async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: str,
                                  handle_frame, max_frame: int) -> None:
     """Serve Kafka requests on a controller-listener connection whose first bytes are in
     `buf`; `handle_frame(frame, peer)` returns the response chunks (or None)."""
@@ -80,7 +81,7 @@ async def serve_kafka_connection(stream: trio.SocketStream, buf: bytearray, peer
             await stream.send_all(b"".join(bytes(c) for c in chunks))
 
 
-async def _read_frame(stream: trio.SocketStream, buf: bytearray, limit: int) -> bytes | None:
+async def _read_frame(stream: trio.abc.Stream, buf: bytearray, limit: int) -> bytes | None:
     """The next size-prefixed frame (without its size), from what `buf` holds and then the
     stream; None if the peer closed first. A size outside [0, limit] is a ProtocolError."""
     if not await fill_buffer(stream, buf, 4):
@@ -102,12 +103,13 @@ class ControllerClient:
     `voters` each voter's controller listener address."""
 
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], leader: Callable[[], int],
-                 purpose: str) -> None:
+                 purpose: str, security: PeerSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
+        self.security = security
         self.voters = voters
         self.leader = leader
         self.purpose = purpose
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._to = 0
         self._lock = trio.Lock()
         self._correlation = itertools.count(1)
@@ -153,7 +155,7 @@ class ControllerClient:
         if self._stream is None or self._to != to:
             await self.close()
             host, port = self.voters[to]
-            self._stream = await trio.open_tcp_stream(host, port)
+            self._stream = await self.security.connect(host, port)
             self._to = to
         stream = self._stream
         corr = next(self._correlation) & 0x7FFFFFFF

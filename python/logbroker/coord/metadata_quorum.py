@@ -49,6 +49,7 @@ from logbroker.coord.metadata_records import (
     snapshot,
 )
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
+from logbroker.coord.peer_security import controller_security, server_context
 from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
 from logbroker.log_format import fields
 
@@ -82,7 +83,10 @@ class MetadataQuorum:
         self.cluster_id = cluster_id
         self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ELECTION_TICKS
         self.node: _core.RaftNode | None = None
-        self.transport = QuorumTransport(local.node_id, cluster_id, self.voters, observer=self.observer)
+        self.transport = QuorumTransport(
+            local.node_id, cluster_id, self.voters, observer=self.observer, security=controller_security(config),
+            server_tls=server_context(config, config.get_str("controller.listener.names").upper())
+            if config.is_controller else None)
         self.driver: QuorumDriver | None = None
         self._replay_to = 0
         self._block_start = -1

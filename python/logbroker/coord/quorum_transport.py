@@ -14,6 +14,14 @@ the leader can add them as learners). A voter refuses a second live connection c
 an observer's node id (two brokers configured with the same node.id) with an ERROR naming
 both peers.
 
+On an SSL controller listener (`peer_security.py`) every connection is TLS, both ways: a
+voter dials with its truststore and keystore, and the listener's `ssl.client.auth`
+decides who gets in. With an authorizer (`authorizer.class.name`), a connection whose
+principal (`User:<certificate subject>`, or `User:ANONYMOUS`) may not CLUSTER_ACTION the
+cluster is closed before anything from it is read: only other nodes (in `super.users`, or
+granted CLUSTER_ACTION) reach the quorum and the controller's Kafka APIs, as Kafka's
+controller APIs each require CLUSTER_ACTION of their caller.
+
 A connection that does not open with the magic is a Kafka client of the controller
 (controller_channel.py) when the node serves one. A connection whose hello does not match
 (another cluster id, a voter's id from a node that is not that voter) is closed with an
@@ -28,12 +36,14 @@ with a backoff from 50 ms up to 1 s.
 from __future__ import annotations
 
 import logging
+import ssl
 import struct
 import time
 from typing import Awaitable, Callable
 
 import trio
 
+from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity, peer_principal
 from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.quorum")
@@ -47,15 +57,23 @@ HELLO_TIMEOUT = 5.0
 _HELLO = struct.Struct(">4sHQH")
 _LEN = struct.Struct(">I")
 
-KafkaConnection = Callable[[trio.SocketStream, bytearray, str], Awaitable[None]]
+KafkaConnection = Callable[[trio.abc.Stream, bytearray, str], Awaitable[None]]
+# (principal, peer host) -> why the connection may not reach the quorum, or None
+Admission = Callable[[str, str], "str | None"]
 
 
 class QuorumTransport:
     def __init__(self, node_id: int, cluster_id: str, peers: dict[int, tuple[str, int]],
-                 queue_size: int = 4096, observer: bool = False) -> None:
+                 queue_size: int = 4096, observer: bool = False, security: PeerSecurity = PLAINTEXT,
+                 server_tls: ssl.SSLContext | None = None, admit: Admission | None = None) -> None:
         """`peers` are the voters (id -> controller listener); `observer` for a broker-only
-        node, which is not one of them."""
+        node, which is not one of them. `security` opens the connections to the voters,
+        `server_tls` secures the listener, `admit` decides who may use it (module doc)."""
         self.node_id = node_id
+        self.security = security
+        self.server_tls = server_tls
+        self.admit = admit
+        self._dial_failure: dict[int, str] = {}  # peer -> the last TLS failure logged
         self.cluster_id = cluster_id
         self.observer = observer
         self.peers = {n: addr for n, addr in peers.items() if n != node_id}
@@ -91,7 +109,17 @@ class QuorumTransport:
         backoff = 0.05
         while True:
             try:
-                stream = await trio.open_tcp_stream(host, port)
+                stream = await self.security.connect(host, port)
+            except trio.BrokenResourceError as e:
+                why = str(e.__cause__ or e)
+                if self._dial_failure.get(peer) != why:  # once per change, not per attempt
+                    self._dial_failure[peer] = why
+                    log.warning("node %d: TLS to controller %d at %s:%d failed: %s", self.node_id, peer, host, port,
+                                why, extra=fields(peer=peer))
+                self._drop_queued(recv)
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
             except OSError as e:
                 log.debug("node %d: controller %d at %s:%d unreachable: %s", self.node_id, peer, host, port, e,
                           extra=fields(peer=peer))
@@ -100,6 +128,7 @@ class QuorumTransport:
                 backoff = min(backoff * 2, 1.0)
                 continue
             backoff = 0.05
+            self._dial_failure.pop(peer, None)
             try:
                 async with stream:
                     await stream.send_all(self._hello())
@@ -127,7 +156,7 @@ class QuorumTransport:
                 return
             self.dropped += 1
 
-    async def _read_back(self, stream: trio.SocketStream, peer: int, scope: trio.CancelScope) -> None:
+    async def _read_back(self, stream: trio.abc.Stream, peer: int, scope: trio.CancelScope) -> None:
         buf = bytearray()
         try:
             await self._read_frames(stream, buf, peer)
@@ -138,7 +167,7 @@ class QuorumTransport:
                      self.node_id, peer, extra=fields(peer=peer))
         scope.cancel()
 
-    async def _read_frames(self, stream: trio.SocketStream, buf: bytearray, sender: int) -> None:
+    async def _read_frames(self, stream: trio.abc.Stream, buf: bytearray, sender: int) -> None:
         """Hand every complete frame to the driver until the peer closes."""
         while True:
             pos = 0
@@ -183,7 +212,7 @@ class QuorumTransport:
             task_status.started(self.listen_port)
             await trio.serve_listeners(lambda s: self._inbound(s, kafka), listeners, handler_nursery=nursery)
 
-    async def _serve_observer(self, stream: trio.SocketStream, buf: bytearray, sender: int, peer: str) -> None:
+    async def _serve_observer(self, stream: trio.abc.Stream, buf: bytearray, sender: int, peer: str) -> None:
         """An observer's connection: its frames go to the driver, ours to it go back on it."""
         send, recv = trio.open_memory_channel(self._queue_size)
         self.observers[sender] = peer
@@ -209,15 +238,37 @@ class QuorumTransport:
             send.close()
             log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer, extra=fields(peer=sender))
 
-    async def _inbound(self, stream: trio.SocketStream, kafka: KafkaConnection | None) -> None:
+    async def _inbound(self, stream: trio.abc.Stream, kafka: KafkaConnection | None) -> None:
         buf = bytearray()
         peer = "?"
         try:
             async with stream:
                 try:
-                    peer = "%s:%d" % stream.socket.getpeername()[:2]
+                    host, port = stream.socket.getpeername()[:2]  # type: ignore[attr-defined]
+                    peer = f"{host}:{port}"
                 except OSError:
-                    pass
+                    host = "?"
+                if self.server_tls is not None:
+                    tls = trio.SSLStream(stream, self.server_tls, server_side=True)
+                    with trio.move_on_after(HELLO_TIMEOUT) as handshake_wait:
+                        try:
+                            await tls.do_handshake()
+                        except trio.BrokenResourceError as e:
+                            log.error("node %d: TLS handshake with %s on the controller listener failed: %s; closing",
+                                      self.node_id, peer, e.__cause__ or e, extra=fields(peer=peer))
+                            return
+                    if handshake_wait.cancelled_caught:
+                        log.error("node %d: %s did not finish the TLS handshake in %.0f s; closing", self.node_id,
+                                  peer, HELLO_TIMEOUT, extra=fields(peer=peer))
+                        return
+                    stream = tls
+                if self.admit is not None:
+                    principal = peer_principal(stream)
+                    refusal = self.admit(principal, host)
+                    if refusal is not None:
+                        log.error("node %d: %s (%s) refused on the controller listener: %s", self.node_id, peer,
+                                  principal, refusal, extra=fields(peer=peer))
+                        return
                 with trio.move_on_after(HELLO_TIMEOUT) as first_wait:
                     if not await fill_buffer(stream, buf, len(MAGIC)):
                         return
@@ -268,7 +319,7 @@ class QuorumTransport:
                      extra=fields(peer=peer))
 
 
-async def _write_frames(stream: trio.SocketStream, recv: trio.MemoryReceiveChannel) -> None:
+async def _write_frames(stream: trio.abc.Stream, recv: trio.MemoryReceiveChannel) -> None:
     """Write queued messages as frames until the channel or the stream closes."""
     while True:
         msg = await recv.receive()
@@ -281,7 +332,7 @@ async def _write_frames(stream: trio.SocketStream, recv: trio.MemoryReceiveChann
         await stream.send_all(b"".join(_LEN.pack(len(m)) + m for m in batch))
 
 
-async def fill_buffer(stream: trio.SocketStream, buf: bytearray, n: int) -> bool:
+async def fill_buffer(stream: trio.abc.Stream, buf: bytearray, n: int) -> bool:
     """Read until `buf` holds at least `n` bytes; False if the peer closed first."""
     while len(buf) < n:
         chunk = await stream.receive_some(1 << 20)

@@ -61,6 +61,7 @@ import trio
 
 from logbroker.clock import now_ms
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
+from logbroker.coord.peer_security import inter_broker_security
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.state_topic import WRITE_TIMEOUT_S, StateTopic, StateTopicError
 from logbroker.coord.transaction_log import (
@@ -151,7 +152,8 @@ class TransactionCoordinator:
         self.removal_interval_s = config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
         self.txns: dict[str, TxnMetadata] = {}
         self._led = self.state_topic.loaded  # __transaction_state partitions loaded -> coordinator (leader) epoch
-        self._channel = BrokerChannel(self.node_id)
+        self.peer_security = inter_broker_security(config)
+        self._channel = BrokerChannel(self.node_id, self.peer_security)
         self._nursery: trio.Nursery | None = None
         self._completing: set[str] = set()
 

@@ -6,6 +6,8 @@ use pyo3::types::PyBytes;
 
 use super::server::PyReplicaPartition;
 use crate::server::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
+use crate::server::tls_client::client_config;
+use pyo3::exceptions::PyValueError;
 
 #[pyclass(name = "ReplicaFetcherManager", module = "logbroker._core", frozen)]
 pub struct PyReplicaFetcherManager(ReplicaFetcherManager);
@@ -14,13 +16,22 @@ pub struct PyReplicaFetcherManager(ReplicaFetcherManager);
 impl PyReplicaFetcherManager {
     /// Kafka's settings: `replica.fetch.wait.max.ms`, `replica.fetch.min.bytes`,
     /// `replica.fetch.response.max.bytes`, `replica.fetch.max.bytes`, `replica.fetch.backoff.ms`,
-    /// `replica.socket.timeout.ms`.
+    /// `replica.socket.timeout.ms`. `tls`: (truststore PEM, keystore chain PEM or None, key
+    /// PEM or None, verify the host name) when the inter-broker listener is SSL.
     #[new]
     #[pyo3(signature = (node_id, max_wait_ms=500, min_bytes=1, response_max_bytes=10_485_760, partition_max_bytes=1_048_576,
-                        backoff_ms=1000, socket_timeout_ms=30_000))]
+                        backoff_ms=1000, socket_timeout_ms=30_000, tls=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(node_id: i32, max_wait_ms: i32, min_bytes: i32, response_max_bytes: i32, partition_max_bytes: i32, backoff_ms: u64,
-           socket_timeout_ms: u64) -> Self {
-        PyReplicaFetcherManager(ReplicaFetcherManager::new(FetcherConfig {
+           socket_timeout_ms: u64, tls: Option<(Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, bool)>) -> PyResult<Self> {
+        let tls = match tls {
+            None => None,
+            Some((trust, chain, key, verify_hostname)) => {
+                let identity = chain.as_deref().zip(key.as_deref());
+                Some(client_config(&trust, identity, verify_hostname).map_err(|e| PyValueError::new_err(format!("inter-broker TLS: {e}")))?)
+            }
+        };
+        Ok(PyReplicaFetcherManager(ReplicaFetcherManager::new(FetcherConfig {
             node_id,
             max_wait_ms,
             min_bytes,
@@ -28,7 +39,8 @@ impl PyReplicaFetcherManager {
             partition_max_bytes,
             backoff_ms,
             socket_timeout_ms,
-        }))
+            tls,
+        })))
     }
 
     /// This broker's epoch (from its registration), sent in Fetch's `ReplicaState`.

@@ -200,6 +200,15 @@ impl PyReplicaPartition {
     }
 }
 
+/// Kafka's principal for a TLS peer's certificate (DER): `User:` and its subject as RFC 2253
+/// (`crate::server::x500`). ValueError when the subject cannot be read.
+#[pyfunction]
+pub fn certificate_principal(der: &[u8]) -> PyResult<String> {
+    crate::server::x500::subject_name(der)
+        .map(|dn| format!("User:{dn}"))
+        .map_err(|e| PyValueError::new_err(format!("the certificate's subject cannot be read: {e}")))
+}
+
 /// `[(api_key, min_version, max_version)]` of the APIs the network thread serves itself.
 #[pyfunction]
 pub fn data_path_apis() -> Vec<(i16, i16, i16)> {

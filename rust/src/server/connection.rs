@@ -80,8 +80,12 @@ pub struct Connection {
     /// The API key of the request being handled and when its frame was complete.
     pub in_flight: Option<(i16, Instant)>,
     /// Who the connection authenticated as: `ANONYMOUS` without SASL; on a SASL listener
-    /// `None` until the handlers authenticate it.
+    /// `None` until the handlers authenticate it; on an SSL listener `User:<certificate
+    /// subject>` once the client's certificate is known (`certificate_principal`).
     pub principal: Option<Arc<str>>,
+    /// An SSL listener without SASL: the principal comes from the client's certificate,
+    /// read when the first request arrives (the handshake is over by then).
+    pub principal_from_certificate: bool,
     /// When the SASL session ends (KIP-368): after it only SaslHandshake (17) and
     /// SaslAuthenticate (36) are served, anything else closes the connection.
     pub session_expires: Option<Instant>,
@@ -102,6 +106,17 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// Kafka's SSL principal: `User:` and the subject of the client's certificate (RFC 2253),
+    /// or `User:ANONYMOUS` when it sent none. Err: a certificate whose subject cannot be read.
+    pub fn certificate_principal(&self) -> Result<Arc<str>, String> {
+        match self.transport.peer_certificate() {
+            None => Ok(Arc::from(super::ANONYMOUS)),
+            Some(der) => super::x500::subject_name(der)
+                .map(|dn| Arc::from(format!("User:{dn}")))
+                .map_err(|e| format!("the client certificate's subject cannot be read: {e}")),
+        }
+    }
+
     pub fn new(id: u64, transport: Transport, peer: String, principal: Option<Arc<str>>, listener: usize) -> Self {
         Connection {
             id,
@@ -112,6 +127,7 @@ impl Connection {
             paused_for_memory: false,
             in_flight: None,
             principal,
+            principal_from_certificate: false,
             session_expires: None,
             close_after_write: None,
             listener,

@@ -31,7 +31,9 @@ pub mod partition;
 pub mod produce;
 pub mod replica_fetcher;
 pub mod request;
+pub mod tls_client;
 pub mod transport;
+pub mod x500;
 
 #[cfg(test)]
 mod data_path_tests;

@@ -167,7 +167,9 @@ impl NetworkLoop {
                         }
                     };
                     let principal = if sasl { None } else { Some(Arc::from(ANONYMOUS)) };
-                    self.conns.insert(id, Connection::new(id, transport, peer_name(addr), principal, listener));
+                    let mut conn = Connection::new(id, transport, peer_name(addr), principal, listener);
+                    conn.principal_from_certificate = tls.is_some() && !sasl;
+                    self.conns.insert(id, conn);
                     self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -221,6 +223,16 @@ impl NetworkLoop {
             };
             match conn.read_frame(&self.shared.pool, max_frame) {
                 Ok(ReadOutcome::Frame(frame)) => {
+                    if conn.principal_from_certificate {
+                        conn.principal_from_certificate = false;
+                        match conn.certificate_principal() {
+                            Ok(p) => conn.principal = Some(p),
+                            Err(reason) => {
+                                self.close(id, Some((reason, true)));
+                                return;
+                            }
+                        }
+                    }
                     conn.phase = Phase::Handling;
                     let peer = conn.peer.clone();
                     self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);

@@ -54,6 +54,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::partition::Partition;
+use super::tls_client::PeerStream;
 use super::request::code;
 use super::LogLine;
 use crate::protocol::messages::api_versions_request::ApiVersionsRequest;
@@ -95,6 +96,8 @@ pub struct FetcherConfig {
     pub backoff_ms: u64,
     /// `replica.socket.timeout.ms`
     pub socket_timeout_ms: u64,
+    /// TLS to the leaders, when the inter-broker listener is SSL (`tls_client.rs`).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A partition this broker follows.
@@ -327,7 +330,7 @@ struct Sent {
 
 struct Loop {
     shared: Arc<Shared>,
-    conn: Option<TcpStream>,
+    conn: Option<PeerStream>,
     correlation_id: i32,
     fetch_version: i16,
     /// The last round failed on the connection (log once per change).
@@ -455,7 +458,7 @@ impl Loop {
 
     fn disconnect(&mut self) {
         if let Some(s) = self.conn.take() {
-            let _ = s.shutdown(Shutdown::Both);
+            s.shutdown();
         }
         *lock(&self.shared.stream) = None;
     }
@@ -473,7 +476,9 @@ impl Loop {
         let _ = s.set_nodelay(true);
         s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
         *lock(&self.shared.stream) = s.try_clone().ok();
-        self.conn = Some(s);
+        let host = self.shared.address.rsplit_once(':').map_or(self.shared.address.as_str(), |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        self.conn = Some(PeerStream::new(s, self.shared.config.tls.as_ref(), host)?);
         // Negotiate the Fetch version (ApiVersions v3: request header v2, response header v0).
         let resp: ApiVersionsResponse = self.call(
             &ApiVersionsRequest { client_software_name: "logbroker-replica-fetcher".into(), client_software_version: env!("CARGO_PKG_VERSION").into(), ..Default::default() },
@@ -513,7 +518,7 @@ impl Loop {
         let mut frame = Vec::with_capacity(body.len() + 4);
         frame.extend_from_slice(&i32::try_from(body.len()).map_err(|_| "request too large")?.to_be_bytes());
         frame.extend_from_slice(&body);
-        conn.write_all(&frame).map_err(|e| format!("sending {}: {e}", Req::NAME))?;
+        conn.write_all(&frame).and_then(|()| conn.flush()).map_err(|e| format!("sending {}: {e}", Req::NAME))?;
         conn.set_read_timeout(Some(wait + Duration::from_millis(self.shared.config.socket_timeout_ms))).map_err(|e| e.to_string())?;
         let mut size = [0u8; 4];
         conn.read_exact(&mut size).map_err(|e| format!("reading the {} response: {e}", Req::NAME))?;

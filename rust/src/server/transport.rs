@@ -139,6 +139,14 @@ impl Transport {
         }
     }
 
+    /// The client's certificate (DER), when TLS and it presented one.
+    pub fn peer_certificate(&self) -> Option<&[u8]> {
+        match self {
+            Transport::Plain(_) => None,
+            Transport::Tls(t) => t.tls.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref()),
+        }
+    }
+
     /// Writes out what TLS holds; true when nothing is left (always, for plain TCP).
     pub fn flush(&mut self) -> io::Result<bool> {
         match self {
