@@ -273,6 +273,24 @@ def test_before_authentication_only_the_handshake_is_served(tmp_path, conns):
         assert c._roundtrip(3, 12, REQUESTS[3](topics=None)).brokers
 
 
+def test_a_failed_authentication_is_answered_after_the_delay(tmp_path, conns):
+    """connection.failed.authentication.delay.ms holds back the answer to a wrong password
+    (Kafka's brute-force brake) and nothing else: the right password is answered at once."""
+    with sasl_broker(tmp_path, connection_failed_authentication_delay_ms=600) as b:
+        c = conns(b)
+        assert c._roundtrip(17, 1, REQUESTS[17](mechanism="PLAIN")).error_code == 0
+        start = time.monotonic()
+        r = c._roundtrip(36, 2, REQUESTS[36](auth_bytes=plain_token("admin", "nope")))
+        waited = time.monotonic() - start
+        assert r.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and closed(c)
+        assert waited >= 0.55, f"answered after {waited:.3f} s"
+        c = conns(b)
+        assert c._roundtrip(17, 1, REQUESTS[17](mechanism="PLAIN")).error_code == 0
+        start = time.monotonic()
+        assert c._roundtrip(36, 2, REQUESTS[36](auth_bytes=plain_token("admin", ADMIN_PASSWORD))).error_code == 0
+        assert time.monotonic() - start < 0.55, "a good password is not delayed"
+
+
 def test_oversize_and_garbage_before_authentication_close_the_connection(tmp_path):
     with sasl_broker(tmp_path, sasl_server_max_receive_size=4096) as b:
         host, port = b.address

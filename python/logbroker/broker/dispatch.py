@@ -139,6 +139,8 @@ class KafkaServer:
         if session is not None and session.failed is not None:
             reason, session.failed = session.failed, None
             self.sessions.pop(conn, None)
+            # connection.failed.authentication.delay.ms: a password guesser waits for each answer
+            await trio.sleep(self.broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
             net.respond_and_close(conn, chunks or [], reason)
             return
         if session is not None and session.completed is not None:

@@ -88,9 +88,9 @@ class PeerSecurity:
     @classmethod
     def for_listener(cls, config: BrokerConfig, listener: str) -> PeerSecurity:
         protocol = config.security_protocol(listener)
-        if protocol not in SERVED:
+        if protocol not in SERVED and config.quorum_voters:
             raise ConfigError(f"listener {listener} is {protocol}: connections between nodes are PLAINTEXT or SSL")
-        if protocol == "PLAINTEXT":
+        if protocol in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):  # SASL: a single node, which dials no other
             return cls(listener, None)
         chain, key, trust, _auth = _tls_files(config, listener)
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)

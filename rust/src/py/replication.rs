@@ -9,6 +9,9 @@ use crate::server::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
 use crate::server::tls_client::client_config;
 use pyo3::exceptions::PyValueError;
 
+/// (truststore PEM, keystore chain PEM, key PEM, verify the host name).
+type InterBrokerTls = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, bool);
+
 #[pyclass(name = "ReplicaFetcherManager", module = "logbroker._core", frozen)]
 pub struct PyReplicaFetcherManager(ReplicaFetcherManager);
 
@@ -23,7 +26,7 @@ impl PyReplicaFetcherManager {
                         backoff_ms=1000, socket_timeout_ms=30_000, tls=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(node_id: i32, max_wait_ms: i32, min_bytes: i32, response_max_bytes: i32, partition_max_bytes: i32, backoff_ms: u64,
-           socket_timeout_ms: u64, tls: Option<(Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, bool)>) -> PyResult<Self> {
+           socket_timeout_ms: u64, tls: Option<InterBrokerTls>) -> PyResult<Self> {
         let tls = match tls {
             None => None,
             Some((trust, chain, key, verify_hostname)) => {

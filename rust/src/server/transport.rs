@@ -143,7 +143,7 @@ impl Transport {
     pub fn peer_certificate(&self) -> Option<&[u8]> {
         match self {
             Transport::Plain(_) => None,
-            Transport::Tls(t) => t.tls.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref()),
+            Transport::Tls(t) => t.tls.peer_certificates().and_then(|c| c.first()).map(AsRef::as_ref),
         }
     }
 

@@ -19,6 +19,8 @@
 //! leading `#` or space and a trailing space too.
 
 /// A DER element: (tag, contents, the whole element, the rest after it).
+use std::fmt::Write as _;
+
 type Element<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
 
 fn element(input: &[u8]) -> Result<Element<'_>, String> {
@@ -104,7 +106,10 @@ fn attribute(oid: &[u8], tag: u8, contents: &[u8], whole: &[u8]) -> String {
     match (keyword, text) {
         (Some(k), Some(v)) => format!("{k}={}", escape(&v)),
         (k, _) => {
-            let hex: String = whole.iter().map(|b| format!("{b:02x}")).collect();
+            let hex = whole.iter().fold(String::with_capacity(whole.len() * 2), |mut out, b| {
+                let _ = write!(out, "{b:02x}");
+                out
+            });
             format!("{}=#{hex}", k.map_or_else(|| dotted(oid), str::to_owned))
         }
     }
