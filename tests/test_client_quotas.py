@@ -196,6 +196,34 @@ def test_cluster_forwards_and_every_node_has_them(tmp_path):
                     (("client-id", "app"),): {"producer_byte_rate": 5000.0}}, timeout=10, what=f"node {n.node_id}")
 
 
+def quota_cli(bs: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "logbroker", "quota", "--bootstrap-server", bs, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_logbroker_quota_cli(tmp_path):
+    with Broker(data_dir=tmp_path / "d") as b:
+        bs = b.bootstrap_servers
+        r = quota_cli(bs, "set", "--user", "alice", "--producer-byte-rate", "1024", "--consumer-byte-rate", "2048")
+        assert r.returncode == 0 and "user=alice: producer_byte_rate=1024, consumer_byte_rate=2048" in r.stdout, r
+        assert quota_cli(bs, "set", "--client-id-default", "--producer-byte-rate", "10").returncode == 0
+        out = quota_cli(bs, "list").stdout.splitlines()
+        assert out[0].split() == ["USER", "CLIENT-ID", "KEY", "VALUE"]
+        assert [line.split() for line in out[1:]] == [
+            ["-", "<default>", "producer_byte_rate", "10"],
+            ["alice", "-", "consumer_byte_rate", "2048"],
+            ["alice", "-", "producer_byte_rate", "1024"]]
+        assert len(quota_cli(bs, "list", "--user", "alice").stdout.splitlines()) == 3
+        r = quota_cli(bs, "set", "--user", "alice", "--producer-byte-rate", "-1")
+        assert r.returncode == 2 and "must be greater than 0" in r.stderr
+        r = quota_cli(bs, "set", "--producer-byte-rate", "5")
+        assert r.returncode == 2 and "name an entity" in r.stderr
+        r = quota_cli(bs, "remove", "--user", "alice", "--key", "producer_byte_rate")
+        assert r.returncode == 0 and "removed producer_byte_rate" in r.stdout
+        assert quota_cli(bs, "remove", "--user", "alice").returncode == 0
+        assert b.server.controller.image.client_quotas == {(("client-id", None),): {"producer_byte_rate": 10.0}}
+
+
 # --- throttling ----------------------------------------------------------------------------
 
 def produce_for(bs: str, topic: str, client_id: str, total: int, size: int = 10_000) -> tuple[float, list[int]]:
