@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from logbroker import Broker, Cluster
-from logbroker.client import Admin
+from logbroker.client import Admin, NewTopic
 from logbroker.client.errors import InvalidRequestError
 from logbroker.coord import client_quotas
 from logbroker.coord.metadata import MetadataImage
@@ -194,6 +194,24 @@ def test_cluster_forwards_and_every_node_has_them(tmp_path):
             with Admin(n.bootstrap_servers) as admin:
                 assert wait_until(lambda: admin.describe_client_quotas() == {
                     (("client-id", "app"),): {"producer_byte_rate": 5000.0}}, timeout=10, what=f"node {n.node_id}")
+
+        # followers are not throttled: a tiny consumer quota for every user and client id
+        # leaves replication (acks=all) at full speed
+        with Admin(other.bootstrap_servers) as admin:
+            admin.alter_client_quotas([({"client-id": None}, {"consumer_byte_rate": 100}),
+                                       ({"user": None}, {"consumer_byte_rate": 100})])
+            admin.create_topics([NewTopic("replicated", num_partitions=1, replication_factor=3)])
+        for n in cluster.nodes:
+            with Admin(n.bootstrap_servers) as admin:
+                assert wait_until(lambda: len(admin.describe_client_quotas()) == 3, timeout=10, what=f"node {n.node_id}")
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "client.id": "loader"})
+        start = time.monotonic()
+        for _ in range(200):
+            p.produce("replicated", b"r" * 10_000)
+        assert p.flush(30) == 0
+        assert time.monotonic() - start < 10, "2 MB replicated at 100 B/s would take hours"
 
 
 def quota_cli(bs: str, *args: str) -> subprocess.CompletedProcess:
