@@ -270,7 +270,8 @@ def produce_for(bs: str, topic: str, client_id: str, total: int, size: int = 10_
 def test_producer_over_its_quota_is_throttled_and_others_are_not(tmp_path):
     quota = 400_000
     total = 3_200_000
-    with Broker(data_dir=tmp_path / "d", config=FAST_WINDOWS) as b, Admin(b.bootstrap_servers) as admin:
+    with Broker(data_dir=tmp_path / "d", config=FAST_WINDOWS, metrics_listen="127.0.0.1:0") as b, \
+            Admin(b.bootstrap_servers) as admin:
         admin.create_topics(["q"])
         admin.alter_client_quotas([({"client-id": "slow"}, {"producer_byte_rate": quota})])
         elapsed, throttles = produce_for(b.bootstrap_servers, "q", "slow", total)
@@ -279,6 +280,12 @@ def test_producer_over_its_quota_is_throttled_and_others_are_not(tmp_path):
         assert throttles and max(throttles) > 0, "librdkafka was told of throttling"
         stats = b.server.partition_table.client_quotas.stats()
         assert stats["produce_throttled"] > 0 and stats["produce_throttle_ms"] > 0
+        from test_metrics import scrape, value
+
+        m = scrape(b.metrics_url)
+        assert value(m, "logbroker_quota_throttled_total", quota="produce") == stats["produce_throttled"]
+        assert value(m, "logbroker_quota_throttle_time_ms_total", quota="produce") == stats["produce_throttle_ms"]
+        assert value(m, "logbroker_quota_throttled_total", quota="fetch") == 0
 
         fast_elapsed, fast_throttles = produce_for(b.bootstrap_servers, "q", "fast", total)
         assert not any(fast_throttles), "no quota for this client id"
