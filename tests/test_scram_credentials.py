@@ -426,16 +426,7 @@ def test_kafka_configs_tool_and_java_admin(tmp_path):
             f"alice {SHA256} 8192", "nobody ERROR ResourceNotFoundException: user 'nobody' has no SCRAM credential"]
 
 
-def _describe_client_quotas_served() -> bool:
-    from logbroker.broker.handlers import HANDLERS
-
-    return 48 in HANDLERS
-
-
 @needs_java
-@pytest.mark.xfail(not _describe_client_quotas_served(), strict=True, raises=AssertionError,
-                   reason="kafka-configs --describe --entity-type users asks DescribeClientQuotas (48) before "
-                          "DescribeUserScramCredentials, and logbroker does not serve it yet")
 def test_kafka_configs_tool_describes_users(tmp_path):
     from benches.peers.kafka import install
 

@@ -15,6 +15,7 @@ __all__ = [
     "AccumulatorError",
     "AppendResult",
     "Authorizer",
+    "ClientQuotas",
     "CompactionResult",
     "ConsumerRecord",
     "CoordinatorFencedError",
@@ -396,12 +397,24 @@ class Authorizer:
     def authorize(self, principal: str, host: str, resource_type: int, name: str, operation: int) -> bool: ...
 
 @final
+class ClientQuotas:
+    """Produce and fetch byte-rate quotas, Kafka's precedence and windows (rust/src/server/quota.rs)."""
+
+    def configure(self, window_num: int, window_size_ms: int) -> None: ...
+    def set_quotas(self, quotas: list[tuple[list[tuple[str, str | None]], float | None, float | None]]) -> None: ...
+    def quota_for(self, kind: str, user: str, client_id: str) -> float | None: ...
+    def record(self, kind: str, user: str, client_id: str, size: int, now_ms: int) -> int: ...
+    def stats(self) -> dict[str, int]: ...
+
+@final
 class PartitionTable:
     """The partitions Produce and Fetch are served from (rust/src/server/partition.rs)."""
 
     def __new__(cls) -> PartitionTable: ...
     @property
     def authorizer(self) -> Authorizer: ...
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
     def add(
         self, topic: str, index: int, node_id: int, log: Log, leader: int, leader_epoch: int, isr: list[int],
         min_insync_replicas: int,

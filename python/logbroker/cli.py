@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     from logbroker.acl_cli import add_parser as add_acl_parser
 
     add_acl_parser(sub)
+    from logbroker.quota_cli import add_parser as add_quota_parser
+
+    add_quota_parser(sub)
     return p
 
 
@@ -106,7 +109,7 @@ async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
 SUBCOMMANDS = {"group": ("group_cli", "run"), "topic": ("topic_cli", "run"), "mirror": ("mirror_cli", "run"),
                "archive": ("archive_cli", "run"), "bench": ("bench_cli", "run"), "cluster": ("cluster_cli", "run"),
                "produce": ("console_cli", "run_produce"), "consume": ("console_cli", "run_consume"),
-               "user": ("user_cli", "run"), "acl": ("acl_cli", "run")}
+               "user": ("user_cli", "run"), "acl": ("acl_cli", "run"), "quota": ("quota_cli", "run")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -278,6 +278,8 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). In a cluster it is PLAINTEXT or SSL (brokers do not authenticate to each other with SASL)."),
     ConfigKey("authorizer.class.name", _parse_choice("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"), "", "ACL authorization: empty (every request allowed; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs from the metadata log enforced on every API; docs/security.md)."),
     ConfigKey("super.users", _parse_str, "", "Principals allowed everything, separated by semicolons: User:admin;User:ops."),
+    ConfigKey("quota.window.num", _parse_int(1, 1000), "11", "Client quotas (producer_byte_rate, consumer_byte_rate): the number of windows a client's byte rate is measured over."),
+    ConfigKey("quota.window.size.seconds", _parse_int(1, 3600), "1", "Client quotas: the length of each window, seconds. A throttle time is at most quota.window.num windows."),
     ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, "false", "With an authorizer: a resource that no ACL matches is open to everyone (true) or to super users only (false)."),
     ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
     ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),

@@ -16,7 +16,8 @@ replica manager and replication (ISR state, ISR changes), the controller (electi
 offline partitions, on the active controller only as in Kafka), the group coordinator
 (consumer-group lag of the groups it coordinates: the partition's HW less the committed
 offset, the HW read from each partition's leader, broker/end_offsets.py) and /proc (CPU,
-memory, file descriptors).
+memory, file descriptors), the client quotas (responses throttled and their total throttle
+time, per quota type).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class MetricsServer:
         b = self.broker
         self._requests(out, b.server.net)
         self._partitions(out, b.partition_table)
+        self._quotas(out, b.partition_table)
         if b.replicas is not None:
             self._replication(out, b.replicas)
         if b.controller is not None:
@@ -154,6 +156,19 @@ class MetricsServer:
             out.family(name, "gauge", help_text)
             for row in rows:
                 out.sample(name, row[i], {"topic": row[0], "partition": row[1]})
+
+    @staticmethod
+    def _quotas(out: Exposition, table) -> None:
+        stats = table.client_quotas.stats()
+        for name, key, help_text in [
+            ("logbroker_quota_throttled_total", "throttled", "Responses throttled by a client quota (KIP-13/55)."),
+            ("logbroker_quota_throttle_time_ms_total", "throttle_ms",
+             "Total throttle time of those responses, milliseconds."),
+        ]:
+            out.family(name, "counter", help_text + " By quota type: produce (producer_byte_rate), "
+                                                    "fetch (consumer_byte_rate).")
+            for kind in ("produce", "fetch"):
+                out.sample(name, stats[f"{kind}_{key}"], {"quota": kind})
 
     @staticmethod
     def _replication(out: Exposition, replicas) -> None:

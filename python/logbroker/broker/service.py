@@ -17,6 +17,7 @@ import trio
 
 from logbroker import _core
 from logbroker.broker.authorizer import AclAuthorizer
+from logbroker.broker.quotas import ClientQuotaPublisher
 from logbroker.broker.config import BrokerConfig, split_host_port
 from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
@@ -63,6 +64,7 @@ class BrokerServer:
         # (which fills it) and the network thread (which serves from it).
         self.partition_table = _core.PartitionTable()
         self.authorizer = AclAuthorizer(config, self.partition_table.authorizer)
+        self.client_quotas = ClientQuotaPublisher(config, self.partition_table.client_quotas)
         self.server = KafkaServer(self)
         self.address: tuple[str, int] | None = None  # the primary (inter-broker) listener's
         self.listener_addresses: dict[str, tuple[str, int]] = {}  # every listener's bound address
@@ -134,6 +136,8 @@ class BrokerServer:
             image = self.controller.image
             await self.authorizer.apply_metadata(image)
             self.controller.add_listener(self.authorizer.apply_metadata)
+            await self.client_quotas.apply_metadata(image)
+            self.controller.add_listener(self.client_quotas.apply_metadata)
             await self.replicas.startup(image)
             self.controller.add_listener(self.replicas.apply_metadata)
             if self.controller.image is not image:  # records applied while the logs opened

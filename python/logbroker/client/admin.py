@@ -1,5 +1,5 @@
 """`Admin`: the sync Kafka admin client (topics, partitions, configs, groups, offsets,
-cluster, SCRAM credentials, ACLs). Each call blocks until the broker answered (or `timeout`
+cluster, SCRAM credentials, ACLs, client quotas). Each call blocks until the broker answered (or `timeout`
 seconds passed) and raises the named exception of the first error code.
 
     with Admin(bootstrap_servers="127.0.0.1:9092") as admin:
@@ -162,6 +162,27 @@ class Admin:
         """Deletes the ACLs each filter matches; returns the ACLs deleted, per filter."""
         fs = list(filters)
         return self._call(lambda: self._core.delete_acls(fs), f"delete_acls ({len(fs)} filter(s))", timeout)
+
+    def describe_client_quotas(self, components: Iterable[tuple[str, str, str | None]] = (), strict: bool = False,
+                               timeout: float | None = None) -> dict[tuple, dict[str, float]]:
+        """{entity: {key: value}} of the client quotas matching every component (none: all
+        quotas). An entity is a sorted tuple of (type, name) pairs, name None for the default:
+        (("client-id", "app"), ("user", "alice")). A component is (entity type ("user" or
+        "client-id"), "exact" | "default" | "any", name for "exact"); `strict` leaves out
+        entities with components the filter does not name."""
+        comps = list(components)
+        return self._call(lambda: self._core.describe_client_quotas(comps, strict), "describe_client_quotas", timeout)
+
+    def alter_client_quotas(self, alterations: Iterable[tuple[dict[str, str | None], dict[str, float | None]]],
+                            validate_only: bool = False, timeout: float | None = None) -> None:
+        """Sets or removes client quotas: [(entity, {key: value, or None to remove})], an
+        entity {"user": "alice", "client-id": None} (None: the default). Keys:
+        producer_byte_rate, consumer_byte_rate (bytes per second). A refused entity raises
+        its error (InvalidRequestError naming the entity and key), after the others were
+        applied."""
+        alts = [(dict(e), dict(ops)) for e, ops in alterations]
+        self._call(lambda: self._core.alter_client_quotas(alts, validate_only), f"alter_client_quotas ({len(alts)})",
+                   timeout)
 
     def close(self) -> None:
         if not self._closed:

@@ -23,6 +23,7 @@ from logbroker.client.group import (
 )
 from logbroker.client.network import Pending, Versioned, gather
 from logbroker.protocol import ErrorCode
+from logbroker.protocol.messages.alter_client_quotas_request import _AlterClientQuotasRequest
 from logbroker.protocol.messages.alter_user_scram_credentials_request import _AlterUserScramCredentialsRequest
 from logbroker.protocol.messages.create_acls_request import _CreateAclsRequest
 from logbroker.protocol.messages.create_partitions_request import _CreatePartitionsRequest
@@ -34,6 +35,7 @@ from logbroker.protocol.messages.describe_acls_request import _DescribeAclsReque
 from logbroker.protocol.messages.describe_configs_request import _DescribeConfigsRequest
 from logbroker.protocol.messages.describe_groups_request import _DescribeGroupsRequest
 from logbroker.protocol.messages.describe_log_dirs_request import _DescribeLogDirsRequest
+from logbroker.protocol.messages.describe_client_quotas_request import _DescribeClientQuotasRequest
 from logbroker.protocol.messages.describe_user_scram_credentials_request import _DescribeUserScramCredentialsRequest
 from logbroker.protocol.messages.incremental_alter_configs_request import _IncrementalAlterConfigsRequest
 from logbroker.protocol.messages.list_groups_request import _ListGroupsRequest
@@ -182,6 +184,9 @@ def _resource(r: tuple[str, str]) -> tuple[int, str]:
     if kind not in RESOURCE_TYPES:
         raise ValueError(f"resource type must be one of {sorted(RESOURCE_TYPES)}, not {kind!r}")
     return RESOURCE_TYPES[kind], name
+
+
+QUOTA_MATCH_TYPES = {"exact": 0, "default": 1, "any": 2}  # DescribeClientQuotas match types
 
 
 class AdminCore(ClientCore):
@@ -539,3 +544,46 @@ class AdminCore(ClientCore):
             return out
 
         return self.net.request(self.net.any_node(), cls(filters=fs)).chain(parse)
+
+    def describe_client_quotas(self, components: list[tuple[str, str, str | None]],
+                               strict: bool) -> Pending[dict[tuple, dict[str, float]]]:
+        """{entity: {key: value}} of the client quotas the filter matches, from any broker's
+        metadata image. An entity is a sorted tuple of (type, name) pairs, None the default.
+        `components`: (entity type, "exact" | "default" | "any", name for "exact")."""
+        cls = _DescribeClientQuotasRequest
+        comps = []
+        for entity_type, match, name in components:
+            if match not in QUOTA_MATCH_TYPES:
+                raise ValueError(f"client quota filter on {entity_type!r}: match {match!r} is not one of "
+                                 f"{sorted(QUOTA_MATCH_TYPES)}")
+            comps.append(cls.ComponentData(entity_type=entity_type, match_type=QUOTA_MATCH_TYPES[match],
+                                           match=name if match == "exact" else None))
+
+        def parse(resp: Any) -> dict[tuple, dict[str, float]]:
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, "describe client quotas")
+            return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                    {v.key: v.value for v in entry.values} for entry in resp.entries or []}
+
+        return self.net.request(self.net.any_node(), cls(components=comps, strict=strict)).chain(parse)
+
+    def alter_client_quotas(self, alterations: list[tuple[dict[str, str | None], dict[str, float | None]]],
+                            validate_only: bool) -> Pending[None]:
+        """Sets (a value) or removes (None) client quota keys of entities ({type: name, None
+        the default}) in one AlterClientQuotas; the first refused entity raises its error
+        (naming it), after the others were applied."""
+        cls = _AlterClientQuotasRequest
+        req = cls(validate_only=validate_only, entries=[
+            cls.EntryData(entity=[cls.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+                          ops=[cls.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                               for k, v in ops.items()])
+            for entity, ops in alterations])
+
+        def check(resp: Any) -> None:
+            for r in resp.entries:
+                if r.error_code:
+                    what = ", ".join(f"{e.entity_type}={'<default>' if e.entity_name is None else e.entity_name}"
+                                     for e in r.entity)
+                    raise error_for(r.error_code, r.error_message, f"alter client quotas of {what}")
+
+        return self.net.request(self.net.any_node(), req).chain(check)

@@ -43,7 +43,7 @@ from logbroker.coord.metadata import (
     TopicState,
     topic_name_error,
 )
-from logbroker.coord import elections, reassignment
+from logbroker.coord import client_quotas, elections, reassignment
 from logbroker.coord.controller_channel import ControllerClient, serving_controller_listener
 from logbroker.coord.metadata_records import MetadataRecordError, diff_records
 from logbroker.coord.quorum import QuorumTimeout
@@ -559,6 +559,72 @@ class Controller:
                     f"user {user!r} ({mechanism}): {iterations} iterations, must be between "
                     f"{scram.MIN_ITERATIONS} and {scram.MAX_ITERATIONS}")
         return None
+
+    # --- client quotas (Kafka's ClientQuotaControlManager) -----------------------------
+
+    async def alter_client_quotas(self, entries: list[tuple[list[tuple[str, str | None]],
+                                                            list[tuple[str, float, bool]]]],
+                                  validate_only: bool) -> list[tuple[list[tuple[str, str | None]], ErrorCode,
+                                                                     str | None]]:
+        """AlterClientQuotas: per entry (entity components, [(key, value, remove)]) the
+        entity as sent, an error and a message, in order. Kafka's rules: the entity must be
+        valid (client_quotas.validated_entity), a key named twice in one entry or an entity
+        named twice in the request is INVALID_REQUEST, a value set must be valid for its key;
+        removing a key that is not set changes nothing. A refused entry changes nothing; the
+        accepted ones are committed together (none with `validate_only`)."""
+        if self._forward():
+            assert self.forwarder is not None
+            return await self.forwarder.alter_client_quotas(entries, validate_only)
+        async with self._lock:
+            results: list[tuple[list[tuple[str, str | None]], ErrorCode, str | None]] = []
+            changes: dict[tuple, dict[str, float | None]] = {}
+            named: dict[tuple, int] = {}
+            for components, _ops in entries:
+                try:
+                    e = client_quotas.validated_entity(components)
+                    named[e] = named.get(e, 0) + 1
+                except client_quotas.QuotaError:
+                    pass
+            for components, ops in entries:
+                try:
+                    entity = client_quotas.validated_entity(components)
+                    if named[entity] > 1:  # every entry of it refused, none applied
+                        raise client_quotas.QuotaError(
+                            ErrorCode.INVALID_REQUEST,
+                            f"Ignoring duplicate entity {client_quotas.entity_name(entity)}")
+                    wanted: dict[str, float | None] = {}
+                    for key, value, remove in ops:
+                        if key in wanted:
+                            raise client_quotas.QuotaError(
+                                ErrorCode.INVALID_REQUEST, f"Duplicate quota key {key} not updating quota for "
+                                                           f"this entity {client_quotas.entity_name(entity)}")
+                        if not remove:
+                            client_quotas.validate_value(entity, key, value)
+                        wanted[key] = None if remove else float(value)
+                except client_quotas.QuotaError as e:
+                    results.append((components, e.code, e.message))
+                    continue
+                changes[entity] = wanted
+                results.append((components, ErrorCode.NONE, None))
+            if validate_only or not changes:
+                return results
+            image = copy.deepcopy(self.image)
+            for entity, wanted in changes.items():
+                values = image.client_quotas.setdefault(entity, {})
+                for key, value in wanted.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = value
+                if not values:
+                    del image.client_quotas[entity]
+            if image.client_quotas != self.image.client_quotas:
+                await self._commit(image)
+            for entity, wanted in changes.items():
+                log.info("client quotas of %s: %s", client_quotas.entity_name(entity),
+                         ", ".join(f"{k} {'removed' if v is None else f'= {v:g}'}" for k, v in wanted.items())
+                         or "unchanged")
+            return results
 
     # --- ACLs (Kafka's AclControlManager) ----------------------------------------------
 

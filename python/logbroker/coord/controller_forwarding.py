@@ -17,6 +17,7 @@ image shows the change, so the client's next Metadata on this broker sees it.
     elect_leaders         ElectLeaders v2
     alter_reassignments   AlterPartitionReassignments v1
     alter_scram_credentials  AlterUserScramCredentials v0 (per-user results returned as they come)
+    alter_client_quotas   AlterClientQuotas v1 (per-entity results returned as they come)
     create_acls           CreateAcls v3 (per-ACL results returned as they come)
     delete_acls           DeleteAcls v3 (per-filter results, with the ACLs each deleted)
 """
@@ -253,6 +254,44 @@ class Forwarder:
 
         if done:
             await self._caught_up(applied, f"the SCRAM credentials of user(s) {sorted(done)}")
+        return results
+
+    async def alter_client_quotas(self, entries: list[tuple[list[tuple[str, str | None]],
+                                                            list[tuple[str, float, bool]]]],
+                                  validate_only: bool) -> list[tuple[list[tuple[str, str | None]], ErrorCode,
+                                                                     str | None]]:
+        from logbroker.coord import client_quotas
+        from logbroker.coord.controller import ControllerError
+
+        req = REQUESTS[49]
+        body = req(entries=[req.EntryData(entity=[req.EntityData(entity_type=t, entity_name=n) for t, n in comps],
+                                          ops=[req.OpData(key=k, value=v, remove=r) for k, v, r in ops])
+                            for comps, ops in entries], validate_only=validate_only)
+
+        def moved(response) -> bool:
+            return any(e.error_code == ErrorCode.NOT_CONTROLLER for e in response.entries)
+
+        try:
+            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
+            response = await self.client.request(49, 1, body, timeout, retry_on=moved)
+        except ControllerUnavailable as e:
+            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        results = [([(c.entity_type, c.entity_name) for c in e.entity], ErrorCode(e.error_code), e.error_message)
+                   for e in response.entries]
+        if validate_only:
+            return results
+        wanted = {}
+        for (comps, ops), (_c, code, _m) in zip(entries, results):
+            if code == ErrorCode.NONE:
+                wanted[client_quotas.validated_entity(comps)] = {k: None if r else float(v) for k, v, r in ops}
+
+        def applied(im: MetadataImage) -> bool:
+            return all(im.client_quotas.get(entity, {}).get(k) == v for entity, kv in wanted.items()
+                       for k, v in kv.items())
+
+        if wanted:
+            await self._caught_up(applied, "client quotas of " + "; ".join(
+                client_quotas.entity_name(e) for e in wanted))
         return results
 
     async def _request(self, api_key: int, version: int, body, moved: Callable[[object], bool]):

@@ -1,5 +1,5 @@
 """The metadata image: what the cluster knows about brokers, topics and partitions, group
-configs, users' SCRAM credentials and ACLs.
+configs, users' SCRAM credentials, ACLs and client quotas.
 
 The controller is the only writer; brokers read the current image. Every partition
 carries the fields the replicated wave needs (leader, leader epoch, replicas, ISR,
@@ -17,7 +17,8 @@ On disk (owned by `MetadataStore`):
          "scram_credentials": {user: {mechanism: {"salt", "stored_key", "server_key" (base64),
                                                   "iterations"}}},
          "acls": {id (uuid hex): {"resource_type", "resource_name", "pattern_type", "principal",
-                                  "host", "operation", "permission_type"}}}
+                                  "host", "operation", "permission_type"}},
+         "client_quotas": [{"entity": [[type, name or null], ...], "quotas": {key: value}}]}
     Written whole to image.json.tmp, fsynced, then renamed over image.json, so a crash
     leaves either the old or the new image. (The controller quorum of the next wave
     replaces this file with a replicated metadata log; the image shape stays.)
@@ -32,6 +33,8 @@ import os
 import re
 import uuid
 from pathlib import Path
+
+from logbroker.coord import client_quotas
 
 TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_MAX = 249
@@ -234,6 +237,8 @@ class MetadataImage:
     scram_credentials: dict[str, dict[str, ScramCredential]] = dataclasses.field(default_factory=dict)
     # ACL id (uuid hex, as Kafka's AccessControlEntryRecord) -> ACL
     acls: dict[str, AclBinding] = dataclasses.field(default_factory=dict)
+    # client quota entity (coord/client_quotas.py QuotaEntity) -> {key: value}
+    client_quotas: dict[tuple, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         for t in self.topics.values():
@@ -263,6 +268,7 @@ class MetadataImage:
             "scram_credentials": {u: {m: c.to_json() for m, c in sorted(creds.items())}
                                   for u, creds in sorted(self.scram_credentials.items())},
             "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
+            "client_quotas": client_quotas.to_json(self.client_quotas),
         }
 
     @classmethod
@@ -275,8 +281,9 @@ class MetadataImage:
         scram = {u: {m: ScramCredential.from_json(m, c) for m, c in creds.items()}
                  for u, creds in doc.get("scram_credentials", {}).items()}
         acls = {i: AclBinding.from_json(a) for i, a in doc.get("acls", {}).items()}
+        quotas = client_quotas.from_json(doc.get("client_quotas", []))
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
-                   scram, acls)
+                   scram, acls, quotas)
 
 
 class MetadataStore:

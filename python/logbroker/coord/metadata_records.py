@@ -37,6 +37,9 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      PREFIXED), principal, host, operation, permission_type (2 DENY | 3 ALLOW):
                      add (or replace) the ACL with that id (Kafka's AccessControlEntryRecord)
     RemoveAcl        id: the ACL must exist (RemoveAccessControlEntryRecord)
+    ClientQuota      entity [[type ("user"|"client-id"), name or null for the default], ...],
+                     key, value, remove: set a client quota key of the entity, or remove it
+                     (Kafka's ClientQuotaRecord; coord/client_quotas.py has the rules)
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from logbroker.coord.metadata import (
     ScramCredential,
     TopicState,
 )
+from logbroker.coord import client_quotas
 from logbroker.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["MetadataRecordError", "apply", "apply_record", "decode_batch", "decode_record", "diff_records",
@@ -308,6 +312,22 @@ def _remove_acl(image: MetadataImage, rec: dict) -> None:
     del image.acls[acl_id]
 
 
+def _client_quota(image: MetadataImage, rec: dict) -> None:
+    try:
+        entity = client_quotas.validated_entity([(t, n) for t, n in rec["entity"]])
+        if not rec["remove"]:
+            client_quotas.validate_value(entity, rec["key"], float(rec["value"]))
+    except (client_quotas.QuotaError, TypeError, ValueError) as e:
+        raise MetadataRecordError(f"ClientQuota record {rec['entity']} {rec['key']}: {e}") from None
+    values = image.client_quotas.setdefault(entity, {})
+    if rec["remove"]:
+        values.pop(rec["key"], None)
+    else:
+        values[rec["key"]] = float(rec["value"])
+    if not values:
+        del image.client_quotas[entity]
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -323,6 +343,7 @@ _APPLY = {
     "RemoveUserScramCredential": _remove_user_scram_credential,
     "Acl": _acl,
     "RemoveAcl": _remove_acl,
+    "ClientQuota": _client_quota,
 }
 
 
@@ -410,6 +431,15 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
     for i, acl in sorted(new.acls.items()):
         if old.acls.get(i) != acl:
             out.append(encode_record("Acl", id=i, **acl.to_json()))
+    for entity in sorted(set(old.client_quotas) | set(new.client_quotas), key=client_quotas.entity_name):
+        was_q, now_q = old.client_quotas.get(entity, {}), new.client_quotas.get(entity, {})
+        for k in sorted(set(was_q) | set(now_q)):
+            if k not in now_q:
+                out.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=0.0,
+                                         remove=True))
+            elif was_q.get(k) != now_q[k]:
+                out.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=now_q[k],
+                                         remove=False))
     return out
 
 

@@ -52,6 +52,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<server::PyNetworkServer>()?;
     m.add_class::<server::PyPartitionTable>()?;
     m.add_class::<server::PyAuthorizer>()?;
+    m.add_class::<server::PyClientQuotas>()?;
     m.add_class::<server::PyReplicaPartition>()?;
     m.add_function(wrap_pyfunction!(server::data_path_apis, m)?)?;
     m.add_function(wrap_pyfunction!(server::certificate_principal, m)?)?;

@@ -11,6 +11,7 @@ use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
 use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
 use crate::server::authorizer::{Acl, Authorizer};
+use crate::server::quota::{ClientQuotas, Component, Entity, Limits};
 use crate::server::metrics::LATENCY_BUCKETS_MS;
 use crate::server::produce::Verdict;
 use crate::server::transport::{tls_config, ClientAuth};
@@ -61,6 +62,77 @@ impl PyAuthorizer {
     }
 }
 
+/// Client quotas (rust/src/server/quota.rs has the rules): produce and fetch byte rates the
+/// network thread measures and throttles. Off until a quota is set.
+#[pyclass(name = "ClientQuotas", module = "logbroker._core", frozen)]
+pub struct PyClientQuotas(Arc<ClientQuotas>);
+
+/// `([(entity type, entity name or None for the default)], producer_byte_rate, consumer_byte_rate)`.
+type PyQuota = (Vec<(String, Option<String>)>, Option<f64>, Option<f64>);
+
+#[pymethods]
+impl PyClientQuotas {
+    /// `quota.window.num` and `quota.window.size.seconds` (in milliseconds here).
+    fn configure(&self, window_num: usize, window_size_ms: i64) -> PyResult<()> {
+        if window_num < 1 || window_size_ms < 1 {
+            return Err(PyValueError::new_err(format!(
+                "quota windows: {window_num} windows of {window_size_ms} ms; at least 1 window of at least 1 ms"
+            )));
+        }
+        self.0.configure(window_num, window_size_ms);
+        Ok(())
+    }
+
+    /// Replaces every quota. Entity types are "user" and "client-id"; a repeated or
+    /// unknown type is a ValueError naming it.
+    fn set_quotas(&self, quotas: Vec<PyQuota>) -> PyResult<()> {
+        let mut out = Vec::with_capacity(quotas.len());
+        for (components, producer_byte_rate, consumer_byte_rate) in quotas {
+            let mut entity = Entity::default();
+            for (kind, name) in components {
+                let slot = match kind.as_str() {
+                    crate::server::quota::USER => &mut entity.user,
+                    crate::server::quota::CLIENT_ID => &mut entity.client_id,
+                    other => return Err(PyValueError::new_err(format!("quota entity type {other:?} is not user or client-id"))),
+                };
+                if *slot != Component::Absent {
+                    return Err(PyValueError::new_err(format!("quota entity names {kind:?} twice")));
+                }
+                *slot = name.map_or(Component::Default, Component::Named);
+            }
+            out.push((entity, Limits { producer_byte_rate, consumer_byte_rate }));
+        }
+        self.0.set_quotas(&out);
+        Ok(())
+    }
+
+    /// The produce (`"produce"`) or fetch (`"fetch"`) quota that applies to `user` with
+    /// `client_id`, bytes per second, or None (Kafka's precedence).
+    fn quota_for(&self, kind: &str, user: &str, client_id: &str) -> PyResult<Option<f64>> {
+        Ok(self.0.quota_for(quota_kind(kind)?, user, client_id))
+    }
+
+    /// Records `size` bytes at `now_ms` as the network thread does; the throttle time (ms).
+    fn record(&self, kind: &str, user: &str, client_id: &str, size: u64, now_ms: i64) -> PyResult<i32> {
+        Ok(self.0.record(quota_kind(kind)?, user, client_id, size, now_ms))
+    }
+
+    /// `{"produce_throttled": n, "produce_throttle_ms": ms, "fetch_throttled": .., "fetch_throttle_ms": ..}`:
+    /// responses throttled and their total throttle time, since start.
+    fn stats(&self) -> std::collections::HashMap<&'static str, u64> {
+        let [(pn, pms), (fn_, fms)] = self.0.stats();
+        [("produce_throttled", pn), ("produce_throttle_ms", pms), ("fetch_throttled", fn_), ("fetch_throttle_ms", fms)].into_iter().collect()
+    }
+}
+
+fn quota_kind(kind: &str) -> PyResult<usize> {
+    match kind {
+        "produce" => Ok(crate::server::quota::PRODUCE),
+        "fetch" => Ok(crate::server::quota::FETCH),
+        other => Err(PyValueError::new_err(format!("quota type {other:?} is not produce or fetch"))),
+    }
+}
+
 /// The partitions the data path serves. The control plane adds one per local replica and
 /// keeps its leader state current; the network thread reads it.
 #[pyclass(name = "PartitionTable", module = "logbroker._core", frozen)]
@@ -85,6 +157,12 @@ impl PyPartitionTable {
     #[getter]
     fn authorizer(&self) -> PyAuthorizer {
         PyAuthorizer(Arc::clone(self.0.authorizer()))
+    }
+
+    /// The client quotas Produce and Fetch are measured against.
+    #[getter]
+    fn client_quotas(&self) -> PyClientQuotas {
+        PyClientQuotas(Arc::clone(self.0.client_quotas()))
     }
 
     /// Removes a replica (topic deleted); requests waiting on it are answered.

@@ -163,6 +163,8 @@ pub struct Caller<'a> {
     /// The index of the listener the request came in on; 0 is the inter-broker listener,
     /// whose addresses the data path's leader hints (KIP-951) name.
     pub listener: usize,
+    /// The request header's client id ("" without one), for client quotas.
+    pub client_id: &'a str,
 }
 
 impl Caller<'_> {

@@ -93,6 +93,10 @@ pub struct Connection {
     pub close_after_write: Option<String>,
     /// The index of the listener it came in on (`ServerConfig::listeners`).
     pub listener: usize,
+    /// Client quotas (quota.rs): the throttle time of the request in flight, applied when
+    /// its response is queued, and until when no request is read (KIP-219 muting).
+    pub throttle_ms: i32,
+    pub throttled_until: Option<Instant>,
     rbuf: Box<[u8]>,
     rstart: usize,
     rend: usize,
@@ -131,6 +135,8 @@ impl Connection {
             session_expires: None,
             close_after_write: None,
             listener,
+            throttle_ms: 0,
+            throttled_until: None,
             rbuf: vec![0u8; READ_BUF].into_boxed_slice(),
             rstart: 0,
             rend: 0,

@@ -21,7 +21,7 @@ use crate::protocol::messages::produce_response::ProduceResponse;
 use crate::protocol::{Bytes, Chunk, Message, Reader, Records, Writer};
 
 /// The caller of the requests here (no ACLs are set: authorization is off).
-const ANON: Caller<'static> = Caller { peer: "peer", principal: super::ANONYMOUS, listener: 0 };
+const ANON: Caller<'static> = Caller { peer: "peer", principal: super::ANONYMOUS, listener: 0, client_id: "" };
 
 fn table_with(dir: &std::path::Path, isr: Vec<i32>) -> (PartitionTable, Arc<super::partition::Partition>) {
     let table = PartitionTable::new();
@@ -112,7 +112,7 @@ fn produce_then_fetch_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, &ANON, 0, &mut logs, None).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, &ANON, 0, &mut logs, None, 0).unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=all with the leader alone answers at once") };
     let resp: ProduceResponse = decode(chunks, 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -120,7 +120,7 @@ fn produce_then_fetch_round_trip() {
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (2, 2));
 
     let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(0, 1, 500), 12), 12, 8, &ANON, &mut logs).unwrap();
-    let fetch::Outcome::Done(chunks) = out else { panic!("data is there") };
+    let fetch::Outcome::Done(chunks, _) = out else { panic!("data is there") };
     let resp: FetchResponse = decode(chunks, 12, true);
     let pd = &resp.responses[0].partitions[0];
     assert_eq!((pd.error_code, pd.high_watermark), (code::NONE, 2));
@@ -133,7 +133,7 @@ fn produce_errors_name_the_partition() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None).unwrap()
+        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap()
     else {
         panic!()
     };
@@ -148,7 +148,7 @@ fn produce_errors_name_the_partition() {
     let last = raw.len() - 1;
     raw[last] ^= 0xff;
     req.topic_data[0].partition_data[0].records = Some(Records::Bytes(Bytes::from(raw)));
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap() else {
         panic!()
     };
     let resp: ProduceResponse = decode(chunks, 9, true);
@@ -162,7 +162,7 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
     let mut logs = Vec::new();
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b", b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b", b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!("follower 2 has not fetched: the HW is behind") };
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (3, 0));
     assert!(pending.try_complete(false).unwrap().is_none());
@@ -176,7 +176,7 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NONE);
 
     // Another write the follower never fetches: at the deadline, REQUEST_TIMED_OUT.
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, &ANON, 0, &mut logs, None).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!() };
     let resp: ProduceResponse = decode(pending.try_complete(true).unwrap().unwrap(), 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -193,13 +193,13 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
     let fetch::Outcome::Wait(mut pending) = out else { panic!("an empty log parks the fetch") };
     assert_eq!(pending.waiting_on.len(), 1);
     assert!(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().is_none());
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, &ANON, 0, &mut logs, None).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap();
     assert_eq!(p.log.high_watermark(), 1);
     let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
     assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
     // Out of range: answered at once with the error, and logged.
     let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(9, 1, 500), 11), 11, 3, &ANON, &mut logs).unwrap();
-    let fetch::Outcome::Done(chunks) = out else { panic!() };
+    let fetch::Outcome::Done(chunks, _) = out else { panic!() };
     let resp: FetchResponse = decode(chunks, 11, false);
     assert_eq!(resp.responses[0].partitions[0].error_code, code::OFFSET_OUT_OF_RANGE);
     assert!(logs.iter().any(|l| l.message.contains("fetch offset 9 of t-0 is outside [log start 0, LEO 1]")));
@@ -219,11 +219,11 @@ fn fetch_sessions_send_only_news() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
     // Open a session (epoch 0): a full response carrying the new session id.
     let mut req = fetch_req(0, 0, 0);
     req.session_epoch = 0;
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&req, 12), 12, 1, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&req, 12), 12, 1, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     let resp: FetchResponse = decode(chunks, 12, true);
@@ -235,7 +235,7 @@ fn fetch_sessions_send_only_news() {
     inc.session_id = id;
     inc.session_epoch = 1;
     inc.topics.clear();
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     let resp: FetchResponse = decode(chunks, 12, true);
@@ -246,31 +246,31 @@ fn fetch_sessions_send_only_news() {
     let mut inc2 = fetch_req(1, 0, 0);
     inc2.session_id = id;
     inc2.session_epoch = 2;
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc2, 12), 12, 3, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc2, 12), 12, 3, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     let resp: FetchResponse = decode(chunks, 12, true);
     assert!(resp.responses.is_empty(), "{resp:?}");
     // A new record moves the HW: the partition is back in the response.
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
     let mut inc3 = fetch_req(1, 0, 0);
     inc3.session_id = id;
     inc3.session_epoch = 3;
     inc3.topics.clear();
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 5, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 5, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     let resp: FetchResponse = decode(chunks, 12, true);
     assert_eq!(resp.responses[0].partitions[0].high_watermark, 2);
     assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
     // A stale epoch and an unknown session are top-level errors.
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 6, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 6, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::INVALID_FETCH_SESSION_EPOCH);
     let mut unknown = inc3.clone();
     unknown.session_id = id + 1000;
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&unknown, 12), 12, 7, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&unknown, 12), 12, 7, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::FETCH_SESSION_ID_NOT_FOUND);
@@ -278,7 +278,7 @@ fn fetch_sessions_send_only_news() {
     let mut close = fetch_req(2, 0, 0);
     close.session_id = id;
     close.session_epoch = -1;
-    let fetch::Outcome::Done(chunks) = fetch::handle(&table, &mut sessions, &mut body(&close, 12), 12, 8, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&close, 12), 12, 8, &ANON, &mut logs).unwrap() else {
         panic!()
     };
     assert_eq!(decode::<FetchResponse>(chunks, 12, true).session_id, 0);
@@ -288,7 +288,7 @@ fn fetch_sessions_send_only_news() {
 fn produce_to(topic: &str, partition: i32, version: i16, table: &PartitionTable) -> ProduceResponse {
     let mut req = produce_req(1, partition, &[b"a"]);
     req.topic_data[0].name = topic.into();
-    let out = produce::handle(table, &mut body(&req, version), version, 1, &ANON, 0, &mut Vec::new(), None).unwrap();
+    let out = produce::handle(table, &mut body(&req, version), version, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=1 answers at once") };
     decode(chunks, version, version >= 9)
 }
@@ -315,7 +315,7 @@ fn produce_at_a_non_leader_names_the_leader_from_v10() {
     req.topic_data[0].name = "u".into();
     let second = req.topic_data[0].partition_data[0].clone();
     req.topic_data[0].partition_data.push(PartitionProduceData { index: 1, ..second });
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut Vec::new(), None).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap() else {
         panic!()
     };
     let resp: ProduceResponse = decode(chunks, 11, true);
@@ -346,7 +346,7 @@ fn fetch_of(version: i16, topic: &str, id: [u8; 16], partition: i32, epoch: i32,
     req.topics[0].partitions[0].partition = partition;
     req.topics[0].partitions[0].current_leader_epoch = epoch;
     let out = fetch::handle(table, &mut FetchSessionCache::new(10), &mut body(&req, version), version, 1, &ANON, &mut Vec::new()).unwrap();
-    let fetch::Outcome::Done(chunks) = out else { panic!("errors and max_wait 0 answer at once") };
+    let fetch::Outcome::Done(chunks, _) = out else { panic!("errors and max_wait 0 answer at once") };
     decode(chunks, version, version >= 12)
 }
 
@@ -390,7 +390,7 @@ fn fetch_by_topic_id_and_leader_hints() {
 fn a_v15_follower_names_itself_in_replica_state() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
-    let out = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11), 11, 1, &ANON, 0, &mut Vec::new(), None).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11), 11, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
     assert!(matches!(out, produce::Outcome::Done(Some(_))));
     assert_eq!(p.log.high_watermark(), 0, "follower 2 has not fetched");
     let mut req = fetch_req(2, 0, 0);
@@ -399,7 +399,7 @@ fn a_v15_follower_names_itself_in_replica_state() {
     req.replica_state.replica_id = 2;
     req.replica_state.replica_epoch = 1;
     let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&req, 15), 15, 1, &ANON, &mut Vec::new()).unwrap();
-    assert!(matches!(out, fetch::Outcome::Done(_) | fetch::Outcome::Wait(_)));
+    assert!(matches!(out, fetch::Outcome::Done(..) | fetch::Outcome::Wait(_)));
     assert_eq!(p.log.high_watermark(), 2, "the follower's fetch offset moved the HW");
 }
 
@@ -410,7 +410,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     let mut logs = Vec::new();
     // min.insync.replicas=2 and ISR [1, 2]: parked until follower 2 has the record.
     p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None).unwrap()
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap()
     else {
         panic!("parked for follower 2")
     };
@@ -425,7 +425,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // Parked again; then another broker becomes leader: NOT_LEADER_OR_FOLLOWER at once,
     // although the local HW may never move again.
     p.update(LeaderState { leader: 1, leader_epoch: 1, isr: vec![1, 2], min_insync_replicas: 1 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, &ANON, 0, &mut logs, None).unwrap()
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap()
     else {
         panic!("parked for follower 2")
     };
@@ -435,7 +435,7 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
     // ... and leadership away and back (a new epoch) is no better: the tail may be rewritten.
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None).unwrap()
+    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap()
     else {
         panic!()
     };
@@ -449,16 +449,16 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
     // Epoch 0: offsets 0-1; epoch 3: offsets 2-3.
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, &ANON, 0, &mut Vec::new(), None).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9), 9, 2, &ANON, 0, &mut Vec::new(), None).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9), 9, 2, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
     assert_eq!(p.log.epoch_entries(), [(0, 0), (3, 2)]);
     let follower_fetch = |offset: i64, last_epoch: i32| -> FetchResponse {
         let mut req = fetch_req(offset, 0, 0);
         req.replica_id = 2;
         req.topics[0].partitions[0].last_fetched_epoch = last_epoch;
         let out = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new()).unwrap();
-        let fetch::Outcome::Done(chunks) = out else { panic!("answered at once") };
+        let fetch::Outcome::Done(chunks, _) = out else { panic!("answered at once") };
         decode(chunks, 12, true)
     };
     // A follower with epoch-0 records up to offset 3 (a tail the leader does not have):
@@ -494,12 +494,12 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
     let dir = tempfile::tempdir().unwrap();
     // Broker 1 leads t-0 with ISR [1, 2, 3]; broker 3 is in rack "r3" (view_with_t).
     let (table, p) = table_with(dir.path(), vec![1, 2, 3]);
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, &ANON, 0, &mut Vec::new(), None).unwrap();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
     let consumer_fetch = |version: i16, rack: &str| -> FetchResponse {
         let mut req = fetch_req(0, 0, 0);
         req.rack_id = rack.to_owned();
         let out = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, version), version, 1, &ANON, &mut Vec::new()).unwrap();
-        let fetch::Outcome::Done(chunks) = out else { panic!("answered at once") };
+        let fetch::Outcome::Done(chunks, _) = out else { panic!("answered at once") };
         decode(chunks, version, version >= 12)
     };
     let follower_caught_up = |replica: i32, offset: i64| {
@@ -552,7 +552,7 @@ fn hw_moves_of_a_watched_partition_are_reported_for_the_control_plane() {
     assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
     let mut logs = Vec::new();
     for (n, watched) in [(1, false), (2, true), (3, false)] {
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, &ANON, 0, &mut logs, None).unwrap();
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, n, &ANON, 0, &mut logs, None, 0).unwrap();
         p.watch_high_watermark(watched);
         p.record_follower_fetch(2, i64::from(n), 0);
         assert!(p.maybe_increment_hw(), "the follower's fetch moves the HW to {n}");
@@ -582,7 +582,7 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     let mut logs = Vec::new();
     let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
     // v12, no transaction open here: nothing appended, the partitions to add
-    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 12), 12, 1, &ANON, 0, &mut logs, None).unwrap() else {
+    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 12), 12, 1, &ANON, 0, &mut logs, None, 0).unwrap() else {
         panic!("expected a verification")
     };
     assert_eq!(
@@ -599,11 +599,11 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     assert_eq!(p.log.log_end_offset(), 0);
     // v11 (transactions v1) appends without asking
     let req11 = txn_req(Some("tx"), 6, 0, 0, &[b"v1"]);
-    assert!(matches!(produce::handle(&table, &mut body(&req11, 11), 11, 2, &ANON, 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(produce::handle(&table, &mut body(&req11, 11), 11, 2, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
     assert_eq!(p.log.log_end_offset(), 1);
     // the coordinator refused: its error, nothing appended
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&req, 12), 12, 3, &ANON, 0, &mut logs, Some(&[verdict(code::NOT_ENOUGH_REPLICAS)])).unwrap()
+        produce::handle(&table, &mut body(&req, 12), 12, 3, &ANON, 0, &mut logs, Some(&[verdict(code::NOT_ENOUGH_REPLICAS)]), 0).unwrap()
     else {
         panic!("expected a response")
     };
@@ -611,13 +611,13 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_ENOUGH_REPLICAS);
     assert_eq!(p.log.log_end_offset(), 1);
     // not among the verdicts: not added, refused
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 4, &ANON, 0, &mut logs, Some(&[])).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 4, &ANON, 0, &mut logs, Some(&[]), 0).unwrap() else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::INVALID_TXN_STATE);
     // added: appended, and the transaction is open here
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 5, &ANON, 0, &mut logs, Some(&[verdict(code::NONE)])).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 5, &ANON, 0, &mut logs, Some(&[verdict(code::NONE)]), 0).unwrap() else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
@@ -625,11 +625,11 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     assert!(p.log.has_ongoing_transaction(5, 0));
     // the next batch of the open transaction appends at once
     let next = txn_req(Some("tx"), 5, 0, 1, &[b"b"]);
-    assert!(matches!(produce::handle(&table, &mut body(&next, 12), 12, 6, &ANON, 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(produce::handle(&table, &mut body(&next, 12), 12, 6, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
     assert_eq!(p.log.log_end_offset(), 3);
     // a non-transactional v12 produce never goes to the coordinator
     assert!(matches!(
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, &ANON, 0, &mut logs, None).unwrap(),
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, &ANON, 0, &mut logs, None, 0).unwrap(),
         produce::Outcome::Done(_)
     ));
 }
@@ -640,15 +640,15 @@ fn transactions_v1_first_batches_are_checked_when_verification_is_on() {
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
     let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
-    assert!(matches!(produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
     table.set_verify_transactions_v1(true);
     let req = txn_req(Some("tx"), 6, 0, 0, &[b"b"]);
-    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None).unwrap() else {
+    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap() else {
         panic!("expected a verification")
     };
     assert!(v.verify_only && v.version == 9 && v.partitions == vec![("t".to_owned(), 0)]);
     // the producer of the open transaction goes on without asking
     let req = txn_req(Some("tx"), 5, 0, 1, &[b"c"]);
-    assert!(matches!(produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
     assert_eq!(p.log.log_end_offset(), 2);
 }

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use super::fetch_session::{session_key, CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use super::partition::{NotServed, Partition, PartitionTable};
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
+use super::quota;
 use super::request::{code, error_code_for, frame_response};
 use super::LogLine;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
@@ -101,11 +102,16 @@ pub struct PendingFetch {
     pub deadline: Instant,
     /// The partitions it waits on.
     pub waiting_on: Vec<Arc<Partition>>,
+    /// A consumer under a `consumer_byte_rate` quota: its (user, client id).
+    quota: Option<(String, String)>,
+    /// The throttle time of the answer (client quotas), once answered.
+    pub throttle_ms: i32,
 }
 
 /// What serving a Fetch produced.
 pub enum Outcome {
-    Done(Vec<Chunk>),
+    /// The response, and the throttle time (ms) it carries (client quotas).
+    Done(Vec<Chunk>, i32),
     Wait(Box<PendingFetch>),
 }
 
@@ -212,7 +218,7 @@ pub fn handle(
         Ok(x) => x,
         Err(c) => {
             let resp = FetchResponse { error_code: c, ..Default::default() };
-            return Ok(Outcome::Done(frame_response(&resp, version, correlation_id)?));
+            return Ok(Outcome::Done(frame_response(&resp, version, correlation_id)?, 0));
         }
     };
     let replica_id = if version >= 15 { req.replica_state.replica_id } else { req.replica_id };
@@ -237,12 +243,23 @@ pub fn handle(
         }
     }
     let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
+    // Client quotas: consumers only (followers are not throttled); a response holds no more
+    // than the quota allows over the windows (Kafka's getMaxValueInQuotaWindow).
+    let quotas = table.client_quotas();
+    let user = quota::user_of(caller.principal);
+    let quota_max = if replica_id < 0 { quotas.max_value_in_window(quota::FETCH, user, caller.client_id) } else { None };
+    let mut max_bytes = req.max_bytes;
+    if let Some(limit) = quota_max {
+        #[allow(clippy::cast_possible_truncation)]
+        let limit = limit.clamp(1.0, f64::from(i32::MAX)) as i32;
+        max_bytes = max_bytes.min(limit);
+    }
     let mut pending = PendingFetch {
         targets,
         mode,
         replica_id,
         min_bytes: req.min_bytes,
-        max_bytes: req.max_bytes,
+        max_bytes,
         rack_id: if version >= 11 { req.rack_id } else { String::new() },
         read_committed: req.isolation_level == 1 && replica_id < 0,
         version,
@@ -251,9 +268,11 @@ pub fn handle(
         hints: caller.takes_hints(),
         deadline: Instant::now() + wait,
         waiting_on: Vec::new(),
+        quota: quota_max.map(|_| (user.to_owned(), caller.client_id.to_owned())),
+        throttle_ms: 0,
     };
     match pending.try_complete(table, sessions, false, logs)? {
-        Some(chunks) => Ok(Outcome::Done(chunks)),
+        Some(chunks) => Ok(Outcome::Done(chunks, pending.throttle_ms)),
         None => Ok(Outcome::Wait(Box::new(pending))),
     }
 }
@@ -468,7 +487,12 @@ impl PendingFetch {
                 }),
             }
         }
-        let mut resp = FetchResponse { session_id, responses: topics, ..Default::default() };
+        // Client quotas: the record bytes sent count toward the consumer's rate; the answer
+        // carries the throttle time, and the network thread mutes the connection for it.
+        if let Some((user, client_id)) = &self.quota {
+            self.throttle_ms = table.client_quotas().record(quota::FETCH, user, client_id, total, super::partition::now_ms());
+        }
+        let mut resp = FetchResponse { session_id, responses: topics, throttle_time_ms: self.throttle_ms, ..Default::default() };
         if self.version >= 16 && !hinted.is_empty() {
             resp.node_endpoints = table
                 .endpoints_of(hinted)

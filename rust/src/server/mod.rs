@@ -21,6 +21,7 @@
 //! Thread-safety: `NetworkServer` methods may be called from any thread.
 
 pub mod authorizer;
+pub mod quota;
 pub mod connection;
 pub mod fetch;
 pub mod fetch_session;

@@ -8,6 +8,9 @@
 //! Parked requests (Fetch long polls, acks=all Produce) wait in `parked` until a partition
 //! wakes them (`Wakeup`) or their deadline passes. Idle connections are closed after
 //! `connections.max.idle.ms`, checked once a second.
+//! Client quotas (`quota.rs`): a Produce or consumer Fetch over its quota is answered with a
+//! throttle time, and the connection's requests are not read until it has passed (KIP-219);
+//! `throttled` holds the muted connections.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -25,7 +28,7 @@ use super::transport::Transport;
 use super::request::{decode_header, peek_api};
 use super::fetch_session::FetchSessionCache;
 use super::partition::Partition;
-use super::{fetch, produce, Command, Event, Shared, ANONYMOUS};
+use super::{fetch, produce, quota, Command, Event, Shared, ANONYMOUS};
 use crate::protocol::messages::{FetchRequest, ProduceRequest};
 use crate::protocol::{Chunk, Message, ProtocolError, Reader};
 
@@ -87,6 +90,8 @@ pub struct NetworkLoop {
     parked: HashMap<u64, Parked>,
     /// Incremental fetch sessions (KIP-227).
     sessions: FetchSessionCache,
+    /// Connections muted by a client quota, and until when.
+    throttled: HashMap<u64, Instant>,
     last_tick: Instant,
 }
 
@@ -108,6 +113,7 @@ impl NetworkLoop {
             paused: VecDeque::new(),
             parked: HashMap::new(),
             sessions,
+            throttled: HashMap::new(),
             last_tick: Instant::now(),
         })
     }
@@ -133,6 +139,7 @@ impl NetworkLoop {
                 break;
             }
             self.run_parked();
+            self.unmute_throttled();
             self.resume_paused();
             if self.last_tick.elapsed() >= TICK {
                 self.last_tick = Instant::now();
@@ -213,7 +220,7 @@ impl NetworkLoop {
                     }
                 }
             }
-            if conn.phase != Phase::Reading || conn.paused_for_memory {
+            if conn.phase != Phase::Reading || conn.paused_for_memory || conn.throttled_until.is_some() {
                 return;
             }
             let max_frame = if conn.principal.is_some() {
@@ -313,18 +320,34 @@ impl NetworkLoop {
             .get(&id)
             .map_or((None, 0), |c| (c.principal.clone(), c.listener));
         let principal = principal.unwrap_or_else(|| Arc::from(ANONYMOUS));
-        let caller = Caller { peer, principal: &principal, listener };
+        let client_id = header.client_id.as_deref().unwrap_or("");
+        let caller = Caller { peer, principal: &principal, listener, client_id };
         let result: Result<Served, ProtocolError> = if api_key == 0 {
             #[allow(clippy::cast_possible_truncation)]
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-            produce::handle(&table, &mut r, version, header.correlation_id, &caller, now_ms, &mut logs, verdicts).map(|o| match o {
+            // Client quotas: the request's bytes count once (not again when a verified
+            // request is served a second time).
+            let throttle_ms = match self.conns.get_mut(&id) {
+                Some(c) if verdicts.is_none() => {
+                    c.throttle_ms = table.client_quotas().record(quota::PRODUCE, quota::user_of(&principal), client_id, frame.len() as u64, now_ms);
+                    c.throttle_ms
+                }
+                Some(c) => c.throttle_ms,
+                None => 0,
+            };
+            produce::handle(&table, &mut r, version, header.correlation_id, &caller, now_ms, &mut logs, verdicts, throttle_ms).map(|o| match o {
                 produce::Outcome::Done(chunks) => Served::Now(chunks),
                 produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
                 produce::Outcome::Verify(v) => Served::Verify(v),
             })
         } else {
             fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, &caller, &mut logs).map(|o| match o {
-                fetch::Outcome::Done(chunks) => Served::Now(Some(chunks)),
+                fetch::Outcome::Done(chunks, throttle_ms) => {
+                    if let Some(c) = self.conns.get_mut(&id) {
+                        c.throttle_ms = throttle_ms;
+                    }
+                    Served::Now(Some(chunks))
+                }
                 fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
             })
         };
@@ -374,6 +397,9 @@ impl NetworkLoop {
             match done {
                 Ok(Some(chunks)) => {
                     Self::unpark(id, &parked);
+                    if let (Parked::Fetch(f), Some(c)) = (&parked, self.conns.get_mut(&id)) {
+                        c.throttle_ms = f.throttle_ms;
+                    }
                     self.finish(id, Some(chunks));
                 }
                 // Still waiting: (re-)register on the partitions it now waits on.
@@ -398,7 +424,29 @@ impl NetworkLoop {
 
     fn poll_timeout(&self) -> Duration {
         let now = Instant::now();
-        self.parked.values().map(|p| p.deadline().saturating_duration_since(now)).min().map_or(TICK, |d| d.min(TICK))
+        self.parked
+            .values()
+            .map(Parked::deadline)
+            .chain(self.throttled.values().copied())
+            .map(|t| t.saturating_duration_since(now))
+            .min()
+            .map_or(TICK, |d| d.min(TICK))
+    }
+
+    /// Reads again from connections whose quota throttle time has passed.
+    fn unmute_throttled(&mut self) {
+        if self.throttled.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let due: Vec<u64> = self.throttled.iter().filter(|(_, &t)| t <= now).map(|(&id, _)| id).collect();
+        for id in due {
+            self.throttled.remove(&id);
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.throttled_until = None;
+                self.service(id);
+            }
+        }
     }
 
     /// The request in flight on `conn` is answered (`None`: it has no response); then the
@@ -419,6 +467,13 @@ impl NetworkLoop {
         c.release_request(&self.shared.pool);
         if let Some((api_key, since)) = c.in_flight.take() {
             self.shared.stats.by_api.observe(api_key, since.elapsed());
+        }
+        if c.throttle_ms > 0 {
+            // KIP-219: the response goes out now; the next request is read after the throttle time.
+            let until = Instant::now() + Duration::from_millis(u64::try_from(c.throttle_ms).unwrap_or(0));
+            c.throttle_ms = 0;
+            c.throttled_until = Some(until);
+            self.throttled.insert(conn, until);
         }
         match chunks {
             Some(chunks) => {
@@ -514,6 +569,7 @@ impl NetworkLoop {
         let _ = self.poll.registry().deregister(c.transport.socket());
         c.release_all(&self.shared.pool);
         self.paused.retain(|p| *p != id);
+        self.throttled.remove(&id);
         self.shared.stats.connections.fetch_sub(1, Ordering::Relaxed);
         if let Some((reason, fault)) = reason {
             self.shared.push_event(Event::Closed { conn: id, peer: c.peer.clone(), reason, fault });

@@ -427,6 +427,8 @@ pub struct PartitionTable {
     verify_v1: AtomicBool,
     /// ACLs for Produce and Fetch (and, through Python, every other API).
     authorizer: Arc<super::authorizer::Authorizer>,
+    /// Produce and fetch byte-rate quotas (KIP-13/55).
+    client_quotas: Arc<super::quota::ClientQuotas>,
 }
 
 impl Default for PartitionTable {
@@ -445,11 +447,16 @@ impl PartitionTable {
             rack_aware: AtomicBool::new(false),
             verify_v1: AtomicBool::new(false),
             authorizer: Arc::default(),
+            client_quotas: Arc::default(),
         }
     }
 
     pub fn authorizer(&self) -> &Arc<super::authorizer::Authorizer> {
         &self.authorizer
+    }
+
+    pub fn client_quotas(&self) -> &Arc<super::quota::ClientQuotas> {
+        &self.client_quotas
     }
 
     pub fn wakeup(&self) -> &Arc<Wakeup> {

@@ -226,7 +226,8 @@ fn partition_response(index: i32, error_code: i16, message: Option<String>) -> P
 }
 
 /// `verdicts`: None on the first pass; the coordinator's answers when a verification
-/// (`Outcome::Verify`) sends the request through again.
+/// (`Outcome::Verify`) sends the request through again. `throttle_ms`: the client quota's
+/// throttle time (quota.rs), for the response.
 #[allow(clippy::too_many_arguments)] // the request, where it came from, and the verification pass
 pub fn handle(
     table: &PartitionTable,
@@ -237,6 +238,7 @@ pub fn handle(
     now_ms: i64,
     logs: &mut Vec<LogLine>,
     verdicts: Option<&[Verdict]>,
+    throttle_ms: i32,
 ) -> Result<Outcome, ProtocolError> {
     let mut req = ProduceRequest::decode(r, version)?;
     let peer = caller.peer;
@@ -248,7 +250,7 @@ pub fn handle(
     }
     let verifying = verifies(table, &req, version);
     let acks = req.acks;
-    let mut response = ProduceResponse::default();
+    let mut response = ProduceResponse { throttle_time_ms: throttle_ms, ..Default::default() };
     let mut waits = Vec::new();
     let mut hinted = Vec::new();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {

@@ -179,6 +179,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         alter_partition,
         api_versions,
         broker_heartbeat,
+        client_quotas,
         consumer_groups,
         create_partitions,
         create_topics,
@@ -196,9 +197,9 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         offset_for_leader_epoch,
         offsets,
         partition_reassignments,
+        sasl,
         scram_credentials,
         share_groups,
-        sasl,
         share_state,
         transactions,
     )
@@ -223,6 +224,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in scram_credentials.ENTRIES:  # DescribeUserScramCredentials (50), AlterUser... (51)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in acls.ENTRIES:  # DescribeAcls (29), CreateAcls (30), DeleteAcls (31)
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in client_quotas.ENTRIES:  # DescribeClientQuotas (48), AlterClientQuotas (49)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")
