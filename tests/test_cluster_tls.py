@@ -22,7 +22,8 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
-from confluent_kafka.admin import ResourcePatternType, ResourceType
+from confluent_kafka.admin import ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism
+from confluent_kafka.admin import UserScramCredentialUpsertion
 
 from logbroker import Cluster
 from logbroker.broker.authorizer import STANDARD_AUTHORIZER
@@ -59,7 +60,8 @@ def pki(tmp_path_factory) -> Pki:
 
 def secured(pki: Pki) -> dict[str, str]:
     return {
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:SSL",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:SSL,EXTERNAL:SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "inter.broker.listener.name": "INTERNAL",
         "ssl.keystore.location": str(pki.keystore),
         "ssl.truststore.location": str(pki.ca_pem),
@@ -111,7 +113,7 @@ def wait_for(cond, timeout: float, what: str):
 
 
 def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
-    with Cluster(3, data_dir=tmp_path, config=secured(pki), listeners=["INTERNAL"]) as cluster:
+    with Cluster(3, data_dir=tmp_path, config=secured(pki), listeners=["INTERNAL", "EXTERNAL"]) as cluster:
         bs = cluster.bootstrap("INTERNAL")
         admin = AdminClient(conf(bs, pki, "admin"))
         admin.create_topics([NewTopic("orders", 3, 3, config={"min.insync.replicas": "2"})])["orders"].result(30)
@@ -131,6 +133,19 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         got = consume(bs, pki, "orders", 600)
         assert sorted(got) == sorted(b"order-%d" % i for i in range(600))
 
+        # SASL_SSL beside it for clients without certificates (ssl.client.auth is the SSL
+        # listeners'; a SASL_SSL listener asks none): a SCRAM user with its own ACLs
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-secret")])["bob"].result(30)
+        admin.create_acls([AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*",
+                                      AclOperation.WRITE, AclPermissionType.ALLOW)])
+        bob = Producer({"bootstrap.servers": cluster.bootstrap("EXTERNAL"), "security.protocol": "SASL_SSL",
+                        "ssl.ca.location": str(pki.ca_pem), "sasl.mechanism": "SCRAM-SHA-512",
+                        "sasl.username": "bob", "sasl.password": "bob-secret", "acks": "all"})
+        for i in range(50):
+            bob.produce("orders", b"bob-%d" % i)
+        assert wait_for(lambda: bob.flush(5) == 0, 60, "bob's records acknowledged")
+
         # the principal comes from alice's certificate: what ACLs do not grant is refused
         admin.create_topics([NewTopic("secret", 1, 3)])["secret"].result(30)
         denied = Producer(conf(bs, pki, "alice", acks="all", **{"message.timeout.ms": 5000}))
@@ -146,8 +161,8 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         for i in range(30):
             tx.produce("orders", b"tx-%d" % i, partition=i % 3)
         tx.commit_transaction(30)
-        got = consume(bs, pki, "orders", 630, **{"group.id": "g-tx", "isolation.level": "read_committed"})
-        assert {b"tx-%d" % i for i in range(30)} <= set(got) and len(got) == 630
+        got = consume(bs, pki, "orders", 680, **{"group.id": "g-tx", "isolation.level": "read_committed"})
+        assert {b"tx-%d" % i for i in range(30)} | {b"bob-%d" % i for i in range(50)} <= set(got) and len(got) == 680
 
         # the leader of partition 0 dies: another replica, caught up over TLS, takes over
         md = admin.list_topics("orders", timeout=10).topics["orders"]
@@ -188,8 +203,8 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         assert wait_for(lambda: "TLS handshake with" in node.log_text(), 10, "the TLS failures in the log")
 
         # everything still replicates: the survivors hold every record
-        got = consume(bs, pki, "orders", 600 + 30 + 100, **{"group.id": "g-after"})
-        assert len(got) == 730 and {b"after-%d" % i for i in range(100)} <= set(got)
+        got = consume(bs, pki, "orders", 780, **{"group.id": "g-after"})
+        assert len(got) == 780 and {b"after-%d" % i for i in range(100)} <= set(got)
         for n in cluster.nodes:
             if n.node_id != leader:
                 assert "Traceback" not in n.log_text(), n.log_text()[-3000:]
@@ -217,3 +232,17 @@ def test_node_connections_refuse_what_they_cannot_secure(tmp_path, pki):
     assert not PeerSecurity.for_listener(lax, "INTERNAL").context.check_hostname
     with pytest.raises(ConfigError, match="ssl.endpoint.identification.algorithm"):
         BrokerConfig({"ssl.endpoint.identification.algorithm": "ldap"})
+
+
+def test_ssl_client_auth_per_listener():
+    """ssl.client.auth is the SSL listeners'; SASL_SSL listeners honour only the listener
+    prefix (Kafka's KIP-684)."""
+    base = {"listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094,OTHER://127.0.0.1:9095",
+            "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SASL_SSL,OTHER:SSL", "ssl.client.auth": "required"}
+    cfg = BrokerConfig(base)
+    assert (cfg.ssl_client_auth("INTERNAL"), cfg.ssl_client_auth("EXTERNAL")) == ("required", "none")
+    cfg = BrokerConfig({**base, "listener.name.external.ssl.client.auth": "requested",
+                        "listener.name.other.ssl.client.auth": "none"})
+    assert [cfg.ssl_client_auth(n) for n in ("INTERNAL", "EXTERNAL", "OTHER")] == ["required", "requested", "none"]
+    with pytest.raises(ConfigError, match="listener.name.external.ssl.client.auth.*expected one of none, requested"):
+        BrokerConfig({**base, "listener.name.external.ssl.client.auth": "always"})

@@ -143,6 +143,9 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Per-listener SASL settings, Kafka's form: listener.name.<listener, lower case>.<mechanism,
 # lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; broker/sasl.py).
 LISTENER_JAAS_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$")
+# One listener's ssl.client.auth (Kafka's listener prefix); on a SASL_SSL listener only this
+# form applies (KIP-684), so SASL clients need no certificate when SSL listeners require one.
+LISTENER_CLIENT_AUTH_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.ssl\.client\.auth$")
 
 
 def _parse_mechanisms(text: str) -> str:
@@ -270,7 +273,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("ssl.truststore.location", _parse_str, "", "PEM file with the certificates of the authorities that sign client certificates (ssl.client.auth)."),
     ConfigKey("ssl.truststore.certificates", _parse_str, "", "The truststore's certificates as PEM text (instead of ssl.truststore.location)."),
     ConfigKey("ssl.endpoint.identification.algorithm", _parse_choice("https", ""), "https", "Connections between nodes over SSL: https checks that the other node's certificate names the host dialled; empty checks the chain only."),
-    ConfigKey("ssl.client.auth", _parse_choice("none", "requested", "required"), "none", "TLS client authentication on SSL listeners: none, requested (a client may present a certificate) or required (mTLS)."),
+    ConfigKey("ssl.client.auth", _parse_choice("none", "requested", "required"), "none", "TLS client authentication on SSL listeners: none, requested (a client may present a certificate) or required (mTLS). One listener: listener.name.<listener>.ssl.client.auth (the only form SASL_SSL listeners honour)."),
     ConfigKey("sasl.enabled.mechanisms", _parse_mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config (user_<name>=\"<password>\") or are SCRAM users; SCRAM users are stored in the metadata log (logbroker user, AlterUserScramCredentials)."),
     ConfigKey("connection.failed.authentication.delay.ms", _parse_int(0, INT_MAX), "100", "How long the answer to a failed SASL authentication (and the close after it) is held back, to slow password guessing."),
     ConfigKey("connections.max.reauth.ms", _parse_int(0), "0", "SASL session lifetime (KIP-368): a client must re-authenticate within this long, or its next request closes the connection (0: sessions never end)."),
@@ -438,6 +441,12 @@ class BrokerConfig:
         for key, text in (overrides or {}).items():
             canonical = _ALIASES.get(key, key)
             spec = BROKER_KEYS.get(canonical)
+            if spec is None and LISTENER_CLIENT_AUTH_KEY.match(canonical):
+                try:
+                    self.explicit[canonical] = BROKER_KEYS["ssl.client.auth"].parse(text)
+                except ConfigError as e:
+                    raise ConfigError(f"configuration key {key!r} = {text!r}: {e}") from None
+                continue
             if spec is None and LISTENER_JAAS_KEY.match(canonical):
                 self.explicit[canonical] = str(text)  # a secret: never in DescribeConfigs
                 continue
@@ -577,6 +586,14 @@ class BrokerConfig:
                               "client of its broker and needs a PLAINTEXT listener; add one (e.g. "
                               "INTERNAL://127.0.0.1:9091 with INTERNAL:PLAINTEXT and inter.broker.listener.name=INTERNAL)")
 
+    def ssl_client_auth(self, listener: str) -> str:
+        """A listener's `ssl.client.auth`: `listener.name.<l>.ssl.client.auth` if set, else
+        the broker-wide key on SSL listeners and none on SASL_SSL ones (Kafka's KIP-684)."""
+        prefixed = self.explicit.get(f"listener.name.{listener.lower()}.ssl.client.auth")
+        if prefixed is not None:
+            return prefixed
+        return self.get_str("ssl.client.auth") if self.security_protocol(listener) == "SSL" else "none"
+
     def listener_tls(self, listener: str) -> tuple[bytes, bytes, bytes | None, str] | None:
         """A listener's TLS settings for the network thread, when its security protocol is
         SSL or SASL_SSL: (certificate chain PEM, key PEM, truststore PEM or None,
@@ -607,7 +624,7 @@ class BrokerConfig:
             raise ConfigError(f"listener {listener} is {protocol}: set ssl.keystore.location (a PEM file with the key and "
                               "certificate chain), or ssl.keystore.certificate.chain and ssl.keystore.key")
         trust = pem("ssl.truststore.location", "ssl.truststore.certificates")
-        auth = self.get_str("ssl.client.auth")
+        auth = self.ssl_client_auth(listener)
         if auth != "none" and trust is None:
             raise ConfigError(f"ssl.client.auth={auth} needs ssl.truststore.location (the CAs of client certificates)")
         return keystore, key, trust, auth
