@@ -194,6 +194,34 @@ def test_certificate_subject_is_the_principal(tmp_path, pki):
             anonymous.create_topics([NewTopic("anon", 1, 1)])["anon"].result(20)
 
 
+def test_principal_mapping_rules(tmp_path, pki, caplog):
+    """ssl.principal.mapping.rules (KIP-371): the first rule that matches names the client;
+    a certificate no rule maps is refused (its connection closed, the reason logged), and a
+    bad rule stops the start."""
+    ours = pki.ca.issue_cert("ours.example", common_name="Alice", organization_name="Example",
+                             organization_unit_name="payments")
+    theirs = pki.ca.issue_cert("theirs.example", common_name="bob", organization_name="Elsewhere")
+    files = {}
+    for name, cert in (("ours", ours), ("theirs", theirs)):
+        files[name] = tmp_path / f"{name}.pem"
+        cert.private_key_and_cert_chain_pem.write_to_path(str(files[name]))
+    rules = "RULE:^CN=([^,]+),OU=payments,O=Example$/$1/L"
+    with tls_broker(tmp_path, pki, ssl_client_auth="required", ssl_truststore_location=str(pki.ca_pem),
+                    ssl_principal_mapping_rules=rules, authorizer_class_name="org.apache.kafka.metadata.authorizer."
+                    "StandardAuthorizer", super_users="User:alice") as b:
+        bs = b.bootstrap_servers
+        alice = {"ssl.certificate.location": str(files["ours"]), "ssl.key.location": str(files["ours"])}
+        assert len(roundtrip_rdkafka(bs, pki, "mapped", 20, **alice)) == 20, "User:alice is a super user"
+        bob = {"ssl.certificate.location": str(files["theirs"]), "ssl.key.location": str(files["theirs"]),
+               "socket.timeout.ms": 3000}
+        with pytest.raises(KafkaException):
+            AdminClient(rdkafka_conf(bs, pki, **bob)).list_topics(timeout=5)
+        assert any('no ssl.principal.mapping.rules rule applies to "CN=bob,' in m for m in caplog.messages)
+    with pytest.raises(Exception, match="ssl.principal.mapping.rules: rule pattern"):
+        with tls_broker(tmp_path / "bad", pki, ssl_principal_mapping_rules="RULE:^(CN=/x/"):
+            pass
+
+
 def test_wrong_ca_plaintext_and_garbage_are_refused(tmp_path, pki):
     with tls_broker(tmp_path, pki) as b:
         host, port = b.address

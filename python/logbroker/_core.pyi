@@ -359,7 +359,7 @@ class NetworkServer:
     def __new__(
         cls, listeners: list[tuple[str, str, int, tuple[bytes, bytes, bytes | None, str] | None, bool]], max_frame: int,
         queued_max_request_bytes: int, idle_ms: int, fetch_session_slots: int, partitions: PartitionTable,
-        sasl_max_receive: int = 524288,
+        sasl_max_receive: int = 524288, ssl_principal_mapping_rules: str = "DEFAULT",
     ) -> NetworkServer:
         """`listeners`: (name, host, port, tls, sasl) each; `tls`: (certificate chain PEM,
         private key PEM, truststore PEM, ssl.client.auth) for an SSL or SASL_SSL listener;
@@ -442,8 +442,8 @@ class ReplicaPartition:
     def removed(self) -> bool: ...
     def follower_states(self) -> list[tuple[int, int, int, int]]: ...
 
-def certificate_principal(der: bytes) -> str:
-    """`User:` and the certificate's subject as RFC 2253 (Kafka's SSL principal); ValueError if unreadable."""
+def certificate_principal(der: bytes, rules: str = "DEFAULT") -> str:
+    """`User:` and the certificate's subject as RFC 2253 mapped by `rules` (ssl.principal.mapping.rules); ValueError if unreadable or unmapped."""
 
 def data_path_apis() -> list[tuple[int, int, int]]:
     """[(api_key, min_version, max_version)] of the APIs the network thread serves itself."""

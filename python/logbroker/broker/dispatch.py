@@ -71,8 +71,9 @@ class KafkaServer:
         try:
             self.net = _core.NetworkServer(specs, self.max_frame, self.queued_max, self.idle_ms,
                                            self.fetch_session_slots, partitions,
-                                           cfg.get_int("sasl.server.max.receive.size"))
-        except ValueError as e:  # the TLS settings, as the engine read them (naming the listener)
+                                           cfg.get_int("sasl.server.max.receive.size"),
+                                           cfg.get_str("ssl.principal.mapping.rules"))
+        except ValueError as e:  # the TLS settings and mapping rules, as the engine read them
             raise ConfigError(str(e)) from None
         return dict(zip(self.listeners, self.net.addresses))
 

@@ -86,7 +86,7 @@ class MetadataQuorum:
         self.transport = QuorumTransport(
             local.node_id, cluster_id, self.voters, observer=self.observer, security=controller_security(config),
             server_tls=server_context(config, config.get_str("controller.listener.names").upper())
-            if config.is_controller else None)
+            if config.is_controller else None, principal_mapping=config.get_str("ssl.principal.mapping.rules"))
         self.driver: QuorumDriver | None = None
         self._replay_to = 0
         self._block_start = -1

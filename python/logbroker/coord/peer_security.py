@@ -151,13 +151,14 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None
     return context
 
 
-def peer_principal(stream: trio.abc.Stream) -> str:
-    """Kafka's principal of an accepted connection: `User:<certificate subject>` for a TLS
-    client that presented a certificate, else `User:ANONYMOUS`."""
+def peer_principal(stream: trio.abc.Stream, rules: str = "DEFAULT") -> str:
+    """Kafka's principal of an accepted connection: `User:<certificate subject>` (mapped by
+    `rules`, ssl.principal.mapping.rules) for a TLS client that presented a certificate, else
+    `User:ANONYMOUS`. ValueError when no rule maps the subject."""
     if not isinstance(stream, trio.SSLStream):
         return ANONYMOUS
     der = stream.getpeercert(binary_form=True)
-    return _core.certificate_principal(der) if der else ANONYMOUS
+    return _core.certificate_principal(der, rules) if der else ANONYMOUS
 
 
 def rust_client_tls(config: BrokerConfig, listener: str) -> tuple[bytes, bytes | None, bytes | None, bool] | None:

@@ -65,7 +65,8 @@ Admission = Callable[[str, str], "str | None"]
 class QuorumTransport:
     def __init__(self, node_id: int, cluster_id: str, peers: dict[int, tuple[str, int]],
                  queue_size: int = 4096, observer: bool = False, security: PeerSecurity = PLAINTEXT,
-                 server_tls: ssl.SSLContext | None = None, admit: Admission | None = None) -> None:
+                 server_tls: ssl.SSLContext | None = None, admit: Admission | None = None,
+                 principal_mapping: str = "DEFAULT") -> None:
         """`peers` are the voters (id -> controller listener); `observer` for a broker-only
         node, which is not one of them. `security` opens the connections to the voters,
         `server_tls` secures the listener, `admit` decides who may use it (module doc)."""
@@ -73,6 +74,7 @@ class QuorumTransport:
         self.security = security
         self.server_tls = server_tls
         self.admit = admit
+        self.principal_mapping = principal_mapping  # ssl.principal.mapping.rules
         self._dial_failure: dict[int, str] = {}  # peer -> the last TLS failure logged
         self.cluster_id = cluster_id
         self.observer = observer
@@ -263,7 +265,12 @@ class QuorumTransport:
                         return
                     stream = tls
                 if self.admit is not None:
-                    principal = peer_principal(stream)
+                    try:
+                        principal = peer_principal(stream, self.principal_mapping)
+                    except ValueError as e:
+                        log.error("node %d: %s refused on the controller listener: %s", self.node_id, peer, e,
+                                  extra=fields(peer=peer))
+                        return
                     refusal = self.admit(principal, host)
                     if refusal is not None:
                         log.error("node %d: %s (%s) refused on the controller listener: %s", self.node_id, peer,

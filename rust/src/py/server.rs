@@ -14,6 +14,7 @@ use crate::server::authorizer::{Acl, Authorizer};
 use crate::server::quota::{ClientQuotas, Component, Entity, Limits};
 use crate::server::metrics::LATENCY_BUCKETS_MS;
 use crate::server::produce::Verdict;
+use crate::server::principal_mapping::PrincipalMapper;
 use crate::server::transport::{tls_config, ClientAuth};
 use crate::server::{Event, ListenerConfig, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
 use pyo3::exceptions::PyValueError;
@@ -279,12 +280,15 @@ impl PyReplicaPartition {
 }
 
 /// Kafka's principal for a TLS peer's certificate (DER): `User:` and its subject as RFC 2253
-/// (`crate::server::x500`). ValueError when the subject cannot be read.
+/// (`crate::server::x500`) mapped by `rules` (`ssl.principal.mapping.rules`). ValueError when
+/// the subject cannot be read, the rules do not parse, or none applies.
 #[pyfunction]
-pub fn certificate_principal(der: &[u8]) -> PyResult<String> {
-    crate::server::x500::subject_name(der)
-        .map(|dn| format!("User:{dn}"))
-        .map_err(|e| PyValueError::new_err(format!("the certificate's subject cannot be read: {e}")))
+#[pyo3(signature = (der, rules="DEFAULT"))]
+pub fn certificate_principal(der: &[u8], rules: &str) -> PyResult<String> {
+    let mapper = PrincipalMapper::parse(rules).map_err(|e| PyValueError::new_err(format!("ssl.principal.mapping.rules: {e}")))?;
+    let subject = crate::server::x500::subject_name(der)
+        .map_err(|e| PyValueError::new_err(format!("the certificate's subject cannot be read: {e}")))?;
+    mapper.name(&subject).map(|name| format!("User:{name}")).map_err(PyValueError::new_err)
 }
 
 /// `[(api_key, min_version, max_version)]` of the APIs the network thread serves itself.
@@ -320,10 +324,16 @@ impl PyNetworkServer {
     /// `sasl`: the listener is SASL_PLAINTEXT or SASL_SSL (connections start without a
     /// principal, see `authenticated`, and may send frames of at most `sasl_max_receive`
     /// bytes until they have one).
-    #[pyo3(signature = (listeners, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, sasl_max_receive=524_288))]
+    /// `ssl_principal_mapping_rules`: Kafka's `ssl.principal.mapping.rules` (ValueError when
+    /// they do not parse).
+    #[pyo3(signature = (listeners, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, sasl_max_receive=524_288,
+                        ssl_principal_mapping_rules="DEFAULT"))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, listeners: Vec<PyListener>, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
-           fetch_session_slots: usize, partitions: &PyPartitionTable, sasl_max_receive: usize) -> PyResult<Self> {
+           fetch_session_slots: usize, partitions: &PyPartitionTable, sasl_max_receive: usize,
+           ssl_principal_mapping_rules: &str) -> PyResult<Self> {
+        let principal_mapping = PrincipalMapper::parse(ssl_principal_mapping_rules)
+            .map_err(|e| PyValueError::new_err(format!("ssl.principal.mapping.rules: {e}")))?;
         let mut configs = Vec::with_capacity(listeners.len());
         for (name, host, port, tls, sasl) in listeners {
             let tls = match tls {
@@ -351,6 +361,7 @@ impl PyNetworkServer {
             fetch_session_slots,
             listeners: configs,
             sasl_max_receive,
+            principal_mapping,
         };
         let table = Arc::clone(&partitions.0);
         let inner = py.detach(|| NetworkServer::start(config, table))?;

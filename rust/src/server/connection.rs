@@ -110,14 +110,16 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Kafka's SSL principal: `User:` and the subject of the client's certificate (RFC 2253),
-    /// or `User:ANONYMOUS` when it sent none. Err: a certificate whose subject cannot be read.
-    pub fn certificate_principal(&self) -> Result<Arc<str>, String> {
+    /// Kafka's SSL principal: `User:` and the subject of the client's certificate (RFC 2253)
+    /// as `ssl.principal.mapping.rules` maps it, or `User:ANONYMOUS` when it sent none. Err: a
+    /// subject that cannot be read or that no rule maps.
+    pub fn certificate_principal(&self, mapping: &super::principal_mapping::PrincipalMapper) -> Result<Arc<str>, String> {
         match self.transport.peer_certificate() {
             None => Ok(Arc::from(super::ANONYMOUS)),
-            Some(der) => super::x500::subject_name(der)
-                .map(|dn| Arc::from(format!("User:{dn}")))
-                .map_err(|e| format!("the client certificate's subject cannot be read: {e}")),
+            Some(der) => {
+                let subject = super::x500::subject_name(der).map_err(|e| format!("the client certificate's subject cannot be read: {e}"))?;
+                mapping.name(&subject).map(|name| Arc::from(format!("User:{name}")))
+            }
         }
     }
 

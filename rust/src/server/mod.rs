@@ -29,6 +29,7 @@ pub mod memory_pool;
 pub mod metrics;
 pub mod network;
 pub mod partition;
+pub mod principal_mapping;
 pub mod produce;
 pub mod replica_fetcher;
 pub mod request;
@@ -112,6 +113,8 @@ pub struct ServerConfig {
     pub listeners: Vec<ListenerConfig>,
     /// `sasl.server.max.receive.size`: the frame limit of a connection without a principal.
     pub sasl_max_receive: usize,
+    /// `ssl.principal.mapping.rules`: certificate subjects to principal names.
+    pub principal_mapping: principal_mapping::PrincipalMapper,
 }
 
 /// The principal of connections on a listener without SASL (Kafka's `User:ANONYMOUS`).

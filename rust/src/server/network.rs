@@ -232,7 +232,7 @@ impl NetworkLoop {
                 Ok(ReadOutcome::Frame(frame)) => {
                     if conn.principal_from_certificate {
                         conn.principal_from_certificate = false;
-                        match conn.certificate_principal() {
+                        match conn.certificate_principal(&self.shared.config.principal_mapping) {
                             Ok(p) => conn.principal = Some(p),
                             Err(reason) => {
                                 self.close(id, Some((reason, true)));
