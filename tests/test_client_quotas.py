@@ -244,13 +244,14 @@ def test_logbroker_quota_cli(tmp_path):
 
 # --- throttling ----------------------------------------------------------------------------
 
-def produce_for(bs: str, topic: str, client_id: str, total: int, size: int = 10_000) -> tuple[float, list[int]]:
+def produce_for(bs: str, topic: str, client_id: str, total: int, size: int = 10_000,
+                conf: dict | None = None) -> tuple[float, list[int]]:
     """Seconds to produce `total` bytes with librdkafka, and the throttle times it was told."""
     from confluent_kafka import Producer
 
     throttles: list[int] = []
     p = Producer({"bootstrap.servers": bs, "client.id": client_id, "linger.ms": 5, "batch.size": 64_000,
-                  "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000))})
+                  "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000)), **(conf or {})})
     payload = b"x" * size
     start = time.monotonic()
     for _ in range(total // size):
@@ -290,6 +291,31 @@ def test_producer_over_its_quota_is_throttled_and_others_are_not(tmp_path):
         fast_elapsed, fast_throttles = produce_for(b.bootstrap_servers, "q", "fast", total)
         assert not any(fast_throttles), "no quota for this client id"
         assert fast_elapsed < elapsed / 2, (fast_elapsed, elapsed)
+
+
+def test_a_sasl_users_quota_follows_the_user_not_the_client_id(tmp_path):
+    """A quota on users=alice: alice's producer is held near it whatever its client id, and
+    bob, authenticated on the same SASL listener with the same client id, is not."""
+    quota, total = 400_000, 3_200_000
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw" '
+            'user_bob="bob-pw";')
+    config = {**FAST_WINDOWS, "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
+
+    def sasl(user: str) -> dict:
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": user,
+                "sasl.password": f"{user}-pw"}
+
+    with Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b, \
+            Admin(b.bootstrap_servers, **sasl("alice")) as admin:
+        admin.create_topics(["q"])
+        admin.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": quota})])
+        elapsed, throttles = produce_for(b.bootstrap_servers, "q", "shared-id", total, conf=sasl("alice"))
+        rate = total / elapsed
+        assert 0.3 * quota < rate < 2 * quota, f"alice at {rate:.0f} B/s against a quota of {quota}"
+        assert throttles and max(throttles) > 0
+        bob_elapsed, bob_throttles = produce_for(b.bootstrap_servers, "q", "shared-id", total, conf=sasl("bob"))
+        assert not any(bob_throttles), "bob has no quota"
+        assert bob_elapsed < elapsed / 2, (bob_elapsed, elapsed)
 
 
 def test_consumer_over_its_quota_is_throttled(tmp_path):
