@@ -32,6 +32,7 @@ pub mod partition;
 pub mod produce;
 pub mod replica_fetcher;
 pub mod request;
+pub mod sasl_client;
 pub mod tls_client;
 pub mod transport;
 pub mod x500;
