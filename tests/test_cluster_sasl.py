@@ -13,6 +13,7 @@ The harness keeps a PLAINTEXT listener (its readiness check); the nodes do not u
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from pathlib import Path
@@ -246,3 +247,38 @@ def test_sasl_between_nodes_configuration_errors():
     security = PeerSecurity.for_listener(ok, "INTERNAL")
     assert (security.sasl.mechanism, security.sasl.username, security.sasl.password.value) == ("PLAIN", "broker", 'p"w')
     assert "p\\\"w" not in repr(security.sasl)
+
+
+def test_sessions_between_nodes_are_renewed(tmp_path):
+    """connections.max.reauth.ms=2000 on every node: the follower fetch loops, the brokers'
+    requests to the controllers and the Raft connections all dial again before their SASL
+    session ends, so replication and the quorum keep going through several lifetimes."""
+    config = {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.name.internal.plain.sasl.jaas.config":
+            f'{PLAIN_MODULE} username="broker" password="broker-secret" user_broker="broker-secret";',
+        "listener.name.controller.plain.sasl.jaas.config":
+            f'{PLAIN_MODULE} username="broker" password="controller-secret" user_broker="controller-secret";',
+        "connections.max.reauth.ms": "2000",
+    }
+    with Cluster(3, data_dir=tmp_path, config=config, listeners=["INTERNAL"]) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("t", 2, 3, config={"min.insync.replicas": "3"})])["t"].result(30)
+        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        deadline = time.monotonic() + 8  # four session lifetimes
+        sent = 0
+        while time.monotonic() < deadline:
+            for _ in range(20):
+                p.produce("t", b"r-%d" % sent)
+                sent += 1
+            assert p.flush(10) == 0, "acks=all needs every follower fetching"
+            time.sleep(0.3)
+        assert isr_sizes(admin, "t") == [3, 3]
+        for n in cluster.nodes:
+            log = n.log_text()
+            assert "could not authenticate" not in log and "SASL authentication to" not in log, log[-3000:]
+            # no session ran out under a node's request: each was renewed before
+            assert "expired (connections.max.reauth.ms) and the client sent" not in log, log[-3000:]
+            assert re.search(r"fetching \d+ partition\(s\) from broker \d+ at \S+ failed", log) is None, log[-3000:]
+            assert "Traceback" not in log
