@@ -241,7 +241,7 @@ pub fn base64_encode(data: &[u8]) -> String {
 /// The inverse of `base64_encode`; None when `text` is not standard padded base64.
 pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
