@@ -280,5 +280,6 @@ def test_sessions_between_nodes_are_renewed(tmp_path):
             assert "could not authenticate" not in log and "SASL authentication to" not in log, log[-3000:]
             # no session ran out under a node's request: each was renewed before
             assert "expired (connections.max.reauth.ms) and the client sent" not in log, log[-3000:]
+            assert "ended (connections.max.reauth.ms)" not in log, log[-3000:]  # the controller listener's side
             assert re.search(r"fetching \d+ partition\(s\) from broker \d+ at \S+ failed", log) is None, log[-3000:]
             assert "Traceback" not in log

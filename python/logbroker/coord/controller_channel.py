@@ -56,9 +56,11 @@ class ControllerUnavailable(Exception):
 
 
 async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: str,
-                                 handle_frame, max_frame: int) -> None:
+                                 handle_frame, max_frame: int, session_ends: float = float("inf")) -> None:
     """Serve Kafka requests on a controller-listener connection whose first bytes are in
-    `buf`; `handle_frame(frame, peer)` returns the response chunks (or None)."""
+    `buf`; `handle_frame(frame, peer)` returns the response chunks (or None). A request that
+    arrives once the connection's SASL session has ended (`session_ends`, trio clock; KIP-368)
+    closes it instead, as Kafka's brokers do (the client dials again and authenticates)."""
     serving_controller_listener.set(True)
     while True:
         try:
@@ -67,6 +69,10 @@ async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: 
             log.error("controller listener: %s sent %s; closing", peer, e, extra=fields(peer=peer))
             return
         if frame is None:
+            return
+        if trio.current_time() >= session_ends:
+            log.info("controller listener: the SASL session of %s ended (connections.max.reauth.ms) and it sent a "
+                     "request instead of dialling again; closing", peer, extra=fields(peer=peer))
             return
         try:
             chunks = await handle_frame(frame, peer)

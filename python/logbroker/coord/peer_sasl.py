@@ -22,7 +22,8 @@ connection, Raft peer or Kafka client, must first complete this exchange, served
 `serve_authentication` with the broker's own `SaslSession` and SaslHandshake/SaslAuthenticate
 handlers (broker/sasl.py, broker/handlers/sasl.py); only these two requests are served before
 it (a client's ApiVersions closes the connection). When `connections.max.reauth.ms` is set
-the controller listener closes a connection once its session has lasted that long.
+and a session has lasted that long, the controller listener closes a Raft connection, and a
+Kafka client's at its next request (quorum_transport.py, controller_channel.py).
 """
 
 from __future__ import annotations
@@ -153,7 +154,9 @@ async def serve_authentication(stream: trio.abc.Stream, buf: bytearray, session:
         await stream.send_all(b"".join(bytes(c) for c in encode_response(
             key, header.request_api_version, header.correlation_id, response)))
         if session.failed is not None:
-            return None  # handle_authenticate logged why
+            log.warning("controller listener %s: %s did not authenticate: %s; closing", listener, session.peer,
+                        session.failed)
+            return None
         if key == HANDSHAKE_KEY and response.error_code != ErrorCode.NONE:
             return None
         if session.completed is not None:

@@ -67,7 +67,8 @@ HELLO_TIMEOUT = 5.0
 _HELLO = struct.Struct(">4sHQH")
 _LEN = struct.Struct(">I")
 
-KafkaConnection = Callable[[trio.abc.Stream, bytearray, str], Awaitable[None]]
+# (stream, what it sent so far, peer, session_ends=...) -> serves its Kafka requests
+KafkaConnection = Callable[..., Awaitable[None]]
 # (principal, peer host) -> why the connection may not reach the quorum, or None
 Admission = Callable[[str, str], "str | None"]
 
@@ -321,20 +322,17 @@ class QuorumTransport:
                         log.error("node %d: %s (%s) refused on the controller listener: %s", self.node_id, peer,
                                   principal, refusal, extra=fields(peer=peer))
                         return
-                with trio.move_on_at(session_ends) as session_scope:
-                    await self._after_authentication(stream, buf, peer, kafka)
-                if session_scope.cancelled_caught:
-                    log.info("node %d: the SASL session of %s (%s) on the controller listener ended "
-                             "(connections.max.reauth.ms); closing", self.node_id, peer, principal,
-                             extra=fields(peer=peer))
+                await self._after_authentication(stream, buf, peer, kafka, session_ends, principal)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             # _serve_observer's nursery wraps what it raises: except* catches it either way
             log.info("node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0],
                      extra=fields(peer=peer))
 
     async def _after_authentication(self, stream: trio.abc.Stream, buf: bytearray, peer: str,
-                                    kafka: KafkaConnection | None) -> None:
-        """An admitted connection: a Raft peer's hello and frames, or a Kafka client."""
+                                    kafka: KafkaConnection | None, session_ends: float, principal: str) -> None:
+        """An admitted connection: a Raft peer's hello and frames, or a Kafka client. When its
+        SASL session ends (`session_ends`), a Raft connection is closed, a Kafka client's at
+        its next request."""
         with trio.move_on_after(HELLO_TIMEOUT) as first_wait:
             if not await fill_buffer(stream, buf, len(MAGIC)):
                 return
@@ -343,7 +341,7 @@ class QuorumTransport:
                       HELLO_TIMEOUT, extra=fields(peer=peer))
             return
         if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
-            await kafka(stream, buf, peer)
+            await kafka(stream, buf, peer, session_ends=session_ends)
             return
         with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
             if not await fill_buffer(stream, buf, _HELLO.size):
@@ -371,14 +369,22 @@ class QuorumTransport:
                       extra=fields(peer=peer))
             return
         if sender in self.voters:
-            await self._read_frames(stream, buf, sender)
+            with trio.move_on_at(session_ends) as session_scope:
+                await self._read_frames(stream, buf, sender)
+            if session_scope.cancelled_caught:
+                log.info("node %d: the SASL session of controller %d at %s (%s) ended (connections.max.reauth.ms); "
+                         "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))
             return
         if sender in self.observers:
             log.error("node %d: connection from %s claims observer node id %d, which is connected from %s; "
                       "refused (two brokers configured with node.id %d?)", self.node_id, peer, sender,
                       self.observers[sender], sender, extra=fields(peer=peer))
             return
-        await self._serve_observer(stream, buf, sender, peer)
+        with trio.move_on_at(session_ends) as session_scope:
+            await self._serve_observer(stream, buf, sender, peer)
+        if session_scope.cancelled_caught:
+            log.info("node %d: the SASL session of observer %d at %s (%s) ended (connections.max.reauth.ms); "
+                     "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))
 
 
 async def _write_frames(stream: trio.abc.Stream, recv: trio.MemoryReceiveChannel) -> None:
