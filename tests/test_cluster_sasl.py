@@ -251,8 +251,9 @@ def test_sasl_between_nodes_configuration_errors():
 
 def test_sessions_between_nodes_are_renewed(tmp_path):
     """connections.max.reauth.ms=2000 on every node: the follower fetch loops, the brokers'
-    requests to the controllers and the Raft connections all dial again before their SASL
-    session ends, so replication and the quorum keep going through several lifetimes."""
+    requests to the controllers and the Raft connections (voters' and an observer's) all dial
+    again before their SASL session ends, so replication and the quorum keep going through
+    several lifetimes."""
     config = {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL",
@@ -262,9 +263,10 @@ def test_sessions_between_nodes_are_renewed(tmp_path):
             f'{PLAIN_MODULE} username="broker" password="controller-secret" user_broker="controller-secret";',
         "connections.max.reauth.ms": "2000",
     }
-    with Cluster(3, data_dir=tmp_path, config=config, listeners=["INTERNAL"]) as cluster:
+    # a broker-only node too: an observer of the quorum, dialling the controllers with SASL
+    with Cluster(3, data_dir=tmp_path, config=config, listeners=["INTERNAL"], broker_only=1) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        admin.create_topics([NewTopic("t", 2, 3, config={"min.insync.replicas": "3"})])["t"].result(30)
+        admin.create_topics([NewTopic("t", 2, 4, config={"min.insync.replicas": "4"})])["t"].result(30)
         p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
         deadline = time.monotonic() + 8  # four session lifetimes
         sent = 0
@@ -274,7 +276,7 @@ def test_sessions_between_nodes_are_renewed(tmp_path):
                 sent += 1
             assert p.flush(10) == 0, "acks=all needs every follower fetching"
             time.sleep(0.3)
-        assert isr_sizes(admin, "t") == [3, 3]
+        assert isr_sizes(admin, "t") == [4, 4]
         for n in cluster.nodes:
             log = n.log_text()
             assert "could not authenticate" not in log and "SASL authentication to" not in log, log[-3000:]
