@@ -230,11 +230,14 @@ def test_node_connections_refuse_what_they_cannot_secure(tmp_path, pki):
     base = {"node.id": "1", "controller.quorum.voters": "1@127.0.0.1:9093",
             "listeners": "INTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
             "inter.broker.listener.name": "INTERNAL", "ssl.keystore.location": str(pki.keystore)}
+    # SASL between nodes needs this node's credentials (tests/test_cluster_sasl.py has the rest)
     sasl = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT"})
-    with pytest.raises(ConfigError, match="inter-broker listener INTERNAL is SASL_SSL in a cluster"):
+    with pytest.raises(ConfigError, match="listener INTERNAL is SASL_SSL between nodes: set "
+                                          "listener.name.internal.plain.sasl.jaas.config"):
         sasl.check_listeners()
     ctl = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SASL_PLAINTEXT"})
-    with pytest.raises(ConfigError, match="controller listener CONTROLLER is SASL_PLAINTEXT"):
+    with pytest.raises(ConfigError, match="listener CONTROLLER is SASL_PLAINTEXT between nodes: set "
+                                          "listener.name.controller.plain.sasl.jaas.config"):
         ctl.check_listeners()
     no_trust = BrokerConfig({**base, "listener.security.protocol.map": "INTERNAL:SSL,CONTROLLER:SSL"})
     no_trust.check_listeners()

@@ -159,6 +159,15 @@ def _parse_mechanisms(text: str) -> str:
     return ",".join(names)
 
 
+def _parse_node_mechanism(text: str) -> str:
+    """sasl.mechanism.inter.broker.protocol, sasl.mechanism.controller.protocol: one mechanism."""
+    m = str(text).strip().upper()
+    if m not in SASL_MECHANISMS:
+        raise ConfigError(f"SASL mechanism {text!r} is not one nodes authenticate with (GSSAPI and OAUTHBEARER are "
+                          f"not served); choose from {', '.join(SASL_MECHANISMS)}")
+    return m
+
+
 def _parse_listener(text: str) -> str:
     """`HOST:PORT`, or Kafka's list of `NAME://HOST:PORT` (e.g. PLAINTEXT://h:9092,CONTROLLER://h:9093)."""
     ls = parse_listeners(text)
@@ -279,7 +288,9 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("connection.failed.authentication.delay.ms", _parse_int(0, INT_MAX), "100", "How long the answer to a failed SASL authentication (and the close after it) is held back, to slow password guessing."),
     ConfigKey("connections.max.reauth.ms", _parse_int(0), "0", "SASL session lifetime (KIP-368): a client must re-authenticate within this long, or its next request closes the connection (0: sessions never end)."),
     ConfigKey("sasl.server.max.receive.size", _parse_int(1024, INT_MAX), "524288", "The largest request frame an unauthenticated SASL connection may send (the handshake and its tokens); larger closes the connection."),
-    ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). In a cluster it is PLAINTEXT or SSL (brokers do not authenticate to each other with SASL)."),
+    ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). Any security protocol; with SASL_PLAINTEXT or SASL_SSL brokers authenticate to each other with sasl.mechanism.inter.broker.protocol (docs/sasl-between-nodes.md)."),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", _parse_node_mechanism, "PLAIN", "The SASL mechanism brokers authenticate to each other with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). It must be in sasl.enabled.mechanisms; the user and password are the username= and password= of listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config."),
+    ConfigKey("sasl.mechanism.controller.protocol", _parse_node_mechanism, "PLAIN", "The SASL mechanism nodes authenticate to the controllers with when the controller listener is SASL_PLAINTEXT or SASL_SSL: PLAIN only (SCRAM users live in the metadata log, which the controllers can only read once they reach each other). The user and password are the username= and password= of listener.name.<controller listener>.plain.sasl.jaas.config, whose user_<name> entries are the users the listener accepts."),
     ConfigKey("authorizer.class.name", _parse_choice("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"), "", "ACL authorization: empty (every request allowed; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs from the metadata log enforced on every API; docs/security.md)."),
     ConfigKey("super.users", _parse_str, "", "Principals allowed everything, separated by semicolons: User:admin;User:ops."),
     ConfigKey("quota.window.num", _parse_int(1, 1000), "11", "Client quotas (producer_byte_rate, consumer_byte_rate): the number of windows a client's byte rate is measured over."),
@@ -568,20 +579,50 @@ class BrokerConfig:
         """`listener.name.<listener>.<mechanism>.sasl.jaas.config` ('' when unset)."""
         return self.explicit.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config", "")
 
+    def node_sasl(self, listener: str) -> tuple[str, str, str] | None:
+        """How this node authenticates to other nodes' `listener` (the inter-broker or the
+        controller listener): (mechanism, user, password) when it is SASL_PLAINTEXT or
+        SASL_SSL, else None. Kafka's keys: the mechanism is sasl.mechanism.controller.protocol
+        on the controller listener, sasl.mechanism.inter.broker.protocol on the others; the user
+        and password are the username= and password= options of
+        listener.name.<listener>.<mechanism>.sasl.jaas.config. ConfigError naming the key."""
+        protocol = self.security_protocol(listener)
+        if not protocol.startswith("SASL_"):
+            return None
+        controller = listener == self.get_str("controller.listener.names").upper()
+        key = "sasl.mechanism.controller.protocol" if controller else "sasl.mechanism.inter.broker.protocol"
+        mechanism = self.get_str(key)
+        enabled = self.get_str("sasl.enabled.mechanisms").split(",")
+        if mechanism not in enabled:
+            raise ConfigError(f"{key}={mechanism} must be in sasl.enabled.mechanisms ({','.join(enabled)}) when "
+                              f"listener {listener} is {protocol}: nodes authenticate to each other on it")
+        if controller and mechanism != "PLAIN":
+            raise ConfigError(f"{key}={mechanism}: the controller listener {listener} authenticates nodes with PLAIN "
+                              "only. SCRAM users are stored in the metadata log, which the controllers can read only "
+                              "once they reach each other; use PLAIN with the nodes' users as user_<name> entries of "
+                              f"listener.name.{listener.lower()}.plain.sasl.jaas.config (over SASL_SSL to keep the "
+                              "password off the wire)")
+        jaas_key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        jaas = self.jaas_config(mechanism, listener)
+        if not jaas:
+            raise ConfigError(f"listener {listener} is {protocol} between nodes: set {jaas_key} with this node's "
+                              f"username=\"...\" password=\"...\" ({mechanism} login module, as Kafka)")
+        from logbroker.broker.sasl import node_credentials  # broker.sasl imports this module
+
+        try:
+            user, password = node_credentials(jaas)
+        except ValueError as e:
+            raise ConfigError(f"{jaas_key}: {e}") from None
+        return mechanism, user, password
+
     def check_listeners(self) -> None:
         """What a broker cannot serve yet: ConfigError naming the listener and why. (Each
         listener's TLS files are read, and checked, once, by `listener_tls` when binding.)"""
         primary = self.client_listener_name
         protocol = self.security_protocol(primary)
-        if protocol not in ("PLAINTEXT", "SSL") and self.quorum_voters:
-            raise ConfigError(f"the inter-broker listener {primary} is {protocol} in a cluster: brokers connect to each "
-                              "other with PLAINTEXT or SSL (mutual TLS names them User:<certificate subject>), not "
-                              "SASL; give them such a listener (inter.broker.listener.name) beside the SASL ones for "
-                              "clients")
-        ctl = self.get_str("controller.listener.names").upper()
-        if self.quorum_voters and self.security_protocol(ctl) not in ("PLAINTEXT", "SSL"):
-            raise ConfigError(f"the controller listener {ctl} is {self.security_protocol(ctl)}: it serves PLAINTEXT "
-                              "or SSL (listener.security.protocol.map)")
+        if self.quorum_voters:
+            self.node_sasl(primary)  # checks mechanism and credentials of a SASL inter-broker listener
+            self.node_sasl(self.get_str("controller.listener.names").upper())
         if protocol != "PLAINTEXT" and self.get_str("console.listen"):
             raise ConfigError(f"console.listen with a {protocol} primary listener ({primary}): the console is a Kafka "
                               "client of its broker and needs a PLAINTEXT listener; add one (e.g. "

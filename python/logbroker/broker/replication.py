@@ -35,7 +35,7 @@ from logbroker import _core
 from logbroker.broker.config import BrokerConfig
 from logbroker.clock import now_ms, run_every
 from logbroker.coord.metadata import MetadataImage
-from logbroker.coord.peer_security import rust_client_tls
+from logbroker.coord.peer_security import rust_client_sasl, rust_client_tls
 from logbroker.log_format import FETCHER_LINES, fields, parse_fields
 
 log = logging.getLogger("logbroker.replication")
@@ -60,6 +60,7 @@ class Replication:
             backoff_ms=config.get_int("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
             tls=rust_client_tls(config, config.client_listener_name) if config.quorum_voters else None,
+            sasl=rust_client_sasl(config, config.client_listener_name),
         )
         self.alter_isr: AlterIsr | None = None  # set by the service in a cluster
         self.isr_shrinks = 0  # ISR changes this leader had committed (Kafka's IsrShrinksPerSec,

@@ -48,10 +48,26 @@ SCRAM_FAILED = "Authentication failed during authentication due to invalid crede
 _JAAS_ENTRY = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
+def _jaas_options(jaas: str) -> dict[str, str]:
+    return {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _JAAS_ENTRY.findall(jaas)}
+
+
 def jaas_users(jaas: str) -> dict[str, str]:
     """The `user_<name>="<password>"` entries of a PlainLoginModule JAAS config."""
-    return {k[len("user_"):]: v.replace('\\"', '"').replace("\\\\", "\\")
-            for k, v in _JAAS_ENTRY.findall(jaas) if k.startswith("user_")}
+    return {k[len("user_"):]: v for k, v in _jaas_options(jaas).items() if k.startswith("user_")}
+
+
+def node_credentials(jaas: str) -> tuple[str, str]:
+    """The client side of a listener's JAAS config, as Kafka reads it for connections
+    between nodes: its `username="..."` and `password="..."` options. ValueError (never
+    quoting the password) when either is missing."""
+    options = _jaas_options(jaas)
+    user, password = options.get("username"), options.get("password")
+    if not user:
+        raise ValueError('has no username="..." (the user this node authenticates as to the other nodes)')
+    if password is None:
+        raise ValueError(f'has no password="..." for user {user!r} (this node\'s password to the other nodes)')
+    return user, password
 
 
 class SaslSession:
@@ -157,4 +173,4 @@ def log_failure(peer: str, mechanism: str | None, cause: str) -> None:
              extra=fields(peer=peer))
 
 
-__all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure"]
+__all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure", "node_credentials"]

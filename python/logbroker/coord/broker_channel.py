@@ -30,6 +30,7 @@ class _Connection:
     def __init__(self, endpoint: tuple[str, int]) -> None:
         self.endpoint = endpoint
         self.stream: trio.abc.Stream | None = None
+        self.renew_at = float("inf")  # when its SASL session ends: dial again before
         self.lock = trio.Lock()
 
 
@@ -52,8 +53,10 @@ class BrokerChannel:
         async with conn.lock:
             try:
                 with trio.fail_after(timeout):
+                    if conn.stream is not None and trio.current_time() >= conn.renew_at:
+                        await self._close(conn)
                     if conn.stream is None:
-                        conn.stream = await self.security.connect(*endpoint)
+                        conn.stream, conn.renew_at = await self.security.open(*endpoint)
                     corr = next(self._correlation) & 0x7FFFFFFF
                     frame = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)
                     await conn.stream.send_all(b"".join(bytes(c) for c in frame))

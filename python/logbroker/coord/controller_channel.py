@@ -32,6 +32,7 @@ from typing import Callable
 
 import trio
 
+from logbroker.coord.peer_sasl import PeerAuthenticationFailed
 from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
 from logbroker.coord.quorum_transport import MAX_FRAME, fill_buffer
 from logbroker.log_format import fields
@@ -55,9 +56,11 @@ class ControllerUnavailable(Exception):
 
 
 async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: str,
-                                 handle_frame, max_frame: int) -> None:
+                                 handle_frame, max_frame: int, session_ends: float = float("inf")) -> None:
     """Serve Kafka requests on a controller-listener connection whose first bytes are in
-    `buf`; `handle_frame(frame, peer)` returns the response chunks (or None)."""
+    `buf`; `handle_frame(frame, peer)` returns the response chunks (or None). A request that
+    arrives once the connection's SASL session has ended (`session_ends`, trio clock; KIP-368)
+    closes it instead, as Kafka's brokers do (the client dials again and authenticates)."""
     serving_controller_listener.set(True)
     while True:
         try:
@@ -66,6 +69,10 @@ async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: 
             log.error("controller listener: %s sent %s; closing", peer, e, extra=fields(peer=peer))
             return
         if frame is None:
+            return
+        if trio.current_time() >= session_ends:
+            log.info("controller listener: the SASL session of %s ended (connections.max.reauth.ms) and it sent a "
+                     "request instead of dialling again; closing", peer, extra=fields(peer=peer))
             return
         try:
             chunks = await handle_frame(frame, peer)
@@ -111,6 +118,8 @@ class ControllerClient:
         self.purpose = purpose
         self._stream: trio.abc.Stream | None = None
         self._to = 0
+        self._renew_at = float("inf")  # when the SASL session ends: dial again before
+        self._auth_failure: str | None = None  # the last authentication failure logged
         self._lock = trio.Lock()
         self._correlation = itertools.count(1)
 
@@ -136,6 +145,14 @@ class ControllerClient:
                 try:
                     async with self._lock:
                         response = await self._roundtrip(to, api_key, version, body)
+                except PeerAuthenticationFailed as e:
+                    last = str(e)
+                    if self._auth_failure != last:  # once per change, not per retry
+                        self._auth_failure = last
+                        log.error("%s (%s to controller %d)", last, self.purpose, to)
+                    await self.close()
+                    await trio.sleep(0.5)
+                    continue
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ProtocolError, EOFError) as e:
                     last = f"controller {to} at {self.voters[to][0]}:{self.voters[to][1]}: {e}"
                     log.debug("node %d: %s to the controller failed: %s", self.node_id, name, last)
@@ -152,11 +169,14 @@ class ControllerClient:
             f"within {timeout:.1f} s; last: {last}")
 
     async def _roundtrip(self, to: int, api_key: int, version: int, body):
-        if self._stream is None or self._to != to:
+        if self._stream is None or self._to != to or trio.current_time() >= self._renew_at:
             await self.close()
             host, port = self.voters[to]
-            self._stream = await self.security.connect(host, port)
+            self._stream, self._renew_at = await self.security.open(host, port)
             self._to = to
+            if self._auth_failure is not None:
+                self._auth_failure = None
+                log.info("node %d: authenticated to controller %d again (%s)", self.node_id, to, self.purpose)
         stream = self._stream
         corr = next(self._correlation) & 0x7FFFFFFF
         request = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)

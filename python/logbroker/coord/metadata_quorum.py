@@ -49,7 +49,7 @@ from logbroker.coord.metadata_records import (
     snapshot,
 )
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
-from logbroker.coord.peer_security import controller_security, server_context
+from logbroker.coord.peer_security import controller_sasl, controller_security, server_context
 from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
 from logbroker.log_format import fields
 
@@ -83,10 +83,15 @@ class MetadataQuorum:
         self.cluster_id = cluster_id
         self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ELECTION_TICKS
         self.node: _core.RaftNode | None = None
+        serving = config.is_controller
         self.transport = QuorumTransport(
             local.node_id, cluster_id, self.voters, observer=self.observer, security=controller_security(config),
             server_tls=server_context(config, config.get_str("controller.listener.names").upper())
-            if config.is_controller else None, principal_mapping=config.get_str("ssl.principal.mapping.rules"))
+            if serving else None,
+            sasl=controller_sasl(config, lambda: self.image) if serving else None,
+            sasl_max_receive=config.get_int("sasl.server.max.receive.size"),
+            failed_authentication_delay=config.get_int("connection.failed.authentication.delay.ms") / 1000,
+            principal_mapping=config.get_str("ssl.principal.mapping.rules"))
         self.driver: QuorumDriver | None = None
         self._replay_to = 0
         self._block_start = -1

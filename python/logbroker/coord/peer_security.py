@@ -3,8 +3,8 @@
 Kafka secures the connections between nodes with the security protocol of the listener
 they go to (`listener.security.protocol.map`): brokers reach each other on the
 inter-broker listener (`inter.broker.listener.name`), and everyone reaches the controllers
-on the controller listener (`controller.listener.names`). logbroker serves PLAINTEXT and
-SSL there (SASL between nodes is not served: `BrokerConfig.check_listeners` says so).
+on the controller listener (`controller.listener.names`). Each may be PLAINTEXT, SSL,
+SASL_PLAINTEXT or SASL_SSL.
 
 With SSL, a node uses its own `ssl.*` settings both ways, as Kafka does:
 
@@ -18,8 +18,15 @@ With SSL, a node uses its own `ssl.*` settings both ways, as Kafka does:
 - the follower fetch loops (Rust, rust/src/server/tls_client.rs) get the same settings
   through `rust_client_tls`.
 
+With SASL (SASL_PLAINTEXT, or SASL_SSL after the TLS handshake), a node then authenticates
+with the mechanism and credentials of `BrokerConfig.node_sasl` (Kafka's
+sasl.mechanism.inter.broker.protocol / sasl.mechanism.controller.protocol and the listener's
+JAAS config): the exchange is peer_sasl.py's; `open` also says when the session must be
+renewed by dialling again. The controller listener's side is `controller_sasl`.
+
 A handshake failure surfaces as `trio.BrokenResourceError` (its cause the `ssl.SSLError`),
-which every caller already treats as a lost connection.
+an authentication failure as `PeerAuthenticationFailed` (a BrokenResourceError naming the
+node, listener, mechanism and user), which every caller already treats as a lost connection.
 """
 
 from __future__ import annotations
@@ -28,17 +35,20 @@ import os
 import ssl
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import trio
 
 from logbroker import _core
 from logbroker.broker.config import BrokerConfig, ConfigError
+from logbroker.broker.sasl import SaslSession, jaas_users
+from logbroker.client.sasl import Password, SaslConfig
+from logbroker.coord.peer_sasl import authenticate, reauth_deadline
 
-__all__ = ["PLAINTEXT", "PeerSecurity", "controller_security", "inter_broker_security", "peer_principal",
-           "rust_client_tls", "server_context"]
+__all__ = ["PLAINTEXT", "PeerSecurity", "controller_sasl", "controller_security", "inter_broker_security",
+           "peer_principal", "rust_client_sasl", "rust_client_tls", "server_context"]
 
 ANONYMOUS = "User:ANONYMOUS"
-SERVED = ("PLAINTEXT", "SSL")
 
 
 def _tls_files(config: BrokerConfig, listener: str) -> tuple[bytes, bytes, bytes | None, str]:
@@ -79,45 +89,62 @@ def _verify_hostname(config: BrokerConfig) -> bool:
 
 
 class PeerSecurity:
-    """Opens connections to the nodes of one listener: plain TCP, or TLS."""
+    """Opens connections to the nodes of one listener: plain TCP or TLS, then SASL if the
+    listener authenticates with it."""
 
-    def __init__(self, listener: str, context: ssl.SSLContext | None) -> None:
+    def __init__(self, listener: str, context: ssl.SSLContext | None, sasl: SaslConfig | None = None,
+                 node_id: int = -1) -> None:
         self.listener = listener
         self.context = context
+        self.sasl = sasl
+        self.node_id = node_id
 
     @classmethod
     def for_listener(cls, config: BrokerConfig, listener: str) -> PeerSecurity:
         protocol = config.security_protocol(listener)
-        if protocol not in SERVED and config.quorum_voters:
-            raise ConfigError(f"listener {listener} is {protocol}: connections between nodes are PLAINTEXT or SSL")
-        if protocol in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):  # SASL: a single node, which dials no other
-            return cls(listener, None)
+        if not config.quorum_voters and protocol.startswith("SASL_"):
+            return cls(listener, None)  # a single node, which dials no other
+        creds = config.node_sasl(listener)
+        sasl = None if creds is None else SaslConfig(creds[0], creds[1], Password(creds[2]))
+        if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+            return cls(listener, None, sasl, config.node_id)
         chain, key, trust, _auth = _tls_files(config, listener)
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
         context.check_hostname = _verify_hostname(config)
         if trust is None:
             if config.quorum_voters:
-                raise ConfigError(f"listener {listener} is SSL between nodes: set ssl.truststore.location (the "
-                                  "authority that signs the nodes' certificates)")
+                raise ConfigError(f"listener {listener} is {protocol} between nodes: set ssl.truststore.location "
+                                  "(the authority that signs the nodes' certificates)")
             # a single node only dials itself (share groups' dead letters): it trusts its own certificate
             trust = chain
             context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
         _load_trust(context, trust, f"connections to listener {listener}")
         _load_identity(context, config, chain, key)
-        return cls(listener, context)
+        return cls(listener, context, sasl, config.node_id)
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        """A connected stream, its TLS handshake done (BrokenResourceError if it failed)."""
+        """A connected stream, its TLS handshake and SASL authentication done
+        (BrokenResourceError if either failed)."""
+        stream, _renew_at = await self.open(host, port)
+        return stream
+
+    async def open(self, host: str, port: int) -> tuple[trio.abc.Stream, float]:
+        """`connect`, and when (trio clock) to dial again because the SASL session ends
+        (inf: never)."""
         tcp = await trio.open_tcp_stream(host, port)
-        if self.context is None:
-            return tcp
-        stream = trio.SSLStream(tcp, self.context, server_hostname=host)
+        stream: trio.abc.Stream = tcp
         try:
-            await stream.do_handshake()
+            if self.context is not None:
+                stream = trio.SSLStream(tcp, self.context, server_hostname=host)
+                await stream.do_handshake()
+            renew_at = float("inf")
+            if self.sasl is not None:
+                lifetime = await authenticate(stream, self.sasl, self.node_id, self.listener, f"{host}:{port}")
+                renew_at = reauth_deadline(lifetime)
         except BaseException:
             await trio.aclose_forcefully(tcp)
             raise
-        return stream
+        return stream, renew_at
 
 
 PLAINTEXT = PeerSecurity("PLAINTEXT", None)
@@ -135,11 +162,9 @@ def controller_security(config: BrokerConfig) -> PeerSecurity:
 
 def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None:
     """The TLS server context of a listener served in Python (the controller listener):
-    None when it is PLAINTEXT."""
+    None when it is PLAINTEXT or SASL_PLAINTEXT."""
     protocol = config.security_protocol(listener)
-    if protocol not in SERVED:
-        raise ConfigError(f"the controller listener {listener} is {protocol}: it serves PLAINTEXT or SSL")
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
     chain, key, trust, auth = _tls_files(config, listener)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -151,6 +176,24 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None
     return context
 
 
+def controller_sasl(config: BrokerConfig, image) -> Callable[[str], SaslSession] | None:
+    """A new `SaslSession` per connection to the controller listener, when it is
+    SASL_PLAINTEXT or SASL_SSL (None otherwise). PLAIN users are the user_<name> entries of
+    listener.name.<controller listener>.plain.sasl.jaas.config; `image()` gives the
+    metadata image whose SCRAM users also log in, once the quorum has replayed them."""
+    listener = config.get_str("controller.listener.names").upper()
+    if not config.security_protocol(listener).startswith("SASL_"):
+        return None
+    mechanisms = config.get_str("sasl.enabled.mechanisms").split(",")
+    users = jaas_users(config.jaas_config("PLAIN", listener))
+    reauth_ms = config.get_int("connections.max.reauth.ms")
+
+    def credential(user: str, mechanism: str):
+        return image().scram_credential(user, mechanism)
+
+    return lambda peer: SaslSession(peer, mechanisms, users, credential, reauth_ms)
+
+
 def peer_principal(stream: trio.abc.Stream, rules: str = "DEFAULT") -> str:
     """Kafka's principal of an accepted connection: `User:<certificate subject>` (mapped by
     `rules`, ssl.principal.mapping.rules) for a TLS client that presented a certificate, else
@@ -159,6 +202,13 @@ def peer_principal(stream: trio.abc.Stream, rules: str = "DEFAULT") -> str:
         return ANONYMOUS
     der = stream.getpeercert(binary_form=True)
     return _core.certificate_principal(der, rules) if der else ANONYMOUS
+
+
+def rust_client_sasl(config: BrokerConfig, listener: str) -> tuple[str, str, str, str] | None:
+    """The follower fetch loops' SASL settings for the inter-broker listener: (listener,
+    mechanism, user, password), None when it is not SASL_PLAINTEXT or SASL_SSL."""
+    creds = config.node_sasl(listener) if config.quorum_voters else None
+    return None if creds is None else (listener, *creds)
 
 
 def rust_client_tls(config: BrokerConfig, listener: str) -> tuple[bytes, bytes | None, bytes | None, bool] | None:

@@ -22,6 +22,14 @@ cluster is closed before anything from it is read: only other nodes (in `super.u
 granted CLUSTER_ACTION) reach the quorum and the controller's Kafka APIs, as Kafka's
 controller APIs each require CLUSTER_ACTION of their caller.
 
+On a SASL_PLAINTEXT or SASL_SSL controller listener every connection authenticates first
+(after TLS on SASL_SSL), Raft peer or Kafka client alike: the dialler sends Kafka's
+SaslHandshake and SaslAuthenticate (peer_sasl.py, PLAIN with the node's
+listener.name.<controller listener>.plain.sasl.jaas.config username and password) before
+anything else, the listener serves them with the broker's `SaslSession` and applies `admit`
+to the principal that results (`User:<username>`). A dialler re-dials before its SASL session
+ends (`connections.max.reauth.ms`); the listener closes a connection whose session has ended.
+
 A connection that does not open with the magic is a Kafka client of the controller
 (controller_channel.py) when the node serves one. A connection whose hello does not match
 (another cluster id, a voter's id from a node that is not that voter) is closed with an
@@ -43,6 +51,8 @@ from typing import Awaitable, Callable
 
 import trio
 
+from logbroker.broker.sasl import SaslSession
+from logbroker.coord.peer_sasl import PeerAuthenticationFailed, serve_authentication
 from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity, peer_principal
 from logbroker.log_format import fields
 
@@ -57,7 +67,8 @@ HELLO_TIMEOUT = 5.0
 _HELLO = struct.Struct(">4sHQH")
 _LEN = struct.Struct(">I")
 
-KafkaConnection = Callable[[trio.abc.Stream, bytearray, str], Awaitable[None]]
+# (stream, what it sent so far, peer, session_ends=...) -> serves its Kafka requests
+KafkaConnection = Callable[..., Awaitable[None]]
 # (principal, peer host) -> why the connection may not reach the quorum, or None
 Admission = Callable[[str, str], "str | None"]
 
@@ -66,13 +77,18 @@ class QuorumTransport:
     def __init__(self, node_id: int, cluster_id: str, peers: dict[int, tuple[str, int]],
                  queue_size: int = 4096, observer: bool = False, security: PeerSecurity = PLAINTEXT,
                  server_tls: ssl.SSLContext | None = None, admit: Admission | None = None,
-                 principal_mapping: str = "DEFAULT") -> None:
+                 sasl: Callable[[str], SaslSession] | None = None, sasl_max_receive: int = 524288,
+                 failed_authentication_delay: float = 0.1, principal_mapping: str = "DEFAULT") -> None:
         """`peers` are the voters (id -> controller listener); `observer` for a broker-only
         node, which is not one of them. `security` opens the connections to the voters,
-        `server_tls` secures the listener, `admit` decides who may use it (module doc)."""
+        `server_tls` secures the listener, `sasl` (a new session per connection) makes it
+        authenticate every connection with SASL, `admit` decides who may use it (module doc)."""
         self.node_id = node_id
         self.security = security
         self.server_tls = server_tls
+        self.sasl = sasl
+        self.sasl_max_receive = sasl_max_receive
+        self.failed_authentication_delay = failed_authentication_delay
         self.admit = admit
         self.principal_mapping = principal_mapping  # ssl.principal.mapping.rules
         self._dial_failure: dict[int, str] = {}  # peer -> the last TLS failure logged
@@ -111,7 +127,16 @@ class QuorumTransport:
         backoff = 0.05
         while True:
             try:
-                stream = await self.security.connect(host, port)
+                stream, renew_at = await self.security.open(host, port)
+            except PeerAuthenticationFailed as e:
+                why = str(e)  # names this node, the listener, mechanism and user
+                if self._dial_failure.get(peer) != why:  # once per change, not per attempt
+                    self._dial_failure[peer] = why
+                    log.error("%s (controller %d)", why, peer, extra=fields(peer=peer))
+                self._drop_queued(recv)
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
             except trio.BrokenResourceError as e:
                 why = str(e.__cause__ or e)
                 if self._dial_failure.get(peer) != why:  # once per change, not per attempt
@@ -130,20 +155,30 @@ class QuorumTransport:
                 backoff = min(backoff * 2, 1.0)
                 continue
             backoff = 0.05
-            self._dial_failure.pop(peer, None)
+            if self._dial_failure.pop(peer, None) is not None:
+                log.info("node %d: connected to controller %d at %s:%d again", self.node_id, peer, host, port,
+                         extra=fields(peer=peer))
+            renewing = False
             try:
                 async with stream:
-                    await stream.send_all(self._hello())
-                    async with trio.open_nursery() as nursery:
-                        # frames coming back: an observer's answers from the voter (a voter
-                        # never writes on a connection it accepted from another voter)
-                        nursery.start_soon(self._read_back, stream, peer, nursery.cancel_scope)
-                        await _write_frames(stream, recv)
+                    # a SASL session that ends: dial again (and authenticate anew) before it does
+                    with trio.move_on_at(renew_at) as session_scope:
+                        await stream.send_all(self._hello())
+                        async with trio.open_nursery() as nursery:
+                            # frames coming back: an observer's answers from the voter (a voter
+                            # never writes on a connection it accepted from another voter)
+                            nursery.start_soon(self._read_back, stream, peer, nursery.cancel_scope)
+                            await _write_frames(stream, recv)
+                    renewing = session_scope.cancelled_caught
             except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
                 # raised inside the nursery, so wrapped in an exception group: caught with
                 # except*, or a peer resetting the connection would end this whole node
                 log.info("node %d: connection to controller %d at %s:%d lost: %s", self.node_id, peer, host, port,
                          group.exceptions[0], extra=fields(peer=peer))
+            if renewing:
+                log.debug("node %d: SASL session with controller %d is ending; dialling again", self.node_id, peer,
+                          extra=fields(peer=peer))
+                continue
             self._drop_queued(recv)
             await trio.sleep(backoff)
 
@@ -264,66 +299,98 @@ class QuorumTransport:
                                   peer, HELLO_TIMEOUT, extra=fields(peer=peer))
                         return
                     stream = tls
-                if self.admit is not None:
-                    try:
-                        principal = peer_principal(stream, self.principal_mapping)
-                    except ValueError as e:
-                        log.error("node %d: %s refused on the controller listener: %s", self.node_id, peer, e,
+                session_ends = float("inf")
+                try:
+                    principal = peer_principal(stream, self.principal_mapping)
+                except ValueError as e:  # no ssl.principal.mapping.rules rule maps its certificate
+                    log.error("node %d: %s refused on the controller listener: %s", self.node_id, peer, e,
+                              extra=fields(peer=peer))
+                    return
+                if self.sasl is not None:
+                    session = self.sasl(peer)
+                    with trio.move_on_after(HELLO_TIMEOUT) as sasl_wait:
+                        authenticated = await serve_authentication(
+                            stream, buf, session, self.security.listener, self.sasl_max_receive,
+                            self.failed_authentication_delay)
+                    if sasl_wait.cancelled_caught:
+                        log.error("node %d: %s did not authenticate (SASL) on the controller listener %s in %.0f s; "
+                                  "closing", self.node_id, peer, self.security.listener, HELLO_TIMEOUT,
                                   extra=fields(peer=peer))
                         return
+                    if authenticated is None:
+                        return  # serve_authentication or the SASL handlers logged why
+                    principal = authenticated
+                    if session.reauth_ms > 0:
+                        session_ends = trio.current_time() + session.reauth_ms / 1000
+                if self.admit is not None:
                     refusal = self.admit(principal, host)
                     if refusal is not None:
                         log.error("node %d: %s (%s) refused on the controller listener: %s", self.node_id, peer,
                                   principal, refusal, extra=fields(peer=peer))
                         return
-                with trio.move_on_after(HELLO_TIMEOUT) as first_wait:
-                    if not await fill_buffer(stream, buf, len(MAGIC)):
-                        return
-                if first_wait.cancelled_caught:
-                    log.error("node %d: connection from %s sent nothing in %.0f s; closing", self.node_id, peer,
-                              HELLO_TIMEOUT, extra=fields(peer=peer))
-                    return
-                if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
-                    await kafka(stream, buf, peer)
-                    return
-                with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
-                    if not await fill_buffer(stream, buf, _HELLO.size):
-                        return
-                    magic, version, sender, n = _HELLO.unpack_from(buf)
-                    if magic != MAGIC or version != VERSION:
-                        log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
-                                  self.node_id, peer, magic, version, extra=fields(peer=peer))
-                        return
-                    if not await fill_buffer(stream, buf, _HELLO.size + n):
-                        return
-                if hello_wait.cancelled_caught:
-                    log.error("node %d: connection from %s sent no complete hello in %.0f s; closing",
-                              self.node_id, peer, HELLO_TIMEOUT, extra=fields(peer=peer))
-                    return
-                cid = bytes(buf[_HELLO.size:_HELLO.size + n]).decode("utf-8", "replace")
-                del buf[:_HELLO.size + n]
-                if cid != self.cluster_id:
-                    log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
-                              self.node_id, sender, peer, cid, self.cluster_id, extra=fields(peer=sender))
-                    return
-                if sender == self.node_id:
-                    log.error("node %d: connection from %s claims this node's own id %d; refused (two nodes "
-                              "configured with node.id %d?)", self.node_id, peer, sender, sender,
-                              extra=fields(peer=peer))
-                    return
-                if sender in self.voters:
-                    await self._read_frames(stream, buf, sender)
-                    return
-                if sender in self.observers:
-                    log.error("node %d: connection from %s claims observer node id %d, which is connected from %s; "
-                              "refused (two brokers configured with node.id %d?)", self.node_id, peer, sender,
-                              self.observers[sender], sender, extra=fields(peer=peer))
-                    return
-                await self._serve_observer(stream, buf, sender, peer)
+                await self._after_authentication(stream, buf, peer, kafka, session_ends, principal)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             # _serve_observer's nursery wraps what it raises: except* catches it either way
             log.info("node %d: connection from %s lost: %s", self.node_id, peer, group.exceptions[0],
                      extra=fields(peer=peer))
+
+    async def _after_authentication(self, stream: trio.abc.Stream, buf: bytearray, peer: str,
+                                    kafka: KafkaConnection | None, session_ends: float, principal: str) -> None:
+        """An admitted connection: a Raft peer's hello and frames, or a Kafka client. When its
+        SASL session ends (`session_ends`), a Raft connection is closed, a Kafka client's at
+        its next request."""
+        with trio.move_on_after(HELLO_TIMEOUT) as first_wait:
+            if not await fill_buffer(stream, buf, len(MAGIC)):
+                return
+        if first_wait.cancelled_caught:
+            log.error("node %d: connection from %s sent nothing in %.0f s; closing", self.node_id, peer,
+                      HELLO_TIMEOUT, extra=fields(peer=peer))
+            return
+        if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
+            await kafka(stream, buf, peer, session_ends=session_ends)
+            return
+        with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
+            if not await fill_buffer(stream, buf, _HELLO.size):
+                return
+            magic, version, sender, n = _HELLO.unpack_from(buf)
+            if magic != MAGIC or version != VERSION:
+                log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
+                          self.node_id, peer, magic, version, extra=fields(peer=peer))
+                return
+            if not await fill_buffer(stream, buf, _HELLO.size + n):
+                return
+        if hello_wait.cancelled_caught:
+            log.error("node %d: connection from %s sent no complete hello in %.0f s; closing",
+                      self.node_id, peer, HELLO_TIMEOUT, extra=fields(peer=peer))
+            return
+        cid = bytes(buf[_HELLO.size:_HELLO.size + n]).decode("utf-8", "replace")
+        del buf[:_HELLO.size + n]
+        if cid != self.cluster_id:
+            log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
+                      self.node_id, sender, peer, cid, self.cluster_id, extra=fields(peer=sender))
+            return
+        if sender == self.node_id:
+            log.error("node %d: connection from %s claims this node's own id %d; refused (two nodes "
+                      "configured with node.id %d?)", self.node_id, peer, sender, sender,
+                      extra=fields(peer=peer))
+            return
+        if sender in self.voters:
+            with trio.move_on_at(session_ends) as session_scope:
+                await self._read_frames(stream, buf, sender)
+            if session_scope.cancelled_caught:
+                log.info("node %d: the SASL session of controller %d at %s (%s) ended (connections.max.reauth.ms); "
+                         "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))
+            return
+        if sender in self.observers:
+            log.error("node %d: connection from %s claims observer node id %d, which is connected from %s; "
+                      "refused (two brokers configured with node.id %d?)", self.node_id, peer, sender,
+                      self.observers[sender], sender, extra=fields(peer=peer))
+            return
+        with trio.move_on_at(session_ends) as session_scope:
+            await self._serve_observer(stream, buf, sender, peer)
+        if session_scope.cancelled_caught:
+            log.info("node %d: the SASL session of observer %d at %s (%s) ended (connections.max.reauth.ms); "
+                     "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))
 
 
 async def _write_frames(stream: trio.abc.Stream, recv: trio.MemoryReceiveChannel) -> None:

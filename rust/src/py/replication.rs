@@ -6,11 +6,14 @@ use pyo3::types::PyBytes;
 
 use super::server::PyReplicaPartition;
 use crate::server::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
+use crate::server::sasl_client::{Mechanism, SaslCredentials};
 use crate::server::tls_client::client_config;
 use pyo3::exceptions::PyValueError;
 
 /// (truststore PEM, keystore chain PEM, key PEM, verify the host name).
 type InterBrokerTls = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, bool);
+/// (listener, mechanism, user, password).
+type InterBrokerSasl = (String, String, String, String);
 
 #[pyclass(name = "ReplicaFetcherManager", module = "logbroker._core", frozen)]
 pub struct PyReplicaFetcherManager(ReplicaFetcherManager);
@@ -20,18 +23,26 @@ impl PyReplicaFetcherManager {
     /// Kafka's settings: `replica.fetch.wait.max.ms`, `replica.fetch.min.bytes`,
     /// `replica.fetch.response.max.bytes`, `replica.fetch.max.bytes`, `replica.fetch.backoff.ms`,
     /// `replica.socket.timeout.ms`. `tls`: (truststore PEM, keystore chain PEM or None, key
-    /// PEM or None, verify the host name) when the inter-broker listener is SSL.
+    /// PEM or None, verify the host name) when the inter-broker listener is SSL or SASL_SSL;
+    /// `sasl`: (listener, mechanism, user, password) when it is SASL_PLAINTEXT or SASL_SSL.
     #[new]
     #[pyo3(signature = (node_id, max_wait_ms=500, min_bytes=1, response_max_bytes=10_485_760, partition_max_bytes=1_048_576,
-                        backoff_ms=1000, socket_timeout_ms=30_000, tls=None))]
+                        backoff_ms=1000, socket_timeout_ms=30_000, tls=None, sasl=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(node_id: i32, max_wait_ms: i32, min_bytes: i32, response_max_bytes: i32, partition_max_bytes: i32, backoff_ms: u64,
-           socket_timeout_ms: u64, tls: Option<InterBrokerTls>) -> PyResult<Self> {
+           socket_timeout_ms: u64, tls: Option<InterBrokerTls>, sasl: Option<InterBrokerSasl>) -> PyResult<Self> {
         let tls = match tls {
             None => None,
             Some((trust, chain, key, verify_hostname)) => {
                 let identity = chain.as_deref().zip(key.as_deref());
                 Some(client_config(&trust, identity, verify_hostname).map_err(|e| PyValueError::new_err(format!("inter-broker TLS: {e}")))?)
+            }
+        };
+        let sasl = match sasl {
+            None => None,
+            Some((listener, mechanism, username, password)) => {
+                let mechanism = Mechanism::parse(&mechanism).map_err(|e| PyValueError::new_err(format!("inter-broker SASL on listener {listener}: {e}")))?;
+                Some(SaslCredentials { listener, mechanism, username, password })
             }
         };
         Ok(PyReplicaFetcherManager(ReplicaFetcherManager::new(FetcherConfig {
@@ -43,6 +54,7 @@ impl PyReplicaFetcherManager {
             backoff_ms,
             socket_timeout_ms,
             tls,
+            sasl,
         })))
     }
 

@@ -33,6 +33,7 @@ pub mod principal_mapping;
 pub mod produce;
 pub mod replica_fetcher;
 pub mod request;
+pub mod sasl_client;
 pub mod tls_client;
 pub mod transport;
 pub mod x500;

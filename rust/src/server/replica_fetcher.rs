@@ -42,6 +42,12 @@
 //! partition (a new topic, a leadership move) starts replicating now rather than after up to
 //! `replica.fetch.wait.max.ms`, during which its acks=all produces would wait.
 //!
+//! Connections: TLS on an SSL or SASL_SSL inter-broker listener (`tls_client.rs`), then
+//! ApiVersions, then on SASL_PLAINTEXT / SASL_SSL the SASL exchange (`sasl_client.rs`); a
+//! SASL session with a lifetime (`connections.max.reauth.ms` on the leader) is renewed by
+//! reconnecting at 85-95% of it. An authentication failure is a connection failure (logged
+//! once, naming this node, the listener, mechanism and user; retried after the back-off).
+//!
 //! Threads: each loop runs without the GIL (pure Rust); blocking socket I/O with timeouts;
 //! `shutdown` interrupts a long poll by shutting the socket down.
 
@@ -54,6 +60,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::partition::Partition;
+use super::sasl_client::{self, SaslCredentials};
 use super::tls_client::PeerStream;
 use super::request::code;
 use super::LogLine;
@@ -66,10 +73,21 @@ use crate::protocol::messages::offset_for_leader_epoch_request::{
 };
 use crate::protocol::messages::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
 use crate::protocol::messages::request_header::RequestHeader;
+use crate::protocol::messages::sasl_authenticate_request::SaslAuthenticateRequest;
+use crate::protocol::messages::sasl_authenticate_response::SaslAuthenticateResponse;
+use crate::protocol::messages::sasl_handshake_request::SaslHandshakeRequest;
+use crate::protocol::messages::sasl_handshake_response::SaslHandshakeResponse;
 use crate::protocol::{Bytes, Message, ProtocolError, Reader, Records, Uuid, Writer};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A random byte (spreads the SASL session renewals); 128 if the system has no randomness.
+fn random_byte() -> u8 {
+    let mut b = [128u8];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    b[0]
 }
 
 /// A partition's first back-off after a failed fetch; it doubles up to `replica.fetch.backoff.ms`.
@@ -98,6 +116,8 @@ pub struct FetcherConfig {
     pub socket_timeout_ms: u64,
     /// TLS to the leaders, when the inter-broker listener is SSL (`tls_client.rs`).
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// SASL to the leaders, when the inter-broker listener is SASL_* (`sasl_client.rs`).
+    pub sasl: Option<SaslCredentials>,
 }
 
 /// A partition this broker follows.
@@ -173,7 +193,7 @@ impl ReplicaFetcher {
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name(format!("replica-fetcher-{source}"))
-            .spawn(move || Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false }.run())
+            .spawn(move || Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false, renew_at: None }.run())
             .ok();
         ReplicaFetcher { shared, thread }
     }
@@ -335,6 +355,8 @@ struct Loop {
     fetch_version: i16,
     /// The last round failed on the connection (log once per change).
     failing: bool,
+    /// When to reconnect because the connection's SASL session ends.
+    renew_at: Option<Instant>,
 }
 
 impl Loop {
@@ -495,7 +517,46 @@ impl Loop {
             return Err(format!("the leader serves Fetch v{}-{}, replication needs v{FETCH_MIN}+", fetch.min_version, fetch.max_version));
         }
         self.fetch_version = v;
+        self.renew_at = None;
+        if let Some(creds) = self.shared.config.sasl.clone() {
+            let authenticate_version = resp.api_keys.iter().find(|k| k.api_key == 36).map_or(0, |k| k.max_version.min(2));
+            let lifetime = self.authenticate(&creds, authenticate_version).map_err(|e| {
+                format!(
+                    "node {} could not authenticate to broker {} at {} on listener {} ({}, user {:?}): {e}",
+                    self.shared.config.node_id,
+                    self.shared.source,
+                    self.shared.address,
+                    creds.listener,
+                    creds.mechanism.name(),
+                    creds.username
+                )
+            })?;
+            if lifetime > 0 {
+                // at 85-95% of the session, as Kafka's clients re-authenticate
+                let share = 850 + u64::from(random_byte()) * 100 / 255;
+                let renew = u64::try_from(lifetime).unwrap_or(0).saturating_mul(share) / 1000;
+                self.renew_at = Some(Instant::now() + Duration::from_millis(renew));
+            }
+        }
         Ok(())
+    }
+
+    /// The SASL exchange (`sasl_client.rs`) on the fresh connection: the session lifetime.
+    fn authenticate(&mut self, creds: &SaslCredentials, version: i16) -> Result<i64, String> {
+        let timeout = Duration::from_millis(self.shared.config.socket_timeout_ms);
+        let this = std::cell::RefCell::new(self);
+        sasl_client::authenticate(
+            creds,
+            |mechanism| {
+                let r: SaslHandshakeResponse = this.borrow_mut().call(&SaslHandshakeRequest { mechanism: mechanism.to_owned(), ..Default::default() }, 1, timeout, false)?;
+                Ok((r.error_code, r.mechanisms))
+            },
+            |token| {
+                let req = SaslAuthenticateRequest { auth_bytes: Bytes::from(token), ..Default::default() };
+                let r: SaslAuthenticateResponse = this.borrow_mut().call(&req, version, timeout, version >= 2)?;
+                Ok((r.error_code, r.error_message, r.auth_bytes.to_vec(), r.session_lifetime_ms))
+            },
+        )
     }
 
     /// Sends one request and reads its response (`flexible_response_header`: header v1).
@@ -541,6 +602,9 @@ impl Loop {
     }
 
     fn round(&mut self, mut req: FetchRequest, sent: &[Sent]) -> Result<FetchResponse, String> {
+        if self.renew_at.is_some_and(|t| Instant::now() >= t) {
+            self.disconnect(); // the SASL session ends: a new connection authenticates again
+        }
         if self.conn.is_none() {
             self.connect()?;
         }
