@@ -156,6 +156,31 @@ def wait_until(cond, timeout: float = 30.0, what: str = ""):
     raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
+def rdkafka_values(conf: dict, topic: str, n: int, timeout: float = 60.0) -> list[bytes]:
+    """Up to `n` record values of `topic` read by a librdkafka consumer (`conf` names the
+    group and security settings; from the earliest offset unless it says otherwise), in
+    the order they came, waiting at most `timeout` seconds."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"auto.offset.reset": "earliest", **conf})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    return got
+
+
+def isr_sizes(admin, topic: str) -> list[int]:
+    """The ISR size of each partition of `topic`, by partition, as a confluent-kafka
+    AdminClient's Metadata shows it."""
+    md = admin.list_topics(topic, timeout=10).topics[topic]
+    return [len(p.isrs) for _, p in sorted(md.partitions.items())]
+
+
 @pytest.fixture
 def broker_process(tmp_path):
     procs = []

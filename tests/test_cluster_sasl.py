@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 import trio
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism
 from confluent_kafka.admin import UserScramCredentialUpsertion
 
+from conftest import isr_sizes, rdkafka_values, wait_until
 from logbroker import Cluster
 from logbroker.broker.authorizer import STANDARD_AUTHORIZER
 from logbroker.broker.config import BrokerConfig, ConfigError
@@ -78,36 +79,8 @@ def admin_conf(bs: str, ca: Path, **extra) -> dict:
             "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret", **extra}
 
 
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = cond()
-        except KafkaException:
-            got = None
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
-
 def consume(conf: dict, topic: str, n: int) -> list[bytes]:
-    c = Consumer({**conf, "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 40
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
-
-
-def isr_sizes(admin: AdminClient, topic: str) -> list[int]:
-    md = admin.list_topics(topic, timeout=10).topics[topic]
-    return [len(p.isrs) for _, p in sorted(md.partitions.items())]
+    return rdkafka_values(conf, topic, n, timeout=40)
 
 
 async def _controller_connect(port: int, user: str, password: str, then: bytes | None = None) -> bytes:
@@ -134,7 +107,7 @@ def test_three_nodes_authenticate_to_each_other_with_sasl(tmp_path, pki):
         admin.create_topics([NewTopic("orders", 3, 3, config={"min.insync.replicas": "2"})])["orders"].result(30)
 
         # the inter-broker SCRAM user does not exist yet: the followers say so and retry
-        assert wait_for(lambda: any("could not authenticate to broker" in n.log_text() and
+        assert wait_until(lambda: any("could not authenticate to broker" in n.log_text() and
                                     "on listener INTERNAL (SCRAM-SHA-512, user \"broker\")" in n.log_text()
                                     for n in cluster.nodes), 20, "the followers' authentication failures")
         admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
@@ -146,7 +119,7 @@ def test_three_nodes_authenticate_to_each_other_with_sasl(tmp_path, pki):
         for i in range(300):
             p.produce("orders", b"order-%d" % i, key=b"k%d" % (i % 7))
         assert p.flush(40) == 0
-        assert wait_for(lambda: isr_sizes(admin, "orders") == [3, 3, 3], 30, "full ISRs over SASL")
+        assert wait_until(lambda: isr_sizes(admin, "orders") == [3, 3, 3], 30, "full ISRs over SASL")
 
         # a transaction: the coordinator sends its markers to the other leaders over SASL
         tx = Producer(admin_conf(bs, ca, **{"transactional.id": "tx-1"}))
@@ -169,16 +142,16 @@ def test_three_nodes_authenticate_to_each_other_with_sasl(tmp_path, pki):
             trio.run(_controller_connect, node.controller_port, "broker", "wrong")
         assert trio.run(_controller_connect, node.controller_port, "mallory", "mallory-secret",
                         b"LBRQ\x00\x01" + b"\x00" * 12) == b""
-        assert wait_for(lambda: "(User:mallory) refused on the controller listener" in node.log_text(), 10,
+        assert wait_until(lambda: "(User:mallory) refused on the controller listener" in node.log_text(), 10,
                         "mallory's refusal in the node's log")
         with socket.create_connection(("127.0.0.1", node.controller_port), timeout=10) as raw:
             raw.sendall(b"LBRQ\x00\x01" + b"\x00" * 12)
             assert raw.recv(10) == b"", "a quorum hello without SASL is closed"
-        assert wait_for(lambda: "before authenticating; closing" in node.log_text(), 10, "the refusal in the log")
+        assert wait_until(lambda: "before authenticating; closing" in node.log_text(), 10, "the refusal in the log")
 
         # the leader of partition 0 dies: a replica that caught up over SASL takes over
         cluster.node(leader).kill()
-        wait_for(lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in
+        wait_until(lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in
                  (-1, leader), 30, "a new leader of orders-0")
         p2 = Producer(admin_conf(bs, ca, acks="all"))
         for i in range(100):
@@ -209,9 +182,9 @@ def test_a_wrong_broker_password_is_logged_and_retried(tmp_path):
         follower = next(n for n in cluster.nodes if n.node_id != leader)
         want = (f"node {follower.node_id} could not authenticate to broker {leader} at 127.0.0.1:"
                 f"{cluster.node(leader).listener_ports['INTERNAL']} on listener INTERNAL (PLAIN, user \"broker\")")
-        assert wait_for(lambda: want in follower.log_text(), 20, "the follower's authentication failure")
+        assert wait_until(lambda: want in follower.log_text(), 20, "the follower's authentication failure")
         assert "Authentication failed: Invalid username or password" in follower.log_text()
-        assert wait_for(lambda: "PLAIN: user 'broker' gave a wrong password" in cluster.node(leader).log_text(), 10,
+        assert wait_until(lambda: "PLAIN: user 'broker' gave a wrong password" in cluster.node(leader).log_text(), 10,
                         "the leader's side of it")
         assert all(n.is_running for n in cluster.nodes)
         assert "Traceback" not in follower.log_text()

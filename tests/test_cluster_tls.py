@@ -17,15 +17,15 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
 from confluent_kafka.admin import ResourcePatternType, ResourceType
 
+from conftest import isr_sizes, rdkafka_values, wait_until
 from logbroker import Cluster
 from logbroker.broker.authorizer import STANDARD_AUTHORIZER
 from logbroker.broker.config import BrokerConfig, ConfigError
@@ -84,16 +84,7 @@ def conf(bs: str, pki: Pki, who: str, **extra) -> dict:
 
 
 def consume(bs: str, pki: Pki, topic: str, n: int, **extra) -> list[bytes]:
-    c = Consumer(conf(bs, pki, "alice", **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest", **extra}))
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
+    return rdkafka_values(conf(bs, pki, "alice", **{"group.id": f"g-{topic}", **extra}), topic, n)
 
 
 def cli(bs: str, props: Path, command: str, *args: str) -> str:
@@ -101,25 +92,6 @@ def cli(bs: str, props: Path, command: str, *args: str) -> str:
                         str(props), *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"logbroker {command} {' '.join(args)}: {r.stdout}{r.stderr}"
     return r.stdout
-
-
-def isr_sizes(admin: AdminClient, topic: str) -> list[int]:
-    md = admin.list_topics(topic, timeout=10).topics[topic]
-    return [len(p.isrs) for _, p in sorted(md.partitions.items())]
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = cond()
-        except KafkaException:
-            got = None
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
@@ -145,7 +117,7 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         for i in range(600):
             p.produce("orders", b"order-%d" % i, key=b"k%d" % (i % 7))
         assert p.flush(60) == 0
-        assert wait_for(lambda: isr_sizes(admin, "orders") == [3, 3, 3], 30, "full ISRs over TLS")
+        assert wait_until(lambda: isr_sizes(admin, "orders") == [3, 3, 3], 30, "full ISRs over TLS")
         got = consume(bs, pki, "orders", 600)
         assert sorted(got) == sorted(b"order-%d" % i for i in range(600))
 
@@ -160,7 +132,7 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
                         "sasl.username": "bob", "sasl.password": "bob-secret", "acks": "all"})
         for i in range(50):
             bob.produce("orders", b"bob-%d" % i)
-        assert wait_for(lambda: bob.flush(5) == 0, 60, "bob's records acknowledged")
+        assert wait_until(lambda: bob.flush(5) == 0, 60, "bob's records acknowledged")
 
         # the principal comes from alice's certificate: what ACLs do not grant is refused
         admin.create_topics([NewTopic("secret", 1, 3)])["secret"].result(30)
@@ -184,7 +156,7 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         md = admin.list_topics("orders", timeout=10).topics["orders"]
         leader = md.partitions[0].leader
         cluster.node(leader).kill()
-        wait_for(lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in
+        wait_until(lambda: admin.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader not in
                  (-1, leader), 30, "a new leader of orders-0")
         p2 = Producer(conf(bs, pki, "alice", acks="all"))
         for i in range(100):
@@ -202,7 +174,7 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
                 s.sendall(b"LBRQ")
                 assert s.recv(10) == b"", "the controller listener closed mallory's connection"
-        assert wait_for(lambda: "(User:mallory) refused on the controller listener" in
+        assert wait_until(lambda: "(User:mallory) refused on the controller listener" in
                         node.log_text(), 10, "the refusal in the node's log")
         foreign = pki.issue("eve", ca=pki.other_ca)
         ctx = ssl.create_default_context(cafile=str(pki.ca_pem))
@@ -216,7 +188,7 @@ def test_three_nodes_with_mutual_tls_between_them(tmp_path, pki):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
             raw.sendall(b"LBRQ\x00\x01" + b"\x00" * 12)
             assert raw.recv(10) == b"", "plaintext on the SSL controller listener is closed"
-        assert wait_for(lambda: "TLS handshake with" in node.log_text(), 10, "the TLS failures in the log")
+        assert wait_until(lambda: "TLS handshake with" in node.log_text(), 10, "the TLS failures in the log")
 
         # everything still replicates: the survivors hold every record
         got = consume(bs, pki, "orders", 780, **{"group.id": "g-after"})

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 import logbroker
-from conftest import wait_until
+from conftest import rdkafka_values, wait_until
 from replication_helpers import FAST, full_isr
 from test_tls import Pki
 
@@ -34,16 +34,7 @@ def roundtrip(conf: dict, topic: str, n: int = 100) -> list[bytes]:
     for i in range(n):
         p.produce(topic, b"%d" % i)
     assert p.flush(30) == 0
-    c = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return sorted(got, key=int)
+    return sorted(rdkafka_values({**conf, "group.id": f"g-{topic}"}, topic, n), key=int)
 
 
 def expected(n: int = 100) -> list[bytes]:

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism
 
+from conftest import rdkafka_values
 import logbroker
 from logbroker.client.connection import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -75,16 +76,7 @@ def roundtrip(conf: dict, topic: str, n: int = 200) -> list[bytes]:
     for i in range(n):
         p.produce(topic, b"%s-%d" % (topic.encode(), i))
     assert p.flush(30) == 0
-    c = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
+    return rdkafka_values({**conf, "group.id": f"g-{topic}"}, topic, n)
 
 
 def expected(topic: str, n: int = 200) -> list[bytes]:

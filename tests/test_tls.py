@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import logbroker
-from conftest import kcat_bin
+from conftest import kcat_bin, rdkafka_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -67,16 +67,7 @@ def roundtrip_rdkafka(bs: str, pki: Pki, topic: str, n: int = 500, **extra) -> l
     for i in range(n):
         p.produce(topic, b"v%d-" % i + b"x" * 500, key=b"k%d" % i)
     assert p.flush(30) == 0
-    c = Consumer(rdkafka_conf(bs, pki, **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest"}, **extra))
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
+    return rdkafka_values(rdkafka_conf(bs, pki, **{"group.id": f"g-{topic}"}, **extra), topic, n)
 
 
 def test_librdkafka_and_kafka_python_over_tls(tmp_path, pki):

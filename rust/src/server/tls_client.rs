@@ -18,22 +18,16 @@ use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme, StreamOwned};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+use super::transport::{keystore, truststore};
+use rustls::{CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 
 /// The client TLS settings for connections to other brokers. `trust`: PEM certificates of
 /// the authorities; `identity`: this broker's (chain, key) PEM; `verify_hostname`: Kafka's
 /// `ssl.endpoint.identification.algorithm=https`.
 pub fn client_config(trust: &[u8], identity: Option<(&[u8], &[u8])>, verify_hostname: bool) -> Result<Arc<ClientConfig>, String> {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(trust) {
-        let cert = cert.map_err(|e| format!("the truststore is not PEM certificates: {e}"))?;
-        roots.add(cert).map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err("the truststore holds no certificate (-----BEGIN CERTIFICATE-----)".to_owned());
-    }
+    let roots = truststore(trust)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
         .build()
@@ -49,10 +43,7 @@ pub fn client_config(trust: &[u8], identity: Option<(&[u8], &[u8])>, verify_host
     let config = match identity {
         None => builder.with_no_client_auth(),
         Some((chain, key)) => {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain)
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("the keystore's certificate chain is not PEM certificates: {e}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("the keystore holds no usable private key: {e}"))?;
+            let (certs, key) = keystore(chain, key)?;
             builder
                 .with_client_auth_cert(certs, key)
                 .map_err(|e| format!("the keystore's certificate and key do not go together: {e}"))?

@@ -35,10 +35,10 @@ pub enum ClientAuth {
     Required,
 }
 
-/// The TLS server configuration of a listener, from PEM: `chain` (the broker's certificate
-/// first), `key` (PKCS#8, PKCS#1 or SEC1, not encrypted), `trust` (client CAs; needed unless
-/// `auth` is None). Errors name what is wrong.
-pub fn tls_config(chain: &[u8], key: &[u8], trust: Option<&[u8]>, auth: ClientAuth) -> Result<Arc<ServerConfig>, String> {
+/// A keystore from PEM: the certificate chain (this node's first) and the private key
+/// (PKCS#8, PKCS#1 or SEC1, not encrypted). Errors name what is wrong. Shared with the
+/// client side (`tls_client.rs`).
+pub fn keystore(chain: &[u8], key: &[u8]) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("the keystore's certificate chain is not PEM certificates: {e}"))?;
@@ -49,6 +49,27 @@ pub fn tls_config(chain: &[u8], key: &[u8], trust: Option<&[u8]>, auth: ClientAu
         return Err("the keystore's private key is encrypted; give it unencrypted (e.g. openssl pkey -in key.pem -out plain.pem)".to_owned());
     }
     let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("the keystore holds no usable private key: {e}"))?;
+    Ok((certs, key))
+}
+
+/// A truststore from PEM: the authorities' certificates (at least one).
+pub fn truststore(trust: &[u8]) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(trust) {
+        let cert = cert.map_err(|e| format!("the truststore is not PEM certificates: {e}"))?;
+        roots.add(cert).map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("the truststore holds no certificate (-----BEGIN CERTIFICATE-----)".to_owned());
+    }
+    Ok(roots)
+}
+
+/// The TLS server configuration of a listener, from PEM: `chain` (the broker's certificate
+/// first), `key` (PKCS#8, PKCS#1 or SEC1, not encrypted), `trust` (client CAs; needed unless
+/// `auth` is None). Errors name what is wrong.
+pub fn tls_config(chain: &[u8], key: &[u8], trust: Option<&[u8]>, auth: ClientAuth) -> Result<Arc<ServerConfig>, String> {
+    let (certs, key) = keystore(chain, key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -57,14 +78,7 @@ pub fn tls_config(chain: &[u8], key: &[u8], trust: Option<&[u8]>, auth: ClientAu
         builder.with_no_client_auth()
     } else {
         let trust = trust.ok_or("ssl.client.auth needs a truststore (the CAs of client certificates)")?;
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(trust) {
-            let cert = cert.map_err(|e| format!("the truststore is not PEM certificates: {e}"))?;
-            roots.add(cert).map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
-        }
-        if roots.is_empty() {
-            return Err("the truststore holds no certificate".to_owned());
-        }
+        let roots = truststore(trust)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
         let verifier = if auth == ClientAuth::Requested { verifier.allow_unauthenticated() } else { verifier };
         builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("client certificate verifier: {e}"))?)
