@@ -4,10 +4,8 @@ round-trip tests check against."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -154,6 +152,19 @@ def wait_until(cond, timeout: float = 30.0, what: str = ""):
             last = e
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+needs_java = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
+                                reason="Java 17 and Maven are needed for Kafka's tools")
+
+
+def kafka_configs(tools, bs: str, *args: str) -> str:
+    """Kafka's own kafka-configs (ConfigCommand) against `bs`: its output; an assertion
+    with its output when it fails. `tools` is benches.peers.kafka.install()'s."""
+    cmd = tools.tools_java("org.apache.kafka.tools.ConfigCommand", ["--bootstrap-server", bs, *args])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout
 
 
 def rdkafka_values(conf: dict, topic: str, n: int, timeout: float = 60.0) -> list[bytes]:

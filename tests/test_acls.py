@@ -11,7 +11,6 @@ user to manage ACLs (or open the cluster with allow.everyone.if.no.acl.found).""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +42,7 @@ from logbroker.coord.metadata_records import (
     snapshot,
 )
 from logbroker.protocol import REQUESTS, ErrorCode
+from conftest import needs_java
 from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -585,8 +585,6 @@ def test_confluent_kafka_admin_client(tmp_path):
         assert admin.describe_acls(every).result(10) == []
 
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                               reason="Java 17 and Maven are needed for Kafka's tools")
 
 
 def kafka_acls(tools, bs: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -6,7 +6,6 @@ without a quota does not."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.metadata_records import MetadataRecordError, apply, diff_records, encode_record, load_snapshot, \
     snapshot
 from logbroker.protocol import REQUESTS, ErrorCode
+from conftest import kafka_configs, needs_java
 from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -357,15 +357,6 @@ def test_consumer_over_its_quota_is_throttled(tmp_path):
 
 # --- Kafka's tool ----------------------------------------------------------------------------
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for Kafka's tools")
-
-
-def kafka_configs(tools, bs: str, *args: str) -> str:
-    cmd = tools.tools_java("org.apache.kafka.tools.ConfigCommand", ["--bootstrap-server", bs, *args])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return r.stdout
 
 
 @needs_java

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +33,8 @@ from logbroker.coord.metadata_records import (
     snapshot,
 )
 from logbroker.protocol import REQUESTS, ErrorCode
+import conftest
+from conftest import needs_java
 from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -383,17 +384,12 @@ def test_confluent_kafka_admin_client(tmp_path):
         assert list(admin.describe_user_scram_credentials().result(10)) == ["dave"]
 
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                               reason="Java 17 and Maven are needed for Kafka's tools")
 SCRAM_ADMIN = str(Path(__file__).resolve().parent / "java" / "ScramAdmin.java")
 
 
 def kafka_configs(tools, bs: str, *args: str) -> str:
-    cmd = tools.tools_java("org.apache.kafka.tools.ConfigCommand", ["--bootstrap-server", bs, "--entity-type", "users",
-                                                                     *args])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return r.stdout
+    """kafka-configs on users (SCRAM credentials are user configs)."""
+    return conftest.kafka_configs(tools, bs, "--entity-type", "users", *args)
 
 
 def java_describe(tools, bs: str, *users: str) -> list[str]:

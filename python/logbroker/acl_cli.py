@@ -31,7 +31,7 @@ import argparse
 import re
 import sys
 
-from logbroker.cli_args import UsageError, add_command_config, client_config
+from logbroker.cli_args import UsageError, add_command_config, run_admin_command
 
 CLUSTER_NAME = "kafka-cluster"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -257,15 +257,5 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from logbroker.client import Admin, KafkaError
-
     commands = {"add": cmd_add, "list": cmd_list, "remove": cmd_remove}
-    try:
-        with Admin(args.bootstrap_server, client_id="logbroker-acl", **client_config(args.command_config)) as admin:
-            return commands[args.acl_command](admin, args)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
-    except (KafkaError, ValueError) as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 1
+    return run_admin_command(args, "logbroker-acl", commands[args.acl_command])

@@ -45,6 +45,23 @@ def client_config(path: str | None) -> dict[str, str]:
         raise UsageError(str(e)) from None
 
 
+def run_admin_command(args, client_id: str, command) -> int:
+    """Run `command(admin, args)` with an Admin for `--bootstrap-server` and
+    `--command-config`: its exit code; a usage error is 2, a Kafka or value error 1, each
+    reported in one line."""
+    from logbroker.client import Admin, KafkaError
+
+    try:
+        with Admin(args.bootstrap_server, client_id=client_id, **client_config(args.command_config)) as admin:
+            return command(admin, args)
+    except UsageError as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 2
+    except (KafkaError, ValueError) as e:
+        print(f"logbroker: {e}", file=sys.stderr)
+        return 1
+
+
 @contextlib.contextmanager
 def progress_bar(total: int | None, label: str) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr, when stderr is a terminal and `total` is known; yields

@@ -17,9 +17,8 @@ error from the cluster (the message names the entity and key), 2 bad arguments.
 
 from __future__ import annotations
 
-import sys
 
-from logbroker.cli_args import UsageError, add_command_config, client_config
+from logbroker.cli_args import UsageError, add_command_config, run_admin_command
 from logbroker.coord.client_quotas import CLIENT_ID, CONSUMER_BYTE_RATE, KEYS, PRODUCER_BYTE_RATE, USER, entity_name
 
 
@@ -118,15 +117,5 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from logbroker.client import Admin, KafkaError
-
     commands = {"set": cmd_set, "remove": cmd_remove, "list": cmd_list}
-    try:
-        with Admin(args.bootstrap_server, client_id="logbroker-quota", **client_config(args.command_config)) as admin:
-            return commands[args.quota_command](admin, args)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
-    except (KafkaError, ValueError) as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 1
+    return run_admin_command(args, "logbroker-quota", commands[args.quota_command])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from logbroker.cli_args import UsageError, add_command_config, client_config
+from logbroker.cli_args import UsageError, add_command_config, run_admin_command
 from logbroker.scram import MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS
 
 DEFAULT_MECHANISM = "SCRAM-SHA-256"
@@ -97,15 +97,5 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from logbroker.client import Admin, KafkaError
-
     commands = {"set-password": cmd_set_password, "delete": cmd_delete, "list": cmd_list}
-    try:
-        with Admin(args.bootstrap_server, client_id="logbroker-user", **client_config(args.command_config)) as admin:
-            return commands[args.user_command](admin, args)
-    except UsageError as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 2
-    except (KafkaError, ValueError) as e:
-        print(f"logbroker: {e}", file=sys.stderr)
-        return 1
+    return run_admin_command(args, "logbroker-user", commands[args.user_command])

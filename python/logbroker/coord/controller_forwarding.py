@@ -76,14 +76,8 @@ class Forwarder:
         while the request travelled) is retried, any other error raised."""
         from logbroker.coord.controller import ControllerError
 
-        def moved(response) -> bool:
-            return result_of(response).error_code == ErrorCode.NOT_CONTROLLER
-
-        try:
-            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
-            response = await self.client.request(api_key, version, body, timeout, retry_on=moved)
-        except ControllerUnavailable as e:
-            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        response = await self._request(api_key, version, body,
+                                       lambda r: result_of(r).error_code == ErrorCode.NOT_CONTROLLER)
         result = result_of(response)
         if result.error_code != ErrorCode.NONE:
             raise ControllerError(ErrorCode(result.error_code),
@@ -221,8 +215,6 @@ class Forwarder:
     async def alter_scram_credentials(self, deletions: list[tuple[str, str]],
                                       upsertions: list[tuple[str, str, int, bytes, bytes]]
                                       ) -> list[tuple[str, ErrorCode, str | None]]:
-        from logbroker.coord.controller import ControllerError
-
         req = REQUESTS[51]
         # an unknown mechanism name goes as type 0 (Kafka's UNKNOWN), which the controller refuses
         body = req(deletions=[req.ScramCredentialDeletion(name=u, mechanism=MECHANISM_TYPES.get(m, 0))
@@ -231,14 +223,8 @@ class Forwarder:
                                                             salt=salt, salted_password=salted)
                                for u, m, i, salt, salted in upsertions])
 
-        def moved(response) -> bool:
-            return any(r.error_code == ErrorCode.NOT_CONTROLLER for r in response.results)
-
-        try:
-            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
-            response = await self.client.request(51, 0, body, timeout, retry_on=moved)
-        except ControllerUnavailable as e:
-            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        response = await self._request(51, 0, body, lambda r: any(
+            x.error_code == ErrorCode.NOT_CONTROLLER for x in r.results))
         results = [(r.user, ErrorCode(r.error_code), r.error_message) for r in response.results]
         done = {user for user, code, _m in results if code == ErrorCode.NONE}
 
@@ -261,21 +247,14 @@ class Forwarder:
                                   validate_only: bool) -> list[tuple[list[tuple[str, str | None]], ErrorCode,
                                                                      str | None]]:
         from logbroker.coord import client_quotas
-        from logbroker.coord.controller import ControllerError
 
         req = REQUESTS[49]
         body = req(entries=[req.EntryData(entity=[req.EntityData(entity_type=t, entity_name=n) for t, n in comps],
                                           ops=[req.OpData(key=k, value=v, remove=r) for k, v, r in ops])
                             for comps, ops in entries], validate_only=validate_only)
 
-        def moved(response) -> bool:
-            return any(e.error_code == ErrorCode.NOT_CONTROLLER for e in response.entries)
-
-        try:
-            timeout = min(self.timeout, _client_timeout.get() or self.timeout)
-            response = await self.client.request(49, 1, body, timeout, retry_on=moved)
-        except ControllerUnavailable as e:
-            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+        response = await self._request(49, 1, body, lambda r: any(
+            e.error_code == ErrorCode.NOT_CONTROLLER for e in r.entries))
         results = [([(c.entity_type, c.entity_name) for c in e.entity], ErrorCode(e.error_code), e.error_message)
                    for e in response.entries]
         if validate_only:

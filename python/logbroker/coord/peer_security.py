@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -150,9 +151,17 @@ class PeerSecurity:
 PLAINTEXT = PeerSecurity("PLAINTEXT", None)
 
 
+# One per broker configuration: the services that dial other brokers share it, so the key
+# files are read and the TLS context built once.
+_INTER_BROKER: weakref.WeakKeyDictionary[BrokerConfig, PeerSecurity] = weakref.WeakKeyDictionary()
+
+
 def inter_broker_security(config: BrokerConfig) -> PeerSecurity:
     """How this broker dials the other brokers (their inter-broker listener)."""
-    return PeerSecurity.for_listener(config, config.client_listener_name)
+    security = _INTER_BROKER.get(config)
+    if security is None:
+        security = _INTER_BROKER[config] = PeerSecurity.for_listener(config, config.client_listener_name)
+    return security
 
 
 def controller_security(config: BrokerConfig) -> PeerSecurity:
@@ -211,10 +220,10 @@ def rust_client_sasl(config: BrokerConfig, listener: str) -> tuple[str, str, str
     return None if creds is None else (listener, *creds)
 
 
-def rust_client_tls(config: BrokerConfig, listener: str) -> tuple[bytes, bytes | None, bytes | None, bool] | None:
-    """The follower fetch loops' TLS settings for the inter-broker listener (None: PLAINTEXT)."""
-    if PeerSecurity.for_listener(config, listener).context is None:  # also checks the settings
+def rust_client_tls(config: BrokerConfig) -> tuple[bytes, bytes | None, bytes | None, bool] | None:
+    """The follower fetch loops' TLS settings for the inter-broker listener (None: no TLS)."""
+    if inter_broker_security(config).context is None:  # built (and checked) once per config
         return None
-    chain, key, trust, _auth = _tls_files(config, listener)
+    chain, key, trust, _auth = _tls_files(config, config.client_listener_name)
     assert trust is not None
     return trust, chain, key, _verify_hostname(config)

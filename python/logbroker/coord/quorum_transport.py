@@ -128,21 +128,15 @@ class QuorumTransport:
         while True:
             try:
                 stream, renew_at = await self.security.open(host, port)
-            except PeerAuthenticationFailed as e:
-                why = str(e)  # names this node, the listener, mechanism and user
+            except trio.BrokenResourceError as e:  # the TLS handshake or SASL (PeerAuthenticationFailed)
+                why = str(e) if isinstance(e, PeerAuthenticationFailed) else str(e.__cause__ or e)
                 if self._dial_failure.get(peer) != why:  # once per change, not per attempt
                     self._dial_failure[peer] = why
-                    log.error("%s (controller %d)", why, peer, extra=fields(peer=peer))
-                self._drop_queued(recv)
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                continue
-            except trio.BrokenResourceError as e:
-                why = str(e.__cause__ or e)
-                if self._dial_failure.get(peer) != why:  # once per change, not per attempt
-                    self._dial_failure[peer] = why
-                    log.warning("node %d: TLS to controller %d at %s:%d failed: %s", self.node_id, peer, host, port,
-                                why, extra=fields(peer=peer))
+                    if isinstance(e, PeerAuthenticationFailed):  # it names this node, listener, mechanism, user
+                        log.error("%s (controller %d)", why, peer, extra=fields(peer=peer))
+                    else:
+                        log.warning("node %d: TLS to controller %d at %s:%d failed: %s", self.node_id, peer, host,
+                                    port, why, extra=fields(peer=peer))
                 self._drop_queued(recv)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -300,13 +294,14 @@ class QuorumTransport:
                         return
                     stream = tls
                 session_ends = float("inf")
-                try:
-                    principal = peer_principal(stream, self.principal_mapping)
-                except ValueError as e:  # no ssl.principal.mapping.rules rule maps its certificate
-                    log.error("node %d: %s refused on the controller listener: %s", self.node_id, peer, e,
-                              extra=fields(peer=peer))
-                    return
-                if self.sasl is not None:
+                if self.sasl is None:  # the principal of SSL (its certificate) or PLAINTEXT
+                    try:
+                        principal = peer_principal(stream, self.principal_mapping)
+                    except ValueError as e:  # no ssl.principal.mapping.rules rule maps its certificate
+                        log.error("node %d: %s refused on the controller listener: %s", self.node_id, peer, e,
+                                  extra=fields(peer=peer))
+                        return
+                else:  # SASL_PLAINTEXT, SASL_SSL: the SASL user
                     session = self.sasl(peer)
                     with trio.move_on_after(HELLO_TIMEOUT) as sasl_wait:
                         authenticated = await serve_authentication(

@@ -286,9 +286,7 @@ impl PyReplicaPartition {
 #[pyo3(signature = (der, rules="DEFAULT"))]
 pub fn certificate_principal(der: &[u8], rules: &str) -> PyResult<String> {
     let mapper = PrincipalMapper::parse(rules).map_err(|e| PyValueError::new_err(format!("ssl.principal.mapping.rules: {e}")))?;
-    let subject = crate::server::x500::subject_name(der)
-        .map_err(|e| PyValueError::new_err(format!("the certificate's subject cannot be read: {e}")))?;
-    mapper.name(&subject).map(|name| format!("User:{name}")).map_err(PyValueError::new_err)
+    mapper.principal(der).map_err(PyValueError::new_err)
 }
 
 /// `[(api_key, min_version, max_version)]` of the APIs the network thread serves itself.

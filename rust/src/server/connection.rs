@@ -116,10 +116,7 @@ impl Connection {
     pub fn certificate_principal(&self, mapping: &super::principal_mapping::PrincipalMapper) -> Result<Arc<str>, String> {
         match self.transport.peer_certificate() {
             None => Ok(Arc::from(super::ANONYMOUS)),
-            Some(der) => {
-                let subject = super::x500::subject_name(der).map_err(|e| format!("the client certificate's subject cannot be read: {e}"))?;
-                mapping.name(&subject).map(|name| Arc::from(format!("User:{name}")))
-            }
+            Some(der) => mapping.principal(der).map(Arc::from),
         }
     }
 

@@ -89,6 +89,13 @@ impl PrincipalMapper {
         Ok(PrincipalMapper { rules, text: text.to_owned() })
     }
 
+    /// Kafka's principal of a client certificate (DER): `User:` and its subject (RFC 2253,
+    /// `x500.rs`) as the rules map it; Err says why not (unreadable, or no rule applies).
+    pub fn principal(&self, der: &[u8]) -> Result<String, String> {
+        let subject = super::x500::subject_name(der).map_err(|e| format!("the certificate's subject cannot be read: {e}"))?;
+        self.name(&subject).map(|name| format!("User:{name}"))
+    }
+
     /// The principal name for a certificate subject, or why no rule applies.
     pub fn name(&self, subject: &str) -> Result<String, String> {
         for rule in &self.rules {
