@@ -94,14 +94,28 @@ pub enum LogError {
         source: io::Error,
     },
 
+    /// Opening a file failed with EMFILE or ENFILE: the process (or the system) is out of
+    /// file descriptors. Kept apart from `Io` so the message says what to do.
+    #[error("cannot open {} for {tp}: too many open files (raise the open files limit, RLIMIT_NOFILE): {source}", path.display())]
+    TooManyOpenFiles {
+        tp: Tp,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
     /// The log was closed (or deleted) and cannot serve the call.
     #[error("log {tp} in {} is closed", dir.display())]
     Closed { tp: Tp, dir: PathBuf },
 }
 
 impl LogError {
-    /// Builds an `Io` error for `path` without partition context (filled in by the `Log`).
+    /// Builds an `Io` error for `path` without partition context (filled in by the `Log`);
+    /// EMFILE and ENFILE become `TooManyOpenFiles`.
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+            return LogError::TooManyOpenFiles { tp: Tp::default(), path: path.into(), source };
+        }
         LogError::Io { tp: Tp::default(), path: path.into(), source }
     }
 
@@ -132,6 +146,7 @@ impl LogError {
             | LogError::CoordinatorFenced { tp, .. }
             | LogError::NonContiguousAppend { tp, .. }
             | LogError::Io { tp, .. }
+            | LogError::TooManyOpenFiles { tp, .. }
             | LogError::Closed { tp, .. } => {
                 if tp.0.is_empty() {
                     name.clone_into(&mut tp.0);
@@ -174,6 +189,19 @@ mod tests {
         let e = LogError::CrcMismatch { tp: Tp::default(), position: 61, expected: 1, computed: 2 };
         assert!(e.to_string().contains("<no partition>"));
         assert!(e.is_batch_error());
+    }
+
+    #[test]
+    fn descriptor_shortage_names_partition_file_and_limit() {
+        for errno in [libc::EMFILE, libc::ENFILE] {
+            let e = LogError::io("/data/orders-3/00000000000000000000.log", io::Error::from_raw_os_error(errno)).in_partition("orders-3");
+            assert!(matches!(e, LogError::TooManyOpenFiles { .. }), "{e:?}");
+            let s = e.to_string();
+            assert!(s.contains("orders-3") && s.contains("/data/orders-3/00000000000000000000.log"), "{s}");
+            assert!(s.contains("too many open files (raise the open files limit, RLIMIT_NOFILE)"), "{s}");
+        }
+        let e = LogError::io("/x", io::Error::from_raw_os_error(libc::ENOSPC));
+        assert!(matches!(e, LogError::Io { .. }));
     }
 
     #[test]

@@ -16,6 +16,26 @@
 //!   discarded if a truncation (generation count) or retention changed them meanwhile;
 //! - nothing inside reads the wall clock: callers pass `now_ms` (the injected clock).
 //!
+//! # File descriptors
+//! A partition must not cost three descriptors per segment (thousands of partitions would
+//! exhaust `RLIMIT_NOFILE`). The policy:
+//! - the active segment keeps its `.log`, `.index` and `.timeindex` open (it appends);
+//! - inactive segments' index files are never held open: their entries live in memory
+//!   (`index_file.rs`), closed at roll and right after loading at startup;
+//! - an inactive segment's `.log` is opened read-only by the first read that needs it and
+//!   kept as a *recently read* file: at most [`MAX_OPEN_INACTIVE_SEGMENT_FILES`] per log (the
+//!   least recently read is closed when a read opens one more), and `maybe_flush` (every
+//!   `log.flush.scheduler.interval.ms`) closes those not read since its previous call. A
+//!   segment just rolled counts as just read (tail readers are about to finish it);
+//! - `close` drops every handle.
+//!
+//! So a log holds at most 3 + `MAX_OPEN_INACTIVE_SEGMENT_FILES` descriptors of its own, and 3
+//! once idle, whatever its segment count. Regions handed out and a cleaning pass in progress
+//! hold their own `Arc<File>` (valid after the segment closes its handle or is deleted)
+//! until they are dropped. Opening a file when the process is out of descriptors fails with
+//! `LogError::TooManyOpenFiles` (topic-partition, path, "raise the open files limit"); a
+//! fetch answers it per partition with KAFKA_STORAGE_ERROR.
+//!
 //! # Directory (`<data>/<topic>-<partition>/`)
 //! ```text
 //! 00000000000000000000.log / .index / .timeindex   segments (see segment.rs)
@@ -62,6 +82,10 @@ use crate::segment::{AppendedBatch, Segment};
 pub const LOG_START_FILE: &str = "log-start-offset-checkpoint";
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-checkpoint";
 pub const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+
+/// At most this many inactive segments of a log keep their `.log` open (the most recently
+/// read ones; see "File descriptors" above).
+pub const MAX_OPEN_INACTIVE_SEGMENT_FILES: usize = 2;
 
 /// What an append did (or, for a duplicate, what the original append did).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,6 +239,10 @@ pub(crate) struct Inner {
     /// Earliest delete horizon of the tombstones the last pass kept (`i64::MIN`: unknown,
     /// after a restart); a pass is due once it has passed.
     pub earliest_horizon: Option<i64>,
+    /// Segment reads so far (a clock for `Segment::last_read`), and its value at the last
+    /// idle-file sweep.
+    pub reads: u64,
+    pub swept_at: u64,
 }
 
 impl Inner {
@@ -226,6 +254,42 @@ impl Inner {
     }
     fn active_mut(&mut self) -> &mut Segment {
         self.segments.last_mut().expect("a log always has an active segment")
+    }
+
+    /// Segment `i` was just read (`opened`: its file was opened for it): it becomes the most
+    /// recently read, and the inactive files beyond the cap are closed.
+    fn note_read(&mut self, i: usize, opened: bool) {
+        self.reads += 1;
+        self.segments[i].last_read = self.reads;
+        if opened {
+            self.limit_open_files();
+        }
+    }
+
+    /// Closes the least recently read inactive `.log` files beyond
+    /// `MAX_OPEN_INACTIVE_SEGMENT_FILES`.
+    fn limit_open_files(&mut self) {
+        let n = self.segments.len();
+        let mut open: Vec<(u64, usize)> =
+            self.segments[..n - 1].iter().enumerate().filter(|(_, s)| s.is_log_file_open()).map(|(i, s)| (s.last_read, i)).collect();
+        if open.len() > MAX_OPEN_INACTIVE_SEGMENT_FILES {
+            open.sort_unstable();
+            for &(_, i) in &open[..open.len() - MAX_OPEN_INACTIVE_SEGMENT_FILES] {
+                self.segments[i].close_log_file();
+            }
+        }
+    }
+
+    /// The idle sweep: closes the inactive `.log` files not read since the previous sweep.
+    fn close_idle_files(&mut self) {
+        let n = self.segments.len();
+        let swept_at = self.swept_at;
+        for s in &mut self.segments[..n - 1] {
+            if s.is_log_file_open() && s.last_read <= swept_at {
+                s.close_log_file();
+            }
+        }
+        self.swept_at = self.reads;
     }
 }
 
@@ -545,11 +609,14 @@ impl Log {
     }
 
     /// Starts a new active segment at the LEO.
+    /// The rolled segment keeps its `.log` open as the most recently read inactive file.
     fn roll_locked(&self, g: &mut Inner) -> Result<()> {
         let base = g.leo();
         g.active_mut().on_become_inactive()?;
         let seg = Segment::create(&self.dir, base, &g.config)?;
         g.segments.push(seg);
+        let rolled = g.segments.len() - 2;
+        g.note_read(rolled, true);
         sync_dir(&self.dir)
     }
 
@@ -641,7 +708,7 @@ impl Log {
     /// `min_one_message`), ending below `max_offset` (exclusive; the HW for consumers, the LEO
     /// if `None`). `None` when nothing is available. Out of `[log start, LEO]` is an error.
     pub fn read(&self, fetch_offset: i64, max_bytes: u64, max_offset: Option<i64>, min_one_message: bool) -> Result<Option<FileRegion>> {
-        let g = self.lock_open()?;
+        let mut g = self.lock_open()?;
         let leo = g.leo();
         if fetch_offset < g.log_start_offset || fetch_offset > leo {
             return Err(self.err(LogError::OffsetOutOfRange {
@@ -656,15 +723,21 @@ impl Log {
             return Ok(None);
         }
         let first = g.segments.partition_point(|s| s.base_offset <= fetch_offset).saturating_sub(1);
-        for seg in &g.segments[first..] {
+        for i in first..g.segments.len() {
+            let seg = &mut g.segments[i];
             if seg.base_offset >= upper {
                 break;
             }
             let from = fetch_offset.max(seg.base_offset);
-            if let Some(r) = seg.read(from, max_bytes, upper, min_one_message).map_err(|e| self.err(e))? {
+            let was_open = seg.is_log_file_open();
+            let read = seg.read(from, max_bytes, upper, min_one_message);
+            let next_offset = seg.next_offset;
+            let opened = !was_open && seg.is_log_file_open();
+            g.note_read(i, opened);
+            if let Some(r) = read.map_err(|e| self.err(e))? {
                 return Ok(Some(r));
             }
-            if from < seg.next_offset {
+            if from < next_offset {
                 return Ok(None);
             }
         }
@@ -674,20 +747,30 @@ impl Log {
     /// The exclusive upper offset of a region `read` returned: the offset of the batch after it,
     /// or its segment's next offset. None when the segment is gone (deleted or rolled away since).
     pub fn offset_after(&self, region: &FileRegion) -> Result<Option<i64>> {
-        let g = self.lock_open()?;
-        let Some(seg) = g.segments.iter().find(|s| s.holds(region)) else { return Ok(None) };
-        seg.offset_at(region.position + region.length).map(Some).map_err(|e| self.err(e))
+        let mut g = self.lock_open()?;
+        let Some(i) = g.segments.iter().position(|s| s.holds(region)) else { return Ok(None) };
+        let was_open = g.segments[i].is_log_file_open();
+        let r = g.segments[i].offset_at(region.position + region.length);
+        let opened = !was_open && g.segments[i].is_log_file_open();
+        g.note_read(i, opened);
+        r.map(Some).map_err(|e| self.err(e))
     }
 
     /// ListOffsets by timestamp: the first record at or after the log start whose timestamp
     /// is >= `timestamp_ms`, as `(offset, timestamp)`.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>> {
-        let g = self.lock_open()?;
-        for seg in &g.segments {
-            if seg.next_offset <= g.log_start_offset || seg.max_timestamp < timestamp_ms {
+        let mut g = self.lock_open()?;
+        let log_start = g.log_start_offset;
+        for i in 0..g.segments.len() {
+            let seg = &mut g.segments[i];
+            if seg.next_offset <= log_start || seg.max_timestamp < timestamp_ms {
                 continue;
             }
-            if let Some(found) = seg.find_offset_by_timestamp(timestamp_ms, g.log_start_offset).map_err(|e| self.err(e))? {
+            let was_open = seg.is_log_file_open();
+            let found = seg.find_offset_by_timestamp(timestamp_ms, log_start);
+            let opened = !was_open && seg.is_log_file_open();
+            g.note_read(i, opened);
+            if let Some(found) = found.map_err(|e| self.err(e))? {
                 return Ok(Some(found));
             }
         }
@@ -763,7 +846,8 @@ impl Log {
             g.recovery_point = leo;
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
         }
-        g.producers = recovery::rebuild_producer_state(&g.segments, g.log_start_offset)?;
+        let log_start = g.log_start_offset;
+        g.producers = recovery::rebuild_producer_state(&mut g.segments, log_start)?;
         self.lower_cleaner_checkpoint(g, leo)
     }
 
@@ -1063,6 +1147,7 @@ impl Log {
             seg.flush()?;
         }
         seg.on_become_inactive()?;
+        seg.close_log_file();
         let before: u64 = g.segments[i..i + n].iter().map(|s| s.size).sum();
         drop(g.segments.splice(i..i + n, [seg]));
         result.segments_cleaned += n;
@@ -1094,18 +1179,24 @@ impl Log {
             }
             end += 1;
         }
-        let range = &inactive[start..end];
-        if range.is_empty() {
+        if start == end {
             return Ok(Planned::Skip { dirty_ratio: 0.0 });
         }
+        let range = &inactive[start..end];
         let total: u64 = range.iter().map(|s| s.size).sum();
         let dirty: u64 = range.iter().filter(|s| s.next_offset > first_dirty).map(|s| s.size).sum();
         #[allow(clippy::cast_precision_loss)]
         let dirty_ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
         let mut lag_due = false;
         if config.max_compaction_lag_ms < i64::MAX {
-            for s in range.iter().filter(|s| s.next_offset > first_dirty) {
-                if let Some(t) = s.first_batch_timestamp().map_err(|e| self.err(e))? {
+            for s in g.segments[start..end].iter_mut().filter(|s| s.next_offset > first_dirty) {
+                // A one-off header read: a file opened for it is closed again.
+                let was_open = s.is_log_file_open();
+                let t = s.first_batch_timestamp();
+                if !was_open {
+                    s.close_log_file();
+                }
+                if let Some(t) = t.map_err(|e| self.err(e))? {
                     lag_due |= t > 0 && now_ms.saturating_sub(t) > config.max_compaction_lag_ms;
                 }
             }
@@ -1114,18 +1205,25 @@ impl Log {
         if !(force || horizon_due || (dirty > 0 && (dirty_ratio >= config.min_cleanable_dirty_ratio || lag_due))) {
             return Ok(Planned::Skip { dirty_ratio });
         }
-        let segments = range
-            .iter()
-            .map(|s| SegmentSnapshot {
+        // The pass holds each file of its range through the snapshot until it is done; the
+        // segments keep their own handles open or closed as they were.
+        let mut segments = Vec::with_capacity(end - start);
+        for s in &mut g.segments[start..end] {
+            let was_open = s.is_log_file_open();
+            let file = s.reader().map_err(|e| self.err(e))?;
+            if !was_open {
+                s.close_log_file();
+            }
+            segments.push(SegmentSnapshot {
                 base_offset: s.base_offset,
                 next_offset: s.next_offset,
                 size: s.size,
-                file: s.file(),
+                file,
                 path: s.log_path.clone(),
                 dirty: s.next_offset > first_dirty,
-            })
-            .collect::<Vec<_>>();
-        let end_offset = range[range.len() - 1].next_offset;
+            });
+        }
+        let end_offset = g.segments[end - 1].next_offset;
         let producer_last_offsets = g.producers.entries().into_iter().map(|e| (e.producer_id, e.last_offset())).collect();
         let aborted = g.producers.aborted_between(g.log_start_offset, end_offset);
         g.cleaning = true;
@@ -1259,15 +1357,17 @@ impl Log {
 
     /// Flushes if `flush.messages` or `flush.ms` says so, and always flushes segments that
     /// were rolled since the last flush (Kafka flushes them asynchronously after a roll) so the
-    /// recovery point keeps up. Returns whether anything was fsynced.
+    /// recovery point keeps up. Returns whether anything was fsynced. Also the idle sweep of
+    /// the "File descriptors" policy (it runs every `log.flush.scheduler.interval.ms`).
     pub fn maybe_flush(&self, now_ms: i64) -> Result<bool> {
         let (due, rolled_dirty) = {
-            let g = self.lock_open()?;
+            let mut g = self.lock_open()?;
+            g.close_idle_files();
             let c = &g.config;
             let due = g.unflushed_messages > 0
                 && (g.unflushed_messages >= c.flush_messages || now_ms.saturating_sub(g.last_flush_ms) >= c.flush_ms);
             let n = g.segments.len();
-            let rolled_dirty = g.segments[..n - 1].iter().any(|s| s.unflushed_bytes > 0);
+            let rolled_dirty = g.segments[..n - 1].iter().any(Segment::needs_flush);
             (due, rolled_dirty)
         };
         if due {
@@ -1289,15 +1389,16 @@ impl Log {
 
     /// fsync outside the lock: all segments (`include_active`) or only the rolled ones.
     fn flush_scope(&self, include_active: bool, now_ms: i64) -> Result<()> {
-        let (handles, target, generation) = {
+        let (handles, flushed, target, generation) = {
             let mut g = self.lock_open()?;
             let n = g.segments.len();
             let upto = if include_active { n } else { n - 1 };
             let mut handles = Vec::new();
+            let mut flushed = Vec::new();
             for (i, s) in g.segments[..upto].iter_mut().enumerate() {
-                if s.unflushed_bytes > 0 || (include_active && i + 1 == n) {
-                    handles.extend(s.file_handles());
-                    s.unflushed_bytes = 0;
+                if s.needs_flush() || (include_active && i + 1 == n) {
+                    handles.extend(s.sync_targets().map_err(|e| e.in_partition(&self.tp))?);
+                    flushed.push(s.base_offset);
                 }
             }
             let target = if include_active { g.leo() } else { g.active().base_offset };
@@ -1305,15 +1406,16 @@ impl Log {
                 g.unflushed_messages = 0;
                 g.last_flush_ms = now_ms;
             }
-            (handles, target, g.generation)
+            (handles, flushed, target, g.generation)
         };
-        for (file, path) in &handles {
-            if let Err(e) = file.sync_data() {
+        for t in &handles {
+            // A closed file is opened by path for its fsync; one deleted meanwhile needs none.
+            if let Err(e) = t.sync(true) {
                 let mut g = self.lock();
-                for s in &mut g.segments {
-                    s.unflushed_bytes = s.size;
+                for s in g.segments.iter_mut().filter(|s| flushed.contains(&s.base_offset)) {
+                    s.mark_unflushed();
                 }
-                return Err(self.err(LogError::io(path, e)));
+                return Err(self.err(e));
             }
         }
         let mut g = self.lock();
@@ -1386,6 +1488,9 @@ impl Log {
             Ok(())
         };
         let r = run(&mut g).map_err(|e| self.err(e));
+        for s in &mut g.segments {
+            s.close_log_file();
+        }
         g.closed = true;
         r
     }
@@ -1406,6 +1511,12 @@ impl Log {
 
     pub fn is_closed(&self) -> bool {
         self.lock().closed
+    }
+
+    /// Descriptors the log's segments hold themselves (regions handed out and a cleaning pass
+    /// hold their own), for tests and metrics. See "File descriptors".
+    pub fn open_file_count(&self) -> usize {
+        self.lock().segments.iter().map(Segment::open_descriptors).sum()
     }
 
     /// Index entry counts of every segment (offset index, time index), for tests and metrics.

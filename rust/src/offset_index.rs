@@ -16,7 +16,8 @@
 //! # Crash story
 //! Not checksummed: rebuilt from the log when missing, when it fails [`OffsetIndex::sanity_check`],
 //! and for every segment recovered after an unclean shutdown. See `index_file.rs` for the
-//! preallocate/trim lifecycle.
+//! preallocate/trim lifecycle and when the file is open (only while the segment is active,
+//! or for one write).
 //!
 //! # Concurrency
 //! Not synchronized; owned by a `Segment`, which is guarded by the `Log` mutex.
@@ -24,7 +25,7 @@
 use std::path::Path;
 
 use crate::error::{LogError, Result};
-use crate::index_file::IndexFile;
+use crate::index_file::{IndexFile, SyncTarget};
 
 pub const ENTRY_SIZE: usize = 8;
 
@@ -173,8 +174,21 @@ impl OffsetIndex {
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
     }
-    pub fn handle(&self) -> std::sync::Arc<std::fs::File> {
-        self.file.handle()
+    pub fn sync_target(&mut self) -> SyncTarget {
+        self.file.sync_target()
+    }
+    pub fn mark_unsynced(&mut self) {
+        self.file.mark_unsynced();
+    }
+    pub fn needs_sync(&self) -> bool {
+        self.file.needs_sync()
+    }
+    /// Drops the file handle (an inactive segment's index needs none; see `index_file.rs`).
+    pub fn close(&mut self) {
+        self.file.close();
+    }
+    pub fn is_open(&self) -> bool {
+        self.file.is_open()
     }
 }
 

@@ -27,6 +27,11 @@
 //! 6. Recovered segments are fsynced, the recovery point becomes the LEO, the marker is
 //!    removed (so a crash from now on is detected).
 //!
+//! Descriptors: a segment is opened (read-only) to load it; once the next one is loaded it is
+//! inactive and closed (its index files are read into memory and closed by `Segment::open`).
+//! Only the last segment ends open, read-write, as the active one (`Segment::make_active`).
+//! So loading holds about one segment's files at a time, whatever the segment count.
+//!
 //! The recovery point used is the smaller of the caller's value (the broker's per-directory
 //! `recovery-point-offset-checkpoint`) and the partition's own `recovery-point-checkpoint`:
 //! both only claim "everything below is on disk", so the smaller claim is the safe one.
@@ -118,6 +123,11 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
                 continue;
             }
         }
+        // Only the last segment stays open (it becomes the active one); the previous one is
+        // inactive from here on: its index files are closed already, its `.log` now.
+        if let Some(prev) = segments.last_mut() {
+            prev.close_log_file();
+        }
         let gaps = config.cleanup_compact || base < cleaner_cp;
         let (mut seg, suspicious) = Segment::open(dir, base, &config, now_ms, gaps)?;
         let next_base = bases.get(i + 1).copied();
@@ -174,7 +184,7 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
     let snapshot = if clean { ProducerStateManager::read_snapshot(dir, leo) } else { None };
     let producers = match snapshot {
         Some(p) => p,
-        None => rebuild_producer_state(&segments, log_start)?,
+        None => rebuild_producer_state(&mut segments, log_start)?,
     };
     remove(&dir.join(SNAPSHOT_FILE))?;
 
@@ -199,6 +209,8 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         cleaning: false,
         // Tombstone horizons are not persisted: a log cleaned before gets one pass early on.
         earliest_horizon: (cleaner_cp > log_start).then_some(i64::MIN),
+        reads: 0,
+        swept_at: 0,
     })
 }
 
@@ -210,15 +222,21 @@ fn drop_segment_files(dir: &Path, base: i64) -> Result<()> {
 }
 
 /// Producer state from a header-only scan of every segment (61 bytes per batch, plus the
-/// first record of each control batch: the transaction markers).
-pub(crate) fn rebuild_producer_state(segments: &[Segment], log_start: i64) -> Result<ProducerStateManager> {
+/// first record of each control batch: the transaction markers). A file opened for the scan
+/// is closed after it, so at most one extra descriptor is open at a time.
+pub(crate) fn rebuild_producer_state(segments: &mut [Segment], log_start: i64) -> Result<ProducerStateManager> {
     let mut m = ProducerStateManager::new();
     for s in segments {
-        s.scan_producer_batches(|h, marker| {
+        let was_open = s.is_log_file_open();
+        let scanned = s.scan_producer_batches(|h, marker| {
             if h.has_producer_id() {
                 m.apply(&ProducerBatch::from_header(h, marker));
             }
-        })?;
+        });
+        if !was_open {
+            s.close_log_file();
+        }
+        scanned?;
     }
     m.truncate_head(log_start);
     Ok(m)

@@ -34,6 +34,23 @@
 //! (the high watermark for consumers). With `min_one_message`, a first batch larger than
 //! `max_bytes` is returned whole (Kafka's KIP-74 rule).
 //!
+//! # File descriptors
+//! The active segment holds three: its `.log` (read-write) and both indexes (it appends). An
+//! inactive segment holds none of its own at rest:
+//! - its indexes are read into memory and closed (see `index_file.rs`): when it is rolled
+//!   ([`Segment::on_become_inactive`]) and when it is opened at startup;
+//! - its `.log` is opened on demand, read-only, by the first read that needs it (a fetch,
+//!   ListOffsets by timestamp, the cleaner, a producer-state rebuild) and closed again by the
+//!   owning log ([`Segment::close_log_file`]) under the policy documented in `log.rs`;
+//! - an operation that writes an inactive segment (truncation, recovery, becoming active
+//!   again) reopens what it writes read-write for that;
+//! - a flush of a closed file opens it by path for the fsync ([`SyncTarget`]).
+//!
+//! Closing only drops the segment's own `Arc<File>`: a [`FileRegion`] handed out earlier keeps
+//! its descriptor until it is dropped, so a send in progress is never cut short. Deletion and
+//! the cleaner's renames work on paths and need no descriptor. A descriptor shortage
+//! (EMFILE/ENFILE) on any open is `LogError::TooManyOpenFiles`, naming the file.
+//!
 //! # Concurrency
 //! Not synchronized: every method needs the owning `Log`'s mutex. Regions handed out are
 //! independent of the lock (they hold `Arc<File>`).
@@ -47,6 +64,7 @@ use crate::batch::{self, BatchHeader, Check, Control, EndTxnMarker, FileSource, 
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::file_region::FileRegion;
+use crate::index_file::SyncTarget;
 use crate::offset_index::{self, OffsetIndex};
 use crate::time_index::{self, TimeIndex};
 
@@ -76,8 +94,14 @@ pub struct Recovered {
 pub struct Segment {
     pub base_offset: i64,
     pub log_path: PathBuf,
-    file: Arc<File>,
+    /// The `.log` handle; `None` while an inactive segment's file is closed.
+    file: Option<Arc<File>>,
+    /// `file` was opened read-write (the active segment, or a write on an inactive one).
+    writable: bool,
+    /// Identifies this segment's regions (`holds`); stable across reopening the file.
     path_arc: Arc<PathBuf>,
+    /// The owning log's read counter at this segment's last read (which files to close).
+    pub last_read: u64,
     pub size: u64,
     pub next_offset: i64,
     offset_index: OffsetIndex,
@@ -118,7 +142,9 @@ impl Segment {
             base_offset,
             path_arc: Arc::new(lp.clone()),
             log_path: lp,
-            file: Arc::new(file),
+            file: Some(Arc::new(file)),
+            writable: true,
+            last_read: 0,
             size: 0,
             next_offset: base_offset,
             offset_index,
@@ -135,9 +161,12 @@ impl Segment {
     /// checks. Returns `Ok(None)`-like signal through `needs_recovery` when anything is off
     /// (missing/corrupt index, torn tail), in which case the caller runs [`Self::recover`].
     /// `gaps`: the first batch may start above `base_offset` (see the invariants).
+    /// The `.log` is opened read-only and the indexes are read and closed: the caller closes
+    /// the log file too once it is done with an inactive segment ([`Self::close_log_file`]);
+    /// recovery and [`Self::make_active`] reopen what they write.
     pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64, gaps: bool) -> Result<(Segment, bool)> {
         let [lp, ip, tp] = Self::paths(dir, base_offset, "");
-        let file = OpenOptions::new().read(true).write(true).open(&lp).ctx(&lp)?;
+        let file = Arc::new(File::open(&lp).ctx(&lp)?);
         let size = file.metadata().ctx(&lp)?.len();
         let mut needs_recovery = false;
         let offset_index = match OffsetIndex::open(&ip, base_offset, config.segment_index_bytes) {
@@ -160,7 +189,9 @@ impl Segment {
             base_offset,
             path_arc: Arc::new(lp.clone()),
             log_path: lp,
-            file: Arc::new(file),
+            file: Some(Arc::clone(&file)),
+            writable: false,
+            last_read: 0,
             size,
             next_offset: base_offset,
             offset_index,
@@ -177,7 +208,7 @@ impl Segment {
         // Find next_offset with a header scan from the last index entry to the end.
         let (_, start) = seg.offset_index.last_entry().map_or((base_offset, 0), |(o, p)| (o, p));
         let mut last: Option<BatchHeader> = None;
-        let mut src = FileSource::new(&seg.file, &seg.log_path, size);
+        let mut src = FileSource::new(&file, &seg.log_path, size);
         let end = batch::scan(&mut src, u64::from(start), Check::Framing, None, |v| {
             last = Some(v.header);
             Ok(Control::Continue)
@@ -202,7 +233,7 @@ impl Segment {
             seg.rescan_max_timestamp(0)?;
         }
         if size > 0 {
-            let first = seg.read_header(0)?;
+            let first = seg.header_at(&file, 0)?;
             seg.rolling_base_ms = Some(if first.max_timestamp >= 0 { first.max_timestamp.min(now_ms) } else { now_ms });
             if first.base_offset < base_offset || (!gaps && first.base_offset != base_offset) {
                 return Ok((seg, true));
@@ -223,7 +254,7 @@ impl Segment {
         self.offset_of_max_timestamp = -1;
         self.bytes_since_last_index_entry = 0;
         self.rolling_base_ms = None;
-        let file = Arc::clone(&self.file);
+        let file = self.writable_file()?;
         let path = self.log_path.clone();
         let mut src = FileSource::new(&file, &path, self.size);
         let mut first_ts = None;
@@ -256,7 +287,7 @@ impl Segment {
         })?;
         let truncated = self.size - end.valid_end;
         if truncated > 0 {
-            self.file.set_len(end.valid_end).ctx(&self.log_path)?;
+            file.set_len(end.valid_end).ctx(&self.log_path)?;
             self.size = end.valid_end;
         }
         self.offset_index.write_pending()?;
@@ -302,9 +333,10 @@ impl Segment {
     /// indexes its batches. On a failed write the file is cut back to its previous size.
     pub fn append(&mut self, bytes: &[u8], batches: &[AppendedBatch], now_ms: i64, config: &LogConfig) -> Result<()> {
         let start = self.size;
-        if let Err(e) = self.file.write_all_at(bytes, start) {
+        let file = self.writable_file()?;
+        if let Err(e) = file.write_all_at(bytes, start) {
             // A full disk (ENOSPC) may have written part of the request: remove it.
-            let _ = self.file.set_len(start);
+            let _ = file.set_len(start);
             return Err(LogError::io(&self.log_path, e));
         }
         self.size += bytes.len() as u64;
@@ -322,12 +354,52 @@ impl Segment {
         self.time_index.write_pending()
     }
 
-    fn read_header(&self, pos: u64) -> Result<BatchHeader> {
+    /// The `.log` handle for a read: the open one, or the file opened read-only now.
+    pub fn reader(&mut self) -> Result<Arc<File>> {
+        if let Some(f) = &self.file {
+            return Ok(Arc::clone(f));
+        }
+        let f = Arc::new(File::open(&self.log_path).ctx(&self.log_path)?);
+        self.file = Some(Arc::clone(&f));
+        self.writable = false;
+        Ok(f)
+    }
+
+    /// The `.log` handle for a write: reopened read-write if it is closed or read-only.
+    fn writable_file(&mut self) -> Result<Arc<File>> {
+        match &self.file {
+            Some(f) if self.writable => Ok(Arc::clone(f)),
+            _ => {
+                let f = Arc::new(OpenOptions::new().read(true).write(true).open(&self.log_path).ctx(&self.log_path)?);
+                self.file = Some(Arc::clone(&f));
+                self.writable = true;
+                Ok(f)
+            }
+        }
+    }
+
+    /// Drops the segment's own `.log` handle (an inactive segment; see the module docs).
+    /// Regions handed out keep theirs. The next read reopens the file.
+    pub fn close_log_file(&mut self) {
+        self.file = None;
+        self.writable = false;
+    }
+
+    pub fn is_log_file_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Descriptors the segment itself holds (0 to 3), for tests and metrics.
+    pub fn open_descriptors(&self) -> usize {
+        usize::from(self.file.is_some()) + usize::from(self.offset_index.is_open()) + usize::from(self.time_index.is_open())
+    }
+
+    fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
         if pos + HEADER_LEN as u64 > self.size {
             return Err(LogError::corrupt(pos, format!("no room for a batch header in {} ({} bytes)", self.log_path.display(), self.size)));
         }
         let mut b = [0u8; HEADER_LEN];
-        self.file.read_exact_at(&mut b, pos).ctx(&self.log_path)?;
+        file.read_exact_at(&mut b, pos).ctx(&self.log_path)?;
         let h = BatchHeader::parse(&b);
         if h.size() < HEADER_LEN as u64 || pos + h.size() > self.size {
             return Err(LogError::corrupt(pos, format!("bad batch length {} in {}", h.batch_length, self.log_path.display())));
@@ -337,14 +409,22 @@ impl Segment {
 
     /// Position and header of the first batch whose last offset is >= `target`
     /// (`None` if `target >= next_offset`).
-    pub fn translate_offset(&self, target: i64) -> Result<Option<(u64, BatchHeader)>> {
+    pub fn translate_offset(&mut self, target: i64) -> Result<Option<(u64, BatchHeader)>> {
+        if target >= self.next_offset {
+            return Ok(None);
+        }
+        let file = self.reader()?;
+        self.translate_with(&file, target)
+    }
+
+    fn translate_with(&self, file: &File, target: i64) -> Result<Option<(u64, BatchHeader)>> {
         if target >= self.next_offset {
             return Ok(None);
         }
         let (_, p) = self.offset_index.lookup(target);
         let mut pos = u64::from(p);
         while pos < self.size {
-            let h = self.read_header(pos)?;
+            let h = self.header_at(file, pos)?;
             if h.last_offset() >= target {
                 return Ok(Some((pos, h)));
             }
@@ -355,11 +435,11 @@ impl Segment {
 
     /// The last batch boundary <= `target_end`, scanning from the boundary `from` (or a later
     /// indexed one).
-    fn boundary_at_or_before(&self, target_end: u64, from: u64) -> Result<u64> {
+    fn boundary_at_or_before(&self, file: &File, target_end: u64, from: u64) -> Result<u64> {
         let (_, ip) = self.offset_index.lookup_position(target_end);
         let mut pos = from.max(u64::from(ip));
         while pos < self.size {
-            let h = self.read_header(pos)?;
+            let h = self.header_at(file, pos)?;
             if pos + h.size() > target_end {
                 break;
             }
@@ -369,14 +449,18 @@ impl Segment {
     }
 
     /// A region of whole batches starting with the one holding `fetch_offset`; see the
-    /// module docs. `upper_bound` is an exclusive offset limit.
-    pub fn read(&self, fetch_offset: i64, max_bytes: u64, upper_bound: i64, min_one_message: bool) -> Result<Option<FileRegion>> {
-        let Some((start, first)) = self.translate_offset(fetch_offset)? else { return Ok(None) };
+    /// module docs. `upper_bound` is an exclusive offset limit. Opens the file if it is closed.
+    pub fn read(&mut self, fetch_offset: i64, max_bytes: u64, upper_bound: i64, min_one_message: bool) -> Result<Option<FileRegion>> {
+        if fetch_offset >= self.next_offset {
+            return Ok(None);
+        }
+        let file = self.reader()?;
+        let Some((start, first)) = self.translate_with(&file, fetch_offset)? else { return Ok(None) };
         if first.last_offset() >= upper_bound {
             return Ok(None);
         }
         let limit = if upper_bound < self.next_offset {
-            self.translate_offset(upper_bound)?.map_or(self.size, |(p, _)| p)
+            self.translate_with(&file, upper_bound)?.map_or(self.size, |(p, _)| p)
         } else {
             self.size
         };
@@ -389,48 +473,47 @@ impl Segment {
         } else if limit - start <= max_bytes {
             limit
         } else {
-            self.boundary_at_or_before(start + max_bytes, start + first_size)?
+            self.boundary_at_or_before(&file, start + max_bytes, start + first_size)?
         };
-        Ok(Some(self.region(start, end - start)))
+        Ok(Some(FileRegion { file, path: Arc::clone(&self.path_arc), position: start, length: end - start }))
     }
 
-    /// Whether `region` was read from this segment's file.
+    /// Whether `region` was read from this segment (whether or not its file was reopened
+    /// since).
     pub fn holds(&self, region: &FileRegion) -> bool {
-        Arc::ptr_eq(&self.file, &region.file)
+        Arc::ptr_eq(&self.path_arc, &region.path)
     }
 
     /// The offset of the batch starting at `position` (a batch boundary), or the segment's next
     /// offset when `position` is its end: the exclusive upper offset of a region ending there.
-    pub fn offset_at(&self, position: u64) -> Result<i64> {
+    pub fn offset_at(&mut self, position: u64) -> Result<i64> {
         if position >= self.size {
             return Ok(self.next_offset);
         }
-        Ok(self.read_header(position)?.base_offset)
-    }
-
-    pub fn region(&self, position: u64, length: u64) -> FileRegion {
-        FileRegion { file: Arc::clone(&self.file), path: Arc::clone(&self.path_arc), position, length }
+        let file = self.reader()?;
+        Ok(self.header_at(&file, position)?.base_offset)
     }
 
     /// Reads a whole batch (for record-level scans such as ListOffsets by timestamp).
-    pub fn read_batch(&self, pos: u64, h: &BatchHeader) -> Result<Vec<u8>> {
+    fn read_batch(&self, file: &File, pos: u64, h: &BatchHeader) -> Result<Vec<u8>> {
         let mut v = vec![0u8; usize::try_from(h.size()).unwrap_or(0)];
-        self.file.read_exact_at(&mut v, pos).ctx(&self.log_path)?;
+        file.read_exact_at(&mut v, pos).ctx(&self.log_path)?;
         Ok(v)
     }
 
     /// First record with timestamp >= `ts` in this segment: `(offset, timestamp)`.
     /// Only records at offsets >= `min_offset` count (the log start offset).
-    pub fn find_offset_by_timestamp(&self, ts: i64, min_offset: i64) -> Result<Option<(i64, i64)>> {
+    pub fn find_offset_by_timestamp(&mut self, ts: i64, min_offset: i64) -> Result<Option<(i64, i64)>> {
         if self.max_timestamp < ts {
             return Ok(None);
         }
+        let file = self.reader()?;
         let start_offset = self.time_index.lookup_below(ts).map_or(self.base_offset, |(_, o)| o).max(min_offset);
-        let Some((mut pos, _)) = self.translate_offset(start_offset)? else { return Ok(None) };
+        let Some((mut pos, _)) = self.translate_with(&file, start_offset)? else { return Ok(None) };
         while pos < self.size {
-            let h = self.read_header(pos)?;
+            let h = self.header_at(&file, pos)?;
             if h.max_timestamp >= ts && h.last_offset() >= min_offset {
-                let bytes = self.read_batch(pos, &h)?;
+                let bytes = self.read_batch(&file, pos, &h)?;
                 let mut found = None;
                 batch::for_each_record_timestamp(&bytes, pos, |o, t| {
                     if t >= ts && o >= min_offset {
@@ -453,7 +536,7 @@ impl Segment {
     /// batches from `from_pos` to the end.
     fn rescan_max_timestamp(&mut self, from_pos: u64) -> Result<()> {
         let (mut max, mut off) = self.time_index.last_entry().unwrap_or((-1, -1));
-        let file = Arc::clone(&self.file);
+        let file = self.reader()?;
         let path = self.log_path.clone();
         let mut src = FileSource::new(&file, &path, self.size);
         batch::scan(&mut src, from_pos, Check::Stored, None, |v| {
@@ -476,17 +559,22 @@ impl Segment {
     /// Removes the batch holding `offset` (or, in a gap, the first batch after it) and
     /// everything after it. The next offset becomes the end of the last remaining batch, so
     /// after a truncation into a compaction gap it may be below `offset`. Returns bytes removed.
+    /// Reopens the file (and the indexes) read-write.
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
-        let Some((pos, h)) = self.translate_offset(offset)? else { return Ok(0) };
+        if offset >= self.next_offset {
+            return Ok(0);
+        }
+        let file = self.writable_file()?;
+        let Some((pos, h)) = self.translate_with(&file, offset)? else { return Ok(0) };
         let removed = self.size - pos;
-        self.file.set_len(pos).ctx(&self.log_path)?;
+        file.set_len(pos).ctx(&self.log_path)?;
         self.size = pos;
         self.offset_index.truncate_to(h.base_offset)?;
         self.time_index.truncate_to(h.base_offset)?;
         // The last remaining batch: a header scan from the last index entry.
         let from = self.offset_index.last_entry().map_or(0, |(_, p)| u64::from(p));
         let mut last_next = self.base_offset;
-        let mut src = FileSource::new(&self.file, &self.log_path, self.size);
+        let mut src = FileSource::new(&file, &self.log_path, self.size);
         batch::scan(&mut src, from, Check::Framing, None, |v| {
             last_next = v.header.next_offset();
             Ok(Control::Continue)
@@ -496,7 +584,7 @@ impl Segment {
         // Time entries can name an offset inside the last indexed batch, so rescan from the
         // batch holding the last time entry's offset.
         let from = match self.time_index.last_entry() {
-            Some((_, o)) => self.translate_offset(o)?.map_or(from, |(p, _)| p.min(from)),
+            Some((_, o)) => self.translate_with(&file, o)?.map_or(from, |(p, _)| p.min(from)),
             None => 0,
         };
         self.rescan_max_timestamp(from)?;
@@ -508,48 +596,74 @@ impl Segment {
         Ok(removed)
     }
 
-    /// The segment stops being active (roll, close): final time-index entry, trimmed indexes.
+    /// The segment stops being active (roll, close): final time-index entry, trimmed indexes,
+    /// index files closed (an inactive segment looks its indexes up in memory). The `.log`
+    /// stays open until the log closes it (see `log.rs`).
     pub fn on_become_inactive(&mut self) -> Result<()> {
         if self.max_timestamp >= 0 || self.size > 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp.max(self.base_offset), true)?;
         }
         self.offset_index.trim()?;
-        self.time_index.trim()
+        self.time_index.trim()?;
+        self.offset_index.close();
+        self.time_index.close();
+        Ok(())
     }
 
-    /// Grows the indexes back to full size (a reopened last segment becomes active again).
+    /// Grows the indexes back to full size (a reopened last segment becomes active again) and
+    /// opens the `.log` and both indexes read-write.
     pub fn make_active(&mut self, config: &LogConfig) -> Result<()> {
+        self.writable_file()?;
         self.offset_index.preallocate(config.segment_index_bytes)?;
         self.time_index.preallocate(config.segment_index_bytes)
     }
 
-    /// fsync of the log and both indexes.
+    /// Whether a flush has anything to fsync: appended bytes, or index writes since the last
+    /// fsync (a rolled segment's trim and final time-index entry count).
+    pub fn needs_flush(&self) -> bool {
+        self.unflushed_bytes > 0 || self.offset_index.needs_sync() || self.time_index.needs_sync()
+    }
+
+    /// fsync of the log and both indexes: an open file always, a closed one if it changed
+    /// since its last fsync (opened by path for it).
     pub fn flush(&mut self) -> Result<()> {
-        self.file.sync_data().ctx(&self.log_path)?;
+        if self.file.is_some() || self.unflushed_bytes > 0 {
+            SyncTarget { file: self.file.clone(), path: self.log_path.clone() }.sync(false)?;
+        }
         self.offset_index.sync()?;
         self.time_index.sync()?;
         self.unflushed_bytes = 0;
         Ok(())
     }
 
-    /// Handles of the log and both index files, for fsync outside the log lock (index
-    /// entries are written at the end of every append, so the files are complete).
-    pub fn file_handles(&self) -> [(Arc<File>, PathBuf); 3] {
-        [
-            (Arc::clone(&self.file), self.log_path.clone()),
-            (self.offset_index.handle(), self.offset_index.path().to_owned()),
-            (self.time_index.handle(), self.time_index.path().to_owned()),
-        ]
+    /// The log and both index files, for an fsync outside the log lock (index entries are
+    /// written at the end of every append, so the files are complete). Marks the segment
+    /// flushed; the caller calls [`Self::mark_unflushed`] if an fsync fails.
+    pub fn sync_targets(&mut self) -> Result<[SyncTarget; 3]> {
+        self.offset_index.write_pending()?;
+        self.time_index.write_pending()?;
+        self.unflushed_bytes = 0;
+        Ok([
+            SyncTarget { file: self.file.clone(), path: self.log_path.clone() },
+            self.offset_index.sync_target(),
+            self.time_index.sync_target(),
+        ])
+    }
+
+    /// An fsync of `sync_targets` failed: everything counts as unflushed again.
+    pub fn mark_unflushed(&mut self) {
+        self.unflushed_bytes = self.size;
+        self.offset_index.mark_unsynced();
+        self.time_index.mark_unsynced();
     }
 
     /// Largest timestamp for retention.ms; falls back to the file's mtime when the segment
-    /// holds no timestamps (as Kafka does).
+    /// holds no timestamps (as Kafka does). A `stat` of the path: no descriptor needed.
     pub fn largest_timestamp(&self) -> i64 {
         if self.max_timestamp >= 0 {
             return self.max_timestamp;
         }
-        self.file
-            .metadata()
+        std::fs::metadata(&self.log_path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
@@ -557,7 +671,8 @@ impl Segment {
             .unwrap_or(-1)
     }
 
-    /// Unlinks the three files. Regions that still hold the log file keep working.
+    /// Unlinks the three files (open or not). Regions that still hold the log file keep
+    /// working.
     pub fn delete_files(&self) -> Result<()> {
         for p in [&self.log_path, &self.offset_index.path().to_owned(), &self.time_index.path().to_owned()] {
             match std::fs::remove_file(p) {
@@ -570,8 +685,9 @@ impl Segment {
     }
 
     /// Header-only scan of all batches (producer-state rebuild), in file order.
-    pub fn scan_headers(&self, mut each: impl FnMut(&BatchHeader)) -> Result<()> {
-        let mut src = FileSource::new(&self.file, &self.log_path, self.size);
+    pub fn scan_headers(&mut self, mut each: impl FnMut(&BatchHeader)) -> Result<()> {
+        let file = self.reader()?;
+        let mut src = FileSource::new(&file, &self.log_path, self.size);
         batch::scan(&mut src, 0, Check::Framing, None, |v| {
             each(&v.header);
             Ok(Control::Continue)
@@ -581,15 +697,16 @@ impl Segment {
 
     /// Header-only scan that also reads each control batch's marker (its first record; a
     /// control batch is a few dozen bytes). For the producer-state rebuild.
-    pub fn scan_producer_batches(&self, mut each: impl FnMut(&BatchHeader, Option<EndTxnMarker>)) -> Result<()> {
-        let mut src = FileSource::new(&self.file, &self.log_path, self.size);
+    pub fn scan_producer_batches(&mut self, mut each: impl FnMut(&BatchHeader, Option<EndTxnMarker>)) -> Result<()> {
+        let file = self.reader()?;
+        let mut src = FileSource::new(&file, &self.log_path, self.size);
         let mut buf = Vec::new();
         batch::scan(&mut src, 0, Check::Framing, None, |v| {
             let h = v.header;
             let marker = if h.is_control() {
                 #[allow(clippy::cast_possible_truncation)]
                 buf.resize(h.size().min(256) as usize, 0);
-                self.file.read_exact_at(&mut buf, v.position).ctx(&self.log_path)?;
+                file.read_exact_at(&mut buf, v.position).ctx(&self.log_path)?;
                 EndTxnMarker::parse(&buf)
             } else {
                 None
@@ -610,17 +727,13 @@ impl Segment {
         self.offset_index.entry(i)
     }
 
-    /// The log file handle (the cleaner reads inactive segments without the log lock).
-    pub fn file(&self) -> Arc<File> {
-        Arc::clone(&self.file)
-    }
-
     /// maxTimestamp of the first batch (max.compaction.lag.ms), `None` when empty.
-    pub fn first_batch_timestamp(&self) -> Result<Option<i64>> {
+    pub fn first_batch_timestamp(&mut self) -> Result<Option<i64>> {
         if self.size == 0 {
             return Ok(None);
         }
-        Ok(Some(self.read_header(0)?.max_timestamp))
+        let file = self.reader()?;
+        Ok(Some(self.header_at(&file, 0)?.max_timestamp))
     }
 }
 

@@ -19,12 +19,13 @@
 //!
 //! # Crash story and concurrency
 //! As for the offset index: rebuilt from the log, never trusted after an unclean shutdown;
-//! guarded by the `Log` mutex through its `Segment`.
+//! guarded by the `Log` mutex through its `Segment`. The file is open only while the segment
+//! is active or for one write (`index_file.rs`).
 
 use std::path::Path;
 
 use crate::error::{LogError, Result};
-use crate::index_file::IndexFile;
+use crate::index_file::{IndexFile, SyncTarget};
 
 pub const ENTRY_SIZE: usize = 12;
 
@@ -151,8 +152,21 @@ impl TimeIndex {
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
     }
-    pub fn handle(&self) -> std::sync::Arc<std::fs::File> {
-        self.file.handle()
+    pub fn sync_target(&mut self) -> SyncTarget {
+        self.file.sync_target()
+    }
+    pub fn mark_unsynced(&mut self) {
+        self.file.mark_unsynced();
+    }
+    pub fn needs_sync(&self) -> bool {
+        self.file.needs_sync()
+    }
+    /// Drops the file handle (an inactive segment's index needs none; see `index_file.rs`).
+    pub fn close(&mut self) {
+        self.file.close();
+    }
+    pub fn is_open(&self) -> bool {
+        self.file.is_open()
     }
 }
 

@@ -10,7 +10,7 @@
 //! ├── InvalidProducerEpochError  InvalidProducerEpoch
 //! ├── InvalidTxnStateError       InvalidTxnState
 //! ├── CoordinatorFencedError     CoordinatorFenced
-//! ├── KafkaStorageError          Io (incl. ENOSPC), CorruptIndex, Closed
+//! ├── KafkaStorageError          Io (incl. ENOSPC), TooManyOpenFiles, CorruptIndex, Closed
 //! └── InvalidConfigError         InvalidConfig
 //! RaftError(Exception)            raft::RaftError (the controller quorum's state)
 //! └── NoLeaderError               RaftError::NoLeader
@@ -64,7 +64,7 @@ impl From<LogError> for PyErr {
             LogError::InvalidTxnState { .. } => InvalidTxnStateError::new_err(msg),
             LogError::CoordinatorFenced { .. } => CoordinatorFencedError::new_err(msg),
             LogError::InvalidConfig { .. } => InvalidConfigError::new_err(msg),
-            LogError::Io { source, .. } => {
+            LogError::Io { source, .. } | LogError::TooManyOpenFiles { source, .. } => {
                 let err = KafkaStorageError::new_err(msg);
                 if let Some(code) = source.raw_os_error() {
                     Python::attach(|py| {

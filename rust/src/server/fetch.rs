@@ -411,9 +411,15 @@ impl PendingFetch {
                             }
                             Ok(_) => {}
                             Err(e) => {
+                                // Per partition (the others are answered): a storage failure
+                                // such as a segment file that cannot be reopened for lack of
+                                // descriptors is KAFKA_STORAGE_ERROR, and the broker's fault.
                                 data.error_code = error_code_for(&e);
                                 data.aborted_transactions = None;
                                 errors = true;
+                                let ours = data.error_code == code::KAFKA_STORAGE_ERROR && !part.is_removed();
+                                let level = if ours { LogLine::ERROR } else { LogLine::INFO };
+                                logs.push(LogLine::new(level, format!("fetch from {}: reading {} failed: {e}", self.peer, part.name())));
                             }
                         }
                     }

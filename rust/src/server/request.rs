@@ -51,7 +51,9 @@ pub fn error_code_for(e: &LogError) -> i16 {
         LogError::InvalidTxnState { .. } => code::INVALID_TXN_STATE,
         LogError::CoordinatorFenced { .. } => code::TRANSACTION_COORDINATOR_FENCED,
         LogError::InvalidConfig { .. } => code::INVALID_CONFIG,
-        LogError::Io { .. } | LogError::CorruptIndex { .. } | LogError::Closed { .. } => code::KAFKA_STORAGE_ERROR,
+        LogError::Io { .. } | LogError::TooManyOpenFiles { .. } | LogError::CorruptIndex { .. } | LogError::Closed { .. } => {
+            code::KAFKA_STORAGE_ERROR
+        }
     }
 }
 
