@@ -57,12 +57,11 @@ def test_api_versions_advertises_exactly_the_handlers(broker):
         for v in range(0, 5):
             resp = c.request(18, v, ApiVersions(client_software_name="t", client_software_version="1"))
             got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-            # a single node: the cluster-only APIs (DescribeQuorum) are neither advertised nor served,
-            # nor on a PLAINTEXT listener are SaslHandshake and SaslAuthenticate (tests/test_sasl.py);
+            # a single node is a quorum of one voter: DescribeQuorum is served as in a cluster;
+            # on a PLAINTEXT listener SaslHandshake and SaslAuthenticate are not (tests/test_sasl.py);
             # the share-group APIs are (group.share.enable is true by default)
-            assert got == {k: (e.min_version, e.max_version) for k, e in HANDLERS.items()
-                           if not e.cluster_only and not e.sasl_only}
-            assert 55 not in got and 55 in HANDLERS
+            assert got == {k: (e.min_version, e.max_version) for k, e in HANDLERS.items() if not e.sasl_only}
+            assert 55 in got
             assert 17 not in got and 36 not in got and HANDLERS[17].sasl_only
             assert 78 in got and HANDLERS[78].enabled_by == "group.share.enable"
 

@@ -123,18 +123,21 @@ def test_cluster_status(tmp_path):
 
 
 def test_cluster_status_of_a_single_broker_and_serve_rack(tmp_path):
-    """A node outside a quorum does not offer DescribeQuorum: the other tables, and why not."""
+    """A single node is a quorum of one voter: it is the controller, leads the metadata log
+    and answers DescribeQuorum as a cluster does."""
     bp = BrokerProcess(tmp_path / "data", extra=["--rack", "rack-a"]).start()
     try:
         out = status("--bootstrap-server", bp.bootstrap_servers)
         assert out.returncode == 0, out.stderr
         assert "Traceback" not in out.stdout + out.stderr
-        assert f"1   {bp.bootstrap_servers}  rack-a  broker  unfenced" in out.stdout
-        assert ("quorum: could not be described: broker "
-                f"{bp.bootstrap_servers} does not offer DescribeQuorum (API key 55)") in out.stdout
+        assert f"1   {bp.bootstrap_servers}  rack-a  broker,controller  unfenced" in out.stdout
+        assert "quorum __cluster_metadata-0: leader 1, leader epoch " in out.stdout
         assert "under-replicated or offline partitions: none" in out.stdout
         doc = json.loads(status("--bootstrap-server", bp.bootstrap_servers, "--json").stdout)
-        assert doc["quorum"] is None and "DescribeQuorum" in doc["quorum_error"]
+        q = doc["quorum"]
+        assert doc["quorum_error"] is None and doc["controller_id"] == 1
+        assert q["leader_id"] == 1 and q["high_watermark"] > 0 and q["observers"] == []
+        assert [(v["node_id"], v["status"], v["lag"]) for v in q["voters"]] == [(1, "leader", 0)]
     finally:
         assert bp.stop() == 0
 

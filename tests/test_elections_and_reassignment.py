@@ -32,7 +32,7 @@ BROKERS = [1, 2, 3, 4, 5]
 
 def image_with(replicas: list[list[int]], unclean: bool = False) -> MetadataImage:
     image = MetadataImage("c", 1, {n: BrokerRegistration(n, "h", 9000 + n) for n in BROKERS}, {}, 0)
-    from logbroker.coord.controller import new_partition
+    from logbroker.coord.replication_control import new_partition
 
     parts = {i: new_partition(i, r) for i, r in enumerate(replicas)}
     image.topics["t"] = TopicState("t", uuid.uuid4(), parts,
@@ -42,6 +42,15 @@ def image_with(replicas: list[list[int]], unclean: bool = False) -> MetadataImag
 
 def unclean_of(t: TopicState) -> bool:
     return t.configs.get("unclean.leader.election.enable") == "true"
+
+
+def elect_in_place(image: MetadataImage, gone: set[int]) -> list[elections.Election]:
+    """elect_for_brokers' new states written over the image's (this test's scratch images),
+    returning the leader changes."""
+    changes = elections.elect_for_brokers(image, gone, unclean_of)
+    for t, new, _e in changes:
+        vars(t.partitions[new.partition]).update(vars(new))
+    return [e for _t, _n, e in changes if e is not None]
 
 
 def check_rules(before: MetadataImage, after: MetadataImage, target: list[int] | None = None) -> None:
@@ -85,11 +94,11 @@ def test_random_histories_keep_the_rules(seed):
             n = rng.choice(BROKERS)
             if not image.brokers[n].fenced:
                 image.brokers[n].fenced = True
-                elections.elect_for_brokers(image, {n}, unclean_of)
+                elect_in_place(image, {n})
         elif op == 1:  # a broker comes back
             n = rng.choice(BROKERS)
             image.brokers[n].fenced = False
-            elections.elect_for_brokers(image, set(), unclean_of)
+            elect_in_place(image, set())
         elif op == 2 and ps.leader != -1:  # the leader adds a caught-up replica to the ISR
             joining = [r for r in ps.replicas if r not in ps.isr and not image.brokers[r].fenced]
             if joining:
@@ -125,15 +134,15 @@ def test_fenced_leader_hands_over_in_replica_order_and_the_last_isr_member_stays
     ps = image.topics["t"].partitions[0]
     ps.isr = [2, 3, 1]  # ISR order differs from replica order
     image.brokers[3].fenced = True
-    moved = elections.elect_for_brokers(image, {3}, unclean_of)
+    moved = elect_in_place(image, {3})
     assert [(e.old_leader, e.new_leader) for e in moved] == [(3, 1)] and ps.isr == [2, 1]
     image.brokers[1].fenced = image.brokers[2].fenced = True
-    elections.elect_for_brokers(image, {1, 2}, unclean_of)
+    elect_in_place(image, {1, 2})
     assert ps.leader == -1 and ps.isr == [2, 1]  # nobody left: the ISR keeps its last members
     image.brokers[3].fenced = False
-    assert elections.elect_for_brokers(image, set(), unclean_of) == [] and ps.leader == -1  # 3 is not in the ISR
+    assert elect_in_place(image, set()) == [] and ps.leader == -1  # 3 is not in the ISR
     image.topics["t"].configs["unclean.leader.election.enable"] = "true"
-    moved = elections.elect_for_brokers(image, set(), unclean_of)
+    moved = elect_in_place(image, set())
     assert moved[0].unclean and ps.leader == 3 and ps.isr == [3]
 
 

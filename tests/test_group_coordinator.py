@@ -13,6 +13,7 @@ from logbroker.coord.controller import Controller
 from logbroker.coord.group import GroupState
 from logbroker.coord.group_coordinator import GroupCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
+from logbroker.coord.metadata_quorum import MetadataQuorum, node_cluster_id
 from logbroker.protocol import REQUESTS, ErrorCode
 from logbroker.broker.replica_manager import ReplicaManager
 
@@ -28,7 +29,12 @@ async def make(tmp_path, nursery, **settings):
                  "group.initial.rebalance.delay.ms": "0"}
     overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
     config = BrokerConfig(overrides)
-    controller = Controller(config, MetadataStore(config.data_dir), BrokerRegistration(1, "127.0.0.1", 9092))
+    local, store = BrokerRegistration(1, "127.0.0.1", 9092), MetadataStore(config.data_dir)
+    quorum = MetadataQuorum(config, local, node_cluster_id(config, store))  # a single node: one voter
+    controller = Controller(config, store, local, quorum)
+    quorum.open()
+    await nursery.start(quorum.run, controller.on_quorum_image)
+    await quorum.wait_replayed()
     replicas = ReplicaManager(config)
     await replicas.startup(controller.image)
     controller.add_listener(replicas.apply_metadata)

@@ -425,11 +425,12 @@ class PartitionTable:
     def partition_stats(
         self,
     ) -> list[tuple[str, int, bool, int, int, int, int, int, int, int, int, int]]: ...
-    def set_metadata(
+    def update_metadata(
         self,
         node_id: int,
         topics: list[tuple[str, bytes, list[tuple[int, int, int]]]],
-        brokers: list[tuple[int, str, int, str | None]],
+        removed: list[str],
+        brokers: list[tuple[int, str, int, str | None]] | None = None,
     ) -> None: ...
 
 @final

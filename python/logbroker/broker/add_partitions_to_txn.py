@@ -28,7 +28,7 @@ from collections import defaultdict
 import trio
 
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.transaction_coordinator import TransactionCoordinator, TxnError
 from logbroker.protocol import REQUESTS, ErrorCode
 

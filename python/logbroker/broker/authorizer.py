@@ -100,12 +100,13 @@ class AclAuthorizer:
                      config.get_bool("allow.everyone.if.no.acl.found"))
         self._acls = None
 
-    async def apply_metadata(self, image) -> None:
-        """The image changed: hand its ACLs to the Rust authorizer when they changed."""
+    async def apply_metadata(self, image, delta=None) -> None:
+        """The image changed: hand its ACLs to the Rust authorizer when they changed (a
+        published image is never changed, and unchanged ACLs are the same dict)."""
         acls = getattr(image, "acls", {})
         if acls is self._acls or acls == self._acls:
             return
-        self._acls = dict(acls)
+        self._acls = acls
         self.core.set_acls([(b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
                              b.permission_type) for b in acls.values()])
 

@@ -27,11 +27,11 @@ class ClientQuotaPublisher:
         core.configure(config.get_int("quota.window.num"), config.get_int("quota.window.size.seconds") * 1000)
         self._quotas: dict | None = None
 
-    async def apply_metadata(self, image) -> None:
+    async def apply_metadata(self, image, delta=None) -> None:
         quotas = getattr(image, "client_quotas", {})
-        if quotas == self._quotas:
+        if quotas is self._quotas or quotas == self._quotas:  # a published image is never changed
             return
-        self._quotas = {e: dict(v) for e, v in quotas.items()}
+        self._quotas = quotas
         self.core.set_quotas([(list(entity), values.get(client_quotas.PRODUCER_BYTE_RATE),
                                values.get(client_quotas.CONSUMER_BYTE_RATE))
                               for entity, values in quotas.items()])

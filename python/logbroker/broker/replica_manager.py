@@ -3,7 +3,7 @@ periodic work on them (retention, flush, segment.ms rolls, checkpoints).
 
 Data directory layout (`log.dirs`, one directory today):
     meta.properties                       cluster.id and node.id (coord/metadata.py)
-    __cluster_metadata/image.json         the metadata image (coord/metadata.py)
+    __cluster_metadata-0/                 the metadata log (coord/metadata_quorum.py)
     <topic>-<partition>/                  one Rust `Log` per partition (rust/src/log.rs)
     __archive/                            Parquet files of retention.archive topics, unless
                                           archive.location is set (broker/archiver.py)
@@ -28,6 +28,7 @@ from logbroker.archive import ArchiveError
 from logbroker.broker.archiver import Archiver
 from logbroker.broker.config import RACK_AWARE_SELECTOR, BrokerConfig
 from logbroker.coord.metadata import MetadataImage
+from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.log_format import fields
 from logbroker.broker.partition import Partition
 from logbroker.broker.replication import Replication
@@ -51,6 +52,7 @@ class ReplicaManager:
         self.table.set_rack_aware_selector(config.get_str("replica.selector.class") == RACK_AWARE_SELECTOR)
         self.table.set_verify_transactions_v1(config.get_bool("transaction.partition.verification.enable"))
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._by_topic: dict[str, set[int]] = {}  # topic -> indexes of its local partitions
         self._image: MetadataImage | None = None
         self._closed = False
         self.replication = Replication(config, self)
@@ -100,8 +102,8 @@ class ReplicaManager:
                     extra=fields(topic=lg.topic, partition=lg.partition, offset=lg.log_end_offset),
                 )
         for (topic, state), lg in zip(wanted, logs):
-            self.partitions[(topic.name, state.partition)] = self._partition(topic, state, lg)
-        self._set_cluster_view(image)
+            self._add(self._partition(topic, state, lg))
+        self._set_cluster_view(image, set(image.topics), True)
         self._image = image
         await self.replication.after_image(image)
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
@@ -109,31 +111,44 @@ class ReplicaManager:
             if entry.is_dir() and not entry.name.startswith("__") and entry.name not in known:
                 log.warning("directory %s does not belong to any topic in the metadata image; left untouched", entry)
 
-    async def apply_metadata(self, image: MetadataImage) -> None:
+    async def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
         """Reconcile local partitions with a new image: open new replicas, apply leader
-        and ISR changes, delete replicas of deleted topics."""
-        current = self.partitions
+        and ISR changes, delete replicas of deleted topics. With a delta only the topics it
+        changed are looked at (the cost is the change's, not the cluster's); without one
+        (a snapshot loaded) every topic is."""
+        old = self._image
+        if delta is None or old is None:
+            names = set(image.topics) | {k[0] for k in self.partitions} | (set(old.topics) if old else set())
+            follow_names = None
+        else:
+            names = delta.changed_topics
+            follow_names = None if delta.brokers_changed else names  # a leader's endpoint may have moved
+        current = {k: p for name in names for k, p in self._local_of(name)}
         wanted: dict[tuple[str, int], tuple] = {}
-        for topic in image.topics.values():
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                continue
             for state in topic.partitions.values():
                 if self.node_id in state.replicas:
                     wanted[(topic.name, state.partition)] = (topic, state)
         to_open = [(k, v) for k, v in wanted.items() if k not in current or current[k].topic_id != v[0].topic_id]
         to_delete = [p for k, p in current.items() if k not in wanted or wanted[k][0].topic_id != p.topic_id]
         config_changed = []
-        if self._image is not None:
+        if old is not None:
             for k, p in current.items():
                 if k in wanted and wanted[k][0].topic_id == p.topic_id:
-                    old = self._image.topics.get(k[0])
-                    if old is not None and old.configs != wanted[k][0].configs:
+                    was = old.topics.get(k[0])
+                    if was is not None and was.configs is not wanted[k][0].configs \
+                            and was.configs != wanted[k][0].configs:
                         config_changed.append((p, wanted[k][0].configs))
 
         # Replicas that stop following (now leaders, leaderless, deleted) are off the fetch
         # loops before anything else changes.
-        await self.replication.before_image(image)
+        await self.replication.before_image(image, follow_names)
         # The data path learns the new image first, so a request for a deleted partition
         # finds no such topic rather than a leader that is going away.
-        self._set_cluster_view(image)
+        self._set_cluster_view(image, names, delta is None or old is None or delta.brokers_changed)
         for p in to_delete:
             p.deleted = True
             self.table.remove(p.topic, p.index)
@@ -154,11 +169,11 @@ class ReplicaManager:
 
         opened = await trio.to_thread.run_sync(work)
         for p in to_delete:
-            self.partitions.pop((p.topic, p.index), None)
+            self._forget(p)
             p.deleted = True
             p.notify()
         for ((name, idx), (topic, state)), lg in zip(to_open, opened):
-            self.partitions[(name, idx)] = self._partition(topic, state, lg)
+            self._add(self._partition(topic, state, lg))
         for p, configs in config_changed:
             p.apply_state(p.state, self._min_isr(configs))
         for key, (topic, state) in wanted.items():
@@ -166,17 +181,37 @@ class ReplicaManager:
             if p is not None and p.state != state:
                 p.apply_state(state)
         self._image = image
-        await self.replication.after_image(image)
+        await self.replication.after_image(image, follow_names)
 
-    def _set_cluster_view(self, image: MetadataImage) -> None:
-        """Every partition's leader and every broker's endpoint, for the data path's
-        NOT_LEADER_OR_FOLLOWER answers (KIP-951); one call per image."""
-        topics = [
-            (t.name, t.topic_id.bytes, [(s.partition, s.leader, s.leader_epoch) for s in t.partitions.values()])
-            for t in image.topics.values()
-        ]
-        brokers = [(b.node_id, b.host, b.port, b.rack) for b in image.brokers.values()]
-        self.table.set_metadata(self.node_id, topics, brokers)
+    def _local_of(self, topic: str) -> list[tuple[tuple[str, int], Partition]]:
+        return [((topic, i), self.partitions[(topic, i)]) for i in self._by_topic.get(topic, ())]
+
+    def _add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.index)] = p
+        self._by_topic.setdefault(p.topic, set()).add(p.index)
+
+    def _forget(self, p: Partition) -> None:
+        if self.partitions.get((p.topic, p.index)) is p:
+            del self.partitions[(p.topic, p.index)]
+            indexes = self._by_topic.get(p.topic, set())
+            indexes.discard(p.index)
+            if not indexes:
+                self._by_topic.pop(p.topic, None)
+
+    def _set_cluster_view(self, image: MetadataImage, names: set[str], brokers_changed: bool) -> None:
+        """The leaders of the topics in `names` (every partition's leader, for the data path's
+        NOT_LEADER_OR_FOLLOWER answers, KIP-951) and, when they changed, every broker's
+        endpoint; one call per image."""
+        topics, removed = [], []
+        for name in names:
+            t = image.topics.get(name)
+            if t is None:
+                removed.append(name)
+            else:
+                topics.append((t.name, t.topic_id.bytes,
+                               [(s.partition, s.leader, s.leader_epoch) for s in t.partitions.values()]))
+        brokers = [(b.node_id, b.host, b.port, b.rack) for b in image.brokers.values()] if brokers_changed else None
+        self.table.update_metadata(self.node_id, topics, removed, brokers)
 
     async def shutdown(self) -> None:
         """Flush and close every log, then write the checkpoints."""

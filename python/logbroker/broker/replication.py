@@ -72,28 +72,33 @@ class Replication:
 
     # --- followers ----------------------------------------------------------------------
 
-    def _wanted(self, image: MetadataImage) -> dict[tuple[str, int], tuple[int, int]]:
-        """Local replicas that should follow: key -> (leader, leader epoch)."""
+    def _wanted(self, image: MetadataImage, names: set[str] | None) -> dict[tuple[str, int], tuple[int, int]]:
+        """Local replicas that should follow: key -> (leader, leader epoch), of the topics
+        `names` (None: every topic)."""
         out = {}
-        for t in image.topics.values():
+        topics = image.topics.values() if names is None else filter(None, map(image.topics.get, names))
+        for t in topics:
             for ps in t.partitions.values():
                 if self.node_id in ps.replicas and ps.leader not in (NO_LEADER, self.node_id) and ps.leader in image.brokers:
                     out[(t.name, ps.partition)] = (ps.leader, ps.leader_epoch)
         return out
 
-    async def before_image(self, image: MetadataImage) -> None:
-        """Stop following what must not be followed under `image` (before its states apply)."""
-        wanted = self._wanted(image)
-        stop = [k for k, v in self._following.items() if wanted.get(k, (None, None))[0] != v[0]]
+    async def before_image(self, image: MetadataImage, names: set[str] | None = None) -> None:
+        """Stop following what must not be followed under `image` (before its states apply);
+        only topics in `names` changed (None: any may have)."""
+        wanted = self._wanted(image, names)
+        stop = [k for k, v in self._following.items()
+                if (names is None or k[0] in names) and wanted.get(k, (None, None))[0] != v[0]]
         if stop:
             await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
             for k in stop:
                 self._following.pop(k, None)
 
-    async def after_image(self, image: MetadataImage) -> None:
-        """Follow every local replica led elsewhere, at the image's leader epochs."""
+    async def after_image(self, image: MetadataImage, names: set[str] | None = None) -> None:
+        """Follow every local replica led elsewhere, at the image's leader epochs; only
+        topics in `names` changed (None: any may have)."""
         self._image = image
-        wanted = self._wanted(image)
+        wanted = self._wanted(image, names)
         by_leader: dict[int, list] = {}
         for key, (leader, epoch) in wanted.items():
             p = self.replicas.partitions.get(key)

@@ -25,6 +25,7 @@ from logbroker.coord.controller_channel import serve_kafka_connection
 from logbroker.coord.group_coordinator import GroupCoordinator
 from logbroker.coord.transaction_coordinator import TransactionCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
+from logbroker.coord.metadata_quorum import MetadataQuorum, node_cluster_id
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
@@ -69,13 +70,13 @@ class BrokerServer:
         self.address: tuple[str, int] | None = None  # the primary (inter-broker) listener's
         self.listener_addresses: dict[str, tuple[str, int]] = {}  # every listener's bound address
         self.advertised: tuple[str, int] | None = None
-        self.quorum = None  # MetadataQuorum in a cluster (controller.quorum.voters set)
-        self.lifecycle: BrokerLifecycle | None = None  # heartbeats, in a cluster
+        self.quorum: MetadataQuorum | None = None  # the metadata log (set by run)
+        self.lifecycle: BrokerLifecycle | None = None  # heartbeats
 
     async def controlled_shutdown(self) -> None:
         """Before stopping a cluster node: move its partition leaderships (and, if it is the
         active controller, controller leadership) to other nodes; bounded, see
-        coord/broker_lifecycle.py. Nothing to do for a single node."""
+        coord/broker_lifecycle.py. A single node has no one to hand them to."""
         if self.lifecycle is not None:
             await self.lifecycle.controlled_shutdown()
 
@@ -112,27 +113,26 @@ class BrokerServer:
                 adv = self.config.advertised(name)
                 local.endpoints[name] = list(adv) if adv is not None else [
                     "127.0.0.1" if host in ("0.0.0.0", "::") else host, port]
-        quorum = None
         self.config.check_quorum()
-        if self.config.quorum_voters:
-            from logbroker.coord.metadata_quorum import MetadataQuorum, derived_cluster_id
-
-            cluster_id = self.config.get_str("cluster.id") or derived_cluster_id(self.config.quorum_voters)
-            quorum = MetadataQuorum(self.config, local, cluster_id)
-            if self.authorizer.enabled:
-                quorum.transport.admit = self.authorizer.admit_node
+        store = MetadataStore(data_dir)
+        quorum = MetadataQuorum(self.config, local, node_cluster_id(self.config, store))
+        if self.authorizer.enabled:
+            quorum.transport.admit = self.authorizer.admit_node
         self.quorum = quorum
-        self.controller = Controller(self.config, MetadataStore(data_dir), local, quorum)
+        self.controller = Controller(self.config, store, local, quorum)
         self.replicas = ReplicaManager(self.config, self.partition_table)
         async with trio.open_nursery() as nursery:
-            if quorum is not None:
-                # the data directory checked (Controller), open the metadata log and replay
-                # what this node knows is committed, so local logs open against that image
-                quorum.open()
-                kafka = functools.partial(serve_kafka_connection, handle_frame=self.server.handle_frame,
-                                          max_frame=self.config.get_int("socket.request.max.bytes"))
-                await nursery.start(quorum.run, self.controller.on_quorum_image, kafka)
-                await quorum.wait_replayed()
+            # the data directory checked (node_cluster_id), open the metadata log and replay
+            # what this node knows is committed, so local logs open against that image
+            quorum.open()
+            kafka = functools.partial(serve_kafka_connection, handle_frame=self.server.handle_frame,
+                                      max_frame=self.config.get_int("socket.request.max.bytes"))
+            await nursery.start(quorum.run, self.controller.on_quorum_image, kafka)
+            await quorum.wait_replayed()
+            await self.controller.migrate_legacy_image()
+            if quorum.single_voter:  # it leads: its registration commits at once, before clients come
+                with trio.fail_after(30):
+                    await quorum.registered.wait()
             image = self.controller.image
             await self.authorizer.apply_metadata(image)
             self.controller.add_listener(self.authorizer.apply_metadata)
@@ -159,15 +159,12 @@ class BrokerServer:
             await nursery.start(self.add_partitions_to_txn.run)
             await nursery.start(self.replicas.run_background)
             await nursery.start(self.groups.run)
-            if quorum is not None:
-                assert self.controller.sessions is not None
-                self.lifecycle = BrokerLifecycle(self.controller, quorum,
-                                                 self.config.get_int("broker.heartbeat.interval.ms"))
-                await nursery.start(self.controller.sessions.run)
-                await nursery.start(self.lifecycle.run)
-                self.replicas.replication.quorum = quorum
-                self.replicas.replication.alter_isr = self.lifecycle.alter_partition
-                await nursery.start(self.replicas.replication.run)
+            self.lifecycle = BrokerLifecycle(self.controller, quorum, self.config.get_int("broker.heartbeat.interval.ms"))
+            await nursery.start(self.controller.sessions.run)
+            await nursery.start(self.lifecycle.run)
+            self.replicas.replication.quorum = quorum
+            self.replicas.replication.alter_isr = self.lifecycle.alter_partition
+            await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
             metrics_listen = self.config.get_str("metrics.listen")
             if metrics_listen:

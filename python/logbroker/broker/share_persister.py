@@ -24,7 +24,7 @@ import trio
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
 from logbroker.coord.peer_security import inter_broker_security
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.share_coordinator import Key, ShareCoordinator
 from logbroker.coord.share_state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, coordinator_key
 from logbroker.coord.state_topic import StateTopicError

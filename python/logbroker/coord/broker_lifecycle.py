@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
 from logbroker.log_format import fields
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -61,8 +61,7 @@ class BrokerSessions:
         self._was_active = False
 
     def _active(self) -> bool:
-        q = self.controller.quorum
-        active = q is not None and q.is_active
+        active = self.controller.quorum.is_active
         if active and not self._was_active:
             now = time.monotonic()
             self.last_seen = {n: now for n in self.controller.image.brokers}
@@ -202,7 +201,6 @@ class BrokerLifecycle:
         if epoch is None:
             return None
         if self.quorum.is_active:
-            assert self.controller.sessions is not None
             error, _, fenced, should = await self.controller.sessions.heartbeat(
                 self.node_id, epoch, self.quorum.applied_index, False, want_shut_down)
         else:

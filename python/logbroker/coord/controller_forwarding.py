@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 import trio
 
+from logbroker.coord.control import ControllerError
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
 from logbroker.coord.metadata import AclBinding, AclBindingFilter, MetadataImage, PartitionState, TopicState
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -74,8 +75,6 @@ class Forwarder:
         """Send and return the result `result_of` picks (the one per-topic result, or the
         response itself when its error code is top-level); NOT_CONTROLLER (leadership moved
         while the request travelled) is retried, any other error raised."""
-        from logbroker.coord.controller import ControllerError
-
         response = await self._request(api_key, version, body,
                                        lambda r: result_of(r).error_code == ErrorCode.NOT_CONTROLLER)
         result = result_of(response)
@@ -113,8 +112,6 @@ class Forwarder:
         return self.controller.image.topics.get(name) or TopicState(name, res.topic_id, {}, {})
 
     async def delete_topic(self, name: str) -> TopicState:
-        from logbroker.coord.controller import ControllerError
-
         topic = self.controller.image.topics.get(name)
         req = REQUESTS[20]
         body = req(topics=[req.DeleteTopicState(name=name)], timeout_ms=int(self.timeout * 1000))
@@ -276,8 +273,6 @@ class Forwarder:
     async def _request(self, api_key: int, version: int, body, moved: Callable[[object], bool]):
         """Send a request whose results are per item; ControllerError only when no active
         controller answered."""
-        from logbroker.coord.controller import ControllerError
-
         try:
             timeout = min(self.timeout, _client_timeout.get() or self.timeout)
             return await self.client.request(api_key, version, body, timeout, retry_on=moved)

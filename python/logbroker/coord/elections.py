@@ -1,5 +1,6 @@
-"""Leader election: which replica leads a partition. The controller calls these on a copy
-of the metadata image and commits the result; they read nothing but the image.
+"""Leader election: which replica leads a partition. The replication control manager calls
+these with copies of the partition states it may change (or, `elect_for_brokers`, gets new
+states back) and writes the changes as records; they read nothing but the image.
 
 Rules (Kafka's, as its KRaft controller applies them):
 - A leader is a live (unfenced) member of the ISR. When the leader is fenced or leaves the
@@ -57,11 +58,14 @@ def change(ps: PartitionState, leader: int, isr: list[int]) -> None:
 
 
 def elect_for_brokers(image: MetadataImage, gone: set[int], unclean_allowed: Callable[[TopicState], bool],
-                      apply: bool = True) -> list[Election]:
+                      returning: frozenset[int] = frozenset()
+                      ) -> list[tuple[TopicState, PartitionState, Election | None]]:
     """Move leaderships off `gone` (brokers being fenced) and onto live ISR members where a
-    partition has no live leader, or (where the topic allows it) onto any live replica.
-    Returns the leader changes; with `apply` false the image is left as it is."""
-    live = live_brokers(image) - gone
+    partition has no live leader, or (where the topic allows it) onto any live replica; a
+    fenced broker leaves every ISR it is not the last member of. `returning` brokers count
+    as live (being unfenced). Returns (topic, new state, the leader change or None) for
+    every partition that changes; the image is not changed."""
+    live = (live_brokers(image) | returning) - gone
     out = []
     for t in image.topics.values():
         for ps in t.partitions.values():
@@ -75,10 +79,13 @@ def elect_for_brokers(image: MetadataImage, gone: set[int], unclean_allowed: Cal
                     if leader != NO_LEADER:
                         unclean = True
                         isr = [leader]
-            if leader != ps.leader:
-                out.append(Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)))
-            if apply:
-                change(ps, leader, isr)
+            if (leader, isr) == (ps.leader, ps.isr):
+                continue
+            election = Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) \
+                if leader != ps.leader else None
+            new = dataclasses.replace(ps)
+            change(new, leader, isr)
+            out.append((t, new, election))
     return out
 
 

@@ -37,7 +37,7 @@ from logbroker.broker.config import BrokerConfig
 from logbroker.coord.consumer_group import ConsumerGroupCoordinator
 from logbroker.coord.share_group import ShareGroupCoordinator
 from logbroker.coord.state_topic import coordinator_state
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.group import Group, GroupState, JoinResult, Member, SyncResult, Waiter
 from logbroker.coord.offsets_topic import (
     OFFSETS_TOPIC,
@@ -99,7 +99,7 @@ class GroupCoordinator:
         await self.on_metadata(self.controller.image)
         self.controller.add_listener(self.on_metadata)
 
-    async def on_metadata(self, image) -> None:
+    async def on_metadata(self, image, delta=None) -> None:
         """A group's coordinator is the leader of its `__consumer_offsets` partition: load
         the groups of every partition this broker now leads (new, or led again with another
         leader epoch: its log may have changed meanwhile) from the log, and forget those of

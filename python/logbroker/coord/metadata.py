@@ -5,9 +5,14 @@ The controller is the only writer; brokers read the current image. Every partiti
 carries the fields the replicated wave needs (leader, leader epoch, replicas, ISR,
 partition epoch) even though a single-node cluster always has itself as leader and ISR.
 
+The image lives in memory only: every node builds it by applying the metadata log
+(metadata_records.py, metadata_quorum.py); snapshots of the log hold it in the JSON shape
+below (`to_json`).
+
 On disk (owned by `MetadataStore`):
     <log.dirs>/meta.properties            Kafka-style: version=1, cluster.id, node.id
-    <log.dirs>/__cluster_metadata/image.json
+    <log.dirs>/__cluster_metadata/image.json   (only in data directories of single nodes
+                                          from before the metadata log: migrated at start)
         {"version": 1, "cluster_id": str, "next_producer_id": int,
          "topics": [{"name", "topic_id" (uuid hex), "configs": {k: v},
                      "partitions": [{"partition", "leader", "leader_epoch", "replicas",
@@ -19,9 +24,10 @@ On disk (owned by `MetadataStore`):
          "acls": {id (uuid hex): {"resource_type", "resource_name", "pattern_type", "principal",
                                   "host", "operation", "permission_type"}},
          "client_quotas": [{"entity": [[type, name or null], ...], "quotas": {key: value}}]}
-    Written whole to image.json.tmp, fsynced, then renamed over image.json, so a crash
-    leaves either the old or the new image. (The controller quorum of the next wave
-    replaces this file with a replicated metadata log; the image shape stays.)
+    A single node of an earlier version wrote it whole after every change. At start such a
+    node writes the image's records to its metadata log (`diff_records` from an empty
+    image) and then removes the file (a crash in between: the topic ids already in the log
+    show the migration happened, and the file is removed).
 """
 
 from __future__ import annotations
@@ -239,12 +245,21 @@ class MetadataImage:
     acls: dict[str, AclBinding] = dataclasses.field(default_factory=dict)
     # client quota entity (coord/client_quotas.py QuotaEntity) -> {key: value}
     client_quotas: dict[tuple, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # topic id -> name: the index of `topics` by id, kept by MetadataDelta (built here when
+    # an image is made from its topics alone)
+    topic_ids: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.topics and not self.topic_ids:
+            self.topic_ids = {t.topic_id: name for name, t in self.topics.items()}
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        name = self.topic_ids.get(topic_id)
+        t = None if name is None else self.topics.get(name)
+        if t is not None and t.topic_id == topic_id:
+            return t
+        # an image changed outside a delta (the controller's scratch copies) may lack the index
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """`user`'s credential for `mechanism` ("SCRAM-SHA-256" or "SCRAM-SHA-512"), or None."""
@@ -287,33 +302,33 @@ class MetadataImage:
 
 
 class MetadataStore:
-    """Persists the metadata image of a single-voter controller (see module doc)."""
+    """A node's identity on disk (`meta.properties`), and the image file single nodes kept
+    before every node ran on the metadata log (read once, to migrate it; see module doc)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.dir = data_dir / "__cluster_metadata"
-        self.path = self.dir / "image.json"
+        self.legacy_path = data_dir / "__cluster_metadata" / "image.json"
 
-    def load(self) -> dict | None:
+    def read_legacy_image(self) -> dict | None:
+        """The pre-metadata-log image.json of a single node, or None when there is none."""
         try:
-            text = self.path.read_text()
+            text = self.legacy_path.read_text()
         except FileNotFoundError:
             return None
         try:
             return json.loads(text)
         except json.JSONDecodeError as e:
-            raise RuntimeError(f"metadata image {self.path} is not valid JSON: {e}") from None
+            raise RuntimeError(f"metadata image {self.legacy_path} is not valid JSON: {e}") from None
 
-    def save(self, image: MetadataImage) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        data = json.dumps(image.to_json(), indent=1).encode()
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.dir)
+    def remove_legacy_image(self) -> None:
+        """Once its records are committed to the metadata log, image.json and its directory go."""
+        for name in ("image.json", "image.json.tmp"):
+            (self.legacy_path.parent / name).unlink(missing_ok=True)
+        try:
+            self.legacy_path.parent.rmdir()
+        except OSError:
+            pass  # something else in it: left for the operator
+        _fsync_dir(self.data_dir)
 
     def read_meta_properties(self) -> dict[str, str]:
         path = self.data_dir / "meta.properties"

@@ -1,7 +1,12 @@
-"""The metadata log of a cluster node (`controller.quorum.voters` set): the node's member of
-the controller quorum's Raft group (`_core.RaftNode`, driven by `QuorumDriver`, networked
-by `QuorumTransport` on the CONTROLLER listener) and the metadata image built by applying
-its committed records (`metadata_records`).
+"""The metadata log of every node: the node's member of the controller quorum's Raft group
+(`_core.RaftNode`, driven by `QuorumDriver`, networked by `QuorumTransport` on the
+CONTROLLER listener) and the metadata image built by applying its committed records
+(`metadata_records`).
+
+A single node (no `controller.quorum.voters`) is a quorum of one voter, Kafka's combined
+mode with one node: it elects itself at once (no election timeout to wait) and needs no
+controller listener (without one, no peer can reach it). Everything else is as in a
+cluster: the same records, the same image, the same snapshots.
 
 A combined node (process.roles=broker,controller) is a voter. A broker-only node
 (process.roles=broker) is an observer, Kafka's word, a raft-rs learner: it dials the
@@ -27,7 +32,6 @@ in ms, so a restart always registers above the last one) and FenceBroker unfence
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 import logging
@@ -37,8 +41,10 @@ from typing import Awaitable, Callable
 import trio
 
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig
-from logbroker.coord.metadata import BrokerRegistration, MetadataImage
+from logbroker.broker.config import BrokerConfig, ConfigError, new_cluster_id
+from logbroker.coord.metadata import BrokerRegistration, MetadataImage, MetadataStore
+from logbroker.coord.metadata_delta import MetadataDelta
+from logbroker.coord.producer_id_control import ProducerIdControlManager
 from logbroker.coord.metadata_records import (
     MetadataRecordError,
     apply_record,
@@ -55,7 +61,7 @@ from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.quorum")
 
-__all__ = ["MetadataQuorum", "derived_cluster_id"]
+__all__ = ["MetadataQuorum", "derived_cluster_id", "node_cluster_id"]
 
 # The election timeout is this many ticks (raft-rs randomises it up to twice that); a leader
 # heartbeats every HEARTBEAT_TICKS, a fifth of it.
@@ -63,7 +69,8 @@ ELECTION_TICKS = 10
 HEARTBEAT_TICKS = 2
 SNAPSHOT_VERSION = 1
 
-Publish = Callable[[MetadataImage], Awaitable[None]]
+# (new image, what changed; None after a snapshot load: anything may have)
+Publish = Callable[[MetadataImage, "MetadataDelta | None"], Awaitable[None]]
 
 
 def derived_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
@@ -74,16 +81,45 @@ def derived_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).decode().rstrip("=")
 
 
+def node_cluster_id(config: BrokerConfig, store: MetadataStore) -> str:
+    """The cluster this node's data directory belongs to, checked against the configuration
+    (ConfigError naming both when they differ), and written to a new data directory's
+    meta.properties. A cluster's is `cluster.id` or `derived_cluster_id` of its voters; a
+    single node keeps the one its data directory has, else `cluster.id`, else a new one."""
+    meta = store.read_meta_properties()
+    node_id = config.node_id
+    if meta.get("node.id") and int(meta["node.id"]) != node_id:
+        raise ConfigError(f"data directory {store.data_dir} belongs to node.id {meta['node.id']}, "
+                          f"but this broker is node.id {node_id}")
+    configured = config.get_str("cluster.id")
+    voters = config.quorum_voters
+    if voters:
+        cluster_id = configured or derived_cluster_id(voters)
+        source = f"configured for cluster {cluster_id} (controller.quorum.voters {config.get_str('controller.quorum.voters')})"
+    else:
+        cluster_id = configured or meta.get("cluster.id") or new_cluster_id()
+        source = f"cluster.id is set to {cluster_id}"
+    if meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
+        raise ConfigError(f"data directory {store.data_dir} belongs to cluster {meta['cluster.id']}, but this node "
+                          f"is {source}; refusing to start")
+    if not meta:
+        store.data_dir.mkdir(parents=True, exist_ok=True)
+        store.write_meta_properties(cluster_id, node_id)
+    return cluster_id
+
+
 class MetadataQuorum:
     def __init__(self, config: BrokerConfig, local: BrokerRegistration, cluster_id: str) -> None:
         self.config = config
         self.local = local
-        self.voters = config.quorum_voters
+        # a single node is the one voter; without a controller listener it has no address
+        self.voters = config.quorum_voters or {local.node_id: config.controller_listen or ("", 0)}
         self.observer = not config.is_controller
         self.cluster_id = cluster_id
         self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ELECTION_TICKS
         self.node: _core.RaftNode | None = None
-        serving = config.is_controller
+        serving = config.is_controller and config.controller_listen is not None
+        self.serving = serving
         self.transport = QuorumTransport(
             local.node_id, cluster_id, self.voters, observer=self.observer, security=controller_security(config),
             server_tls=server_context(config, config.get_str("controller.listener.names").upper())
@@ -102,13 +138,16 @@ class MetadataQuorum:
         self._new = trio.Event()  # records applied, not yet published
         self._published_ev = trio.Event()  # replaced after each publication
         self._publish: Publish | None = None
-        self._pending: list[tuple[int, MetadataImage]] = []
+        self._pending: list[tuple[int, MetadataImage, MetadataDelta | None]] = []
         self.registered_epoch: int | None = None  # this process's registration, once committed
+        self.registered = trio.Event()  # set with registered_epoch
         self._registered_at: dict[int, int] = {}  # node id -> index of its current RegisterBroker
         self._caught_up_at: dict[int, float] = {}  # voter -> last time seen caught up (leader only)
         self.snapshot_bytes = config.get_int("metadata.log.max.record.bytes.between.snapshots")
+        self.snapshot_interval = config.get_int("metadata.log.max.snapshot.interval.ms") / 1000
         self.snapshot_index = 0
         self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
 
     def open(self) -> None:
         """Open the metadata log (after the data directory was checked): start from its
@@ -117,7 +156,9 @@ class MetadataQuorum:
                                    str(self.config.data_dir / "__cluster_metadata-0"),
                                    election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS,
                                    observer=self.observer)
-        self._replay_to = self.node.commit_index
+        # a single voter's log is all committed (by it alone), however far its stored
+        # commit index got before the last stop
+        self._replay_to = self.node.last_index if self.single_voter else self.node.commit_index
         self.driver = QuorumDriver(self.node, self.transport, self._apply, install_snapshot=self._install_snapshot,
                                    tick_seconds=self.tick_seconds)
         held = self.node.stored_snapshot()
@@ -125,6 +166,8 @@ class MetadataQuorum:
             index, term, data = held
             self._install_snapshot(index, term, data)
             self.driver.applied_index = index
+        if self.single_voter:
+            self.node.campaign()  # the only voter: leader now, not after an election timeout
 
     # -- snapshots: what bounds the metadata log
     def _snapshot_payload(self) -> bytes:
@@ -155,15 +198,19 @@ class MetadataQuorum:
         self.applied_index = index
         self.snapshot_index = index
         self._since_snapshot = 0
-        self._pending.append((index, image))
+        self._pending.append((index, image, None))
         self._new.set()
         log.info("node %d: loaded the metadata snapshot at index %d (term %d, %d bytes): %d broker(s), %d topic(s)",
                  self.local.node_id, index, term, len(data), len(image.brokers), len(image.topics))
 
     async def _maybe_snapshot(self) -> None:
         """Snapshot the applied image once `metadata.log.max.record.bytes.between.snapshots`
-        bytes of records were applied since the last one; the log before it is dropped."""
-        if self._since_snapshot < self.snapshot_bytes or self.node is None:
+        bytes of records were applied since the last one, or records were applied and
+        `metadata.log.max.snapshot.interval.ms` passed since it (Kafka's two triggers); the
+        log before it is dropped, so restart and a new node's catch-up stay bounded."""
+        due = self._since_snapshot >= self.snapshot_bytes or (
+            self._since_snapshot > 0 and time.monotonic() - self._snapshot_at >= self.snapshot_interval)
+        if not due or self.node is None:
             return
         index, payload = self.applied_index, self._snapshot_payload()  # consistent: no await between
         try:
@@ -172,6 +219,7 @@ class MetadataQuorum:
             log.warning("node %d: metadata snapshot at index %d not taken: %s", self.local.node_id, index, e)
             return
         self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
         self.snapshot_index = index
         log.info("node %d: metadata snapshot at index %d (%d bytes); the log before it is dropped",
                  self.local.node_id, index, len(payload))
@@ -180,7 +228,7 @@ class MetadataQuorum:
         """A block of `size` producer ids for this broker, from any node (the proposal goes to
         the leader through Raft); returns its first id."""
         self._block_start = -1
-        await self.write([encode_record("ProducerIdBlock", broker_id=self.local.node_id, size=size)])
+        await self.write(ProducerIdControlManager().allocate_block(self.local.node_id, size).records)
         if self._block_start < 0:
             raise QuorumTimeout(f"node {self.local.node_id}: the producer-id block was not granted")
         return self._block_start
@@ -243,6 +291,11 @@ class MetadataQuorum:
                 "voters": voters, "observers": observers}
 
     @property
+    def single_voter(self) -> bool:
+        """This node is the quorum's only voter (a single node): it leads from the start."""
+        return set(self.voters) == {self.local.node_id} and not self.observer
+
+    @property
     def leader_id(self) -> int:
         return 0 if self.node is None else self.node.leader_id
 
@@ -251,13 +304,15 @@ class MetadataQuorum:
         return self.node is not None and self.node.role == "leader"
 
     def _apply(self, index: int, data: bytes) -> None:
-        image = copy.deepcopy(self.image)
+        """Apply one committed entry: its records, all or nothing, to a delta over the
+        current image (copying only what they change; metadata_delta.py)."""
+        delta = MetadataDelta(self.image)
         block_start = -1
         try:
             for rec in decode_batch(data):
                 if rec["type"] == "ProducerIdBlock" and rec.get("broker_id") == self.local.node_id:
-                    block_start = image.next_producer_id  # ours: it starts where the log says
-                apply_record(image, rec)
+                    block_start = delta.image.next_producer_id  # ours: it starts where the log says
+                apply_record(delta, rec)
                 if rec["type"] == "RegisterBroker":
                     self._registered_at[rec["node_id"]] = index
         except (MetadataRecordError, ValueError, TypeError, AttributeError) as e:
@@ -265,15 +320,17 @@ class MetadataQuorum:
             log.error("node %d: metadata log entry %d (%d bytes) rejected, image unchanged: %s",
                       self.local.node_id, index, len(data), e)
             self._rejected[index] = str(e)
+            delta = MetadataDelta(self.image)  # nothing changed, but the entry is published
             image = self.image
         else:
             if block_start >= 0:
                 self._block_start = block_start
+            image = delta.image
             image.controller_id = self.leader_id
         self.image = image
         self.applied_index = index
         self._since_snapshot += len(data)
-        self._pending.append((index, image))
+        self._pending.append((index, image, delta))
         self._new.set()
 
     async def write(self, records: list[bytes], timeout: float = 10.0) -> None:
@@ -302,7 +359,7 @@ class MetadataQuorum:
             await nursery.start(self.driver.run)
             if self.observer:
                 await nursery.start(self.transport.run_observer, self.driver.receive)
-            else:
+            elif self.serving:
                 listen = self.config.controller_listen
                 assert listen is not None
                 await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive, kafka)
@@ -323,12 +380,13 @@ class MetadataQuorum:
 
     async def _publisher(self) -> None:
         while True:
-            await self._new.wait()
+            with trio.move_on_after(self.snapshot_interval):  # the time trigger fires when idle too
+                await self._new.wait()
             self._new = trio.Event()
             pending, self._pending = self._pending, []
-            for index, image in pending:
+            for index, image, delta in pending:
                 assert self._publish is not None
-                await self._publish(image)
+                await self._publish(image, delta)
                 self._published = index
             ev, self._published_ev = self._published_ev, trio.Event()
             ev.set()
@@ -345,6 +403,7 @@ class MetadataQuorum:
             try:
                 await self.write(records, timeout=10)
                 self.registered_epoch = epoch
+                self.registered.set()
                 log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
                          b.node_id, epoch, self.leader_id, extra=fields(peer=self.leader_id))
                 return

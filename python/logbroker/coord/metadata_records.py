@@ -58,10 +58,11 @@ from logbroker.coord.metadata import (
     TopicState,
 )
 from logbroker.coord import client_quotas
+from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["MetadataRecordError", "apply", "apply_record", "decode_batch", "decode_record", "diff_records",
-           "encode_batch", "encode_record", "load_snapshot", "snapshot"]
+           "encode_batch", "encode_record", "load_snapshot", "partition_record", "snapshot", "topic_records"]
 
 VERSION = 1
 NO_LEADER = -1
@@ -109,28 +110,31 @@ def decode_batch(data: bytes) -> list[dict]:
 
 
 def apply(image: MetadataImage, data: bytes) -> None:
-    """Apply one encoded record to `image` in place (all or nothing)."""
-    apply_record(image, decode_record(data))
+    """Apply one encoded record to `image` in place, all or nothing (tests and tools; the
+    metadata log applies through a `MetadataDelta` and never changes a published image)."""
+    delta = MetadataDelta(image)
+    apply_record(delta, decode_record(data))
+    vars(image).update(vars(delta.image))
 
 
-def apply_record(image: MetadataImage, rec: dict) -> None:
-    """Apply one decoded, checked record (see `decode_record`/`decode_batch`)."""
+def apply_record(delta: MetadataDelta, rec: dict) -> None:
+    """Apply one decoded, checked record (see `decode_record`/`decode_batch`) to `delta`."""
     try:
-        _APPLY[rec["type"]](image, rec)
+        _APPLY[rec["type"]](delta, rec)
     except KeyError as e:
         raise MetadataRecordError(f"{rec['type']} record lacks field {e}: {rec}") from None
 
 
-def _topic(image: MetadataImage, rec: dict) -> TopicState:
+def _topic(delta: MetadataDelta, rec: dict) -> TopicState:
     tid = uuid.UUID(hex=rec["topic_id"])
-    t = image.topic_by_id(tid)
+    t = delta.topic_id_of(tid)
     if t is None:
         raise MetadataRecordError(f"{rec['type']} record names topic id {tid}, which does not exist")
     return t
 
 
-def _broker(image: MetadataImage, rec: dict) -> BrokerRegistration:
-    b = image.brokers.get(rec["node_id"])
+def _broker(delta: MetadataDelta, rec: dict) -> BrokerRegistration:
+    b = delta.image.brokers.get(rec["node_id"])
     if b is None:
         raise MetadataRecordError(f"{rec['type']} record names broker {rec['node_id']}, which is not registered")
     if rec["epoch"] != b.epoch:
@@ -139,44 +143,45 @@ def _broker(image: MetadataImage, rec: dict) -> BrokerRegistration:
     return b
 
 
-def _register_broker(image: MetadataImage, rec: dict) -> None:
-    old = image.brokers.get(rec["node_id"])
+def _register_broker(delta: MetadataDelta, rec: dict) -> None:
+    old = delta.image.brokers.get(rec["node_id"])
     if old is not None and rec["epoch"] <= old.epoch:
         raise MetadataRecordError(
             f"RegisterBroker for {rec['node_id']} with epoch {rec['epoch']}, not above the current {old.epoch}")
     endpoints = {str(k): [str(v[0]), int(v[1])] for k, v in (rec.get("endpoints") or {}).items()}
-    image.brokers[rec["node_id"]] = BrokerRegistration(rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
-                                                       epoch=rec["epoch"], fenced=True, endpoints=endpoints)
+    delta.brokers()[rec["node_id"]] = BrokerRegistration(rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
+                                                         epoch=rec["epoch"], fenced=True, endpoints=endpoints)
 
 
-def _fence_broker(image: MetadataImage, rec: dict) -> None:
-    _broker(image, rec).fenced = bool(rec["fenced"])
+def _fence_broker(delta: MetadataDelta, rec: dict) -> None:
+    _broker(delta, rec)
+    delta.broker(rec["node_id"]).fenced = bool(rec["fenced"])
 
 
-def _unregister_broker(image: MetadataImage, rec: dict) -> None:
-    _broker(image, rec)
-    del image.brokers[rec["node_id"]]
+def _unregister_broker(delta: MetadataDelta, rec: dict) -> None:
+    _broker(delta, rec)
+    del delta.brokers()[rec["node_id"]]
 
 
-def _topic_record(image: MetadataImage, rec: dict) -> None:
+def _topic_record(delta: MetadataDelta, rec: dict) -> None:
     name, tid = rec["name"], uuid.UUID(hex=rec["topic_id"])
-    if name in image.topics:
-        raise MetadataRecordError(f"Topic record for {name!r}, which exists (id {image.topics[name].topic_id})")
-    if image.topic_by_id(tid) is not None:
+    if name in delta.image.topics:
+        raise MetadataRecordError(f"Topic record for {name!r}, which exists (id {delta.image.topics[name].topic_id})")
+    if delta.topic_id_of(tid) is not None:
         raise MetadataRecordError(f"Topic record for {name!r} reuses topic id {tid}")
-    image.topics[name] = TopicState(name, tid, {}, {})
+    delta.add_topic(TopicState(name, tid, {}, {}))
 
 
-def _partition(image: MetadataImage, rec: dict) -> None:
-    t = _topic(image, rec)
+def _partition(delta: MetadataDelta, rec: dict) -> None:
+    t = _topic(delta, rec)
     p = rec["partition"]
     if p in t.partitions:
         raise MetadataRecordError(f"Partition record for {t.name}-{p}, which exists")
     replicas, isr, leader = list(rec["replicas"]), list(rec["isr"]), rec["leader"]
     adding, removing = list(rec.get("adding_replicas", [])), list(rec.get("removing_replicas", []))
     _check_partition(t.name, p, replicas, isr, leader, adding, removing)
-    t.partitions[p] = PartitionState(p, leader, rec["leader_epoch"], replicas, isr, rec.get("partition_epoch", 0),
-                                     adding, removing)
+    delta.set_partition(t.name, PartitionState(p, leader, rec["leader_epoch"], replicas, isr,
+                                               rec.get("partition_epoch", 0), adding, removing))
 
 
 def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], leader: int,
@@ -193,8 +198,8 @@ def _check_partition(topic: str, p: int, replicas: list[int], isr: list[int], le
                                   f"disjoint subsets of the replicas {replicas}, leaving at least one")
 
 
-def _partition_change(image: MetadataImage, rec: dict) -> None:
-    t = _topic(image, rec)
+def _partition_change(delta: MetadataDelta, rec: dict) -> None:
+    t = _topic(delta, rec)
     p = rec["partition"]
     ps = t.partitions.get(p)
     if ps is None:
@@ -211,49 +216,49 @@ def _partition_change(image: MetadataImage, rec: dict) -> None:
         raise MetadataRecordError(
             f"PartitionChange for {t.name}-{p} moves epochs back: leader epoch {ps.leader_epoch} -> {leader_epoch}, "
             f"partition epoch {ps.partition_epoch} -> {partition_epoch}")
-    ps.leader, ps.isr, ps.replicas = leader, isr, replicas
-    ps.adding_replicas, ps.removing_replicas = adding, removing
-    ps.leader_epoch, ps.partition_epoch = leader_epoch, partition_epoch
+    delta.set_partition(t.name, PartitionState(p, leader, leader_epoch, replicas, isr, partition_epoch, adding,
+                                               removing))
 
 
-def _config(image: MetadataImage, rec: dict) -> None:
+def _config(delta: MetadataDelta, rec: dict) -> None:
     if rec["resource"] == "group":
-        configs = image.group_configs.setdefault(rec["name"], {})
+        groups = delta.group_configs()
+        configs = groups.setdefault(rec["name"], {})
         if rec["value"] is None:
             configs.pop(rec["key"], None)
         else:
             configs[rec["key"]] = str(rec["value"])
         if not configs:
-            del image.group_configs[rec["name"]]
+            del groups[rec["name"]]
         return
     if rec["resource"] != "topic":
         raise MetadataRecordError(f"Config record for resource type {rec['resource']!r} is not supported yet")
-    t = image.topics.get(rec["name"])
-    if t is None:
+    if rec["name"] not in delta.image.topics:
         raise MetadataRecordError(f"Config record for topic {rec['name']!r}, which does not exist")
+    configs = delta.topic_configs(rec["name"])
     if rec["value"] is None:
-        t.configs.pop(rec["key"], None)
+        configs.pop(rec["key"], None)
     else:
-        t.configs[rec["key"]] = str(rec["value"])
+        configs[rec["key"]] = str(rec["value"])
 
 
-def _remove_topic(image: MetadataImage, rec: dict) -> None:
-    t = _topic(image, rec)
-    del image.topics[t.name]
+def _remove_topic(delta: MetadataDelta, rec: dict) -> None:
+    delta.remove_topic(_topic(delta, rec))
 
 
-def _producer_ids(image: MetadataImage, rec: dict) -> None:
+def _producer_ids(delta: MetadataDelta, rec: dict) -> None:
     nxt = rec["next_producer_id"]
-    if nxt < image.next_producer_id:
-        raise MetadataRecordError(f"ProducerIds record moves next_producer_id back from {image.next_producer_id} to {nxt}")
-    image.next_producer_id = nxt
+    if nxt < delta.image.next_producer_id:
+        raise MetadataRecordError(f"ProducerIds record moves next_producer_id back from {delta.image.next_producer_id} "
+                                  f"to {nxt}")
+    delta.image.next_producer_id = nxt
 
 
-def _producer_id_block(image: MetadataImage, rec: dict) -> None:
+def _producer_id_block(delta: MetadataDelta, rec: dict) -> None:
     size = rec["size"]
     if not isinstance(size, int) or not 1 <= size <= 1_000_000:
         raise MetadataRecordError(f"ProducerIdBlock for broker {rec['broker_id']} asks for {size!r} ids")
-    image.next_producer_id += size
+    delta.image.next_producer_id += size
 
 
 def _scram_mechanism(rec: dict) -> str:
@@ -263,7 +268,7 @@ def _scram_mechanism(rec: dict) -> str:
     return rec["mechanism"]
 
 
-def _user_scram_credential(image: MetadataImage, rec: dict) -> None:
+def _user_scram_credential(delta: MetadataDelta, rec: dict) -> None:
     mechanism = _scram_mechanism(rec)
     what = f"UserScramCredential record for user {rec['name']!r} ({mechanism})"
     try:
@@ -275,18 +280,18 @@ def _user_scram_credential(image: MetadataImage, rec: dict) -> None:
     if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
         raise MetadataRecordError(f"{what}: {credential.iterations} iterations, outside "
                                   f"[{MIN_ITERATIONS}, {MAX_ITERATIONS}]")
-    image.scram_credentials.setdefault(rec["name"], {})[mechanism] = credential
+    delta.scram_credentials().setdefault(rec["name"], {})[mechanism] = credential
 
 
-def _remove_user_scram_credential(image: MetadataImage, rec: dict) -> None:
+def _remove_user_scram_credential(delta: MetadataDelta, rec: dict) -> None:
     mechanism = _scram_mechanism(rec)
-    credentials = image.scram_credentials.get(rec["name"], {})
-    if mechanism not in credentials:
+    if mechanism not in delta.image.scram_credentials.get(rec["name"], {}):
         raise MetadataRecordError(f"RemoveUserScramCredential for user {rec['name']!r} ({mechanism}), "
                                   "which has no such credential")
-    del credentials[mechanism]
-    if not credentials:
-        del image.scram_credentials[rec["name"]]
+    users = delta.scram_credentials()
+    del users[rec["name"]][mechanism]
+    if not users[rec["name"]]:
+        del users[rec["name"]]
 
 
 def _acl_id(rec: dict) -> str:
@@ -296,36 +301,37 @@ def _acl_id(rec: dict) -> str:
     return acl_id
 
 
-def _acl(image: MetadataImage, rec: dict) -> None:
+def _acl(delta: MetadataDelta, rec: dict) -> None:
     acl_id = _acl_id(rec)
     try:
         acl = AclBinding.from_json(rec)
     except ValueError as e:
         raise MetadataRecordError(f"Acl record {acl_id}: {e}") from None
-    image.acls[acl_id] = acl
+    delta.acls()[acl_id] = acl
 
 
-def _remove_acl(image: MetadataImage, rec: dict) -> None:
+def _remove_acl(delta: MetadataDelta, rec: dict) -> None:
     acl_id = _acl_id(rec)
-    if acl_id not in image.acls:
+    if acl_id not in delta.image.acls:
         raise MetadataRecordError(f"RemoveAcl for ACL id {acl_id}, which does not exist")
-    del image.acls[acl_id]
+    del delta.acls()[acl_id]
 
 
-def _client_quota(image: MetadataImage, rec: dict) -> None:
+def _client_quota(delta: MetadataDelta, rec: dict) -> None:
     try:
         entity = client_quotas.validated_entity([(t, n) for t, n in rec["entity"]])
         if not rec["remove"]:
             client_quotas.validate_value(entity, rec["key"], float(rec["value"]))
     except (client_quotas.QuotaError, TypeError, ValueError) as e:
         raise MetadataRecordError(f"ClientQuota record {rec['entity']} {rec['key']}: {e}") from None
-    values = image.client_quotas.setdefault(entity, {})
+    quotas = delta.client_quotas()
+    values = quotas.setdefault(entity, {})
     if rec["remove"]:
         values.pop(rec["key"], None)
     else:
         values[rec["key"]] = float(rec["value"])
     if not values:
-        del image.client_quotas[entity]
+        del quotas[entity]
 
 
 _APPLY = {
@@ -392,24 +398,23 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
         o = old_by_id.get(t.topic_id)
         tid = t.topic_id.hex
         if o is None:
-            out.append(encode_record("Topic", name=t.name, topic_id=tid))
-        old_cfg = {} if o is None else o.configs
+            out.extend(topic_records(t))
+            continue
+        old_cfg = o.configs
         for k in sorted(set(old_cfg) | set(t.configs)):
             if old_cfg.get(k) != t.configs.get(k):
                 out.append(encode_record("Config", resource="topic", name=t.name, key=k, value=t.configs.get(k)))
-        old_parts = {} if o is None else o.partitions
+        old_parts = o.partitions
         for p, ps in sorted(t.partitions.items()):
             op = old_parts.get(p)
             if op is None:
-                out.append(encode_record("Partition", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
-                                         leader=ps.leader, leader_epoch=ps.leader_epoch,
-                                         partition_epoch=ps.partition_epoch, **_moving(ps)))
+                out.append(partition_record(t.topic_id, ps))
             elif op != ps:
                 out.append(encode_record("PartitionChange", topic_id=tid, partition=p, replicas=ps.replicas, isr=ps.isr,
                                          leader=ps.leader, leader_epoch=ps.leader_epoch,
                                          partition_epoch=ps.partition_epoch, adding_replicas=ps.adding_replicas,
                                          removing_replicas=ps.removing_replicas))
-        if o is not None and set(old_parts) - set(t.partitions):
+        if set(old_parts) - set(t.partitions):
             raise MetadataRecordError(f"topic {t.name!r}: partitions {sorted(set(old_parts) - set(t.partitions))} "
                                       "cannot be removed (Kafka never shrinks a topic)")
     if new.next_producer_id != old.next_producer_id:
@@ -441,6 +446,21 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                 out.append(encode_record("ClientQuota", entity=[list(c) for c in entity], key=k, value=now_q[k],
                                          remove=False))
     return out
+
+
+def topic_records(t: TopicState) -> list[bytes]:
+    """The records that create topic `t`: Topic, its configs, its partitions."""
+    out = [encode_record("Topic", name=t.name, topic_id=t.topic_id.hex)]
+    out += [encode_record("Config", resource="topic", name=t.name, key=k, value=v) for k, v in sorted(t.configs.items())]
+    out += [partition_record(t.topic_id, ps) for _, ps in sorted(t.partitions.items())]
+    return out
+
+
+def partition_record(topic_id: uuid.UUID, ps: PartitionState) -> bytes:
+    """The Partition record of a new partition."""
+    return encode_record("Partition", topic_id=topic_id.hex, partition=ps.partition, replicas=ps.replicas, isr=ps.isr,
+                         leader=ps.leader, leader_epoch=ps.leader_epoch, partition_epoch=ps.partition_epoch,
+                         **_moving(ps))
 
 
 def _moving(ps: PartitionState) -> dict[str, list[int]]:

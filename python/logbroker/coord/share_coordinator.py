@@ -94,7 +94,7 @@ class ShareCoordinator:
     def _index(self, key: Key) -> int:
         return self.topic.partition_of(coordinator_key(*key))
 
-    async def on_metadata(self, image) -> None:
+    async def on_metadata(self, image, delta=None) -> None:
         lost, gained = self.topic.leadership_changes(image)
         if lost:
             gone = set(lost)

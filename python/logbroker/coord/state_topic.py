@@ -24,7 +24,7 @@ import trio
 
 from logbroker import _core
 from logbroker.clock import now_ms
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.offsets_topic import partition_for
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode

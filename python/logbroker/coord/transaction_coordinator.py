@@ -189,7 +189,7 @@ class TransactionCoordinator:
         except StateTopicError as e:
             raise TxnError(e.code, str(e)) from None
 
-    async def on_metadata(self, image) -> None:
+    async def on_metadata(self, image, delta=None) -> None:
         lost, gained = self.state_topic.leadership_changes(image)
         if lost:
             gone = set(lost)

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
-use crate::server::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
+use crate::server::partition::{BrokerEndpoint, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
 use crate::server::authorizer::{Acl, Authorizer};
 use crate::server::quota::{ClientQuotas, Component, Entity, Limits};
 use crate::server::metrics::LATENCY_BUCKETS_MS;
@@ -220,9 +220,12 @@ impl PyPartitionTable {
         self.0.set_verify_transactions_v1(on);
     }
 
+    /// A metadata delta for the cluster view: topics created or changed (name, id, [(partition,
+    /// leader, leader epoch)]), topics removed by name, and every broker when they changed.
     #[allow(clippy::type_complexity)]
-    fn set_metadata(&self, py: Python<'_>, node_id: i32, topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
-                    brokers: Vec<(i32, String, i32, Option<String>)>) -> PyResult<()> {
+    #[pyo3(signature = (node_id, topics, removed, brokers=None))]
+    fn update_metadata(&self, py: Python<'_>, node_id: i32, topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
+                       removed: Vec<String>, brokers: Option<Vec<(i32, String, i32, Option<String>)>>) -> PyResult<()> {
         let mut named = Vec::with_capacity(topics.len());
         for (name, id, parts) in topics {
             let id: [u8; 16] = id.as_bytes().try_into().map_err(|_| {
@@ -238,8 +241,8 @@ impl PyPartitionTable {
                     (name, TopicView { id, leaders })
                 })
                 .collect();
-            let brokers = brokers.into_iter().map(|(id, host, port, rack)| (id, BrokerEndpoint { host, port, rack })).collect();
-            self.0.set_metadata(node_id, ClusterView::new(topics, brokers));
+            let brokers = brokers.map(|b| b.into_iter().map(|(id, host, port, rack)| (id, BrokerEndpoint { host, port, rack })).collect());
+            self.0.update_metadata(node_id, topics, &removed, brokers);
         });
         Ok(())
     }

@@ -209,7 +209,12 @@ impl DurableStorage {
             mem.wl().set_conf_state(ConfState { voters: held, ..Default::default() });
         }
         if let Some(raw) = read_file(&dir.join(HARD_STATE))? {
-            let hs = decode_hard_state(&dir.join(HARD_STATE), &raw)?;
+            let mut hs = decode_hard_state(&dir.join(HARD_STATE), &raw)?;
+            // the commit index is written lazily (see `set_commit`); a snapshot holds applied,
+            // so committed, state: the commit index is at least its index
+            if let Some(snap) = &held {
+                hs.commit = hs.commit.max(snap.get_metadata().index);
+            }
             mem.wl().set_hardstate(hs);
         }
         let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(io(&log_path, "open"))?;
@@ -293,6 +298,12 @@ impl DurableStorage {
         let payload = snap.write_to_bytes().map_err(|e| RaftError::Raft(e.to_string()))?;
         write_atomic(&self.dir, SNAPSHOT, &frame(&payload))?;
         self.set_snapshot(&snap);
+        // the stored commit index may lag (it is written lazily): never below the snapshot
+        let mut hs = raft::Storage::initial_state(&self.mem).map_err(|e| RaftError::Raft(e.to_string()))?.hard_state;
+        if hs.commit < index {
+            hs.commit = index;
+            self.set_hard_state(&hs)?;
+        }
         // keep the entry at `index` itself: MemStorage answers first_index and term from its
         // entries, and an emptied log would fall back to the previous snapshot's index
         self.mem.wl().compact(index).map_err(|e| RaftError::Raft(e.to_string()))?;
@@ -409,5 +420,24 @@ mod tests {
         assert_eq!(all(&s), vec![(3, 1, b"c".to_vec())]);
         let snap = s.snapshot().unwrap().unwrap();
         assert_eq!((snap.get_metadata().index, snap.get_metadata().term, snap.data.to_vec()), (2, 1, b"image at 2".to_vec()));
+    }
+
+    #[test]
+    fn a_snapshot_past_the_stored_commit_index_reopens() {
+        // a single voter commits in memory (set_commit); its stored hard state can say 0
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = DurableStorage::open(dir.path(), &[1]).unwrap();
+        s.append(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")]).unwrap();
+        s.set_hard_state(&HardState { term: 1, vote: 1, commit: 0, ..Default::default() }).unwrap();
+        s.set_commit(3);
+        s.compact(3, b"image at 3".to_vec()).unwrap();
+        drop(s);
+        let s = DurableStorage::open(dir.path(), &[1]).unwrap();
+        let hs = raft::Storage::initial_state(s.mem()).unwrap().hard_state;
+        assert_eq!((hs.term, hs.vote, hs.commit), (1, 1, 3));
+        // and a hard state written before the snapshot (an older file) is raised on open
+        write_atomic(dir.path(), HARD_STATE, &encode_hard_state(&HardState { term: 1, vote: 1, commit: 1, ..Default::default() })).unwrap();
+        let s = DurableStorage::open(dir.path(), &[1]).unwrap();
+        assert_eq!(raft::Storage::initial_state(s.mem()).unwrap().hard_state.commit, 3);
     }
 }

@@ -26,8 +26,8 @@
 //! # The cluster view
 //! Besides its own replicas the table holds what the metadata image says about *every*
 //! partition (leader and leader epoch, by topic name and topic id) and every registered
-//! broker's client endpoint, replaced whole by the control plane at each image change
-//! (`set_metadata`). The data path uses it to answer a request for a partition this broker
+//! broker's client endpoint, changed by the control plane at each metadata delta
+//! (`update_metadata`: only the topics that changed). The data path uses it to answer a request for a partition this broker
 //! does not lead: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID only when the partition does
 //! not exist anywhere, otherwise NOT_LEADER_OR_FOLLOWER naming the current leader and its
 //! endpoint (KIP-951), so the client moves at once instead of refreshing metadata.
@@ -551,6 +551,30 @@ impl PartitionTable {
     pub fn set_metadata(&self, node_id: i32, view: ClusterView) {
         self.node_id.store(node_id, Ordering::Relaxed);
         *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
+    }
+
+    /// Changes the cluster view by a metadata delta: `removed` topics go, `upserted` ones
+    /// (created or changed) replace their entries, and the brokers are replaced when given.
+    /// The cost is the delta's, not the cluster's.
+    pub fn update_metadata(&self, node_id: i32, upserted: Vec<(String, TopicView)>, removed: &[String],
+                           brokers: Option<HashMap<i32, BrokerEndpoint>>) {
+        self.node_id.store(node_id, Ordering::Relaxed);
+        let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+        for name in removed {
+            if let Some(t) = view.topics.remove(name) {
+                view.names.remove(&t.id);
+            }
+        }
+        for (name, t) in upserted {
+            if let Some(old) = view.topics.get(&name).map(|o| o.id) {
+                view.names.remove(&old);
+            }
+            view.names.insert(t.id, name.clone());
+            view.topics.insert(name, t);
+        }
+        if let Some(brokers) = brokers {
+            view.brokers = brokers;
+        }
     }
 
     pub fn node_id(&self) -> i32 {

@@ -43,7 +43,7 @@ class BrokerView(Protocol):
     add_partitions_to_txn: AddPartitionsToTxnManager | None
     share_fetch: ShareFetchManager | None
     share_coordinator: ShareCoordinator | None
-    quorum: MetadataQuorum | None  # set on a node of a controller quorum
+    quorum: MetadataQuorum  # the metadata log (every node runs on one)
     authorizer: AclAuthorizer | None  # ACLs (broker/authorizer.py)
 
 
@@ -130,7 +130,6 @@ class HandlerEntry:
     min_version: int
     max_version: int
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
-    cluster_only: bool = False  # served (and advertised) only by a node of a controller quorum
     enabled_by: str | None = None  # a boolean config key that must be true to serve (and advertise) it
     sasl_only: bool = False  # served (and advertised) only when some listener is SASL_* (elsewhere ILLEGAL_SASL_STATE)
 
@@ -139,12 +138,10 @@ class HandlerEntry:
         return REQUESTS[self.api_key]
 
     def served_by(self, broker: BrokerView) -> bool:
-        """Whether this broker serves (and advertises) the API: cluster-only APIs need a quorum."""
+        """Whether this broker serves (and advertises) the API."""
         if self.enabled_by is not None and not broker.config.get_bool(self.enabled_by):
             return False
-        if self.sasl_only and not broker.config.client_sasl:  # no SASL listener at all
-            return False
-        return not self.cluster_only or broker.quorum is not None
+        return not self.sasl_only or broker.config.client_sasl  # none: no SASL listener at all
 
 
 def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1):
@@ -230,7 +227,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
-                          describe_quorum.handle, cluster_only=True)
+                          describe_quorum.handle)
     table[quorum.api_key] = quorum
     # The CONTROLLER listener (coord/controller_channel.py): the admin APIs that change
     # metadata, and the controller-only BrokerHeartbeat and AlterPartition.
@@ -238,11 +235,9 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
 
     controller = {k: e for k, e in table.items() if k in CONTROLLER_APIS}
     controller[broker_heartbeat.API_KEY] = HandlerEntry(
-        broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle,
-        cluster_only=True)
+        broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle)
     controller[alter_partition.API_KEY] = HandlerEntry(
-        alter_partition.API_KEY, alter_partition.MIN_VERSION, alter_partition.MAX_VERSION, alter_partition.handle,
-        cluster_only=True)
+        alter_partition.API_KEY, alter_partition.MIN_VERSION, alter_partition.MAX_VERSION, alter_partition.handle)
     return table, controller
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 
 from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from logbroker.coord.controller import ControllerError, acl_filter_error
+from logbroker.coord.acl_control import acl_filter_error
+from logbroker.coord.control import ControllerError
 from logbroker.coord.metadata import AclBinding, AclBindingFilter
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode

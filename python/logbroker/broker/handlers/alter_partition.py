@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -24,8 +24,7 @@ async def handle(ctx, request):
     if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # Kafka's rule (partition leaders only)
         return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
     controller = ctx.controller
-    quorum = controller.quorum
-    if quorum is None or not quorum.is_active:
+    if not controller.quorum.is_active:
         return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     topics = []
     for t in request.topics:

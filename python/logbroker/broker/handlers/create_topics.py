@@ -11,7 +11,7 @@ import logging
 
 from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.broker.config import TOPIC_KEYS
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout
 from logbroker.log_format import fields

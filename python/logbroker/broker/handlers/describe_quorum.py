@@ -1,6 +1,6 @@
 """DescribeQuorum (55): the controller quorum (`kafka-metadata-quorum describe --status`).
 
-Served by a node of a controller quorum only (advertised only there). The active
+Served by every node (a single node is a quorum of one voter). The active
 controller answers from its Raft state: leader, leader epoch (the Raft term), high
 watermark (the commit index), and per voter its log end offset (the index the leader knows
 it holds), the time of its last message and the last time it was seen caught up, and the
@@ -41,7 +41,8 @@ def _partition(index: int, leader: dict | None, error: ErrorCode, message: str |
 
 def _nodes(ctx) -> list:
     name = ctx.broker.config.get_str("controller.listener.names").split(",")[0].strip()
-    return [Response.Node(node_id=n, listeners=[Response.Listener(name=name, host=h, port=p)])
+    # a single node without a controller listener has no address to give
+    return [Response.Node(node_id=n, listeners=[Response.Listener(name=name, host=h, port=p)] if p else [])
             for n, (h, p) in sorted(ctx.broker.quorum.voters.items())]
 
 

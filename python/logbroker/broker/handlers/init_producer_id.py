@@ -18,7 +18,7 @@ import logging
 
 from logbroker.broker.authorizer import (
     CLUSTER_NAME, AclOperation as Op, AclPermissionType, PatternType, ResourceType as Res, host_of)
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.transaction_coordinator import TxnError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode

@@ -13,7 +13,7 @@ import logging
 import uuid
 
 from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.coord.metadata import TopicState, topic_name_error
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode

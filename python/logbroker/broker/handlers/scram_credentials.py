@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 
 from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.controller import ControllerError
+from logbroker.coord.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.scram import MECHANISM_NAMES, MECHANISM_TYPES

@@ -1,0 +1,166 @@
+"""The control plane at scale, logbroker beside Apache Kafka (issue 29): how the cost of
+metadata work grows with the partitions that exist.
+
+    python -m benches.compare.scale                       # 10,000 partitions, one node, both brokers
+    python -m benches.compare.scale --partitions 50000 --nodes 3 --brokers logbroker,kafka
+    python -m benches.compare.scale --quick               # 2,000 partitions (the CI smoke)
+
+Per broker and shape (one node; or three with replication factor 3), on a fresh data
+directory:
+- CreateTopics: confluent-kafka's AdminClient creates topics of `--partitions-per-topic`
+  partitions in batches of `--batch-topics` until `--partitions` exist; the time of every
+  batch is kept, and the table shows the first and the last batch per topic created and
+  their ratio (1.0: the cost does not grow with what exists).
+- a full Metadata response (AdminClient.list_topics of every topic), median of 3;
+- RSS and open file descriptors of the broker process(es) with every partition created;
+- restart to every partition writable: SIGTERM, start again, then one acks=1 record to
+  every partition; the time from the spawn until the last is acknowledged.
+
+Results go to benches/.results/scale-<shape>.json and are printed as a markdown table for
+docs/benchmarks.md. Kafka is installed by benches.peers.kafka (Maven Central).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from benches.peers.common import PeerCluster, client_conf, wait_port
+from benches.peers.kafka import KafkaPeer
+from benches.peers.logbroker import LogbrokerPeer
+
+RESULTS = Path(__file__).resolve().parents[1] / ".results"
+PEERS = {"logbroker": LogbrokerPeer, "kafka": KafkaPeer}
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def create_batches(bootstrap: str, total: int, per_topic: int, batch_topics: int, rf: int) -> list[tuple[int, float]]:
+    """Create topics until `total` partitions exist; (topics in the batch, seconds) per batch."""
+    admin = AdminClient({**client_conf(bootstrap), "socket.timeout.ms": 120_000})
+    out, made = [], 0
+    while made < total:
+        n = min(batch_topics, (total - made) // per_topic) or 1
+        base = made // per_topic
+        topics = [NewTopic(f"scale-{base + i:06d}", per_topic, rf) for i in range(n)]
+        t0 = time.monotonic()
+        futures = admin.create_topics(topics, operation_timeout=120, request_timeout=180)
+        for f in futures.values():
+            f.result(timeout=240)
+        out.append((n, time.monotonic() - t0))
+        made += n * per_topic
+    return out
+
+
+def metadata_seconds(bootstrap: str, topics: int) -> float:
+    admin = AdminClient(client_conf(bootstrap))
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        md = admin.list_topics(timeout=120)
+        times.append(time.monotonic() - t0)
+        assert len([t for t in md.topics if t.startswith("scale-")]) == topics, len(md.topics)
+    return statistics.median(times)
+
+
+def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: float) -> None:
+    """One record to every partition, retried until each is acknowledged (acks=1)."""
+    p = Producer({**client_conf(bootstrap), "acks": "1", "linger.ms": 5, "message.timeout.ms": 300_000,
+                  "queue.buffering.max.messages": 1_000_000})
+    failed: list = []
+
+    def done(err, msg):
+        if err is not None:
+            failed.append((msg.topic(), msg.partition()))
+
+    pending = [(f"scale-{t:06d}", p_) for t in range(topics) for p_ in range(per_topic)]
+    while pending:
+        failed.clear()
+        for topic, part in pending:
+            p.produce(topic, b"x", partition=part, on_delivery=done)
+            p.poll(0)
+        p.flush(max(1.0, deadline - time.monotonic()))
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(failed)} partition(s) not writable in time")
+        pending = list(failed)
+
+
+def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int) -> dict:
+    rf = 3 if nodes == 3 else 1
+    peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
+    peer.start()
+    try:
+        pids = peer.pids if nodes > 1 else [peer.pid]
+        batches = create_batches(peer.bootstrap, total, per_topic, batch_topics, rf)
+        topics = sum(n for n, _ in batches)
+        per_topic_ms = [1000 * s / n for n, s in batches]
+        result = {
+            "broker": name, "nodes": nodes, "partitions": topics * per_topic, "topics": topics,
+            "create_seconds": sum(s for _, s in batches),
+            "first_batch_ms_per_topic": per_topic_ms[0], "last_batch_ms_per_topic": per_topic_ms[-1],
+            "median_ms_per_topic": statistics.median(per_topic_ms),
+            "batches_ms_per_topic": [round(x, 2) for x in per_topic_ms],
+            "metadata_seconds": metadata_seconds(peer.bootstrap, topics),
+            "rss_mb": peer.rss() / 1e6,
+            "open_fds": sum(open_fds(p) for p in pids),
+        }
+        # restart to every partition writable
+        if nodes == 1:
+            peer.stop(keep_data=True)
+            peer.t_spawn = time.monotonic()
+            peer.proc = peer._launch()
+            wait_port("127.0.0.1", peer.port, time.monotonic() + 600, peer.proc)
+            produce_everywhere(peer.bootstrap, topics, per_topic, time.monotonic() + 600)
+            result["restart_to_writable_seconds"] = time.monotonic() - peer.t_spawn
+            result["rss_mb_after_restart"] = peer.rss() / 1e6
+        return result
+    finally:
+        peer.stop()
+
+
+def table(results: list[dict]) -> str:
+    rows = ["| broker | nodes | partitions | CreateTopics ms/topic, first batch | last batch | last/first | "
+            "full Metadata s | restart to all writable s | RSS MB | open fds |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        rows.append(f"| {r['broker']} | {r['nodes']} | {r['partitions']:,} | {r['first_batch_ms_per_topic']:.1f} | "
+                    f"{r['last_batch_ms_per_topic']:.1f} | "
+                    f"{r['last_batch_ms_per_topic'] / r['first_batch_ms_per_topic']:.2f} | "
+                    f"{r['metadata_seconds']:.2f} | {r.get('restart_to_writable_seconds', float('nan')):.1f} | "
+                    f"{r['rss_mb']:.0f} | {r['open_fds']:,} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="10000", help="comma-separated totals (default 10000)")
+    ap.add_argument("--nodes", default="1", help="1, 3 or 1,3")
+    ap.add_argument("--brokers", default="logbroker,kafka")
+    ap.add_argument("--partitions-per-topic", type=int, default=5)
+    ap.add_argument("--batch-topics", type=int, default=100)
+    ap.add_argument("--quick", action="store_true", help="2,000 partitions, logbroker only unless --brokers")
+    args = ap.parse_args()
+    totals = [2000] if args.quick else [int(x) for x in args.partitions.split(",")]
+    results = []
+    for nodes in (int(x) for x in args.nodes.split(",")):
+        for total in totals:
+            for name in args.brokers.split(","):
+                r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics)
+                print(json.dumps(r), flush=True)
+                results.append(r)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"scale-{int(time.time())}.json").write_text(json.dumps(results, indent=1))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
