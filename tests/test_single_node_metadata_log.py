@@ -105,7 +105,10 @@ def test_snapshots_by_time_and_by_size_bound_the_log_across_restarts(tmp_path):
         assert sorted(broker.server.controller.image.topics) == ["a"]
         with Admin(broker.bootstrap_servers) as admin:
             admin.create_topics([NewTopic(f"t{i}", 3) for i in range(10)])  # ~5 kB of records: by size
-        assert quorum.snapshot_index > by_time
+        deadline = time.monotonic() + 10
+        while quorum.snapshot_index <= by_time:  # taken right after the entry is published
+            assert time.monotonic() < deadline, (quorum.snapshot_index, by_time)
+            time.sleep(0.05)
     with Broker(data_dir=data) as broker:
         image = broker.server.controller.image
         assert sorted(image.topics) == sorted(["a"] + [f"t{i}" for i in range(10)])

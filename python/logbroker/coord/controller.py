@@ -46,7 +46,7 @@ from logbroker.coord.metadata import (
 from logbroker.coord.metadata_records import MetadataRecordError, diff_records
 from logbroker.coord.producer_id_control import PRODUCER_ID_BLOCK
 from logbroker.coord.quorum import QuorumTimeout
-from logbroker.coord.replication_control import ReplicationControlManager
+from logbroker.coord.replication_control import NewTopicSpec, ReplicationControlManager
 from logbroker.coord.scram_control import ScramControlManager
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
@@ -203,19 +203,32 @@ class Controller:
         """The unfenced brokers in placement order (replication_control.py)."""
         return self.replication.placement_order(self.image)
 
+    async def create_topics(self, specs: list[NewTopicSpec], validate_only: bool = False
+                            ) -> list[TopicState | ControllerError]:
+        """CreateTopics: each topic created (its state) or why not, in order; the created
+        ones are written as one metadata-log entry. ControllerError when none could be
+        written (no active controller, the entry did not commit)."""
+        if self._forward():
+            return await self.forwarder.create_topics(specs, validate_only)
+        default_rf = self.config.get_int("default.replication.factor")
+        wanted = max((s.replication_factor if s.replication_factor > 0 else default_rf
+                      for s in specs if not s.assignments), default=0)
+        if wanted:
+            await self._wait_for_brokers(wanted, ", ".join(f"topic {s.name!r}" for s in specs[:3])
+                                         + (f" and {len(specs) - 3} more" if len(specs) > 3 else ""))
+        async with self._lock:
+            result = self.replication.create_topics(self.image, specs)
+            return result.response if validate_only else await self._run(result)
+
     async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                            assignments: dict[int, list[int]] | None = None,
-                           configs: dict[str, str | None] | None = None, validate_only: bool = False) -> TopicState:
-        if self._forward():
-            return await self.forwarder.create_topic(name, num_partitions, replication_factor, assignments,
-                                                     configs or {}, validate_only)
-        if not assignments:
-            wanted = replication_factor if replication_factor > 0 else self.config.get_int("default.replication.factor")
-            await self._wait_for_brokers(wanted, f"topic {name!r}")
-        async with self._lock:
-            result = self.replication.create_topic(self.image, name, num_partitions, replication_factor, assignments,
-                                                   configs or {})
-            return result.response if validate_only else await self._run(result)
+                           configs: dict[str, str | None] | None = None) -> TopicState:
+        """One topic (the internal topics, auto-creation); ControllerError when refused."""
+        [result] = await self.create_topics([NewTopicSpec(name, num_partitions, replication_factor, assignments,
+                                                          configs or {})])
+        if isinstance(result, ControllerError):
+            raise result
+        return result
 
     async def _wait_for_brokers(self, wanted: int, what: str) -> None:
         """A cluster that is starting (or a node restarting): when fewer brokers are unfenced

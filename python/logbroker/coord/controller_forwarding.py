@@ -40,6 +40,7 @@ from logbroker.scram import MECHANISM_TYPES
 
 if TYPE_CHECKING:
     from logbroker.coord.controller import Controller
+    from logbroker.coord.replication_control import NewTopicSpec
 
 log = logging.getLogger("logbroker.controller")
 
@@ -91,25 +92,40 @@ class Forwarder:
         log.warning("node %d: %s was committed by the controller but is not in this node's image after %.0f s",
                     self.controller.local.node_id, what, CATCH_UP_SECONDS)
 
-    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                           validate_only: bool) -> TopicState:
+    async def create_topics(self, specs: list[NewTopicSpec], validate_only: bool
+                            ) -> list[TopicState | ControllerError]:
+        """One CreateTopics v7 with every topic; each result is the topic (once this node's
+        image has it) or its error."""
         req = REQUESTS[19]
-        topic = req.CreatableTopic(
-            name=name, num_partitions=num_partitions if not assignments else -1,
-            replication_factor=replication_factor if not assignments else -1,
+        body = req(topics=[req.CreatableTopic(
+            name=s.name, num_partitions=s.num_partitions if not s.assignments else -1,
+            replication_factor=s.replication_factor if not s.assignments else -1,
             assignments=[req.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
-                         for p, b in sorted((assignments or {}).items())],
-            configs=[req.CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())])
-        body = req(topics=[topic], timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
-        res = await self._send(19, 7, body, lambda r: r.topics[0])
-        if validate_only:
-            parts = {p: PartitionState(p, -1, 0, [-1] * res.replication_factor, [], 0) for p in range(res.num_partitions)}
-            overrides = {c.name: c.value for c in res.configs or [] if c.config_source == TOPIC_CONFIG_SOURCE}
-            return TopicState(name, res.topic_id, parts, overrides)
-        await self._caught_up(lambda im: name in im.topics and im.topics[name].topic_id == res.topic_id,
-                              f"topic {name!r} (id {res.topic_id})")
-        return self.controller.image.topics.get(name) or TopicState(name, res.topic_id, {}, {})
+                         for p, b in sorted((s.assignments or {}).items())],
+            configs=[req.CreatableTopicConfig(name=k, value=v) for k, v in sorted(s.configs.items())])
+            for s in specs], timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
+        response = await self._request(19, 7, body, lambda r: any(
+            t.error_code == ErrorCode.NOT_CONTROLLER for t in r.topics))
+        out: list[TopicState | ControllerError] = []
+        created: dict[str, object] = {}
+        for s, res in zip(specs, response.topics):
+            if res.error_code != ErrorCode.NONE:
+                out.append(ControllerError(ErrorCode(res.error_code), res.error_message or ErrorCode(res.error_code).name))
+            elif validate_only:
+                parts = {p: PartitionState(p, -1, 0, [-1] * res.replication_factor, [], 0)
+                         for p in range(res.num_partitions)}
+                overrides = {c.name: c.value for c in res.configs or [] if c.config_source == TOPIC_CONFIG_SOURCE}
+                out.append(TopicState(s.name, res.topic_id, parts, overrides))
+            else:
+                created[s.name] = res.topic_id
+                out.append(TopicState(s.name, res.topic_id, {}, {}))
+        if created:
+            await self._caught_up(lambda im: all(n in im.topics and im.topics[n].topic_id == i
+                                                 for n, i in created.items()),
+                                  f"{len(created)} topic(s) ({', '.join(list(created)[:3])}...)")
+            out = [self.controller.image.topics.get(t.name, t) if isinstance(t, TopicState) and t.name in created else t
+                   for t in out]
+        return out
 
     async def delete_topic(self, name: str) -> TopicState:
         topic = self.controller.image.topics.get(name)

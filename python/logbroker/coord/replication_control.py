@@ -29,6 +29,18 @@ MAX_PARTITIONS = 100_000
 PartitionResult = tuple[str, int, ErrorCode, str]
 
 
+@dataclasses.dataclass(frozen=True)
+class NewTopicSpec:
+    """One topic of a CreateTopics request: -1 for the broker defaults; `assignments`
+    (partition -> replicas) instead of partitions and replication factor."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = dataclasses.field(default_factory=dict)
+
+
 def new_partition(index: int, replicas: list[int]) -> PartitionState:
     """A new partition led by its first (preferred) replica, with every replica in the ISR
     (Kafka's rule: an empty log is caught up by definition; a replica that does not fetch
@@ -121,17 +133,37 @@ class ReplicationControlManager:
             self._assign(self.placement_order(image), 0, replication_factor)  # INVALID_REPLICATION_FACTOR early
         return num_partitions, replication_factor, checked
 
-    def create_topic(self, image: MetadataImage, name: str, num_partitions: int, replication_factor: int,
-                     assignments: dict[int, list[int]] | None, configs: dict[str, str | None]
+    def create_topics(self, image: MetadataImage, specs: list[NewTopicSpec]
+                      ) -> ControllerResult[list[TopicState | ControllerError]]:
+        """CreateTopics: each topic created, or the error refusing it, in order; the records
+        of every created topic together (one metadata-log entry per request, as Kafka's
+        controller writes one batch)."""
+        results: list[TopicState | ControllerError] = []
+        records, lines, taken = [], [], set()
+        for spec in specs:
+            try:
+                r = self.create_topic(image, spec, taken)
+            except ControllerError as e:
+                results.append(e)
+                continue
+            taken.add(r.response.topic_id)
+            results.append(r.response)
+            records += r.records
+            lines += r.log
+        return ControllerResult(records, results, lines)
+
+    def create_topic(self, image: MetadataImage, spec: NewTopicSpec, taken: set[uuid.UUID] = frozenset()
                      ) -> ControllerResult[TopicState]:
+        """One new topic (`taken`: topic ids given to others in the same request)."""
+        name, assignments = spec.name, spec.assignments
         num_partitions, replication_factor, checked = self.check_new_topic(
-            image, name, num_partitions, replication_factor, assignments, configs)
+            image, name, spec.num_partitions, spec.replication_factor, assignments, spec.configs)
         brokers = self.placement_order(image)
         start = random.randrange(max(1, len(brokers)))  # spread leaders over topics
         partitions = {p: new_partition(p, list(assignments[p])) if assignments
                       else self._assign(brokers, p, replication_factor, start) for p in range(num_partitions)}
         topic_id = uuid.uuid4()
-        while topic_id in image.topic_ids or topic_id.int == 0:
+        while topic_id in image.topic_ids or topic_id in taken or topic_id.int == 0:
             topic_id = uuid.uuid4()
         topic = TopicState(name, topic_id, partitions, checked)
         return ControllerResult(topic_records(topic), topic, [(

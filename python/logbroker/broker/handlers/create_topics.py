@@ -14,6 +14,7 @@ from logbroker.broker.config import TOPIC_KEYS
 from logbroker.coord.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout
+from logbroker.coord.replication_control import NewTopicSpec
 from logbroker.log_format import fields
 
 API_KEY = 19
@@ -44,6 +45,7 @@ async def handle(ctx, request):
     results = []
     seen: set[str] = set()
     cluster_create = ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)  # CREATE on the cluster: any topic
+    wanted: list[tuple[object, NewTopicSpec]] = []  # (result, spec) of the topics asked of the controller
     for t in request.topics:
         res = Response.CreatableTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(res)
@@ -61,24 +63,27 @@ async def handle(ctx, request):
             res.error_message = "both replica assignments and num_partitions/replication_factor were given"
             continue
         configs = {c.name: c.value for c in t.configs}
-        try:
-            with client_timeout(request.timeout_ms):
-                topic = await ctx.controller.create_topic(
-                    t.name, t.num_partitions, t.replication_factor, assignments, configs, request.validate_only
-                )
-        except ControllerError as e:
-            res.error_code = e.code
-            res.error_message = e.message
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.info("CreateTopics %s from %s refused (%s): %s", t.name, ctx.peer, ErrorCode(e.code).name, e.message,
-                         extra=fields(topic=t.name, peer=ctx.peer))
+        wanted.append((res, NewTopicSpec(t.name, t.num_partitions, t.replication_factor, assignments, configs)))
+    if not wanted:
+        return Response(throttle_time_ms=0, topics=results)
+    try:  # every topic of the request in one controller call: one metadata-log entry
+        with client_timeout(request.timeout_ms):
+            created = await ctx.controller.create_topics([spec for _res, spec in wanted], request.validate_only)
+    except ControllerError as e:
+        created = [e] * len(wanted)
+    for (res, spec), topic in zip(wanted, created):
+        if isinstance(topic, ControllerError):
+            res.error_code, res.error_message = topic.code, topic.message
+            if topic.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.info("CreateTopics %s from %s refused (%s): %s", spec.name, ctx.peer, ErrorCode(topic.code).name,
+                         topic.message, extra=fields(topic=spec.name, peer=ctx.peer))
             continue
         res.topic_id = topic.topic_id
-        if not ctx.authorize(Op.DESCRIBE_CONFIGS, Res.TOPIC, t.name):  # the topic's settings only to who may see them
+        if not ctx.authorize(Op.DESCRIBE_CONFIGS, Res.TOPIC, spec.name):  # the topic's settings only to who may see them
             if ctx.version >= 5:
                 res.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         res.num_partitions = len(topic.partitions)
-        res.replication_factor = len(topic.partitions[0].replicas)
+        res.replication_factor = len(topic.partitions[0].replicas) if topic.partitions else -1
         res.configs = config_entries(ctx, topic.configs)
     return Response(throttle_time_ms=0, topics=results)
