@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from logbroker import Broker, Cluster, _core
-from logbroker.broker.authorizer import (
+from logbroker.common.acl import (
     CLUSTER_NAME,
     STANDARD_AUTHORIZER,
     AclOperation as Op,

@@ -1,4 +1,4 @@
-"""Broker configuration keys added for the cluster (logbroker.broker.config): advertised
+"""Broker configuration keys added for the cluster (logbroker.common.config): advertised
 listeners in Kafka's list form (the CONTROLLER entry is what the voters list must name),
 replica.selector.class, and unclean.leader.election.enable as a broker and topic key. Bad
 values are refused with a ConfigError naming the key and value."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from logbroker.broker.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError, validate_topic_config
+from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError, validate_topic_config
 
 CLUSTER = ["node.id=1", "controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095",
            "listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"]

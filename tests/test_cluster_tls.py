@@ -27,8 +27,8 @@ from confluent_kafka.admin import ResourcePatternType, ResourceType
 
 from conftest import isr_sizes, rdkafka_values, wait_until
 from logbroker import Cluster
-from logbroker.broker.authorizer import STANDARD_AUTHORIZER
-from logbroker.broker.config import BrokerConfig, ConfigError
+from logbroker.common.acl import STANDARD_AUTHORIZER
+from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.coord.peer_security import PeerSecurity
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from logbroker.broker.config import BrokerConfig
+from logbroker.common.config import BrokerConfig
 from logbroker.coord.controller import Controller
 from logbroker.coord.group import GroupState
 from logbroker.coord.group_coordinator import GroupCoordinator

@@ -1,9 +1,12 @@
 """The package layout shows the architecture, and imports point one way.
 
-Every module-level import between logbroker's own modules, including those under
-`if TYPE_CHECKING:` (a dependency in the design even if not at run time; imports inside
-functions are deferred and left out), forms a graph that must have no cycle: a newcomer
-can read the broker, the control plane, the client and Spark bottom-up."""
+Every import between logbroker's own modules, including those under `if TYPE_CHECKING:`
+(a dependency in the design even if not at run time) and those inside functions (deferred,
+but a dependency all the same: a function-level import must not hide a cycle), forms a
+graph that must have no cycle: a newcomer can read the broker, the control plane, the
+client and Spark bottom-up. The layers: `common` (config, errors, ACL vocabulary, SASL)
+imports neither the control plane nor the broker; `coord` (the control plane) never
+imports `broker`."""
 
 from __future__ import annotations
 
@@ -27,8 +30,6 @@ def runtime_imports(path: Path, modules: set[str]) -> set[str]:
 
     def visit(nodes) -> None:
         for node in nodes:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue  # deferred
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names if a.name in modules)
             elif isinstance(node, ast.ImportFrom):
@@ -38,8 +39,8 @@ def runtime_imports(path: Path, modules: set[str]) -> set[str]:
                 for a in node.names:
                     sub = f"{base}.{a.name}"
                     out.add(sub if sub in modules else base)
-            elif isinstance(node, (ast.ClassDef, ast.If, ast.Try, ast.With)):
-                visit(ast.iter_child_nodes(node))
+            else:
+                visit(ast.iter_child_nodes(node))  # classes, functions, if/try/with bodies
     visit(tree.body)
     return {m for m in out if m in modules and m != me}
 
@@ -82,11 +83,22 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def test_layers_point_one_way():
+    g = graph()
+    upward = sorted((m, d) for m, deps in g.items() for d in deps
+                    if (m.startswith("logbroker.coord") and d.startswith("logbroker.broker"))
+                    or (m.startswith("logbroker.common") and d.startswith(("logbroker.coord", "logbroker.broker"))))
+    assert upward == [], "imports against the layers (common <- coord <- broker): " + ", ".join(
+        f"{m} -> {d}" for m, d in upward)
+
+
 def test_the_broker_is_one_package_beside_client_spark_and_coord():
-    for pkg in ("broker", "broker/handlers", "client", "coord", "spark", "protocol"):
+    for pkg in ("broker", "broker/handlers", "client", "coord", "common", "spark", "protocol"):
         assert (PKG / pkg / "__init__.py").exists(), pkg
-    for module in ("service", "embedded", "dispatch", "replica_manager", "partition", "config", "errors"):
+    for module in ("service", "embedded", "dispatch", "replica_manager", "partition"):
         assert (PKG / "broker" / f"{module}.py").exists(), module
+    for module in ("config", "errors", "acl", "sasl", "sasl_scram"):
+        assert (PKG / "common" / f"{module}.py").exists(), module
     # Nothing of the broker is left at the top level.
     for gone in ("server", "replica_manager", "partition", "config", "errors", "handlers"):
         assert not (PKG / f"{gone}.py").exists() and not (PKG / gone).is_dir(), gone

@@ -117,7 +117,7 @@ def test_librdkafka_wrong_credentials_fail_fast(tmp_path, mechanism, user, passw
 def test_kafka_python_plain_and_scram(tmp_path, caplog):
     from kafka import KafkaConsumer, KafkaProducer
 
-    caplog.set_level(logging.INFO, logger="logbroker.broker.sasl")
+    caplog.set_level(logging.INFO, logger="logbroker.common.sasl")
     with sasl_broker(tmp_path) as b:
         bs = b.bootstrap_servers
         add_scram_users(bs)

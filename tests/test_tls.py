@@ -169,7 +169,7 @@ def test_certificate_subject_is_the_principal(tmp_path, pki):
     from cryptography.hazmat.primitives.serialization import Encoding
 
     from logbroker import _core
-    from logbroker.broker.authorizer import STANDARD_AUTHORIZER
+    from logbroker.common.acl import STANDARD_AUTHORIZER
 
     cert = x509.load_pem_x509_certificate(pki.client_cert.read_bytes())
     principal = _core.certificate_principal(cert.public_bytes(Encoding.DER))

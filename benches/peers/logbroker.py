@@ -15,7 +15,7 @@ from benches.peers.common import Peer, run_cli
 
 def _known_keys() -> set[str]:
     try:
-        from logbroker.broker.config import BROKER_KEYS
+        from logbroker.common.config import BROKER_KEYS
     except ImportError:
         return set()
     return set(BROKER_KEYS)

@@ -12,7 +12,7 @@ versions in `logbroker.aio`), usable against Apache Kafka as well.
 
 from logbroker._core import __version__
 from logbroker.broker import Broker, BrokerServer
-from logbroker.broker.config import BrokerConfig, ConfigError
+from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.cluster import Cluster
 from logbroker.client import (
     Admin,

@@ -24,7 +24,7 @@ import sys
 import trio
 
 from logbroker import log_format
-from logbroker.broker.config import BrokerConfig, ConfigError
+from logbroker.common.config import BrokerConfig, ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"logbroker: {e}", file=sys.stderr)
             return 2
     if args.command == "config-keys":
-        from logbroker.broker.config import BROKER_KEYS
+        from logbroker.common.config import BROKER_KEYS
 
         for key in BROKER_KEYS.values():
             print(f"{key.name} = {key.default}\n    {key.doc}")

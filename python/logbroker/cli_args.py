@@ -35,7 +35,7 @@ def client_config(path: str | None) -> dict[str, str]:
     """The client keys of a `--command-config` properties file ({} without one)."""
     if not path:
         return {}
-    from logbroker.broker.config import ConfigError, parse_properties
+    from logbroker.common.config import ConfigError, parse_properties
 
     try:
         return parse_properties(Path(path).read_text(encoding="utf-8"), path)

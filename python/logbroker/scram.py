@@ -1,6 +1,6 @@
 """SCRAM (RFC 5802, RFC 7677): the arithmetic both ends of a SCRAM-SHA-256/512 exchange
 and the credential store share. No I/O and no state: the broker's authenticator
-(broker/sasl.py), our client (client/sasl.py) and the controller (which turns a salted
+(common/sasl.py), our client (client/sasl.py) and the controller (which turns a salted
 password from AlterUserScramCredentials into a stored credential) all call these.
 
     SaltedPassword  = PBKDF2-HMAC(H, password, salt, iterations)     (Hi() in the RFC)

@@ -6,14 +6,14 @@
     handlers/           one module per Kafka API the control plane serves
     replica_manager.py  the local replicas: open, delete, retention, flush, checkpoints
     partition.py        one local replica: log, leader state, HW (mirrored into Rust)
-    config.py           broker and topic configuration keys (Kafka's names)
-    errors.py           storage errors -> Kafka error codes
+    authorizer.py       the ACLs of the image handed to the Rust authorizer
 
 The control plane it drives (controller, metadata image, group coordinator) is in
-`logbroker.coord`; the client in `logbroker.client`; Spark in `logbroker.spark`.
-Module dependencies point one way: config <- coord <- partition, replica_manager,
-handlers <- dispatch <- service <- embedded. `Broker` and `BrokerServer` are exported
-lazily, so importing `logbroker.broker.config` (as coord does) loads nothing else.
+`logbroker.coord`; what both use (configuration keys, storage errors, the ACL vocabulary,
+SASL) in `logbroker.common`; the client in `logbroker.client`; Spark in `logbroker.spark`.
+Module dependencies point one way: common <- coord <- partition, replica_manager,
+handlers <- dispatch <- service <- embedded (tests/test_layout.py). `Broker` and
+`BrokerServer` are exported lazily, so importing the package loads nothing else.
 """
 
 from __future__ import annotations

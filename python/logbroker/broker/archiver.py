@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from logbroker.archive import STORE_KEYS, ArchiveStore, topic_id_text
-from logbroker.broker.config import BrokerConfig
+from logbroker.common.config import BrokerConfig
 from logbroker.broker.partition import Partition
 
 log = logging.getLogger("logbroker.archiver")

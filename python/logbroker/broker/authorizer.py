@@ -21,70 +21,12 @@ change of the image.
 
 from __future__ import annotations
 
-import enum
 import logging
 
 from logbroker import _core
+from logbroker.common.acl import CLUSTER_NAME, AclOperation, ResourceType, host_of
 
 log = logging.getLogger("logbroker.broker.authorizer")
-
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-# ZooKeeper-era name some configurations still carry: the same rules.
-LEGACY_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
-CLUSTER_NAME = "kafka-cluster"
-ANONYMOUS = "User:ANONYMOUS"
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class AclOperation(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class PatternType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclPermissionType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-def host_of(peer: str) -> str:
-    """The host part of "ip:port" (IPv6 "[::1]:port" too)."""
-    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
-    return host.strip("[]")
-
 
 class AclAuthorizer:
     """The broker's authorizer: configured from the broker config, ACLs from the image."""

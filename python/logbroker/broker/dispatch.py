@@ -9,7 +9,7 @@ encode the response and hand its chunks back. A connection is muted while its re
 served (Kafka's rule, which keeps responses in request order); many connections are served
 concurrently.
 
-On a SASL listener (broker/sasl.py) each connection has a `SaslSession`; until it has
+On a SASL listener (common/sasl.py) each connection has a `SaslSession`; until it has
 authenticated, its frames come here with no principal and only ApiVersions, SaslHandshake
 and SaslAuthenticate are served. A completed exchange tells the network thread the
 principal (`authenticated`) before the answer goes out; a failed one is answered and the
@@ -29,9 +29,9 @@ import trio
 
 from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
-from logbroker.broker.config import ConfigError
+from logbroker.common.config import ConfigError
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
-from logbroker.broker.sasl import SaslSession, jaas_users
+from logbroker.common.sasl import SaslSession, jaas_users
 from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
 from logbroker.protocol import (

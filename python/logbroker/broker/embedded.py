@@ -14,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from logbroker.broker.config import BrokerConfig
+from logbroker.common.config import BrokerConfig
 from logbroker.broker.service import BrokerServer, start_failure
 
 

@@ -26,7 +26,7 @@ from logbroker.clock import now_ms, run_every
 from logbroker import _core
 from logbroker.archive import ArchiveError
 from logbroker.broker.archiver import Archiver
-from logbroker.broker.config import RACK_AWARE_SELECTOR, BrokerConfig
+from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig
 from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.log_format import fields

@@ -32,7 +32,7 @@ from typing import Awaitable, Callable
 import trio
 
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig
+from logbroker.common.config import BrokerConfig
 from logbroker.clock import now_ms, run_every
 from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.peer_security import rust_client_sasl, rust_client_tls

@@ -18,7 +18,7 @@ import trio
 from logbroker import _core
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.quotas import ClientQuotaPublisher
-from logbroker.broker.config import BrokerConfig, split_host_port
+from logbroker.common.config import BrokerConfig, split_host_port
 from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
 from logbroker.coord.controller_channel import serve_kafka_connection

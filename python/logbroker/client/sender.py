@@ -33,12 +33,14 @@ from logbroker.client.core import ClientCore
 from logbroker.client.errors import (
     BrokerResponseError,
     ClientClosedError,
+    ConfigError,
     KafkaError,
     KafkaTimeoutError,
     error_class,
     error_for,
 )
 from logbroker.client.network import Pending, Versioned
+from logbroker.client.transactions import TransactionManager
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.init_producer_id_request import _InitProducerIdRequest
 from logbroker.protocol.messages.produce_request import _ProduceRequest
@@ -69,11 +71,9 @@ class ProducerCore(ClientCore):
         self.acks: int = config["acks"]
         self.idempotent = bool(config["enable.idempotence"])
         if self.idempotent and self.acks != -1:
-            from logbroker.client.errors import ConfigError
             raise ConfigError("enable.idempotence requires acks=all; set enable.idempotence=False for acks=0/1")
         self.max_in_flight = max(1, config["max.in.flight.requests.per.connection"])
         if self.idempotent and self.max_in_flight > 5:
-            from logbroker.client.errors import ConfigError
             raise ConfigError("max.in.flight.requests.per.connection must be at most 5 with idempotence")
         self.acc = _core.RecordAccumulator(
             self.waker, config["batch.size"], config["linger.ms"], config["buffer.memory"],
@@ -94,7 +94,6 @@ class ProducerCore(ClientCore):
         self._idle_waiters: list[Pending[Any]] = []
         self.txn = None
         if config["transactional.id"] is not None:
-            from logbroker.client.transactions import TransactionManager
             self.txn = TransactionManager(self, config["transactional.id"], config["transaction.timeout.ms"])
 
     # -- metadata -----------------------------------------------------------------------

@@ -31,7 +31,7 @@ rediscovering the coordinator where needed, until the caller's timeout.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from logbroker.client.errors import KafkaError, error_for
 from logbroker.client.group import coordinator_from_response, find_coordinator_request
@@ -43,8 +43,25 @@ from logbroker.protocol.messages.end_txn_request import _EndTxnRequest
 from logbroker.protocol.messages.init_producer_id_request import _InitProducerIdRequest
 from logbroker.protocol.messages.txn_offset_commit_request import _TxnOffsetCommitRequest
 
-if TYPE_CHECKING:
-    from logbroker.client.sender import ProducerCore
+
+
+class ProducerCore(Protocol):
+    """What a transaction manager uses of its producer (client/sender.py's ProducerCore,
+    which owns it)."""
+
+    net: Any
+    producer_id: int
+    producer_epoch: int
+    request_timeout_ms: int
+    now: float  # the client's clock (seconds), as of the current step
+
+    def call_at(self, when: float, fn: Callable[[], object]) -> None: ...
+
+    def set_producer(self, producer_id: int, epoch: int) -> None: ...
+
+    def fail_unsent(self, err: BaseException, only: set[tuple[str, int]] | None) -> None: ...
+
+    def wake(self) -> None: ...
 
 __all__ = ["TransactionManager", "TransactionStateError"]
 

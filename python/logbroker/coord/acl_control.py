@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
+from logbroker.common.acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
 from logbroker.coord.control import ControllerResult
 from logbroker.coord.metadata import AclBinding, AclBindingFilter, MetadataImage
 from logbroker.coord.metadata_records import encode_record

@@ -14,9 +14,8 @@ import logging
 
 import trio
 
-from logbroker.coord.controller_channel import _read_frame
 from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
-from logbroker.coord.quorum_transport import MAX_FRAME
+from logbroker.coord.framing import MAX_FRAME, read_frame
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
 log = logging.getLogger("logbroker.transactions")
@@ -60,7 +59,7 @@ class BrokerChannel:
                     corr = next(self._correlation) & 0x7FFFFFFF
                     frame = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)
                     await conn.stream.send_all(b"".join(bytes(c) for c in frame))
-                    reply = await _read_frame(conn.stream, bytearray(), MAX_FRAME)
+                    reply = await read_frame(conn.stream, bytearray(), MAX_FRAME)
                 if reply is None:
                     raise EOFError("the broker closed the connection")
                 got, response = decode_response(api_key, version, reply)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from logbroker.broker.config import GROUP_KEYS, TOPIC_KEYS, ConfigError, validate_group_config, validate_topic_config
+from logbroker.common.config import GROUP_KEYS, TOPIC_KEYS, ConfigError, validate_group_config, validate_topic_config
 from logbroker.coord.control import ControllerError, ControllerResult
 from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.metadata_records import encode_record
@@ -55,7 +55,7 @@ class ConfigurationControlManager:
     def alter_group_configs(self, image: MetadataImage, name: str, changes: dict[str, str | None],
                             replace: bool) -> ControllerResult[dict[str, str]]:
         """Set (value) or delete (None) a group's config overrides (Kafka's GroupConfig keys,
-        broker/config.py GROUP_KEYS); `replace` drops every override not named. A group need
+        common/config.py GROUP_KEYS); `replace` drops every override not named. A group need
         not exist: its configs wait for it, as in Kafka."""
         if not name:
             raise ControllerError(ErrorCode.INVALID_GROUP_ID, "a group config needs a group id")

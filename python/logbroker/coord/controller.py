@@ -26,14 +26,16 @@ from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
 import trio
 
-from logbroker.broker.config import BrokerConfig, ConfigError
+from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.coord import elections
 from logbroker.coord.acl_control import AclControlManager
 from logbroker.coord.client_quota_control import ClientQuotaControlManager
 from logbroker.coord.cluster_control import ClusterControlManager
 from logbroker.coord.config_control import ConfigurationControlManager
 from logbroker.coord.control import ControllerError, ControllerResult
+from logbroker.coord.broker_sessions import BrokerSessions
 from logbroker.coord.controller_channel import ControllerClient, serving_controller_listener
+from logbroker.coord.controller_forwarding import Forwarder, _client_timeout
 from logbroker.coord.metadata import (
     AclBinding,
     AclBindingFilter,
@@ -67,9 +69,6 @@ Listener = Callable[[MetadataImage, "MetadataDelta | None"], Awaitable[None]]
 class Controller:
     def __init__(self, config: BrokerConfig, store: MetadataStore, local: BrokerRegistration,
                  quorum: MetadataQuorum) -> None:
-        from logbroker.coord.broker_lifecycle import BrokerSessions  # they import this module
-        from logbroker.coord.controller_forwarding import Forwarder
-
         self.config = config
         self.store = store
         self.local = local
@@ -236,8 +235,6 @@ class Controller:
         them, within the client's timeout (at most 10 s), rather than answer
         INVALID_REPLICATION_FACTOR to a request made a moment too early; a replication factor
         the known nodes cannot reach fails at once, as in Kafka."""
-        from logbroker.coord.controller_forwarding import _client_timeout
-
         def unfenced() -> int:
             return sum(1 for b in self.image.brokers.values() if not b.fenced)
 

@@ -34,7 +34,7 @@ import trio
 
 from logbroker.coord.peer_sasl import PeerAuthenticationFailed
 from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity
-from logbroker.coord.quorum_transport import MAX_FRAME, fill_buffer
+from logbroker.coord.framing import MAX_FRAME, read_frame
 from logbroker.log_format import fields
 from logbroker.protocol import API_NAMES, ProtocolError, decode_response, encode_request
 
@@ -64,7 +64,7 @@ async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: 
     serving_controller_listener.set(True)
     while True:
         try:
-            frame = await _read_frame(stream, buf, max_frame)
+            frame = await read_frame(stream, buf, max_frame)
         except ProtocolError as e:
             log.error("controller listener: %s sent %s; closing", peer, e, extra=fields(peer=peer))
             return
@@ -86,21 +86,6 @@ async def serve_kafka_connection(stream: trio.abc.Stream, buf: bytearray, peer: 
             return
         if chunks:
             await stream.send_all(b"".join(bytes(c) for c in chunks))
-
-
-async def _read_frame(stream: trio.abc.Stream, buf: bytearray, limit: int) -> bytes | None:
-    """The next size-prefixed frame (without its size), from what `buf` holds and then the
-    stream; None if the peer closed first. A size outside [0, limit] is a ProtocolError."""
-    if not await fill_buffer(stream, buf, 4):
-        return None
-    (size,) = _LEN.unpack_from(buf)
-    if size < 0 or size > limit:
-        raise ProtocolError(f"a frame of {size} bytes (limit {limit})")
-    if not await fill_buffer(stream, buf, 4 + size):
-        return None
-    frame = bytes(buf[4:4 + size])
-    del buf[:4 + size]
-    return frame
 
 
 class ControllerClient:
@@ -181,7 +166,7 @@ class ControllerClient:
         corr = next(self._correlation) & 0x7FFFFFFF
         request = encode_request(api_key, version, corr, f"logbroker-node-{self.node_id}", body)
         await stream.send_all(b"".join(bytes(c) for c in request))
-        frame = await _read_frame(stream, bytearray(), MAX_FRAME)
+        frame = await read_frame(stream, bytearray(), MAX_FRAME)
         if frame is None:
             raise EOFError("the controller closed the connection")
         got, response = decode_response(api_key, version, frame)

@@ -28,18 +28,24 @@ import contextlib
 import contextvars
 
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import trio
 
 from logbroker.coord.control import ControllerError
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
-from logbroker.coord.metadata import AclBinding, AclBindingFilter, MetadataImage, PartitionState, TopicState
+from logbroker.coord.metadata import (
+    AclBinding,
+    AclBindingFilter,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionState,
+    TopicState,
+)
 from logbroker.protocol import REQUESTS, ErrorCode
 from logbroker.scram import MECHANISM_TYPES
 
 if TYPE_CHECKING:
-    from logbroker.coord.controller import Controller
     from logbroker.coord.replication_control import NewTopicSpec
 
 log = logging.getLogger("logbroker.controller")
@@ -66,8 +72,18 @@ def client_timeout(timeout_ms: int):
         _client_timeout.reset(token)
 
 
+class ImageSource(Protocol):
+    """What the forwarder uses of the controller (coord/controller.py): this node's image,
+    to wait until a forwarded change shows in it, and its identity."""
+
+    image: MetadataImage
+    local: BrokerRegistration
+
+    async def image_changed(self) -> None: ...
+
+
 class Forwarder:
-    def __init__(self, controller: Controller, client: ControllerClient, timeout: float = 30.0) -> None:
+    def __init__(self, controller: ImageSource, client: ControllerClient, timeout: float = 30.0) -> None:
         self.controller = controller
         self.client = client
         self.timeout = timeout

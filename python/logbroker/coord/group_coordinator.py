@@ -33,7 +33,7 @@ import trio
 
 from logbroker.clock import now_ms
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig
+from logbroker.common.config import BrokerConfig
 from logbroker.coord.consumer_group import ConsumerGroupCoordinator
 from logbroker.coord.share_group import ShareGroupCoordinator
 from logbroker.coord.state_topic import coordinator_state

@@ -32,7 +32,6 @@ On disk (owned by `MetadataStore`):
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import os
@@ -40,6 +39,7 @@ import re
 import uuid
 from pathlib import Path
 
+from logbroker.common.sasl_scram import ScramCredential
 from logbroker.coord import client_quotas
 
 TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -111,45 +111,7 @@ class BrokerRegistration:
         return (self.host, self.port) if e is None else (e[0], int(e[1]))
 
 
-@dataclasses.dataclass
-class ScramCredential:
-    """A user's SCRAM credential for one mechanism, as Kafka keeps it (KIP-554): never the
-    password, only what the server side of a SCRAM exchange needs (scram.py)."""
-
-    mechanism: str  # "SCRAM-SHA-256" or "SCRAM-SHA-512"
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-    def to_json(self) -> dict:
-        """The fields other than the mechanism, bytes as base64 (image.json, records)."""
-        return {"salt": _b64(self.salt), "stored_key": _b64(self.stored_key), "server_key": _b64(self.server_key),
-                "iterations": self.iterations}
-
-    @classmethod
-    def from_json(cls, mechanism: str, doc: dict) -> ScramCredential:
-        """The inverse of `to_json`; KeyError for a missing field, ValueError for a bad value."""
-        iterations = doc["iterations"]
-        if not isinstance(iterations, int) or isinstance(iterations, bool):
-            raise ValueError(f"iterations {iterations!r} is not an integer")
-        return cls(mechanism, _unb64(doc["salt"]), _unb64(doc["stored_key"]), _unb64(doc["server_key"]), iterations)
-
-    def __repr__(self) -> str:  # keys stay out of logs and tracebacks
-        return f"ScramCredential({self.mechanism}, iterations={self.iterations})"
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    if not isinstance(text, str):
-        raise ValueError(f"expected base64 text, got {type(text).__name__}")
-    return base64.b64decode(text.encode("ascii"), validate=True)
-
-
-# Kafka's codes (broker/authorizer.py has them all as enums; the image needs these few)
+# Kafka's codes (common/acl.py has them all as enums; the image needs these few)
 ACL_ANY = 1  # resource type, pattern type, operation and permission type filters: anything
 PATTERN_MATCH, PATTERN_LITERAL, PATTERN_PREFIXED = 2, 3, 4
 PERMISSION_DENY, PERMISSION_ALLOW = 2, 3

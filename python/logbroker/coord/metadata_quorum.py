@@ -41,7 +41,7 @@ from typing import Awaitable, Callable
 import trio
 
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig, ConfigError, new_cluster_id
+from logbroker.common.config import BrokerConfig, ConfigError, new_cluster_id
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage, MetadataStore
 from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.coord.producer_id_control import ProducerIdControlManager

@@ -20,7 +20,7 @@ from the node's configuration (`BrokerConfig.node_sasl`, Kafka's keys).
 The controller listener is served in Python (quorum_transport.py): on a SASL listener every
 connection, Raft peer or Kafka client, must first complete this exchange, served by
 `serve_authentication` with the broker's own `SaslSession` and SaslHandshake/SaslAuthenticate
-handlers (broker/sasl.py, broker/handlers/sasl.py); only these two requests are served before
+handlers (common/sasl.py, broker/handlers/sasl.py); only these two requests are served before
 it (a client's ApiVersions closes the connection). When `connections.max.reauth.ms` is set
 and a session has lasted that long, the controller listener closes a Raft connection, and a
 Kafka client's at its next request (quorum_transport.py, controller_channel.py).
@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 import trio
 
-from logbroker.broker.sasl import SaslSession
+from logbroker.common.sasl import AUTHENTICATE_KEY, HANDSHAKE_KEY, SaslSession, handle_authenticate, handle_handshake
 from logbroker.client.sasl import SaslConfig
+from logbroker.coord.framing import MAX_FRAME, read_frame
 from logbroker.protocol import (REQUESTS, ErrorCode, ProtocolError, decode_request, decode_response, encode_request,
                                 encode_response)
 
@@ -44,7 +45,6 @@ log = logging.getLogger("logbroker.sasl")
 
 __all__ = ["PeerAuthenticationFailed", "authenticate", "reauth_deadline", "serve_authentication"]
 
-HANDSHAKE_KEY, AUTHENTICATE_KEY = 17, 36  # SaslHandshake, SaslAuthenticate
 HANDSHAKE_VERSION = 1
 AUTHENTICATE_VERSION = 2
 _correlation = itertools.count(1)
@@ -57,12 +57,9 @@ class PeerAuthenticationFailed(trio.BrokenResourceError):
 
 
 async def _roundtrip(stream: trio.abc.Stream, api_key: int, version: int, body, client_id: str):
-    from logbroker.coord.controller_channel import _read_frame
-    from logbroker.coord.quorum_transport import MAX_FRAME
-
     corr = next(_correlation) & 0x7FFFFFFF
     await stream.send_all(b"".join(bytes(c) for c in encode_request(api_key, version, corr, client_id, body)))
-    frame = await _read_frame(stream, bytearray(), MAX_FRAME)
+    frame = await read_frame(stream, bytearray(), MAX_FRAME)
     if frame is None:
         raise trio.BrokenResourceError("the other node closed the connection during SASL authentication")
     got, response = decode_response(api_key, version, frame)
@@ -122,13 +119,11 @@ async def serve_authentication(stream: trio.abc.Stream, buf: bytearray, session:
     """Serves SaslHandshake and SaslAuthenticate on a fresh controller-listener connection
     until the exchange completes: the principal, or None (logged) when the connection must
     close. What the client sent after it stays in `buf`."""
-    from logbroker.broker.handlers.sasl import handle_authenticate, handle_handshake  # the package imports coord
-    from logbroker.coord.controller_channel import _read_frame
 
     ctx = _Context(session, session.peer, listener)
     while True:
         try:
-            frame = await _read_frame(stream, buf, max_receive)
+            frame = await read_frame(stream, buf, max_receive)
         except ProtocolError as e:
             log.error("controller listener %s: %s sent %s before authenticating; closing", listener, session.peer, e)
             return None

@@ -41,8 +41,8 @@ from typing import Callable
 import trio
 
 from logbroker import _core
-from logbroker.broker.config import BrokerConfig, ConfigError
-from logbroker.broker.sasl import SaslSession, jaas_users
+from logbroker.common.config import BrokerConfig, ConfigError
+from logbroker.common.sasl import SaslSession, jaas_users
 from logbroker.client.sasl import Password, SaslConfig
 from logbroker.coord.peer_sasl import authenticate, reauth_deadline
 

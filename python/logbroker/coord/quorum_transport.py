@@ -51,18 +51,18 @@ from typing import Awaitable, Callable
 
 import trio
 
-from logbroker.broker.sasl import SaslSession
+from logbroker.common.sasl import SaslSession
+from logbroker.coord.framing import MAX_FRAME, fill_buffer
 from logbroker.coord.peer_sasl import PeerAuthenticationFailed, serve_authentication
 from logbroker.coord.peer_security import PLAINTEXT, PeerSecurity, peer_principal
 from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.quorum")
 
-__all__ = ["QuorumTransport", "fill_buffer"]
+__all__ = ["QuorumTransport"]
 
 MAGIC = b"LBRQ"
 VERSION = 1
-MAX_FRAME = 64 << 20
 HELLO_TIMEOUT = 5.0
 _HELLO = struct.Struct(">4sHQH")
 _LEN = struct.Struct(">I")
@@ -399,13 +399,3 @@ async def _write_frames(stream: trio.abc.Stream, recv: trio.MemoryReceiveChannel
             except trio.WouldBlock:
                 break
         await stream.send_all(b"".join(_LEN.pack(len(m)) + m for m in batch))
-
-
-async def fill_buffer(stream: trio.abc.Stream, buf: bytearray, n: int) -> bool:
-    """Read until `buf` holds at least `n` bytes; False if the peer closed first."""
-    while len(buf) < n:
-        chunk = await stream.receive_some(1 << 20)
-        if not chunk:
-            return False
-        buf += chunk
-    return True

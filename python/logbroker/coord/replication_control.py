@@ -16,7 +16,7 @@ import dataclasses
 import random
 import uuid
 
-from logbroker.broker.config import BrokerConfig, ConfigError, validate_topic_config
+from logbroker.common.config import BrokerConfig, ConfigError, validate_topic_config
 from logbroker.coord import elections, reassignment
 from logbroker.coord.control import ControllerError, ControllerResult, partition_change_record
 from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState, topic_name_error

@@ -26,7 +26,7 @@ import logging
 import trio
 
 from logbroker import _core
-from logbroker.broker.errors import error_code_for
+from logbroker.common.errors import error_code_for
 from logbroker.clock import now_ms
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.log_format import fields

@@ -21,7 +21,7 @@ aborts them."""
 
 from __future__ import annotations
 
-from logbroker.spark import require_spark_extra
+from logbroker.spark.extra import require_spark_extra
 
 require_spark_extra()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from logbroker.spark import require_spark_extra
+from logbroker.spark.extra import require_spark_extra
 
 require_spark_extra()
 

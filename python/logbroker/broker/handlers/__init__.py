@@ -13,14 +13,14 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from logbroker import _core
-from logbroker.broker.authorizer import AclOperation, ResourceType
+from logbroker.common.acl import AclOperation, ResourceType
 from logbroker.protocol import API_NAMES, REQUESTS, RequestHeader
 
 if TYPE_CHECKING:
     from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
     from logbroker.broker.authorizer import AclAuthorizer
-    from logbroker.broker.config import BrokerConfig
-    from logbroker.broker.sasl import SaslSession
+    from logbroker.common.config import BrokerConfig
+    from logbroker.common.sasl import SaslSession
     from logbroker.broker.replica_manager import ReplicaManager
     from logbroker.broker.share_fetch import ShareFetchManager
     from logbroker.coord.controller import Controller
@@ -142,31 +142,6 @@ class HandlerEntry:
         if self.enabled_by is not None and not broker.config.get_bool(self.enabled_by):
             return False
         return not self.sasl_only or broker.config.client_sasl  # none: no SASL listener at all
-
-
-def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1):
-    """The one lookup every partition-level request makes: (error code, Partition or None).
-
-    UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist, NOT_LEADER_OR_FOLLOWER
-    when this broker does not lead it (holding a replica or not), and for a client-supplied
-    current leader epoch (-1 = not checked) FENCED_LEADER_EPOCH if it is older than ours,
-    UNKNOWN_LEADER_EPOCH if newer.
-    """
-    from logbroker.protocol import ErrorCode
-
-    part = ctx.replicas.get(topic, index)
-    if part is None:
-        t = ctx.controller.image.topics.get(topic)
-        if t is not None and index in t.partitions:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-    if not part.is_leader:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-    if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
-        if current_leader_epoch < part.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH, None
-        return ErrorCode.UNKNOWN_LEADER_EPOCH, None
-    return ErrorCode.NONE, part
 
 
 def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from logbroker.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from logbroker.coord.acl_control import acl_filter_error
 from logbroker.coord.control import ControllerError
 from logbroker.coord.metadata import AclBinding, AclBindingFilter

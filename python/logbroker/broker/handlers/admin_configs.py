@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.broker.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode

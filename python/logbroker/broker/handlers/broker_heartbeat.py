@@ -1,9 +1,9 @@
 """BrokerHeartbeat (63), on the controller listener only: a broker's liveness and its
-controlled shutdown, answered by the active controller (coord/broker_lifecycle.py)."""
+controlled shutdown, answered by the active controller (coord/broker_sessions.py)."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 63
@@ -17,11 +17,7 @@ async def handle(ctx, request):
     if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # Kafka's rule (brokers only)
         return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, is_caught_up=False,
                         is_fenced=True, should_shut_down=False)
-    sessions = ctx.controller.sessions
-    if sessions is None:  # not a cluster node (the table only serves this in a cluster)
-        return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, is_caught_up=False,
-                        is_fenced=True, should_shut_down=False)
-    error, caught_up, fenced, should = await sessions.heartbeat(
+    error, caught_up, fenced, should = await ctx.controller.sessions.heartbeat(
         request.broker_id, request.broker_epoch, request.current_metadata_offset, request.want_fence,
         request.want_shut_down)
     return Response(throttle_time_ms=0, error_code=error, is_caught_up=caught_up, is_fenced=fenced,

@@ -8,7 +8,7 @@ answers TOPIC_AUTHORIZATION_FAILED for a group assigned a topic the principal ma
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 

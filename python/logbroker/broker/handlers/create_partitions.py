@@ -3,7 +3,7 @@ TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout

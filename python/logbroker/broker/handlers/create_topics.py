@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.broker.config import TOPIC_KEYS
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.config import TOPIC_KEYS
 from logbroker.coord.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout

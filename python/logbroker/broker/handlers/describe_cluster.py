@@ -6,7 +6,7 @@ As Kafka's broker, anyone may describe the cluster; the authorized operations as
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 60

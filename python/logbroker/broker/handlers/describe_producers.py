@@ -5,8 +5,8 @@ Needs READ on the topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
-from logbroker.broker.handlers import leader_partition
+from logbroker.common.acl import AclOperation as Op, ResourceType as Res
+from logbroker.broker.handlers.lookup import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 61

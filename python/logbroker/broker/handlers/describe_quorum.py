@@ -12,7 +12,7 @@ DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller_channel import ControllerUnavailable, serving_controller_listener
 from logbroker.protocol import RESPONSES, ErrorCode
 

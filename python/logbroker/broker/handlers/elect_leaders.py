@@ -6,7 +6,7 @@ Needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
 from logbroker.coord.controller_forwarding import client_timeout
 from logbroker.protocol import RESPONSES, ErrorCode

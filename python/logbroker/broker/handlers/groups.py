@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
 from logbroker.coord.group import GroupState
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.broker.authorizer import (
+from logbroker.common.acl import (
     CLUSTER_NAME, AclOperation as Op, AclPermissionType, PatternType, ResourceType as Res, host_of)
 from logbroker.coord.control import ControllerError
 from logbroker.coord.transaction_coordinator import TxnError

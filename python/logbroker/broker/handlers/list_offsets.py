@@ -12,9 +12,9 @@ from __future__ import annotations
 import trio
 
 from logbroker import _core
-from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
-from logbroker.broker.errors import error_code_for
-from logbroker.broker.handlers import leader_partition
+from logbroker.common.acl import AclOperation as Op, ResourceType as Res
+from logbroker.common.errors import error_code_for
+from logbroker.broker.handlers.lookup import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 2

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
 from logbroker.coord.metadata import TopicState, topic_name_error
 from logbroker.log_format import fields

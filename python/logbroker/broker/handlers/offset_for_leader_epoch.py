@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import trio
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.broker.handlers import leader_partition
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.broker.handlers.lookup import leader_partition
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 23

@@ -10,7 +10,7 @@ others committed); OffsetFetch in `_fetch_one`."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.protocol import RESPONSES, ErrorCode
 
 

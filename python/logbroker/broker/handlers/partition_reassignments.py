@@ -5,7 +5,7 @@ cluster, List DESCRIBE on it, else CLUSTER_AUTHORIZATION_FAILED, as Kafka."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
 from logbroker.coord.controller_forwarding import client_timeout
 from logbroker.protocol import RESPONSES, ErrorCode

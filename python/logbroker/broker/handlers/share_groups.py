@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import trio
 
-from logbroker.broker.authorizer import AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.broker.handlers.consumer_groups import partitions_by_topic, undescribable_topics
 from logbroker.broker.share_fetch import PartitionResult
 from logbroker.broker.share_partition import ShareError

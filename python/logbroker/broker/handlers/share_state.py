@@ -6,7 +6,7 @@ share-partition."""
 
 from __future__ import annotations
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.share_state_log import StateBatch
 from logbroker.coord.state_topic import StateTopicError
 from logbroker.protocol import RESPONSES, ErrorCode

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.broker.authorizer import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.share_state_log import SHARE_STATE_TOPIC

@@ -19,11 +19,49 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import secrets
 from typing import Callable
 
 from logbroker import scram
-from logbroker.coord.metadata import ScramCredential
+
+
+@dataclasses.dataclass
+class ScramCredential:
+    """A user's SCRAM credential for one mechanism, as Kafka keeps it (KIP-554): never the
+    password, only what the server side of a SCRAM exchange needs (scram.py)."""
+
+    mechanism: str  # "SCRAM-SHA-256" or "SCRAM-SHA-512"
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def to_json(self) -> dict:
+        """The fields other than the mechanism, bytes as base64 (image.json, records)."""
+        return {"salt": _b64(self.salt), "stored_key": _b64(self.stored_key), "server_key": _b64(self.server_key),
+                "iterations": self.iterations}
+
+    @classmethod
+    def from_json(cls, mechanism: str, doc: dict) -> ScramCredential:
+        """The inverse of `to_json`; KeyError for a missing field, ValueError for a bad value."""
+        iterations = doc["iterations"]
+        if not isinstance(iterations, int) or isinstance(iterations, bool):
+            raise ValueError(f"iterations {iterations!r} is not an integer")
+        return cls(mechanism, _unb64(doc["salt"]), _unb64(doc["stored_key"]), _unb64(doc["server_key"]), iterations)
+
+    def __repr__(self) -> str:  # keys stay out of logs and tracebacks
+        return f"ScramCredential({self.mechanism}, iterations={self.iterations})"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not isinstance(text, str):
+        raise ValueError(f"expected base64 text, got {type(text).__name__}")
+    return base64.b64decode(text.encode("ascii"), validate=True)
 
 
 class AuthenticationFailed(Exception):

@@ -16,7 +16,7 @@ the state of one connection's exchange and the PLAIN mechanism.
   lists the enabled ones). v0, where raw SASL tokens follow outside Kafka's framing, is not
   served (every client this project supports sends v1).
 - SaslAuthenticate carries the mechanism's tokens: PLAIN one (`\\0user\\0password`), SCRAM two
-  (broker/sasl_scram.py). A failure answers SASL_AUTHENTICATION_FAILED with Kafka's generic
+  (common/sasl_scram.py). A failure answers SASL_AUTHENTICATION_FAILED with Kafka's generic
   message and closes the connection once the answer is written; the broker's log says why.
 - PLAIN checks a password against `listener.name.<listener>.plain.sasl.jaas.config`'s
   `user_<name>="<password>"` entries (Kafka's PlainLoginModule form) and, for users not
@@ -36,10 +36,11 @@ import re
 import trio
 
 from logbroker import scram
-from logbroker.broker.sasl_scram import AuthenticationFailed, ScramServer
+from logbroker.common.sasl_scram import AuthenticationFailed, ScramServer
 from logbroker.log_format import fields
+from logbroker.protocol import RESPONSES, ErrorCode
 
-log = logging.getLogger("logbroker.broker.sasl")
+log = logging.getLogger("logbroker.common.sasl")
 
 # Kafka's messages to the client: nothing that tells an unknown user from a wrong password.
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
@@ -174,3 +175,45 @@ def log_failure(peer: str, mechanism: str | None, cause: str) -> None:
 
 
 __all__ = ["AuthenticationFailed", "SaslSession", "jaas_users", "log_failure", "node_credentials"]
+
+
+# SaslHandshake and SaslAuthenticate, answered with the connection's session (ctx.sasl): on a
+# client listener (broker/handlers/sasl.py) and on the controller listener (coord/peer_sasl.py)
+HANDSHAKE_KEY, AUTHENTICATE_KEY = 17, 36
+
+
+async def handle_handshake(ctx, request):
+    session = ctx.sasl
+    response = RESPONSES[HANDSHAKE_KEY]
+    if session is None:  # on a listener without SASL, as Kafka answers
+        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    if not session.handshake(request.mechanism):
+        log_failure(ctx.peer, request.mechanism, f"mechanism {request.mechanism!r} is not one of "
+                    f"sasl.enabled.mechanisms {session.mechanisms}" + (
+                        "" if session.principal is None else " or not the one the session started with"))
+        return response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(session.mechanisms))
+    return response(error_code=ErrorCode.NONE, mechanisms=list(session.mechanisms))
+
+
+async def handle_authenticate(ctx, request):
+    session = ctx.sasl
+    response = RESPONSES[AUTHENTICATE_KEY]
+    if session is None:  # on a listener without SASL, as Kafka answers
+        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                        error_message=f"listener {ctx.listener} does not authenticate with SASL")
+    mechanism = session.mechanism
+    if mechanism is None:
+        session.failed = f"SaslAuthenticate from {ctx.peer} without a SaslHandshake first"
+        return response(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=(
+            "SaslAuthenticate must follow a SaslHandshake naming the mechanism"))
+    try:
+        reply, principal = await session.authenticate(bytes(request.auth_bytes))
+    except AuthenticationFailed as e:
+        log_failure(ctx.peer, mechanism, str(e))
+        session.failed = f"authentication failed ({e})"
+        return response(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=session.failure_message(mechanism))
+    lifetime = 0
+    if principal is not None:
+        session.completed = principal
+        lifetime = session.reauth_ms
+    return response(error_code=ErrorCode.NONE, auth_bytes=reply, session_lifetime_ms=lifetime)

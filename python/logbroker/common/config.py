@@ -22,6 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from logbroker.common.sasl import node_credentials
+
 
 class ConfigError(ValueError):
     """A configuration key or value that the broker cannot accept."""
@@ -141,7 +143,7 @@ def _parse_protocol_map(text: str) -> str:
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Per-listener SASL settings, Kafka's form: listener.name.<listener, lower case>.<mechanism,
-# lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; broker/sasl.py).
+# lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; common/sasl.py).
 LISTENER_JAAS_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$")
 # One listener's ssl.client.auth (Kafka's listener prefix); on a SASL_SSL listener only this
 # form applies (KIP-684), so SASL clients need no certificate when SSL listeners require one.
@@ -608,8 +610,6 @@ class BrokerConfig:
         if not jaas:
             raise ConfigError(f"listener {listener} is {protocol} between nodes: set {jaas_key} with this node's "
                               f"username=\"...\" password=\"...\" ({mechanism} login module, as Kafka)")
-        from logbroker.broker.sasl import node_credentials  # broker.sasl imports this module
-
         try:
             user, password = node_credentials(jaas)
         except ValueError as e:
