@@ -1,5 +1,6 @@
 //! Raw syscalls the safe standard library does not offer: `sendfile(2)` and `write(2)` on a
-//! file descriptor we do not own (a Python socket).
+//! file descriptor we do not own (a Python socket); `getrlimit`/`setrlimit` of the open files
+//! limit.
 //!
 //! This is the only module allowed to use `unsafe` (crate lint `unsafe_code = "deny"`); each
 //! block carries a `// SAFETY:` argument. Callers pass descriptors that stay open for the
@@ -36,4 +37,26 @@ pub fn write_fd(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     } else {
         Ok(n.unsigned_abs())
     }
+}
+
+/// `(soft, hard)` of `RLIMIT_NOFILE`, the open files limit.
+pub fn open_files_limit() -> io::Result<(u64, u64)> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `r` is a valid, exclusively borrowed `rlimit` the kernel writes into.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r.rlim_cur, r.rlim_max))
+}
+
+/// Sets the soft `RLIMIT_NOFILE` (the hard limit stays). For tests that simulate a descriptor
+/// shortage; the broker raises its limit from Python (`broker/fd_limit.py`).
+pub fn set_open_files_soft_limit(soft: u64) -> io::Result<()> {
+    let (_, hard) = open_files_limit()?;
+    let r = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: `r` is a valid `rlimit` the kernel only reads.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -1,0 +1,113 @@
+//! A descriptor shortage (EMFILE) is an error that names the topic-partition and the file and
+//! says to raise RLIMIT_NOFILE, and a fetch answers it per partition with
+//! KAFKA_STORAGE_ERROR; nothing panics, and the log works again once descriptors are free.
+//!
+//! The open files limit is per process, so this binary holds this one test alone (its own
+//! `[[test]]` entry): it lowers the soft limit, fills the remaining descriptors with
+//! `/dev/null`, and restores both before it ends.
+
+use std::fs::File;
+use std::path::Path;
+
+use _core::compression::Codec;
+use _core::config::LogConfig;
+use _core::error::LogError;
+use _core::log::Log;
+use _core::server::request::{code, error_code_for};
+use _core::sys::{open_files_limit, set_open_files_soft_limit};
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: 600, index_interval_bytes: 128, segment_index_bytes: 1024, ..LogConfig::default() }
+}
+
+fn put(log: &Log, i: usize) -> Result<i64, LogError> {
+    let kv = (Some(format!("k{i}").into_bytes()), Some(format!("value {i} of the shortage test").into_bytes()));
+    log.append_records_as_leader(&[kv], 0, 1, Codec::None).map(|r| r.base_offset)
+}
+
+/// The highest descriptor number in use.
+fn max_fd() -> u64 {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+fn assert_shortage(e: &LogError, tp: &str, file: &Path) {
+    assert!(matches!(e, LogError::TooManyOpenFiles { .. }), "{e:?}");
+    let s = e.to_string();
+    assert!(s.contains(tp), "{s}");
+    assert!(s.contains(&file.display().to_string()), "{s}");
+    assert!(s.contains("too many open files (raise the open files limit, RLIMIT_NOFILE)"), "{s}");
+    assert_eq!(error_code_for(e), code::KAFKA_STORAGE_ERROR);
+}
+
+#[test]
+fn descriptor_shortage_is_a_named_per_partition_error() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("orders-3");
+    let log = Log::open(&dir, "orders", 3, config(), None, 0).unwrap();
+    let mut n = 0;
+    while log.segment_count() < 5 {
+        put(&log, n).unwrap();
+        n += 1;
+    }
+    log.update_high_watermark(log.log_end_offset());
+    // Idle: the old segments' files are closed.
+    log.maybe_flush(1).unwrap();
+    log.maybe_flush(1).unwrap();
+    assert_eq!(log.open_file_count(), 3);
+
+    let (soft, _) = open_files_limit().unwrap();
+    set_open_files_soft_limit(max_fd() + 16).unwrap();
+    let mut hog = Vec::new();
+    let exhausted = loop {
+        match File::open("/dev/null") {
+            Ok(f) => hog.push(f),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(exhausted.raw_os_error(), Some(libc::EMFILE));
+
+    // A read of an old segment cannot reopen its file.
+    let first = dir.join("00000000000000000000.log");
+    let e = log.read(0, 1 << 20, None, true).unwrap_err();
+    assert_shortage(&e, "orders-3", &first);
+    // Reads of the active segment go on (its file is open).
+    let leo = log.log_end_offset();
+    assert!(log.read(leo - 1, 1 << 20, None, true).unwrap().is_some());
+    // An append that has to roll cannot create the new segment: refused, nothing written.
+    let mut refused = None;
+    for _ in 0..50 {
+        match put(&log, n) {
+            Ok(_) => n += 1,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("an append rolls within 50 records of 600-byte segments");
+    let rolled_to = log.log_end_offset();
+    // (the rolled segment's index handles were just closed, so it is one of the new
+    // segment's three files that finds no descriptor)
+    assert_shortage(&e, "orders-3", &dir.join(format!("{rolled_to:020}.")));
+    assert_eq!(log.log_end_offset(), rolled_to, "the refused append wrote nothing");
+    // Opening another partition fails the same way.
+    let e = Log::open(&t.path().join("fresh-0"), "fresh", 0, config(), None, 0).err().expect("no descriptors left");
+    assert_shortage(&e, "fresh-0", &t.path().join("fresh-0"));
+
+    drop(hog);
+    set_open_files_soft_limit(soft).unwrap();
+
+    // Descriptors are back: the same calls work, and the log is whole.
+    assert!(log.read(0, 1 << 20, None, true).unwrap().is_some());
+    put(&log, n).unwrap();
+    let records = log.read_records(0, None, None).unwrap();
+    assert_eq!(records.len(), n + 1);
+    assert!(records.iter().enumerate().all(|(i, r)| Ok(r.offset) == i64::try_from(i)));
+    log.close().unwrap();
+    let log = Log::open(&dir, "orders", 3, config(), None, 0).unwrap();
+    assert_eq!(log.read_records(0, None, None).unwrap().len(), n + 1);
+}
