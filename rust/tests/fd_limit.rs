@@ -13,8 +13,11 @@ use _core::compression::Codec;
 use _core::config::LogConfig;
 use _core::error::LogError;
 use _core::log::Log;
-use _core::server::request::{code, error_code_for};
+use _core::server::request::error_code_for;
 use _core::sys::{open_files_limit, set_open_files_soft_limit};
+
+/// Kafka's error code for a storage failure of one partition.
+const KAFKA_STORAGE_ERROR: i16 = 56;
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes: 600, index_interval_bytes: 128, segment_index_bytes: 1024, ..LogConfig::default() }
@@ -40,7 +43,7 @@ fn assert_shortage(e: &LogError, tp: &str, file: &Path) {
     assert!(s.contains(tp), "{s}");
     assert!(s.contains(&file.display().to_string()), "{s}");
     assert!(s.contains("too many open files (raise the open files limit, RLIMIT_NOFILE)"), "{s}");
-    assert_eq!(error_code_for(e), code::KAFKA_STORAGE_ERROR);
+    assert_eq!(error_code_for(e), KAFKA_STORAGE_ERROR);
 }
 
 #[test]
