@@ -48,9 +48,10 @@ def frame(chunks) -> bytes:
 
 def test_registry():
     assert set(REQUESTS) == set(RESPONSES) == set(API_NAMES)
-    assert len(REQUESTS) == 63
+    assert len(REQUESTS) == 67
     assert API_NAMES[0] == "Produce" and API_NAMES[18] == "ApiVersions" and API_NAMES[42] == "DeleteGroups"
     assert API_NAMES[55] == "DescribeQuorum" and API_NAMES[63] == "BrokerHeartbeat"  # the cluster's own
+    assert API_NAMES[57] == "UpdateFeatures" and API_NAMES[80] == "AddRaftVoter"  # features, dynamic quorum
     assert API_NAMES[29] == "DescribeAcls" and API_NAMES[51] == "AlterUserScramCredentials"  # security
     for key, cls in REQUESTS.items():
         assert cls.api_key == key and cls.name.endswith("Request")

@@ -27,6 +27,7 @@ from logbroker.coord.transaction_coordinator import TransactionCoordinator
 from logbroker.coord.metadata import BrokerRegistration, MetadataStore
 from logbroker.coord.metadata_quorum import MetadataQuorum, node_cluster_id
 from logbroker.broker.dispatch import KafkaServer
+from logbroker.broker.fd_limit import raise_open_files_limit
 from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
@@ -86,6 +87,7 @@ class BrokerServer:
         return self.controller.image.cluster_id
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        raise_open_files_limit()  # every partition's log needs descriptors: the soft limit up to the hard one
         self.listener_addresses = self.server.bind(self.partition_table)
         try:
             await self._run(self.listener_addresses[self.config.client_listener_name], task_status)
@@ -133,6 +135,7 @@ class BrokerServer:
             if quorum.single_voter:  # it leads: its registration commits at once, before clients come
                 with trio.fail_after(30):
                     await quorum.registered.wait()
+            await self.controller.ensure_features()  # on the active controller: a new log's feature levels
             image = self.controller.image
             await self.authorizer.apply_metadata(image)
             self.controller.add_listener(self.authorizer.apply_metadata)

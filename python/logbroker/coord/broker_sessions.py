@@ -44,6 +44,8 @@ class SessionsController(Protocol):
 
     async def rebalance_leaders(self) -> int: ...
 
+    async def ensure_features(self) -> None: ...
+
 
 class BrokerSessions:
     """The active controller's view of broker liveness (see the module doc)."""
@@ -120,6 +122,7 @@ class BrokerSessions:
                 next_rebalance = trio.current_time() + rebalance_every  # a new controller waits a whole interval
                 continue
             try:
+                await self.controller.ensure_features()
                 await self.controller.reconcile_brokers(self.expired())
                 if trio.current_time() >= next_rebalance:
                     next_rebalance = trio.current_time() + rebalance_every

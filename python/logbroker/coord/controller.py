@@ -33,6 +33,7 @@ from logbroker.coord.client_quota_control import ClientQuotaControlManager
 from logbroker.coord.cluster_control import ClusterControlManager
 from logbroker.coord.config_control import ConfigurationControlManager
 from logbroker.coord.control import ControllerError, ControllerResult
+from logbroker.coord.feature_control import FeatureControlManager
 from logbroker.coord.broker_sessions import BrokerSessions
 from logbroker.coord.controller_channel import ControllerClient, serving_controller_listener
 from logbroker.coord.controller_forwarding import Forwarder, _client_timeout
@@ -87,6 +88,7 @@ class Controller:
         self.client_quotas = ClientQuotaControlManager()
         self.scram = ScramControlManager()
         self.acls = AclControlManager()
+        self.features = FeatureControlManager(config)
         self.sessions = BrokerSessions(self, config.get_int("broker.session.timeout.ms"))
         self.forwarder = Forwarder(self, ControllerClient(local.node_id, quorum.voters, lambda: quorum.leader_id,
                                                           "forwarded metadata changes", quorum.transport.security))
@@ -323,6 +325,24 @@ class Controller:
             return await self.forwarder.delete_acls(filters)
         async with self._lock:
             return await self._run(self.acls.delete(self.image, filters))
+
+    # --- features (feature_control.py) --------------------------------------------------
+
+    async def ensure_features(self) -> None:
+        """On the active controller: give a log without finalized features its bootstrap
+        levels (a new cluster, or a log written before features existed)."""
+        async with self._lock:
+            if self.quorum.is_active:
+                await self._run(self.features.bootstrap(self.image))
+
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, ErrorCode, str | None]]:
+        """UpdateFeatures: (feature, error, message) per (feature, max level, upgrade type)."""
+        if self._forward():
+            return await self.forwarder.update_features(updates, validate_only)
+        async with self._lock:
+            result = self.features.update(self.image, updates)
+            return result.response if validate_only else await self._run(result)
 
     # --- brokers: fencing and leader election ----------------------------------------
 

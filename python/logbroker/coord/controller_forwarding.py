@@ -311,6 +311,23 @@ class Forwarder:
         except ControllerUnavailable as e:
             raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
 
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, ErrorCode, str | None]]:
+        """UpdateFeatures v1 (per-feature results); waits until this node's image shows the
+        accepted levels."""
+        req = REQUESTS[57]
+        body = req(timeout_ms=int(self.timeout * 1000), validate_only=validate_only, feature_updates=[
+            req.FeatureUpdateKey(feature=n, max_version_level=level, upgrade_type=kind) for n, level, kind in updates])
+        response = await self._request(57, 1, body, lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerError(ErrorCode(response.error_code), response.error_message or "UpdateFeatures failed")
+        results = [(r.feature, ErrorCode(r.error_code), r.error_message) for r in response.results]
+        wanted = {n: max(level, 0) for (n, level, _k), (_f, code, _m) in zip(updates, results) if code == ErrorCode.NONE}
+        if wanted and not validate_only and all(c == ErrorCode.NONE for _f, c, _m in results):
+            await self._caught_up(lambda im: all(im.features.get(n, 0) == v for n, v in wanted.items()),
+                                  "feature levels " + ", ".join(f"{n}={v}" for n, v in wanted.items()))
+        return results
+
     async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]:
         req = REQUESTS[30]
         body = req(creations=[req.AclCreation(

@@ -210,6 +210,10 @@ class MetadataImage:
     # topic id -> name: the index of `topics` by id, kept by MetadataDelta (built here when
     # an image is made from its topics alone)
     topic_ids: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict)
+    # finalized feature levels (feature_control.py; a feature at level 0 has no entry) and the
+    # metadata-log index of their last change (ApiVersions' FinalizedFeaturesEpoch)
+    features: dict[str, int] = dataclasses.field(default_factory=dict)
+    features_epoch: int = 0
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -246,6 +250,8 @@ class MetadataImage:
                                   for u, creds in sorted(self.scram_credentials.items())},
             "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
             "client_quotas": client_quotas.to_json(self.client_quotas),
+            "features": dict(sorted(self.features.items())),
+            "features_epoch": self.features_epoch,
         }
 
     @classmethod
@@ -259,8 +265,9 @@ class MetadataImage:
                  for u, creds in doc.get("scram_credentials", {}).items()}
         acls = {i: AclBinding.from_json(a) for i, a in doc.get("acls", {}).items()}
         quotas = client_quotas.from_json(doc.get("client_quotas", []))
+        features = {str(k): int(v) for k, v in doc.get("features", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
-                   scram, acls, quotas)
+                   scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)))
 
 
 class MetadataStore:

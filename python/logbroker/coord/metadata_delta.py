@@ -41,6 +41,7 @@ class MetadataDelta:
         self.client_quotas_changed = False
         self.scram_changed = False
         self.group_configs_changed = False
+        self.features_changed = False
         self._copied: set[str] = set()  # containers of the image already copied
         self._topics_copied: set[str] = set()
         self._partitions_copied: set[tuple[str, int]] = set()
@@ -131,3 +132,7 @@ class MetadataDelta:
     def client_quotas(self) -> dict:
         self.client_quotas_changed = True
         return self._own("client_quotas", deep=True)
+
+    def features(self) -> dict[str, int]:
+        self.features_changed = True
+        return self._own("features")

@@ -327,6 +327,8 @@ class MetadataQuorum:
                 self._block_start = block_start
             image = delta.image
             image.controller_id = self.leader_id
+            if delta.features_changed:
+                image.features_epoch = index
         self.image = image
         self.applied_index = index
         self._since_snapshot += len(data)

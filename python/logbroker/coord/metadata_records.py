@@ -40,6 +40,8 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
     ClientQuota      entity [[type ("user"|"client-id"), name or null for the default], ...],
                      key, value, remove: set a client quota key of the entity, or remove it
                      (Kafka's ClientQuotaRecord; coord/client_quotas.py has the rules)
+    FeatureLevel     name, level: a feature's finalized level; 0 removes it (Kafka's
+                     FeatureLevelRecord; coord/feature_control.py)
 """
 
 from __future__ import annotations
@@ -334,6 +336,18 @@ def _client_quota(delta: MetadataDelta, rec: dict) -> None:
         del quotas[entity]
 
 
+def _feature_level(delta: MetadataDelta, rec: dict) -> None:
+    name, level = rec["name"], rec["level"]
+    if not isinstance(name, str) or not name or not isinstance(level, int) or isinstance(level, bool) \
+            or not 0 <= level <= 32767:
+        raise MetadataRecordError(f"FeatureLevel record {name!r} = {level!r}: a feature name and a level in [0, 32767]")
+    features = delta.features()
+    if level == 0:
+        features.pop(name, None)
+    else:
+        features[name] = level
+
+
 _APPLY = {
     "RegisterBroker": _register_broker,
     "FenceBroker": _fence_broker,
@@ -350,6 +364,7 @@ _APPLY = {
     "Acl": _acl,
     "RemoveAcl": _remove_acl,
     "ClientQuota": _client_quota,
+    "FeatureLevel": _feature_level,
 }
 
 
@@ -436,6 +451,9 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
     for i, acl in sorted(new.acls.items()):
         if old.acls.get(i) != acl:
             out.append(encode_record("Acl", id=i, **acl.to_json()))
+    for name in sorted(set(old.features) | set(new.features)):
+        if old.features.get(name) != new.features.get(name):
+            out.append(encode_record("FeatureLevel", name=name, level=new.features.get(name, 0)))
     for entity in sorted(set(old.client_quotas) | set(new.client_quotas), key=client_quotas.entity_name):
         was_q, now_q = old.client_quotas.get(entity, {}), new.client_quotas.get(entity, {})
         for k in sorted(set(was_q) | set(now_q)):

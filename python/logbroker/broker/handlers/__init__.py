@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from logbroker import _core
 from logbroker.common.acl import AclOperation, ResourceType
+from logbroker.coord.feature_control import bootstrap_levels, finalized
 from logbroker.protocol import API_NAMES, REQUESTS, RequestHeader
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class HandlerEntry:
     max_version: int
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
     enabled_by: str | None = None  # a boolean config key that must be true to serve (and advertise) it
+    feature: tuple[str, int] | None = None  # a finalized feature level it needs (coord/feature_control.py)
     sasl_only: bool = False  # served (and advertised) only when some listener is SASL_* (elsewhere ILLEGAL_SASL_STATE)
 
     @property
@@ -141,6 +143,12 @@ class HandlerEntry:
         """Whether this broker serves (and advertises) the API."""
         if self.enabled_by is not None and not broker.config.get_bool(self.enabled_by):
             return False
+        if self.feature is not None:
+            name, level = self.feature
+            image = broker.controller.image if broker.controller is not None else None
+            levels = finalized(image, broker.config) if image is not None else bootstrap_levels(broker.config)
+            if levels.get(name, 0) < level:
+                return False
         return not self.sasl_only or broker.config.client_sasl  # none: no SASL listener at all
 
 
@@ -162,6 +170,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         describe_producers,
         describe_quorum,
         elect_leaders,
+        update_features,
         groups,
         init_producer_id,
         list_offsets,
@@ -179,7 +188,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     modules = [
         list_offsets, metadata, api_versions, create_topics, delete_topics,
         delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
-        describe_cluster, describe_producers, elect_leaders, describe_log_dirs,
+        describe_cluster, describe_producers, elect_leaders, describe_log_dirs, update_features,
     ]
     table = {}
     # Produce and Fetch are served by the Rust network thread (rust/src/server/); they are
@@ -188,9 +197,11 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[key] = HandlerEntry(key, lo, hi, None)
     for m in modules:
         table[m.API_KEY] = HandlerEntry(m.API_KEY, m.MIN_VERSION, m.MAX_VERSION, m.handle)
-    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES, *consumer_groups.ENTRIES,
+    for key, lo, hi, fn in [*admin_configs.ENTRIES, *groups.ENTRIES, *offsets.ENTRIES,
                            *partition_reassignments.ENTRIES, *transactions.ENTRIES]:
         table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in consumer_groups.ENTRIES:  # KIP-848: while group.version is at least 1
+        table[key] = HandlerEntry(key, lo, hi, fn, feature=("group.version", 1))
     for key, lo, hi, fn in sasl.ENTRIES:
         table[key] = HandlerEntry(key, lo, hi, fn, sasl_only=True)
     for key, lo, hi, fn in scram_credentials.ENTRIES:  # DescribeUserScramCredentials (50), AlterUser... (51)
@@ -199,8 +210,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in client_quotas.ENTRIES:  # DescribeClientQuotas (48), AlterClientQuotas (49)
         table[key] = HandlerEntry(key, lo, hi, fn)
-    for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:
-        table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable")
+    for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:  # KIP-932: and share.version 1
+        table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable", feature=("share.version", 1))
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
                           describe_quorum.handle)
     table[quorum.api_key] = quorum

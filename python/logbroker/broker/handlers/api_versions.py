@@ -1,11 +1,12 @@
 """ApiVersions (18): the version ranges of the listener's table (HANDLERS on the broker
-listener, CONTROLLER_HANDLERS on the controller listener), nothing else; the cluster-only
-APIs (DescribeQuorum, BrokerHeartbeat) only on a node of a controller quorum.
+listener, CONTROLLER_HANDLERS on the controller listener) that this broker serves (an API
+gated by a feature is listed only while its level is finalized).
 
-Features (v3+, KIP-584): `transaction.version`, supported 0-2 and finalized at the level of
-the broker's `transaction.version` key (Kafka finalizes it when the cluster is formatted); a
-Java producer 4.x uses transactions v2 (KIP-890) when the finalized level is 2. The
-finalized-features epoch is fixed: the level does not change while a broker runs.
+Features (v3+, KIP-584; coord/feature_control.py): the ranges this software supports, and
+the levels finalized in the metadata log with the log index of their last change as the
+epoch; `kafka-features describe` shows them and `kafka-features upgrade|downgrade` changes
+them (UpdateFeatures). A Java producer 4.x uses transactions v2 (KIP-890) while
+transaction.version is 2.
 
 KIP-511: a client may send a newer ApiVersions than we know; the server answers with
 a v0 response carrying UNSUPPORTED_VERSION and our ApiVersions range, and the client
@@ -14,6 +15,7 @@ retries at a version we serve (see server.py).
 
 from __future__ import annotations
 
+from logbroker.coord.feature_control import SUPPORTED, finalized
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 18
@@ -38,17 +40,13 @@ def unsupported_version_response():
     )
 
 
-FEATURES_EPOCH = 0
-TRANSACTION_VERSION_MAX = 2
-
-
 async def handle(ctx, request):
-    level = ctx.broker.config.get_int("transaction.version")
+    levels = finalized(ctx.controller.image, ctx.broker.config)
     return Response(
         error_code=ErrorCode.NONE, api_keys=_api_keys(ctx), throttle_time_ms=0,
-        supported_features=[Response.SupportedFeatureKey(name="transaction.version", min_version=0,
-                                                         max_version=TRANSACTION_VERSION_MAX)],
-        finalized_features_epoch=FEATURES_EPOCH,
-        finalized_features=[Response.FinalizedFeatureKey(name="transaction.version", max_version_level=level,
-                                                         min_version_level=level)],
+        supported_features=[Response.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                            for n, (lo, hi) in sorted(SUPPORTED.items())],
+        finalized_features_epoch=ctx.controller.image.features_epoch,
+        finalized_features=[Response.FinalizedFeatureKey(name=n, max_version_level=v, min_version_level=v)
+                            for n, v in sorted(levels.items())],
     )

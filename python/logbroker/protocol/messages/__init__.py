@@ -5,6 +5,8 @@ from logbroker.protocol.messages.add_offsets_to_txn_request import AddOffsetsToT
 from logbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from logbroker.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from logbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from logbroker.protocol.messages.add_raft_voter_request import AddRaftVoterRequest
+from logbroker.protocol.messages.add_raft_voter_response import AddRaftVoterResponse
 from logbroker.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from logbroker.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from logbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
@@ -107,6 +109,8 @@ from logbroker.protocol.messages.read_share_group_state_request import ReadShare
 from logbroker.protocol.messages.read_share_group_state_response import ReadShareGroupStateResponse
 from logbroker.protocol.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
 from logbroker.protocol.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+from logbroker.protocol.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+from logbroker.protocol.messages.remove_raft_voter_response import RemoveRaftVoterResponse
 from logbroker.protocol.messages.request_header import RequestHeader
 from logbroker.protocol.messages.response_header import ResponseHeader
 from logbroker.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
@@ -125,6 +129,10 @@ from logbroker.protocol.messages.sync_group_request import SyncGroupRequest
 from logbroker.protocol.messages.sync_group_response import SyncGroupResponse
 from logbroker.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from logbroker.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
+from logbroker.protocol.messages.update_features_request import UpdateFeaturesRequest
+from logbroker.protocol.messages.update_features_response import UpdateFeaturesResponse
+from logbroker.protocol.messages.update_raft_voter_request import UpdateRaftVoterRequest
+from logbroker.protocol.messages.update_raft_voter_response import UpdateRaftVoterResponse
 from logbroker.protocol.messages.write_share_group_state_request import WriteShareGroupStateRequest
 from logbroker.protocol.messages.write_share_group_state_response import WriteShareGroupStateResponse
 from logbroker.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
@@ -175,6 +183,7 @@ REQUESTS = {
     51: AlterUserScramCredentialsRequest,
     55: DescribeQuorumRequest,
     56: AlterPartitionRequest,
+    57: UpdateFeaturesRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
     63: BrokerHeartbeatRequest,
@@ -186,6 +195,9 @@ REQUESTS = {
     77: ShareGroupDescribeRequest,
     78: ShareFetchRequest,
     79: ShareAcknowledgeRequest,
+    80: AddRaftVoterRequest,
+    81: RemoveRaftVoterRequest,
+    82: UpdateRaftVoterRequest,
     83: InitializeShareGroupStateRequest,
     84: ReadShareGroupStateRequest,
     85: WriteShareGroupStateRequest,
@@ -240,6 +252,7 @@ RESPONSES = {
     51: AlterUserScramCredentialsResponse,
     55: DescribeQuorumResponse,
     56: AlterPartitionResponse,
+    57: UpdateFeaturesResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
     63: BrokerHeartbeatResponse,
@@ -251,6 +264,9 @@ RESPONSES = {
     77: ShareGroupDescribeResponse,
     78: ShareFetchResponse,
     79: ShareAcknowledgeResponse,
+    80: AddRaftVoterResponse,
+    81: RemoveRaftVoterResponse,
+    82: UpdateRaftVoterResponse,
     83: InitializeShareGroupStateResponse,
     84: ReadShareGroupStateResponse,
     85: WriteShareGroupStateResponse,
@@ -305,6 +321,7 @@ API_NAMES = {
     51: 'AlterUserScramCredentials',
     55: 'DescribeQuorum',
     56: 'AlterPartition',
+    57: 'UpdateFeatures',
     60: 'DescribeCluster',
     61: 'DescribeProducers',
     63: 'BrokerHeartbeat',
@@ -316,6 +333,9 @@ API_NAMES = {
     77: 'ShareGroupDescribe',
     78: 'ShareFetch',
     79: 'ShareAcknowledge',
+    80: 'AddRaftVoter',
+    81: 'RemoveRaftVoter',
+    82: 'UpdateRaftVoter',
     83: 'InitializeShareGroupState',
     84: 'ReadShareGroupState',
     85: 'WriteShareGroupState',
@@ -337,6 +357,9 @@ CLASSES = (
     AddPartitionsToTxnResponse.AddPartitionsToTxnResult,
     AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult,
     AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult,
+    AddRaftVoterRequest,
+    AddRaftVoterRequest.Listener,
+    AddRaftVoterResponse,
     AlterClientQuotasRequest,
     AlterClientQuotasRequest.EntryData,
     AlterClientQuotasRequest.EntityData,
@@ -608,6 +631,8 @@ CLASSES = (
     ReadShareGroupStateSummaryResponse,
     ReadShareGroupStateSummaryResponse.ReadStateSummaryResult,
     ReadShareGroupStateSummaryResponse.PartitionResult,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     RequestHeader,
     ResponseHeader,
     SaslAuthenticateRequest,
@@ -653,6 +678,15 @@ CLASSES = (
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
     TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition,
+    UpdateFeaturesRequest,
+    UpdateFeaturesRequest.FeatureUpdateKey,
+    UpdateFeaturesResponse,
+    UpdateFeaturesResponse.UpdatableFeatureResult,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterRequest.Listener,
+    UpdateRaftVoterRequest.KRaftVersionFeature,
+    UpdateRaftVoterResponse,
+    UpdateRaftVoterResponse.CurrentLeader,
     WriteShareGroupStateRequest,
     WriteShareGroupStateRequest.WriteStateData,
     WriteShareGroupStateRequest.PartitionData,
@@ -678,6 +712,8 @@ __all__ = [
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',
     'AddPartitionsToTxnResponse',
+    'AddRaftVoterRequest',
+    'AddRaftVoterResponse',
     'AlterClientQuotasRequest',
     'AlterClientQuotasResponse',
     'AlterConfigsRequest',
@@ -780,6 +816,8 @@ __all__ = [
     'ReadShareGroupStateResponse',
     'ReadShareGroupStateSummaryRequest',
     'ReadShareGroupStateSummaryResponse',
+    'RemoveRaftVoterRequest',
+    'RemoveRaftVoterResponse',
     'RequestHeader',
     'ResponseHeader',
     'SaslAuthenticateRequest',
@@ -798,6 +836,10 @@ __all__ = [
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
+    'UpdateFeaturesRequest',
+    'UpdateFeaturesResponse',
+    'UpdateRaftVoterRequest',
+    'UpdateRaftVoterResponse',
     'WriteShareGroupStateRequest',
     'WriteShareGroupStateResponse',
     'WriteTxnMarkersRequest',

@@ -16,7 +16,7 @@ class AlterClientQuotasRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'AlterClientQuotasRequest'
-    _rs = 9
+    _rs = 12
     _lo, _hi = 0, 1
     __slots__ = (
         # The quota configuration entries to alter.
@@ -30,7 +30,7 @@ class AlterClientQuotasRequest(Struct):
         """Struct EntryData of AlterClientQuotasRequest."""
 
         _msg = 'AlterClientQuotasRequest'
-        _rs = 10
+        _rs = 13
         _lo, _hi = 0, 1
         __slots__ = (
             # The quota entity to alter.
@@ -55,7 +55,7 @@ class AlterClientQuotasRequest(Struct):
         """Struct EntityData of AlterClientQuotasRequest."""
 
         _msg = 'AlterClientQuotasRequest'
-        _rs = 11
+        _rs = 14
         _lo, _hi = 0, 1
         __slots__ = (
             # The entity type.
@@ -80,7 +80,7 @@ class AlterClientQuotasRequest(Struct):
         """Struct OpData of AlterClientQuotasRequest."""
 
         _msg = 'AlterClientQuotasRequest'
-        _rs = 12
+        _rs = 15
         _lo, _hi = 0, 1
         __slots__ = (
             # The quota configuration key.

@@ -16,7 +16,7 @@ class AlterClientQuotasResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'AlterClientQuotasResponse'
-    _rs = 13
+    _rs = 16
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class AlterClientQuotasResponse(Struct):
         """Struct EntryData of AlterClientQuotasResponse."""
 
         _msg = 'AlterClientQuotasResponse'
-        _rs = 14
+        _rs = 17
         _lo, _hi = 0, 1
         __slots__ = (
             # The error code, or `0` if the quota alteration succeeded.
@@ -59,7 +59,7 @@ class AlterClientQuotasResponse(Struct):
         """Struct EntityData of AlterClientQuotasResponse."""
 
         _msg = 'AlterClientQuotasResponse'
-        _rs = 15
+        _rs = 18
         _lo, _hi = 0, 1
         __slots__ = (
             # The entity type.

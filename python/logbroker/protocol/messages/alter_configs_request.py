@@ -16,7 +16,7 @@ class AlterConfigsRequest(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'AlterConfigsRequest'
-    _rs = 16
+    _rs = 19
     _lo, _hi = 0, 2
     __slots__ = (
         # The updates for each resource.
@@ -30,7 +30,7 @@ class AlterConfigsRequest(Struct):
         """Struct AlterConfigsResource of AlterConfigsRequest."""
 
         _msg = 'AlterConfigsRequest'
-        _rs = 17
+        _rs = 20
         _lo, _hi = 0, 2
         __slots__ = (
             # The resource type.
@@ -59,7 +59,7 @@ class AlterConfigsRequest(Struct):
         """Struct AlterableConfig of AlterConfigsRequest."""
 
         _msg = 'AlterConfigsRequest'
-        _rs = 18
+        _rs = 21
         _lo, _hi = 0, 2
         __slots__ = (
             # The configuration key name.

@@ -16,7 +16,7 @@ class AlterConfigsResponse(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'AlterConfigsResponse'
-    _rs = 19
+    _rs = 22
     _lo, _hi = 0, 2
     __slots__ = (
         # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class AlterConfigsResponse(Struct):
         """Struct AlterConfigsResourceResponse of AlterConfigsResponse."""
 
         _msg = 'AlterConfigsResponse'
-        _rs = 20
+        _rs = 23
         _lo, _hi = 0, 2
         __slots__ = (
             # The resource error code.

@@ -16,7 +16,7 @@ class AlterPartitionReassignmentsRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'AlterPartitionReassignmentsRequest'
-    _rs = 21
+    _rs = 24
     _lo, _hi = 0, 1
     __slots__ = (
         # The time in ms to wait for the request to complete.
@@ -32,7 +32,7 @@ class AlterPartitionReassignmentsRequest(Struct):
         """Struct ReassignableTopic of AlterPartitionReassignmentsRequest."""
 
         _msg = 'AlterPartitionReassignmentsRequest'
-        _rs = 22
+        _rs = 25
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic name.
@@ -57,7 +57,7 @@ class AlterPartitionReassignmentsRequest(Struct):
         """Struct ReassignablePartition of AlterPartitionReassignmentsRequest."""
 
         _msg = 'AlterPartitionReassignmentsRequest'
-        _rs = 23
+        _rs = 26
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

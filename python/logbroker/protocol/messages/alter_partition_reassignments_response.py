@@ -16,7 +16,7 @@ class AlterPartitionReassignmentsResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'AlterPartitionReassignmentsResponse'
-    _rs = 24
+    _rs = 27
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -36,7 +36,7 @@ class AlterPartitionReassignmentsResponse(Struct):
         """Struct ReassignableTopicResponse of AlterPartitionReassignmentsResponse."""
 
         _msg = 'AlterPartitionReassignmentsResponse'
-        _rs = 25
+        _rs = 28
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic name
@@ -61,7 +61,7 @@ class AlterPartitionReassignmentsResponse(Struct):
         """Struct ReassignablePartitionResponse of AlterPartitionReassignmentsResponse."""
 
         _msg = 'AlterPartitionReassignmentsResponse'
-        _rs = 26
+        _rs = 29
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

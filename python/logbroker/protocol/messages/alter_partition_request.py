@@ -16,7 +16,7 @@ class AlterPartitionRequest(Struct):
     valid_versions = (0, 3)
     flexible_versions_min = 0
     _msg = 'AlterPartitionRequest'
-    _rs = 27
+    _rs = 30
     _lo, _hi = 0, 3
     __slots__ = (
         # The ID of the requesting broker
@@ -31,7 +31,7 @@ class AlterPartitionRequest(Struct):
         """Struct TopicData of AlterPartitionRequest."""
 
         _msg = 'AlterPartitionRequest'
-        _rs = 28
+        _rs = 31
         _lo, _hi = 0, 3
         __slots__ = (
             # The name of the topic to alter ISRs for
@@ -59,7 +59,7 @@ class AlterPartitionRequest(Struct):
         """Struct PartitionData of AlterPartitionRequest."""
 
         _msg = 'AlterPartitionRequest'
-        _rs = 29
+        _rs = 32
         _lo, _hi = 0, 3
         __slots__ = (
             # The partition index
@@ -99,7 +99,7 @@ class AlterPartitionRequest(Struct):
         """Struct BrokerState of AlterPartitionRequest."""
 
         _msg = 'AlterPartitionRequest'
-        _rs = 30
+        _rs = 33
         _lo, _hi = 0, 3
         __slots__ = (
             # The ID of the broker.

@@ -16,7 +16,7 @@ class AlterPartitionResponse(Struct):
     valid_versions = (0, 3)
     flexible_versions_min = 0
     _msg = 'AlterPartitionResponse'
-    _rs = 31
+    _rs = 34
     _lo, _hi = 0, 3
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -31,7 +31,7 @@ class AlterPartitionResponse(Struct):
         """Struct TopicData of AlterPartitionResponse."""
 
         _msg = 'AlterPartitionResponse'
-        _rs = 32
+        _rs = 35
         _lo, _hi = 0, 3
         __slots__ = (
             # The name of the topic
@@ -59,7 +59,7 @@ class AlterPartitionResponse(Struct):
         """Struct PartitionData of AlterPartitionResponse."""
 
         _msg = 'AlterPartitionResponse'
-        _rs = 33
+        _rs = 36
         _lo, _hi = 0, 3
         __slots__ = (
             # The partition index

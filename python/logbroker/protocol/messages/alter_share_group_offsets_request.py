@@ -16,7 +16,7 @@ class AlterShareGroupOffsetsRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterShareGroupOffsetsRequest'
-    _rs = 34
+    _rs = 37
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class AlterShareGroupOffsetsRequest(Struct):
         """Struct AlterShareGroupOffsetsRequestTopic of AlterShareGroupOffsetsRequest."""
 
         _msg = 'AlterShareGroupOffsetsRequest'
-        _rs = 35
+        _rs = 38
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class AlterShareGroupOffsetsRequest(Struct):
         """Struct AlterShareGroupOffsetsRequestPartition of AlterShareGroupOffsetsRequest."""
 
         _msg = 'AlterShareGroupOffsetsRequest'
-        _rs = 36
+        _rs = 39
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

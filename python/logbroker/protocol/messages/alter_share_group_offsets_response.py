@@ -16,7 +16,7 @@ class AlterShareGroupOffsetsResponse(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterShareGroupOffsetsResponse'
-    _rs = 37
+    _rs = 40
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class AlterShareGroupOffsetsResponse(Struct):
         """Struct AlterShareGroupOffsetsResponseTopic of AlterShareGroupOffsetsResponse."""
 
         _msg = 'AlterShareGroupOffsetsResponse'
-        _rs = 38
+        _rs = 41
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -62,7 +62,7 @@ class AlterShareGroupOffsetsResponse(Struct):
         """Struct AlterShareGroupOffsetsResponsePartition of AlterShareGroupOffsetsResponse."""
 
         _msg = 'AlterShareGroupOffsetsResponse'
-        _rs = 39
+        _rs = 42
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class AlterUserScramCredentialsRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterUserScramCredentialsRequest'
-    _rs = 40
+    _rs = 43
     _lo, _hi = 0, 0
     __slots__ = (
         # The SCRAM credentials to remove.
@@ -30,7 +30,7 @@ class AlterUserScramCredentialsRequest(Struct):
         """Struct ScramCredentialDeletion of AlterUserScramCredentialsRequest."""
 
         _msg = 'AlterUserScramCredentialsRequest'
-        _rs = 41
+        _rs = 44
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.
@@ -55,7 +55,7 @@ class AlterUserScramCredentialsRequest(Struct):
         """Struct ScramCredentialUpsertion of AlterUserScramCredentialsRequest."""
 
         _msg = 'AlterUserScramCredentialsRequest'
-        _rs = 42
+        _rs = 45
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.

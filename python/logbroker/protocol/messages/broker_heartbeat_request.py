@@ -16,7 +16,7 @@ class BrokerHeartbeatRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'BrokerHeartbeatRequest'
-    _rs = 50
+    _rs = 53
     _lo, _hi = 0, 1
     __slots__ = (
         # The broker ID.

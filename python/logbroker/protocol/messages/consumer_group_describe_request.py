@@ -16,7 +16,7 @@ class ConsumerGroupDescribeRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupDescribeRequest'
-    _rs = 52
+    _rs = 55
     _lo, _hi = 0, 1
     __slots__ = (
         # The ids of the groups to describe.

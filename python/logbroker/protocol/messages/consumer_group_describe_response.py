@@ -16,7 +16,7 @@ class ConsumerGroupDescribeResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupDescribeResponse'
-    _rs = 53
+    _rs = 56
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class ConsumerGroupDescribeResponse(Struct):
         """Struct DescribedGroup of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 54
+        _rs = 57
         _lo, _hi = 0, 1
         __slots__ = (
             # The describe error, or 0 if there was no error.
@@ -83,7 +83,7 @@ class ConsumerGroupDescribeResponse(Struct):
         """Struct Member of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 55
+        _rs = 58
         _lo, _hi = 0, 1
         __slots__ = (
             # The member ID.
@@ -144,7 +144,7 @@ class ConsumerGroupDescribeResponse(Struct):
         """Struct TopicPartitions of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 56
+        _rs = 59
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic ID.
@@ -173,7 +173,7 @@ class ConsumerGroupDescribeResponse(Struct):
         """Struct Assignment of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 57
+        _rs = 60
         _lo, _hi = 0, 1
         __slots__ = (
             # The assigned topic-partitions to the member.

@@ -16,7 +16,7 @@ class ConsumerGroupHeartbeatResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupHeartbeatResponse'
-    _rs = 60
+    _rs = 63
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -40,7 +40,7 @@ class ConsumerGroupHeartbeatResponse(Struct):
         """Struct Assignment of ConsumerGroupHeartbeatResponse."""
 
         _msg = 'ConsumerGroupHeartbeatResponse'
-        _rs = 61
+        _rs = 64
         _lo, _hi = 0, 1
         __slots__ = (
             # The partitions assigned to the member that can be used immediately.
@@ -61,7 +61,7 @@ class ConsumerGroupHeartbeatResponse(Struct):
         """Struct TopicPartitions of ConsumerGroupHeartbeatResponse."""
 
         _msg = 'ConsumerGroupHeartbeatResponse'
-        _rs = 62
+        _rs = 65
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic ID.

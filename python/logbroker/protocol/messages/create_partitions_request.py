@@ -16,7 +16,7 @@ class CreatePartitionsRequest(Struct):
     valid_versions = (0, 3)
     flexible_versions_min = 2
     _msg = 'CreatePartitionsRequest'
-    _rs = 67
+    _rs = 70
     _lo, _hi = 0, 3
     __slots__ = (
         # Each topic that we want to create new partitions inside.
@@ -32,7 +32,7 @@ class CreatePartitionsRequest(Struct):
         """Struct CreatePartitionsTopic of CreatePartitionsRequest."""
 
         _msg = 'CreatePartitionsRequest'
-        _rs = 68
+        _rs = 71
         _lo, _hi = 0, 3
         __slots__ = (
             # The topic name.
@@ -61,7 +61,7 @@ class CreatePartitionsRequest(Struct):
         """Struct CreatePartitionsAssignment of CreatePartitionsRequest."""
 
         _msg = 'CreatePartitionsRequest'
-        _rs = 69
+        _rs = 72
         _lo, _hi = 0, 3
         __slots__ = (
             # The assigned broker IDs.

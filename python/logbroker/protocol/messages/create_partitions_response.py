@@ -16,7 +16,7 @@ class CreatePartitionsResponse(Struct):
     valid_versions = (0, 3)
     flexible_versions_min = 2
     _msg = 'CreatePartitionsResponse'
-    _rs = 70
+    _rs = 73
     _lo, _hi = 0, 3
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class CreatePartitionsResponse(Struct):
         """Struct CreatePartitionsTopicResult of CreatePartitionsResponse."""
 
         _msg = 'CreatePartitionsResponse'
-        _rs = 71
+        _rs = 74
         _lo, _hi = 0, 3
         __slots__ = (
             # The topic name.

@@ -16,7 +16,7 @@ class CreateTopicsRequest(Struct):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsRequest'
-    _rs = 72
+    _rs = 75
     _lo, _hi = 2, 7
     __slots__ = (
         # The topics to create.
@@ -32,7 +32,7 @@ class CreateTopicsRequest(Struct):
         """Struct CreatableTopic of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 73
+        _rs = 76
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -69,7 +69,7 @@ class CreateTopicsRequest(Struct):
         """Struct CreatableReplicaAssignment of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 74
+        _rs = 77
         _lo, _hi = 2, 7
         __slots__ = (
             # The partition index.
@@ -94,7 +94,7 @@ class CreateTopicsRequest(Struct):
         """Struct CreatableTopicConfig of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 75
+        _rs = 78
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

@@ -16,7 +16,7 @@ class CreateTopicsResponse(Struct):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsResponse'
-    _rs = 76
+    _rs = 79
     _lo, _hi = 2, 7
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class CreateTopicsResponse(Struct):
         """Struct CreatableTopicResult of CreateTopicsResponse."""
 
         _msg = 'CreateTopicsResponse'
-        _rs = 77
+        _rs = 80
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -79,7 +79,7 @@ class CreateTopicsResponse(Struct):
         """Struct CreatableTopicConfigs of CreateTopicsResponse."""
 
         _msg = 'CreateTopicsResponse'
-        _rs = 78
+        _rs = 81
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

@@ -16,7 +16,7 @@ class DeleteRecordsRequest(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsRequest'
-    _rs = 87
+    _rs = 90
     _lo, _hi = 0, 2
     __slots__ = (
         # Each topic that we want to delete records from.
@@ -30,7 +30,7 @@ class DeleteRecordsRequest(Struct):
         """Struct DeleteRecordsTopic of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 88
+        _rs = 91
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsRequest(Struct):
         """Struct DeleteRecordsPartition of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 89
+        _rs = 92
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DeleteRecordsResponse(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsResponse'
-    _rs = 90
+    _rs = 93
     _lo, _hi = 0, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DeleteRecordsResponse(Struct):
         """Struct DeleteRecordsTopicResult of DeleteRecordsResponse."""
 
         _msg = 'DeleteRecordsResponse'
-        _rs = 91
+        _rs = 94
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsResponse(Struct):
         """Struct DeleteRecordsPartitionResult of DeleteRecordsResponse."""
 
         _msg = 'DeleteRecordsResponse'
-        _rs = 92
+        _rs = 95
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DeleteShareGroupOffsetsRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupOffsetsRequest'
-    _rs = 93
+    _rs = 96
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class DeleteShareGroupOffsetsRequest(Struct):
         """Struct DeleteShareGroupOffsetsRequestTopic of DeleteShareGroupOffsetsRequest."""
 
         _msg = 'DeleteShareGroupOffsetsRequest'
-        _rs = 94
+        _rs = 97
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.

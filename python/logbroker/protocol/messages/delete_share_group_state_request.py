@@ -16,7 +16,7 @@ class DeleteShareGroupStateRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupStateRequest'
-    _rs = 97
+    _rs = 100
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class DeleteShareGroupStateRequest(Struct):
         """Struct DeleteStateData of DeleteShareGroupStateRequest."""
 
         _msg = 'DeleteShareGroupStateRequest'
-        _rs = 98
+        _rs = 101
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class DeleteShareGroupStateRequest(Struct):
         """Struct PartitionData of DeleteShareGroupStateRequest."""
 
         _msg = 'DeleteShareGroupStateRequest'
-        _rs = 99
+        _rs = 102
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DeleteShareGroupStateResponse(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupStateResponse'
-    _rs = 100
+    _rs = 103
     _lo, _hi = 0, 0
     __slots__ = (
         # The delete results.
@@ -28,7 +28,7 @@ class DeleteShareGroupStateResponse(Struct):
         """Struct DeleteStateResult of DeleteShareGroupStateResponse."""
 
         _msg = 'DeleteShareGroupStateResponse'
-        _rs = 101
+        _rs = 104
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class DeleteShareGroupStateResponse(Struct):
         """Struct PartitionResult of DeleteShareGroupStateResponse."""
 
         _msg = 'DeleteShareGroupStateResponse'
-        _rs = 102
+        _rs = 105
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DeleteTopicsRequest(Struct):
     valid_versions = (1, 6)
     flexible_versions_min = 4
     _msg = 'DeleteTopicsRequest'
-    _rs = 103
+    _rs = 106
     _lo, _hi = 1, 6
     __slots__ = (
         # The name or topic ID of the topic.
@@ -32,7 +32,7 @@ class DeleteTopicsRequest(Struct):
         """Struct DeleteTopicState of DeleteTopicsRequest."""
 
         _msg = 'DeleteTopicsRequest'
-        _rs = 104
+        _rs = 107
         _lo, _hi = 1, 6
         __slots__ = (
             # The topic name.

@@ -16,7 +16,7 @@ class DescribeClientQuotasRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'DescribeClientQuotasRequest'
-    _rs = 111
+    _rs = 114
     _lo, _hi = 0, 1
     __slots__ = (
         # Filter components to apply to quota entities.
@@ -30,7 +30,7 @@ class DescribeClientQuotasRequest(Struct):
         """Struct ComponentData of DescribeClientQuotasRequest."""
 
         _msg = 'DescribeClientQuotasRequest'
-        _rs = 112
+        _rs = 115
         _lo, _hi = 0, 1
         __slots__ = (
             # The entity type that the filter component applies to.

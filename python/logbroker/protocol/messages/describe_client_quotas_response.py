@@ -16,7 +16,7 @@ class DescribeClientQuotasResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'DescribeClientQuotasResponse'
-    _rs = 113
+    _rs = 116
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class DescribeClientQuotasResponse(Struct):
         """Struct EntryData of DescribeClientQuotasResponse."""
 
         _msg = 'DescribeClientQuotasResponse'
-        _rs = 114
+        _rs = 117
         _lo, _hi = 0, 1
         __slots__ = (
             # The quota entity description.
@@ -59,7 +59,7 @@ class DescribeClientQuotasResponse(Struct):
         """Struct EntityData of DescribeClientQuotasResponse."""
 
         _msg = 'DescribeClientQuotasResponse'
-        _rs = 115
+        _rs = 118
         _lo, _hi = 0, 1
         __slots__ = (
             # The entity type.
@@ -84,7 +84,7 @@ class DescribeClientQuotasResponse(Struct):
         """Struct ValueData of DescribeClientQuotasResponse."""
 
         _msg = 'DescribeClientQuotasResponse'
-        _rs = 116
+        _rs = 119
         _lo, _hi = 0, 1
         __slots__ = (
             # The quota configuration key.

@@ -16,7 +16,7 @@ class DescribeProducersRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeProducersRequest'
-    _rs = 136
+    _rs = 139
     _lo, _hi = 0, 0
     __slots__ = (
         # The topics to list producers for.
@@ -28,7 +28,7 @@ class DescribeProducersRequest(Struct):
         """Struct TopicRequest of DescribeProducersRequest."""
 
         _msg = 'DescribeProducersRequest'
-        _rs = 137
+        _rs = 140
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.

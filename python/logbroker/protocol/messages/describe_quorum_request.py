@@ -16,7 +16,7 @@ class DescribeQuorumRequest(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumRequest'
-    _rs = 142
+    _rs = 145
     _lo, _hi = 0, 2
     __slots__ = (
         'topics',  # []TopicData; versions 0-2
@@ -27,7 +27,7 @@ class DescribeQuorumRequest(Struct):
         """Struct TopicData of DescribeQuorumRequest."""
 
         _msg = 'DescribeQuorumRequest'
-        _rs = 143
+        _rs = 146
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -51,7 +51,7 @@ class DescribeQuorumRequest(Struct):
         """Struct PartitionData of DescribeQuorumRequest."""
 
         _msg = 'DescribeQuorumRequest'
-        _rs = 144
+        _rs = 147
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DescribeQuorumResponse(Struct):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumResponse'
-    _rs = 145
+    _rs = 148
     _lo, _hi = 0, 2
     __slots__ = (
         # The top level error code.
@@ -32,7 +32,7 @@ class DescribeQuorumResponse(Struct):
         """Struct TopicData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 146
+        _rs = 149
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -56,7 +56,7 @@ class DescribeQuorumResponse(Struct):
         """Struct PartitionData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 147
+        _rs = 150
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.
@@ -101,7 +101,7 @@ class DescribeQuorumResponse(Struct):
         """Struct Node of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 148
+        _rs = 151
         _lo, _hi = 0, 2
         __slots__ = (
             # The ID of the associated node
@@ -126,7 +126,7 @@ class DescribeQuorumResponse(Struct):
         """Struct Listener of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 149
+        _rs = 152
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the endpoint
@@ -155,7 +155,7 @@ class DescribeQuorumResponse(Struct):
         """Struct ReplicaState of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 150
+        _rs = 153
         _lo, _hi = 0, 2
         __slots__ = (
             'replica_id',  # int32; versions 0-2

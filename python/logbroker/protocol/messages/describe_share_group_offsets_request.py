@@ -16,7 +16,7 @@ class DescribeShareGroupOffsetsRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'DescribeShareGroupOffsetsRequest'
-    _rs = 151
+    _rs = 154
     _lo, _hi = 0, 1
     __slots__ = (
         # The groups to describe offsets for.
@@ -28,7 +28,7 @@ class DescribeShareGroupOffsetsRequest(Struct):
         """Struct DescribeShareGroupOffsetsRequestGroup of DescribeShareGroupOffsetsRequest."""
 
         _msg = 'DescribeShareGroupOffsetsRequest'
-        _rs = 152
+        _rs = 155
         _lo, _hi = 0, 1
         __slots__ = (
             # The group identifier.
@@ -53,7 +53,7 @@ class DescribeShareGroupOffsetsRequest(Struct):
         """Struct DescribeShareGroupOffsetsRequestTopic of DescribeShareGroupOffsetsRequest."""
 
         _msg = 'DescribeShareGroupOffsetsRequest'
-        _rs = 153
+        _rs = 156
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic name.

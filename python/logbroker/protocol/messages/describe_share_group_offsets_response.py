@@ -16,7 +16,7 @@ class DescribeShareGroupOffsetsResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'DescribeShareGroupOffsetsResponse'
-    _rs = 154
+    _rs = 157
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DescribeShareGroupOffsetsResponse(Struct):
         """Struct DescribeShareGroupOffsetsResponseGroup of DescribeShareGroupOffsetsResponse."""
 
         _msg = 'DescribeShareGroupOffsetsResponse'
-        _rs = 155
+        _rs = 158
         _lo, _hi = 0, 1
         __slots__ = (
             # The group identifier.
@@ -63,7 +63,7 @@ class DescribeShareGroupOffsetsResponse(Struct):
         """Struct DescribeShareGroupOffsetsResponseTopic of DescribeShareGroupOffsetsResponse."""
 
         _msg = 'DescribeShareGroupOffsetsResponse'
-        _rs = 156
+        _rs = 159
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic name.
@@ -91,7 +91,7 @@ class DescribeShareGroupOffsetsResponse(Struct):
         """Struct DescribeShareGroupOffsetsResponsePartition of DescribeShareGroupOffsetsResponse."""
 
         _msg = 'DescribeShareGroupOffsetsResponse'
-        _rs = 157
+        _rs = 160
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

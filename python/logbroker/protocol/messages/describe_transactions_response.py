@@ -16,7 +16,7 @@ class DescribeTransactionsResponse(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeTransactionsResponse'
-    _rs = 159
+    _rs = 162
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -29,7 +29,7 @@ class DescribeTransactionsResponse(Struct):
         """Struct TransactionState of DescribeTransactionsResponse."""
 
         _msg = 'DescribeTransactionsResponse'
-        _rs = 160
+        _rs = 163
         _lo, _hi = 0, 0
         __slots__ = (
             'error_code',  # int16; versions 0
@@ -71,7 +71,7 @@ class DescribeTransactionsResponse(Struct):
         """Struct TopicData of DescribeTransactionsResponse."""
 
         _msg = 'DescribeTransactionsResponse'
-        _rs = 161
+        _rs = 164
         _lo, _hi = 0, 0
         __slots__ = (
             'topic',  # string; versions 0

@@ -16,7 +16,7 @@ class FetchResponse(Struct):
     valid_versions = (4, 18)
     flexible_versions_min = 12
     _msg = 'FetchResponse'
-    _rs = 179
+    _rs = 182
     _lo, _hi = 4, 18
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -36,7 +36,7 @@ class FetchResponse(Struct):
         """Struct FetchableTopicResponse of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 180
+        _rs = 183
         _lo, _hi = 4, 18
         __slots__ = (
             # The topic name.
@@ -65,7 +65,7 @@ class FetchResponse(Struct):
         """Struct PartitionData of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 181
+        _rs = 184
         _lo, _hi = 4, 18
         __slots__ = (
             # The partition index.
@@ -126,7 +126,7 @@ class FetchResponse(Struct):
         """Struct EpochEndOffset of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 182
+        _rs = 185
         _lo, _hi = 4, 18
         __slots__ = (
             # The largest epoch.
@@ -151,7 +151,7 @@ class FetchResponse(Struct):
         """Struct LeaderIdAndEpoch of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 183
+        _rs = 186
         _lo, _hi = 4, 18
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -176,7 +176,7 @@ class FetchResponse(Struct):
         """Struct SnapshotId of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 184
+        _rs = 187
         _lo, _hi = 4, 18
         __slots__ = (
             # The end offset of the epoch.
@@ -201,7 +201,7 @@ class FetchResponse(Struct):
         """Struct AbortedTransaction of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 185
+        _rs = 188
         _lo, _hi = 4, 18
         __slots__ = (
             # The producer id associated with the aborted transaction.
@@ -226,7 +226,7 @@ class FetchResponse(Struct):
         """Struct NodeEndpoint of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 186
+        _rs = 189
         _lo, _hi = 4, 18
         __slots__ = (
             # The ID of the associated node.

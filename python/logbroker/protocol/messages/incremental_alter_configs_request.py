@@ -16,7 +16,7 @@ class IncrementalAlterConfigsRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'IncrementalAlterConfigsRequest'
-    _rs = 192
+    _rs = 195
     _lo, _hi = 0, 1
     __slots__ = (
         # The incremental updates for each resource.
@@ -30,7 +30,7 @@ class IncrementalAlterConfigsRequest(Struct):
         """Struct AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 193
+        _rs = 196
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource type.
@@ -59,7 +59,7 @@ class IncrementalAlterConfigsRequest(Struct):
         """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 194
+        _rs = 197
         _lo, _hi = 0, 1
         __slots__ = (
             # The configuration key name.

@@ -16,7 +16,7 @@ class InitializeShareGroupStateRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'InitializeShareGroupStateRequest'
-    _rs = 199
+    _rs = 202
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class InitializeShareGroupStateRequest(Struct):
         """Struct InitializeStateData of InitializeShareGroupStateRequest."""
 
         _msg = 'InitializeShareGroupStateRequest'
-        _rs = 200
+        _rs = 203
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class InitializeShareGroupStateRequest(Struct):
         """Struct PartitionData of InitializeShareGroupStateRequest."""
 
         _msg = 'InitializeShareGroupStateRequest'
-        _rs = 201
+        _rs = 204
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

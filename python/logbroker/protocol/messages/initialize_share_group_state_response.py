@@ -16,7 +16,7 @@ class InitializeShareGroupStateResponse(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'InitializeShareGroupStateResponse'
-    _rs = 202
+    _rs = 205
     _lo, _hi = 0, 0
     __slots__ = (
         # The initialization results.
@@ -28,7 +28,7 @@ class InitializeShareGroupStateResponse(Struct):
         """Struct InitializeStateResult of InitializeShareGroupStateResponse."""
 
         _msg = 'InitializeShareGroupStateResponse'
-        _rs = 203
+        _rs = 206
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class InitializeShareGroupStateResponse(Struct):
         """Struct PartitionResult of InitializeShareGroupStateResponse."""
 
         _msg = 'InitializeShareGroupStateResponse'
-        _rs = 204
+        _rs = 207
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

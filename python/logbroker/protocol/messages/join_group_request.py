@@ -16,7 +16,7 @@ class JoinGroupRequest(Struct):
     valid_versions = (0, 9)
     flexible_versions_min = 6
     _msg = 'JoinGroupRequest'
-    _rs = 205
+    _rs = 208
     _lo, _hi = 0, 9
     __slots__ = (
         # The group identifier.
@@ -42,7 +42,7 @@ class JoinGroupRequest(Struct):
         """Struct JoinGroupRequestProtocol of JoinGroupRequest."""
 
         _msg = 'JoinGroupRequest'
-        _rs = 206
+        _rs = 209
         _lo, _hi = 0, 9
         __slots__ = (
             # The protocol name.

@@ -16,7 +16,7 @@ class ListOffsetsRequest(Struct):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'ListOffsetsRequest'
-    _rs = 216
+    _rs = 219
     _lo, _hi = 1, 10
     __slots__ = (
         # The broker ID of the requester, or -1 if this request is being made by a normal consumer.
@@ -34,7 +34,7 @@ class ListOffsetsRequest(Struct):
         """Struct ListOffsetsTopic of ListOffsetsRequest."""
 
         _msg = 'ListOffsetsRequest'
-        _rs = 217
+        _rs = 220
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class ListOffsetsRequest(Struct):
         """Struct ListOffsetsPartition of ListOffsetsRequest."""
 
         _msg = 'ListOffsetsRequest'
-        _rs = 218
+        _rs = 221
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class ListOffsetsResponse(Struct):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'ListOffsetsResponse'
-    _rs = 219
+    _rs = 222
     _lo, _hi = 1, 10
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class ListOffsetsResponse(Struct):
         """Struct ListOffsetsTopicResponse of ListOffsetsResponse."""
 
         _msg = 'ListOffsetsResponse'
-        _rs = 220
+        _rs = 223
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class ListOffsetsResponse(Struct):
         """Struct ListOffsetsPartitionResponse of ListOffsetsResponse."""
 
         _msg = 'ListOffsetsResponse'
-        _rs = 221
+        _rs = 224
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

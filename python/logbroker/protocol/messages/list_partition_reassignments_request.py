@@ -16,7 +16,7 @@ class ListPartitionReassignmentsRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ListPartitionReassignmentsRequest'
-    _rs = 222
+    _rs = 225
     _lo, _hi = 0, 0
     __slots__ = (
         # The time in ms to wait for the request to complete.
@@ -30,7 +30,7 @@ class ListPartitionReassignmentsRequest(Struct):
         """Struct ListPartitionReassignmentsTopics of ListPartitionReassignmentsRequest."""
 
         _msg = 'ListPartitionReassignmentsRequest'
-        _rs = 223
+        _rs = 226
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name

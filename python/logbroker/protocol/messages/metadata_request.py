@@ -16,7 +16,7 @@ class MetadataRequest(Struct):
     valid_versions = (0, 13)
     flexible_versions_min = 9
     _msg = 'MetadataRequest'
-    _rs = 230
+    _rs = 233
     _lo, _hi = 0, 13
     __slots__ = (
         # The topics to fetch metadata for.
@@ -34,7 +34,7 @@ class MetadataRequest(Struct):
         """Struct MetadataRequestTopic of MetadataRequest."""
 
         _msg = 'MetadataRequest'
-        _rs = 231
+        _rs = 234
         _lo, _hi = 0, 13
         __slots__ = (
             # The topic id.

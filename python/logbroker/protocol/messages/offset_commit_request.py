@@ -17,7 +17,7 @@ class OffsetCommitRequest(Struct):
     flexible_versions_min = 8
     latest_version_unstable = True
     _msg = 'OffsetCommitRequest'
-    _rs = 236
+    _rs = 239
     _lo, _hi = 2, 10
     __slots__ = (
         # The unique group identifier.
@@ -39,7 +39,7 @@ class OffsetCommitRequest(Struct):
         """Struct OffsetCommitRequestTopic of OffsetCommitRequest."""
 
         _msg = 'OffsetCommitRequest'
-        _rs = 237
+        _rs = 240
         _lo, _hi = 2, 10
         __slots__ = (
             # The topic name.
@@ -68,7 +68,7 @@ class OffsetCommitRequest(Struct):
         """Struct OffsetCommitRequestPartition of OffsetCommitRequest."""
 
         _msg = 'OffsetCommitRequest'
-        _rs = 238
+        _rs = 241
         _lo, _hi = 2, 10
         __slots__ = (
             # The partition index.

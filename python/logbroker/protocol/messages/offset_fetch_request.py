@@ -17,7 +17,7 @@ class OffsetFetchRequest(Struct):
     flexible_versions_min = 6
     latest_version_unstable = True
     _msg = 'OffsetFetchRequest'
-    _rs = 242
+    _rs = 245
     _lo, _hi = 1, 10
     __slots__ = (
         # The group to fetch offsets for.
@@ -35,7 +35,7 @@ class OffsetFetchRequest(Struct):
         """Struct OffsetFetchRequestTopic of OffsetFetchRequest."""
 
         _msg = 'OffsetFetchRequest'
-        _rs = 243
+        _rs = 246
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -60,7 +60,7 @@ class OffsetFetchRequest(Struct):
         """Struct OffsetFetchRequestGroup of OffsetFetchRequest."""
 
         _msg = 'OffsetFetchRequest'
-        _rs = 244
+        _rs = 247
         _lo, _hi = 1, 10
         __slots__ = (
             # The group ID.
@@ -93,7 +93,7 @@ class OffsetFetchRequest(Struct):
         """Struct OffsetFetchRequestTopics of OffsetFetchRequest."""
 
         _msg = 'OffsetFetchRequest'
-        _rs = 245
+        _rs = 248
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.

@@ -16,7 +16,7 @@ class OffsetFetchResponse(Struct):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'OffsetFetchResponse'
-    _rs = 246
+    _rs = 249
     _lo, _hi = 1, 10
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponseTopic of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 247
+        _rs = 250
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponsePartition of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 248
+        _rs = 251
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponseGroup of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 249
+        _rs = 252
         _lo, _hi = 1, 10
         __slots__ = (
             # The group ID.
@@ -125,7 +125,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponseTopics of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 250
+        _rs = 253
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -154,7 +154,7 @@ class OffsetFetchResponse(Struct):
         """Struct OffsetFetchResponsePartitions of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 251
+        _rs = 254
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class ProduceResponse(Struct):
     valid_versions = (3, 13)
     flexible_versions_min = 9
     _msg = 'ProduceResponse'
-    _rs = 261
+    _rs = 264
     _lo, _hi = 3, 13
     __slots__ = (
         # Each produce response.
@@ -32,7 +32,7 @@ class ProduceResponse(Struct):
         """Struct TopicProduceResponse of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 262
+        _rs = 265
         _lo, _hi = 3, 13
         __slots__ = (
             # The topic name.
@@ -61,7 +61,7 @@ class ProduceResponse(Struct):
         """Struct PartitionProduceResponse of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 263
+        _rs = 266
         _lo, _hi = 3, 13
         __slots__ = (
             # The partition index.
@@ -110,7 +110,7 @@ class ProduceResponse(Struct):
         """Struct BatchIndexAndErrorMessage of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 264
+        _rs = 267
         _lo, _hi = 3, 13
         __slots__ = (
             # The batch index of the record that caused the batch to be dropped.
@@ -135,7 +135,7 @@ class ProduceResponse(Struct):
         """Struct LeaderIdAndEpoch of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 265
+        _rs = 268
         _lo, _hi = 3, 13
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -160,7 +160,7 @@ class ProduceResponse(Struct):
         """Struct NodeEndpoint of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 266
+        _rs = 269
         _lo, _hi = 3, 13
         __slots__ = (
             # The ID of the associated node.

@@ -16,7 +16,7 @@ class ReadShareGroupStateRequest(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateRequest'
-    _rs = 267
+    _rs = 270
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class ReadShareGroupStateRequest(Struct):
         """Struct ReadStateData of ReadShareGroupStateRequest."""
 
         _msg = 'ReadShareGroupStateRequest'
-        _rs = 268
+        _rs = 271
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class ReadShareGroupStateRequest(Struct):
         """Struct PartitionData of ReadShareGroupStateRequest."""
 
         _msg = 'ReadShareGroupStateRequest'
-        _rs = 269
+        _rs = 272
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

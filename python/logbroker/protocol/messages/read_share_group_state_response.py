@@ -16,7 +16,7 @@ class ReadShareGroupStateResponse(Struct):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateResponse'
-    _rs = 270
+    _rs = 273
     _lo, _hi = 0, 0
     __slots__ = (
         # The read results.
@@ -28,7 +28,7 @@ class ReadShareGroupStateResponse(Struct):
         """Struct ReadStateResult of ReadShareGroupStateResponse."""
 
         _msg = 'ReadShareGroupStateResponse'
-        _rs = 271
+        _rs = 274
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class ReadShareGroupStateResponse(Struct):
         """Struct PartitionResult of ReadShareGroupStateResponse."""
 
         _msg = 'ReadShareGroupStateResponse'
-        _rs = 272
+        _rs = 275
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.
@@ -94,7 +94,7 @@ class ReadShareGroupStateResponse(Struct):
         """Struct StateBatch of ReadShareGroupStateResponse."""
 
         _msg = 'ReadShareGroupStateResponse'
-        _rs = 273
+        _rs = 276
         _lo, _hi = 0, 0
         __slots__ = (
             # The first offset of this state batch.

@@ -16,7 +16,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateSummaryRequest'
-    _rs = 274
+    _rs = 277
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
         """Struct ReadStateSummaryData of ReadShareGroupStateSummaryRequest."""
 
         _msg = 'ReadShareGroupStateSummaryRequest'
-        _rs = 275
+        _rs = 278
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
         """Struct PartitionData of ReadShareGroupStateSummaryRequest."""
 
         _msg = 'ReadShareGroupStateSummaryRequest'
-        _rs = 276
+        _rs = 279
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

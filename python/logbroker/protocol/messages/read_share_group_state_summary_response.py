@@ -16,7 +16,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateSummaryResponse'
-    _rs = 277
+    _rs = 280
     _lo, _hi = 0, 1
     __slots__ = (
         # The read results.
@@ -28,7 +28,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
         """Struct ReadStateSummaryResult of ReadShareGroupStateSummaryResponse."""
 
         _msg = 'ReadShareGroupStateSummaryResponse'
-        _rs = 278
+        _rs = 281
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
         """Struct PartitionResult of ReadShareGroupStateSummaryResponse."""
 
         _msg = 'ReadShareGroupStateSummaryResponse'
-        _rs = 279
+        _rs = 282
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

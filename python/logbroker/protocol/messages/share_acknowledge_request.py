@@ -16,7 +16,7 @@ class ShareAcknowledgeRequest(Struct):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareAcknowledgeRequest'
-    _rs = 286
+    _rs = 291
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -36,7 +36,7 @@ class ShareAcknowledgeRequest(Struct):
         """Struct AcknowledgeTopic of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 287
+        _rs = 292
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -61,7 +61,7 @@ class ShareAcknowledgeRequest(Struct):
         """Struct AcknowledgePartition of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 288
+        _rs = 293
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -86,7 +86,7 @@ class ShareAcknowledgeRequest(Struct):
         """Struct AcknowledgementBatch of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 289
+        _rs = 294
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.

@@ -16,7 +16,7 @@ class ShareFetchRequest(Struct):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareFetchRequest'
-    _rs = 295
+    _rs = 300
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -50,7 +50,7 @@ class ShareFetchRequest(Struct):
         """Struct FetchTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 296
+        _rs = 301
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -75,7 +75,7 @@ class ShareFetchRequest(Struct):
         """Struct FetchPartition of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 297
+        _rs = 302
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -104,7 +104,7 @@ class ShareFetchRequest(Struct):
         """Struct AcknowledgementBatch of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 298
+        _rs = 303
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.
@@ -133,7 +133,7 @@ class ShareFetchRequest(Struct):
         """Struct ForgottenTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 299
+        _rs = 304
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.

@@ -16,7 +16,7 @@ class ShareFetchResponse(Struct):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareFetchResponse'
-    _rs = 300
+    _rs = 305
     _lo, _hi = 1, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -38,7 +38,7 @@ class ShareFetchResponse(Struct):
         """Struct ShareFetchableTopicResponse of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 301
+        _rs = 306
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -63,7 +63,7 @@ class ShareFetchResponse(Struct):
         """Struct PartitionData of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 302
+        _rs = 307
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -112,7 +112,7 @@ class ShareFetchResponse(Struct):
         """Struct LeaderIdAndEpoch of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 303
+        _rs = 308
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -137,7 +137,7 @@ class ShareFetchResponse(Struct):
         """Struct AcquiredRecords of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 304
+        _rs = 309
         _lo, _hi = 1, 2
         __slots__ = (
             # The earliest offset in this batch of acquired records.
@@ -166,7 +166,7 @@ class ShareFetchResponse(Struct):
         """Struct NodeEndpoint of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 305
+        _rs = 310
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the associated node.

@@ -16,7 +16,7 @@ class ShareGroupDescribeRequest(Struct):
     valid_versions = (1, 1)
     flexible_versions_min = 0
     _msg = 'ShareGroupDescribeRequest'
-    _rs = 306
+    _rs = 311
     _lo, _hi = 1, 1
     __slots__ = (
         # The ids of the groups to describe.

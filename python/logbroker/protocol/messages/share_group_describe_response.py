@@ -16,7 +16,7 @@ class ShareGroupDescribeResponse(Struct):
     valid_versions = (1, 1)
     flexible_versions_min = 0
     _msg = 'ShareGroupDescribeResponse'
-    _rs = 307
+    _rs = 312
     _lo, _hi = 1, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class ShareGroupDescribeResponse(Struct):
         """Struct DescribedGroup of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 308
+        _rs = 313
         _lo, _hi = 1, 1
         __slots__ = (
             # The describe error, or 0 if there was no error.
@@ -83,7 +83,7 @@ class ShareGroupDescribeResponse(Struct):
         """Struct Member of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 309
+        _rs = 314
         _lo, _hi = 1, 1
         __slots__ = (
             # The member ID.
@@ -128,7 +128,7 @@ class ShareGroupDescribeResponse(Struct):
         """Struct TopicPartitions of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 310
+        _rs = 315
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic ID.
@@ -157,7 +157,7 @@ class ShareGroupDescribeResponse(Struct):
         """Struct Assignment of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 311
+        _rs = 316
         _lo, _hi = 1, 1
         __slots__ = (
             # The assigned topic-partitions to the member.

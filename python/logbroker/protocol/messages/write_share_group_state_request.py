@@ -16,7 +16,7 @@ class WriteShareGroupStateRequest(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'WriteShareGroupStateRequest'
-    _rs = 325
+    _rs = 339
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class WriteShareGroupStateRequest(Struct):
         """Struct WriteStateData of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 326
+        _rs = 340
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class WriteShareGroupStateRequest(Struct):
         """Struct PartitionData of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 327
+        _rs = 341
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class WriteShareGroupStateRequest(Struct):
         """Struct StateBatch of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 328
+        _rs = 342
         _lo, _hi = 0, 1
         __slots__ = (
             # The first offset of this state batch.

@@ -16,7 +16,7 @@ class WriteShareGroupStateResponse(Struct):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'WriteShareGroupStateResponse'
-    _rs = 329
+    _rs = 343
     _lo, _hi = 0, 1
     __slots__ = (
         # The write results.
@@ -28,7 +28,7 @@ class WriteShareGroupStateResponse(Struct):
         """Struct WriteStateResult of WriteShareGroupStateResponse."""
 
         _msg = 'WriteShareGroupStateResponse'
-        _rs = 330
+        _rs = 344
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class WriteShareGroupStateResponse(Struct):
         """Struct PartitionResult of WriteShareGroupStateResponse."""
 
         _msg = 'WriteShareGroupStateResponse'
-        _rs = 331
+        _rs = 345
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

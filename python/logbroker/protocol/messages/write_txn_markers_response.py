@@ -16,7 +16,7 @@ class WriteTxnMarkersResponse(Struct):
     valid_versions = (1, 1)
     flexible_versions_min = 1
     _msg = 'WriteTxnMarkersResponse'
-    _rs = 335
+    _rs = 349
     _lo, _hi = 1, 1
     __slots__ = (
         # The results for writing makers.
@@ -28,7 +28,7 @@ class WriteTxnMarkersResponse(Struct):
         """Struct WritableTxnMarkerResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 336
+        _rs = 350
         _lo, _hi = 1, 1
         __slots__ = (
             # The current producer ID in use by the transactional ID.
@@ -53,7 +53,7 @@ class WriteTxnMarkersResponse(Struct):
         """Struct WritableTxnMarkerTopicResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 337
+        _rs = 351
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic name.
@@ -78,7 +78,7 @@ class WriteTxnMarkersResponse(Struct):
         """Struct WritableTxnMarkerPartitionResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 338
+        _rs = 352
         _lo, _hi = 1, 1
         __slots__ = (
             # The partition index.

@@ -7,6 +7,8 @@ pub mod add_offsets_to_txn_request;
 pub mod add_offsets_to_txn_response;
 pub mod add_partitions_to_txn_request;
 pub mod add_partitions_to_txn_response;
+pub mod add_raft_voter_request;
+pub mod add_raft_voter_response;
 pub mod alter_client_quotas_request;
 pub mod alter_client_quotas_response;
 pub mod alter_configs_request;
@@ -109,6 +111,8 @@ pub mod read_share_group_state_request;
 pub mod read_share_group_state_response;
 pub mod read_share_group_state_summary_request;
 pub mod read_share_group_state_summary_response;
+pub mod remove_raft_voter_request;
+pub mod remove_raft_voter_response;
 pub mod request_header;
 pub mod response_header;
 pub mod sasl_authenticate_request;
@@ -127,6 +131,10 @@ pub mod sync_group_request;
 pub mod sync_group_response;
 pub mod txn_offset_commit_request;
 pub mod txn_offset_commit_response;
+pub mod update_features_request;
+pub mod update_features_response;
+pub mod update_raft_voter_request;
+pub mod update_raft_voter_response;
 pub mod write_share_group_state_request;
 pub mod write_share_group_state_response;
 pub mod write_txn_markers_request;
@@ -136,6 +144,8 @@ pub use add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 pub use add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 pub use add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 pub use add_partitions_to_txn_response::AddPartitionsToTxnResponse;
+pub use add_raft_voter_request::AddRaftVoterRequest;
+pub use add_raft_voter_response::AddRaftVoterResponse;
 pub use alter_client_quotas_request::AlterClientQuotasRequest;
 pub use alter_client_quotas_response::AlterClientQuotasResponse;
 pub use alter_configs_request::AlterConfigsRequest;
@@ -238,6 +248,8 @@ pub use read_share_group_state_request::ReadShareGroupStateRequest;
 pub use read_share_group_state_response::ReadShareGroupStateResponse;
 pub use read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest;
 pub use read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse;
+pub use remove_raft_voter_request::RemoveRaftVoterRequest;
+pub use remove_raft_voter_response::RemoveRaftVoterResponse;
 pub use request_header::RequestHeader;
 pub use response_header::ResponseHeader;
 pub use sasl_authenticate_request::SaslAuthenticateRequest;
@@ -256,6 +268,10 @@ pub use sync_group_request::SyncGroupRequest;
 pub use sync_group_response::SyncGroupResponse;
 pub use txn_offset_commit_request::TxnOffsetCommitRequest;
 pub use txn_offset_commit_response::TxnOffsetCommitResponse;
+pub use update_features_request::UpdateFeaturesRequest;
+pub use update_features_response::UpdateFeaturesResponse;
+pub use update_raft_voter_request::UpdateRaftVoterRequest;
+pub use update_raft_voter_response::UpdateRaftVoterResponse;
 pub use write_share_group_state_request::WriteShareGroupStateRequest;
 pub use write_share_group_state_response::WriteShareGroupStateResponse;
 pub use write_txn_markers_request::WriteTxnMarkersRequest;
@@ -307,6 +323,7 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (51, "AlterUserScramCredentials", 0, 0, 0),
     (55, "DescribeQuorum", 0, 2, 0),
     (56, "AlterPartition", 0, 3, 0),
+    (57, "UpdateFeatures", 0, 2, 0),
     (60, "DescribeCluster", 0, 2, 0),
     (61, "DescribeProducers", 0, 0, 0),
     (63, "BrokerHeartbeat", 0, 1, 0),
@@ -318,6 +335,9 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (77, "ShareGroupDescribe", 1, 1, 1),
     (78, "ShareFetch", 1, 2, 1),
     (79, "ShareAcknowledge", 1, 2, 1),
+    (80, "AddRaftVoter", 0, 1, 0),
+    (81, "RemoveRaftVoter", 0, 0, 0),
+    (82, "UpdateRaftVoter", 0, 0, 0),
     (83, "InitializeShareGroupState", 0, 0, 0),
     (84, "ReadShareGroupState", 0, 0, 0),
     (85, "WriteShareGroupState", 0, 1, 0),
@@ -422,6 +442,8 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (55, false) => roundtrip::<DescribeQuorumResponse>(body, version),
         (56, true) => roundtrip::<AlterPartitionRequest>(body, version),
         (56, false) => roundtrip::<AlterPartitionResponse>(body, version),
+        (57, true) => roundtrip::<UpdateFeaturesRequest>(body, version),
+        (57, false) => roundtrip::<UpdateFeaturesResponse>(body, version),
         (60, true) => roundtrip::<DescribeClusterRequest>(body, version),
         (60, false) => roundtrip::<DescribeClusterResponse>(body, version),
         (61, true) => roundtrip::<DescribeProducersRequest>(body, version),
@@ -444,6 +466,12 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (78, false) => roundtrip::<ShareFetchResponse>(body, version),
         (79, true) => roundtrip::<ShareAcknowledgeRequest>(body, version),
         (79, false) => roundtrip::<ShareAcknowledgeResponse>(body, version),
+        (80, true) => roundtrip::<AddRaftVoterRequest>(body, version),
+        (80, false) => roundtrip::<AddRaftVoterResponse>(body, version),
+        (81, true) => roundtrip::<RemoveRaftVoterRequest>(body, version),
+        (81, false) => roundtrip::<RemoveRaftVoterResponse>(body, version),
+        (82, true) => roundtrip::<UpdateRaftVoterRequest>(body, version),
+        (82, false) => roundtrip::<UpdateRaftVoterResponse>(body, version),
         (83, true) => roundtrip::<InitializeShareGroupStateRequest>(body, version),
         (83, false) => roundtrip::<InitializeShareGroupStateResponse>(body, version),
         (84, true) => roundtrip::<ReadShareGroupStateRequest>(body, version),
