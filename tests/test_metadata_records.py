@@ -12,10 +12,12 @@ import uuid
 import pytest
 
 from logbroker.coord.metadata import MetadataImage
+from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.coord.metadata_records import (
     MetadataRecordError,
     diff_records,
     apply,
+    apply_record,
     decode_record,
     encode_record,
     load_snapshot,
@@ -35,6 +37,8 @@ def view(image: MetadataImage) -> dict:
                                                                  for p, s in t.partitions.items()})
                    for t in image.topics.values()},
         "next_producer_id": image.next_producer_id,
+        "features": dict(image.features),
+        "broker_configs": {b: dict(c) for b, c in image.broker_configs.items()},
     }
 
 
@@ -45,10 +49,13 @@ class Model:
         self.brokers: dict[int, tuple] = {}
         self.topics: dict[str, tuple] = {}
         self.next_producer_id = 0
+        self.features: dict[str, int] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def state(self) -> dict:
         return {"brokers": copy.deepcopy(self.brokers), "topics": copy.deepcopy(self.topics),
-                "next_producer_id": self.next_producer_id}
+                "next_producer_id": self.next_producer_id, "features": dict(self.features),
+                "broker_configs": copy.deepcopy(self.broker_configs)}
 
     def by_id(self, tid: str):
         return next((n for n, t in self.topics.items() if t[0] == tid), None)
@@ -92,6 +99,23 @@ class Model:
                 parts[p] = (leader, rec["leader_epoch"], list(replicas), list(isr), 0)
             else:
                 parts[p] = (leader, old[1] + (leader != old[0]), list(replicas), list(isr), old[4] + 1)
+        elif k == "Config" and rec["resource"] == "broker":
+            if not (rec["name"] == "" or rec["name"].isdigit()):
+                return False
+            cfg = self.broker_configs.setdefault(rec["name"], {})
+            if rec["value"] is None:
+                cfg.pop(rec["key"], None)
+            else:
+                cfg[rec["key"]] = rec["value"]
+            if not cfg:
+                del self.broker_configs[rec["name"]]
+        elif k == "FeatureLevel":
+            if not rec["name"] or not 0 <= rec["level"] <= 32767:
+                return False
+            if rec["level"]:
+                self.features[rec["name"]] = rec["level"]
+            else:
+                self.features.pop(rec["name"], None)
         elif k == "Config":
             if rec["name"] not in self.topics:
                 return False
@@ -123,7 +147,7 @@ def random_record(rng: random.Random, model: Model) -> dict:
     ids = rng.sample(nodes, rng.randint(0, 3))
     k = rng.choice(["RegisterBroker", "FenceBroker", "UnregisterBroker", "Topic", "Topic", "Partition", "Partition",
                     "PartitionChange", "PartitionChange", "Config", "RemoveTopic", "ProducerIds",
-                    "ProducerIdBlock"])
+                    "ProducerIdBlock", "FeatureLevel", "Config"])
     n = rng.choice(nodes)
     epoch = model.brokers.get(n, (0, 0, 0, 0))[3] + rng.choice([-1, 0, 0, 1])
     if k == "RegisterBroker":
@@ -143,9 +167,15 @@ def random_record(rng: random.Random, model: Model) -> dict:
         else:
             rec.update({f: v for f, v in fields.items() if rng.random() < 0.6})
         return rec
+    if k == "Config" and rng.random() < 0.3:
+        return dict(type=k, resource="broker", name=rng.choice(["", "1", "2", "b"]),
+                    key=rng.choice(["log.retention.ms", "min.insync.replicas"]), value=rng.choice([None, "1", "2"]))
     if k == "Config":
         return dict(type=k, resource="topic", name=rng.choice(names), key=rng.choice(["retention.ms", "x"]),
                     value=rng.choice([None, "1", "2"]))
+    if k == "FeatureLevel":
+        return dict(type=k, name=rng.choice(["metadata.version", "group.version", ""]),
+                    level=rng.choice([0, 1, 2, 27, -1, 40000]))
     if k == "RemoveTopic":
         return dict(type=k, topic_id=rng.choice(tids))
     if k == "ProducerIdBlock":
@@ -198,6 +228,36 @@ def test_garbage_records_are_errors(data):
     with pytest.raises(MetadataRecordError):
         apply(image, data)
     assert view(image) == view(new_image())
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_delta_never_changes_the_image_it_starts_from(seed):
+    """Entries applied through MetadataDelta (as every node applies the log) give the same
+    image as applying record by record, and leave the image they started from exactly as it
+    was: a published image is never changed (metadata_delta.py); parts no record touched are
+    shared, the same objects."""
+    rng = random.Random(2000 + seed)
+    image, model = new_image(), Model()
+    for _ in range(40):
+        entry = []
+        for _ in range(rng.randint(1, 8)):
+            rec = random_record(rng, model)
+            data = encode_record(rec.pop("type"), **rec)
+            if model.step(decode_record(data)):
+                entry.append(decode_record(data))
+        before, frozen = image, snapshot(image)
+        delta = MetadataDelta(image)
+        for rec in entry:
+            apply_record(delta, rec)
+        image = delta.image
+        assert snapshot(before) == frozen, "applying an entry changed the image it started from"
+        assert view(image) == model.state()
+        touched = {r.get("name") for r in entry} | {before.topic_ids.get(uuid.UUID(hex=r["topic_id"]))
+                                                   for r in entry if "topic_id" in r and len(r["topic_id"]) == 32}
+        for name, t in image.topics.items():
+            if name not in touched and name in before.topics:
+                assert t is before.topics[name], f"topic {name} was copied though no record named it"
+        assert delta.changed_topics <= touched | set(before.topics) | set(image.topics)
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -70,8 +70,33 @@ class ReplicaManager:
         path = self.data_dir / partition_dir_name(topic, partition)
         return _core.Log.open(str(path), topic, partition, self.config.engine_config(configs), None, now_ms())
 
+    def _apply_dynamic_configs(self, image: MetadataImage) -> list[str]:
+        """This broker's dynamic configs from the image (the cluster default, then its own):
+        the broker keys whose value changed."""
+        changed = self.config.set_dynamic(image.broker_configs.get("", {}),
+                                          image.broker_configs.get(str(self.node_id), {}))
+        if changed:
+            log.info("dynamic broker configs changed: %s", ", ".join(f"{k}={self.config[k]}" for k in changed))
+        return changed
+
+    async def _reconfigure_all(self) -> None:
+        """A broker default of topic configs changed: every log takes its new engine config
+        and every partition its min.insync.replicas (one thread hop for all)."""
+        parts = [p for p in self.partitions.values() if not p.deleted]
+        image = self._image
+        configs = {p.topic: image.topics[p.topic].configs for p in parts if image and p.topic in image.topics}
+
+        def work() -> None:
+            for p in parts:
+                p.log.update_config(self.config.engine_config(configs.get(p.topic, {})))
+
+        await trio.to_thread.run_sync(work)
+        for p in parts:
+            p.apply_state(p.state, self._min_isr(configs.get(p.topic, {})))
+
     async def startup(self, image: MetadataImage) -> None:
         """Open every local replica's log (recovering it if the last stop was unclean)."""
+        self._apply_dynamic_configs(image)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         hw = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / HW_CHECKPOINT))}
         wanted = []
@@ -117,6 +142,7 @@ class ReplicaManager:
         changed are looked at (the cost is the change's, not the cluster's); without one
         (a snapshot loaded) every topic is."""
         old = self._image
+        reconfigure = (delta is None or delta.broker_configs_changed) and bool(self._apply_dynamic_configs(image))
         if delta is None or old is None:
             names = set(image.topics) | {k[0] for k in self.partitions} | (set(old.topics) if old else set())
             follow_names = None
@@ -181,6 +207,8 @@ class ReplicaManager:
             if p is not None and p.state != state:
                 p.apply_state(state)
         self._image = image
+        if reconfigure:
+            await self._reconfigure_all()
         await self.replication.after_image(image, follow_names)
 
     def _local_of(self, topic: str) -> list[tuple[tuple[str, int], Partition]]:

@@ -415,6 +415,10 @@ TOPIC_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
 GROUP_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
     k.group_key: (k.parse, k.name) for k in _BROKER_KEYS if k.group_key
 }
+# Broker keys that change without a restart (IncrementalAlterConfigs on a BROKER resource,
+# per broker or as the cluster default; the metadata log holds them): the broker defaults of
+# topic configs, as Kafka's DynamicLogConfig.
+DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(broker_key for _parse, broker_key in TOPIC_KEYS.values())
 # Topic keys the Rust log engine understands (the rest are broker-side policies).
 LOG_ENGINE_KEYS = (
     "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
@@ -475,7 +479,26 @@ class BrokerConfig:
                 value = int(value) * _ALIAS_SCALE[key]  # type: ignore[arg-type]
             values[canonical] = value
             self.explicit[canonical] = str(value)
+        self._static = values
+        self._values = dict(values)
+        # dynamic broker configs from the metadata log (set_dynamic): the cluster default, this broker's
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
+
+    def set_dynamic(self, cluster_default: dict[str, str], this_broker: dict[str, str]) -> list[str]:
+        """Dynamic broker configs (already checked by the controller): this broker's
+        override a cluster default, which overrides the static value. Returns the keys whose
+        value changed; a value that no longer parses is left out (logged by the caller)."""
+        values = dict(self._static)
+        for layer in (cluster_default, this_broker):
+            for key, text in layer.items():
+                spec = BROKER_KEYS.get(key)
+                if spec is not None and key in DYNAMIC_BROKER_KEYS:
+                    values[key] = spec.parse(text)
+        changed = sorted(k for k in values if values[k] != self._values.get(k))
+        self.dynamic_default, self.dynamic_broker = dict(cluster_default), dict(this_broker)
         self._values = values
+        return changed
 
     @classmethod
     def load(cls, config_file: str | None = None, sets: list[str] | None = None, **kwargs: object) -> BrokerConfig:
@@ -774,6 +797,27 @@ class BrokerConfig:
         out["message.max.bytes"] = resolved["max.message.bytes"]
         out["retention.archive"] = "true" if self.topic_value(topic_overrides, "retention.archive") else "false"
         return out
+
+
+def validate_broker_config(configs: dict[str, str | None]) -> dict[str, str]:
+    """Check dynamic broker configs (DYNAMIC_BROKER_KEYS); ConfigError naming the key or
+    value, and for a static key, where to set it."""
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        spec = BROKER_KEYS.get(key)
+        if spec is None:
+            raise ConfigError(f"unknown broker configuration key {key!r}")
+        if key not in DYNAMIC_BROKER_KEYS:
+            raise ConfigError(f"broker configuration key {key!r} is static: set it in the broker's config file or "
+                              "with --set and restart (the dynamic keys are the broker defaults of topic configs, "
+                              "e.g. log.retention.ms, log.segment.bytes, min.insync.replicas)")
+        if value is None:
+            raise ConfigError(f"broker configuration key {key!r} has a null value")
+        try:
+            out[key] = _to_str(spec.parse(value))
+        except ConfigError as e:
+            raise ConfigError(f"broker configuration key {key!r} = {value!r}: {e}") from None
+    return out
 
 
 def validate_topic_config(configs: dict[str, str | None]) -> dict[str, str]:

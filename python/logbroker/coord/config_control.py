@@ -1,15 +1,23 @@
-"""The configuration control manager (Kafka's ConfigurationControlManager): topic and group
-config overrides (IncrementalAlterConfigs, AlterConfigs, CreateTopics' configs are checked
-in replication_control.py) as Config records, one per key that changes.
+"""The configuration control manager (Kafka's ConfigurationControlManager): topic, group and
+dynamic broker configs (IncrementalAlterConfigs, AlterConfigs; CreateTopics' configs are
+checked in replication_control.py) as Config records, one per key that changes.
 
 Pure (see control.py).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Container
 
-from logbroker.common.config import GROUP_KEYS, TOPIC_KEYS, ConfigError, validate_group_config, validate_topic_config
+from logbroker.common.config import (
+    DYNAMIC_BROKER_KEYS,
+    GROUP_KEYS,
+    TOPIC_KEYS,
+    ConfigError,
+    validate_broker_config,
+    validate_group_config,
+    validate_topic_config,
+)
 from logbroker.coord.control import ControllerError, ControllerResult
 from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.metadata_records import encode_record
@@ -17,7 +25,7 @@ from logbroker.protocol import ErrorCode
 
 
 def altered(what: str, current: dict[str, str], changes: dict[str, str | None], replace: bool,
-            keys: dict, validate: Callable[[dict[str, str | None]], dict[str, str]]) -> dict[str, str]:
+            keys: Container[str], validate: Callable[[dict[str, str | None]], dict[str, str]]) -> dict[str, str]:
     """Config overrides after (Incremental)AlterConfigs: `changes` sets (value) or deletes
     (None) keys; `replace` starts from nothing (AlterConfigs). ControllerError(INVALID_CONFIG)
     names `what` and the bad key or value."""
@@ -51,6 +59,19 @@ class ConfigurationControlManager:
         configs = altered(f"topic {name!r}", topic.configs, changes, replace, TOPIC_KEYS, validate_topic_config)
         return ControllerResult(_config_records("topic", name, topic.configs, configs), configs,
                                 [(f"topic {name}: configs now {configs}", {"topic": name})])
+
+    def alter_broker_configs(self, image: MetadataImage, name: str, changes: dict[str, str | None],
+                             replace: bool) -> ControllerResult[dict[str, str]]:
+        """Dynamic broker configs (common/config.py DYNAMIC_BROKER_KEYS): `name` "" for the
+        cluster default, or a broker id; applied by every broker without a restart."""
+        if name and not name.isdigit():
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker {name!r}: a broker config resource is \"\" "
+                                                             "(the cluster default) or a broker id")
+        what = "the cluster-default broker configs" if not name else f"the configs of broker {name}"
+        was = image.broker_configs.get(name, {})
+        configs = altered(what, was, changes, replace, DYNAMIC_BROKER_KEYS, validate_broker_config)
+        return ControllerResult(_config_records("broker", name, was, configs), configs,
+                                [(f"{what}: now {configs}", {})])
 
     def alter_group_configs(self, image: MetadataImage, name: str, changes: dict[str, str | None],
                             replace: bool) -> ControllerResult[dict[str, str]]:

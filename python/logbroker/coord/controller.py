@@ -288,6 +288,17 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
+    async def alter_broker_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+                                   validate_only: bool) -> None:
+        """Dynamic broker configs: `name` "" for the cluster default or a broker id
+        (config_control.py); every broker applies them without a restart."""
+        if self._forward():
+            return await self.forwarder.alter_broker_configs(name, changes, replace, validate_only)
+        async with self._lock:
+            result = self.configs.alter_broker_configs(self.image, name, changes, replace)
+            if not validate_only:
+                await self._run(result)
+
     # --- SCRAM credentials, client quotas, ACLs ------------------------------------------
 
     async def alter_scram_credentials(self, deletions: list[tuple[str, str]],

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logbroker.controller")
 
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32
 TOPIC_CONFIG_SOURCE = 1  # CreateTopics result configs: set on the topic
 SET, DELETE = 0, 1
@@ -184,6 +185,15 @@ class Forwarder:
                 c = im.group_configs.get(name, {})
                 return all((k in c) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of group {name!r}")
+
+    async def alter_broker_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+                                   validate_only: bool) -> None:
+        await self._alter_configs(BROKER_RESOURCE, name, changes, replace, validate_only)
+        if not validate_only:
+            def applied(im: MetadataImage) -> bool:
+                c = im.broker_configs.get(name, {})
+                return all((k in c) == (v is not None) for k, v in changes.items())
+            await self._caught_up(applied, f"the configs of broker {name or '(cluster default)'}")
 
     async def _alter_configs(self, resource_type: int, name: str, changes: dict[str, str | None], replace: bool,
                              validate_only: bool) -> None:

@@ -214,6 +214,8 @@ class MetadataImage:
     # metadata-log index of their last change (ApiVersions' FinalizedFeaturesEpoch)
     features: dict[str, int] = dataclasses.field(default_factory=dict)
     features_epoch: int = 0
+    # dynamic broker configs: "" (the cluster default) or a broker id -> {key: value}
+    broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -246,6 +248,7 @@ class MetadataImage:
                 for _, t in sorted(self.topics.items())
             ],
             "group_configs": {g: dict(sorted(c.items())) for g, c in sorted(self.group_configs.items())},
+            "broker_configs": {b: dict(sorted(c.items())) for b, c in sorted(self.broker_configs.items())},
             "scram_credentials": {u: {m: c.to_json() for m, c in sorted(creds.items())}
                                   for u, creds in sorted(self.scram_credentials.items())},
             "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
@@ -266,8 +269,10 @@ class MetadataImage:
         acls = {i: AclBinding.from_json(a) for i, a in doc.get("acls", {}).items()}
         quotas = client_quotas.from_json(doc.get("client_quotas", []))
         features = {str(k): int(v) for k, v in doc.get("features", {}).items()}
+        broker_configs = {str(b): dict(c) for b, c in doc.get("broker_configs", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
-                   scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)))
+                   scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)),
+                   broker_configs=broker_configs)
 
 
 class MetadataStore:

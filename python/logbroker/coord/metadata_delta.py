@@ -42,6 +42,7 @@ class MetadataDelta:
         self.scram_changed = False
         self.group_configs_changed = False
         self.features_changed = False
+        self.broker_configs_changed = False
         self._copied: set[str] = set()  # containers of the image already copied
         self._topics_copied: set[str] = set()
         self._partitions_copied: set[tuple[str, int]] = set()
@@ -132,6 +133,10 @@ class MetadataDelta:
     def client_quotas(self) -> dict:
         self.client_quotas_changed = True
         return self._own("client_quotas", deep=True)
+
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        self.broker_configs_changed = True
+        return self._own("broker_configs", deep=True)
 
     def features(self) -> dict[str, int]:
         self.features_changed = True

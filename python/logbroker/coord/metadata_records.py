@@ -23,7 +23,8 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      removing_replicas; a new leader bumps the leader epoch and every change the
                      partition epoch, unless the record carries leader_epoch / partition_epoch
                      (never lower than the current ones)
-    Config           resource ("topic"|"group"), name, key, value (None removes it; a group with no keys left goes)
+    Config           resource ("topic"|"group"|"broker"), name, key, value (None removes it; a group or broker
+                     with no keys left goes; a broker's name is "" for the cluster default or its id)
     RemoveTopic      topic_id
     ProducerIds      next_producer_id (the first id not yet handed out)
     ProducerIdBlock  broker_id, size: the block [next_producer_id, +size) goes to that broker
@@ -223,15 +224,18 @@ def _partition_change(delta: MetadataDelta, rec: dict) -> None:
 
 
 def _config(delta: MetadataDelta, rec: dict) -> None:
-    if rec["resource"] == "group":
-        groups = delta.group_configs()
-        configs = groups.setdefault(rec["name"], {})
+    if rec["resource"] in ("group", "broker"):
+        if rec["resource"] == "broker" and not (rec["name"] == "" or str(rec["name"]).isdigit()):
+            raise MetadataRecordError(f"Config record for broker {rec['name']!r}: a broker is \"\" (the cluster "
+                                      "default) or a broker id")
+        owner = delta.group_configs() if rec["resource"] == "group" else delta.broker_configs()
+        configs = owner.setdefault(rec["name"], {})
         if rec["value"] is None:
             configs.pop(rec["key"], None)
         else:
             configs[rec["key"]] = str(rec["value"])
         if not configs:
-            del groups[rec["name"]]
+            del owner[rec["name"]]
         return
     if rec["resource"] != "topic":
         raise MetadataRecordError(f"Config record for resource type {rec['resource']!r} is not supported yet")
@@ -434,11 +438,13 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                                       "cannot be removed (Kafka never shrinks a topic)")
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
-    for g in sorted(set(old.group_configs) | set(new.group_configs)):
-        was, now = old.group_configs.get(g, {}), new.group_configs.get(g, {})
-        for k in sorted(set(was) | set(now)):
-            if was.get(k) != now.get(k):
-                out.append(encode_record("Config", resource="group", name=g, key=k, value=now.get(k)))
+    for resource, old_owners, new_owners in (("group", old.group_configs, new.group_configs),
+                                             ("broker", old.broker_configs, new.broker_configs)):
+        for g in sorted(set(old_owners) | set(new_owners)):
+            was, now = old_owners.get(g, {}), new_owners.get(g, {})
+            for k in sorted(set(was) | set(now)):
+                if was.get(k) != now.get(k):
+                    out.append(encode_record("Config", resource=resource, name=g, key=k, value=now.get(k)))
     for u in sorted(set(old.scram_credentials) | set(new.scram_credentials)):
         was_c, now_c = old.scram_credentials.get(u, {}), new.scram_credentials.get(u, {})
         for m in sorted(set(was_c) | set(now_c)):

@@ -3,15 +3,18 @@
 Topic resources (type 2) are fully supported: describe gives every topic-level key
 with its value and source (topic override or broker default, with synonyms when
 asked); alter sets or removes overrides through the controller, and the topic's logs
-pick the change up at once. Broker resources (type 4) can be described; setting them
-is refused with INVALID_REQUEST, since broker configs are static (read at start-up)
-in this broker, like Kafka's non-dynamic keys. Group resources (type 32) hold Kafka's
+pick the change up at once. Broker resources (type 4): a broker id, or "" for the cluster
+default (`kafka-configs --entity-type brokers --entity-default`); the dynamic keys (the
+broker defaults of topic configs, common/config.py DYNAMIC_BROKER_KEYS, as Kafka's
+DynamicLogConfig) are set in the metadata log and every broker applies them without a
+restart; a static key is refused with INVALID_CONFIG saying where to set it. Describing
+a broker gives every key with its source (this broker's dynamic config, the cluster
+default, the static config, the default). Group resources (type 32) hold Kafka's
 group-level keys (`share.auto.offset.reset`, `share.record.lock.duration.ms`, ...; the
 broker's `group.*` keys are their defaults), stored in the metadata log.
 
 Deleting a key that is not set changes nothing and succeeds, as in Kafka (an incremental
-DELETE of an absent override is a no-op there): a broker resource has no dynamic overrides
-to delete, and a topic key logbroker does not have (such as the replication-throttle keys
+DELETE of an absent override is a no-op there): a topic key logbroker does not have (such as the replication-throttle keys
 `kafka-reassign-partitions --verify` clears) is never set.
 
 Authorization as Kafka's: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the
@@ -24,7 +27,7 @@ from __future__ import annotations
 import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.common.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
+from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -33,7 +36,9 @@ log = logging.getLogger("logbroker.admin")
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
+# Kafka's ConfigSource ids
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8
 # ConfigType
 BOOLEAN, STRING, INT, LONG, PASSWORD = 1, 2, 3, 5, 9
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -55,6 +60,20 @@ def _type_of(value: str | None) -> int:
         return STRING
 
 
+def _broker_layers(cfg, broker_key: str) -> list[tuple[str, int]]:
+    """A broker key's values below a topic or group override, highest precedence first:
+    this broker's dynamic config, the cluster default, the static config, the default."""
+    out = []
+    if broker_key in cfg.dynamic_broker:
+        out.append((cfg.dynamic_broker[broker_key], DYNAMIC_BROKER_CONFIG))
+    if broker_key in cfg.dynamic_default:
+        out.append((cfg.dynamic_default[broker_key], DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if broker_key in cfg.explicit:
+        out.append((cfg.explicit[broker_key], STATIC_BROKER_CONFIG))
+    out.append((BROKER_KEYS[broker_key].default, DEFAULT_CONFIG))
+    return out
+
+
 def _describe_topic(ctx, name: str, keys, synonyms: bool, docs: bool, version: int) -> tuple[int, str | None, list]:
     topic = ctx.controller.image.topics.get(name)
     if topic is None:
@@ -66,16 +85,13 @@ def _describe_topic(ctx, name: str, keys, synonyms: bool, docs: bool, version: i
         if keys is not None and key not in keys:
             continue
         broker_key = TOPIC_KEYS[key][1]
-        source = DYNAMIC_TOPIC_CONFIG if key in topic.configs else (
-            STATIC_BROKER_CONFIG if broker_key in cfg.explicit else DEFAULT_CONFIG
-        )
+        layers = _broker_layers(cfg, broker_key)
+        source = DYNAMIC_TOPIC_CONFIG if key in topic.configs else layers[0][1]
         syn = []
         if synonyms:
             if key in topic.configs:
                 syn.append(DescribeResponse.DescribeConfigsSynonym(name=key, value=topic.configs[key], source=DYNAMIC_TOPIC_CONFIG))
-            if broker_key in cfg.explicit:
-                syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=cfg.explicit[broker_key], source=STATIC_BROKER_CONFIG))
-            syn.append(DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=BROKER_KEYS[broker_key].default, source=DEFAULT_CONFIG))
+            syn += [DescribeResponse.DescribeConfigsSynonym(name=broker_key, value=v, source=src) for v, src in layers]
         out.append(
             DescribeResponse.DescribeConfigsResourceResult(
                 name=key, value=resolved[key], read_only=False, config_source=source, is_sensitive=False,
@@ -113,9 +129,20 @@ def _describe_group(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[i
 
 
 def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[int, str | None, list]:
-    if name not in ("", str(ctx.broker.node_id)):
-        return ErrorCode.INVALID_REQUEST, f"broker {name!r} is not this broker ({ctx.broker.node_id})", []
+    """A broker's configs (every key, with its source: this broker's dynamic config, the
+    cluster default, the static config or the default; only the dynamic keys are not read
+    only), or with the name "" the cluster-default dynamic configs alone, as Kafka."""
     cfg = ctx.broker.config
+    if name == "":
+        return ErrorCode.NONE, None, [
+            DescribeResponse.DescribeConfigsResourceResult(
+                name=k, value=v, read_only=False, config_source=DYNAMIC_DEFAULT_BROKER_CONFIG, is_sensitive=False,
+                synonyms=[DescribeResponse.DescribeConfigsSynonym(name=k, value=v, source=DYNAMIC_DEFAULT_BROKER_CONFIG)]
+                if synonyms else [], config_type=_type_of(v), documentation=BROKER_KEYS[k].doc if docs else None)
+            for k, v in sorted(ctx.controller.image.broker_configs.get("", {}).items())
+            if keys is None or k in keys]
+    if name != str(ctx.broker.node_id):
+        return ErrorCode.INVALID_REQUEST, f"broker {name!r} is not this broker ({ctx.broker.node_id})", []
     out = []
     for key, spec in sorted(BROKER_KEYS.items()):
         if keys is not None and key not in keys:
@@ -123,12 +150,15 @@ def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[
         value: str | None = str(cfg[key]).lower() if isinstance(cfg[key], bool) else str(cfg[key])
         if spec.sensitive:
             value = None
-        source = STATIC_BROKER_CONFIG if key in cfg.explicit else DEFAULT_CONFIG
-        syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=value, source=source)] if synonyms else []
+        layers = _broker_layers(cfg, key)
+        source = layers[0][1]
+        syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=None if spec.sensitive else v, source=src)
+               for v, src in layers] if synonyms else []
         out.append(
             DescribeResponse.DescribeConfigsResourceResult(
-                name=key, value=value, read_only=True, config_source=source, is_sensitive=spec.sensitive,
-                synonyms=syn, config_type=_type_of(value), documentation=spec.doc if docs else None,
+                name=key, value=value, read_only=key not in DYNAMIC_BROKER_KEYS, config_source=source,
+                is_sensitive=spec.sensitive, synonyms=syn, config_type=_type_of(value),
+                documentation=spec.doc if docs else None,
             )
         )
     return ErrorCode.NONE, None, out
@@ -184,12 +214,10 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
                    group=resource.resource_name if resource.resource_type == GROUP else None, peer=ctx.peer)
     if not replace:
         absent = sorted(k for k, v in changes.items() if v is None
-                        and (resource.resource_type == BROKER
-                             or (resource.resource_type == TOPIC and k not in TOPIC_KEYS)))
+                        and resource.resource_type == TOPIC and k not in TOPIC_KEYS)
         if absent:
-            log.info("%s %s: deleting %s from %s changes nothing (never set)",
-                     "broker" if resource.resource_type == BROKER else "topic", resource.resource_name, absent, ctx.peer,
-                     extra=named)
+            log.info("topic %s: deleting %s from %s changes nothing (never set)", resource.resource_name, absent,
+                     ctx.peer, extra=named)
         changes = {k: v for k, v in changes.items() if k not in absent}
         if resource.resource_type in (BROKER, GROUP) and not changes:
             return ErrorCode.NONE, None
@@ -198,8 +226,8 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.resource_name!r} does not exist"
             return ErrorCode.NONE, None
     if resource.resource_type == BROKER:
-        return ErrorCode.INVALID_REQUEST, "broker configs are static in logbroker; set them in the config file or with --set"
-    if resource.resource_type == GROUP:
+        kind, alter = "broker", ctx.controller.alter_broker_configs
+    elif resource.resource_type == GROUP:
         kind, alter = "group", ctx.controller.alter_group_configs
     elif resource.resource_type == TOPIC:
         kind, alter = "topic", ctx.controller.alter_topic_configs
