@@ -81,6 +81,7 @@ class Controller:
         self._producer_id_next = 0
         self._producer_id_end = 0
         self._changed = trio.Event()
+        self._reconciled: MetadataImage | None = None  # the image the last empty reconcile pass read
         self.image = quorum.image
         self.replication = ReplicationControlManager(config)
         self.cluster = ClusterControlManager(self.replication)
@@ -373,7 +374,12 @@ class Controller:
         if expired:
             await self.fence_brokers(expired, f"no heartbeat for {self.config.get_int('broker.session.timeout.ms')} ms")
         async with self._lock:
-            self._elections(await self._run(self.replication.reconcile(self.image)))
+            if self.image is self._reconciled:
+                return  # nothing changed since a pass that found nothing to do (a pass reads every partition)
+            result = self.replication.reconcile(self.image)
+            if not result.records:
+                self._reconciled = self.image
+            self._elections(await self._run(result))
 
     def _elections(self, moved: list[elections.Election]) -> None:
         """Count leader elections decided here (Kafka's ControllerStats

@@ -51,8 +51,8 @@ from logbroker.coord.metadata_records import (
     decode_batch,
     encode_batch,
     encode_record,
-    load_snapshot,
-    snapshot,
+    image_of_snapshot_doc,
+    snapshot_doc,
 )
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 from logbroker.coord.peer_security import controller_sasl, controller_security, server_context
@@ -170,15 +170,21 @@ class MetadataQuorum:
             self.node.campaign()  # the only voter: leader now, not after an election timeout
 
     # -- snapshots: what bounds the metadata log
-    def _snapshot_payload(self) -> bytes:
-        """The applied state at `applied_index`: the image, the proposal contexts of the
-        dedupe window (so a duplicate after the snapshot is still recognised) and where each
-        broker registered. JSON: {"version": 1, "image": ..., "recent": [hex], "registered_at": {id: index}}."""
+    def _snapshot_state(self) -> tuple[int, Callable[[], bytes]]:
+        """The applied state at `applied_index` and a function building its payload: the
+        image, the proposal contexts of the dedupe window (so a duplicate after the snapshot
+        is still recognised) and where each broker registered. JSON: {"version": 1, "image":
+        ..., "recent": [hex], "registered_at": {id: index}}. Published images are never
+        changed, so the payload can be built in a worker thread while the loop goes on."""
         assert self.driver is not None
-        doc = {"version": SNAPSHOT_VERSION, "image": json.loads(snapshot(self.image)),
-               "recent": [c.hex() for c in self.driver.recent_contexts()],
-               "registered_at": {str(n): i for n, i in sorted(self._registered_at.items())}}
-        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        image, recent, registered = self.image, self.driver.recent_contexts(), dict(self._registered_at)
+
+        def payload() -> bytes:
+            doc = {"version": SNAPSHOT_VERSION, "image": snapshot_doc(image), "recent": [c.hex() for c in recent],
+                   "registered_at": {str(n): i for n, i in sorted(registered.items())}}
+            return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+        return self.applied_index, payload
 
     def _install_snapshot(self, index: int, term: int, data: bytes) -> None:
         """Load a snapshot (our own at start, or the leader's when this node was too far
@@ -188,7 +194,7 @@ class MetadataQuorum:
             doc = json.loads(data)
             if doc.get("version") != SNAPSHOT_VERSION:
                 raise ValueError(f"snapshot version {doc.get('version')!r}, expected {SNAPSHOT_VERSION}")
-            image = load_snapshot(json.dumps(doc["image"]).encode(), self.leader_id)
+            image = image_of_snapshot_doc(doc["image"], self.leader_id)
         except (ValueError, KeyError, TypeError) as e:
             raise MetadataRecordError(f"node {self.local.node_id}: metadata snapshot at index {index} (term {term}, "
                                       f"{len(data)} bytes) does not load: {e}") from None
@@ -212,7 +218,8 @@ class MetadataQuorum:
             self._since_snapshot > 0 and time.monotonic() - self._snapshot_at >= self.snapshot_interval)
         if not due or self.node is None:
             return
-        index, payload = self.applied_index, self._snapshot_payload()  # consistent: no await between
+        index, build = self._snapshot_state()  # consistent: no await between
+        payload = await trio.to_thread.run_sync(build)
         try:
             await trio.to_thread.run_sync(self.node.compact, index, payload)
         except _core.RaftError as e:

@@ -372,15 +372,24 @@ _APPLY = {
 }
 
 
-def snapshot(image: MetadataImage) -> bytes:
-    """The image as a snapshot payload (brokers included)."""
+def snapshot_doc(image: MetadataImage) -> dict:
+    """The image as a snapshot's JSON document (brokers included)."""
     doc = image.to_json()
     doc["brokers"] = [dataclasses.asdict(b) for _, b in sorted(image.brokers.items())]
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return doc
+
+
+def snapshot(image: MetadataImage) -> bytes:
+    """The image as a snapshot payload (brokers included)."""
+    return json.dumps(snapshot_doc(image), sort_keys=True, separators=(",", ":")).encode()
 
 
 def load_snapshot(data: bytes, controller_id: int) -> MetadataImage:
-    doc = json.loads(data)
+    return image_of_snapshot_doc(json.loads(data), controller_id)
+
+
+def image_of_snapshot_doc(doc: dict, controller_id: int) -> MetadataImage:
+    """The inverse of `snapshot_doc`."""
     brokers = {b["node_id"]: BrokerRegistration(**b) for b in doc.get("brokers", [])}
     return MetadataImage.from_json(doc, controller_id, brokers)
 
