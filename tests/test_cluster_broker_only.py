@@ -101,7 +101,8 @@ def test_a_broker_only_node_joins_serves_and_follows_the_quorum(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--node-id", "2", "--roles", "broker"], "node.id 2 is a voter in controller.quorum.voters"),
-    (["--node-id", "7", "--roles", "controller"], "controller-only nodes are not supported yet"),
+    (["--node-id", "7", "--roles", "controller"], "a controller-only node listens on CONTROLLER:// only"),
+    (["--node-id", "7", "--roles", "controller", "--no-voters"], "process.roles=controller needs controller.quorum.voters"),
     (["--node-id", "7", "--roles", "broker", "--no-voters"], "process.roles=broker needs controller.quorum.voters"),
 ])
 def test_bad_broker_only_configuration_is_refused(tmp_path, args, message):

@@ -1,7 +1,7 @@
 """The `logbroker` command.
 
     logbroker serve [--data-dir DIR] [--listen HOST:PORT | NAME://HOST:PORT,...] [--node-id N]
-                    [--voters ID@HOST:PORT,...] [--roles broker[,controller]] [--rack RACK]
+                    [--voters ID@HOST:PORT,...] [--roles broker|controller|broker,controller] [--rack RACK]
                     [--config FILE] [--set key=value ...]
     logbroker group list|describe GROUP|reset-offsets GROUP --topic T --to-...|delete GROUP
     logbroker cluster status [--bootstrap-server HOST:PORT] [--json]
@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", help="HOST:PORT to listen on (config key listeners; default 127.0.0.1:9092)")
     s.add_argument("--node-id", type=int, help="this node's id (config key node.id; default 1)")
     s.add_argument("--voters", help="the controller quorum, ID@HOST:PORT,... (config key controller.quorum.voters)")
-    s.add_argument("--roles", help="broker,controller (combined, the default) or broker (config key process.roles)")
+    s.add_argument("--roles", help="broker,controller (combined, the default), controller (controller-only) or broker (config key process.roles)")
     s.add_argument("--rack", help="this broker's rack (config key broker.rack)")
     s.add_argument("--config", help="Java-properties file with broker config keys")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)")
@@ -78,14 +78,16 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _serve(config: BrokerConfig) -> None:
     from logbroker.broker import BrokerServer
+    from logbroker.broker.controller_server import ControllerServer
 
-    server = BrokerServer(config)
+    server = BrokerServer(config) if config.is_broker else ControllerServer(config)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(server.run)
             assert server.advertised is not None
+            what = "listening on" if config.is_broker else "a controller-only node, controller listener on"
             print(
-                f"logbroker ready: node {config.node_id} listening on {host}:{port}, "
+                f"logbroker ready: node {config.node_id} {what} {host}:{port}, "
                 f"data dir {config.data_dir}, cluster {server.cluster_id}",
                 flush=True,
             )

@@ -1,6 +1,9 @@
 """`logbroker.Cluster(n)`: N `logbroker serve` nodes (combined broker and controller) as
 subprocesses on free loopback ports, for tests and notebooks; `broker_only=k` adds k
-broker-only nodes (process.roles=broker, ids n+1..n+k) that follow the quorum as observers.
+broker-only nodes (process.roles=broker, ids n+1..n+k) that follow the quorum as observers;
+`controller_only=True` makes the N voters controller-only nodes (process.roles=controller,
+Kafka's production shape: `Cluster(3, broker_only=2, controller_only=True)`), which have no
+client listener (`node.port` is 0, `bootstrap_servers` names the brokers).
 
     with logbroker.Cluster(3) as cluster:
         admin = logbroker.Admin(bootstrap_servers=cluster.bootstrap_servers)
@@ -219,7 +222,7 @@ class Cluster:
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
                  racks: list[str] | None = None, log_level: str = "INFO", log_format: str = "text", broker_only: int = 0,
                  front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
-                 console: bool = False, listeners: list[str] | None = None) -> None:
+                 console: bool = False, listeners: list[str] | None = None, controller_only: bool = False) -> None:
         """`listeners`: names of client listeners beside PLAINTEXT (the inter-broker one),
         each on a free port per node; their security protocols come from `config`'s
         listener.security.protocol.map; `bootstrap(name)` gives their addresses."""
@@ -227,6 +230,8 @@ class Cluster:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
             raise ValueError(f"broker_only must be >= 0, got {broker_only}")
+        if controller_only and broker_only < 1:
+            raise ValueError("controller_only needs broker_only >= 1: controller-only nodes host no partitions")
         if racks is not None and len(racks) != n + broker_only:
             raise ValueError(f"racks names {len(racks)} racks for {n + broker_only} nodes")
         self._tmp = None if data_dir is not None else tempfile.mkdtemp(prefix="logbroker-cluster-")
@@ -247,12 +252,16 @@ class Cluster:
                     "--log-level", log_level, "--log-format", log_format]
             extra = {name.upper(): free_port() for name in listeners or []}
             more = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra.items())
-            if voter:
+            if voter and controller_only:
+                args += ["--roles", "controller", "--listen", f"CONTROLLER://127.0.0.1:{c}"]
+            elif voter:
                 args += ["--listen", f"PLAINTEXT://127.0.0.1:{p}{more},CONTROLLER://127.0.0.1:{c}"]
             else:
                 args += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{p}{more}"]
             if front is not None:
-                a = f"PLAINTEXT://127.0.0.1:{adv[i][0]}" + (f",CONTROLLER://127.0.0.1:{adv[i][1]}" if voter else "")
+                a = (f"PLAINTEXT://127.0.0.1:{adv[i][0]}," if not (voter and controller_only) else "") + (
+                    f"CONTROLLER://127.0.0.1:{adv[i][1]}" if voter else "")
+                a = a.rstrip(",")
                 args += ["--set", f"advertised.listeners={a}"]
             for kv in sets + ([f"broker.rack={racks[i - 1]}"] if racks else []):
                 args += ["--set", kv]
@@ -262,17 +271,24 @@ class Cluster:
             console_port = free_port() if console else None
             if console_port is not None:
                 args += ["--set", f"console.listen=127.0.0.1:{console_port}"]
-            self.nodes.append(ClusterNode(i, adv[i][0], adv[i][1], root / f"node{i}", args, bound_port=p,
-                                          metrics_port=metrics_port, console_port=console_port))
+            broker = not (voter and controller_only)
+            self.nodes.append(ClusterNode(i, adv[i][0] if broker else 0, adv[i][1], root / f"node{i}", args,
+                                          bound_port=p if broker else 0, metrics_port=metrics_port,
+                                          console_port=console_port))
             self.nodes[-1].listener_ports = extra
 
     @property
+    def brokers(self) -> list[ClusterNode]:
+        """The nodes that are brokers (every node, unless the voters are controller-only)."""
+        return [n for n in self.nodes if n.port]
+
+    @property
     def bootstrap_servers(self) -> str:
-        return ",".join(n.bootstrap_servers for n in self.nodes)
+        return ",".join(n.bootstrap_servers for n in self.brokers)
 
     def bootstrap(self, listener: str) -> str:
-        """Every node's address on the client listener `listener` (see `listeners`)."""
-        return ",".join(f"127.0.0.1:{n.listener_ports[listener.upper()]}" for n in self.nodes)
+        """Every broker's address on the client listener `listener` (see `listeners`)."""
+        return ",".join(f"127.0.0.1:{n.listener_ports[listener.upper()]}" for n in self.brokers)
 
     def node(self, node_id: int) -> ClusterNode:
         for n in self.nodes:
@@ -303,11 +319,11 @@ class Cluster:
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until every running node's Metadata lists every running node as a broker."""
+        """Until every running broker's Metadata lists every running broker."""
         deadline = time.monotonic() + timeout
         last = ""
         while True:
-            running = [n for n in self.nodes if n.is_running]
+            running = [n for n in self.brokers if n.is_running]
             want = sorted(n.node_id for n in running)
             views = {}
             for n in running:
@@ -329,7 +345,7 @@ class Cluster:
 
         deadline = time.monotonic() + timeout
         while True:
-            for n in self.nodes:
+            for n in self.brokers:
                 if not n.is_running:
                     continue
                 try:

@@ -57,7 +57,8 @@ class KafkaServer:
         self.net: _core.NetworkServer | None = None
         cfg = broker.config
         # the listeners, primary (inter-broker) first: the network thread's listener indexes
-        self.listeners: list[str] = [name for name, _, _ in cfg.listeners_primary_first()]
+        # (none on a controller-only node, which serves only its controller listener's frames)
+        self.listeners: list[str] = [name for name, _, _ in cfg.listeners_primary_first()] if cfg.is_broker else []
         self.sasl = [cfg.security_protocol(name).startswith("SASL_") for name in self.listeners]
         self.sessions: dict[int, SaslSession] = {}  # SASL listeners: each connection's exchange
 
@@ -215,8 +216,10 @@ class KafkaServer:
         if end != len(frame):
             log.debug("%s v%d from %s: %d trailing bytes ignored", name, version, peer, len(frame) - end,
                       extra=fields(peer=peer))
-        ctx = RequestContext(self.broker, header, peer, table, principal or "", session,
-                             listener or self.listeners[0])
+        if listener is None:  # the controller listener's frames name none; a broker's primary one otherwise
+            listener = self.listeners[0] if self.listeners else self.broker.config.get_str(
+                "controller.listener.names").split(",")[0].strip().upper()
+        ctx = RequestContext(self.broker, header, peer, table, principal or "", session, listener)
         try:
             response = await entry.handler(ctx, request)
         except ProtocolError as e:

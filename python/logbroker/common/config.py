@@ -230,9 +230,6 @@ def _parse_roles(text: str) -> str:
     roles = {r.strip() for r in str(text).split(",") if r.strip()}
     if not roles or not roles <= {"broker", "controller"}:
         raise ConfigError(f"process.roles must be broker, controller or both, got {text!r}")
-    if "broker" not in roles:
-        raise ConfigError(f"process.roles={text!r}: controller-only nodes are not supported yet; use "
-                          "broker,controller (combined) or broker")
     return ",".join(sorted(roles))
 
 
@@ -272,7 +269,7 @@ _BROKER_KEYS: list[ConfigKey] = [
     ConfigKey("metrics.listen", _parse_optional_hostport, "", "HOST:PORT of the Prometheus metrics endpoint (GET /metrics; docs/operations.md lists the metrics); empty: none."),
     ConfigKey("console.listen", _parse_optional_hostport, "", "HOST:PORT of the web console (cluster, topics, groups, messages, throughput; docs/operations.md, \"Web console\"); empty: none."),
     ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
-    ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
+    ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default), controller (a controller-only node: a voter of controller.quorum.voters serving only its controller listener; no partitions, no clients) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
     ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
     ConfigKey("listener.security.protocol.map", _parse_protocol_map, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), NAME:PROTOCOL,...; the names of the protocols map to themselves."),
     ConfigKey("ssl.keystore.type", _parse_choice("PEM"), "PEM", "Keystore format of an SSL listener: PEM (a file, or the certificate chain and key inline)."),
@@ -717,6 +714,11 @@ class BrokerConfig:
         return parse_voters(self.get_str("controller.quorum.voters"))
 
     @property
+    def is_broker(self) -> bool:
+        """A broker (process.roles includes broker): it hosts partitions and serves clients."""
+        return "broker" in self.get_str("process.roles").split(",")
+
+    @property
     def is_controller(self) -> bool:
         """A controller-quorum voter (process.roles includes controller)."""
         return "controller" in self.get_str("process.roles").split(",")
@@ -724,6 +726,16 @@ class BrokerConfig:
     def check_quorum(self) -> None:
         """Cross-key checks of a cluster node's quorum settings (ConfigError naming values)."""
         voters = self.quorum_voters
+        if not self.is_broker:
+            if not voters:
+                raise ConfigError("process.roles=controller needs controller.quorum.voters: a controller-only node is "
+                                  "one of the voters, and brokers reach it on its controller listener")
+            ctl = self.get_str("controller.listener.names").upper()
+            others = [n for n in parse_listeners(self.get_str("listeners")) if n != ctl]
+            if others:
+                raise ConfigError(f"process.roles=controller, but listeners={self.get_str('listeners')!r} has "
+                                  f"listener(s) {others} for clients; a controller-only node listens on "
+                                  f"{ctl}:// only (as Kafka)")
         if not voters:
             if not self.is_controller:
                 raise ConfigError("process.roles=broker needs controller.quorum.voters: a broker-only node follows "

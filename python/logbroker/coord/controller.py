@@ -241,7 +241,7 @@ class Controller:
         def unfenced() -> int:
             return sum(1 for b in self.image.brokers.values() if not b.fenced)
 
-        known = set(self.quorum.voters) | set(self.image.brokers)
+        known = (set(self.quorum.voters) - set(self.image.controllers)) | set(self.image.brokers)
         if unfenced() >= wanted or len(known) < wanted:
             return
         limit = min(10.0, _client_timeout.get() or 5.0)

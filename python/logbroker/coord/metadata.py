@@ -216,6 +216,9 @@ class MetadataImage:
     features_epoch: int = 0
     # dynamic broker configs: "" (the cluster default) or a broker id -> {key: value}
     broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # controller-only nodes (process.roles=controller) -> [host, port] of their controller
+    # listener: voters that are not brokers and never will be
+    controllers: dict[int, list] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -254,6 +257,7 @@ class MetadataImage:
             "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
             "client_quotas": client_quotas.to_json(self.client_quotas),
             "features": dict(sorted(self.features.items())),
+            "controllers": {str(n): list(e) for n, e in sorted(self.controllers.items())},
             "features_epoch": self.features_epoch,
         }
 
@@ -270,9 +274,10 @@ class MetadataImage:
         quotas = client_quotas.from_json(doc.get("client_quotas", []))
         features = {str(k): int(v) for k, v in doc.get("features", {}).items()}
         broker_configs = {str(b): dict(c) for b, c in doc.get("broker_configs", {}).items()}
+        controllers = {int(n): list(e) for n, e in doc.get("controllers", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
                    scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)),
-                   broker_configs=broker_configs)
+                   broker_configs=broker_configs, controllers=controllers)
 
 
 class MetadataStore:

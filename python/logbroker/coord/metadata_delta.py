@@ -138,6 +138,10 @@ class MetadataDelta:
         self.broker_configs_changed = True
         return self._own("broker_configs", deep=True)
 
+    def controllers(self) -> dict[int, list]:
+        self.brokers_changed = True  # who may host partitions: read with the brokers
+        return self._own("controllers")
+
     def features(self) -> dict[str, int]:
         self.features_changed = True
         return self._own("features")

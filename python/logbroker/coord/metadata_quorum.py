@@ -403,6 +403,16 @@ class MetadataQuorum:
 
     async def _register(self) -> None:
         b = self.local
+        if not self.config.is_broker:  # a controller-only node: known as such, never a broker
+            while b.node_id not in self.image.controllers:
+                try:
+                    await self.write([encode_record("RegisterController", node_id=b.node_id, host=b.host,
+                                                    port=b.port)], timeout=10)
+                except (QuorumTimeout, MetadataRecordError) as e:
+                    log.warning("node %d: controller registration not committed yet, retrying: %s", b.node_id, e)
+            self.registered.set()
+            log.info("node %d registered as a controller-only node (leader %d)", b.node_id, self.leader_id)
+            return
         while True:
             epoch = max(int(time.time() * 1000), self._last_epoch() + 1)
             extra = {"endpoints": b.endpoints} if b.endpoints else {}

@@ -43,6 +43,9 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      (Kafka's ClientQuotaRecord; coord/client_quotas.py has the rules)
     FeatureLevel     name, level: a feature's finalized level; 0 removes it (Kafka's
                      FeatureLevelRecord; coord/feature_control.py)
+    RegisterController node_id, host, port: a controller-only node (process.roles=controller)
+                     and its controller listener (Kafka's RegisterControllerRecord); it never
+                     hosts partitions
 """
 
 from __future__ import annotations
@@ -340,6 +343,15 @@ def _client_quota(delta: MetadataDelta, rec: dict) -> None:
         del quotas[entity]
 
 
+def _register_controller(delta: MetadataDelta, rec: dict) -> None:
+    node_id = rec["node_id"]
+    if not isinstance(node_id, int) or isinstance(node_id, bool) or node_id < 0:
+        raise MetadataRecordError(f"RegisterController record for node {node_id!r}: a node id is a number >= 0")
+    if node_id in delta.image.brokers:
+        raise MetadataRecordError(f"RegisterController record for node {node_id}, which is registered as a broker")
+    delta.controllers()[node_id] = [str(rec["host"]), int(rec["port"])]
+
+
 def _feature_level(delta: MetadataDelta, rec: dict) -> None:
     name, level = rec["name"], rec["level"]
     if not isinstance(name, str) or not name or not isinstance(level, int) or isinstance(level, bool) \
@@ -369,6 +381,7 @@ _APPLY = {
     "RemoveAcl": _remove_acl,
     "ClientQuota": _client_quota,
     "FeatureLevel": _feature_level,
+    "RegisterController": _register_controller,
 }
 
 
@@ -466,6 +479,9 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
     for i, acl in sorted(new.acls.items()):
         if old.acls.get(i) != acl:
             out.append(encode_record("Acl", id=i, **acl.to_json()))
+    for n, e in sorted(new.controllers.items()):
+        if old.controllers.get(n) != e:
+            out.append(encode_record("RegisterController", node_id=n, host=e[0], port=e[1]))
     for name in sorted(set(old.features) | set(new.features)):
         if old.features.get(name) != new.features.get(name):
             out.append(encode_record("FeatureLevel", name=name, level=new.features.get(name, 0)))
