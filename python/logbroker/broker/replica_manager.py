@@ -12,11 +12,14 @@ Data directory layout (`log.dirs`, one directory today):
 written by the Rust log; see docs/decisions.md)
 
 All blocking calls on logs go through `trio.to_thread.run_sync`, one thread hop per
-request (never per partition or per record); the Rust side releases the GIL.
+request (never per partition or per record); the Rust side releases the GIL. Opening and
+closing many logs at once (startup, a batch of new partitions, shutdown) spreads them over
+LOG_THREADS threads inside that hop, so their fsyncs overlap.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import shutil
 
@@ -40,6 +43,21 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+# Logs opened or closed at once (startup, a batch of new partitions, shutdown): their fsyncs
+# overlap in the device's queue and recovery uses every core; the Rust log releases the GIL.
+LOG_THREADS = 8
+
+
+def in_parallel(fn, items: list) -> list:
+    """`fn` over `items` on up to LOG_THREADS threads, results in order (the first
+    exception is raised once all are done). Called from a trio worker thread."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(LOG_THREADS, len(items)),
+                                               thread_name_prefix="logbroker-logs") as pool:
+        return list(pool.map(fn, items))
 
 
 class ReplicaManager:
@@ -105,17 +123,15 @@ class ReplicaManager:
                 if self.node_id in state.replicas:
                     wanted.append((topic, state))
 
-        def open_all() -> list[_core.Log]:
-            logs = []
-            for topic, state in wanted:
-                lg = self._open_log(topic.name, state.partition, topic.configs)
-                saved_hw = hw.get((topic.name, state.partition))
-                if saved_hw is not None:
-                    lg.update_high_watermark(saved_hw)
-                logs.append(lg)
-            return logs
+        def open_one(item) -> _core.Log:
+            topic, state = item
+            lg = self._open_log(topic.name, state.partition, topic.configs)
+            saved_hw = hw.get((topic.name, state.partition))
+            if saved_hw is not None:
+                lg.update_high_watermark(saved_hw)
+            return lg
 
-        logs = await trio.to_thread.run_sync(open_all)
+        logs = await trio.to_thread.run_sync(in_parallel, open_one, wanted)
         for lg in logs:
             clean, recovered, truncated, dropped, first_error = lg.recovery_report
             if not clean:
@@ -184,14 +200,15 @@ class ReplicaManager:
                 p.log.delete()
             for p, configs in config_changed:
                 p.log.update_config(self.config.engine_config(configs))
-            opened = []
-            for (name, idx), (topic, _state) in to_open:
+            def open_new(item) -> _core.Log:
+                (name, idx), (topic, _state) = item
                 path = self.data_dir / partition_dir_name(name, idx)
                 if path.exists():
                     # Left over from an earlier topic of the same name: not this topic's data.
                     shutil.rmtree(path)
-                opened.append(self._open_log(name, idx, topic.configs))
-            return opened
+                return self._open_log(name, idx, topic.configs)
+
+            return in_parallel(open_new, to_open)
 
         opened = await trio.to_thread.run_sync(work)
         for p in to_delete:
@@ -249,15 +266,15 @@ class ReplicaManager:
         await self.replication.shutdown()
         parts = list(self.partitions.values())
 
+        def close_one(p: Partition) -> None:
+            try:
+                p.log.close()
+            except Exception as e:  # noqa: BLE001 - keep closing the others
+                log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e,
+                          extra=fields(topic=p.topic, partition=p.index))
+
         def close_all() -> None:
-            errors = []
-            for p in parts:
-                try:
-                    p.log.close()
-                except Exception as e:  # keep closing the others
-                    errors.append(e)
-                    log.error("closing log %s in %s failed: %s", p.name, p.log.dir, e,
-                              extra=fields(topic=p.topic, partition=p.index))
+            in_parallel(close_one, parts)
             try:
                 self._write_checkpoints(parts)
             except Exception as e:  # noqa: BLE001 - a full disk: the logs are closed; recovery redoes the HW
