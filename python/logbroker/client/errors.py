@@ -11,11 +11,16 @@
     └── BrokerResponseError                     a Kafka error code in a response
         ├── UnknownTopicOrPartitionError, NotLeaderOrFollowerError, ...
         └── one class per `ErrorCode` (named after it: OFFSET_OUT_OF_RANGE ->
-            OffsetOutOfRangeError), with `code` and `retriable` class attributes
+            OffsetOutOfRangeError), with `code`, `retriable` and `default_message` class
+            attributes
 
-`retriable` follows Kafka's `RetriableException` subclasses: the same request may succeed
-if sent again (after a metadata refresh or a backoff). `error_for(code, message)` is the one
-place that turns a response's error code into an exception.
+A code's `retriable` and `default_message` are the `ErrorCode`'s (`ErrorCode.X.retriable`,
+`.message`: Kafka's table, vendored in protocol/specs/errors/errors.json), never restated
+here: `retriable` is true when Kafka's exception for the code is a `RetriableException`,
+i.e. the same request may succeed if sent again (after a metadata refresh or a backoff).
+`error_for(code, message)` is the one place that turns a response's error code into an
+exception; without a message from the broker it uses the code's default message, as
+Kafka's clients do.
 
 Invariant: every exception the public API raises is a `KafkaError`, except `TypeError` /
 `ValueError` for wrong argument types and values, which `ConfigError` also is.
@@ -51,15 +56,15 @@ class KafkaError(Exception):
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """An operation did not finish in time; the message names the operation and the limit."""
 
-    retriable = True
+    retriable = ErrorCode.REQUEST_TIMED_OUT.retriable  # Kafka's TimeoutException
 
 
 class KafkaConnectionError(KafkaError, ConnectionError):
     """A connection to a broker failed or was closed with requests outstanding (a
     ConnectionError too, as the drivers' socket failures are)."""
 
-    retriable = True
     code = ErrorCode.NETWORK_EXCEPTION
+    retriable = ErrorCode.NETWORK_EXCEPTION.retriable
 
 
 class ClientClosedError(KafkaError):
@@ -104,24 +109,11 @@ class SaslAuthenticationError(KafkaError):
 
 
 class BrokerResponseError(KafkaError):
-    """A broker answered with an error code (`code`); the message says for what."""
+    """A broker answered with an error code (`code`); the message says for what.
+    `default_message` is Kafka's message for the code (set per class from `ErrorCode`)."""
 
     code: ClassVar[ErrorCode | None] = ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-# Kafka's RetriableException subclasses (org.apache.kafka.common.errors), by code.
-_RETRIABLE = {
-    ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.CONCURRENT_TRANSACTIONS,
-    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
-    ErrorCode.LISTENER_NOT_FOUND, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.UNKNOWN_TOPIC_ID,
-    ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, ErrorCode.NEW_LEADER_ELECTED,
-    ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, ErrorCode.TIMEOUT if hasattr(ErrorCode, "TIMEOUT") else ErrorCode.REQUEST_TIMED_OUT,
-}
+    default_message: ClassVar[str | None] = None
 
 
 def _class_name(code: ErrorCode) -> str:
@@ -141,27 +133,22 @@ class OffsetOutOfRangeError(BrokerResponseError):
 
 class CorruptMessageError(BrokerResponseError):
     code = ErrorCode.CORRUPT_MESSAGE
-    retriable = True
 
 
 class UnknownTopicOrPartitionError(BrokerResponseError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    retriable = True
 
 
 class LeaderNotAvailableError(BrokerResponseError):
     code = ErrorCode.LEADER_NOT_AVAILABLE
-    retriable = True
 
 
 class NotLeaderOrFollowerError(BrokerResponseError):
     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    retriable = True
 
 
 class RequestTimedOutError(BrokerResponseError):
     code = ErrorCode.REQUEST_TIMED_OUT
-    retriable = True
 
 
 class MessageTooLargeError(BrokerResponseError):
@@ -170,12 +157,10 @@ class MessageTooLargeError(BrokerResponseError):
 
 class NotCoordinatorError(BrokerResponseError):
     code = ErrorCode.NOT_COORDINATOR
-    retriable = True
 
 
 class CoordinatorNotAvailableError(BrokerResponseError):
     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    retriable = True
 
 
 class RebalanceInProgressError(BrokerResponseError):
@@ -241,17 +226,13 @@ def _register() -> None:
         cls = explicit.get(code)
         if cls is None:
             name = _class_name(code)
-            cls = type(name, (BrokerResponseError,), {
-                "code": code, "retriable": code in _RETRIABLE, "__module__": __name__,
-                "__doc__": f"Kafka error {code.name} ({int(code)}).",
-            })
+            cls = type(name, (BrokerResponseError,), {"code": code, "__module__": __name__})
             globals()[name] = cls
-            __all__.append(name)
-        else:
-            cls.retriable = code in _RETRIABLE
-            if cls.__doc__ is None:
-                cls.__doc__ = f"Kafka error {code.name} ({int(code)})."
-            __all__.append(cls.__name__)
+        cls.retriable = code.retriable
+        cls.default_message = code.message
+        if cls.__doc__ is None:
+            cls.__doc__ = f"Kafka error {code.name} ({int(code)}): {code.message}"
+        __all__.append(cls.__name__)
         _BY_CODE[int(code)] = cls
 
 
@@ -264,7 +245,8 @@ def error_class(code: int) -> type[BrokerResponseError]:
 
 
 def error_for(code: int, message: str | None = None, context: str = "") -> BrokerResponseError:
-    """An exception for `code`: 'context: CODE_NAME (n): message'."""
+    """An exception for `code`: 'context: CODE_NAME (n): message', Kafka's default message for
+    the code when `message` is None or empty."""
     try:
         name = ErrorCode(code).name
     except ValueError:
@@ -272,6 +254,8 @@ def error_for(code: int, message: str | None = None, context: str = "") -> Broke
     text = f"{name} ({code})"
     if context:
         text = f"{context}: {text}"
+    cls = error_class(code)
+    message = message or cls.default_message
     if message:
         text = f"{text}: {message}"
-    return error_class(code)(text)
+    return cls(text)

@@ -10,7 +10,7 @@ use super::fetch;
 use super::fetch_session::FetchSessionCache;
 use super::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, PartitionTable, TopicView};
 use super::produce;
-use super::request::code;
+use crate::protocol::error_codes as code;
 use crate::builder::{BatchBuilder, Rec};
 use crate::config::LogConfig;
 use crate::log::Log;

@@ -46,7 +46,8 @@ use super::fetch_session::{session_key, CachedPartition, FetchSessionCache, Sess
 use super::partition::{NotServed, Partition, PartitionTable};
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
 use super::quota;
-use super::request::{code, error_code_for, frame_response};
+use super::request::{error_code_for, frame_response};
+use crate::protocol::error_codes as code;
 use super::LogLine;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use crate::protocol::messages::fetch_response::{AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};

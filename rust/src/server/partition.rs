@@ -373,7 +373,7 @@ pub enum NotServed {
 impl NotServed {
     /// The error code; `by_id`: the request named the topic by id (Fetch v13+).
     pub fn code(self, by_id: bool) -> i16 {
-        use super::request::code;
+        use crate::protocol::error_codes as code;
         match self {
             NotServed::UnknownTopic if by_id => code::UNKNOWN_TOPIC_ID,
             NotServed::UnknownTopic | NotServed::UnknownPartition => code::UNKNOWN_TOPIC_OR_PARTITION,

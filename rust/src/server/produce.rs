@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 use super::authorizer::{op, resource, Caller};
 use super::metrics::PartitionStats;
 use super::partition::{Partition, PartitionTable};
-use super::request::{code, error_code_for, frame_response};
+use super::request::{error_code_for, frame_response};
+use crate::protocol::error_codes as code;
 use super::LogLine;
 use crate::protocol::messages::produce_request::ProduceRequest;
 use crate::protocol::messages::produce_response::{

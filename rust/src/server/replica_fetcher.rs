@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use super::partition::Partition;
 use super::sasl_client::{self, SaslCredentials};
 use super::tls_client::PeerStream;
-use super::request::code;
+use crate::protocol::error_codes as code;
 use super::LogLine;
 use crate::protocol::messages::api_versions_request::ApiVersionsRequest;
 use crate::protocol::messages::api_versions_response::ApiVersionsResponse;

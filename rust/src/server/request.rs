@@ -1,4 +1,4 @@
-//! Request headers, response framing and the Kafka error codes the data path answers with.
+//! Request headers, response framing and the Kafka error code of an engine failure.
 //!
 //! Header versions (Kafka's rule): a request whose API version is flexible has header v2
 //! (client id, then tagged fields), otherwise v1; its response has header v1 (correlation
@@ -7,37 +7,9 @@
 use bytes::Bytes;
 
 use crate::error::LogError;
+use crate::protocol::error_codes as code;
 use crate::protocol::messages::RequestHeader;
 use crate::protocol::{Chunk, Message, ProtocolError, Reader, Writer};
-
-/// The error codes the data path uses (Kafka's numbers).
-pub mod code {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
-    pub const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const INVALID_CONFIG: i16 = 40;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
-    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-    pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
-    pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
-    pub const INVALID_RECORD: i16 = 87;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-}
 
 /// The error code an engine failure is answered with (as python/logbroker/errors.py).
 pub fn error_code_for(e: &LogError) -> i16 {
