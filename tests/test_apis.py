@@ -180,7 +180,7 @@ def test_configs_describe_alter(broker):
         assert [(e.name, e.value) for e in desc.results[0].configs] == [("log.segment.bytes", "1073741824")]
 
         # deleting what is not set changes nothing (Kafka's rule; kafka-reassign-partitions
-        # --verify clears throttles this way); setting a broker key is refused
+        # --verify clears throttles this way); setting a static broker key is refused
         def incremental(resource_type: int, name: str, key: str, op: int, value: str | None = None):
             req = IncrementalAlterConfigs(resources=[IncrementalAlterConfigs.AlterConfigsResource(
                 resource_type=resource_type, resource_name=name,
@@ -192,8 +192,10 @@ def test_configs_describe_alter(broker):
         assert incremental(2, "cfg", "leader.replication.throttled.replicas", 1).error_code == 0
         assert incremental(2, "nope", "leader.replication.throttled.replicas", 1).error_code == \
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        r = incremental(4, node, "log.retention.ms", 0, "1000")
-        assert r.error_code == ErrorCode.INVALID_REQUEST and "static" in r.error_message
+        r = incremental(4, node, "num.partitions", 0, "3")
+        assert r.error_code == ErrorCode.INVALID_CONFIG and "static" in r.error_message
+        assert incremental(4, node, "log.retention.ms", 0, "1000").error_code == 0  # dynamic (test_dynamic_broker_configs)
+        assert incremental(4, node, "log.retention.ms", 1).error_code == 0
         r = incremental(2, "cfg", "leader.replication.throttled.replicas", 0, "*")
         assert r.error_code == ErrorCode.INVALID_CONFIG, "a key logbroker does not have cannot be set"
         desc = c.request(32, 4, DescribeConfigs(resources=[DescribeConfigs.DescribeConfigsResource(

@@ -213,11 +213,14 @@ async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, v
     named = fields(topic=resource.resource_name if resource.resource_type == TOPIC else None,
                    group=resource.resource_name if resource.resource_type == GROUP else None, peer=ctx.peer)
     if not replace:
+        dynamic = ctx.controller.image.broker_configs.get(resource.resource_name, {})
         absent = sorted(k for k, v in changes.items() if v is None
-                        and resource.resource_type == TOPIC and k not in TOPIC_KEYS)
+                        and ((resource.resource_type == TOPIC and k not in TOPIC_KEYS)
+                             or (resource.resource_type == BROKER and k not in dynamic)))
         if absent:
-            log.info("topic %s: deleting %s from %s changes nothing (never set)", resource.resource_name, absent,
-                     ctx.peer, extra=named)
+            log.info("%s %s: deleting %s from %s changes nothing (never set)",
+                     "broker" if resource.resource_type == BROKER else "topic", resource.resource_name or "default",
+                     absent, ctx.peer, extra=named)
         changes = {k: v for k, v in changes.items() if k not in absent}
         if resource.resource_type in (BROKER, GROUP) and not changes:
             return ErrorCode.NONE, None
