@@ -62,7 +62,14 @@ def create_batches(bootstrap: str, total: int, per_topic: int, batch_topics: int
 
 
 def metadata_seconds(bootstrap: str, topics: int) -> float:
+    """A full Metadata response's time, median of 3, once every topic shows (Kafka's brokers
+    apply the controller's records after CreateTopics answers, so they may lag a moment)."""
     admin = AdminClient(client_conf(bootstrap))
+    deadline = time.monotonic() + 120
+    while len([t for t in admin.list_topics(timeout=120).topics if t.startswith("scale-")]) < topics:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not every one of {topics} topics shows in Metadata after 120 s")
+        time.sleep(0.5)
     times = []
     for _ in range(3):
         t0 = time.monotonic()
