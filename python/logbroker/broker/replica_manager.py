@@ -71,6 +71,9 @@ class ReplicaManager:
         self.table.set_verify_transactions_v1(config.get_bool("transaction.partition.verification.enable"))
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._by_topic: dict[str, set[int]] = {}  # topic -> indexes of its local partitions
+        # replicas this broker should host whose log could not be opened (e.g. out of file
+        # descriptors) -> why; retried by the flush scheduler, served by no one here meanwhile
+        self.offline: dict[tuple[str, int], str] = {}
         self._image: MetadataImage | None = None
         self._closed = False
         self.replication = Replication(config, self)
@@ -200,13 +203,16 @@ class ReplicaManager:
                 p.log.delete()
             for p, configs in config_changed:
                 p.log.update_config(self.config.engine_config(configs))
-            def open_new(item) -> _core.Log:
+            def open_new(item) -> _core.Log | _core.LogBrokerError:
                 (name, idx), (topic, _state) = item
                 path = self.data_dir / partition_dir_name(name, idx)
-                if path.exists():
+                if path.exists() and (name, idx) not in self.offline:
                     # Left over from an earlier topic of the same name: not this topic's data.
                     shutil.rmtree(path)
-                return self._open_log(name, idx, topic.configs)
+                try:
+                    return self._open_log(name, idx, topic.configs)
+                except _core.LogBrokerError as e:  # this partition only: the metadata stays as committed
+                    return e
 
             return in_parallel(open_new, to_open)
 
@@ -215,8 +221,14 @@ class ReplicaManager:
             self._forget(p)
             p.deleted = True
             p.notify()
+        for key in [k for k in self.offline if k[0] in names and k not in wanted]:
+            del self.offline[key]  # deleted, or moved away meanwhile
         for ((name, idx), (topic, state)), lg in zip(to_open, opened):
-            self._add(self._partition(topic, state, lg))
+            if isinstance(lg, _core.LogBrokerError):
+                self._went_offline(name, idx, lg)
+            else:
+                self.offline.pop((name, idx), None)
+                self._add(self._partition(topic, state, lg))
         for p, configs in config_changed:
             p.apply_state(p.state, self._min_isr(configs))
         for key, (topic, state) in wanted.items():
@@ -227,6 +239,46 @@ class ReplicaManager:
         if reconfigure:
             await self._reconfigure_all()
         await self.replication.after_image(image, follow_names)
+
+    def _went_offline(self, topic: str, index: int, error: Exception) -> None:
+        if (topic, index) not in self.offline:
+            log.error("cannot open the log of %s-%d on this broker, the partition stays offline here (retried every "
+                      "%d ms): %s", topic, index, self.config.get_int("log.flush.scheduler.interval.ms"), error,
+                      extra=fields(topic=topic, partition=index))
+        self.offline[(topic, index)] = str(error)
+
+    async def _retry_offline(self) -> None:
+        """Open again the logs that could not be opened (the flush scheduler calls this)."""
+        image = self._image
+        wanted = []
+        for topic_name, index in list(self.offline):
+            t = image.topics.get(topic_name) if image is not None else None
+            state = t.partitions.get(index) if t is not None else None
+            if state is None or self.node_id not in state.replicas:
+                self.offline.pop((topic_name, index), None)
+            else:
+                wanted.append((t, state))
+        if not wanted:
+            return
+
+        def open_one(item) -> _core.Log | _core.LogBrokerError:
+            topic, state = item
+            try:
+                return self._open_log(topic.name, state.partition, topic.configs)
+            except _core.LogBrokerError as e:
+                return e
+
+        opened = await trio.to_thread.run_sync(in_parallel, open_one, wanted)
+        for (topic, state), lg in zip(wanted, opened):
+            if isinstance(lg, _core.LogBrokerError) or self._image is not image:
+                if not isinstance(lg, _core.LogBrokerError):
+                    await trio.to_thread.run_sync(lg.close)  # the image moved on: the next pass decides
+                continue
+            del self.offline[(topic.name, state.partition)]
+            self._add(self._partition(topic, state, lg))
+            log.info("opened the log of %s-%d: the partition is online on this broker again", topic.name,
+                     state.partition, extra=fields(topic=topic.name, partition=state.partition))
+        await self.replication.after_image(image, {t.name for t, _s in wanted})
 
     def _local_of(self, topic: str) -> list[tuple[tuple[str, int], Partition]]:
         return [((topic, i), self.partitions[(topic, i)]) for i in self._by_topic.get(topic, ())]
@@ -374,6 +426,8 @@ class ReplicaManager:
         await trio.to_thread.run_sync(work)
 
     async def _flush_and_roll(self) -> None:
+        if self.offline:
+            await self._retry_offline()
         parts = list(self.partitions.values())
 
         def work() -> None:

@@ -9,6 +9,7 @@ empty list; v1+ with a null list.
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 
@@ -26,6 +27,23 @@ Response = RESPONSES[API_KEY]
 log = logging.getLogger("logbroker.metadata")
 ZERO_UUID = uuid.UUID(int=0)
 NO_OPERATIONS = -2147483648  # the authorized-operations bit fields when not asked for
+
+
+# A topic's response entry, built once per version of the topic: a published image never
+# changes, and a topic no record touched is the same object in the next image
+# (coord/metadata_delta.py), so an entry is reused while its TopicState is the same object.
+# Keyed by (broker, topic name): the cache holds one entry per topic and broker.
+_ENTRIES: dict[tuple[int, str], tuple[TopicState, object]] = {}
+
+
+def cached_topic_entry(ctx, topic: TopicState) -> object:
+    key = (id(ctx.broker), topic.name)
+    hit = _ENTRIES.get(key)
+    if hit is not None and hit[0] is topic:
+        return hit[1]
+    entry = topic_entry(topic)
+    _ENTRIES[key] = (topic, entry)
+    return entry
 
 
 def topic_entry(topic: TopicState, error: int = ErrorCode.NONE) -> object:
@@ -61,7 +79,7 @@ async def handle(ctx, request):
     topics_out = []
     if request.topics is None or (version == 0 and not request.topics):
         # all topics: those the principal may not describe are left out
-        topics_out = [topic_entry(t) for _, t in sorted(image.topics.items())
+        topics_out = [cached_topic_entry(ctx, t) for _, t in sorted(image.topics.items())
                       if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name)]
     else:
         auto_create = ctx.broker.config.get_bool("auto.create.topics.enable") and (
@@ -84,7 +102,7 @@ async def handle(ctx, request):
                 continue
             t = image.topics.get(name)
             if t is not None:
-                topics_out.append(topic_entry(t))
+                topics_out.append(cached_topic_entry(ctx, t))
                 continue
             if auto_create and not (ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
                                     or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
@@ -115,8 +133,9 @@ async def handle(ctx, request):
             cluster_ops = (ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
                            if ctx.authorize(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else 0)
         if request.include_topic_authorized_operations:
-            for entry in topics_out:  # the topics it may describe (Kafka: unknown ones too)
+            for i, entry in enumerate(topics_out):  # the topics it may describe (Kafka: unknown ones too)
                 if entry.name is not None and entry.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    entry = topics_out[i] = copy.copy(entry)  # a cached entry is shared: set it on a copy
                     entry.topic_authorized_operations = ctx.authorized_operations(Res.TOPIC, entry.name)
     listed = controller.client_brokers(image)
     brokers = [Response.MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
