@@ -1,24 +1,29 @@
-//! `LogConfig`: the per-partition settings, with Kafka's topic-level key names and defaults.
+//! `LogConfig`: the per-partition settings, with Kafka's topic-level key names.
 //!
-//! | key | default | meaning |
-//! |---|---|---|
-//! | `segment.bytes` | 1073741824 | roll when the active segment would grow past this |
-//! | `segment.ms` | 604800000 | roll a non-empty active segment this long after its first append |
-//! | `segment.index.bytes` | 10485760 | preallocated size of `.index`/`.timeindex`; roll when full |
-//! | `index.interval.bytes` | 4096 | bytes of log between two index entries |
-//! | `flush.messages` | i64::MAX | fsync after this many unflushed messages (MAX: rely on the page cache) |
-//! | `flush.ms` | i64::MAX | fsync when the last flush is this old |
-//! | `retention.ms` | 604800000 | delete segments whose newest record is older (-1: forever) |
-//! | `retention.bytes` | -1 | delete oldest segments while the log is larger (-1: no limit) |
-//! | `message.max.bytes` (alias `max.message.bytes`) | 1048588 | largest batch accepted |
-//! | `message.timestamp.type` | CreateTime | or LogAppendTime |
-//! | `producer.id.expiration.ms` | 86400000 | forget idle idempotent producers after this |
-//! | `cleanup.policy` | delete | `delete`, `compact`, or both (`compact,delete`, any order) |
-//! | `delete.retention.ms` | 86400000 | how long the cleaner keeps tombstones after it first saw them (delete horizon) |
-//! | `min.compaction.lag.ms` | 0 | a segment is cleanable only once its newest record is this old |
-//! | `max.compaction.lag.ms` | i64::MAX | clean regardless of the dirty ratio once the oldest dirty batch is this old; also caps `segment.ms` for rolls |
-//! | `min.cleanable.dirty.ratio` | 0.5 | clean when dirty bytes / cleanable bytes reaches this (0..=1) |
-//! | `retention.archive` | false | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
+//! Every key's default and bounds come from the table of broker keys
+//! (`python/logbroker/common/config_keys.toml`, the rows with `engine = true`), through the
+//! generated [`crate::config_keys`] (its module doc lists them): the broker checks a topic's
+//! configs against the same table before they reach the engine. What the keys do:
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `segment.bytes` | roll when the active segment would grow past this |
+//! | `segment.ms` | roll a non-empty active segment this long after its first append |
+//! | `segment.index.bytes` | preallocated size of `.index`/`.timeindex`; roll when full |
+//! | `index.interval.bytes` | bytes of log between two index entries |
+//! | `flush.messages` | fsync after this many unflushed messages (MAX: rely on the page cache) |
+//! | `flush.ms` | fsync when the last flush is this old |
+//! | `retention.ms` | delete segments whose newest record is older (-1: forever) |
+//! | `retention.bytes` | delete oldest segments while the log is larger (-1: no limit) |
+//! | `max.message.bytes` (alias `message.max.bytes`) | largest batch accepted |
+//! | `message.timestamp.type` | CreateTime or LogAppendTime |
+//! | `producer.id.expiration.ms` | forget idle idempotent producers after this |
+//! | `cleanup.policy` | `delete`, `compact`, or both (`compact,delete`, any order) |
+//! | `delete.retention.ms` | how long the cleaner keeps tombstones after it first saw them (delete horizon) |
+//! | `min.compaction.lag.ms` | a segment is cleanable only once its newest record is this old |
+//! | `max.compaction.lag.ms` | clean regardless of the dirty ratio once the oldest dirty batch is this old; also caps `segment.ms` for rolls |
+//! | `min.cleanable.dirty.ratio` | clean when dirty bytes / cleanable bytes reaches this |
+//! | `retention.archive` | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
 //!
 //! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
 //! (`Log::enforce_retention`) only when it contains `delete`, compaction (`Log::compact`) only
@@ -26,13 +31,15 @@
 //! start offset (DeleteRecords) applies under every policy.
 //!
 //! Parsing takes a string map (what the Python side has) and fails with
-//! `LogError::InvalidConfig` naming the key and value. Keys Kafka knows but this engine does
-//! not act on (compression type, ...) are accepted and ignored, so the broker can pass a whole
-//! topic config; any other key is rejected as a likely typo. `min.compaction.lag.ms` above
+//! `LogError::InvalidConfig` naming the key and value. The broker's other topic keys
+//! (`config_keys::OTHER_TOPIC_KEYS`) and keys Kafka knows but this engine does not act on
+//! (compression type, ...) are accepted and ignored, so the broker can pass a whole topic
+//! config; any other key is rejected as a likely typo. `min.compaction.lag.ms` above
 //! `max.compaction.lag.ms` is rejected (Kafka's check).
 
 use std::collections::HashMap;
 
+use crate::config_keys::{self as keys, ChoiceKey, DoubleKey, IntKey};
 use crate::error::{LogError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,31 +75,35 @@ pub struct LogConfig {
 }
 
 impl Default for LogConfig {
+    /// The table's defaults (`config_keys`).
     fn default() -> Self {
+        let (cleanup_delete, cleanup_compact) =
+            parse_policy(keys::CLEANUP_POLICY.name, keys::CLEANUP_POLICY.default).expect("the table's cleanup.policy default");
         LogConfig {
-            segment_bytes: 1_073_741_824,
-            segment_ms: 604_800_000,
-            segment_index_bytes: 10_485_760,
-            index_interval_bytes: 4096,
-            flush_messages: i64::MAX,
-            flush_ms: i64::MAX,
-            retention_ms: 604_800_000,
-            retention_bytes: -1,
-            max_message_bytes: 1_048_588,
-            timestamp_type: TimestampType::CreateTime,
-            producer_id_expiration_ms: 86_400_000,
-            cleanup_delete: true,
-            cleanup_compact: false,
-            delete_retention_ms: 86_400_000,
-            min_compaction_lag_ms: 0,
-            max_compaction_lag_ms: i64::MAX,
-            min_cleanable_dirty_ratio: 0.5,
-            retention_archive: false,
+            segment_bytes: to_u64(keys::SEGMENT_BYTES.default),
+            segment_ms: keys::SEGMENT_MS.default,
+            segment_index_bytes: to_u64(keys::SEGMENT_INDEX_BYTES.default),
+            index_interval_bytes: to_u64(keys::INDEX_INTERVAL_BYTES.default),
+            flush_messages: keys::FLUSH_MESSAGES.default,
+            flush_ms: keys::FLUSH_MS.default,
+            retention_ms: keys::RETENTION_MS.default,
+            retention_bytes: keys::RETENTION_BYTES.default,
+            max_message_bytes: to_u64(keys::MAX_MESSAGE_BYTES.default),
+            timestamp_type: parse_timestamp_type(keys::MESSAGE_TIMESTAMP_TYPE.name, keys::MESSAGE_TIMESTAMP_TYPE.default)
+                .expect("the table's message.timestamp.type default"),
+            producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.default,
+            cleanup_delete,
+            cleanup_compact,
+            delete_retention_ms: keys::DELETE_RETENTION_MS.default,
+            min_compaction_lag_ms: keys::MIN_COMPACTION_LAG_MS.default,
+            max_compaction_lag_ms: keys::MAX_COMPACTION_LAG_MS.default,
+            min_cleanable_dirty_ratio: keys::MIN_CLEANABLE_DIRTY_RATIO.default,
+            retention_archive: keys::RETENTION_ARCHIVE.default,
         }
     }
 }
 
-/// Kafka topic keys accepted but not used by the storage engine.
+/// Kafka topic keys the broker does not know, accepted and not used by the storage engine.
 const IGNORED_KEYS: &[&str] = &[
     "compression.type",
     "compression.gzip.level",
@@ -108,36 +119,66 @@ const IGNORED_KEYS: &[&str] = &[
     "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms",
-    "min.insync.replicas",
     "preallocate",
     "remote.storage.enable",
     "segment.jitter.ms",
-    "unclean.leader.election.enable",
 ];
 
-fn parse_i64(key: &str, value: &str) -> Result<i64> {
-    value.trim().parse::<i64>().map_err(|e| LogError::config(key, value, format!("not an integer: {e}")))
-}
-
-fn at_least(key: &str, value: &str, min: i64) -> Result<i64> {
-    let v = parse_i64(key, value)?;
-    if v < min {
-        return Err(LogError::config(key, value, format!("must be at least {min}")));
+/// An integer key's value: an integer within the table's bounds.
+fn int(key: &IntKey, name: &str, value: &str) -> Result<i64> {
+    let v = value.trim().parse::<i64>().map_err(|e| LogError::config(name, value, format!("not an integer: {e}")))?;
+    if !(key.min..=key.max).contains(&v) {
+        return Err(LogError::config(name, value, format!("value {v} is outside [{}, {}]", key.min, key.max)));
     }
     Ok(v)
 }
 
-/// `(delete, compact)` from a comma-separated `cleanup.policy` list.
-fn parse_policy(key: &str, value: &str) -> Result<(bool, bool)> {
-    let (mut delete, mut compact) = (false, false);
-    for item in value.split(',').map(str::trim) {
-        match item {
-            "delete" => delete = true,
-            "compact" => compact = true,
-            _ => return Err(LogError::config(key, value, "must be delete, compact, or compact,delete")),
-        }
+/// A floating-point key's value: a number within the table's bounds.
+fn double(key: &DoubleKey, name: &str, value: &str) -> Result<f64> {
+    let v: f64 = value.trim().parse().map_err(|e| LogError::config(name, value, format!("not a number: {e}")))?;
+    if !(key.min..=key.max).contains(&v) {
+        return Err(LogError::config(name, value, format!("value {v} is outside [{}, {}]", key.min, key.max)));
     }
-    Ok((delete, compact))
+    Ok(v)
+}
+
+fn boolean(name: &str, value: &str) -> Result<bool> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(LogError::config(name, value, "must be true or false")),
+    }
+}
+
+/// The items of a choice key's value (one for a choice, one or more for a list), each one
+/// of the table's values: blank list items are ignored, none may repeat.
+fn choices<'v>(key: &ChoiceKey, name: &str, value: &'v str) -> Result<Vec<&'v str>> {
+    let items: Vec<&str> = if key.list {
+        value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
+    } else {
+        vec![value.trim()]
+    };
+    let valid = !items.is_empty()
+        && items.iter().all(|i| key.values.contains(i))
+        && items.iter().enumerate().all(|(n, i)| !items[..n].contains(i));
+    if !valid {
+        let what = if key.list { "a comma-separated list of" } else { "one of" };
+        return Err(LogError::config(name, value, format!("must be {what} {} (each at most once)", key.values.join(", "))));
+    }
+    Ok(items)
+}
+
+/// `(delete, compact)` from a comma-separated `cleanup.policy` list.
+fn parse_policy(name: &str, value: &str) -> Result<(bool, bool)> {
+    let items = choices(&keys::CLEANUP_POLICY, name, value)?;
+    Ok((items.contains(&"delete"), items.contains(&"compact")))
+}
+
+fn parse_timestamp_type(name: &str, value: &str) -> Result<TimestampType> {
+    Ok(match choices(&keys::MESSAGE_TIMESTAMP_TYPE, name, value)?[0] {
+        "LogAppendTime" => TimestampType::LogAppendTime,
+        _ => TimestampType::CreateTime,
+    })
 }
 
 fn to_u64(v: i64) -> u64 {
@@ -161,43 +202,26 @@ impl LogConfig {
             let value = map[key].as_str();
             let k = key.as_str();
             match k {
-                // Kafka's minimum is 14 (a v0 message); we need room for one batch header.
-                "segment.bytes" => self.segment_bytes = to_u64(at_least(k, value, 14)?),
-                "segment.ms" => self.segment_ms = at_least(k, value, 1)?,
-                "segment.index.bytes" => self.segment_index_bytes = to_u64(at_least(k, value, 4 * 12)?),
-                "index.interval.bytes" => self.index_interval_bytes = to_u64(at_least(k, value, 0)?),
-                "flush.messages" => self.flush_messages = at_least(k, value, 1)?,
-                "flush.ms" => self.flush_ms = at_least(k, value, 0)?,
-                "retention.ms" => self.retention_ms = at_least(k, value, -1)?,
-                "retention.bytes" => self.retention_bytes = at_least(k, value, -1)?,
-                "message.max.bytes" | "max.message.bytes" => self.max_message_bytes = to_u64(at_least(k, value, 0)?),
-                "producer.id.expiration.ms" => self.producer_id_expiration_ms = at_least(k, value, 1)?,
+                "segment.bytes" => self.segment_bytes = to_u64(int(&keys::SEGMENT_BYTES, k, value)?),
+                "segment.ms" => self.segment_ms = int(&keys::SEGMENT_MS, k, value)?,
+                "segment.index.bytes" => self.segment_index_bytes = to_u64(int(&keys::SEGMENT_INDEX_BYTES, k, value)?),
+                "index.interval.bytes" => self.index_interval_bytes = to_u64(int(&keys::INDEX_INTERVAL_BYTES, k, value)?),
+                "flush.messages" => self.flush_messages = int(&keys::FLUSH_MESSAGES, k, value)?,
+                "flush.ms" => self.flush_ms = int(&keys::FLUSH_MS, k, value)?,
+                "retention.ms" => self.retention_ms = int(&keys::RETENTION_MS, k, value)?,
+                "retention.bytes" => self.retention_bytes = int(&keys::RETENTION_BYTES, k, value)?,
+                "max.message.bytes" | "message.max.bytes" => {
+                    self.max_message_bytes = to_u64(int(&keys::MAX_MESSAGE_BYTES, k, value)?);
+                }
+                "producer.id.expiration.ms" => self.producer_id_expiration_ms = int(&keys::PRODUCER_ID_EXPIRATION_MS, k, value)?,
                 "cleanup.policy" => (self.cleanup_delete, self.cleanup_compact) = parse_policy(k, value)?,
-                "delete.retention.ms" => self.delete_retention_ms = at_least(k, value, 0)?,
-                "min.compaction.lag.ms" => self.min_compaction_lag_ms = at_least(k, value, 0)?,
-                "max.compaction.lag.ms" => self.max_compaction_lag_ms = at_least(k, value, 1)?,
-                "min.cleanable.dirty.ratio" => {
-                    let r: f64 = value.trim().parse().map_err(|e| LogError::config(k, value, format!("not a number: {e}")))?;
-                    if !(0.0..=1.0).contains(&r) {
-                        return Err(LogError::config(k, value, "must be between 0 and 1"));
-                    }
-                    self.min_cleanable_dirty_ratio = r;
-                }
-                "retention.archive" => {
-                    self.retention_archive = match value.trim() {
-                        "true" => true,
-                        "false" => false,
-                        _ => return Err(LogError::config(k, value, "must be true or false")),
-                    }
-                }
-                "message.timestamp.type" => {
-                    self.timestamp_type = match value.trim() {
-                        "CreateTime" => TimestampType::CreateTime,
-                        "LogAppendTime" => TimestampType::LogAppendTime,
-                        _ => return Err(LogError::config(k, value, "must be CreateTime or LogAppendTime")),
-                    }
-                }
-                _ if IGNORED_KEYS.contains(&k) => {}
+                "delete.retention.ms" => self.delete_retention_ms = int(&keys::DELETE_RETENTION_MS, k, value)?,
+                "min.compaction.lag.ms" => self.min_compaction_lag_ms = int(&keys::MIN_COMPACTION_LAG_MS, k, value)?,
+                "max.compaction.lag.ms" => self.max_compaction_lag_ms = int(&keys::MAX_COMPACTION_LAG_MS, k, value)?,
+                "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?,
+                "retention.archive" => self.retention_archive = boolean(k, value)?,
+                "message.timestamp.type" => self.timestamp_type = parse_timestamp_type(k, value)?,
+                _ if keys::OTHER_TOPIC_KEYS.contains(&k) || IGNORED_KEYS.contains(&k) => {}
                 _ => return Err(LogError::config(k, value, "unknown log configuration key")),
             }
         }
@@ -210,6 +234,39 @@ impl LogConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Every engine key (`config_keys::ENGINE_DEFAULTS` order) with its value as text, as
+    /// `from_map` reads it back and as the broker writes it.
+    pub fn to_map(&self) -> Vec<(&'static str, String)> {
+        let policy = match (self.cleanup_compact, self.cleanup_delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        };
+        let timestamp_type = match self.timestamp_type {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        };
+        vec![
+            (keys::MAX_MESSAGE_BYTES.name, self.max_message_bytes.to_string()),
+            (keys::SEGMENT_BYTES.name, self.segment_bytes.to_string()),
+            (keys::SEGMENT_MS.name, self.segment_ms.to_string()),
+            (keys::SEGMENT_INDEX_BYTES.name, self.segment_index_bytes.to_string()),
+            (keys::INDEX_INTERVAL_BYTES.name, self.index_interval_bytes.to_string()),
+            (keys::RETENTION_MS.name, self.retention_ms.to_string()),
+            (keys::RETENTION_BYTES.name, self.retention_bytes.to_string()),
+            (keys::RETENTION_ARCHIVE.name, self.retention_archive.to_string()),
+            (keys::FLUSH_MESSAGES.name, self.flush_messages.to_string()),
+            (keys::FLUSH_MS.name, self.flush_ms.to_string()),
+            (keys::MESSAGE_TIMESTAMP_TYPE.name, timestamp_type.to_owned()),
+            (keys::PRODUCER_ID_EXPIRATION_MS.name, self.producer_id_expiration_ms.to_string()),
+            (keys::CLEANUP_POLICY.name, policy.to_owned()),
+            (keys::DELETE_RETENTION_MS.name, self.delete_retention_ms.to_string()),
+            (keys::MIN_COMPACTION_LAG_MS.name, self.min_compaction_lag_ms.to_string()),
+            (keys::MAX_COMPACTION_LAG_MS.name, self.max_compaction_lag_ms.to_string()),
+            (keys::MIN_CLEANABLE_DIRTY_RATIO.name, self.min_cleanable_dirty_ratio.to_string()),
+        ]
     }
 
     /// How long the active segment may live before a roll: `segment.ms`, capped by
@@ -268,7 +325,7 @@ mod tests {
         let e = LogConfig::from_map(&map(&[("segment.bytes", "lots")])).unwrap_err().to_string();
         assert!(e.contains("segment.bytes") && e.contains("lots"), "{e}");
         let e = LogConfig::from_map(&map(&[("retention.ms", "-2")])).unwrap_err().to_string();
-        assert!(e.contains("at least -1"), "{e}");
+        assert!(e.contains("outside [-1, 9223372036854775807]"), "{e}");
         let e = LogConfig::from_map(&map(&[("message.timestamp.type", "Now")])).unwrap_err().to_string();
         assert!(e.contains("LogAppendTime"), "{e}");
         let e = LogConfig::from_map(&map(&[("segmnet.bytes", "1")])).unwrap_err().to_string();
@@ -281,11 +338,11 @@ mod tests {
         assert!(c.cleanup_delete && !c.cleanup_compact);
         assert_eq!((c.delete_retention_ms, c.min_compaction_lag_ms, c.max_compaction_lag_ms), (86_400_000, 0, i64::MAX));
         assert!((c.min_cleanable_dirty_ratio - 0.5).abs() < f64::EPSILON);
-        for (v, d, k) in [("delete", true, false), ("compact", false, true), ("compact,delete", true, true), ("delete, compact", true, true)] {
+        for (v, d, k) in [("delete", true, false), ("compact", false, true), ("compact,delete", true, true), ("delete, compact", true, true), ("delete,", true, false)] {
             let c = LogConfig::from_map(&map(&[("cleanup.policy", v)])).unwrap();
             assert_eq!((c.cleanup_delete, c.cleanup_compact), (d, k), "{v}");
         }
-        for bad in ["", "compacted", "delete,", "none"] {
+        for bad in ["", ",", "compacted", "delete,delete", "none"] {
             let e = LogConfig::from_map(&map(&[("cleanup.policy", bad)])).unwrap_err().to_string();
             assert!(e.contains("cleanup.policy"), "{e}");
         }
@@ -302,8 +359,72 @@ mod tests {
         assert!((c.min_cleanable_dirty_ratio - 0.25).abs() < f64::EPSILON);
         assert_eq!(c.roll_ms(), 100);
         let e = LogConfig::from_map(&map(&[("min.cleanable.dirty.ratio", "1.5")])).unwrap_err().to_string();
-        assert!(e.contains("between 0 and 1"), "{e}");
+        assert!(e.contains("outside [0, 1]"), "{e}");
         let e = LogConfig::from_map(&map(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")])).unwrap_err().to_string();
         assert!(e.contains("min.compaction.lag.ms") && e.contains("max.compaction.lag.ms"), "{e}");
+    }
+
+    const INT_KEYS: &[IntKey] = &[
+        keys::MAX_MESSAGE_BYTES,
+        keys::SEGMENT_BYTES,
+        keys::SEGMENT_MS,
+        keys::SEGMENT_INDEX_BYTES,
+        keys::INDEX_INTERVAL_BYTES,
+        keys::RETENTION_MS,
+        keys::RETENTION_BYTES,
+        keys::FLUSH_MESSAGES,
+        keys::FLUSH_MS,
+        keys::PRODUCER_ID_EXPIRATION_MS,
+        keys::DELETE_RETENTION_MS,
+        keys::MIN_COMPACTION_LAG_MS,
+        keys::MAX_COMPACTION_LAG_MS,
+    ];
+
+    #[test]
+    fn defaults_are_the_tables() {
+        // Each key at the table's default (as the broker sends it) changes nothing, alone or all together.
+        let default = LogConfig::default();
+        for (k, v) in keys::ENGINE_DEFAULTS {
+            assert_eq!(LogConfig::from_map(&map(&[(k, v)])).unwrap(), default, "{k}={v}");
+        }
+        let all: Vec<(&str, &str)> = keys::ENGINE_DEFAULTS.to_vec();
+        assert_eq!(LogConfig::from_map(&map(&all)).unwrap(), default);
+        // to_map gives the defaults back as the table writes them, key for key.
+        let text: Vec<(&str, String)> = all.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        assert_eq!(default.to_map(), text);
+        // Every engine key is read, not ignored: a value of the wrong type is refused.
+        for (k, _) in keys::ENGINE_DEFAULTS {
+            let e = LogConfig::from_map(&map(&[(k, "x")])).unwrap_err().to_string();
+            assert!(e.contains(k) && e.contains('x'), "{e}");
+        }
+        // ... and the other topic keys are accepted.
+        for k in keys::OTHER_TOPIC_KEYS {
+            assert_eq!(LogConfig::from_map(&map(&[(k, "1")])).unwrap(), default, "{k}");
+        }
+    }
+
+    #[test]
+    fn bounds_are_the_tables() {
+        assert_eq!(INT_KEYS.len() + 4, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
+        for key in INT_KEYS {
+            let (lo, hi) = (key.min.to_string(), key.max.to_string());
+            for ok in [&lo, &hi] {
+                // max.compaction.lag.ms below min.compaction.lag.ms's default is refused by the cross-check
+                LogConfig::from_map(&map(&[(key.name, ok)])).unwrap_or_else(|e| panic!("{}={ok}: {e}", key.name));
+            }
+            let below = key.min.checked_sub(1).map(|v| v.to_string());
+            let above = key.max.checked_add(1).map_or_else(|| "9223372036854775808".to_owned(), |v| v.to_string());
+            for bad in below.iter().chain([&above]) {
+                let e = LogConfig::from_map(&map(&[(key.name, bad)])).unwrap_err().to_string();
+                assert!(e.contains(key.name) && e.contains(bad.as_str()), "{e}");
+            }
+        }
+        let r = keys::MIN_CLEANABLE_DIRTY_RATIO;
+        for ok in [r.min, r.max] {
+            LogConfig::from_map(&map(&[(r.name, &ok.to_string())])).unwrap();
+        }
+        for bad in [r.min - 0.01, r.max + 0.01] {
+            LogConfig::from_map(&map(&[(r.name, &bad.to_string())])).unwrap_err();
+        }
     }
 }

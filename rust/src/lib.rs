@@ -13,6 +13,7 @@ pub mod varint;
 // Engine: storage.
 pub mod cleaner;
 pub mod config;
+pub mod config_keys;
 pub mod error;
 pub mod file_region;
 pub mod index_file;

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import importlib.util
 import re
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -31,6 +32,12 @@ class ConfigError(ValueError):
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+
+
+def _to_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _parse_int(lo: int = -(2**63), hi: int = LONG_MAX) -> Callable[[str], int]:
@@ -59,11 +66,18 @@ def _parse_float(lo: float, hi: float) -> Callable[[str], float]:
     return parse
 
 
-def _parse_cleanup_policy(text: str) -> str:
-    parts = sorted(p.strip() for p in str(text).split(",") if p.strip())
-    if not parts or any(p not in ("compact", "delete") for p in parts) or len(set(parts)) != len(parts):
-        raise ConfigError(f"expected delete, compact or compact,delete, got {text!r}")
-    return ",".join(parts)
+def _parse_list(values: tuple[str, ...]) -> Callable[[str], str]:
+    """A comma-separated list of `values` (blank items ignored): at least one, each at most
+    once; the value is the items sorted (cleanup.policy=delete,compact -> compact,delete)."""
+
+    def parse(text: str) -> str:
+        parts = sorted(p.strip() for p in str(text).split(",") if p.strip())
+        if not parts or any(p not in values for p in parts) or len(set(parts)) != len(parts):
+            raise ConfigError(f"expected a comma-separated list of {', '.join(values)} (each at most once), "
+                              f"got {text!r}")
+        return ",".join(parts)
+
+    return parse
 
 
 def _parse_bool(text: str) -> bool:
@@ -252,145 +266,120 @@ def split_host_port(text: str) -> tuple[str, int]:
     return host, port
 
 
+_PARSERS: dict[str, Callable[[str], object]] = {
+    # Named parsers the table refers to (`parser = "..."`) for values its types cannot check.
+    "host_port_or_empty": _parse_optional_hostport,
+    "listeners": _parse_listener,
+    "advertised_listeners": _parse_advertised,
+    "process_roles": _parse_roles,
+    "quorum_voters": _parse_voters,
+    "protocol_map": _parse_protocol_map,
+    "sasl_mechanisms": _parse_mechanisms,
+    "sasl_mechanism": _parse_node_mechanism,
+    "replica_selector": _parse_replica_selector,
+    "archive": _parse_archive,
+}
+
+CONFIG_KEYS_TABLE = Path(__file__).with_name("config_keys.toml")
+KEY_TYPES = ("int", "long", "double", "bool", "string", "password", "choice", "list")
+_TYPE_RANGE = {"int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX), "double": (float("-inf"), float("inf"))}
+_FIELDS = {"name", "type", "default", "min", "max", "values", "parser", "topic", "engine", "group", "doc"}
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigKey:
+    """One broker key, as its row of config_keys.toml."""
+
     name: str
     parse: Callable[[str], object]
-    default: str
+    default: str  # as text, what a config file would say
     doc: str
+    type: str = "string"  # one of KEY_TYPES
+    min: int | float | None = None  # inclusive bounds of int, long and double keys
+    max: int | float | None = None
+    values: tuple[str, ...] = ()  # allowed values of a choice, or of a list's items
     topic_key: str | None = None  # the topic-level key this broker key sets the default of
     group_key: str | None = None  # the group-level key (Kafka's GroupConfig) this broker key sets the default of
-    sensitive: bool = False  # a secret: DescribeConfigs answers it with a null value and is_sensitive, as Kafka's PASSWORD keys
+    engine: bool = False  # the Rust log engine reads topic_key (LogConfig)
+
+    @property
+    def sensitive(self) -> bool:
+        """A secret: DescribeConfigs answers it with a null value and is_sensitive, as Kafka's PASSWORD keys."""
+        return self.type == "password"
 
 
-_BROKER_KEYS: list[ConfigKey] = [
-    ConfigKey("node.id", _parse_int(0, INT_MAX), "1", "This broker's id (Kafka: node.id / broker.id)."),
-    ConfigKey("log.dirs", _parse_str, "./logbroker-data", "Data directory holding one directory per partition."),
-    ConfigKey("metrics.listen", _parse_optional_hostport, "", "HOST:PORT of the Prometheus metrics endpoint (GET /metrics; docs/operations.md lists the metrics); empty: none."),
-    ConfigKey("console.listen", _parse_optional_hostport, "", "HOST:PORT of the web console (cluster, topics, groups, messages, throughput; docs/operations.md, \"Web console\"); empty: none."),
-    ConfigKey("listeners", _parse_listener, "127.0.0.1:9092", "HOST:PORT to accept client connections on, or Kafka's list NAME://HOST:PORT,... with a PLAINTEXT listener for clients and, in a cluster, the controller listener (CONTROLLER://HOST:PORT)."),
-    ConfigKey("process.roles", _parse_roles, "broker,controller", "This node's roles: broker,controller (combined: a controller-quorum voter that is also a broker; the default), controller (a controller-only node: a voter of controller.quorum.voters serving only its controller listener; no partitions, no clients) or broker (a broker-only node: it follows the metadata log as an observer, node.id not in controller.quorum.voters, no controller listener)."),
-    ConfigKey("controller.quorum.voters", _parse_voters, "", "The controller quorum, ID@HOST:PORT,... (each voter's controller listener). Empty: a single node that is its own controller, with no quorum network."),
-    ConfigKey("listener.security.protocol.map", _parse_protocol_map, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), NAME:PROTOCOL,...; the names of the protocols map to themselves."),
-    ConfigKey("ssl.keystore.type", _parse_choice("PEM"), "PEM", "Keystore format of an SSL listener: PEM (a file, or the certificate chain and key inline)."),
-    ConfigKey("ssl.keystore.location", _parse_str, "", "PEM file with the broker's private key (unencrypted) and certificate chain, the broker's certificate first."),
-    ConfigKey("ssl.keystore.certificate.chain", _parse_str, "", "The certificate chain as PEM text (instead of ssl.keystore.location)."),
-    ConfigKey("ssl.keystore.key", _parse_str, "", "The private key as PEM text (instead of ssl.keystore.location).", sensitive=True),
-    ConfigKey("ssl.key.password", _parse_str, "", "Password of an encrypted private key: not supported; give the key unencrypted.", sensitive=True),
-    ConfigKey("ssl.truststore.type", _parse_choice("PEM"), "PEM", "Truststore format: PEM."),
-    ConfigKey("ssl.truststore.location", _parse_str, "", "PEM file with the certificates of the authorities that sign client certificates (ssl.client.auth)."),
-    ConfigKey("ssl.truststore.certificates", _parse_str, "", "The truststore's certificates as PEM text (instead of ssl.truststore.location)."),
-    ConfigKey("ssl.endpoint.identification.algorithm", _parse_choice("https", ""), "https", "Connections between nodes over SSL: https checks that the other node's certificate names the host dialled; empty checks the chain only."),
-    ConfigKey("ssl.client.auth", _parse_choice("none", "requested", "required"), "none", "TLS client authentication on SSL listeners: none, requested (a client may present a certificate) or required (mTLS). One listener: listener.name.<listener>.ssl.client.auth (the only form SASL_SSL listeners honour)."),
-    ConfigKey("ssl.principal.mapping.rules", _parse_str, "DEFAULT", "How a client certificate's subject (RFC 2253) becomes its User: principal: rules tried in order, DEFAULT (the whole subject) or RULE:pattern/replacement/[LU] (e.g. RULE:^CN=([^,]+),.*$/$1/L,DEFAULT); a certificate no rule maps is refused."),
-    ConfigKey("sasl.enabled.mechanisms", _parse_mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config (user_<name>=\"<password>\") or are SCRAM users; SCRAM users are stored in the metadata log (logbroker user, AlterUserScramCredentials)."),
-    ConfigKey("connection.failed.authentication.delay.ms", _parse_int(0, INT_MAX), "100", "How long the answer to a failed SASL authentication (and the close after it) is held back, to slow password guessing."),
-    ConfigKey("connections.max.reauth.ms", _parse_int(0), "0", "SASL session lifetime (KIP-368): a client must re-authenticate within this long, or its next request closes the connection (0: sessions never end)."),
-    ConfigKey("sasl.server.max.receive.size", _parse_int(1024, INT_MAX), "524288", "The largest request frame an unauthenticated SASL connection may send (the handshake and its tokens); larger closes the connection."),
-    ConfigKey("inter.broker.listener.name", _parse_str, "", "The listener brokers reach each other on, and the one a broker registers with (empty: PLAINTEXT, else the first listener that is not the controller's). Any security protocol; with SASL_PLAINTEXT or SASL_SSL brokers authenticate to each other with sasl.mechanism.inter.broker.protocol (docs/security.md, 'SASL between the nodes')."),
-    ConfigKey("sasl.mechanism.inter.broker.protocol", _parse_node_mechanism, "PLAIN", "The SASL mechanism brokers authenticate to each other with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). It must be in sasl.enabled.mechanisms; the user and password are the username= and password= of listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config."),
-    ConfigKey("sasl.mechanism.controller.protocol", _parse_node_mechanism, "PLAIN", "The SASL mechanism nodes authenticate to the controllers with when the controller listener is SASL_PLAINTEXT or SASL_SSL: PLAIN only (SCRAM users live in the metadata log, which the controllers can only read once they reach each other). The user and password are the username= and password= of listener.name.<controller listener>.plain.sasl.jaas.config, whose user_<name> entries are the users the listener accepts."),
-    ConfigKey("authorizer.class.name", _parse_choice("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"), "", "ACL authorization: empty (every request allowed; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs from the metadata log enforced on every API; docs/security.md)."),
-    ConfigKey("super.users", _parse_str, "", "Principals allowed everything, separated by semicolons: User:admin;User:ops."),
-    ConfigKey("quota.window.num", _parse_int(1, 1000), "11", "Client quotas (producer_byte_rate, consumer_byte_rate): the number of windows a client's byte rate is measured over."),
-    ConfigKey("quota.window.size.seconds", _parse_int(1, 3600), "1", "Client quotas: the length of each window, seconds. A throttle time is at most quota.window.num windows."),
-    ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, "false", "With an authorizer: a resource that no ACL matches is open to everyone (true) or to super users only (false)."),
-    ConfigKey("controller.listener.names", _parse_str, "CONTROLLER", "The name of the listener in `listeners` that the controller quorum speaks on."),
-    ConfigKey("controller.quorum.election.timeout.ms", _parse_int(100, INT_MAX), "1000", "Raft election timeout (randomised between 1x and 2x); heartbeats go out every fifth of it."),
-    ConfigKey("broker.rack", _parse_str, "", "This broker's rack; replicas of a partition are spread over racks first (empty: no rack)."),
-    ConfigKey("broker.session.timeout.ms", _parse_int(100, INT_MAX), "9000", "A broker that sends no heartbeat to the active controller for this long is fenced: it leaves Metadata and its partition leaderships move (or go offline)."),
-    ConfigKey("broker.heartbeat.interval.ms", _parse_int(10, INT_MAX), "2000", "How often a broker heartbeats to the active controller."),
-    ConfigKey("metadata.log.max.record.bytes.between.snapshots", _parse_int(1), "20971520", "Bytes of metadata records applied between snapshots of the metadata image; a snapshot drops the metadata log before it, and a node too far behind catches up from it."),
-    ConfigKey("metadata.log.max.snapshot.interval.ms", _parse_int(1), "3600000", "The longest time between snapshots of the metadata image when records were applied since the last one (Kafka's key and default: an hour), so a restart replays a bounded log even when metadata changes slowly."),
-    ConfigKey("advertised.listeners", _parse_advertised, "", "HOST:PORT given to clients in Metadata (defaults to the bound listener), or Kafka's list NAME://HOST:PORT,...: the client listener's entry is given to clients and a CONTROLLER:// entry is the address other nodes reach this node's controller listener at (it must match this node's controller.quorum.voters entry; e.g. behind a proxy or NAT)."),
-    ConfigKey("cluster.id", _parse_str, "", "Cluster id; when empty a single node generates one and a cluster node derives it from controller.quorum.voters (the same on every voter); stored in meta.properties on first start."),
-    ConfigKey("auto.create.topics.enable", _parse_bool, "true", "Create a topic when Metadata asks for an unknown one."),
-    ConfigKey("delete.topic.enable", _parse_bool, "true", "Allow DeleteTopics."),
-    ConfigKey("num.partitions", _parse_int(1, 1_000_000), "1", "Partitions of an auto-created topic."),
-    ConfigKey("default.replication.factor", _parse_int(1, 32767), "1", "Replication factor of an auto-created topic."),
-    ConfigKey("socket.request.max.bytes", _parse_int(1024, INT_MAX), "104857600", "Largest request frame accepted; larger frames close the connection."),
-    ConfigKey("connections.max.idle.ms", _parse_int(-1), "600000", "Close connections idle this long (-1: never)."),
-    ConfigKey("max.incremental.fetch.session.cache.slots", _parse_int(0), "1000", "Incremental fetch sessions (KIP-227) kept at most; a new one replaces one idle for 2 minutes, else the client fetches without a session."),
-    ConfigKey("queued.max.request.bytes", _parse_int(-1), "104857600", "Memory for all request frames being read or served together (-1: unbounded, Kafka's default); a connection stops reading while it is used up. A single larger request is still read when nothing else holds memory."),
-    ConfigKey("log.retention.check.interval.ms", _parse_int(1), "300000", "How often retention runs."),
-    ConfigKey("log.flush.scheduler.interval.ms", _parse_int(1), "1000", "How often the flush.ms / segment.ms policies are checked."),
-    ConfigKey("replica.high.watermark.checkpoint.interval.ms", _parse_int(1), "5000", "How often the high-watermark checkpoint is written."),
-    ConfigKey("replica.lag.time.max.ms", _parse_int(1), "30000", "A follower that has not caught up with the leader's log end for this long leaves the ISR."),
-    ConfigKey("replica.fetch.wait.max.ms", _parse_int(0, 2**31 - 1), "500", "Longest a follower's fetch waits at the leader for data."),
-    ConfigKey("replica.fetch.min.bytes", _parse_int(1, 2**31 - 1), "1", "Bytes a follower's fetch waits for."),
-    ConfigKey("replica.fetch.max.bytes", _parse_int(1, 2**31 - 1), "1048576", "Bytes a follower fetches per partition per request (at least one batch)."),
-    ConfigKey("replica.fetch.response.max.bytes", _parse_int(1, 2**31 - 1), "10485760", "Bytes a follower fetches per request (at least one batch)."),
-    ConfigKey("replica.fetch.backoff.ms", _parse_int(0, 2**31 - 1), "1000", "How long a follower waits after a lost connection before retrying; a partition's back-off after fetch errors starts at 10 ms and doubles up to this."),
-    ConfigKey("replica.selector.class", _parse_replica_selector, "", "KIP-392 reads from followers: org.apache.kafka.common.replica.RackAwareReplicaSelector makes a leader send a consumer that sets client.rack to an in-sync replica in its rack (the leader itself when it is in that rack); empty (or Kafka's LeaderSelector): consumers read from leaders. Followers serve consumers' Fetch v11+ either way."),
-    ConfigKey("replica.socket.timeout.ms", _parse_int(1, 2**31 - 1), "30000", "Socket timeout of a follower's connection to its leader (beyond the fetch's own wait)."),
-    ConfigKey("message.max.bytes", _parse_int(0, INT_MAX), "1048588", "Largest record batch accepted (default of the topic key max.message.bytes).", "max.message.bytes"),
-    ConfigKey("log.segment.bytes", _parse_int(14, INT_MAX), "1073741824", "Segment size before a roll.", "segment.bytes"),
-    ConfigKey("log.roll.ms", _parse_int(1), "604800000", "Segment age before a roll.", "segment.ms"),
-    ConfigKey("log.index.size.max.bytes", _parse_int(4, INT_MAX), "10485760", "Maximum offset-index size per segment.", "segment.index.bytes"),
-    ConfigKey("log.index.interval.bytes", _parse_int(0, INT_MAX), "4096", "Bytes between offset-index entries.", "index.interval.bytes"),
-    ConfigKey("log.retention.ms", _parse_int(-1), "604800000", "Delete segments older than this (-1: keep forever).", "retention.ms"),
-    ConfigKey("log.retention.bytes", _parse_int(-1), "-1", "Delete old segments while a partition is larger (-1: no limit).", "retention.bytes"),
-    ConfigKey("log.retention.archive", _parse_archive, "false", "Archive instead of delete: segments due for retention.ms/retention.bytes are written to Parquet under archive.location by the partition leader before they are deleted (docs/operations.md, \"Archiving expired segments\").", "retention.archive"),
-    ConfigKey("archive.location", _parse_str, "", "Where retention.archive writes Parquet files: a directory, or s3://BUCKET/PREFIX for an S3-compatible store; empty: DATA_DIR/__archive."),
-    ConfigKey("archive.s3.endpoint", _parse_str, "", "S3-compatible endpoint URL for an s3:// archive.location (e.g. http://127.0.0.1:9000); empty: AWS."),
-    ConfigKey("archive.s3.region", _parse_str, "us-east-1", "Region of an s3:// archive.location."),
-    ConfigKey("archive.s3.access.key.id", _parse_str, "", "Access key of an s3:// archive.location; empty: from the environment (AWS_ACCESS_KEY_ID, ...)."),
-    ConfigKey("archive.s3.secret.access.key", _parse_str, "", "Secret key of an s3:// archive.location; empty: from the environment (AWS_SECRET_ACCESS_KEY).", sensitive=True),
-    ConfigKey("log.flush.interval.messages", _parse_int(1), str(LONG_MAX), "fsync after this many messages (default: rely on the page cache).", "flush.messages"),
-    ConfigKey("log.flush.interval.ms", _parse_int(0), str(LONG_MAX), "fsync after this many ms (default: rely on the page cache).", "flush.ms"),
-    ConfigKey("log.message.timestamp.type", _parse_choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp type of appended batches.", "message.timestamp.type"),
-    ConfigKey("producer.id.expiration.ms", _parse_int(1, INT_MAX), "86400000", "Forget idle producer ids after this long.", "producer.id.expiration.ms"),
-    ConfigKey("log.cleanup.policy", _parse_cleanup_policy, "delete", "delete (retention), compact (keep the newest value per key) or compact,delete.", "cleanup.policy"),
-    ConfigKey("log.cleaner.enable", _parse_bool, "true", "Run log compaction for topics with cleanup.policy=compact."),
-    ConfigKey("log.cleaner.backoff.ms", _parse_int(1), "15000", "How often the cleaner looks for logs to compact."),
-    ConfigKey("log.cleaner.delete.retention.ms", _parse_int(0), "86400000", "How long tombstones stay after compaction reaches them.", "delete.retention.ms"),
-    ConfigKey("log.cleaner.min.compaction.lag.ms", _parse_int(0), "0", "Records younger than this are not compacted.", "min.compaction.lag.ms"),
-    ConfigKey("log.cleaner.max.compaction.lag.ms", _parse_int(1), str(LONG_MAX), "Records older than this are compacted whatever the dirty ratio.", "max.compaction.lag.ms"),
-    ConfigKey("log.cleaner.min.cleanable.ratio", _parse_float(0.0, 1.0), "0.5", "Dirty fraction of a log that triggers compaction.", "min.cleanable.dirty.ratio"),
-    ConfigKey("offsets.topic.num.partitions", _parse_int(1, 10_000), "50", "Partitions of __consumer_offsets (fixed once the topic exists)."),
-    ConfigKey("offsets.topic.replication.factor", _parse_int(1, 32767), "1", "Replication factor of __consumer_offsets."),
-    ConfigKey("offsets.topic.segment.bytes", _parse_int(14, INT_MAX), "104857600", "Segment size of __consumer_offsets."),
-    ConfigKey("transaction.state.log.num.partitions", _parse_int(1, 10_000), "50", "Partitions of __transaction_state (fixed once the topic exists)."),
-    ConfigKey("transaction.state.log.replication.factor", _parse_int(1, 32767), "1", "Replication factor of __transaction_state."),
-    ConfigKey("transaction.state.log.min.isr", _parse_int(1, 32767), "2", "min.insync.replicas of __transaction_state (capped at its replication factor)."),
-    ConfigKey("transaction.state.log.segment.bytes", _parse_int(14, INT_MAX), "104857600", "Segment size of __transaction_state."),
-    ConfigKey("share.coordinator.state.topic.num.partitions", _parse_int(1, 10_000), "50", "Partitions of __share_group_state, where share-partition state is kept (fixed once the topic exists)."),
-    ConfigKey("share.coordinator.state.topic.replication.factor", _parse_int(1, 32767), "1", "Replication factor of __share_group_state."),
-    ConfigKey("share.coordinator.state.topic.min.isr", _parse_int(1, 32767), "2", "min.insync.replicas of __share_group_state (capped at its replication factor)."),
-    ConfigKey("share.coordinator.state.topic.segment.bytes", _parse_int(14, INT_MAX), "104857600", "Segment size of __share_group_state."),
-    ConfigKey("transaction.max.timeout.ms", _parse_int(1, INT_MAX), "900000", "Largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it)."),
-    ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int(1, INT_MAX), "10000", "How often the transaction coordinator aborts transactions past their timeout."),
-    ConfigKey("transactional.id.expiration.ms", _parse_int(1, INT_MAX), "604800000", "A transactional id with no transaction open and no request for this long is removed (its record in __transaction_state becomes a tombstone); a producer using it again starts with a new producer id."),
-    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _parse_int(1, INT_MAX), "3600000", "How often the transaction coordinator removes expired transactional ids."),
-    ConfigKey("transaction.partition.verification.enable", _parse_bool, "true", "KIP-890 part 1: the first batch of a transactions-v1 producer's transaction on a partition is checked with the transaction coordinator, and refused (INVALID_TXN_STATE) if the producer never added the partition, so it cannot open a transaction no marker will close. Transactions v2 always goes through the coordinator."),
-    ConfigKey("transaction.version", _parse_int(0, 2), "2", "The level of Kafka's transaction.version feature a new metadata log starts with (as `kafka-storage format --feature transaction.version=N`); afterwards the finalized level lives in the metadata log and `kafka-features upgrade|downgrade` changes it. 2: transactions v2 (KIP-890; Java producers 4.x then send no AddPartitionsToTxn, the partition leaders add partitions, every EndTxn bumps the producer epoch); 0 or 1: producers use transactions v1."),
-    ConfigKey("offsets.retention.minutes", _parse_int(1), "10080", "Committed offsets of an empty group are deleted after this long."),
-    ConfigKey("offsets.retention.check.interval.ms", _parse_int(1), "600000", "How often expired offsets are looked for."),
-    ConfigKey("offset.metadata.max.bytes", _parse_int(0, INT_MAX), "4096", "Largest metadata string of a committed offset."),
-    ConfigKey("group.min.session.timeout.ms", _parse_int(1, INT_MAX), "6000", "Smallest session.timeout.ms a member may ask for."),
-    ConfigKey("group.max.session.timeout.ms", _parse_int(1, INT_MAX), "1800000", "Largest session.timeout.ms a member may ask for."),
-    ConfigKey("group.initial.rebalance.delay.ms", _parse_int(0, INT_MAX), "3000", "Wait this long for more members before the first rebalance of an empty group (the in-process Broker defaults to 0)."),
-    ConfigKey("group.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "Most members a group may have."),
-    ConfigKey("group.consumer.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "KIP-848 groups: fence a member after this long without a heartbeat.", group_key="consumer.session.timeout.ms"),
-    ConfigKey("group.consumer.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "KIP-848 groups: heartbeat interval given to members.", group_key="consumer.heartbeat.interval.ms"),
-    ConfigKey("group.consumer.assignors", _parse_str, "uniform,range", "KIP-848 server-side assignors; the first is the default."),
-    ConfigKey("group.consumer.max.size", _parse_int(1, INT_MAX), str(INT_MAX), "KIP-848 groups: most members a group may have."),
-    ConfigKey("group.share.enable", _parse_bool, "true", "Serve share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge, and the share coordinator's APIs 83-87); false: not served nor advertised."),
-    ConfigKey("group.share.session.timeout.ms", _parse_int(1, INT_MAX), "45000", "Share groups: remove a member after this long without a heartbeat (records it holds come back when their locks run out, at once on the coordinator's broker).", group_key="share.session.timeout.ms"),
-    ConfigKey("group.share.heartbeat.interval.ms", _parse_int(1, INT_MAX), "5000", "Share groups: heartbeat interval given to members.", group_key="share.heartbeat.interval.ms"),
-    ConfigKey("group.share.max.size", _parse_int(1, 1000), "200", "Share groups: most members a group may have."),
-    ConfigKey("group.share.record.lock.duration.ms", _parse_int(1000, 3600000), "30000", "Share groups: how long a delivered record stays acquired by its consumer before it is delivered again.", group_key="share.record.lock.duration.ms"),
-    ConfigKey("group.share.delivery.count.limit", _parse_int(2, 10), "5", "Share groups: deliveries of a record before it is archived (not delivered again).", group_key="share.delivery.count.limit"),
-    ConfigKey("group.share.partition.max.record.locks", _parse_int(100, 10000), "2000", "Share groups: most records in flight (acquired or awaiting redelivery) per share-partition."),
-    ConfigKey("group.share.max.share.sessions", _parse_int(1, INT_MAX), "2000", "Share groups: most share sessions this broker keeps (SHARE_SESSION_LIMIT_REACHED beyond); a session idle for longer than its group's share.session.timeout.ms is dropped, giving its records back."),
-    ConfigKey("group.share.auto.offset.reset", _parse_choice("latest", "earliest"), "latest", "Share groups: where a share-partition starts when the group first consumes it: latest (the high watermark) or earliest (the log start); the default of the group config share.auto.offset.reset.", group_key="share.auto.offset.reset"),
-    ConfigKey("group.share.errors.deadletterqueue.topic.name", _parse_str, "", "Share groups: the topic that records a group gives up on (delivery count limit reached, or rejected) are copied to; empty: none. The default of the group config errors.deadletterqueue.topic.name.", group_key="errors.deadletterqueue.topic.name"),
-    ConfigKey("errors.deadletterqueue.topic.name.prefix", _parse_str, "dlq.", "Dead-letter topics of share groups must start with this (KIP-1191), so a consumer cannot make the broker write into any topic."),
-    ConfigKey("min.insync.replicas", _parse_int(1, 32767), "1", "Smallest ISR that accepts acks=all writes.", "min.insync.replicas"),
-    ConfigKey("unclean.leader.election.enable", _parse_bool, "false", "Let the controller elect a replica outside the ISR when no ISR member is alive: the partition comes back online, but acknowledged records the new leader does not have are lost (logged as such).", "unclean.leader.election.enable"),
-    ConfigKey("auto.leader.rebalance.enable", _parse_bool, "true", "The active controller moves each partition's leadership back to its preferred replica (the first of its replicas) when that replica is alive and in the ISR, every leader.imbalance.check.interval.seconds."),
-    ConfigKey("leader.imbalance.check.interval.seconds", _parse_int(1, INT_MAX), "300", "How often the active controller looks for partitions not led by their preferred replica."),
-]
+def _key_from_row(row: dict) -> ConfigKey:
+    """One [[key]] of the table as a ConfigKey; ValueError naming the key for a bad row."""
+    name = row.get("name")
+    where = f"{CONFIG_KEYS_TABLE.name}: key {name!r}"
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}: no name")
+    unknown = set(row) - _FIELDS
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
+    kind, default = row.get("type"), row.get("default")
+    if kind not in KEY_TYPES:
+        raise ValueError(f"{where}: type {kind!r} is not one of {', '.join(KEY_TYPES)}")
+    if not isinstance(row.get("doc"), str) or not row["doc"]:
+        raise ValueError(f"{where}: no doc")
+    lo, hi = row.get("min"), row.get("max")
+    if (lo is not None or hi is not None) and kind not in _TYPE_RANGE:
+        raise ValueError(f"{where}: min and max are for int, long and double keys")
+    values = tuple(row.get("values", ()))
+    if bool(values) != (kind in ("choice", "list") and "parser" not in row):
+        raise ValueError(f"{where}: values are for (and needed by) choice and list keys without a parser")
+    types: dict[str, type | tuple[type, ...]] = {"int": int, "long": int, "double": (int, float), "bool": bool}
+    expected = types.get(kind, str)
+    if not isinstance(default, expected) or (kind != "bool" and isinstance(default, bool)):
+        raise ValueError(f"{where}: default {default!r} is not a {kind}")
+    if kind in _TYPE_RANGE:
+        type_lo, type_hi = _TYPE_RANGE[kind]
+        lo = type_lo if lo is None else lo
+        hi = type_hi if hi is None else hi
+        if not type_lo <= lo <= hi <= type_hi:
+            raise ValueError(f"{where}: bounds [{lo}, {hi}] are not within a {kind}'s [{type_lo}, {type_hi}]")
+    if "parser" in row:
+        if row["parser"] not in _PARSERS:
+            raise ValueError(f"{where}: no parser {row['parser']!r} in config.py's _PARSERS")
+        parse = _PARSERS[row["parser"]]
+    elif kind in ("int", "long"):
+        parse = _parse_int(lo, hi)  # type: ignore[arg-type]
+    elif kind == "double":
+        parse = _parse_float(lo, hi)  # type: ignore[arg-type]
+    elif kind == "bool":
+        parse = _parse_bool
+    elif kind == "choice":
+        parse = _parse_choice(*values)
+    elif kind == "list":
+        parse = _parse_list(values)
+    else:
+        parse = _parse_str
+    if row.get("engine") and not row.get("topic"):
+        raise ValueError(f"{where}: engine keys are topic-level keys (set topic)")
+    text = _to_str(default)
+    try:
+        parse(text)
+    except ConfigError as e:
+        raise ValueError(f"{where}: default {text!r} does not parse: {e}") from None
+    return ConfigKey(name, parse, text, row["doc"], kind, lo, hi, values, row.get("topic"), row.get("group"),
+                     bool(row.get("engine", False)))
+
+
+def load_config_keys(path: Path = CONFIG_KEYS_TABLE) -> list[ConfigKey]:
+    """Every row of the table (config_keys.toml), checked: one row per name, per topic key
+    and per group key."""
+    with path.open("rb") as f:
+        rows = tomllib.load(f)["key"]
+    keys = [_key_from_row(row) for row in rows]
+    for what in ("name", "topic_key", "group_key"):
+        seen = [getattr(k, what) for k in keys if getattr(k, what)]
+        dup = sorted({n for n in seen if seen.count(n) > 1})
+        if dup:
+            raise ValueError(f"{path.name}: {what} {', '.join(dup)} appears more than once")
+    return keys
+
+
+_BROKER_KEYS: list[ConfigKey] = load_config_keys()
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER_KEYS}
 
@@ -416,19 +405,10 @@ GROUP_KEYS: dict[str, tuple[Callable[[str], object], str]] = {
 # per broker or as the cluster default; the metadata log holds them): the broker defaults of
 # topic configs, as Kafka's DynamicLogConfig.
 DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(broker_key for _parse, broker_key in TOPIC_KEYS.values())
-# Topic keys the Rust log engine understands (the rest are broker-side policies).
-LOG_ENGINE_KEYS = (
-    "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
-    "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
-    "message.timestamp.type", "producer.id.expiration.ms", "cleanup.policy",
-    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
-    "retention.archive",
-)
-
-
-def _engine_name(topic_key: str) -> str:
-    # Kafka's topic key is max.message.bytes; the engine calls it message.max.bytes.
-    return "message.max.bytes" if topic_key == "max.message.bytes" else topic_key
+# Topic keys the Rust log engine reads (the table's `engine = true`; rust/src/config_keys.rs
+# is generated from the same rows): engine_config hands these to `_core.Log`. The other topic
+# keys are broker-side policies.
+LOG_ENGINE_KEYS: tuple[str, ...] = tuple(k.topic_key for k in _BROKER_KEYS if k.engine and k.topic_key)
 
 
 def parse_properties(text: str, source: str) -> dict[str, str]:
@@ -803,12 +783,9 @@ class BrokerConfig:
         return self._values[broker_key]
 
     def engine_config(self, topic_overrides: dict[str, str]) -> dict[str, str]:
-        """The string map handed to the Rust Log for one topic."""
-        resolved = self.resolve_topic(topic_overrides)
-        out = {_engine_name(k): resolved[k] for k in LOG_ENGINE_KEYS}
-        out["message.max.bytes"] = resolved["max.message.bytes"]
-        out["retention.archive"] = "true" if self.topic_value(topic_overrides, "retention.archive") else "false"
-        return out
+        """The string map handed to the Rust Log for one topic: every engine key, the
+        topic's override else the broker's value, as the table's parser normalises it."""
+        return {k: _to_str(self.topic_value(topic_overrides, k)) for k in LOG_ENGINE_KEYS}
 
 
 def validate_broker_config(configs: dict[str, str | None]) -> dict[str, str]:
@@ -857,12 +834,6 @@ def _validate(kind: str, keys: dict[str, tuple[Callable[[str], object], str]],
         except ConfigError as e:
             raise ConfigError(f"{kind} configuration {key!r} = {value!r}: {e}") from None
     return out
-
-
-def _to_str(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def new_cluster_id() -> str:

@@ -316,6 +316,12 @@ impl PyLog {
         py.enter_core(|| self.log.flush())
     }
 
+    /// The log's settings: every engine key with its value as text (`LogConfig::to_map`).
+    #[getter]
+    fn config(&self) -> HashMap<String, String> {
+        self.log.config().to_map().into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    }
+
     fn update_config(&self, py: Python<'_>, config: HashMap<String, String>) -> PyResult<()> {
         py.enter_core(|| self.log.update_config(&config))
     }
