@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `segment.bytes` | roll when the active segment would grow past this |
 //! | `segment.ms` | roll a non-empty active segment this long after its first append |
-//! | `segment.index.bytes` | preallocated size of `.index`/`.timeindex`; roll when full |
+//! | `segment.index.bytes` | capacity of `.index`/`.timeindex` (entries live in memory; the files hold what is written, nothing preallocated); roll when full |
 //! | `index.interval.bytes` | bytes of log between two index entries |
 //! | `flush.messages` | fsync after this many unflushed messages (MAX: rely on the page cache) |
 //! | `flush.ms` | fsync when the last flush is this old |

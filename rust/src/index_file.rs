@@ -1,27 +1,42 @@
-//! File plumbing shared by the offset index and the time index: a preallocated file of
-//! fixed-size entries, mirrored in memory, written with one `pwrite` per append request.
+//! File plumbing shared by the offset index and the time index: a file of fixed-size
+//! entries, mirrored in memory. The in-memory copy is the source of truth for lookups (no
+//! mmap); the file is only *written*, and never held open.
 //!
-//! Lifecycle (as Kafka's `AbstractIndex`):
-//! - created at `segment.index.bytes` (rounded down to whole entries), filled with zeros;
-//! - appended to by the active segment; new entries reach the file in one `pwrite` when the
-//!   segment calls [`IndexFile::write_pending`] at the end of an append;
-//! - trimmed to the used size when the segment is rolled or the log is closed, so a clean
-//!   index file's length says how many entries it holds;
-//! - re-extended when a trimmed file becomes active again (reopen of the last segment).
+//! # File
+//! Entries back to back; the file's length is always a whole number of entries and says how
+//! many it holds (nothing is preallocated: with no mmap there is nothing to map ahead). The
+//! file may lag the memory (entries not yet written) but never holds an entry the memory
+//! does not.
 //!
-//! File descriptors: the in-memory copy is the source of truth for lookups (no mmap), so an
-//! index only needs its file to *write*. The handle is open while the segment is active (it
-//! appends); [`IndexFile::open`] reads the entries and closes the file, and
-//! [`IndexFile::close`] drops the handle when the segment becomes inactive. An operation that
-//! writes (`write_pending` with entries pending, `truncate_entries`, `trim` when the length
-//! changes, `preallocate`) reopens the file read-write first; `sync` of a closed file opens it
-//! read-only just for the fsync. So an inactive segment's indexes hold no descriptor.
+//! # Lifecycle
+//! - [`IndexFile::create`] (a new segment, or a rebuild) touches no file: the file is
+//!   created, or replaced if one exists, by the first write;
+//! - the segment appends entries in memory only; [`IndexFile::write_pending`] writes those
+//!   not yet in the file, in one `pwrite`. The segment calls it when the file must be
+//!   complete: when it stops being active (roll, clean close: so an inactive segment's file
+//!   is complete), when a flush fsyncs it (the flush that advances the recovery point), and
+//!   after a recovery rebuilt it. A write creates the file even with no entries, so a
+//!   segment that was rolled, flushed or closed always has both index files;
+//! - [`IndexFile::open`] reads an existing file whole and closes it; a missing file is
+//!   `Ok(None)`: the segment decides (empty if its log is empty, else rebuilt);
+//! - [`IndexFile::truncate_entries`] drops entries from memory and cuts the file to match.
 //!
-//! Crash story: index files are not checksummed. After an unclean shutdown the active
-//! segments' indexes are rebuilt from the log; a loaded index that fails its sanity check is
-//! rebuilt too. An index is only trusted below the recovery point, and the recovery point only
-//! passes a segment after a flush that fsynced its index files ([`IndexFile::needs_sync`]
-//! tracks writes and length changes since the last fsync, including those of a closed file).
+//! # File descriptors
+//! None held: every write opens the file by path (read-write), writes and closes it; an
+//! fsync reuses the descriptor of the write that preceded it ([`SyncTarget`]) or opens the
+//! path for the fsync alone. So no segment, active or not, holds an index descriptor.
+//!
+//! # Crash story
+//! Index files are not checksummed. The active segment's files lag its memory between
+//! flushes, and a crash can also leave a file torn or longer than its entries; none of this
+//! is trusted: after an unclean shutdown every segment from the one holding the recovery
+//! point on (the active one always) is recovered, its indexes rebuilt from the log, and a
+//! loaded index that fails its sanity check (or is missing while its log is not empty) is
+//! rebuilt too. The recovery point only passes a segment after a flush wrote and fsynced its
+//! index files ([`IndexFile::needs_sync`] tracks entries not yet written, writes and length
+//! changes not yet fsynced, and a file not yet created), and a segment stops being active
+//! only after its entries were written (`Segment::on_become_inactive`), so the trusted
+//! indexes below the recovery point are complete.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -32,47 +47,47 @@ use crate::error::{IoContext, LogError, Result};
 
 pub struct IndexFile {
     pub path: PathBuf,
-    /// Open (read-write) while the segment appends or an operation writes; `None` otherwise.
-    file: Option<Arc<File>>,
     entry_size: usize,
-    /// Entries (encoded) currently in memory; `written` of them are on disk.
+    /// Entries (encoded) in memory; the first `written` bytes of them are in the file.
     buf: Vec<u8>,
     written: usize,
-    /// The file's length on disk (as last set or read).
-    file_len: u64,
+    /// The file exists and holds exactly `written` bytes (false: created or replaced by the
+    /// next write).
+    on_disk: bool,
     /// Written or resized since the last fsync.
     unsynced: bool,
-    /// Capacity in entries.
+    /// Capacity in entries (`segment.index.bytes` / entry size, or what an existing file
+    /// holds if that is more).
     pub max_entries: usize,
 }
 
-fn open_rw(path: &Path) -> Result<File> {
-    OpenOptions::new().read(true).write(true).open(path).ctx(path)
+fn open_rw(path: &Path, replace: bool) -> Result<File> {
+    OpenOptions::new().read(true).write(true).create(true).truncate(replace).open(path).ctx(path)
 }
 
 impl IndexFile {
-    /// Creates (or truncates) the file and preallocates `max_bytes`. The handle stays open.
-    pub fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<IndexFile> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).ctx(path)?;
-        let max_entries = usize::try_from(max_bytes).unwrap_or(usize::MAX) / entry_size;
-        let file_len = (max_entries * entry_size) as u64;
-        file.set_len(file_len).ctx(path)?;
-        Ok(IndexFile {
+    /// A new, empty index of at most `max_bytes` (rounded down to whole entries). The file is
+    /// created, or replaced, by the first write.
+    pub fn create(path: &Path, entry_size: usize, max_bytes: u64) -> IndexFile {
+        IndexFile {
             path: path.to_owned(),
-            file: Some(Arc::new(file)),
             entry_size,
             buf: Vec::new(),
             written: 0,
-            file_len,
-            unsynced: true,
-            max_entries,
-        })
+            on_disk: false,
+            unsynced: false,
+            max_entries: usize::try_from(max_bytes).unwrap_or(usize::MAX) / entry_size,
+        }
     }
 
-    /// Reads all entries of an existing (trimmed) file and closes it. A length that is not a
-    /// multiple of the entry size is reported as corrupt.
-    pub fn open(path: &Path, entry_size: usize, max_bytes: u64) -> Result<IndexFile> {
-        let file = File::open(path).ctx(path)?;
+    /// Reads all entries of an existing file (and closes it); `Ok(None)` if there is no
+    /// file. A length that is not a multiple of the entry size is reported as corrupt.
+    pub fn open(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Option<IndexFile>> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(LogError::io(path, e)),
+        };
         let len = file.metadata().ctx(path)?.len();
         if len % entry_size as u64 != 0 {
             return Err(LogError::CorruptIndex {
@@ -84,31 +99,12 @@ impl IndexFile {
         file.read_exact_at(&mut buf, 0).ctx(path)?;
         let written = buf.len();
         let max_entries = (usize::try_from(max_bytes).unwrap_or(usize::MAX) / entry_size).max(written / entry_size);
-        Ok(IndexFile { path: path.to_owned(), file: None, entry_size, buf, written, file_len: len, unsynced: false, max_entries })
+        Ok(Some(IndexFile { path: path.to_owned(), entry_size, buf, written, on_disk: true, unsynced: false, max_entries }))
     }
 
-    /// The read-write handle, opened if the file is closed.
-    fn writable(&mut self) -> Result<Arc<File>> {
-        if let Some(f) = &self.file {
-            return Ok(Arc::clone(f));
-        }
-        let f = Arc::new(open_rw(&self.path)?);
-        self.file = Some(Arc::clone(&f));
-        Ok(f)
-    }
-
-    /// Drops the handle (the segment became inactive). Entries not yet written stay pending.
-    pub fn close(&mut self) {
-        self.file = None;
-    }
-
-    pub fn is_open(&self) -> bool {
-        self.file.is_some()
-    }
-
-    /// Written or resized since the last fsync.
+    /// The file differs from memory or was changed since its last fsync.
     pub fn needs_sync(&self) -> bool {
-        self.unsynced || self.written < self.buf.len()
+        self.unsynced || !self.on_disk || self.written < self.buf.len()
     }
 
     pub fn len(&self) -> usize {
@@ -127,33 +123,35 @@ impl IndexFile {
         &self.buf[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
+    /// Adds an entry in memory (the file gets it at the next `write_pending`).
     pub fn push(&mut self, entry: &[u8]) {
         debug_assert_eq!(entry.len(), self.entry_size);
         self.buf.extend_from_slice(entry);
     }
 
-    /// Writes entries added since the last call, in one `pwrite`.
-    pub fn write_pending(&mut self) -> Result<()> {
-        if self.written < self.buf.len() {
-            let (from, to) = (self.written, self.buf.len());
-            let file = self.writable()?;
-            file.write_all_at(&self.buf[from..to], from as u64).ctx(&self.path)?;
-            self.written = to;
-            self.file_len = self.file_len.max(to as u64);
-            self.unsynced = true;
+    /// Writes the entries the file lacks, in one `pwrite`, creating (or replacing) the file
+    /// if it is not on disk yet. Returns the descriptor it wrote through (closed when
+    /// dropped), `None` if the file was complete already.
+    pub fn write_pending(&mut self) -> Result<Option<Arc<File>>> {
+        if self.on_disk && self.written == self.buf.len() {
+            return Ok(None);
         }
-        Ok(())
+        let file = open_rw(&self.path, !self.on_disk)?;
+        let from = if self.on_disk { self.written } else { 0 };
+        file.write_all_at(&self.buf[from..], from as u64).ctx(&self.path)?;
+        self.written = self.buf.len();
+        self.on_disk = true;
+        self.unsynced = true;
+        Ok(Some(Arc::new(file)))
     }
 
-    /// Keeps the first `n` entries (memory and file).
+    /// Keeps the first `n` entries, in memory and in the file.
     pub fn truncate_entries(&mut self, n: usize) -> Result<()> {
         let bytes = n * self.entry_size;
         if bytes < self.buf.len() {
             self.buf.truncate(bytes);
-            if self.written > bytes {
-                // Zero the dropped tail so a later crash cannot resurrect stale entries.
-                let zeros = vec![0u8; self.written - bytes];
-                self.writable()?.write_all_at(&zeros, bytes as u64).ctx(&self.path)?;
+            if self.on_disk && self.written > bytes {
+                open_rw(&self.path, false)?.set_len(bytes as u64).ctx(&self.path)?;
                 self.written = bytes;
                 self.unsynced = true;
             }
@@ -161,57 +159,37 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Shrinks the file to the entries it holds (roll / close). Opens the file only if there
-    /// is something to write or its length changes.
-    pub fn trim(&mut self) -> Result<()> {
-        self.write_pending()?;
-        let len = self.buf.len() as u64;
-        if self.file_len != len {
-            self.writable()?.set_len(len).ctx(&self.path)?;
-            self.file_len = len;
-            self.unsynced = true;
+    /// What a flush outside the log lock fsyncs, after writing what the file lacks (under
+    /// the lock): `None` if the file has not changed since its last fsync. Counts as synced
+    /// from now on; the caller calls [`Self::mark_unsynced`] if the fsync fails.
+    pub fn sync_target(&mut self) -> Result<Option<SyncTarget>> {
+        let file = self.write_pending()?;
+        if !self.unsynced {
+            return Ok(None);
         }
-        self.max_entries = self.max_entries.max(self.len());
-        Ok(())
-    }
-
-    /// Grows the file back to `max_bytes` so the segment can append again (opens it).
-    pub fn preallocate(&mut self, max_bytes: u64) -> Result<()> {
-        self.max_entries = (usize::try_from(max_bytes).unwrap_or(usize::MAX) / self.entry_size).max(self.len());
-        let len = (self.max_entries * self.entry_size) as u64;
-        self.writable()?.set_len(len).ctx(&self.path)?;
-        self.file_len = len;
-        self.unsynced = true;
-        Ok(())
-    }
-
-    /// What a flush outside the log lock fsyncs (after `write_pending`): the open handle, or
-    /// the path of a closed file. Counts as synced from now on; the caller calls
-    /// [`Self::mark_unsynced`] if the fsync fails.
-    pub fn sync_target(&mut self) -> SyncTarget {
         self.unsynced = false;
-        SyncTarget { file: self.file.clone(), path: self.path.clone() }
+        Ok(Some(SyncTarget { file, path: self.path.clone() }))
     }
 
     pub fn mark_unsynced(&mut self) {
         self.unsynced = true;
     }
 
-    /// Writes pending entries and fsyncs the file if anything changed since the last fsync
-    /// (an open handle is always fsynced).
+    /// Writes what the file lacks and fsyncs it if it changed since its last fsync.
     pub fn sync(&mut self) -> Result<()> {
-        self.write_pending()?;
-        if self.file.is_some() || self.unsynced {
-            SyncTarget { file: self.file.clone(), path: self.path.clone() }.sync(false)?;
-            self.unsynced = false;
+        if let Some(t) = self.sync_target()? {
+            if let Err(e) = t.sync(false) {
+                self.unsynced = true;
+                return Err(e);
+            }
         }
         Ok(())
     }
 }
 
-/// A file to fsync, possibly outside the log lock: the segment's own handle if it holds one,
-/// else the path, opened read-only for the fsync alone (Linux fsyncs the inode whatever
-/// descriptor asks).
+/// A file to fsync, possibly outside the log lock: a descriptor already open on it (the
+/// segment's `.log` handle, or the one an index write just used), else the path, opened
+/// read-only for the fsync alone (Linux fsyncs the inode whatever descriptor asks).
 #[derive(Debug, Clone)]
 pub struct SyncTarget {
     pub file: Option<Arc<File>>,

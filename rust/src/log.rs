@@ -17,31 +17,57 @@
 //! - nothing inside reads the wall clock: callers pass `now_ms` (the injected clock).
 //!
 //! # File descriptors
-//! A partition must not cost three descriptors per segment (thousands of partitions would
-//! exhaust `RLIMIT_NOFILE`). The policy:
-//! - the active segment keeps its `.log`, `.index` and `.timeindex` open (it appends);
-//! - inactive segments' index files are never held open: their entries live in memory
-//!   (`index_file.rs`), closed at roll and right after loading at startup;
+//! A broker must hold tens of thousands of partitions, most of them idle, under an
+//! `RLIMIT_NOFILE` of a few tens of thousands: an idle partition holds no descriptor, a busy
+//! one one. The policy:
+//! - index files are never held open, the active segment's included: their entries live in
+//!   memory and reach the files at roll, at a flush that fsyncs the segment and at close,
+//!   each write opening the file by path (`index_file.rs`, which also gives the crash story:
+//!   the active segment's index files lag between flushes and are rebuilt after an unclean
+//!   shutdown);
+//! - the active segment's `.log` is opened read-write by the first append or read that needs
+//!   it (appends are positioned writes at the segment's size, so a reopened file needs no
+//!   seek) and kept while the partition is busy;
 //! - an inactive segment's `.log` is opened read-only by the first read that needs it and
 //!   kept as a *recently read* file: at most [`MAX_OPEN_INACTIVE_SEGMENT_FILES`] per log (the
-//!   least recently read is closed when a read opens one more), and `maybe_flush` (every
-//!   `log.flush.scheduler.interval.ms`) closes those not read since its previous call. A
-//!   segment just rolled counts as just read (tail readers are about to finish it);
-//! - `close` drops every handle.
+//!   least recently read is closed when a read opens one more). A segment just rolled counts
+//!   as just read (tail readers are about to finish it);
+//! - the idle sweep in `maybe_flush` (every `log.flush.scheduler.interval.ms`) closes every
+//!   `.log` not appended to or read since its previous run, the active segment's included.
+//!   Bytes not yet fsynced stay counted (`Segment::unflushed_bytes`): the next flush opens
+//!   the file by path for its fsync (Linux fsyncs the inode whatever descriptor asks, and
+//!   since 4.19 reports to a new descriptor a writeback error nobody has seen yet; an error
+//!   is lost only if the kernel evicted the inode in between, the price of holding nothing);
+//! - opening a log (new or existing) leaves every file closed; `close` drops every handle.
 //!
-//! So a log holds at most 3 + `MAX_OPEN_INACTIVE_SEGMENT_FILES` descriptors of its own, and 3
-//! once idle, whatever its segment count. Regions handed out and a cleaning pass in progress
-//! hold their own `Arc<File>` (valid after the segment closes its handle or is deleted)
-//! until they are dropped. Opening a file when the process is out of descriptors fails with
-//! `LogError::TooManyOpenFiles` (topic-partition, path, "raise the open files limit"); a
-//! fetch answers it per partition with KAFKA_STORAGE_ERROR.
+//! So a log holds at most 1 + `MAX_OPEN_INACTIVE_SEGMENT_FILES` descriptors of its own (1
+//! while appended to and read at the tail), and 0 once idle for a whole sweep interval (the
+//! second sweep after its last use closes its files), whatever its segment count. Regions handed out and a cleaning pass in progress hold their own
+//! `Arc<File>` (valid after the segment closes its handle or is deleted) until they are
+//! dropped, so a sendfile in progress is never cut short. Opening a file when the process is
+//! out of descriptors fails with `LogError::TooManyOpenFiles` (topic-partition, path, "raise
+//! the open files limit"); nothing is written then (an append is refused whole, the log keeps
+//! its data), and the broker answers it per partition with KAFKA_STORAGE_ERROR (a fetch, a
+//! produce).
+//!
+//! # Creating a log
+//! A new, empty log costs one fsync: the parent (data) directory, once the partition
+//! directory is created, so the directory survives a crash (Kafka does the same). Nothing
+//! else is made durable then: a checkpoint whose absence means the same thing is not written
+//! (recovery point 0, log start offset 0, empty leader-epoch cache), the removal of a
+//! `.clean-shutdown` marker that did not exist needs no directory fsync, and the index files
+//! are not even created (see above). The first segment's `.log` entry becomes durable at the
+//! first flush, which fsyncs the partition directory before the recovery point may pass it
+//! (`Inner::dir_unsynced`); a crash before that leaves an empty directory, which opens as the
+//! same empty log. Reopening an existing log fsyncs whatever loading changed (`recovery.rs`).
 //!
 //! # Directory (`<data>/<topic>-<partition>/`)
 //! ```text
-//! 00000000000000000000.log / .index / .timeindex   segments (see segment.rs)
+//! 00000000000000000000.log / .index / .timeindex   segments (see segment.rs; a new segment's index
+//!                                                   files appear at its first flush, roll or close)
 //! leader-epoch-checkpoint                           epoch → start offset (leader_epoch_cache.rs)
 //! log-start-offset-checkpoint                       "0\n<log start offset>\n" (offset_checkpoint.rs)
-//! recovery-point-checkpoint                         "0\n<recovery point>\n": all below is fsynced
+//! recovery-point-checkpoint                         "0\n<recovery point>\n": all below is fsynced (absent: 0)
 //! cleaner-offset-checkpoint                         "0\n<offset>\n": segments below are compacted (cleaner.rs)
 //! producer-state.snapshot                           only between a clean close and the next open
 //! .clean-shutdown                                   marker written last by close(), removed by open
@@ -239,10 +265,13 @@ pub(crate) struct Inner {
     /// Earliest delete horizon of the tombstones the last pass kept (`i64::MIN`: unknown,
     /// after a restart); a pass is due once it has passed.
     pub earliest_horizon: Option<i64>,
-    /// Segment reads so far (a clock for `Segment::last_read`), and its value at the last
-    /// idle-file sweep.
-    pub reads: u64,
+    /// Segment appends and reads so far (a clock for `Segment::last_used`), and its value at
+    /// the last idle-file sweep.
+    pub uses: u64,
     pub swept_at: u64,
+    /// The directory holds entries not yet fsynced (a new log's first segment): the next
+    /// flush fsyncs it before moving the recovery point.
+    pub dir_unsynced: bool,
 }
 
 impl Inner {
@@ -256,11 +285,11 @@ impl Inner {
         self.segments.last_mut().expect("a log always has an active segment")
     }
 
-    /// Segment `i` was just read (`opened`: its file was opened for it): it becomes the most
-    /// recently read, and the inactive files beyond the cap are closed.
-    fn note_read(&mut self, i: usize, opened: bool) {
-        self.reads += 1;
-        self.segments[i].last_read = self.reads;
+    /// Segment `i` was just appended to or read (`opened`: its file was opened for it): it
+    /// becomes the most recently used, and the inactive files beyond the cap are closed.
+    fn note_use(&mut self, i: usize, opened: bool) {
+        self.uses += 1;
+        self.segments[i].last_used = self.uses;
         if opened {
             self.limit_open_files();
         }
@@ -271,7 +300,7 @@ impl Inner {
     fn limit_open_files(&mut self) {
         let n = self.segments.len();
         let mut open: Vec<(u64, usize)> =
-            self.segments[..n - 1].iter().enumerate().filter(|(_, s)| s.is_log_file_open()).map(|(i, s)| (s.last_read, i)).collect();
+            self.segments[..n - 1].iter().enumerate().filter(|(_, s)| s.is_log_file_open()).map(|(i, s)| (s.last_used, i)).collect();
         if open.len() > MAX_OPEN_INACTIVE_SEGMENT_FILES {
             open.sort_unstable();
             for &(_, i) in &open[..open.len() - MAX_OPEN_INACTIVE_SEGMENT_FILES] {
@@ -280,16 +309,16 @@ impl Inner {
         }
     }
 
-    /// The idle sweep: closes the inactive `.log` files not read since the previous sweep.
+    /// The idle sweep: closes the `.log` files (the active segment's included) not appended
+    /// to or read since the previous sweep.
     fn close_idle_files(&mut self) {
-        let n = self.segments.len();
         let swept_at = self.swept_at;
-        for s in &mut self.segments[..n - 1] {
-            if s.is_log_file_open() && s.last_read <= swept_at {
+        for s in &mut self.segments {
+            if s.is_log_file_open() && s.last_used <= swept_at {
                 s.close_log_file();
             }
         }
-        self.swept_at = self.reads;
+        self.swept_at = self.uses;
     }
 }
 
@@ -605,19 +634,28 @@ impl Log {
         if g.active().should_roll(records.len() as u64, last_offset, now_ms, config) {
             self.roll_locked(g).map_err(|e| self.err(e))?;
         }
-        g.active_mut().append(records, appended, now_ms, config).map_err(|e| self.err(e))
+        let was_open = g.active().is_log_file_open();
+        let written = g.active_mut().append(records, appended, now_ms, config);
+        let opened = !was_open && g.active().is_log_file_open();
+        let n = g.segments.len();
+        g.note_use(n - 1, opened);
+        written.map_err(|e| self.err(e))
     }
 
-    /// Starts a new active segment at the LEO.
-    /// The rolled segment keeps its `.log` open as the most recently read inactive file.
+    /// Starts a new active segment at the LEO: the rolled segment's index entries are written
+    /// first (its files complete before it is inactive), the new `.log` created, the
+    /// directory fsynced. The rolled segment keeps its `.log` open as the most recently read
+    /// inactive file.
     fn roll_locked(&self, g: &mut Inner) -> Result<()> {
         let base = g.leo();
         g.active_mut().on_become_inactive()?;
         let seg = Segment::create(&self.dir, base, &g.config)?;
         g.segments.push(seg);
         let rolled = g.segments.len() - 2;
-        g.note_read(rolled, true);
-        sync_dir(&self.dir)
+        g.note_use(rolled, true);
+        sync_dir(&self.dir)?;
+        g.dir_unsynced = false;
+        Ok(())
     }
 
     /// Appends batches fetched from the leader, keeping their offsets; they must continue the
@@ -733,7 +771,7 @@ impl Log {
             let read = seg.read(from, max_bytes, upper, min_one_message);
             let next_offset = seg.next_offset;
             let opened = !was_open && seg.is_log_file_open();
-            g.note_read(i, opened);
+            g.note_use(i, opened);
             if let Some(r) = read.map_err(|e| self.err(e))? {
                 return Ok(Some(r));
             }
@@ -752,7 +790,7 @@ impl Log {
         let was_open = g.segments[i].is_log_file_open();
         let r = g.segments[i].offset_at(region.position + region.length);
         let opened = !was_open && g.segments[i].is_log_file_open();
-        g.note_read(i, opened);
+        g.note_use(i, opened);
         r.map(Some).map_err(|e| self.err(e))
     }
 
@@ -769,7 +807,7 @@ impl Log {
             let was_open = seg.is_log_file_open();
             let found = seg.find_offset_by_timestamp(timestamp_ms, log_start);
             let opened = !was_open && seg.is_log_file_open();
-            g.note_read(i, opened);
+            g.note_use(i, opened);
             if let Some(found) = found.map_err(|e| self.err(e))? {
                 return Ok(Some(found));
             }
@@ -832,11 +870,10 @@ impl Log {
             s.delete_files()?;
         }
         let was_active = removed.is_empty();
-        let config = Arc::clone(&g.config);
         let last = g.active_mut();
         last.truncate_to(offset)?;
         if !was_active {
-            last.make_active(&config)?;
+            last.make_active();
         }
         let leo = g.leo();
         g.epochs.truncate_from_end(leo)?;
@@ -887,7 +924,9 @@ impl Log {
             g.producers.clear();
             g.cleaner_checkpoint = offset;
             write_single_offset(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
-            sync_dir(&self.dir)
+            sync_dir(&self.dir)?;
+            g.dir_unsynced = false;
+            Ok(())
         };
         run(g).map_err(|e| self.err(e))
     }
@@ -1387,18 +1426,27 @@ impl Log {
         self.flush_scope(true, now)
     }
 
-    /// fsync outside the lock: all segments (`include_active`) or only the rolled ones.
+    /// fsync outside the lock: all segments (`include_active`) or only the rolled ones, then
+    /// the directory if it holds entries not yet fsynced (`Inner::dir_unsynced`).
     fn flush_scope(&self, include_active: bool, now_ms: i64) -> Result<()> {
-        let (handles, flushed, target, generation) = {
+        let (handles, flushed, target, generation, dir_unsynced) = {
             let mut g = self.lock_open()?;
             let n = g.segments.len();
             let upto = if include_active { n } else { n - 1 };
             let mut handles = Vec::new();
             let mut flushed = Vec::new();
-            for (i, s) in g.segments[..upto].iter_mut().enumerate() {
+            for i in 0..upto {
+                let s = &mut g.segments[i];
                 if s.needs_flush() || (include_active && i + 1 == n) {
-                    handles.extend(s.sync_targets().map_err(|e| e.in_partition(&self.tp))?);
                     flushed.push(s.base_offset);
+                    match s.sync_targets() {
+                        Ok(t) => handles.extend(t),
+                        Err(e) => {
+                            // An index write failed: what was collected is not flushed.
+                            g.segments[..=i].iter_mut().filter(|s| flushed.contains(&s.base_offset)).for_each(Segment::mark_unflushed);
+                            return Err(self.err(e));
+                        }
+                    }
                 }
             }
             let target = if include_active { g.leo() } else { g.active().base_offset };
@@ -1406,7 +1454,7 @@ impl Log {
                 g.unflushed_messages = 0;
                 g.last_flush_ms = now_ms;
             }
-            (handles, flushed, target, g.generation)
+            (handles, flushed, target, g.generation, g.dir_unsynced)
         };
         for t in &handles {
             // A closed file is opened by path for its fsync; one deleted meanwhile needs none.
@@ -1418,7 +1466,13 @@ impl Log {
                 return Err(self.err(e));
             }
         }
+        if dir_unsynced {
+            sync_dir(&self.dir).map_err(|e| self.err(e))?;
+        }
         let mut g = self.lock();
+        if dir_unsynced {
+            g.dir_unsynced = false;
+        }
         if g.generation == generation && target > g.recovery_point && !g.closed {
             g.recovery_point = target;
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), target).map_err(|e| self.err(e))?;
@@ -1538,8 +1592,8 @@ impl<T> TpContext<T> for Result<T> {
 impl Drop for Log {
     fn drop(&mut self) {
         // No implicit close: an unclosed log is recovered on the next open, which is the
-        // behaviour a crash would produce anyway. Index files of the active segment stay
-        // preallocated until then.
+        // behaviour a crash would produce anyway (the active segment's index files, which lag
+        // its memory, are rebuilt then).
     }
 }
 

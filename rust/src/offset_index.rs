@@ -15,9 +15,8 @@
 //!
 //! # Crash story
 //! Not checksummed: rebuilt from the log when missing, when it fails [`OffsetIndex::sanity_check`],
-//! and for every segment recovered after an unclean shutdown. See `index_file.rs` for the
-//! preallocate/trim lifecycle and when the file is open (only while the segment is active,
-//! or for one write).
+//! and for every segment recovered after an unclean shutdown. See `index_file.rs` for when
+//! the entries reach the file (roll, flush, close) and why no descriptor is held.
 //!
 //! # Concurrency
 //! Not synchronized; owned by a `Segment`, which is guarded by the `Log` mutex.
@@ -35,13 +34,14 @@ pub struct OffsetIndex {
 }
 
 impl OffsetIndex {
-    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<OffsetIndex> {
-        Ok(OffsetIndex { base_offset, file: IndexFile::create(path, ENTRY_SIZE, max_bytes)? })
+    /// A new, empty index (the file is written later: see `index_file.rs`).
+    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> OffsetIndex {
+        OffsetIndex { base_offset, file: IndexFile::create(path, ENTRY_SIZE, max_bytes) }
     }
 
     /// Loads an existing index; the caller runs [`Self::sanity_check`] before trusting it.
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<OffsetIndex> {
-        Ok(OffsetIndex { base_offset, file: IndexFile::open(path, ENTRY_SIZE, max_bytes)? })
+    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Option<OffsetIndex>> {
+        Ok(IndexFile::open(path, ENTRY_SIZE, max_bytes)?.map(|file| OffsetIndex { base_offset, file }))
     }
 
     pub fn path(&self) -> &Path {
@@ -162,19 +162,14 @@ impl OffsetIndex {
         Ok(())
     }
 
+    /// Writes the entries the file lacks (creating the file if needed).
     pub fn write_pending(&mut self) -> Result<()> {
-        self.file.write_pending()
-    }
-    pub fn trim(&mut self) -> Result<()> {
-        self.file.trim()
-    }
-    pub fn preallocate(&mut self, max_bytes: u64) -> Result<()> {
-        self.file.preallocate(max_bytes)
+        self.file.write_pending().map(drop)
     }
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
     }
-    pub fn sync_target(&mut self) -> SyncTarget {
+    pub fn sync_target(&mut self) -> Result<Option<SyncTarget>> {
         self.file.sync_target()
     }
     pub fn mark_unsynced(&mut self) {
@@ -182,13 +177,6 @@ impl OffsetIndex {
     }
     pub fn needs_sync(&self) -> bool {
         self.file.needs_sync()
-    }
-    /// Drops the file handle (an inactive segment's index needs none; see `index_file.rs`).
-    pub fn close(&mut self) {
-        self.file.close();
-    }
-    pub fn is_open(&self) -> bool {
-        self.file.is_open()
     }
 }
 
@@ -210,7 +198,7 @@ mod tests {
             probes in proptest::collection::vec(0i64..30_000, 1..50),
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let mut idx = OffsetIndex::create(&dir.path().join("i.index"), base, 1 << 20).unwrap();
+            let mut idx = OffsetIndex::create(&dir.path().join("i.index"), base, 1 << 20);
             let mut model = BTreeMap::new();
             let (mut o, mut p) = (base, 0u32);
             for (dof, dpos) in steps {
@@ -224,9 +212,8 @@ mod tests {
                 let t = base + t - 100;
                 prop_assert_eq!(idx.lookup(t), model_lookup(&model, base, t));
             }
-            // Reload from the (trimmed) file: same answers.
-            idx.trim().unwrap();
-            let re = OffsetIndex::open(&dir.path().join("i.index"), base, 1 << 20).unwrap();
+            // Reload from the file: same answers.
+            let re = OffsetIndex::open(&dir.path().join("i.index"), base, 1 << 20).unwrap().unwrap();
             prop_assert_eq!(re.len(), model.len());
             for (i, (o, p)) in model.iter().enumerate() {
                 prop_assert_eq!(re.entry(i), (*o, *p));
@@ -237,7 +224,7 @@ mod tests {
     #[test]
     fn append_out_of_order_rejected() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = OffsetIndex::create(&dir.path().join("a.index"), 100, 1024).unwrap();
+        let mut idx = OffsetIndex::create(&dir.path().join("a.index"), 100, 1024);
         idx.append(105, 4096).unwrap();
         assert!(idx.append(104, 8192).is_err());
         assert!(idx.append(106, 4096).is_err());
@@ -247,7 +234,7 @@ mod tests {
     #[test]
     fn full_index_rejects_appends() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = OffsetIndex::create(&dir.path().join("a.index"), 0, 32).unwrap();
+        let mut idx = OffsetIndex::create(&dir.path().join("a.index"), 0, 32);
         for i in 1..=4 {
             idx.append(i, u32::try_from(i).unwrap() * 10).unwrap();
         }
@@ -258,7 +245,7 @@ mod tests {
     #[test]
     fn truncate_to_exact_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = OffsetIndex::create(&dir.path().join("t.index"), 0, 1024).unwrap();
+        let mut idx = OffsetIndex::create(&dir.path().join("t.index"), 0, 1024);
         for (o, p) in [(10, 100), (20, 200), (30, 300)] {
             idx.append(o, p).unwrap();
         }
@@ -271,16 +258,30 @@ mod tests {
     }
 
     #[test]
-    fn preallocated_and_trimmed_sizes() {
+    fn file_holds_exactly_the_written_entries() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.index");
-        let mut idx = OffsetIndex::create(&path, 0, 1000).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000 / 8 * 8);
+        std::fs::write(&path, [0xFFu8; 24]).unwrap(); // a stale file with the same name
+        let mut idx = OffsetIndex::create(&path, 0, 1000);
         idx.append(3, 30).unwrap();
-        idx.trim().unwrap();
+        assert!(idx.needs_sync());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 24, "nothing written before write_pending");
+        idx.write_pending().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8, "replaced, nothing preallocated");
+        idx.append(5, 50).unwrap();
+        idx.append(7, 70).unwrap();
+        idx.sync().unwrap();
+        assert!(!idx.needs_sync());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
+        idx.truncate_to(5).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 8);
-        idx.preallocate(1000).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000);
+        let re = OffsetIndex::open(&path, 0, 1000).unwrap().unwrap();
+        assert_eq!((re.len(), re.entry(0)), (1, (3, 30)));
+        // An empty index still creates its file when written; a missing file is `None`.
+        let empty = dir.path().join("e.index");
+        assert!(OffsetIndex::open(&empty, 0, 1000).unwrap().is_none());
+        OffsetIndex::create(&empty, 0, 1000).write_pending().unwrap();
+        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
     }
 
     #[test]
@@ -288,12 +289,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.index");
         std::fs::write(&path, [0, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0, 3, 0, 0, 0, 20]).unwrap();
-        let idx = OffsetIndex::open(&path, 0, 1024).unwrap();
+        let idx = OffsetIndex::open(&path, 0, 1024).unwrap().unwrap();
         assert!(idx.sanity_check(1000).is_err(), "offsets decrease");
         std::fs::write(&path, [0, 0, 0, 5, 0, 0, 0, 9, 0]).unwrap();
         assert!(OffsetIndex::open(&path, 0, 1024).is_err(), "partial entry");
         std::fs::write(&path, [0, 0, 0, 5, 0, 0, 0x10, 0]).unwrap();
-        let idx = OffsetIndex::open(&path, 0, 1024).unwrap();
+        let idx = OffsetIndex::open(&path, 0, 1024).unwrap().unwrap();
         assert!(idx.sanity_check(100).is_err(), "position beyond log");
     }
 }

@@ -1,7 +1,8 @@
 //! Opening a partition directory: load segments, recover what a crash may have torn.
 //!
 //! # Steps
-//! 1. Create the directory if missing; complete every interrupted cleaner swap (a
+//! 1. Create the directory if missing (then fsync its parent: see "Durability" below);
+//!    complete every interrupted cleaner swap (a
 //!    `<base>.log.swap` exists: see `cleaner.rs`); delete stray `.cleaned`, `.deleted`, `.swap`
 //!    and `.tmp` files (left by an uncommitted compaction, a deletion or an atomic write) and
 //!    index files whose `.log` is gone.
@@ -24,13 +25,37 @@
 //!    batches also feed the leader epoch cache, as in Kafka: a batch whose leader epoch is
 //!    newer than the cache's latest starts that epoch at its base offset (a crash can lose
 //!    the checkpoint's last entries but not the batches that carry them).
-//! 6. Recovered segments are fsynced, the recovery point becomes the LEO, the marker is
-//!    removed (so a crash from now on is detected).
+//! 6. Recovered segments are fsynced (their rebuilt index files written first), the
+//!    recovery point becomes the LEO, the marker is removed (so a crash from now on is
+//!    detected).
+//!
+//! # Durability
+//! Loading makes durable exactly what it changed, and nothing for a new log:
+//! - a directory it created: its parent is fsynced (the one fsync of a new log). The first
+//!   segment's `.log` created in it is not: the log's first flush fsyncs the directory
+//!   (`Inner::dir_unsynced`); a crash before leaves an empty directory, the same empty log;
+//! - the recovery point checkpoint is written only if the file does not already say the LEO
+//!   (a missing file says 0: a new log writes none; a log closed cleanly has it already);
+//! - the directory is fsynced once at the end if loading removed or created anything in it
+//!   (strays, orphan indexes, dropped segments, rebuilt index files, the producer snapshot,
+//!   the `.clean-shutdown` marker: removing it must be durable, or a crash after this open
+//!   would pass for a clean shutdown). Removing files that did not exist changes nothing.
+//!
+//! # Crash story of the index files
+//! The active segment's index files lag its memory between flushes (`index_file.rs`), and
+//! an inactive segment's files are written when it is rolled but only fsynced by the flush
+//! that lets the recovery point pass it. Both are covered by step 3: after an unclean
+//! shutdown every segment not entirely below the recovery point, the last one always, has
+//! its indexes rebuilt from the log; below the recovery point the files were written and
+//! fsynced before the point moved, and a file that still fails its sanity check (or is
+//! missing under a non-empty log) is rebuilt anyway. A missing index of an empty segment is
+//! an empty index (a new log's).
 //!
 //! Descriptors: a segment is opened (read-only) to load it; once the next one is loaded it is
 //! inactive and closed (its index files are read into memory and closed by `Segment::open`).
-//! Only the last segment ends open, read-write, as the active one (`Segment::make_active`).
-//! So loading holds about one segment's files at a time, whatever the segment count.
+//! At the end every file is closed, the last segment's included: it becomes the active one
+//! (`Segment::make_active`) and its first append or read opens its `.log`. So loading holds
+//! about one segment's files at a time, and a loaded log none.
 //!
 //! The recovery point used is the smaller of the caller's value (the broker's per-directory
 //! `recovery-point-offset-checkpoint`) and the partition's own `recovery-point-checkpoint`:
@@ -56,25 +81,47 @@ pub(crate) fn parse_base(name: &str, suffix: &str) -> Option<i64> {
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit())).then(|| stem.parse().ok()).flatten()
 }
 
-fn remove(path: &Path) -> Result<()> {
+/// Removes `path`; whether it existed (a removal to make durable).
+fn remove(path: &Path) -> Result<bool> {
     match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(LogError::io(path, e)),
     }
 }
 
+/// Creates the partition directory if it does not exist; whether it did not. A new
+/// directory's parent is fsynced so the directory survives a crash; if that fails the
+/// directory is removed again, so that a retry creates (and fsyncs) it anew.
+fn create_partition_dir(dir: &Path) -> Result<bool> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        // The data directory itself is missing (normally created at startup).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir).ctx(dir)?,
+        Err(e) => return Err(LogError::io(dir, e)),
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    if let Err(e) = sync_dir(parent) {
+        let _ = std::fs::remove_dir(dir);
+        return Err(e);
+    }
+    Ok(true)
+}
+
 #[allow(clippy::too_many_lines)] // one linear procedure, the steps of the module docs
 pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
-    std::fs::create_dir_all(dir).ctx(dir)?;
-    cleaner::complete_interrupted_swaps(dir)?;
+    let created = create_partition_dir(dir)?;
+    // Something in the directory was removed or created: fsync it at the end.
+    let mut dir_changed = false;
+    cleaner::complete_interrupted_swaps(dir)?; // fsyncs the directory itself
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
     for entry in std::fs::read_dir(dir).ctx(dir)? {
         let entry = entry.ctx(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if STRAY_SUFFIXES.iter().any(|s| name.ends_with(s)) {
-            remove(&entry.path())?;
+            dir_changed |= remove(&entry.path())?;
         } else if let Some(b) = parse_base(&name, ".log") {
             bases.push(b);
         } else if let Some(b) = parse_base(&name, ".index").or_else(|| parse_base(&name, ".timeindex")) {
@@ -84,7 +131,7 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
     bases.sort_unstable();
     for (b, p) in index_files {
         if bases.binary_search(&b).is_err() {
-            remove(&p)?;
+            dir_changed |= remove(&p)?;
         }
     }
 
@@ -93,7 +140,10 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
     let log_start_cp = read_single_offset(&dir.join(LOG_START_FILE))?;
     // Advisory (compaction redoes work without it): a damaged file means nothing is clean.
     let cleaner_cp = read_single_offset(&dir.join(CLEANER_CHECKPOINT_FILE)).unwrap_or(None).unwrap_or(0);
-    let rp_file = read_single_offset(&dir.join(RECOVERY_POINT_FILE)).unwrap_or(None);
+    let rp_read = read_single_offset(&dir.join(RECOVERY_POINT_FILE));
+    // What the file says, absent meaning 0; `None` if it cannot be read.
+    let rp_on_disk = rp_read.as_ref().ok().map(|v| v.unwrap_or(0));
+    let rp_file = rp_read.unwrap_or(None);
     let rp = match (recovery_point, rp_file) {
         (Some(a), Some(f)) => a.min(f),
         (Some(a), None) => a,
@@ -110,6 +160,7 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         if drop_rest {
             drop_segment_files(dir, base)?;
             report.segments_dropped += 1;
+            dir_changed = true;
             continue;
         }
         if let Some(prev) = segments.last() {
@@ -119,6 +170,7 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
                 });
                 drop_segment_files(dir, base)?;
                 report.segments_dropped += 1;
+                dir_changed = true;
                 drop_rest = true;
                 continue;
             }
@@ -155,17 +207,24 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         }
         segments.push(seg);
     }
+    // A new directory's first segment is made durable by the first flush (`dir_unsynced`);
+    // one created in an existing directory (emptied by a crash) by the fsync at the end.
+    let mut dir_unsynced = false;
     if segments.is_empty() {
         let base = log_start_cp.unwrap_or(0).max(0);
         segments.push(Segment::create(dir, base, &config)?);
+        dir_unsynced = created;
+        dir_changed |= !created;
     }
     let n = segments.len();
     for s in &mut segments[..n - 1] {
-        // Trimmed already unless just recovered as the last survivor of a dropped tail.
+        // Written already unless just recovered as the last survivor of a dropped tail.
         s.on_become_inactive()?;
     }
-    segments[n - 1].make_active(&config)?;
+    segments[n - 1].make_active();
     if recovered_any {
+        // Rebuilt index files may be new files.
+        dir_changed = true;
         for s in &mut segments {
             s.flush()?;
         }
@@ -186,11 +245,18 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         Some(p) => p,
         None => rebuild_producer_state(&mut segments, log_start)?,
     };
-    remove(&dir.join(SNAPSHOT_FILE))?;
+    dir_changed |= remove(&dir.join(SNAPSHOT_FILE))?;
 
-    write_single_offset(&dir.join(RECOVERY_POINT_FILE), leo)?;
-    remove(&marker)?;
-    sync_dir(dir)?;
+    if rp_on_disk != Some(leo) {
+        write_single_offset(&dir.join(RECOVERY_POINT_FILE), leo)?;
+    }
+    dir_changed |= remove(&marker)?;
+    if dir_changed {
+        sync_dir(dir)?;
+    }
+    for s in &mut segments {
+        s.close_log_file();
+    }
 
     Ok(Inner {
         config: Arc::new(config),
@@ -209,8 +275,9 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         cleaning: false,
         // Tombstone horizons are not persisted: a log cleaned before gets one pass early on.
         earliest_horizon: (cleaner_cp > log_start).then_some(i64::MIN),
-        reads: 0,
+        uses: 0,
         swept_at: 0,
+        dir_unsynced,
     })
 }
 
@@ -226,7 +293,7 @@ fn drop_segment_files(dir: &Path, base: i64) -> Result<()> {
 /// is closed after it, so at most one extra descriptor is open at a time.
 pub(crate) fn rebuild_producer_state(segments: &mut [Segment], log_start: i64) -> Result<ProducerStateManager> {
     let mut m = ProducerStateManager::new();
-    for s in segments {
+    for s in segments.iter_mut().filter(|s| s.size > 0) {
         let was_open = s.is_log_file_open();
         let scanned = s.scan_producer_batches(|h, marker| {
             if h.has_producer_id() {

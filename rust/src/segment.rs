@@ -35,15 +35,19 @@
 //! `max_bytes` is returned whole (Kafka's KIP-74 rule).
 //!
 //! # File descriptors
-//! The active segment holds three: its `.log` (read-write) and both indexes (it appends). An
-//! inactive segment holds none of its own at rest:
-//! - its indexes are read into memory and closed (see `index_file.rs`): when it is rolled
-//!   ([`Segment::on_become_inactive`]) and when it is opened at startup;
-//! - its `.log` is opened on demand, read-only, by the first read that needs it (a fetch,
-//!   ListOffsets by timestamp, the cleaner, a producer-state rebuild) and closed again by the
-//!   owning log ([`Segment::close_log_file`]) under the policy documented in `log.rs`;
-//! - an operation that writes an inactive segment (truncation, recovery, becoming active
-//!   again) reopens what it writes read-write for that;
+//! A segment holds at most one descriptor, its `.log`, and none at rest:
+//! - its indexes never hold one: their entries live in memory, and the files are opened by
+//!   path for each write, which happens when the segment stops being active
+//!   ([`Segment::on_become_inactive`]), when a flush fsyncs it ([`Segment::sync_targets`]) and
+//!   after a recovery rebuilt them (see `index_file.rs`). The active segment's index files
+//!   therefore lag its memory between flushes; an unclean shutdown rebuilds them anyway;
+//! - its `.log` is opened on demand by the first append or read that needs it: read-write for
+//!   the active segment (appends are positioned writes at `size`, so a reopened file needs no
+//!   seek), read-only for an inactive one (a fetch, ListOffsets by timestamp, the cleaner, a
+//!   producer-state rebuild); the owning log closes it ([`Segment::close_log_file`]) under
+//!   the policy documented in `log.rs`, the active segment's included;
+//! - an operation that writes an inactive segment (truncation, recovery) reopens its `.log`
+//!   read-write for that;
 //! - a flush of a closed file opens it by path for the fsync ([`SyncTarget`]).
 //!
 //! Closing only drops the segment's own `Arc<File>`: a [`FileRegion`] handed out earlier keeps
@@ -98,10 +102,13 @@ pub struct Segment {
     file: Option<Arc<File>>,
     /// `file` was opened read-write (the active segment, or a write on an inactive one).
     writable: bool,
+    /// The segment appends (the log's last one): its `.log` opens read-write.
+    active: bool,
     /// Identifies this segment's regions (`holds`); stable across reopening the file.
     path_arc: Arc<PathBuf>,
-    /// The owning log's read counter at this segment's last read (which files to close).
-    pub last_read: u64,
+    /// The owning log's use counter at this segment's last append or read (which files the
+    /// idle sweep closes).
+    pub last_used: u64,
     pub size: u64,
     pub next_offset: i64,
     offset_index: OffsetIndex,
@@ -126,7 +133,8 @@ impl Segment {
         ]
     }
 
-    /// A new, empty segment (any files with its name are replaced).
+    /// A new, empty, active segment (any files with its name are replaced: the `.log` now, the
+    /// indexes at their first write). Its `.log` is open read-write.
     pub fn create(dir: &Path, base_offset: i64, config: &LogConfig) -> Result<Segment> {
         Self::create_with_suffix(dir, base_offset, config, "")
     }
@@ -136,15 +144,16 @@ impl Segment {
     pub fn create_with_suffix(dir: &Path, base_offset: i64, config: &LogConfig, suffix: &str) -> Result<Segment> {
         let [lp, ip, tp] = Self::paths(dir, base_offset, suffix);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&lp).ctx(&lp)?;
-        let offset_index = OffsetIndex::create(&ip, base_offset, config.segment_index_bytes)?;
-        let time_index = TimeIndex::create(&tp, base_offset, config.segment_index_bytes)?;
+        let offset_index = OffsetIndex::create(&ip, base_offset, config.segment_index_bytes);
+        let time_index = TimeIndex::create(&tp, base_offset, config.segment_index_bytes);
         Ok(Segment {
             base_offset,
             path_arc: Arc::new(lp.clone()),
             log_path: lp,
             file: Some(Arc::new(file)),
             writable: true,
-            last_read: 0,
+            active: true,
+            last_used: 0,
             size: 0,
             next_offset: base_offset,
             offset_index,
@@ -157,31 +166,35 @@ impl Segment {
         })
     }
 
-    /// Opens an existing segment trusting its indexes if they load and pass their sanity
-    /// checks. Returns `Ok(None)`-like signal through `needs_recovery` when anything is off
-    /// (missing/corrupt index, torn tail), in which case the caller runs [`Self::recover`].
-    /// `gaps`: the first batch may start above `base_offset` (see the invariants).
-    /// The `.log` is opened read-only and the indexes are read and closed: the caller closes
-    /// the log file too once it is done with an inactive segment ([`Self::close_log_file`]);
-    /// recovery and [`Self::make_active`] reopen what they write.
+    /// Opens an existing segment (inactive) trusting its indexes if they load and pass their
+    /// sanity checks. The returned flag says the segment needs recovery when anything is off
+    /// (corrupt index, an index missing while the log is not empty, torn tail): the caller
+    /// then runs [`Self::recover`]. `gaps`: the first batch may start above `base_offset` (see
+    /// the invariants). The `.log` is opened read-only and the indexes are read and closed:
+    /// the caller closes the log file too once it is done with it ([`Self::close_log_file`]);
+    /// recovery reopens what it writes.
     pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64, gaps: bool) -> Result<(Segment, bool)> {
         let [lp, ip, tp] = Self::paths(dir, base_offset, "");
         let file = Arc::new(File::open(&lp).ctx(&lp)?);
         let size = file.metadata().ctx(&lp)?.len();
         let mut needs_recovery = false;
+        // A missing index of an empty segment is an empty index (a new log's segment, whose
+        // index files are only written at its first flush, roll or close).
         let offset_index = match OffsetIndex::open(&ip, base_offset, config.segment_index_bytes) {
-            Ok(i) if i.sanity_check(size).is_ok() => i,
+            Ok(Some(i)) if i.sanity_check(size).is_ok() => i,
+            Ok(None) if size == 0 => OffsetIndex::create(&ip, base_offset, config.segment_index_bytes),
             Ok(_) | Err(LogError::CorruptIndex { .. } | LogError::Io { .. }) => {
                 needs_recovery = true;
-                OffsetIndex::create(&ip, base_offset, config.segment_index_bytes)?
+                OffsetIndex::create(&ip, base_offset, config.segment_index_bytes)
             }
             Err(e) => return Err(e),
         };
         let time_index = match TimeIndex::open(&tp, base_offset, config.segment_index_bytes) {
-            Ok(i) => i,
-            Err(LogError::CorruptIndex { .. } | LogError::Io { .. }) => {
+            Ok(Some(i)) => i,
+            Ok(None) if size == 0 => TimeIndex::create(&tp, base_offset, config.segment_index_bytes),
+            Ok(None) | Err(LogError::CorruptIndex { .. } | LogError::Io { .. }) => {
                 needs_recovery = true;
-                TimeIndex::create(&tp, base_offset, config.segment_index_bytes)?
+                TimeIndex::create(&tp, base_offset, config.segment_index_bytes)
             }
             Err(e) => return Err(e),
         };
@@ -191,7 +204,8 @@ impl Segment {
             log_path: lp,
             file: Some(Arc::clone(&file)),
             writable: false,
-            last_read: 0,
+            active: false,
+            last_used: 0,
             size,
             next_offset: base_offset,
             offset_index,
@@ -244,11 +258,11 @@ impl Segment {
 
     /// Validates every batch (stored-batch check; offsets contiguous from `base_offset`, or
     /// only increasing with `gaps`), truncates the file at the first bad one, and rebuilds
-    /// both indexes.
+    /// both indexes (written, replacing the old files).
     pub fn recover(&mut self, config: &LogConfig, now_ms: i64, gaps: bool) -> Result<Recovered> {
         let [_, ip, tp] = Self::paths(self.log_path.parent().unwrap_or(Path::new(".")), self.base_offset, "");
-        self.offset_index = OffsetIndex::create(&ip, self.base_offset, config.segment_index_bytes)?;
-        self.time_index = TimeIndex::create(&tp, self.base_offset, config.segment_index_bytes)?;
+        self.offset_index = OffsetIndex::create(&ip, self.base_offset, config.segment_index_bytes);
+        self.time_index = TimeIndex::create(&tp, self.base_offset, config.segment_index_bytes);
         self.next_offset = self.base_offset;
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = -1;
@@ -330,7 +344,9 @@ impl Segment {
     }
 
     /// Writes `bytes` (already validated, offsets assigned) with one positioned write and
-    /// indexes its batches. On a failed write the file is cut back to its previous size.
+    /// indexes its batches (in memory: the index files get them at the next flush, roll or
+    /// close). On a failed write the file is cut back to its previous size. Opens the `.log`
+    /// read-write if it is closed.
     pub fn append(&mut self, bytes: &[u8], batches: &[AppendedBatch], now_ms: i64, config: &LogConfig) -> Result<()> {
         let start = self.size;
         let file = self.writable_file()?;
@@ -350,14 +366,17 @@ impl Segment {
         if let Some(b) = batches.last() {
             self.next_offset = b.last_offset + 1;
         }
-        self.offset_index.write_pending()?;
-        self.time_index.write_pending()
+        Ok(())
     }
 
-    /// The `.log` handle for a read: the open one, or the file opened read-only now.
+    /// The `.log` handle for a read: the open one, or the file opened now (read-only, or
+    /// read-write for the active segment, which the next append then uses).
     pub fn reader(&mut self) -> Result<Arc<File>> {
         if let Some(f) = &self.file {
             return Ok(Arc::clone(f));
+        }
+        if self.active {
+            return self.writable_file();
         }
         let f = Arc::new(File::open(&self.log_path).ctx(&self.log_path)?);
         self.file = Some(Arc::clone(&f));
@@ -378,8 +397,9 @@ impl Segment {
         }
     }
 
-    /// Drops the segment's own `.log` handle (an inactive segment; see the module docs).
-    /// Regions handed out keep theirs. The next read reopens the file.
+    /// Drops the segment's own `.log` handle (an idle or inactive segment; see the module
+    /// docs). Regions handed out keep theirs. The next append or read reopens the file;
+    /// unflushed bytes stay counted and a flush fsyncs the file by path.
     pub fn close_log_file(&mut self) {
         self.file = None;
         self.writable = false;
@@ -389,9 +409,13 @@ impl Segment {
         self.file.is_some()
     }
 
-    /// Descriptors the segment itself holds (0 to 3), for tests and metrics.
+    /// Descriptors the segment itself holds (0 or 1: its `.log`), for tests and metrics.
     pub fn open_descriptors(&self) -> usize {
-        usize::from(self.file.is_some()) + usize::from(self.offset_index.is_open()) + usize::from(self.time_index.is_open())
+        usize::from(self.file.is_some())
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
     }
 
     fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
@@ -596,36 +620,39 @@ impl Segment {
         Ok(removed)
     }
 
-    /// The segment stops being active (roll, close): final time-index entry, trimmed indexes,
-    /// index files closed (an inactive segment looks its indexes up in memory). The `.log`
-    /// stays open until the log closes it (see `log.rs`).
+    /// The segment stops being active (roll, close, a cleaned or recovered segment): final
+    /// time-index entry, and every index entry written to the files (created if need be), so
+    /// an inactive segment's index files are complete. Not fsynced: `needs_flush` says so
+    /// until a flush does. The `.log` stays open until the log closes it (see `log.rs`).
     pub fn on_become_inactive(&mut self) -> Result<()> {
         if self.max_timestamp >= 0 || self.size > 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp.max(self.base_offset), true)?;
         }
-        self.offset_index.trim()?;
-        self.time_index.trim()?;
-        self.offset_index.close();
-        self.time_index.close();
+        self.offset_index.write_pending()?;
+        self.time_index.write_pending()?;
+        self.active = false;
         Ok(())
     }
 
-    /// Grows the indexes back to full size (a reopened last segment becomes active again) and
-    /// opens the `.log` and both indexes read-write.
-    pub fn make_active(&mut self, config: &LogConfig) -> Result<()> {
-        self.writable_file()?;
-        self.offset_index.preallocate(config.segment_index_bytes)?;
-        self.time_index.preallocate(config.segment_index_bytes)
+    /// The segment becomes the one that appends (the last segment after loading or a
+    /// truncation). Opens nothing: a read-only handle is dropped, and the next append or
+    /// read opens the `.log` read-write.
+    pub fn make_active(&mut self) {
+        self.active = true;
+        if !self.writable {
+            self.close_log_file();
+        }
     }
 
-    /// Whether a flush has anything to fsync: appended bytes, or index writes since the last
-    /// fsync (a rolled segment's trim and final time-index entry count).
+    /// Whether a flush has anything to fsync: appended bytes, or index entries not yet
+    /// written or fsynced (a rolled segment's final entries count).
     pub fn needs_flush(&self) -> bool {
         self.unflushed_bytes > 0 || self.offset_index.needs_sync() || self.time_index.needs_sync()
     }
 
-    /// fsync of the log and both indexes: an open file always, a closed one if it changed
-    /// since its last fsync (opened by path for it).
+    /// fsync of the log and both indexes (index entries written first): an open `.log`
+    /// always, a closed one if it changed since its last fsync (opened by path for it), an
+    /// index file if it changed.
     pub fn flush(&mut self) -> Result<()> {
         if self.file.is_some() || self.unflushed_bytes > 0 {
             SyncTarget { file: self.file.clone(), path: self.log_path.clone() }.sync(false)?;
@@ -636,18 +663,22 @@ impl Segment {
         Ok(())
     }
 
-    /// The log and both index files, for an fsync outside the log lock (index entries are
-    /// written at the end of every append, so the files are complete). Marks the segment
-    /// flushed; the caller calls [`Self::mark_unflushed`] if an fsync fails.
-    pub fn sync_targets(&mut self) -> Result<[SyncTarget; 3]> {
-        self.offset_index.write_pending()?;
-        self.time_index.write_pending()?;
+    /// What a flush fsyncs outside the log lock: the `.log`, and each index file that changed,
+    /// after writing the entries it lacks (under the lock; so the files are complete when the
+    /// recovery point passes them). Marks the segment flushed; the caller calls
+    /// [`Self::mark_unflushed`] if an fsync fails.
+    pub fn sync_targets(&mut self) -> Result<Vec<SyncTarget>> {
+        let mut targets = vec![SyncTarget { file: self.file.clone(), path: self.log_path.clone() }];
+        targets.extend(self.offset_index.sync_target()?);
+        match self.time_index.sync_target() {
+            Ok(t) => targets.extend(t),
+            Err(e) => {
+                self.offset_index.mark_unsynced();
+                return Err(e);
+            }
+        }
         self.unflushed_bytes = 0;
-        Ok([
-            SyncTarget { file: self.file.clone(), path: self.log_path.clone() },
-            self.offset_index.sync_target(),
-            self.time_index.sync_target(),
-        ])
+        Ok(targets)
     }
 
     /// An fsync of `sync_targets` failed: everything counts as unflushed again.
@@ -803,7 +834,7 @@ mod tests {
     }
 
     #[test]
-    fn reopen_uses_trimmed_indexes() {
+    fn reopen_uses_written_indexes() {
         let dir = tempfile::tempdir().unwrap();
         let config = cfg(100);
         let mut seg = Segment::create(dir.path(), 0, &config).unwrap();

@@ -19,8 +19,8 @@
 //!
 //! # Crash story and concurrency
 //! As for the offset index: rebuilt from the log, never trusted after an unclean shutdown;
-//! guarded by the `Log` mutex through its `Segment`. The file is open only while the segment
-//! is active or for one write (`index_file.rs`).
+//! guarded by the `Log` mutex through its `Segment`. The file is opened only for a write or
+//! an fsync (`index_file.rs`).
 
 use std::path::Path;
 
@@ -35,12 +35,13 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
-    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<TimeIndex> {
-        Ok(TimeIndex { base_offset, file: IndexFile::create(path, ENTRY_SIZE, max_bytes)? })
+    /// A new, empty index (the file is written later: see `index_file.rs`).
+    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> TimeIndex {
+        TimeIndex { base_offset, file: IndexFile::create(path, ENTRY_SIZE, max_bytes) }
     }
 
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<TimeIndex> {
-        Ok(TimeIndex { base_offset, file: IndexFile::open(path, ENTRY_SIZE, max_bytes)? })
+    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Option<TimeIndex>> {
+        Ok(IndexFile::open(path, ENTRY_SIZE, max_bytes)?.map(|file| TimeIndex { base_offset, file }))
     }
 
     pub fn path(&self) -> &Path {
@@ -140,19 +141,14 @@ impl TimeIndex {
         Ok(())
     }
 
+    /// Writes the entries the file lacks (creating the file if needed).
     pub fn write_pending(&mut self) -> Result<()> {
-        self.file.write_pending()
-    }
-    pub fn trim(&mut self) -> Result<()> {
-        self.file.trim()
-    }
-    pub fn preallocate(&mut self, max_bytes: u64) -> Result<()> {
-        self.file.preallocate(max_bytes)
+        self.file.write_pending().map(drop)
     }
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
     }
-    pub fn sync_target(&mut self) -> SyncTarget {
+    pub fn sync_target(&mut self) -> Result<Option<SyncTarget>> {
         self.file.sync_target()
     }
     pub fn mark_unsynced(&mut self) {
@@ -160,13 +156,6 @@ impl TimeIndex {
     }
     pub fn needs_sync(&self) -> bool {
         self.file.needs_sync()
-    }
-    /// Drops the file handle (an inactive segment's index needs none; see `index_file.rs`).
-    pub fn close(&mut self) {
-        self.file.close();
-    }
-    pub fn is_open(&self) -> bool {
-        self.file.is_open()
     }
 }
 
@@ -182,7 +171,7 @@ mod tests {
             probes in proptest::collection::vec(-10i64..3000, 1..30),
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let mut idx = TimeIndex::create(&dir.path().join("x.timeindex"), 1000, 1 << 16).unwrap();
+            let mut idx = TimeIndex::create(&dir.path().join("x.timeindex"), 1000, 1 << 16);
             let mut model: Vec<(i64, i64)> = vec![];
             let (mut t, mut o) = (0i64, 1000i64);
             for (dt, dof) in steps {
@@ -203,7 +192,7 @@ mod tests {
     #[test]
     fn non_increasing_timestamps_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = TimeIndex::create(&dir.path().join("t.timeindex"), 0, 1200).unwrap();
+        let mut idx = TimeIndex::create(&dir.path().join("t.timeindex"), 0, 1200);
         assert!(idx.maybe_append(100, 0, false).unwrap());
         assert!(!idx.maybe_append(100, 5, false).unwrap());
         assert!(!idx.maybe_append(90, 6, false).unwrap());
@@ -214,7 +203,7 @@ mod tests {
     #[test]
     fn last_slot_reserved_for_final_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = TimeIndex::create(&dir.path().join("f.timeindex"), 0, 36).unwrap(); // 3 entries
+        let mut idx = TimeIndex::create(&dir.path().join("f.timeindex"), 0, 36); // 3 entries
         assert!(idx.maybe_append(1, 1, false).unwrap());
         assert!(idx.maybe_append(2, 2, false).unwrap());
         assert!(idx.is_full());
@@ -227,13 +216,13 @@ mod tests {
     fn truncate_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.timeindex");
-        let mut idx = TimeIndex::create(&path, 50, 1200).unwrap();
+        let mut idx = TimeIndex::create(&path, 50, 1200);
         for (t, o) in [(10, 50), (20, 60), (30, 70)] {
             idx.maybe_append(t, o, false).unwrap();
         }
+        idx.write_pending().unwrap();
         idx.truncate_to(60).unwrap();
-        idx.trim().unwrap();
-        let re = TimeIndex::open(&path, 50, 1200).unwrap();
+        let re = TimeIndex::open(&path, 50, 1200).unwrap().unwrap();
         assert_eq!(re.len(), 1);
         assert_eq!(re.last_entry(), Some((10, 50)));
         re.sanity_check(61).unwrap();

@@ -167,3 +167,80 @@ fn segments_below_the_recovery_point_are_not_rescanned() {
     let log = Log::open(dir.path(), "crash", 0, config(), None, 0).unwrap();
     assert_eq!(log.recovery_report().segments_recovered, 1, "only the segment holding the recovery point");
 }
+
+/// Index entries of a segment and whether every offset's lookup lands on its batch.
+fn index_counts_and_lookups(log: &Log) -> Vec<(usize, usize)> {
+    for o in log.log_start_offset()..log.log_end_offset() {
+        let r = log.read(o, 1, None, true).unwrap().unwrap();
+        let h = _core::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
+        assert!(h.base_offset <= o && o <= h.last_offset(), "offset {o} read batch {}..={}", h.base_offset, h.last_offset());
+    }
+    log.index_entry_counts()
+}
+
+/// The active segment's index entries live in memory until a flush, roll or close writes
+/// them (`index_file.rs`): a crash before that (a drop without close) leaves its index files
+/// missing or behind, and the unclean open rebuilds them from the log.
+#[test]
+fn active_segment_index_never_written_is_rebuilt() {
+    for flushed_once in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 1 << 20, ..config() };
+        let log = Log::open(dir.path(), "crash", 0, config.clone(), None, 0).unwrap();
+        let mut values = Vec::new();
+        for i in 0..60 {
+            if flushed_once && i == 30 {
+                log.flush().unwrap();
+            }
+            let v = format!("value {i} {}", "y".repeat(i % 40)).into_bytes();
+            log.append_as_leader(BatchBuilder::new().base_timestamp(i as i64 * 10).record(Rec::value(&v)).build(), 0, i as i64).unwrap();
+            values.push(v);
+        }
+        let before = index_counts_and_lookups(&log);
+        assert_eq!(before.len(), 1);
+        assert!(before[0].0 > 10, "{before:?}");
+        drop(log); // a crash: nothing closed, the index entries never all written
+        let index = dir.path().join(file_name(0, ".index"));
+        let on_disk = std::fs::metadata(&index).map_or(0, |m| m.len() as usize / 8);
+        assert!(on_disk < before[0].0, "flushed once {flushed_once}: {on_disk} entries on disk");
+        assert_eq!(index.exists(), flushed_once);
+        let log = Log::open(dir.path(), "crash", 0, config.clone(), None, 0).unwrap();
+        assert_eq!(log.recovery_report().segments_recovered, 1);
+        assert_eq!(log.recovery_report().bytes_truncated, 0);
+        assert_eq!(index_counts_and_lookups(&log), before, "rebuilt");
+        assert_eq!(read_all_values(&log, 0).unwrap().into_iter().map(|(_, v)| v).collect::<Vec<_>>(), values);
+        assert_eq!(std::fs::metadata(&index).unwrap().len() as usize, before[0].0 * 8, "and written");
+        assert_eq!(log.offset_for_timestamp(445).unwrap(), Some((45, 450)));
+    }
+}
+
+/// A rolled segment's index files are written at the roll but fsynced only by the flush that
+/// lets the recovery point pass it: if a crash loses those writes, the segment is above the
+/// recovery point and its indexes are rebuilt.
+#[test]
+fn rolled_segment_index_lost_above_the_recovery_point_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), "crash", 0, config(), None, 0).unwrap();
+    let mut values = Vec::new();
+    for i in 0..120 {
+        let v = format!("value {i} {}", "z".repeat(i % 50)).into_bytes();
+        log.append_as_leader(BatchBuilder::new().record(Rec::value(&v)).build(), 0, i as i64).unwrap();
+        values.push(v);
+    }
+    assert!(log.segment_count() >= 3);
+    let before = index_counts_and_lookups(&log);
+    drop(log);
+    // The writes of every index file lost (empty or missing).
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("index") => std::fs::write(&p, b"").unwrap(),
+            Some("timeindex") => std::fs::remove_file(&p).unwrap(),
+            _ => {}
+        }
+    }
+    let log = Log::open(dir.path(), "crash", 0, config(), None, 0).unwrap();
+    assert_eq!(log.recovery_report().segments_recovered, before.len(), "nothing was flushed: all recovered");
+    assert_eq!(index_counts_and_lookups(&log), before);
+    assert_eq!(read_all_values(&log, 0).unwrap().into_iter().map(|(_, v)| v).collect::<Vec<_>>(), values);
+}

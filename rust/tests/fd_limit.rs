@@ -1,6 +1,8 @@
 //! A descriptor shortage (EMFILE) is an error that names the topic-partition and the file and
 //! says to raise RLIMIT_NOFILE, and a fetch answers it per partition with
-//! KAFKA_STORAGE_ERROR; nothing panics, and the log works again once descriptors are free.
+//! KAFKA_STORAGE_ERROR; nothing panics, nothing is written, and the log works again with all
+//! its data once descriptors are free. Covers the reopen of an idle active segment (read,
+//! append, flush), an old segment's read, a roll, and a new log.
 //!
 //! The open files limit is per process, so this binary holds this one test alone (its own
 //! `[[test]]` entry): it lowers the soft limit, fills the remaining descriptors with
@@ -46,6 +48,21 @@ fn assert_shortage(e: &LogError, tp: &str, file: &Path) {
     assert_eq!(error_code_for(e), KAFKA_STORAGE_ERROR);
 }
 
+/// Fills every descriptor the process may still open (after lowering the soft limit);
+/// dropping the result gives them back.
+fn exhaust_descriptors() -> Vec<File> {
+    set_open_files_soft_limit(max_fd() + 16).unwrap();
+    let mut hog = Vec::new();
+    let exhausted = loop {
+        match File::open("/dev/null") {
+            Ok(f) => hog.push(f),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(exhausted.raw_os_error(), Some(libc::EMFILE));
+    hog
+}
+
 #[test]
 fn descriptor_shortage_is_a_named_per_partition_error() {
     let t = tempfile::tempdir().unwrap();
@@ -57,30 +74,39 @@ fn descriptor_shortage_is_a_named_per_partition_error() {
         n += 1;
     }
     log.update_high_watermark(log.log_end_offset());
-    // Idle: the old segments' files are closed.
+    // Idle: every file is closed, the active segment's included.
     log.maybe_flush(1).unwrap();
     log.maybe_flush(1).unwrap();
-    assert_eq!(log.open_file_count(), 3);
-
+    assert_eq!(log.open_file_count(), 0);
     let (soft, _) = open_files_limit().unwrap();
-    set_open_files_soft_limit(max_fd() + 16).unwrap();
-    let mut hog = Vec::new();
-    let exhausted = loop {
-        match File::open("/dev/null") {
-            Ok(f) => hog.push(f),
-            Err(e) => break e,
-        }
-    };
-    assert_eq!(exhausted.raw_os_error(), Some(libc::EMFILE));
 
-    // A read of an old segment cannot reopen its file.
+    // 1. The active segment's file is closed: neither a read nor an append can reopen it.
+    let active = dir.join(format!("{:020}.log", log.segment_base_offsets().last().unwrap()));
+    let leo = log.log_end_offset();
+    let hog = exhaust_descriptors();
+    let e = log.read(leo - 1, 1 << 20, None, true).unwrap_err();
+    assert_shortage(&e, "orders-3", &active);
+    let e = put(&log, n).unwrap_err();
+    assert_shortage(&e, "orders-3", &active);
+    assert_eq!(log.log_end_offset(), leo, "the refused append wrote nothing");
+    // A flush of the closed file needs a descriptor too: refused, the recovery point stays.
+    let rp = log.recovery_point();
+    assert!(log.flush().is_err());
+    assert_eq!(log.recovery_point(), rp);
+    drop(hog);
+    set_open_files_soft_limit(soft).unwrap();
+    assert!(log.read(leo - 1, 1 << 20, None, true).unwrap().is_some(), "reopened");
+    log.flush().unwrap();
+    assert_eq!(log.recovery_point(), leo);
+
+    // 2. The active segment's file is open (just read): reads of it go on, a read of an old
+    // segment cannot reopen its file, and an append that rolls cannot write the rolled
+    // segment's index files: refused, nothing written.
+    let hog = exhaust_descriptors();
     let first = dir.join("00000000000000000000.log");
     let e = log.read(0, 1 << 20, None, true).unwrap_err();
     assert_shortage(&e, "orders-3", &first);
-    // Reads of the active segment go on (its file is open).
-    let leo = log.log_end_offset();
     assert!(log.read(leo - 1, 1 << 20, None, true).unwrap().is_some());
-    // An append that has to roll cannot create the new segment: refused, nothing written.
     let mut refused = None;
     for _ in 0..50 {
         match put(&log, n) {
@@ -93,13 +119,14 @@ fn descriptor_shortage_is_a_named_per_partition_error() {
     }
     let e = refused.expect("an append rolls within 50 records of 600-byte segments");
     let rolled_to = log.log_end_offset();
-    // (the rolled segment's index handles were just closed, so it is one of the new
-    // segment's three files that finds no descriptor)
-    assert_shortage(&e, "orders-3", &dir.join(format!("{rolled_to:020}.")));
+    let rolled = log.segment_base_offsets().last().copied().unwrap();
+    assert_shortage(&e, "orders-3", &dir.join(format!("{rolled:020}.")));
     assert_eq!(log.log_end_offset(), rolled_to, "the refused append wrote nothing");
-    // Opening another partition fails the same way.
+    // Opening another partition fails the same way (its directory's parent cannot be
+    // fsynced), and leaves no directory behind.
     let e = Log::open(&t.path().join("fresh-0"), "fresh", 0, config(), None, 0).err().expect("no descriptors left");
-    assert_shortage(&e, "fresh-0", &t.path().join("fresh-0"));
+    assert_shortage(&e, "fresh-0", t.path());
+    assert!(!t.path().join("fresh-0").exists());
 
     drop(hog);
     set_open_files_soft_limit(soft).unwrap();
@@ -113,4 +140,5 @@ fn descriptor_shortage_is_a_named_per_partition_error() {
     log.close().unwrap();
     let log = Log::open(&dir, "orders", 3, config(), None, 0).unwrap();
     assert_eq!(log.read_records(0, None, None).unwrap().len(), n + 1);
+    Log::open(&t.path().join("fresh-0"), "fresh", 0, config(), None, 0).unwrap();
 }

@@ -1,11 +1,12 @@
 """The open files limit (RLIMIT_NOFILE) of the broker process.
 
-Every partition holds file descriptors: its active segment's `.log`, `.index` and
-`.timeindex`, plus for a while the `.log` of an older segment a consumer reads (the engine's
-policy: rust/src/log.rs, "File descriptors"); every client connection holds a socket. A
-distribution's default soft limit (often 1,024) is far below what a broker with thousands
-of partitions needs, while the hard limit is usually much higher, and an unprivileged
-process may raise its soft limit up to the hard one. `raise_open_files_limit` does that once
+A partition being written or read holds file descriptors: its active segment's `.log`,
+plus for a while the `.log` of up to two older segments a consumer reads; an idle partition
+holds none once the flush scheduler's sweep (every `log.flush.scheduler.interval.ms`) found
+it idle (the engine's policy: rust/src/log.rs, "File descriptors"). Every client connection
+holds a socket. A distribution's default soft limit (often 1,024) is far below what a
+broker with thousands of busy partitions needs, while the hard limit is usually much
+higher, and an unprivileged process may raise its soft limit up to the hard one. `raise_open_files_limit` does that once
 at startup. When descriptors run out anyway, the engine reports "too many open files (raise
 the open files limit, RLIMIT_NOFILE)" naming the partition and the file; the hard limit is
 then the operator's to raise (systemd `LimitNOFILE=`, `ulimit -Hn`, limits.conf).
