@@ -55,7 +55,7 @@ from logbroker.coord.metadata_records import (
     snapshot_doc,
 )
 from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
-from logbroker.coord.peer_security import controller_sasl, controller_security, server_context
+from logbroker.coord.peer_security import PLAINTEXT, controller_sasl, controller_security, server_context
 from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
 from logbroker.log_format import fields
 
@@ -120,8 +120,11 @@ class MetadataQuorum:
         self.node: _core.RaftNode | None = None
         serving = config.is_controller and config.controller_listen is not None
         self.serving = serving
+        # a single node without a controller listener dials no one: no controller security to set up
+        dials = bool(config.quorum_voters) or serving
         self.transport = QuorumTransport(
-            local.node_id, cluster_id, self.voters, observer=self.observer, security=controller_security(config),
+            local.node_id, cluster_id, self.voters, observer=self.observer,
+            security=controller_security(config) if dials else PLAINTEXT,
             server_tls=server_context(config, config.get_str("controller.listener.names").upper())
             if serving else None,
             sasl=controller_sasl(config, lambda: self.image) if serving else None,
