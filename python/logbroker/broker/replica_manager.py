@@ -115,6 +115,14 @@ class ReplicaManager:
         for p in parts:
             p.apply_state(p.state, self._min_isr(configs.get(p.topic, {})))
 
+    def _try_open_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log | _core.LogBrokerError:
+        """The log, or the error that kept it from opening (this partition only: the metadata
+        stays as committed and the partition offline here; see `offline`)."""
+        try:
+            return self._open_log(topic, partition, configs)
+        except _core.LogBrokerError as e:
+            return e
+
     async def startup(self, image: MetadataImage) -> None:
         """Open every local replica's log (recovering it if the last stop was unclean)."""
         self._apply_dynamic_configs(image)
@@ -209,10 +217,7 @@ class ReplicaManager:
                 if path.exists() and (name, idx) not in self.offline:
                     # Left over from an earlier topic of the same name: not this topic's data.
                     shutil.rmtree(path)
-                try:
-                    return self._open_log(name, idx, topic.configs)
-                except _core.LogBrokerError as e:  # this partition only: the metadata stays as committed
-                    return e
+                return self._try_open_log(name, idx, topic.configs)
 
             return in_parallel(open_new, to_open)
 
@@ -263,10 +268,7 @@ class ReplicaManager:
 
         def open_one(item) -> _core.Log | _core.LogBrokerError:
             topic, state = item
-            try:
-                return self._open_log(topic.name, state.partition, topic.configs)
-            except _core.LogBrokerError as e:
-                return e
+            return self._try_open_log(topic.name, state.partition, topic.configs)
 
         opened = await trio.to_thread.run_sync(in_parallel, open_one, wanted)
         for (topic, state), lg in zip(wanted, opened):

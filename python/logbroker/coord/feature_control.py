@@ -70,10 +70,10 @@ def bootstrap_levels(config: BrokerConfig) -> dict[str, int]:
 
 
 def finalized(image: MetadataImage, config: BrokerConfig) -> dict[str, int]:
-    """The finalized levels clients see: the image's, or, before the active controller wrote
-    any (a new log's first moments), the bootstrap levels it will write."""
+    """The finalized levels clients see (read only): the image's, or, before the active
+    controller wrote any (a new log's first moments), the bootstrap levels it will write."""
     if METADATA_VERSION in image.features:
-        return dict(image.features)
+        return image.features
     return {k: v for k, v in bootstrap_levels(config).items() if v > 0}
 
 
