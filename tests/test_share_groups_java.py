@@ -90,18 +90,25 @@ class Worker:
         self.stderr = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.records: list[tuple[int, int, str, int]] = []
+        self.unparsed: list[str] = []  # stdout lines that are not a record (shown on failure)
         self.holding = threading.Event()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.strip() == "holding":
-                self.holding.set()
-                continue
-            part, off, value, count = line.split()
-            self.records.append((int(part), int(off), value, int(count)))
+        try:
+            for line in self.proc.stdout:
+                if line.strip() == "holding":
+                    self.holding.set()
+                    continue
+                try:
+                    part, off, value, count = line.split()
+                    self.records.append((int(part), int(off), value, int(count)))
+                except ValueError:
+                    self.unparsed.append(line)
+        except (OSError, ValueError) as e:  # the pipe closed under us: reported by wait()
+            self.unparsed.append(f"<stdout: {e!r}>")
 
     def _close(self) -> str:
         if self.proc.poll() is None:
@@ -121,6 +128,7 @@ class Worker:
         finally:
             err = self._close()
         assert rc == 0, err[-3000:]
+        assert not self.unparsed, f"worker printed lines that are not records: {self.unparsed[:5]}; stderr: {err[-2000:]}"
         return self.records
 
     def kill(self) -> None:

@@ -245,6 +245,7 @@ class Cluster:
                for i, (p, c) in ports.items()}
         voters = ",".join(f"{i}@127.0.0.1:{adv[i][1]}" for i in range(1, n + 1))
         sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config or {}).items()]
+        self._root, self._sets, self._log_args = root, sets, ["--log-level", log_level, "--log-format", log_format]
         self.nodes: list[ClusterNode] = []
         for i, (p, c) in ports.items():
             voter = i <= n
@@ -276,6 +277,29 @@ class Cluster:
                                           bound_port=p if broker else 0, metrics_port=metrics_port,
                                           console_port=console_port))
             self.nodes[-1].listener_ports = extra
+
+    def add_controller(self, node_id: int, timeout: float = 60.0) -> ClusterNode:
+        """Start a new controller-only node that joins the running quorum through
+        `controller.quorum.bootstrap.servers` (the voters' controller listeners) as an
+        observer (KIP-853); it becomes a voter once AddRaftVoter adds it
+        (`kafka-metadata-quorum add-controller`, `logbroker cluster add-voter`). Returns
+        once it has started; `node.data_dir`'s meta.properties has its directory id."""
+        if any(n.node_id == node_id for n in self.nodes):
+            raise ValueError(f"node {node_id} is already in this cluster")
+        first = next(n for n in self.nodes if n.controller_port)
+        meta = dict(line.split("=", 1) for line in (first.data_dir / "meta.properties").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes if n.controller_port)
+        c = free_port()
+        args = ["--node-id", str(node_id), "--data-dir", str(self._root / f"node{node_id}"), *self._log_args,
+                "--roles", "controller", "--listen", f"CONTROLLER://127.0.0.1:{c}",
+                "--set", f"controller.quorum.bootstrap.servers={bootstrap}", "--set", f"cluster.id={meta['cluster.id']}"]
+        for kv in self._sets:
+            args += ["--set", kv]
+        node = ClusterNode(node_id, 0, c, self._root / f"node{node_id}", args, bound_port=0)
+        self.nodes.append(node)
+        node.start(timeout)
+        return node
 
     @property
     def brokers(self) -> list[ClusterNode]:

@@ -1,5 +1,6 @@
 """`logbroker cluster status`: the state of a cluster as one broker sees it, through the
-Kafka protocol (any broker of the cluster will do).
+Kafka protocol (any broker of the cluster will do); `add-voter` and `remove-voter` change
+the controller quorum's voters (voter_cli.py).
 
     logbroker cluster status --bootstrap-server 127.0.0.1:9092 [--json]
 
@@ -26,6 +27,7 @@ from logbroker.admin_views import partition_state
 from logbroker.cli_args import add_command_config, client_config
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
+from logbroker.common import directory_id
 
 METADATA_TOPIC = "__cluster_metadata"
 TIMEOUT_S = 10.0
@@ -112,9 +114,11 @@ def _quorum(conn: BrokerConnection) -> dict:
     leader_end = next((v.log_end_offset for v in p.current_voters if v.replica_id == p.leader_id), None)
 
     def replica(v, status: str) -> dict:
+        directory = getattr(v, "replica_directory_id", None)
         return {
             "node_id": v.replica_id,
             "status": status,
+            "directory_id": None if directory is None or directory.int == 0 else directory_id.text(directory),
             "log_end_offset": v.log_end_offset,
             "lag": (leader_end - v.log_end_offset) if leader_end is not None and v.log_end_offset >= 0 else None,
             "last_fetch_age_ms": max(0, now_ms - v.last_fetch_timestamp) if v.last_fetch_timestamp >= 0 else None,
@@ -227,6 +231,9 @@ def add_parser(sub) -> None:
                    help="HOST:PORT of any broker (or several, comma-separated; default 127.0.0.1:9092)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_command_config(s)
+    from logbroker.voter_cli import add_parsers as add_voter_parsers
+
+    add_voter_parsers(cs)
 
 
 def _bad_bootstrap(bootstrap: str) -> str | None:
@@ -245,6 +252,10 @@ def run(args) -> int:
     if bad:
         print(f"logbroker: {bad}", file=sys.stderr)
         return 2
+    if args.cluster_command in ("add-voter", "remove-voter"):
+        from logbroker.voter_cli import run as run_voter
+
+        return run_voter(args)
     try:
         status = collect(args.bootstrap_server, client_config(args.command_config))
     except StatusError as e:

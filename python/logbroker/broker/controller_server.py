@@ -72,7 +72,7 @@ class ControllerServer:
         config.check_quorum()
         listen = config.controller_listen
         assert listen is not None  # check_quorum insists
-        host, port = config.advertised_controller or config.quorum_voters[self.node_id]
+        host, port = config.advertised_controller or config.quorum_voters.get(self.node_id) or config.controller_listen
         self.address, self.advertised = listen, (host, port)
         config.data_dir.mkdir(parents=True, exist_ok=True)
         local = BrokerRegistration(self.node_id, host, port, config.get_str("broker.rack") or None)

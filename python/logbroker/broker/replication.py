@@ -59,7 +59,7 @@ class Replication:
             partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
             backoff_ms=config.get_int("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
-            tls=rust_client_tls(config) if config.quorum_voters else None,
+            tls=rust_client_tls(config) if config.in_cluster else None,
             sasl=rust_client_sasl(config, config.client_listener_name),
         )
         self.alter_isr: AlterIsr | None = None  # set by the service in a cluster

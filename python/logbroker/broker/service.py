@@ -135,7 +135,7 @@ class BrokerServer:
             if quorum.single_voter:  # it leads: its registration commits at once, before clients come
                 with trio.fail_after(30):
                     await quorum.registered.wait()
-            await self.controller.ensure_features()  # on the active controller: a new log's feature levels
+            await self.controller.ensure_bootstrap()  # on the active controller: a new log's feature levels
             image = self.controller.image
             await self.authorizer.apply_metadata(image)
             self.controller.add_listener(self.authorizer.apply_metadata)

@@ -220,6 +220,15 @@ def _parse_voters(text: str) -> str:
     return ",".join(f"{n}@{h}:{p}" for n, (h, p) in voters.items())
 
 
+def _parse_host_ports(text: str) -> str:
+    return ",".join(f"{h}:{p}" for h, p in parse_host_ports(text))
+
+
+def parse_host_ports(text: str) -> list[tuple[str, int]]:
+    """`HOST:PORT,...` -> [(host, port)] (empty: none)."""
+    return [split_host_port(part.strip()) for part in str(text).split(",") if part.strip()]
+
+
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     """`controller.quorum.voters`: `ID@HOST:PORT,...` -> {id: (host, port)} (empty: none)."""
     out: dict[int, tuple[str, int]] = {}
@@ -273,6 +282,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "advertised_listeners": _parse_advertised,
     "process_roles": _parse_roles,
     "quorum_voters": _parse_voters,
+    "host_ports": _parse_host_ports,
     "protocol_map": _parse_protocol_map,
     "sasl_mechanisms": _parse_mechanisms,
     "sasl_mechanism": _parse_node_mechanism,
@@ -621,7 +631,7 @@ class BrokerConfig:
         listener's TLS files are read, and checked, once, by `listener_tls` when binding.)"""
         primary = self.client_listener_name
         protocol = self.security_protocol(primary)
-        if self.quorum_voters:
+        if self.in_cluster:
             self.node_sasl(primary)  # checks mechanism and credentials of a SASL inter-broker listener
             self.node_sasl(self.get_str("controller.listener.names").upper())
         if protocol != "PLAINTEXT" and self.get_str("console.listen"):
@@ -694,6 +704,19 @@ class BrokerConfig:
         return parse_voters(self.get_str("controller.quorum.voters"))
 
     @property
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        """`controller.quorum.bootstrap.servers`, when this node is not one of the static
+        `controller.quorum.voters` (a node joining a dynamic quorum), else []."""
+        if self.quorum_voters:
+            return []
+        return parse_host_ports(self.get_str("controller.quorum.bootstrap.servers"))
+
+    @property
+    def in_cluster(self) -> bool:
+        """A node of a multi-node quorum (static voters, or joining through bootstrap servers)."""
+        return bool(self.quorum_voters or self.quorum_bootstrap_servers)
+
+    @property
     def is_broker(self) -> bool:
         """A broker (process.roles includes broker): it hosts partitions and serves clients."""
         return "broker" in self.get_str("process.roles").split(",")
@@ -706,8 +729,23 @@ class BrokerConfig:
     def check_quorum(self) -> None:
         """Cross-key checks of a cluster node's quorum settings (ConfigError naming values)."""
         voters = self.quorum_voters
+        bootstrap = self.quorum_bootstrap_servers
+        if bootstrap:
+            if not self.get_str("cluster.id"):
+                raise ConfigError("controller.quorum.bootstrap.servers needs cluster.id: a node joining a quorum must "
+                                  "name the cluster it joins (its id is in a voter's meta.properties, or `logbroker "
+                                  "cluster status`)")
+            ctl = self.controller_listen
+            if self.is_controller and ctl is None:
+                raise ConfigError(f"process.roles={self.get_str('process.roles')} joins the quorum through "
+                                  f"controller.quorum.bootstrap.servers, but listeners={self.get_str('listeners')!r} "
+                                  f"has no {self.get_str('controller.listener.names')}:// listener")
+            if not self.is_controller and ctl is not None:
+                raise ConfigError(f"process.roles=broker, but listeners={self.get_str('listeners')!r} has a "
+                                  f"{self.get_str('controller.listener.names')}:// listener; only controllers listen "
+                                  f"on it")
         if not self.is_broker:
-            if not voters:
+            if not voters and not bootstrap:
                 raise ConfigError("process.roles=controller needs controller.quorum.voters: a controller-only node is "
                                   "one of the voters, and brokers reach it on its controller listener")
             ctl = self.get_str("controller.listener.names").upper()
@@ -717,9 +755,9 @@ class BrokerConfig:
                                   f"listener(s) {others} for clients; a controller-only node listens on "
                                   f"{ctl}:// only (as Kafka)")
         if not voters:
-            if not self.is_controller:
-                raise ConfigError("process.roles=broker needs controller.quorum.voters: a broker-only node follows "
-                                  "a controller quorum")
+            if not self.is_controller and not bootstrap:
+                raise ConfigError("process.roles=broker needs controller.quorum.voters (or "
+                                  "controller.quorum.bootstrap.servers): a broker-only node follows a controller quorum")
             return
         if not self.is_controller:
             if self.node_id in voters:

@@ -44,7 +44,7 @@ class SessionsController(Protocol):
 
     async def rebalance_leaders(self) -> int: ...
 
-    async def ensure_features(self) -> None: ...
+    async def ensure_bootstrap(self) -> None: ...
 
 
 class BrokerSessions:
@@ -122,7 +122,7 @@ class BrokerSessions:
                 next_rebalance = trio.current_time() + rebalance_every  # a new controller waits a whole interval
                 continue
             try:
-                await self.controller.ensure_features()
+                await self.controller.ensure_bootstrap()
                 await self.controller.reconcile_brokers(self.expired())
                 if trio.current_time() >= next_rebalance:
                     next_rebalance = trio.current_time() + rebalance_every

@@ -46,7 +46,7 @@ from logbroker.coord.metadata import (
     PartitionState,
     TopicState,
 )
-from logbroker.coord.metadata_records import MetadataRecordError, diff_records
+from logbroker.coord.metadata_records import MetadataRecordError, diff_records, voters_record
 from logbroker.coord.producer_id_control import PRODUCER_ID_BLOCK
 from logbroker.coord.quorum import QuorumTimeout
 from logbroker.coord.replication_control import NewTopicSpec, ReplicationControlManager
@@ -340,12 +340,15 @@ class Controller:
 
     # --- features (feature_control.py) --------------------------------------------------
 
-    async def ensure_features(self) -> None:
+    async def ensure_bootstrap(self) -> None:
         """On the active controller: give a log without finalized features its bootstrap
-        levels (a new cluster, or a log written before features existed)."""
+        levels, and one without a voter directory the configured voters (a new cluster, or a
+        log written before these records existed)."""
         async with self._lock:
             if self.quorum.is_active:
                 await self._run(self.features.bootstrap(self.image))
+                if not self.image.voters:
+                    await self.quorum.write([voters_record(self.quorum.initial_voter_directory())])
 
     async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
                               ) -> list[tuple[str, ErrorCode, str | None]]:

@@ -9,7 +9,8 @@ at a time per connection, with the controller's table of APIs (`CONTROLLER_APIS`
     ApiVersions, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
     AlterConfigs, IncrementalAlterConfigs, DescribeCluster, DescribeQuorum, BrokerHeartbeat,
     AlterPartition, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
-    AlterUserScramCredentials, CreateAcls, DeleteAcls, AlterClientQuotas, UpdateFeatures
+    AlterUserScramCredentials, CreateAcls, DeleteAcls, AlterClientQuotas, UpdateFeatures,
+    AddRaftVoter, RemoveRaftVoter
 
 A request served here runs with `serving_controller_listener` set, so a controller method
 that finds this node is no longer the active controller answers NOT_CONTROLLER instead of
@@ -43,7 +44,7 @@ log = logging.getLogger("logbroker.controller")
 __all__ = ["CONTROLLER_APIS", "ControllerClient", "ControllerUnavailable", "serve_kafka_connection",
            "serving_controller_listener"]
 
-CONTROLLER_APIS = frozenset({18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57})
+CONTROLLER_APIS = frozenset({18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81})
 
 serving_controller_listener: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "serving_controller_listener", default=False)

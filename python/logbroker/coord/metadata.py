@@ -39,6 +39,7 @@ import re
 import uuid
 from pathlib import Path
 
+from logbroker.common import directory_id as directory_ids
 from logbroker.common.sasl_scram import ScramCredential
 from logbroker.coord import client_quotas
 
@@ -219,6 +220,10 @@ class MetadataImage:
     # controller-only nodes (process.roles=controller) -> [host, port] of their controller
     # listener: voters that are not brokers and never will be
     controllers: dict[int, list] = dataclasses.field(default_factory=dict)
+    # the controller quorum's voters -> [host, port, directory id (base64 uuid)]: where each
+    # voter's controller listener is (Kafka's VotersRecord). Who votes is the Raft
+    # configuration; this is the directory every node dials them by.
+    voters: dict[int, list] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -258,6 +263,7 @@ class MetadataImage:
             "client_quotas": client_quotas.to_json(self.client_quotas),
             "features": dict(sorted(self.features.items())),
             "controllers": {str(n): list(e) for n, e in sorted(self.controllers.items())},
+            "voters": {str(n): list(e) for n, e in sorted(self.voters.items())},
             "features_epoch": self.features_epoch,
         }
 
@@ -275,9 +281,10 @@ class MetadataImage:
         features = {str(k): int(v) for k, v in doc.get("features", {}).items()}
         broker_configs = {str(b): dict(c) for b, c in doc.get("broker_configs", {}).items()}
         controllers = {int(n): list(e) for n, e in doc.get("controllers", {}).items()}
+        voters = {int(n): list(e) for n, e in doc.get("voters", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
                    scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)),
-                   broker_configs=broker_configs, controllers=controllers)
+                   broker_configs=broker_configs, controllers=controllers, voters=voters)
 
 
 class MetadataStore:
@@ -322,11 +329,18 @@ class MetadataStore:
                 out[k.strip()] = v.strip()
         return out
 
-    def write_meta_properties(self, cluster_id: str, node_id: int) -> None:
+    def write_meta_properties(self, cluster_id: str, node_id: int, directory_id: str | None = None) -> None:
+        """Kafka's meta.properties (version 1): cluster.id, node.id and directory.id, the
+        directory's own id (a new random one unless given; KIP-858, KIP-853: a controller
+        is added to the quorum by node id and this id, which `kafka-metadata-quorum
+        add-controller` reads from here)."""
         path = self.data_dir / "meta.properties"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(f"#logbroker\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+        directory_id = directory_id or directory_ids.new()
+        tmp.write_text(f"#logbroker\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+                       f"directory.id={directory_id}\n")
         os.replace(tmp, path)
+
 
 
 def _fsync_dir(path: Path) -> None:

@@ -43,6 +43,7 @@ class MetadataDelta:
         self.group_configs_changed = False
         self.features_changed = False
         self.broker_configs_changed = False
+        self.voters_changed = False
         self._copied: set[str] = set()  # containers of the image already copied
         self._topics_copied: set[str] = set()
         self._partitions_copied: set[tuple[str, int]] = set()
@@ -141,6 +142,10 @@ class MetadataDelta:
     def controllers(self) -> dict[int, list]:
         self.brokers_changed = True  # who may host partitions: read with the brokers
         return self._own("controllers")
+
+    def voters(self) -> dict[int, list]:
+        self.voters_changed = True
+        return self._own("voters")
 
     def features(self) -> dict[str, int]:
         self.features_changed = True

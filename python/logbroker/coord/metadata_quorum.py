@@ -41,12 +41,14 @@ from typing import Awaitable, Callable
 import trio
 
 from logbroker import _core
+from logbroker.common import directory_id as dir_ids
 from logbroker.common.config import BrokerConfig, ConfigError, new_cluster_id
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage, MetadataStore
 from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.coord.producer_id_control import ProducerIdControlManager
 from logbroker.coord.metadata_records import (
     MetadataRecordError,
+    voters_record,
     apply_record,
     decode_batch,
     encode_batch,
@@ -58,10 +60,33 @@ from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
 from logbroker.coord.peer_security import PLAINTEXT, controller_sasl, controller_security, server_context
 from logbroker.coord.quorum_transport import KafkaConnection, QuorumTransport
 from logbroker.log_format import fields
+from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.quorum")
 
-__all__ = ["MetadataQuorum", "derived_cluster_id", "node_cluster_id"]
+__all__ = ["MetadataQuorum", "VoterChangeError", "derived_cluster_id", "node_cluster_id"]
+
+
+
+class VoterChangeError(Exception):
+    """AddRaftVoter / RemoveRaftVoter refused: the Kafka error code and why."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def config_directory_id(config: BrokerConfig) -> str:
+    """This node's metadata log directory id (meta.properties `directory.id`), or the zero id
+    before the directory exists."""
+    path = config.data_dir / "meta.properties"
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("directory.id="):
+                return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return dir_ids.ZERO
 
 # The election timeout is this many ticks (raft-rs randomises it up to twice that); a leader
 # heartbeats every HEARTBEAT_TICKS, a fifth of it.
@@ -105,6 +130,8 @@ def node_cluster_id(config: BrokerConfig, store: MetadataStore) -> str:
     if not meta:
         store.data_dir.mkdir(parents=True, exist_ok=True)
         store.write_meta_properties(cluster_id, node_id)
+    elif not meta.get("directory.id"):  # written before directory ids: give the directory one
+        store.write_meta_properties(cluster_id, node_id)
     return cluster_id
 
 
@@ -112,16 +139,24 @@ class MetadataQuorum:
     def __init__(self, config: BrokerConfig, local: BrokerRegistration, cluster_id: str) -> None:
         self.config = config
         self.local = local
-        # a single node is the one voter; without a controller listener it has no address
-        self.voters = config.quorum_voters or {local.node_id: config.controller_listen or ("", 0)}
-        self.observer = not config.is_controller
+        self.bootstrap = config.quorum_bootstrap_servers
+        # the voters this node is configured with: a single node is the one voter (without a
+        # controller listener it has no address); a node joining through bootstrap servers
+        # knows none until the leader's snapshot tells it
+        self.static_voters = config.quorum_voters or (
+            {} if self.bootstrap else {local.node_id: config.controller_listen or ("", 0)})
+        # the current voters -> controller listener: the Raft configuration's voters, found in
+        # the image's voter directory (Voters records); see `_refresh_voters`
+        self.voters = dict(self.static_voters)
+        self.observer = not config.is_controller or local.node_id not in self.static_voters
         self.cluster_id = cluster_id
+        self.directory_id = config_directory_id(config)
         self.tick_seconds = config.get_int("controller.quorum.election.timeout.ms") / 1000 / ELECTION_TICKS
         self.node: _core.RaftNode | None = None
         serving = config.is_controller and config.controller_listen is not None
         self.serving = serving
         # a single node without a controller listener dials no one: no controller security to set up
-        dials = bool(config.quorum_voters) or serving
+        dials = config.in_cluster or serving
         self.transport = QuorumTransport(
             local.node_id, cluster_id, self.voters, observer=self.observer,
             security=controller_security(config) if dials else PLAINTEXT,
@@ -131,7 +166,9 @@ class MetadataQuorum:
             sasl_max_receive=config.get_int("sasl.server.max.receive.size"),
             failed_authentication_delay=config.get_int("connection.failed.authentication.delay.ms") / 1000,
             principal_mapping=config.get_str("ssl.principal.mapping.rules"))
+        self.transport.bootstrap = self.bootstrap
         self.driver: QuorumDriver | None = None
+        self._snapshot_now = False  # a learner was admitted: snapshot, so it can start from one
         self._replay_to = 0
         self._block_start = -1
         self._rejected: dict[int, str] = {}  # entries every node rejected (index -> why)
@@ -155,22 +192,128 @@ class MetadataQuorum:
     def open(self) -> None:
         """Open the metadata log (after the data directory was checked): start from its
         snapshot, if it has one, then replay the entries after it."""
-        self.node = _core.RaftNode(self.local.node_id, sorted(self.voters),
+        self.node = _core.RaftNode(self.local.node_id, sorted(self.static_voters),
                                    str(self.config.data_dir / "__cluster_metadata-0"),
                                    election_tick=ELECTION_TICKS, heartbeat_tick=HEARTBEAT_TICKS,
-                                   observer=self.observer)
+                                   observer=not self.config.is_controller)
         # a single voter's log is all committed (by it alone), however far its stored
         # commit index got before the last stop
         self._replay_to = self.node.last_index if self.single_voter else self.node.commit_index
         self.driver = QuorumDriver(self.node, self.transport, self._apply, install_snapshot=self._install_snapshot,
-                                   tick_seconds=self.tick_seconds)
+                                   tick_seconds=self.tick_seconds, on_conf_change=self._refresh_voters)
         held = self.node.stored_snapshot()
         if held is not None:
             index, term, data = held
             self._install_snapshot(index, term, data)
             self.driver.applied_index = index
+        self._refresh_voters()
         if self.single_voter:
             self.node.campaign()  # the only voter: leader now, not after an election timeout
+
+    # -- the voter set (KIP-853): Raft's configuration says who votes, the image where they are
+    def _refresh_voters(self) -> None:
+        """After a configuration change or a new voter directory: the current voters and
+        their addresses, this node's part (voter or observer), and whom the transport dials."""
+        if self.node is None:
+            return
+        ids = self.node.voters
+        directory = {n: (str(e[0]), int(e[1])) for n, e in self.image.voters.items()}
+        self.voters = {n: directory.get(n) or self.static_voters.get(n) or ("", 0) for n in ids}
+        was = self.observer
+        self.observer = self.local.node_id not in ids
+        if was != self.observer:
+            log.info("node %d is now %s of the controller quorum (voters %s)", self.local.node_id,
+                     "an observer" if self.observer else "a voter", sorted(ids))
+        if self.config.in_cluster:
+            self.transport.set_voters(self.voters, not self.observer)
+
+    def initial_voter_directory(self) -> dict[int, list]:
+        """The voter directory a new log starts with: the configured voters, with the zero
+        directory id (Kafka reports static voters so) and this node's own."""
+        return {n: [h, p, self.directory_id if n == self.local.node_id else dir_ids.ZERO]
+                for n, (h, p) in sorted(self.static_voters.items())}
+
+    async def add_voter(self, node_id: int, directory_id: str, endpoint: tuple[str, int], timeout: float) -> None:
+        """AddRaftVoter on the active controller: once observer `node_id` has caught up, the
+        voter directory gets its endpoint, then Raft's configuration makes it a voter;
+        returns when that is committed. VoterChangeError(code, message) otherwise."""
+        assert self.node is not None and self.driver is not None
+        deadline = trio.current_time() + timeout
+        if node_id in self.node.voters:
+            raise VoterChangeError(ErrorCode.DUPLICATE_VOTER, f"node {node_id} is already a voter (voters "
+                                   f"{self.node.voters})")
+        with trio.move_on_at(deadline):
+            while not self._caught_up(node_id):
+                self._require_active()
+                await trio.sleep(self.tick_seconds)
+        if not self._caught_up(node_id):
+            raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT, f"node {node_id} is not an observer of the metadata "
+                                   f"log that has caught up (observers {self.node.learners}); start it with "
+                                   f"controller.quorum.bootstrap.servers and cluster.id {self.cluster_id} first")
+        directory = dict(self.image.voters)
+        directory[node_id] = [endpoint[0], endpoint[1], directory_id]
+        await self.write([voters_record(directory)], timeout=max(0.1, deadline - trio.current_time()))
+        await self._change_voters("add", node_id, deadline)
+        log.info("node %d: node %d (directory %s, %s:%d) is a voter of the controller quorum now (voters %s)",
+                 self.local.node_id, node_id, directory_id, endpoint[0], endpoint[1], self.node.voters,
+                 extra=fields(peer=node_id))
+
+    async def remove_voter(self, node_id: int, directory_id: str, timeout: float) -> None:
+        """RemoveRaftVoter on the active controller: Raft's configuration drops the voter, then
+        the voter directory does; a leader that removed itself hands leadership over."""
+        assert self.node is not None and self.driver is not None
+        deadline = trio.current_time() + timeout
+        held = self.image.voters.get(node_id)
+        if node_id not in self.node.voters or (
+                held is not None and dir_ids.ZERO not in (held[2], directory_id) and held[2] != directory_id):
+            raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND, f"no voter {node_id} with directory id {directory_id} "
+                                   f"(voters {self.describe_voters()})")
+        await self._change_voters("remove", node_id, deadline)
+        directory = {n: e for n, e in self.image.voters.items() if n != node_id}
+        await self.write([voters_record(directory)], timeout=max(0.1, deadline - trio.current_time()))
+        log.info("node %d: node %d is no longer a voter of the controller quorum (voters %s)",
+                 self.local.node_id, node_id, self.node.voters, extra=fields(peer=node_id))
+        if node_id == self.local.node_id:
+            await self.hand_over_leadership(max(0.0, deadline - trio.current_time()))
+
+    def describe_voters(self) -> str:
+        return ", ".join(f"{n} ({self.image.voters.get(n, ['', 0, dir_ids.ZERO])[2]})"
+                         for n in sorted(self.voters))
+
+    def _require_active(self) -> None:
+        if not self.is_active:
+            raise VoterChangeError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                   f"node {self.local.node_id} is not the active controller (leader "
+                                   f"{self.leader_id or 'unknown'})")
+
+    def _caught_up(self, node_id: int) -> bool:
+        assert self.node is not None
+        if node_id not in self.node.learners:
+            return False
+        commit = self.node.commit_index
+        return any(n == node_id and matched >= commit for n, matched, _active in self.node.progress())
+
+    async def _change_voters(self, kind: str, node_id: int, deadline: float) -> None:
+        assert self.node is not None and self.driver is not None
+        context = json.dumps({"change": kind, "node_id": node_id}).encode()
+        with trio.move_on_at(deadline):
+            while True:
+                self._require_active()
+                try:
+                    proposed = await self.driver.propose_voter_change(kind, node_id, context)
+                except _core.RaftError as e:
+                    raise VoterChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
+                if proposed:
+                    break
+                await self.trio_tick()
+            while (node_id in self.node.voters) != (kind == "add"):
+                await self.trio_tick()
+            return
+        raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT, f"the change ({kind} voter {node_id}) did not commit in "
+                               f"time (voters {self.node.voters}, leader {self.leader_id or 'unknown'})")
+
+    async def trio_tick(self) -> None:
+        await trio.sleep(self.tick_seconds)
 
     # -- snapshots: what bounds the metadata log
     def _snapshot_state(self) -> tuple[int, Callable[[], bytes]]:
@@ -204,6 +347,7 @@ class MetadataQuorum:
         self.driver.restore_recent([bytes.fromhex(c) for c in doc.get("recent", [])])
         self._registered_at = {int(n): i for n, i in doc.get("registered_at", {}).items()}
         self.image = image
+        self._refresh_voters()
         self.applied_index = index
         self.snapshot_index = index
         self._since_snapshot = 0
@@ -219,6 +363,8 @@ class MetadataQuorum:
         log before it is dropped, so restart and a new node's catch-up stay bounded."""
         due = self._since_snapshot >= self.snapshot_bytes or (
             self._since_snapshot > 0 and time.monotonic() - self._snapshot_at >= self.snapshot_interval)
+        if self._snapshot_now and self.applied_index > 0:
+            due, self._snapshot_now = True, False
         if not due or self.node is None:
             return
         index, build = self._snapshot_state()  # consistent: no await between
@@ -298,12 +444,15 @@ class MetadataQuorum:
             (observers if n in learners else voters).append(
                 (n, matched, -1 if heard is None else int(heard * 1000), -1 if caught is None else int(caught * 1000)))
         return {"leader_id": self.leader_id, "term": self.node.term, "commit_index": self.node.commit_index,
-                "voters": voters, "observers": observers}
+                "voters": voters, "observers": observers,
+                "directory_ids": {n: str(e[2]) for n, e in self.image.voters.items()}}
 
     @property
     def single_voter(self) -> bool:
         """This node is the quorum's only voter (a single node): it leads from the start."""
-        return set(self.voters) == {self.local.node_id} and not self.observer
+        if self.node is not None:
+            return self.node.voters == [self.local.node_id]
+        return set(self.static_voters) == {self.local.node_id} and not self.observer
 
     @property
     def leader_id(self) -> int:
@@ -340,6 +489,8 @@ class MetadataQuorum:
             if delta.features_changed:
                 image.features_epoch = index
         self.image = image
+        if delta.voters_changed:
+            self._refresh_voters()
         self.applied_index = index
         self._since_snapshot += len(data)
         self._pending.append((index, image, delta))
@@ -369,13 +520,13 @@ class MetadataQuorum:
         assert self.driver is not None
         async with trio.open_nursery() as nursery:
             await nursery.start(self.driver.run)
-            if self.observer:
-                await nursery.start(self.transport.run_observer, self.driver.receive)
-            elif self.serving:
+            if self.serving:  # a controller (a voter, or joining): its listener, and it dials the voters
                 listen = self.config.controller_listen
                 assert listen is not None
                 await nursery.start(self.transport.serve, listen[0], listen[1], self.driver.receive, kafka)
                 nursery.start_soon(self._admit_observers)
+            elif self.config.in_cluster:  # a broker-only node: it dials the voters
+                await nursery.start(self.transport.run_observer, self.driver.receive)
             nursery.start_soon(self._publisher)
             nursery.start_soon(self._register)
             task_status.started()
@@ -383,10 +534,18 @@ class MetadataQuorum:
     async def _admit_observers(self) -> None:
         """On the leader: every connected observer that is not a learner yet is proposed as one."""
         assert self.node is not None and self.driver is not None
+        learners = set(self.node.learners)
         while True:
             await trio.sleep(self.tick_seconds * HEARTBEAT_TICKS)
             if self.is_active:
-                waiting = set(self.transport.observers) - set(self.node.learners)
+                now = set(self.node.learners)
+                if now - learners:
+                    # a new learner may have an empty log: snapshot, so the log it is sent
+                    # starts with a configuration that names it (rust/src/raft/node.rs)
+                    self._snapshot_now = True
+                    self._new.set()
+                learners = now
+                waiting = set(self.transport.observers) - now - set(self.node.voters)
                 if waiting:
                     self.driver.add_learners(waiting)
 

@@ -46,6 +46,10 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
     RegisterController node_id, host, port: a controller-only node (process.roles=controller)
                      and its controller listener (Kafka's RegisterControllerRecord); it never
                      hosts partitions
+    Voters           voters [[node_id, host, port, directory_id], ...]: the whole voter set's
+                     controller listeners (Kafka's VotersRecord), replacing the last; written
+                     by the first leader from controller.quorum.voters and on every
+                     AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (metadata_quorum.py)
 """
 
 from __future__ import annotations
@@ -352,6 +356,18 @@ def _register_controller(delta: MetadataDelta, rec: dict) -> None:
     delta.controllers()[node_id] = [str(rec["host"]), int(rec["port"])]
 
 
+def _voters(delta: MetadataDelta, rec: dict) -> None:
+    out: dict[int, list] = {}
+    for v in rec["voters"]:
+        node_id, host, port, directory_id = v
+        if not isinstance(node_id, int) or isinstance(node_id, bool) or node_id < 0 or not isinstance(port, int):
+            raise MetadataRecordError(f"Voters record entry {v!r}: [node id >= 0, host, port, directory id]")
+        out[node_id] = [str(host), port, str(directory_id)]
+    voters = delta.voters()
+    voters.clear()
+    voters.update(out)
+
+
 def _feature_level(delta: MetadataDelta, rec: dict) -> None:
     name, level = rec["name"], rec["level"]
     if not isinstance(name, str) or not name or not isinstance(level, int) or isinstance(level, bool) \
@@ -382,7 +398,13 @@ _APPLY = {
     "ClientQuota": _client_quota,
     "FeatureLevel": _feature_level,
     "RegisterController": _register_controller,
+    "Voters": _voters,
 }
+
+
+def voters_record(voters: dict[int, list]) -> bytes:
+    """The Voters record of a voter set {id: [host, port, directory id]}."""
+    return encode_record("Voters", voters=[[n, *e] for n, e in sorted(voters.items())])
 
 
 def snapshot_doc(image: MetadataImage) -> dict:
@@ -482,6 +504,8 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
     for n, e in sorted(new.controllers.items()):
         if old.controllers.get(n) != e:
             out.append(encode_record("RegisterController", node_id=n, host=e[0], port=e[1]))
+    if old.voters != new.voters:
+        out.append(voters_record(new.voters))
     for name in sorted(set(old.features) | set(new.features)):
         if old.features.get(name) != new.features.get(name):
             out.append(encode_record("FeatureLevel", name=name, level=new.features.get(name, 0)))

@@ -103,7 +103,7 @@ class PeerSecurity:
     @classmethod
     def for_listener(cls, config: BrokerConfig, listener: str) -> PeerSecurity:
         protocol = config.security_protocol(listener)
-        if not config.quorum_voters and protocol.startswith("SASL_"):
+        if not config.in_cluster and protocol.startswith("SASL_"):
             return cls(listener, None)  # a single node, which dials no other
         creds = config.node_sasl(listener)
         sasl = None if creds is None else SaslConfig(creds[0], creds[1], Password(creds[2]))
@@ -113,7 +113,7 @@ class PeerSecurity:
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
         context.check_hostname = _verify_hostname(config)
         if trust is None:
-            if config.quorum_voters:
+            if config.in_cluster:
                 raise ConfigError(f"listener {listener} is {protocol} between nodes: set ssl.truststore.location "
                                   "(the authority that signs the nodes' certificates)")
             # a single node only dials itself (share groups' dead letters): it trusts its own certificate
@@ -216,7 +216,7 @@ def peer_principal(stream: trio.abc.Stream, rules: str = "DEFAULT") -> str:
 def rust_client_sasl(config: BrokerConfig, listener: str) -> tuple[str, str, str, str] | None:
     """The follower fetch loops' SASL settings for the inter-broker listener: (listener,
     mechanism, user, password), None when it is not SASL_PLAINTEXT or SASL_SSL."""
-    creds = config.node_sasl(listener) if config.quorum_voters else None
+    creds = config.node_sasl(listener) if config.in_cluster else None
     return None if creds is None else (listener, *creds)
 
 

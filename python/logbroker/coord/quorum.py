@@ -63,7 +63,7 @@ DEDUPE_WINDOW = 4096
 class QuorumDriver:
     def __init__(self, node: _core.RaftNode, transport: Transport, apply: Apply, *,
                  install_snapshot: InstallSnapshot | None = None, tick_seconds: float = 0.1,
-                 run_sync: RunSync | None = None) -> None:
+                 run_sync: RunSync | None = None, on_conf_change: Callable[[], None] | None = None) -> None:
         self.node = node
         self.transport = transport
         self.apply = apply
@@ -79,6 +79,9 @@ class QuorumDriver:
         self._recent: dict[bytes, None] = {}  # contexts of the last DEDUPE_WINDOW records applied
         self._transfer_to = 0
         self._add_learners: set[int] = set()
+        self.on_conf_change = on_conf_change  # called when a configuration change is applied
+        # voter changes asked of this node (the leader): (kind, id, context, outcome slot, done)
+        self._voter_changes: list[tuple[str, int, bytes, list, trio.Event]] = []
 
     # -- inputs (never block)
     def receive(self, message: bytes) -> None:
@@ -104,6 +107,20 @@ class QuorumDriver:
         a time; raft-rs ignores the rest, the caller asks again)."""
         self._add_learners |= ids
         self._wake.set()
+
+    async def propose_voter_change(self, kind: str, node_id: int, context: bytes) -> bool:
+        """On the leader: propose adding (`kind` "add": a learner becomes a voter) or removing
+        ("remove") voter `node_id`, in the next round. False if this node does not lead or
+        another change is pending (ask again); RaftError if the change makes no sense (the
+        node is not a learner, already a voter, not a voter, the last voter)."""
+        slot: list = []
+        done = trio.Event()
+        self._voter_changes.append((kind, node_id, context, slot, done))
+        self._wake.set()
+        await done.wait()
+        if isinstance(slot[0], BaseException):
+            raise slot[0]
+        return bool(slot[0])
 
     async def propose(self, data: bytes, timeout: float = 5.0) -> int:
         """Append `data` to the metadata log; returns its index once it is committed and
@@ -167,6 +184,13 @@ class QuorumDriver:
                     log.info("node %d: proposed observer %d as a learner of the metadata log", node.node_id, n,
                              extra=fields(peer=n))
                     break  # one configuration change at a time
+            changes, self._voter_changes = self._voter_changes, []
+            for kind, n, ctx, slot, done in changes:
+                try:
+                    slot.append(node.add_voter(n, ctx) if kind == "add" else node.remove_voter(n, ctx))
+                except _core.RaftError as e:
+                    slot.append(e)
+                done.set()
             proposals, self._proposals = self._proposals, []
             for i, (ctx, data) in enumerate(proposals):
                 if ctx not in self._waiters:
@@ -196,6 +220,8 @@ class QuorumDriver:
                     continue
                 if normal and self._first_time(ctx):
                     self.apply(index, data)
+                elif not normal and data and self.on_conf_change is not None:
+                    self.on_conf_change()  # raft-rs applied it in ready(): the voters changed
                 self.applied_index = index
                 w = self._waiters.get(ctx)
                 if w is not None and normal:

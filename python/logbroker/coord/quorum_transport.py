@@ -7,12 +7,21 @@ others' connections and receives on them):
     hello   b"LBRQ" | u16 version (1) | u64 sender node id | u16 length | cluster id (UTF-8)
     frame   u32 length | raft-proto Message bytes          (repeated)
 
-Observers (broker-only nodes, Raft learners) have no controller listener: an observer
-dials every voter and the connection carries frames both ways; the voter answers the
-observer on the connection the observer opened (`observers` names the connected ones, so
-the leader can add them as learners). A voter refuses a second live connection claiming
-an observer's node id (two brokers configured with the same node.id) with an ERROR naming
-both peers.
+The accepting side answers every hello with its own (same format): the dialler checks the
+cluster id and learns who it reached, which is how a node dialling
+`controller.quorum.bootstrap.servers` (addresses without ids) finds out which voter is
+behind each address.
+
+Observers (broker-only nodes, and controllers joining the quorum, Raft learners): an
+observer dials every voter (by id from the voter directory, or the bootstrap addresses) and
+the connection carries frames both ways; the voter answers the observer on the connection
+the observer opened (`observers` names the connected ones, so the leader can add them as
+learners). A voter refuses a second live connection claiming an observer's node id (two
+brokers configured with the same node.id) with an ERROR naming both peers.
+
+The voter set changes (KIP-853): `set_voters` gives the new directory of voters, and the
+transport dials the new ones and stops dialling the removed ones; a joining controller
+promoted to voter switches from observer dials to voter dials.
 
 On an SSL controller listener (`peer_security.py`) every connection is TLS, both ways: a
 voter dials with its truststore and keystore, and the listener's `ssl.client.auth`
@@ -96,8 +105,14 @@ class QuorumTransport:
         self.observer = observer
         self.peers = {n: addr for n, addr in peers.items() if n != node_id}
         self.voters = set(peers) if observer else set(peers) | {node_id}
+        self.bootstrap: list[tuple[str, int]] = []  # addresses to dial while an observer knows no voter ids
         self._queue_size = queue_size
-        self._queues = {n: trio.open_memory_channel(queue_size) for n in self.peers}
+        self._queues: dict[int, tuple[trio.MemorySendChannel, trio.MemoryReceiveChannel]] = {
+            n: trio.open_memory_channel(queue_size) for n in self.peers}
+        self._boot_queues: dict[tuple[str, int], tuple[trio.MemorySendChannel, trio.MemoryReceiveChannel]] = {}
+        self._routes: dict[int, tuple[str, int]] = {}  # voter id -> the bootstrap address it answered on
+        self._dials: dict[object, trio.CancelScope] = {}  # (peer id | address, address) -> its dial task
+        self._nursery: trio.Nursery | None = None
         self.observers: dict[int, str] = {}  # connected observer id -> its address (voters only)
         self._observer_queues: dict[int, trio.MemorySendChannel] = {}
         self._receive: Callable[[bytes], None] | None = None
@@ -108,6 +123,8 @@ class QuorumTransport:
     # -- sending (the driver's Transport protocol)
     def send(self, to: int, message: bytes) -> None:
         q = self._queues.get(to)
+        if q is None and to in self._routes:
+            q = self._boot_queues.get(self._routes[to])
         channel = q[0] if q is not None else self._observer_queues.get(to)
         if channel is None:
             self.dropped += 1
@@ -121,9 +138,63 @@ class QuorumTransport:
         cid = self.cluster_id.encode()
         return _HELLO.pack(MAGIC, VERSION, self.node_id, len(cid)) + cid
 
-    async def _dial(self, peer: int) -> None:
-        host, port = self.peers[peer]
-        recv = self._queues[peer][1]
+    # -- the dial tasks: which peers this node dials follows the voter set
+    def set_voters(self, voters: dict[int, tuple[str, int]], is_voter: bool) -> None:
+        """The voter directory changed (or this node's part in it): dial what it says now.
+        An observer with bootstrap addresses keeps dialling those (it would otherwise open a
+        second connection to a voter it already reaches) until it becomes a voter."""
+        self.observer = not is_voter
+        self.voters = set(voters) | ({self.node_id} if is_voter else set())
+        self.peers = {n: a for n, a in voters.items() if n != self.node_id and a[1]}
+        self._sync_dials()
+
+    def _sync_dials(self) -> None:
+        if self._nursery is None:
+            return
+        by_address = self.observer and bool(self.bootstrap)
+        wanted: dict[object, tuple] = {}
+        if by_address:
+            for addr in self.bootstrap:
+                wanted[("boot", addr)] = (self._dial_address, addr)
+        else:
+            for n, addr in self.peers.items():
+                wanted[(n, addr)] = (self._dial, n, addr)
+        for key in list(self._dials):
+            if key not in wanted:
+                self._dials.pop(key).cancel()
+                if isinstance(key[0], int) and not any(k[0] == key[0] for k in wanted):
+                    self._queues.pop(key[0], None)
+        for key, (fn, *args) in wanted.items():
+            if key not in self._dials:
+                if fn == self._dial and args[0] not in self._queues:
+                    self._queues[args[0]] = trio.open_memory_channel(self._queue_size)
+                self._nursery.start_soon(self._run_dial, key, fn, *args)
+
+    async def _run_dial(self, key: object, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        with trio.CancelScope() as scope:
+            self._dials[key] = scope
+            try:
+                await fn(*args)
+            finally:
+                if self._dials.get(key) is scope:
+                    del self._dials[key]
+
+    async def _dial_address(self, addr: tuple[str, int]) -> None:
+        """An observer's connection to a bootstrap address: routes are learnt from the hello
+        the voter answers with."""
+        if addr not in self._boot_queues:
+            self._boot_queues[addr] = trio.open_memory_channel(self._queue_size)
+        try:
+            await self._dial(None, addr)
+        finally:
+            self._boot_queues.pop(addr, None)
+            for n in [n for n, a in self._routes.items() if a == addr]:
+                del self._routes[n]
+
+    async def _dial(self, peer: int | None, addr: tuple[str, int]) -> None:
+        host, port = addr
+        recv = self._queues[peer][1] if peer is not None else self._boot_queues[addr][1]
+        name = f"controller {peer}" if peer is not None else f"controller at {host}:{port}"
         backoff = 0.05
         while True:
             try:
@@ -133,16 +204,16 @@ class QuorumTransport:
                 if self._dial_failure.get(peer) != why:  # once per change, not per attempt
                     self._dial_failure[peer] = why
                     if isinstance(e, PeerAuthenticationFailed):  # it names this node, listener, mechanism, user
-                        log.error("%s (controller %d)", why, peer, extra=fields(peer=peer))
+                        log.error("%s (%s)", why, name, extra=fields(peer=peer))
                     else:
-                        log.warning("node %d: TLS to controller %d at %s:%d failed: %s", self.node_id, peer, host,
+                        log.warning("node %d: TLS to %s at %s:%d failed: %s", self.node_id, name, host,
                                     port, why, extra=fields(peer=peer))
                 self._drop_queued(recv)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
             except OSError as e:
-                log.debug("node %d: controller %d at %s:%d unreachable: %s", self.node_id, peer, host, port, e,
+                log.debug("node %d: %s at %s:%d unreachable: %s", self.node_id, name, host, port, e,
                           extra=fields(peer=peer))
                 self._drop_queued(recv)
                 await trio.sleep(backoff)
@@ -150,7 +221,7 @@ class QuorumTransport:
                 continue
             backoff = 0.05
             if self._dial_failure.pop(peer, None) is not None:
-                log.info("node %d: connected to controller %d at %s:%d again", self.node_id, peer, host, port,
+                log.info("node %d: connected to %s at %s:%d again", self.node_id, name, host, port,
                          extra=fields(peer=peer))
             renewing = False
             try:
@@ -161,16 +232,16 @@ class QuorumTransport:
                         async with trio.open_nursery() as nursery:
                             # frames coming back: an observer's answers from the voter (a voter
                             # never writes on a connection it accepted from another voter)
-                            nursery.start_soon(self._read_back, stream, peer, nursery.cancel_scope)
+                            nursery.start_soon(self._read_back, stream, peer, addr, nursery.cancel_scope)
                             await _write_frames(stream, recv)
                     renewing = session_scope.cancelled_caught
             except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
                 # raised inside the nursery, so wrapped in an exception group: caught with
                 # except*, or a peer resetting the connection would end this whole node
-                log.info("node %d: connection to controller %d at %s:%d lost: %s", self.node_id, peer, host, port,
+                log.info("node %d: connection to %s at %s:%d lost: %s", self.node_id, name, host, port,
                          group.exceptions[0], extra=fields(peer=peer))
             if renewing:
-                log.debug("node %d: SASL session with controller %d is ending; dialling again", self.node_id, peer,
+                log.debug("node %d: SASL session with %s is ending; dialling again", self.node_id, name,
                           extra=fields(peer=peer))
                 continue
             self._drop_queued(recv)
@@ -187,16 +258,51 @@ class QuorumTransport:
                 return
             self.dropped += 1
 
-    async def _read_back(self, stream: trio.abc.Stream, peer: int, scope: trio.CancelScope) -> None:
+    async def _read_back(self, stream: trio.abc.Stream, peer: int | None, addr: tuple[str, int],
+                         scope: trio.CancelScope) -> None:
+        """The peer's hello, then the frames it sends back (an observer's answers)."""
         buf = bytearray()
         try:
-            await self._read_frames(stream, buf, peer)
+            sender = await self._read_hello(stream, buf, f"{addr[0]}:{addr[1]}")
+            if sender is not None and peer is not None and sender != peer:
+                log.error("node %d: %s:%d answered as node %d, but it is controller %d in the voter set; closing",
+                          self.node_id, addr[0], addr[1], sender, peer, extra=fields(peer=peer))
+                sender = None
+            if sender is not None:
+                if peer is None:
+                    self._routes[sender] = addr
+                await self._read_frames(stream, buf, sender)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         if self.observer:
-            log.info("node %d: controller %d closed the connection (a refusal is explained in its log)",
-                     self.node_id, peer, extra=fields(peer=peer))
+            log.info("node %d: controller %s at %s:%d closed the connection (a refusal is explained in its log)",
+                     self.node_id, "?" if peer is None else peer, addr[0], addr[1], extra=fields(peer=peer))
         scope.cancel()
+
+    async def _read_hello(self, stream: trio.abc.Stream, buf: bytearray, peer: str) -> int | None:
+        """A peer's hello (module doc): its node id, or None (logged) if it is not one of this
+        cluster's quorum members or sends none in time."""
+        with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
+            if not await fill_buffer(stream, buf, _HELLO.size):
+                return None
+            magic, version, sender, n = _HELLO.unpack_from(buf)
+            if magic != MAGIC or version != VERSION:
+                log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
+                          self.node_id, peer, magic, version, extra=fields(peer=peer))
+                return None
+            if not await fill_buffer(stream, buf, _HELLO.size + n):
+                return None
+        if hello_wait.cancelled_caught:
+            log.error("node %d: connection with %s sent no complete hello in %.0f s; closing",
+                      self.node_id, peer, HELLO_TIMEOUT, extra=fields(peer=peer))
+            return None
+        cid = bytes(buf[_HELLO.size:_HELLO.size + n]).decode("utf-8", "replace")
+        del buf[:_HELLO.size + n]
+        if cid != self.cluster_id:
+            log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
+                      self.node_id, sender, peer, cid, self.cluster_id, extra=fields(peer=sender))
+            return None
+        return sender
 
     async def _read_frames(self, stream: trio.abc.Stream, buf: bytearray, sender: int) -> None:
         """Hand every complete frame to the driver until the peer closes."""
@@ -223,8 +329,8 @@ class QuorumTransport:
         assert self.observer
         self._receive = receive
         async with trio.open_nursery() as nursery:
-            for peer in self.peers:
-                nursery.start_soon(self._dial, peer)
+            self._nursery = nursery
+            self._sync_dials()
             task_status.started()
 
     # -- receiving
@@ -238,8 +344,8 @@ class QuorumTransport:
         listeners = await trio.open_tcp_listeners(port, host=host)
         self.listen_port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
-            for peer in self.peers:
-                nursery.start_soon(self._dial, peer)
+            self._nursery = nursery
+            self._sync_dials()
             task_status.started(self.listen_port)
             await trio.serve_listeners(lambda s: self._inbound(s, kafka), listeners, handler_nursery=nursery)
 
@@ -344,31 +450,15 @@ class QuorumTransport:
         if bytes(buf[:len(MAGIC)]) != MAGIC and kafka is not None:
             await kafka(stream, buf, peer, session_ends=session_ends)
             return
-        with trio.move_on_after(HELLO_TIMEOUT) as hello_wait:
-            if not await fill_buffer(stream, buf, _HELLO.size):
-                return
-            magic, version, sender, n = _HELLO.unpack_from(buf)
-            if magic != MAGIC or version != VERSION:
-                log.error("node %d: connection from %s is not a controller-quorum peer (magic %r, version %d)",
-                          self.node_id, peer, magic, version, extra=fields(peer=peer))
-                return
-            if not await fill_buffer(stream, buf, _HELLO.size + n):
-                return
-        if hello_wait.cancelled_caught:
-            log.error("node %d: connection from %s sent no complete hello in %.0f s; closing",
-                      self.node_id, peer, HELLO_TIMEOUT, extra=fields(peer=peer))
-            return
-        cid = bytes(buf[_HELLO.size:_HELLO.size + n]).decode("utf-8", "replace")
-        del buf[:_HELLO.size + n]
-        if cid != self.cluster_id:
-            log.error("node %d: controller %d at %s belongs to cluster %r, this node to %r; refused",
-                      self.node_id, sender, peer, cid, self.cluster_id, extra=fields(peer=sender))
+        sender = await self._read_hello(stream, buf, peer)
+        if sender is None:
             return
         if sender == self.node_id:
             log.error("node %d: connection from %s claims this node's own id %d; refused (two nodes "
                       "configured with node.id %d?)", self.node_id, peer, sender, sender,
                       extra=fields(peer=peer))
             return
+        await stream.send_all(self._hello())
         if sender in self.voters:
             with trio.move_on_at(session_ends) as session_scope:
                 await self._read_frames(stream, buf, sender)

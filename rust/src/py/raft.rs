@@ -79,6 +79,25 @@ impl PyRaftNode {
         Ok(self.with(|n| n.add_learner(node_id))?)
     }
 
+    /// On the leader: propose promoting learner `node_id` to a voter (`context` reaches every
+    /// node with the committed change); False if this node does not lead or a change is
+    /// pending; RaftError if it is not a learner or already a voter.
+    fn add_voter(&self, node_id: u64, context: Vec<u8>) -> PyResult<bool> {
+        Ok(self.with(|n| n.add_voter(node_id, context))?)
+    }
+
+    /// On the leader: propose removing voter `node_id`; False as for `add_voter`; RaftError
+    /// if it is not a voter or the last one.
+    fn remove_voter(&self, node_id: u64, context: Vec<u8>) -> PyResult<bool> {
+        Ok(self.with(|n| n.remove_voter(node_id, context))?)
+    }
+
+    /// The voters of the current configuration.
+    #[getter]
+    fn voters(&self) -> Vec<u64> {
+        self.with(|n| n.voters())
+    }
+
     /// The observers (learners) of the current configuration.
     #[getter]
     fn learners(&self) -> Vec<u64> {

@@ -14,6 +14,16 @@
 //! Every applied configuration change is kept in the storage's `ConfState`, so snapshots
 //! carry the learners (a learner drops a snapshot that does not name it).
 //!
+//! The voter set is dynamic (KIP-853's AddRaftVoter and RemoveRaftVoter): the leader promotes
+//! a caught-up learner with `AddNode` (`add_voter`) and removes a voter with `RemoveNode`
+//! (`remove_voter`), one change at a time. The configured voters only seed a new log; an
+//! existing log's configuration is what its snapshot and the changes after it say. A node
+//! started with no voters at all (a controller joining through
+//! `controller.quorum.bootstrap.servers`) knows no configuration until it installs a
+//! snapshot: it drops appends that start at index 1 until then, so the leader sends it a
+//! snapshot once its log is compacted (the leader snapshots after admitting a learner), and
+//! it never replays a log from index 1 over an empty configuration.
+//!
 //! Invariant: the messages returned by `ready()` that depend on persisted state (votes,
 //! append acknowledgements) are taken only after that state is fsynced; a failed write
 //! returns the error and sends nothing, and the node must not be used again (its Raft
@@ -55,8 +65,9 @@ pub struct ReadyOut {
 /// Timing and limits of a quorum member.
 pub struct NodeConfig {
     pub id: u64,
+    /// The voters a new log starts with; empty for a node joining an existing quorum.
     pub voters: Vec<u64>,
-    /// A broker-only node: must not be one of `voters`; joins as a learner.
+    /// A broker-only node: must never be one of the voters; joins as a learner.
     pub observer: bool,
     pub election_tick: usize,
     pub heartbeat_tick: usize,
@@ -80,20 +91,25 @@ impl QuorumNode {
             return Err(RaftError::Config(format!(
                 "node {} is one of the voters {:?}, so it cannot be a broker-only observer", cfg.id, cfg.voters)));
         }
-        if !cfg.observer && !cfg.voters.contains(&cfg.id) {
-            return Err(RaftError::Config(format!("node {} is not one of the voters {:?}", cfg.id, cfg.voters)));
-        }
         let store = DurableStorage::open(dir, &cfg.voters)?;
+        let created = store.creation_voters();
+        if !cfg.voters.is_empty() && !created.is_empty() {
+            let mut created_sorted = created.clone();
+            created_sorted.sort_unstable();
+            let mut want = cfg.voters.clone();
+            want.sort_unstable();
+            if created_sorted != want {
+                return Err(RaftError::Config(format!(
+                    "controller.quorum.voters names nodes {want:?}, but the metadata log in {} was started by a quorum of {created_sorted:?}",
+                    dir.display()
+                )));
+            }
+        }
         let held = raft::Storage::initial_state(store.mem()).map_err(raft_err)?.conf_state.voters;
-        let mut held_sorted = held.clone();
-        held_sorted.sort_unstable();
-        let mut want = cfg.voters.clone();
-        want.sort_unstable();
-        if held_sorted != want {
+        if cfg.observer && held.contains(&cfg.id) {
             return Err(RaftError::Config(format!(
-                "controller.quorum.voters names nodes {want:?}, but the metadata log in {} was written by a quorum of {held_sorted:?}",
-                dir.display()
-            )));
+                "node {} is a voter of the metadata log in {} (voters {held:?}), so it cannot be a broker-only observer",
+                cfg.id, dir.display())));
         }
         let applied = store.snapshot()?.map_or(0, |s| s.get_metadata().index);
         let config = Config {
@@ -130,11 +146,20 @@ impl QuorumNode {
     pub fn step(&mut self, msg: &[u8]) -> Result<(), RaftError> {
         self.check()?;
         let m = Message::parse_from_bytes(msg).map_err(|e| RaftError::BadMessage(format!("{} bytes: {e}", msg.len())))?;
-        if !self.raw.raft.prs().conf().voters().contains(m.from) && !FROM_OBSERVERS.contains(&m.get_msg_type()) {
-            // an observer only answers the leader and forwards proposals; anything else
-            // (a vote request, an append) from outside the voters is a misconfigured node
+        let conf = self.raw.raft.prs().conf();
+        if conf.voters().contains(self.raw.raft.id) && !conf.voters().contains(m.from)
+            && !FROM_OBSERVERS.contains(&m.get_msg_type())
+        {
+            // to a voter, an observer only answers the leader and forwards proposals; anything
+            // else (a vote request, an append) from outside the voters is a misconfigured node
             return Err(RaftError::BadMessage(format!(
                 "{:?} from node {}, which is not a voter", m.get_msg_type(), m.from)));
+        }
+        if self.joining() && m.get_msg_type() == MessageType::MsgAppend && m.index == 0 {
+            // no configuration yet: never replay the log from index 1 over it; wait for the
+            // leader's snapshot (an append further on is stepped, and rejected, which
+            // moves the leader back to index 1 and, once it has compacted, to a snapshot)
+            return Ok(());
         }
         match self.raw.step(m) {
             Ok(()) | Err(raft::Error::StepPeerNotFound | raft::Error::StepLocalMsg) => Ok(()),
@@ -173,6 +198,58 @@ impl QuorumNode {
         let cc = ConfChange { change_type: ConfChangeType::AddLearnerNode, node_id: id, ..Default::default() };
         self.raw.propose_conf_change(Vec::new(), cc).map_err(raft_err)?;
         Ok(true)
+    }
+
+    /// On the leader: proposes promoting learner `id` to a voter (`context` travels with the
+    /// entry to every node). False if this node does not lead or a change is pending (the
+    /// caller retries); an error if `id` is not a learner.
+    pub fn add_voter(&mut self, id: u64, context: Vec<u8>) -> Result<bool, RaftError> {
+        self.check()?;
+        if !self.is_leader() || self.raw.raft.has_pending_conf() {
+            return Ok(false);
+        }
+        let conf = self.raw.raft.prs().conf();
+        if conf.voters().contains(id) {
+            return Err(RaftError::Config(format!("node {id} is already a voter")));
+        }
+        if !conf.learners().contains(&id) {
+            return Err(RaftError::Config(format!(
+                "node {id} is not an observer of the metadata log: start it (with controller.quorum.bootstrap.servers) first")));
+        }
+        let cc = ConfChange { change_type: ConfChangeType::AddNode, node_id: id, ..Default::default() };
+        self.raw.propose_conf_change(context, cc).map_err(raft_err)?;
+        Ok(true)
+    }
+
+    /// On the leader: proposes removing voter `id`. False if this node does not lead or a
+    /// change is pending; an error if `id` is not a voter or is the last one.
+    pub fn remove_voter(&mut self, id: u64, context: Vec<u8>) -> Result<bool, RaftError> {
+        self.check()?;
+        if !self.is_leader() || self.raw.raft.has_pending_conf() {
+            return Ok(false);
+        }
+        let conf = self.raw.raft.prs().conf();
+        if !conf.voters().contains(id) {
+            return Err(RaftError::Config(format!("node {id} is not a voter")));
+        }
+        if conf.voters().ids().len() == 1 {
+            return Err(RaftError::Config(format!("node {id} is the only voter; a quorum cannot remove its last voter")));
+        }
+        let cc = ConfChange { change_type: ConfChangeType::RemoveNode, node_id: id, ..Default::default() };
+        self.raw.propose_conf_change(context, cc).map_err(raft_err)?;
+        Ok(true)
+    }
+
+    /// The voters of the current configuration, sorted.
+    pub fn voters(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// A node that knows no configuration yet (joining; see the module doc).
+    fn joining(&self) -> bool {
+        self.raw.raft.prs().conf().voters().ids().is_empty()
     }
 
     /// The learners (observers) of the current configuration, sorted.

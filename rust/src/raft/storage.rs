@@ -13,6 +13,9 @@
 //!                 (write tmp, fsync, rename, fsync dir).
 //! voters          the voter ids the quorum started with, "1,2,3\n" (written once, when the
 //!                 directory is new; a node started later with another voter list refuses).
+//!                 Empty ("\n") for a node that joined an existing quorum: its configuration
+//!                 comes from the leader's snapshot. Voters added or removed later (KIP-853)
+//!                 are configuration changes in the log and the snapshot, not in this file.
 //! snapshot        u32 length | u32 CRC-32C | raft-proto `Snapshot` (metadata: index, term,
 //!                 conf state; data: the metadata image as the control plane wrote it);
 //!                 replaced atomically. raft.log is then rewritten from the snapshot index
@@ -41,12 +44,16 @@ const VOTERS: &str = "voters";
 fn parse_voters(path: &Path, raw: &[u8]) -> Result<Vec<u64>, RaftError> {
     let corrupt = || RaftError::Corrupt { path: path.to_path_buf(), what: format!("voter list {:?}", String::from_utf8_lossy(raw)) };
     let text = std::str::from_utf8(raw).map_err(|_| corrupt())?;
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     text.trim().split(',').map(|v| v.trim().parse::<u64>().map_err(|_| corrupt())).collect()
 }
 
 /// MemStorage plus the files that make it durable.
 pub struct DurableStorage {
     dir: PathBuf,
+    creation_voters: Vec<u64>,
     mem: MemStorage,
     log: File,
     snap: Arc<RwLock<Option<Snapshot>>>,
@@ -83,10 +90,18 @@ impl raft::Storage for RaftStore {
         self.mem.last_index()
     }
 
+    /// The held snapshot, sent with the *current* configuration: a learner admitted after
+    /// the snapshot was taken must find itself in it (raft-rs drops a snapshot that does not
+    /// name the node), and the configuration changes after the snapshot index that it then
+    /// applies again are no-ops (adding a member twice, removing one that is gone).
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         let held = self.snap.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*held {
-            Some(s) if s.get_metadata().index >= request_index => Ok(s.clone()),
+            Some(s) if s.get_metadata().index >= request_index => {
+                let mut out = s.clone();
+                out.mut_metadata().set_conf_state(self.mem.initial_state()?.conf_state);
+                Ok(out)
+            }
             _ => Err(raft::Error::Store(raft::StorageError::SnapshotTemporarilyUnavailable)),
         }
     }
@@ -196,17 +211,17 @@ impl DurableStorage {
             }
             mem.wl().append(&[e]).map_err(|e| RaftError::Raft(e.to_string()))?;
         }
+        // the voter set this log was started with, fixed at creation
+        let vpath = dir.join(VOTERS);
+        let creation_voters = if let Some(raw) = read_file(&vpath)? {
+            parse_voters(&vpath, &raw)?
+        } else {
+            let text = voters.iter().map(u64::to_string).collect::<Vec<_>>().join(",") + "\n";
+            write_atomic(dir, VOTERS, text.as_bytes())?;
+            voters.to_vec()
+        };
         if !conf_from_snapshot {
-            // the voter set this log was started with, fixed at creation
-            let vpath = dir.join(VOTERS);
-            let held = if let Some(raw) = read_file(&vpath)? {
-                parse_voters(&vpath, &raw)?
-            } else {
-                let text = voters.iter().map(u64::to_string).collect::<Vec<_>>().join(",") + "\n";
-                write_atomic(dir, VOTERS, text.as_bytes())?;
-                voters.to_vec()
-            };
-            mem.wl().set_conf_state(ConfState { voters: held, ..Default::default() });
+            mem.wl().set_conf_state(ConfState { voters: creation_voters.clone(), ..Default::default() });
         }
         if let Some(raw) = read_file(&dir.join(HARD_STATE))? {
             let mut hs = decode_hard_state(&dir.join(HARD_STATE), &raw)?;
@@ -223,7 +238,12 @@ impl DurableStorage {
             log.set_len(valid as u64).map_err(io(&log_path, "truncate torn tail"))?;
             log.sync_all().map_err(io(&log_path, "fsync"))?;
         }
-        Ok(DurableStorage { dir: dir.to_path_buf(), mem, log, snap: Arc::new(RwLock::new(held)) })
+        Ok(DurableStorage { dir: dir.to_path_buf(), creation_voters, mem, log, snap: Arc::new(RwLock::new(held)) })
+    }
+
+    /// The voters this log was started with (empty for a node that joined a quorum).
+    pub fn creation_voters(&self) -> Vec<u64> {
+        self.creation_voters.clone()
     }
 
     pub fn mem(&self) -> &MemStorage {

@@ -178,6 +178,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         offset_for_leader_epoch,
         offsets,
         partition_reassignments,
+        raft_voters,
         sasl,
         scram_credentials,
         share_groups,
@@ -215,6 +216,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     quorum = HandlerEntry(describe_quorum.API_KEY, describe_quorum.MIN_VERSION, describe_quorum.MAX_VERSION,
                           describe_quorum.handle)
     table[quorum.api_key] = quorum
+    for key, lo, hi, fn in raft_voters.ENTRIES:  # AddRaftVoter (80), RemoveRaftVoter (81): KIP-853
+        table[key] = HandlerEntry(key, lo, hi, fn)
     # The CONTROLLER listener (coord/controller_channel.py): the admin APIs that change
     # metadata, and the controller-only BrokerHeartbeat and AlterPartition.
     from logbroker.coord.controller_channel import CONTROLLER_APIS

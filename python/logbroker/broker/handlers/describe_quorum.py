@@ -4,7 +4,9 @@ Served by every node (a single node is a quorum of one voter). The active
 controller answers from its Raft state: leader, leader epoch (the Raft term), high
 watermark (the commit index), and per voter its log end offset (the index the leader knows
 it holds), the time of its last message and the last time it was seen caught up, and the
-same for each observer (a broker-only node, a Raft learner). Another
+same for each observer (a broker-only node, a Raft learner); from v2 each voter's directory
+id (the zero id for voters configured by controller.quorum.voters) and every voter's
+controller endpoint, from the voter directory (KIP-853). Another
 node forwards the request to the active controller; on the controller listener a node that
 is not the leader answers NOT_LEADER_OR_FOLLOWER for the partition, as Kafka does. It needs
 DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
@@ -12,6 +14,8 @@ DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 
 from __future__ import annotations
 
+
+from logbroker.common import directory_id
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.controller_channel import ControllerUnavailable, serving_controller_listener
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -29,8 +33,10 @@ def _partition(index: int, leader: dict | None, error: ErrorCode, message: str |
         return Response.PartitionData(partition_index=index, error_code=error, error_message=message, leader_id=-1,
                                       leader_epoch=-1, high_watermark=-1, current_voters=[], observers=[])
     def replicas(kind: str) -> list:
+        directory = leader["directory_ids"]
         return [Response.ReplicaState(replica_id=n, log_end_offset=leo, last_fetch_timestamp=fetched,
-                                      last_caught_up_timestamp=caught)
+                                      last_caught_up_timestamp=caught, replica_directory_id=directory_id.parse(
+                                          directory.get(n, directory_id.ZERO) if kind == "voters" else directory_id.ZERO))
                 for n, leo, fetched, caught in leader[kind]]
 
     return Response.PartitionData(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
