@@ -218,7 +218,10 @@ class MetadataQuorum:
             return
         ids = self.node.voters
         directory = {n: (str(e[0]), int(e[1])) for n, e in self.image.voters.items()}
-        self.voters = {n: directory.get(n) or self.static_voters.get(n) or ("", 0) for n in ids}
+        current = {n: directory.get(n) or self.static_voters.get(n) or ("", 0) for n in ids}
+        if current != self.voters:  # in place: the controller clients hold this dict
+            self.voters.clear()
+            self.voters.update(current)
         was = self.observer
         self.observer = self.local.node_id not in ids
         if was != self.observer:
@@ -275,6 +278,39 @@ class MetadataQuorum:
                  self.local.node_id, node_id, self.node.voters, extra=fields(peer=node_id))
         if node_id == self.local.node_id:
             await self.hand_over_leadership(max(0.0, deadline - trio.current_time()))
+
+    async def update_voter(self, node_id: int, directory_id: str, endpoint: tuple[str, int]) -> None:
+        """UpdateRaftVoter on the active controller: the voter's new controller endpoint."""
+        self._require_active()
+        if node_id not in self.image.voters or node_id not in self.voters:
+            raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND, f"node {node_id} is not a voter (voters "
+                                   f"{self.describe_voters()})")
+        try:
+            await self.write([encode_record("VoterEndpoint", node_id=node_id, host=endpoint[0], port=endpoint[1],
+                                            directory_id=directory_id)])
+        except MetadataRecordError as e:
+            raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND, str(e)) from None
+
+    async def _announce_endpoint(self) -> None:
+        """A voter that joined through bootstrap servers and whose controller endpoint is not
+        the one the voter directory has (it restarted on another address) writes its new one (a VoterEndpoint record, what
+        Kafka's voters send UpdateRaftVoter for), so the others dial it there."""
+        own = self.config.advertised_controller or self.config.controller_listen
+        if own is None or own[0] in ("", "0.0.0.0", "::") or self.config.quorum_voters:
+            return  # no address others could dial, or a static voter (its entry is the configuration's)
+        await self.wait_replayed()  # what it knew of the configuration and the directory
+        while not self.observer:
+            held = self.image.voters.get(self.local.node_id)
+            if held is None or (held[0], held[1]) == own:
+                return
+            try:
+                await self.write([encode_record("VoterEndpoint", node_id=self.local.node_id, host=own[0],
+                                                port=own[1], directory_id=self.directory_id)], timeout=10)
+                log.info("node %d: its controller endpoint in the voter directory is %s:%d now (was %s:%d)",
+                         self.local.node_id, own[0], own[1], held[0], held[1])
+            except (QuorumTimeout, MetadataRecordError) as e:
+                log.warning("node %d: controller endpoint not updated yet, retrying: %s", self.local.node_id, e)
+                await trio.sleep(1)
 
     def describe_voters(self) -> str:
         return ", ".join(f"{n} ({self.image.voters.get(n, ['', 0, dir_ids.ZERO])[2]})"
@@ -574,6 +610,7 @@ class MetadataQuorum:
                     log.warning("node %d: controller registration not committed yet, retrying: %s", b.node_id, e)
             self.registered.set()
             log.info("node %d registered as a controller-only node (leader %d)", b.node_id, self.leader_id)
+            await self._announce_endpoint()
             return
         while True:
             epoch = max(int(time.time() * 1000), self._last_epoch() + 1)
@@ -587,6 +624,7 @@ class MetadataQuorum:
                 self.registered.set()
                 log.info("node %d registered with the controller quorum (epoch %d, leader %d)",
                          b.node_id, epoch, self.leader_id, extra=fields(peer=self.leader_id))
+                await self._announce_endpoint()
                 return
             except (QuorumTimeout, MetadataRecordError) as e:
                 log.warning("node %d: registration not committed yet, retrying: %s", b.node_id, e)

@@ -49,7 +49,11 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
     Voters           voters [[node_id, host, port, directory_id], ...]: the whole voter set's
                      controller listeners (Kafka's VotersRecord), replacing the last; written
                      by the first leader from controller.quorum.voters and on every
-                     AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (metadata_quorum.py)
+                     AddRaftVoter / RemoveRaftVoter (metadata_quorum.py)
+    VoterEndpoint    node_id, host, port, directory_id: one voter's new controller endpoint
+                     (UpdateRaftVoter; a voter that restarted on another address writes
+                     it); the voter must be in the directory, with that directory id or
+                     the zero one
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ import json
 import uuid
 from typing import Any
 
+from logbroker.common.directory_id import ZERO as ZERO_DIRECTORY
 from logbroker.coord.metadata import (
     AclBinding,
     BrokerRegistration,
@@ -368,6 +373,19 @@ def _voters(delta: MetadataDelta, rec: dict) -> None:
     voters.update(out)
 
 
+def _voter_endpoint(delta: MetadataDelta, rec: dict) -> None:
+    node_id, directory = rec["node_id"], str(rec["directory_id"])
+    held = delta.image.voters.get(node_id)
+    if held is None:
+        raise MetadataRecordError(f"VoterEndpoint record for node {node_id!r}, which is not in the voter directory "
+                                  f"(voters {sorted(delta.image.voters)})")
+    if held[2] != directory and held[2] != ZERO_DIRECTORY and directory != ZERO_DIRECTORY:
+        raise MetadataRecordError(f"VoterEndpoint record for node {node_id} with directory id {directory}, but the "
+                                  f"voter's is {held[2]}")
+    voters = delta.voters()
+    voters[node_id] = [str(rec["host"]), int(rec["port"]), held[2] if directory == ZERO_DIRECTORY else directory]
+
+
 def _feature_level(delta: MetadataDelta, rec: dict) -> None:
     name, level = rec["name"], rec["level"]
     if not isinstance(name, str) or not name or not isinstance(level, int) or isinstance(level, bool) \
@@ -399,6 +417,7 @@ _APPLY = {
     "FeatureLevel": _feature_level,
     "RegisterController": _register_controller,
     "Voters": _voters,
+    "VoterEndpoint": _voter_endpoint,
 }
 
 

@@ -1,8 +1,9 @@
 """TCP between the members of the controller quorum: carries raft-rs messages (opaque bytes)
 from one `QuorumDriver` to another over the CONTROLLER listener.
 
-Wire format (a voter dials each other voter and sends on that connection; it accepts the
-others' connections and receives on them):
+Wire format (a voter dials each other voter; every connection carries frames both ways, and
+a node sends to a voter on that voter's connection to it when there is one, else on its
+own: so a voter that restarted on another address is reached before the others learn it):
 
     hello   b"LBRQ" | u16 version (1) | u64 sender node id | u16 length | cluster id (UTF-8)
     frame   u32 length | raft-proto Message bytes          (repeated)
@@ -115,6 +116,7 @@ class QuorumTransport:
         self._nursery: trio.Nursery | None = None
         self.observers: dict[int, str] = {}  # connected observer id -> its address (voters only)
         self._observer_queues: dict[int, trio.MemorySendChannel] = {}
+        self._voter_queues: dict[int, trio.MemorySendChannel] = {}  # on the voters' connections to this node
         self._receive: Callable[[bytes], None] | None = None
         self.dropped = 0
         self.last_heard: dict[int, float] = {}  # peer -> wall-clock time of its last message
@@ -122,10 +124,14 @@ class QuorumTransport:
 
     # -- sending (the driver's Transport protocol)
     def send(self, to: int, message: bytes) -> None:
-        q = self._queues.get(to)
-        if q is None and to in self._routes:
-            q = self._boot_queues.get(self._routes[to])
-        channel = q[0] if q is not None else self._observer_queues.get(to)
+        # a voter's own connection to us first: it reaches that voter even when the address
+        # this node would dial is stale (a voter that moved, before its new endpoint commits)
+        channel = self._voter_queues.get(to)
+        if channel is None:
+            q = self._queues.get(to)
+            if q is None and to in self._routes:
+                q = self._boot_queues.get(self._routes[to])
+            channel = q[0] if q is not None else self._observer_queues.get(to)
         if channel is None:
             self.dropped += 1
             return
@@ -349,13 +355,16 @@ class QuorumTransport:
             task_status.started(self.listen_port)
             await trio.serve_listeners(lambda s: self._inbound(s, kafka), listeners, handler_nursery=nursery)
 
-    async def _serve_observer(self, stream: trio.abc.Stream, buf: bytearray, sender: int, peer: str) -> None:
-        """An observer's connection: its frames go to the driver, ours to it go back on it."""
+    async def _serve_observer(self, stream: trio.abc.Stream, buf: bytearray, sender: int, peer: str,
+                              voter: bool = False) -> None:
+        """An observer's connection (or, `voter`, another voter's): its frames go to the
+        driver, ours to it go back on it."""
         send, recv = trio.open_memory_channel(self._queue_size)
-        self.observers[sender] = peer
-        self._observer_queues[sender] = send
-        log.info("node %d: observer (broker-only node) %d connected from %s", self.node_id, sender, peer,
-                 extra=fields(peer=sender))
+        queues = self._voter_queues if voter else self._observer_queues
+        if not voter:
+            self.observers[sender] = peer
+            log.info("node %d: observer %d connected from %s", self.node_id, sender, peer, extra=fields(peer=sender))
+        queues[sender] = send
         try:
             async with trio.open_nursery() as nursery:
                 async def write() -> None:
@@ -369,11 +378,14 @@ class QuorumTransport:
                 await self._read_frames(stream, buf, sender)
                 nursery.cancel_scope.cancel()
         finally:
-            if self._observer_queues.get(sender) is send:
-                del self._observer_queues[sender]
-                del self.observers[sender]
+            if queues.get(sender) is send:
+                del queues[sender]
+                if not voter:
+                    del self.observers[sender]
             send.close()
-            log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer, extra=fields(peer=sender))
+            if not voter:
+                log.info("node %d: observer %d at %s disconnected", self.node_id, sender, peer,
+                         extra=fields(peer=sender))
 
     async def _inbound(self, stream: trio.abc.Stream, kafka: KafkaConnection | None) -> None:
         buf = bytearray()
@@ -461,7 +473,7 @@ class QuorumTransport:
         await stream.send_all(self._hello())
         if sender in self.voters:
             with trio.move_on_at(session_ends) as session_scope:
-                await self._read_frames(stream, buf, sender)
+                await self._serve_observer(stream, buf, sender, peer, voter=True)
             if session_scope.cancelled_caught:
                 log.info("node %d: the SASL session of controller %d at %s (%s) ended (connections.max.reauth.ms); "
                          "closing", self.node_id, sender, peer, principal, extra=fields(peer=sender))

@@ -225,6 +225,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     controller = {k: e for k, e in table.items() if k in CONTROLLER_APIS}
     controller[broker_heartbeat.API_KEY] = HandlerEntry(
         broker_heartbeat.API_KEY, broker_heartbeat.MIN_VERSION, broker_heartbeat.MAX_VERSION, broker_heartbeat.handle)
+    controller[raft_voters.UPDATE_RAFT_VOTER] = HandlerEntry(  # sent by voters: the controller listener only
+        raft_voters.UPDATE_RAFT_VOTER, 0, 0, raft_voters.update_raft_voter)
     controller[alter_partition.API_KEY] = HandlerEntry(
         alter_partition.API_KEY, alter_partition.MIN_VERSION, alter_partition.MAX_VERSION, alter_partition.handle)
     return table, controller

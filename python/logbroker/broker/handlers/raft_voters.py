@@ -1,4 +1,5 @@
-"""AddRaftVoter (80) and RemoveRaftVoter (81): the controller quorum's voter set (KIP-853;
+"""AddRaftVoter (80), RemoveRaftVoter (81) and UpdateRaftVoter (82): the controller
+quorum's voter set (KIP-853;
 `kafka-metadata-quorum add-controller|remove-controller`, the Java Admin's `addRaftVoter`
 and `removeRaftVoter`, `logbroker cluster add-voter|remove-voter`).
 
@@ -12,6 +13,10 @@ A removed voter leaves Raft's configuration first, then the directory; a leader 
 removed itself hands leadership to a caught-up voter. Another broker forwards the request to
 the active controller; on the controller listener a node that is not the leader answers
 NOT_LEADER_OR_FOLLOWER. Both need ALTER on the cluster, as Kafka.
+
+UpdateRaftVoter (controller listener only, as Kafka) gives a voter's new controller endpoint;
+the active controller writes it to the voter directory (a VoterEndpoint record, which a voter
+that restarted on another address also writes itself) and answers with the current leader.
 
 Errors: INCONSISTENT_CLUSTER_ID (a cluster id that is not this cluster's), DUPLICATE_VOTER
 (already a voter), VOTER_NOT_FOUND (no such voter, or another directory id),
@@ -30,6 +35,7 @@ from logbroker.protocol import RESPONSES, ErrorCode
 
 ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
+UPDATE_RAFT_VOTER = 82
 REMOVE_TIMEOUT = 30.0
 
 
@@ -88,6 +94,33 @@ async def remove_raft_voter(ctx, request):
     except VoterChangeError as e:
         return Response(error_code=e.code, error_message=str(e))
     return Response(error_code=ErrorCode.NONE, error_message=None)
+
+
+async def update_raft_voter(ctx, request):
+    Response = RESPONSES[UPDATE_RAFT_VOTER]
+    quorum = ctx.broker.quorum
+
+    def answer(code: ErrorCode) -> object:
+        leader = quorum.voters.get(quorum.leader_id, ("", 0))
+        return Response(error_code=code, current_leader=Response.CurrentLeader(
+            leader_id=quorum.leader_id or -1, leader_epoch=quorum.node.term if quorum.node else -1,
+            host=leader[0], port=leader[1]))
+
+    if not ctx.authorize(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if request.cluster_id is not None and request.cluster_id != quorum.cluster_id:
+        return answer(ErrorCode.INCONSISTENT_CLUSTER_ID)
+    if not quorum.is_active:
+        return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    names = [n.strip().upper() for n in ctx.broker.config.get_str("controller.listener.names").split(",")]
+    endpoint = next(((l.host, l.port) for l in request.listeners if l.name.upper() in names), None)
+    if endpoint is None:
+        return answer(ErrorCode.INVALID_REQUEST)
+    try:
+        await quorum.update_voter(request.voter_id, directory_id.text(request.voter_directory_id), endpoint)
+    except VoterChangeError as e:
+        return answer(e.code)
+    return answer(ErrorCode.NONE)
 
 
 ENTRIES = [
