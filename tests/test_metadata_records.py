@@ -283,3 +283,31 @@ def test_diff_records_reproduce_the_new_image(seed):
                 apply(target, data)
             assert view(target) == view(b)
     assert diff_records(image, image) == []
+
+
+def test_the_voter_directory_is_replaced_whole_and_one_endpoint_moves_alone():
+    """Voters replaces the directory (KIP-853's VotersRecord); VoterEndpoint moves one voter
+    that is in it, with its directory id or the zero one, and is refused otherwise; the
+    directory survives a snapshot and diff_records reproduces it."""
+    from logbroker.common.directory_id import ZERO
+    from logbroker.coord.metadata_records import voters_record
+
+    image = new_image()
+    apply(image, voters_record({1: ["h1", 9093, ZERO], 2: ["h2", 9093, ZERO], 4: ["h4", 9095, "dir4"]}))
+    assert image.voters == {1: ["h1", 9093, ZERO], 2: ["h2", 9093, ZERO], 4: ["h4", 9095, "dir4"]}
+    apply(image, voters_record({1: ["h1", 9093, ZERO], 4: ["h4", 9095, "dir4"]}))
+    assert sorted(image.voters) == [1, 4]
+    apply(image, encode_record("VoterEndpoint", node_id=4, host="h4b", port=9096, directory_id="dir4"))
+    apply(image, encode_record("VoterEndpoint", node_id=1, host="h1b", port=9097, directory_id="dir1"))
+    assert image.voters == {1: ["h1b", 9097, "dir1"], 4: ["h4b", 9096, "dir4"]}
+    before = copy.deepcopy(image.voters)
+    for bad in [dict(node_id=7, host="x", port=1, directory_id=ZERO),  # not a voter
+                dict(node_id=4, host="x", port=1, directory_id="other")]:  # another directory
+        with pytest.raises(MetadataRecordError):
+            apply(image, encode_record("VoterEndpoint", **bad))
+    assert image.voters == before
+    assert load_snapshot(snapshot(image), 1).voters == image.voters
+    target = new_image()
+    for data in diff_records(new_image(), image):
+        apply(target, data)
+    assert target.voters == image.voters

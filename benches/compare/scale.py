@@ -14,7 +14,8 @@ directory:
 - a full Metadata response (AdminClient.list_topics of every topic), median of 3;
 - RSS and open file descriptors of the broker process(es) with every partition created;
 - restart to every partition writable: SIGTERM, start again, then one acks=1 record to
-  every partition; the time from the spawn until the last is acknowledged.
+  every partition; the time from the spawn until the last is acknowledged (and, apart, until
+  the client port accepts connections).
 
 Results go to benches/.results/scale-<shape>.json and are printed as a markdown table for
 docs/benchmarks.md. Kafka is installed by benches.peers.kafka (Maven Central).
@@ -126,6 +127,7 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
             peer.t_spawn = time.monotonic()
             peer.proc = peer._launch()
             wait_port("127.0.0.1", peer.port, time.monotonic() + 600, peer.proc)
+            result["restart_to_listening_seconds"] = time.monotonic() - peer.t_spawn
             produce_everywhere(peer.bootstrap, topics, per_topic, time.monotonic() + 600)
             result["restart_to_writable_seconds"] = time.monotonic() - peer.t_spawn
             result["rss_mb_after_restart"] = peer.rss() / 1e6

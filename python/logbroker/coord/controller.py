@@ -347,8 +347,9 @@ class Controller:
         async with self._lock:
             if self.quorum.is_active:
                 await self._run(self.features.bootstrap(self.image))
-                if not self.image.voters:
-                    await self.quorum.write([voters_record(self.quorum.initial_voter_directory())])
+                directory = self.quorum.initial_voter_directory()
+                if not self.image.voters and directory:  # a joined node knows no configured voters
+                    await self.quorum.write([voters_record(directory)])
 
     async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
                               ) -> list[tuple[str, ErrorCode, str | None]]:
