@@ -142,6 +142,8 @@ class Replication:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
         now = now_ms()
         for p in self._led():
+            if len(p.isr) <= 1:
+                continue  # only the leader in sync: nobody to remove
             # replica -> (LEO, last caught up); (-1, -1) for one never heard from
             states = {r: (leo, caught_up) for r, leo, _fetch, caught_up in p.core.follower_states()}
             behind = {r: states.get(r, (-1, -1)) for r in p.isr if r != self.node_id}
@@ -159,6 +161,8 @@ class Replication:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
         now = now_ms()
         for p in self._led():
+            if len(p.isr) >= len(p.replicas):
+                continue  # every replica is in sync: nothing to add (and no Rust calls for it)
             hw = p.log.high_watermark
             entries = p.log.epoch_entries()
             epoch_start = next((o for e, o in reversed(entries) if e == p.leader_epoch), None)
