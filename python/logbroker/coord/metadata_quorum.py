@@ -341,14 +341,14 @@ class MetadataQuorum:
                     raise VoterChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
                 if proposed:
                     break
-                await self.trio_tick()
+                await self._tick()
             while (node_id in self.node.voters) != (kind == "add"):
-                await self.trio_tick()
+                await self._tick()
             return
         raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT, f"the change ({kind} voter {node_id}) did not commit in "
                                f"time (voters {self.node.voters}, leader {self.leader_id or 'unknown'})")
 
-    async def trio_tick(self) -> None:
+    async def _tick(self) -> None:
         await trio.sleep(self.tick_seconds)
 
     # -- snapshots: what bounds the metadata log

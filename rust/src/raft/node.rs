@@ -204,38 +204,44 @@ impl QuorumNode {
     /// entry to every node). False if this node does not lead or a change is pending (the
     /// caller retries); an error if `id` is not a learner.
     pub fn add_voter(&mut self, id: u64, context: Vec<u8>) -> Result<bool, RaftError> {
-        self.check()?;
-        if !self.is_leader() || self.raw.raft.has_pending_conf() {
-            return Ok(false);
-        }
-        let conf = self.raw.raft.prs().conf();
-        if conf.voters().contains(id) {
-            return Err(RaftError::Config(format!("node {id} is already a voter")));
-        }
-        if !conf.learners().contains(&id) {
-            return Err(RaftError::Config(format!(
-                "node {id} is not an observer of the metadata log: start it (with controller.quorum.bootstrap.servers) first")));
-        }
-        let cc = ConfChange { change_type: ConfChangeType::AddNode, node_id: id, ..Default::default() };
-        self.raw.propose_conf_change(context, cc).map_err(raft_err)?;
-        Ok(true)
+        self.change_membership(ConfChangeType::AddNode, id, context, |voters, learners| {
+            if voters.contains(&id) {
+                Some(format!("node {id} is already a voter"))
+            } else if !learners.contains(&id) {
+                Some(format!("node {id} is not an observer of the metadata log: start it (with \
+                              controller.quorum.bootstrap.servers) first"))
+            } else {
+                None
+            }
+        })
     }
 
     /// On the leader: proposes removing voter `id`. False if this node does not lead or a
     /// change is pending; an error if `id` is not a voter or is the last one.
     pub fn remove_voter(&mut self, id: u64, context: Vec<u8>) -> Result<bool, RaftError> {
+        self.change_membership(ConfChangeType::RemoveNode, id, context, |voters, _learners| {
+            if !voters.contains(&id) {
+                Some(format!("node {id} is not a voter"))
+            } else if voters.len() == 1 {
+                Some(format!("node {id} is the only voter; a quorum cannot remove its last voter"))
+            } else {
+                None
+            }
+        })
+    }
+
+    /// One voter change, proposed on the leader when no other is pending; `refuse` says why
+    /// the change makes no sense for the current (voters, learners), if it does not.
+    fn change_membership(&mut self, change_type: ConfChangeType, id: u64, context: Vec<u8>,
+                         refuse: impl FnOnce(&[u64], &[u64]) -> Option<String>) -> Result<bool, RaftError> {
         self.check()?;
         if !self.is_leader() || self.raw.raft.has_pending_conf() {
             return Ok(false);
         }
-        let conf = self.raw.raft.prs().conf();
-        if !conf.voters().contains(id) {
-            return Err(RaftError::Config(format!("node {id} is not a voter")));
+        if let Some(why) = refuse(&self.voters(), &self.learners()) {
+            return Err(RaftError::Config(why));
         }
-        if conf.voters().ids().len() == 1 {
-            return Err(RaftError::Config(format!("node {id} is the only voter; a quorum cannot remove its last voter")));
-        }
-        let cc = ConfChange { change_type: ConfChangeType::RemoveNode, node_id: id, ..Default::default() };
+        let cc = ConfChange { change_type, node_id: id, ..Default::default() };
         self.raw.propose_conf_change(context, cc).map_err(raft_err)?;
         Ok(true)
     }
