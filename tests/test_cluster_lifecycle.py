@@ -7,15 +7,18 @@ active controller, and DescribeQuorum from any broker."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 
 import pytest
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from rawclient import RawClient
 
 from conftest import BrokerProcess, cluster_processes, wait_until
+from logbroker import _core
 from logbroker.protocol import REQUESTS
 
 SESSION_MS = 3000
@@ -164,6 +167,56 @@ def test_any_broker_forwards_metadata_changes_and_describes_the_quorum(cluster):
     assert all(v.log_end_offset >= p.high_watermark - 5 for v in p.current_voters)
     assert sorted(n.node_id for n in q.nodes) == [1, 2, 3]
     assert all(n.listeners[0].name == "CONTROLLER" for n in q.nodes)
+
+
+def test_a_directory_of_an_earlier_topic_of_the_same_name_is_not_taken_for_the_new_one(cluster):
+    """A broker that stopped after its metadata log took in "t deleted, t created again" but
+    before its replicas acted on it (a crash in between) finds the earlier t in directory
+    t-0 at its next start. The topic-id checkpoint (broker/topic_id_checkpoint.py) says so:
+    the directory is replaced by an empty log, which fetches the new t from the leader.
+    Taken for the new t, the earlier records at offsets 0-1 would pass for the new ones."""
+    wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in cluster), what="3 brokers everywhere")
+    controller = metadata(cluster[0])[2]
+    away_id = next(i for i in (1, 2, 3) if i != controller)
+    away = cluster[away_id - 1]
+    third = next(i for i in (1, 2, 3) if i not in (away_id, controller))
+    admin = AdminClient({"bootstrap.servers": cluster[controller - 1].bootstrap_servers})
+    admin.create_topics([NewTopic("t", 1, replica_assignment=[[controller, third, away_id]])])["t"].result(30)
+    conf = {"bootstrap.servers": cluster[controller - 1].bootstrap_servers, "acks": "all"}
+    p = Producer(conf)
+    for i in range(5):
+        p.produce("t", value=f"old-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    wait_for(lambda: sorted(metadata(cluster[0])[1][("t", 0)][3]) == [1, 2, 3], what="all three in sync")
+    assert away.stop(signal.SIGTERM) == 0  # its shutdown writes the topic-id checkpoint
+    saved = away.data_dir.parent / "saved"
+    shutil.copytree(away.data_dir / "t-0", saved / "t-0")
+    shutil.copy(away.data_dir / "topic-id-checkpoint", saved / "topic-id-checkpoint")
+
+    admin.delete_topics(["t"])["t"].result(30)
+    wait_for(lambda: ("t", 0) not in metadata(cluster[controller - 1])[1], what="t deleted")
+    # the away broker is fenced: it is a replica, not in the ISR, until it has caught up (as in Kafka)
+    admin.create_topics([NewTopic("t", 1, replica_assignment=[[controller, away_id]])])["t"].result(30)
+    assert metadata(cluster[controller - 1])[1][("t", 0)][3] == [controller]
+    p = Producer(conf)
+    for i in range(2):
+        p.produce("t", value=f"new-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+
+    def back_in_sync() -> None:
+        away.start()
+        wait_for(lambda: sorted(metadata(cluster[controller - 1])[1][("t", 0)][3]) == sorted([controller, away_id]),
+                 what="the returning broker in the ISR of the new t")
+        assert away.stop(signal.SIGTERM) == 0
+
+    back_in_sync()  # its metadata log now holds the new t
+    shutil.rmtree(away.data_dir / "t-0")  # as if it had stopped before its replicas acted on it
+    shutil.copytree(saved / "t-0", away.data_dir / "t-0")
+    shutil.copy(saved / "topic-id-checkpoint", away.data_dir / "topic-id-checkpoint")
+    back_in_sync()
+    lg = _core.Log.open(str(away.data_dir / "t-0"), "t", 0, {})
+    assert [v for _o, _ts, _k, v in lg.read_records(0)] == [b"new-0", b"new-1"]
+    assert "hold an earlier topic of that name" in away.log_text()
 
 
 def test_snapshots_bound_the_metadata_log_and_a_node_far_behind_catches_up_from_one(tmp_path):

@@ -151,6 +151,9 @@ class Log:
         recovery_point: int | None = None,
         now_ms: int = 0,
     ) -> Log: ...
+    @staticmethod
+    def create(dir: str, topic: str, partition: int, config: dict[str, str], now_ms: int = 0) -> Log:
+        """A new partition's log: a directory already at `dir` is removed first."""
     @property
     def topic(self) -> str: ...
     @property

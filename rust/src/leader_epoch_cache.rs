@@ -39,6 +39,11 @@ pub struct LeaderEpochCache {
 }
 
 impl LeaderEpochCache {
+    /// The cache of a new log in `dir`: no entries, no file until the first is assigned.
+    pub fn empty(dir: &Path) -> LeaderEpochCache {
+        LeaderEpochCache { path: dir.join(FILE_NAME), entries: vec![] }
+    }
+
     /// Loads the checkpoint in `dir` (missing file: empty cache).
     pub fn load(dir: &Path) -> Result<LeaderEpochCache> {
         let path = dir.join(FILE_NAME);

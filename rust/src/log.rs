@@ -51,15 +51,18 @@
 //! produce).
 //!
 //! # Creating a log
-//! A new, empty log costs one fsync: the parent (data) directory, once the partition
-//! directory is created, so the directory survives a crash (Kafka does the same). Nothing
-//! else is made durable then: a checkpoint whose absence means the same thing is not written
-//! (recovery point 0, log start offset 0, empty leader-epoch cache), the removal of a
-//! `.clean-shutdown` marker that did not exist needs no directory fsync, and the index files
-//! are not even created (see above). The first segment's `.log` entry becomes durable at the
-//! first flush, which fsyncs the partition directory before the recovery point may pass it
-//! (`Inner::dir_unsynced`); a crash before that leaves an empty directory, which opens as the
-//! same empty log. Reopening an existing log fsyncs whatever loading changed (`recovery.rs`).
+//! A new, empty log costs a `mkdir` and the creation of one empty `.log`, no fsync and no
+//! read (`Log::create`; `Log::open` of a missing directory does the same). Nothing is made
+//! durable then: a checkpoint whose absence means the same thing is not written (recovery
+//! point 0, log start offset 0, empty leader-epoch cache) and the index files are not even
+//! created (see above). The partition directory's entry in the data directory and the first
+//! segment's `.log` entry become durable at the log's first fsync of its directory: the first
+//! flush fsyncs the partition directory and then the data directory before the recovery point
+//! may pass them (`Inner::dir_unsynced`); a roll, a full truncation
+//! and `close` do the same. A crash before loses only what was never flushed: at worst the
+//! whole directory, which opens again as the same empty log. Kafka does not fsync a new
+//! partition directory either. Reopening an existing log fsyncs whatever loading changed
+//! (`recovery.rs`).
 //!
 //! # Directory (`<data>/<topic>-<partition>/`)
 //! ```text
@@ -269,8 +272,9 @@ pub(crate) struct Inner {
     /// the last idle-file sweep.
     pub uses: u64,
     pub swept_at: u64,
-    /// The directory holds entries not yet fsynced (a new log's first segment): the next
-    /// flush fsyncs it before moving the recovery point.
+    /// The directory is new: neither its entries (the first segment's `.log`) nor its own
+    /// entry in the data directory are fsynced. The first flush fsyncs both before moving the
+    /// recovery point; a roll, a full truncation and `close` do too.
     pub dir_unsynced: bool,
 }
 
@@ -343,9 +347,21 @@ impl Log {
     ) -> Result<Log> {
         let tp = format!("{topic}-{partition}");
         let inner = recovery::load(dir, config, recovery_point, now_ms).map_err(|e| e.in_partition(&tp))?;
+        Ok(Log::with_inner(dir, topic, partition, tp, inner))
+    }
+
+    /// A new partition's log in `dir` (CreateTopics, CreatePartitions, a new replica): a
+    /// directory already there, left by an earlier topic of the same name, is removed first.
+    pub fn create(dir: &Path, topic: &str, partition: i32, config: LogConfig, now_ms: i64) -> Result<Log> {
+        let tp = format!("{topic}-{partition}");
+        let inner = recovery::create(dir, config, now_ms).map_err(|e| e.in_partition(&tp))?;
+        Ok(Log::with_inner(dir, topic, partition, tp, inner))
+    }
+
+    fn with_inner(dir: &Path, topic: &str, partition: i32, tp: String, inner: Inner) -> Log {
         let published = Published::default();
         published.store(&inner);
-        Ok(Log { topic: topic.to_owned(), partition, tp, dir: dir.to_owned(), inner: Mutex::new(inner), published })
+        Log { topic: topic.to_owned(), partition, tp, dir: dir.to_owned(), inner: Mutex::new(inner), published }
     }
 
     pub fn topic(&self) -> &str {
@@ -653,9 +669,24 @@ impl Log {
         g.segments.push(seg);
         let rolled = g.segments.len() - 2;
         g.note_use(rolled, true);
+        self.sync_dir_locked(g)
+    }
+
+    /// fsyncs the directory (and, if it is new, its entry in the data directory) under the
+    /// lock.
+    fn sync_dir_locked(&self, g: &mut Inner) -> Result<()> {
         sync_dir(&self.dir)?;
+        self.sync_entry(g.dir_unsynced)?;
         g.dir_unsynced = false;
         Ok(())
+    }
+
+    /// fsyncs the data directory when `new_dir` (the partition directory's entry in it).
+    fn sync_entry(&self, new_dir: bool) -> Result<()> {
+        match self.dir.parent() {
+            Some(parent) if new_dir => sync_dir(parent),
+            _ => Ok(()),
+        }
     }
 
     /// Appends batches fetched from the leader, keeping their offsets; they must continue the
@@ -924,9 +955,7 @@ impl Log {
             g.producers.clear();
             g.cleaner_checkpoint = offset;
             write_single_offset(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
-            sync_dir(&self.dir)?;
-            g.dir_unsynced = false;
-            Ok(())
+            self.sync_dir_locked(g)
         };
         run(g).map_err(|e| self.err(e))
     }
@@ -1468,6 +1497,7 @@ impl Log {
         }
         if dir_unsynced {
             sync_dir(&self.dir).map_err(|e| self.err(e))?;
+            self.sync_entry(true).map_err(|e| self.err(e))?;
         }
         let mut g = self.lock();
         if dir_unsynced {
@@ -1539,6 +1569,9 @@ impl Log {
             g.recovery_point = leo;
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
             write_single_offset(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo)?;
+            // The marker's write fsynced the directory; a new one's entry too, now.
+            self.sync_entry(g.dir_unsynced)?;
+            g.dir_unsynced = false;
             Ok(())
         };
         let r = run(&mut g).map_err(|e| self.err(e));

@@ -168,6 +168,57 @@ fn clean_reopen_keeps_everything() {
     assert_eq!(values_from(&lb, 0), lb.model);
 }
 
+/// A new log (a missing directory) is one empty segment and writes nothing but that
+/// segment's `.log`; it keeps what is appended through flush, roll and reopening, clean or not.
+#[test]
+fn new_log_in_missing_directory_is_empty_and_keeps_appends() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t-0");
+    let log = Log::open(&dir, "t", 0, small(600), None, 1_000).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
+    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, vec![crate::segment::file_name(0, ".log")], "a new log writes only its first segment");
+    drop(log);
+    let mut lb = LogBuilder::open(&dir, small(600)).unwrap();
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap(); // rolls at 600 bytes
+    }
+    assert!(lb.log.segment_count() > 1);
+    lb.log.flush().unwrap();
+    assert_eq!(lb.log.recovery_point(), lb.log.log_end_offset());
+    drop(std::mem::replace(&mut lb.log, Log::open(&data.path().join("other"), "x", 0, small(600), None, 0).unwrap()));
+    reopen(&mut lb, &dir, small(600)); // unclean: no marker
+    assert!(!lb.log.recovery_report().clean_shutdown);
+    assert_eq!(values_from(&lb, 0), lb.model);
+    lb.log.close().unwrap();
+    reopen(&mut lb, &dir, small(600));
+    assert!(lb.log.recovery_report().clean_shutdown);
+    assert_eq!(values_from(&lb, 0), lb.model);
+}
+
+/// `Log::create` is for a replica new to the broker: whatever a directory of its name holds
+/// (an earlier topic of the same name) is removed, never loaded.
+#[test]
+fn create_replaces_a_leftover_directory() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t-0");
+    let mut lb = LogBuilder::open(&dir, small(600)).unwrap();
+    for _ in 0..10 {
+        lb.append(1, 2, 30).unwrap();
+    }
+    lb.log.close().unwrap();
+    std::fs::write(dir.join("stray.tmp"), b"x").unwrap();
+    let log = Log::create(&dir, "t", 0, small(600), 2_000).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the new first segment is left");
+    // A missing directory (and a missing data directory) are created.
+    let deep = data.path().join("absent").join("u-3");
+    let log = Log::create(&deep, "u", 3, small(600), 2_000).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+    assert!(deep.join(crate::segment::file_name(0, ".log")).exists());
+}
+
 #[test]
 fn unclean_reopen_recovers_torn_tail() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,8 +1,8 @@
 //! Opening a partition directory: load segments, recover what a crash may have torn.
 //!
 //! # Steps
-//! 1. Create the directory if missing (then fsync its parent: see "Durability" below);
-//!    complete every interrupted cleaner swap (a
+//! 1. Create the directory if missing: a new log is one empty segment, and steps 2-6 do
+//!    not apply (see "Durability" below). Otherwise complete every interrupted cleaner swap (a
 //!    `<base>.log.swap` exists: see `cleaner.rs`); delete stray `.cleaned`, `.deleted`, `.swap`
 //!    and `.tmp` files (left by an uncommitted compaction, a deletion or an atomic write) and
 //!    index files whose `.log` is gone.
@@ -31,9 +31,11 @@
 //!
 //! # Durability
 //! Loading makes durable exactly what it changed, and nothing for a new log:
-//! - a directory it created: its parent is fsynced (the one fsync of a new log). The first
-//!   segment's `.log` created in it is not: the log's first flush fsyncs the directory
-//!   (`Inner::dir_unsynced`); a crash before leaves an empty directory, the same empty log;
+//! - a directory it created: nothing. The log's first fsync of the directory (its first
+//!   flush, roll, full truncation or close) fsyncs the data directory too
+//!   (`Inner::dir_unsynced`); a crash before loses only what was never flushed, at worst the
+//!   whole directory, which opens again as the same empty log. Kafka creates a partition
+//!   directory without an fsync too;
 //! - the recovery point checkpoint is written only if the file does not already say the LEO
 //!   (a missing file says 0: a new log writes none; a log closed cleanly has it already);
 //! - the directory is fsynced once at the end if loading removed or created anything in it
@@ -90,28 +92,104 @@ fn remove(path: &Path) -> Result<bool> {
     }
 }
 
-/// Creates the partition directory if it does not exist; whether it did not. A new
-/// directory's parent is fsynced so the directory survives a crash; if that fails the
-/// directory is removed again, so that a retry creates (and fsyncs) it anew.
+/// Creates the partition directory if it does not exist; whether it did not. Nothing is
+/// fsynced: a new directory's entry in the data directory becomes durable at the log's first
+/// fsync of the directory (`Inner::dir_unsynced`); a crash before that loses an empty log,
+/// which the next open creates again.
 fn create_partition_dir(dir: &Path) -> Result<bool> {
     match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         // The data directory itself is missing (normally created at startup).
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir).ctx(dir)?,
-        Err(e) => return Err(LogError::io(dir, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).ctx(dir)?;
+            Ok(true)
+        }
+        Err(e) => Err(LogError::io(dir, e)),
     }
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    if let Err(e) = sync_dir(parent) {
-        let _ = std::fs::remove_dir(dir);
-        return Err(e);
-    }
-    Ok(true)
 }
 
-#[allow(clippy::too_many_lines)] // one linear procedure, the steps of the module docs
+/// A new partition's log in `dir`: a directory already there (left by an earlier topic of
+/// the same name, deleted while this broker was away) is removed first, never loaded.
+pub(crate) fn create(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Inner> {
+    if !create_partition_dir(dir)? {
+        std::fs::remove_dir_all(dir).ctx(dir)?;
+        create_partition_dir(dir)?;
+    }
+    Ok(Loaded::new_log(dir, &config)?.into_inner(config, now_ms))
+}
+
 pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
-    let created = create_partition_dir(dir)?;
+    let loaded = if create_partition_dir(dir)? {
+        Loaded::new_log(dir, &config)?
+    } else {
+        load_existing(dir, &config, recovery_point, now_ms)?
+    };
+    Ok(loaded.into_inner(config, now_ms))
+}
+
+/// What loading a partition directory found, before it becomes the log's `Inner`.
+struct Loaded {
+    segments: Vec<Segment>,
+    log_start: i64,
+    epochs: LeaderEpochCache,
+    producers: ProducerStateManager,
+    report: RecoveryReport,
+    cleaner_cp: i64,
+    /// The directory was just created: neither its entries nor its own entry in the data
+    /// directory are fsynced yet.
+    new_dir: bool,
+}
+
+impl Loaded {
+    fn into_inner(self, config: LogConfig, now_ms: i64) -> Inner {
+        let Loaded { segments, log_start, epochs, producers, report, cleaner_cp, new_dir } = self;
+        let leo = segments[segments.len() - 1].next_offset;
+        Inner {
+            config: Arc::new(config),
+            segments,
+            log_start_offset: log_start,
+            high_watermark: log_start,
+            recovery_point: leo,
+            epochs,
+            producers,
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+            closed: false,
+            generation: 0,
+            report,
+            cleaner_checkpoint: cleaner_cp,
+            cleaning: false,
+            // Tombstone horizons are not persisted: a log cleaned before gets one pass early on.
+            earliest_horizon: (cleaner_cp > log_start).then_some(i64::MIN),
+            uses: 0,
+            swept_at: 0,
+            dir_unsynced: new_dir,
+        }
+    }
+
+    /// A directory just created is empty: one empty segment at offset 0, nothing to scan,
+    /// read, recover or fsync. The directory and its `.log` become durable at the first flush
+    /// (`Inner::dir_unsynced`).
+    fn new_log(dir: &Path, config: &LogConfig) -> Result<Loaded> {
+        let mut segment = Segment::create(dir, 0, config)?;
+        segment.make_active();
+        segment.close_log_file();
+        Ok(Loaded {
+            segments: vec![segment],
+            log_start: 0,
+            epochs: LeaderEpochCache::empty(dir),
+            producers: ProducerStateManager::new(),
+            report: RecoveryReport::default(),
+            cleaner_cp: 0,
+            new_dir: true,
+        })
+    }
+}
+
+/// Steps 1-6 of the module docs for a directory that existed.
+#[allow(clippy::too_many_lines)] // one linear procedure, the steps of the module docs
+fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Loaded> {
     // Something in the directory was removed or created: fsync it at the end.
     let mut dir_changed = false;
     cleaner::complete_interrupted_swaps(dir)?; // fsyncs the directory itself
@@ -181,11 +259,11 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
             prev.close_log_file();
         }
         let gaps = config.cleanup_compact || base < cleaner_cp;
-        let (mut seg, suspicious) = Segment::open(dir, base, &config, now_ms, gaps)?;
+        let (mut seg, suspicious) = Segment::open(dir, base, config, now_ms, gaps)?;
         let next_base = bases.get(i + 1).copied();
         let unflushed = !clean && next_base.is_none_or(|nb| nb > rp);
         if suspicious || unflushed {
-            let r = seg.recover(&config, now_ms, gaps)?;
+            let r = seg.recover(config, now_ms, gaps)?;
             report.segments_recovered += 1;
             report.bytes_truncated += r.truncated_bytes;
             recovered_any = true;
@@ -207,14 +285,12 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
         }
         segments.push(seg);
     }
-    // A new directory's first segment is made durable by the first flush (`dir_unsynced`);
-    // one created in an existing directory (emptied by a crash) by the fsync at the end.
-    let mut dir_unsynced = false;
+    // A segment created in an existing directory (emptied by a crash) is made durable by the
+    // fsync at the end.
     if segments.is_empty() {
         let base = log_start_cp.unwrap_or(0).max(0);
-        segments.push(Segment::create(dir, base, &config)?);
-        dir_unsynced = created;
-        dir_changed |= !created;
+        segments.push(Segment::create(dir, base, config)?);
+        dir_changed = true;
     }
     let n = segments.len();
     for s in &mut segments[..n - 1] {
@@ -257,28 +333,7 @@ pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, n
     for s in &mut segments {
         s.close_log_file();
     }
-
-    Ok(Inner {
-        config: Arc::new(config),
-        segments,
-        log_start_offset: log_start,
-        high_watermark: log_start,
-        recovery_point: leo,
-        epochs,
-        producers,
-        unflushed_messages: 0,
-        last_flush_ms: now_ms,
-        closed: false,
-        generation: 0,
-        report,
-        cleaner_checkpoint: cleaner_cp,
-        cleaning: false,
-        // Tombstone horizons are not persisted: a log cleaned before gets one pass early on.
-        earliest_horizon: (cleaner_cp > log_start).then_some(i64::MIN),
-        uses: 0,
-        swept_at: 0,
-        dir_unsynced,
-    })
+    Ok(Loaded { segments, log_start, epochs, producers, report, cleaner_cp, new_dir: false })
 }
 
 fn drop_segment_files(dir: &Path, base: i64) -> Result<()> {

@@ -8,6 +8,8 @@ Data directory layout (`log.dirs`, one directory today):
     __archive/                            Parquet files of retention.archive topics, unless
                                           archive.location is set (broker/archiver.py)
     replication-offset-checkpoint         HW per partition, Kafka's text format
+    topic-id-checkpoint                   the topic id of each topic with a replica here
+                                          (broker/topic_id_checkpoint.py)
 (each partition directory keeps its own log-start and recovery-point checkpoints,
 written by the Rust log; see docs/decisions.md)
 
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import shutil
+import uuid
 
 import trio
 
 from logbroker.clock import now_ms, run_every
 from logbroker import _core
 from logbroker.archive import ArchiveError
+from logbroker.broker import topic_id_checkpoint
 from logbroker.broker.archiver import Archiver
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig
 from logbroker.coord.metadata import MetadataImage
@@ -76,6 +79,8 @@ class ReplicaManager:
         self.offline: dict[tuple[str, int], str] = {}
         self._image: MetadataImage | None = None
         self._closed = False
+        # what the topic-id checkpoint says now (rewritten when the hosted topics change)
+        self._ids_written: dict[str, uuid.UUID] | None = None
         self.replication = Replication(config, self)
         self.archiver = Archiver(config)
 
@@ -90,6 +95,12 @@ class ReplicaManager:
     def _open_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log:
         path = self.data_dir / partition_dir_name(topic, partition)
         return _core.Log.open(str(path), topic, partition, self.config.engine_config(configs), None, now_ms())
+
+    def _create_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log:
+        """A replica new to this broker: whatever a directory of its name holds is left from
+        an earlier topic of the same name, and goes."""
+        path = self.data_dir / partition_dir_name(topic, partition)
+        return _core.Log.create(str(path), topic, partition, self.config.engine_config(configs), now_ms())
 
     def _apply_dynamic_configs(self, image: MetadataImage) -> list[str]:
         """This broker's dynamic configs from the image (the cluster default, then its own):
@@ -115,11 +126,13 @@ class ReplicaManager:
         for p in parts:
             p.apply_state(p.state, self._min_isr(configs.get(p.topic, {})))
 
-    def _try_open_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log | _core.LogBrokerError:
-        """The log, or the error that kept it from opening (this partition only: the metadata
-        stays as committed and the partition offline here; see `offline`)."""
+    def _try_open_log(self, topic: str, partition: int, configs: dict[str, str], new: bool = False
+                      ) -> _core.Log | _core.LogBrokerError:
+        """The log (created afresh if `new`), or the error that kept it from opening (this
+        partition only: the metadata stays as committed and the partition offline here; see
+        `offline`)."""
         try:
-            return self._open_log(topic, partition, configs)
+            return (self._create_log if new else self._open_log)(topic, partition, configs)
         except _core.LogBrokerError as e:
             return e
 
@@ -128,14 +141,26 @@ class ReplicaManager:
         self._apply_dynamic_configs(image)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         hw = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / HW_CHECKPOINT))}
+        try:
+            self._ids_written = topic_id_checkpoint.read(self.data_dir)
+        except topic_id_checkpoint.TopicIdCheckpointError as e:
+            log.warning("%s; every partition directory is trusted to hold its topic's current incarnation", e)
+            self._ids_written = {}
         wanted = []
         for topic in image.topics.values():
             for state in topic.partitions.values():
                 if self.node_id in state.replicas:
                     wanted.append((topic, state))
+        earlier = {t.name for t, _s in wanted if self._ids_written.get(t.name, t.topic_id) != t.topic_id}
+        for name in sorted(earlier):
+            log.warning("the partition directories of topic %s hold an earlier topic of that name (topic id %s, now "
+                        "%s), deleted while this broker was away: they are replaced by empty logs", name,
+                        self._ids_written[name], image.topics[name].topic_id, extra=fields(topic=name))
 
         def open_one(item) -> _core.Log:
             topic, state = item
+            if topic.name in earlier:
+                return self._create_log(topic.name, state.partition, topic.configs)
             lg = self._open_log(topic.name, state.partition, topic.configs)
             saved_hw = hw.get((topic.name, state.partition))
             if saved_hw is not None:
@@ -212,12 +237,9 @@ class ReplicaManager:
             for p, configs in config_changed:
                 p.log.update_config(self.config.engine_config(configs))
             def open_new(item) -> _core.Log | _core.LogBrokerError:
+                # A replica that went offline here keeps its data; any other is new here.
                 (name, idx), (topic, _state) = item
-                path = self.data_dir / partition_dir_name(name, idx)
-                if path.exists() and (name, idx) not in self.offline:
-                    # Left over from an earlier topic of the same name: not this topic's data.
-                    shutil.rmtree(path)
-                return self._try_open_log(name, idx, topic.configs)
+                return self._try_open_log(name, idx, topic.configs, new=(name, idx) not in self.offline)
 
             return in_parallel(open_new, to_open)
 
@@ -341,6 +363,10 @@ class ReplicaManager:
         _core.write_offset_checkpoint(
             str(self.data_dir / HW_CHECKPOINT), [(p.topic, p.index, p.log.high_watermark) for p in parts]
         )
+        ids = {p.topic: p.topic_id for p in parts}
+        if ids != self._ids_written:
+            topic_id_checkpoint.write(self.data_dir, ids)
+            self._ids_written = ids
 
     # --- lookups --------------------------------------------------------------------
 

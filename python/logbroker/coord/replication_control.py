@@ -41,11 +41,17 @@ class NewTopicSpec:
     configs: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
 
-def new_partition(index: int, replicas: list[int]) -> PartitionState:
-    """A new partition led by its first (preferred) replica, with every replica in the ISR
-    (Kafka's rule: an empty log is caught up by definition; a replica that does not fetch
-    leaves the ISR after `replica.lag.time.max.ms`)."""
-    return PartitionState(index, replicas[0], 0, list(replicas), list(replicas), 0)
+def new_partition(index: int, replicas: list[int], image: MetadataImage) -> PartitionState:
+    """A new partition: every replica on an unfenced broker is in the ISR (an empty log is
+    caught up by definition; one that does not fetch leaves the ISR after
+    `replica.lag.time.max.ms`) and the first of them leads. Kafka's rule: a fenced broker
+    (stopped, or away) joins the ISR when it has caught up, and an assignment whose brokers
+    are all fenced is refused (INVALID_REPLICA_ASSIGNMENT)."""
+    isr = [r for r in replicas if (b := image.brokers.get(r)) is not None and not b.fenced]
+    if not isr:
+        raise ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                              f"all brokers of the assignment {replicas} for partition {index} are fenced")
+    return PartitionState(index, isr[0], 0, list(replicas), isr, 0)
 
 
 def _where(name: str, partition: int) -> dict:
@@ -76,7 +82,8 @@ class ReplicationControlManager:
         return order
 
     @staticmethod
-    def _assign(brokers: list[int], partition: int, replication_factor: int, start: int = 0) -> PartitionState:
+    def _assign(image: MetadataImage, brokers: list[int], partition: int, replication_factor: int, start: int = 0
+                ) -> PartitionState:
         """Replicas of a new partition: `replication_factor` consecutive brokers of the
         placement order beginning at (start + partition), so replicas and leaders go round
         robin over brokers (and racks); the first replica is the preferred leader."""
@@ -86,7 +93,7 @@ class ReplicationControlManager:
                 f"replication factor {replication_factor} is larger than the {len(brokers)} available broker(s)",
             )
         first = (start + partition) % len(brokers)
-        return new_partition(partition, [brokers[(first + i) % len(brokers)] for i in range(replication_factor)])
+        return new_partition(partition, [brokers[(first + i) % len(brokers)] for i in range(replication_factor)], image)
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -130,7 +137,7 @@ class ReplicationControlManager:
         except ConfigError as e:
             raise ControllerError(ErrorCode.INVALID_CONFIG, f"topic {name!r}: {e}") from None
         if not assignments:
-            self._assign(self.placement_order(image), 0, replication_factor)  # INVALID_REPLICATION_FACTOR early
+            self._assign(image, self.placement_order(image), 0, replication_factor)  # INVALID_REPLICATION_FACTOR early
         return num_partitions, replication_factor, checked
 
     def create_topics(self, image: MetadataImage, specs: list[NewTopicSpec]
@@ -160,8 +167,8 @@ class ReplicationControlManager:
             image, name, spec.num_partitions, spec.replication_factor, assignments, spec.configs)
         brokers = self.placement_order(image)
         start = random.randrange(max(1, len(brokers)))  # spread leaders over topics
-        partitions = {p: new_partition(p, list(assignments[p])) if assignments
-                      else self._assign(brokers, p, replication_factor, start) for p in range(num_partitions)}
+        partitions = {p: new_partition(p, list(assignments[p]), image) if assignments
+                      else self._assign(image, brokers, p, replication_factor, start) for p in range(num_partitions)}
         topic_id = uuid.uuid4()
         while topic_id in image.topic_ids or topic_id in taken or topic_id.int == 0:
             topic_id = uuid.uuid4()
@@ -210,9 +217,9 @@ class ReplicationControlManager:
                     raise ControllerError(
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                         f"topic {name!r} partition {p}: assignment {r} names unknown brokers {unknown}")
-                new.append(new_partition(p, list(r)))
+                new.append(new_partition(p, list(r), image))
             else:
-                new.append(self._assign(brokers, p, rf, start))
+                new.append(self._assign(image, brokers, p, rf, start))
         return ControllerResult([partition_record(topic.topic_id, ps) for ps in new], None,
                                 [(f"topic {name}: partitions {current} -> {count}", {"topic": name})])
 

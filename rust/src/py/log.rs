@@ -81,6 +81,24 @@ impl PyLog {
         Ok(PyLog { log: Arc::new(log) })
     }
 
+    /// A new partition's log (see `Log::create`): a directory already at `dir` is removed.
+    #[staticmethod]
+    #[pyo3(signature = (dir, topic, partition, config, now_ms=0))]
+    fn create(
+        py: Python<'_>,
+        dir: PathBuf,
+        topic: String,
+        partition: i32,
+        config: HashMap<String, String>,
+        now_ms: i64,
+    ) -> PyResult<PyLog> {
+        let log = py.enter_core(|| {
+            let config = LogConfig::from_map(&config)?;
+            Log::create(&dir, &topic, partition, config, now_ms)
+        })?;
+        Ok(PyLog { log: Arc::new(log) })
+    }
+
     #[getter]
     fn topic(&self) -> &str {
         self.log.topic()
