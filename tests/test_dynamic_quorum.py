@@ -214,3 +214,76 @@ def cli_status_voters(node) -> list[int]:
     r = cli("status", "--bootstrap-server", node.bootstrap_servers, "--json")
     assert r.returncode == 0, r.stderr
     return [v["node_id"] for v in json.loads(r.stdout)["quorum"]["voters"]]
+
+
+def test_a_single_node_grows_into_a_three_node_cluster_while_a_producer_writes(tmp_path):
+    """`logbroker serve` alone (a quorum of one voter) with a controller listener: two nodes
+    join through controller.quorum.bootstrap.servers, `logbroker cluster add-voter` makes
+    them voters, topics get three replicas, and the first node's death no longer stops the
+    cluster. Nothing acknowledged is lost, and the first node, started again, catches up."""
+    from logbroker.cluster import ClusterNode
+
+    sets = [a for k, v in {**FAST, "min.insync.replicas": 1}.items() for a in ("--set", f"{k}={v}")]
+
+    def node(node_id: int, extra: list[str]) -> ClusterNode:
+        port, ctl = free_port(), free_port()
+        data = tmp_path / f"node{node_id}"
+        args = ["--node-id", str(node_id), "--data-dir", str(data), *sets,
+                "--listen", f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctl}", *extra]
+        return ClusterNode(node_id, port, ctl, data, args)
+
+    first = node(1, []).start()
+    nodes = [first]
+    try:
+        bs = first.bootstrap_servers
+        alone_admin = AdminClient({"bootstrap.servers": bs})
+        alone_admin.create_topics([NewTopic("alone", 2, 1)])["alone"].result(30)
+        writer = Writer(bs, "alone")
+        writer.start()
+        wait_until(lambda: len(writer.acked) > 200, timeout=30, what="the producer is writing")
+
+        meta = (first.data_dir / "meta.properties").read_text()
+        cluster_id = re.search(r"cluster.id=(\S+)", meta).group(1)
+        for node_id in (2, 3):
+            new = node(node_id, ["--set", f"controller.quorum.bootstrap.servers=127.0.0.1:{first.controller_port}",
+                                 "--set", f"cluster.id={cluster_id}"])
+            nodes.append(new.start())
+            added = cli("add-voter", "--bootstrap-server", bs, "--id", str(node_id), "--data-dir", str(new.data_dir),
+                        "--endpoint", f"127.0.0.1:{new.controller_port}")
+            assert added.returncode == 0, added.stderr
+        status = cli("status", "--bootstrap-server", bs)
+        assert status.returncode == 0, status.stderr
+        with RawClient(bs) as c:
+            dq = REQUESTS[55]
+            q = c.request(55, 2, dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
+                                                          partitions=[dq.PartitionData(partition_index=0)])]))
+        assert sorted(v.replica_id for v in q.topics[0].partitions[0].current_voters) == [1, 2, 3], q
+
+        everywhere = AdminClient({"bootstrap.servers": ",".join(n.bootstrap_servers for n in nodes)})
+        everywhere.create_topics([NewTopic("grown", 3, 3)])["grown"].result(60)
+        grown = Writer(nodes[1].bootstrap_servers, "grown")
+        grown.start()
+        wait_until(lambda: len(grown.acked) > 200, timeout=60, what="writing to the replicated topic")
+        writer.stopping.set()
+        writer.join(180)
+
+        first.kill()  # a majority of {1, 2, 3} is left
+        before = len(grown.acked)
+        wait_until(lambda: len(grown.acked) > before + 200, timeout=90, what="writing on with the first node dead")
+        admin = AdminClient({"bootstrap.servers": nodes[1].bootstrap_servers})
+        admin.create_topics([NewTopic("after", 1, 2)])["after"].result(60)
+
+        first.start()  # no voters configured: who votes is what its metadata log says
+        wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=60, what="node 1 back")
+        grown.stopping.set()
+        grown.join(180)
+        for topic, w, parts in (("grown", grown, 3), ("alone", writer, 2)):
+            got = read_values(nodes[1].bootstrap_servers, topic, parts)
+            lost = w.acked - got
+            assert not lost, f"{topic}: {len(lost)} acknowledged records lost, e.g. {sorted(lost)[:5]}"
+        with RawClient(first.bootstrap_servers) as c:
+            md = c.request(3, 12, REQUESTS[3](topics=None, allow_auto_topic_creation=False))
+        assert {"alone", "grown", "after"} <= {t.name for t in md.topics}
+    finally:
+        for n in nodes:
+            n.stop()

@@ -17,7 +17,10 @@ directory:
   every partition; the time from the spawn until the last is acknowledged (and, apart, until
   the client port accepts connections).
 
-Results go to benches/.results/scale-<shape>.json and are printed as a markdown table for
+Before each run the harness waits (up to `--settle-seconds`) until a probe of 300 mkdirs runs
+at the file system's quiet speed again: on this machine a burst of file creation and
+deletion slows later mkdirs tenfold for minutes, which would charge one broker for the
+previous one's run. Results go to benches/.results/scale-<shape>.json and are printed as a markdown table for
 docs/benchmarks.md. Kafka is installed by benches.peers.kafka (Maven Central).
 """
 
@@ -102,8 +105,37 @@ def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: fl
         pending = list(failed)
 
 
-def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int) -> dict:
+def mkdir_micros(probe_dir: Path, n: int = 300) -> float:
+    """Mean µs of a mkdir in `probe_dir` (a fresh subdirectory, removed afterwards)."""
+    d = probe_dir / f"mkdir-probe-{os.getpid()}"
+    d.mkdir(parents=True)
+    t0 = time.monotonic()
+    for i in range(n):
+        (d / f"p{i}").mkdir()
+    us = (time.monotonic() - t0) / n * 1e6
+    for i in range(n):
+        (d / f"p{i}").rmdir()
+    d.rmdir()
+    return us
+
+
+def settle_disk(probe_dir: Path, limit_s: float, fast_us: float = 100.0) -> float:
+    """Wait, up to `limit_s`, until the file system creates directories at its quiet speed
+    again: a burst of file creation and deletion (the previous broker's run) slows every
+    later mkdir on this machine for minutes, and the next broker would pay for it. Returns
+    the last probe's µs per mkdir."""
+    os.sync()
+    deadline = time.monotonic() + limit_s
+    us = mkdir_micros(probe_dir)
+    while us > fast_us and time.monotonic() < deadline:
+        time.sleep(5)
+        us = mkdir_micros(probe_dir)
+    return us
+
+
+def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int, settle_s: float = 0) -> dict:
     rf = 3 if nodes == 3 else 1
+    settled_us = settle_disk(RESULTS, settle_s) if settle_s else None
     peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
     peer.start()
     try:
@@ -120,6 +152,7 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
             "metadata_seconds": metadata_seconds(peer.bootstrap, topics),
             "rss_mb": peer.rss() / 1e6,
             "open_fds": sum(open_fds(p) for p in pids),
+            "mkdir_us_before": settled_us,
         }
         # restart to every partition writable
         if nodes == 1:
@@ -157,13 +190,16 @@ def main() -> None:
     ap.add_argument("--partitions-per-topic", type=int, default=5)
     ap.add_argument("--batch-topics", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="2,000 partitions, logbroker only unless --brokers")
+    ap.add_argument("--settle-seconds", type=float, default=180,
+                    help="before each run, wait up to this long for mkdir to be fast again (0: do not wait)")
     args = ap.parse_args()
     totals = [2000] if args.quick else [int(x) for x in args.partitions.split(",")]
     results = []
     for nodes in (int(x) for x in args.nodes.split(",")):
         for total in totals:
             for name in args.brokers.split(","):
-                r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics)
+                r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics,
+                            0 if args.quick else args.settle_seconds)
                 print(json.dumps(r), flush=True)
                 results.append(r)
     RESULTS.mkdir(parents=True, exist_ok=True)
