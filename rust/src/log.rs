@@ -51,18 +51,20 @@
 //! produce).
 //!
 //! # Creating a log
-//! A new, empty log costs a `mkdir` and the creation of one empty `.log`, no fsync and no
-//! read (`Log::create`; `Log::open` of a missing directory does the same). Nothing is made
-//! durable then: a checkpoint whose absence means the same thing is not written (recovery
-//! point 0, log start offset 0, empty leader-epoch cache) and the index files are not even
-//! created (see above). The partition directory's entry in the data directory and the first
-//! segment's `.log` entry become durable at the log's first fsync of its directory: the first
-//! flush fsyncs the partition directory and then the data directory before the recovery point
-//! may pass them (`Inner::dir_unsynced`); a roll, a full truncation
-//! and `close` do the same. A crash before loses only what was never flushed: at worst the
-//! whole directory, which opens again as the same empty log. Kafka does not fsync a new
-//! partition directory either. Reopening an existing log fsyncs whatever loading changed
-//! (`recovery.rs`).
+//! A new, empty log costs nothing on disk until its first write (`Log::create`; `Log::open`
+//! of a missing directory does the same): no directory, no file, no read, no fsync
+//! (`DirState::Absent`). The first write (an append, a full truncation, a higher log start)
+//! creates the directory and the first segment's `.log` (`Log::materialize`); a checkpoint
+//! whose absence means the same thing is not written (recovery point 0, log start offset 0,
+//! empty leader-epoch cache) and the index files are not even created (see above). The
+//! partition directory's entry in the data directory and the `.log`'s entry in it become
+//! durable at the log's first fsync of its directory: the first flush fsyncs the partition
+//! directory and then the data directory before the recovery point may pass them
+//! (`DirState::Unsynced`); a roll, a full truncation and `close` do the same. Closing a log
+//! never written writes nothing. A crash loses only what was never flushed: at worst the
+//! whole directory, which opens again as the same empty log. Kafka creates the directory
+//! and files of a new partition at once, without an fsync. Reopening an existing log fsyncs
+//! whatever loading changed (`recovery.rs`).
 //!
 //! # Directory (`<data>/<topic>-<partition>/`)
 //! ```text
@@ -100,7 +102,7 @@ use crate::builder::{BatchBuilder, Rec};
 use crate::cleaner::{self, CleanContext, CompactionResult, SegmentSnapshot, CLEANER_CHECKPOINT_FILE};
 use crate::compression::Codec;
 use crate::config::{LogConfig, TimestampType};
-use crate::error::{LogError, Result, Tp};
+use crate::error::{IoContext, LogError, Result, Tp};
 use crate::file_region::FileRegion;
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::offset_checkpoint::{sync_dir, write_single_offset};
@@ -272,10 +274,22 @@ pub(crate) struct Inner {
     /// the last idle-file sweep.
     pub uses: u64,
     pub swept_at: u64,
-    /// The directory is new: neither its entries (the first segment's `.log`) nor its own
-    /// entry in the data directory are fsynced. The first flush fsyncs both before moving the
-    /// recovery point; a roll, a full truncation and `close` do too.
-    pub dir_unsynced: bool,
+    /// What of the partition directory exists and is durable (see "Creating a log").
+    pub dir_state: DirState,
+}
+
+/// The partition directory of a log, from nothing to durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DirState {
+    /// Neither the directory nor its first `.log` exists: a new, empty log before its first
+    /// write (`Log::materialize` creates both). Nothing to flush, close or delete.
+    Absent,
+    /// Created, but neither its entries (the first segment's `.log`) nor its own entry in
+    /// the data directory are fsynced. The first flush fsyncs both before moving the recovery
+    /// point; a roll, a full truncation and `close` do too.
+    Unsynced,
+    /// Everything in it that the recovery point covers is durable.
+    Synced,
 }
 
 impl Inner {
@@ -614,6 +628,7 @@ impl Log {
         // The epoch first (as Kafka does, and as a follower appends): if the append then
         // fails, an entry starting at the LEO is harmless; the other order could leave
         // records on disk that the cache does not know and the producer was told failed.
+        self.materialize(&mut g).map_err(|e| self.err(e))?;
         g.epochs.assign(leader_epoch, base).map_err(|e| self.err(e))?;
         self.write_locked(&mut g, &records, &appended, last_offset, now_ms, &config)?;
         g.producers.commit(producer_append);
@@ -676,8 +691,21 @@ impl Log {
     /// lock.
     fn sync_dir_locked(&self, g: &mut Inner) -> Result<()> {
         sync_dir(&self.dir)?;
-        self.sync_entry(g.dir_unsynced)?;
-        g.dir_unsynced = false;
+        self.sync_entry(g.dir_state == DirState::Unsynced)?;
+        g.dir_state = DirState::Synced;
+        Ok(())
+    }
+
+    /// Creates the directory and the active segment's `.log` of a log that has neither yet
+    /// (`DirState::Absent`): the first write to a new log. Called under the lock by every
+    /// operation that writes a file.
+    fn materialize(&self, g: &mut Inner) -> Result<()> {
+        if g.dir_state != DirState::Absent {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.dir).ctx(&self.dir)?;
+        g.active_mut().create_file()?;
+        g.dir_state = DirState::Unsynced;
         Ok(())
     }
 
@@ -742,6 +770,7 @@ impl Log {
         let data = &records[..valid_end as usize];
         // Followers have no clock argument: the batches' own timestamps age the segment.
         let now_ms = max_timestamp.max(0);
+        self.materialize(&mut g).map_err(|e| self.err(e))?;
         for v in &batches {
             g.epochs.assign(v.header.partition_leader_epoch, v.header.base_offset).map_err(|e| self.err(e))?;
         }
@@ -940,6 +969,7 @@ impl Log {
             if offset < 0 {
                 return Err(LogError::OffsetOutOfRange { tp: Tp::default(), offset, log_start: g.log_start_offset, log_end: g.leo() });
             }
+            self.materialize(g)?;
             write_single_offset(&self.dir.join(LOG_START_FILE), offset)?;
             for s in g.segments.drain(..) {
                 s.delete_files()?;
@@ -986,6 +1016,7 @@ impl Log {
         if offset <= g.log_start_offset {
             return Ok(());
         }
+        self.materialize(g)?;
         write_single_offset(&self.dir.join(LOG_START_FILE), offset)?;
         g.log_start_offset = offset;
         g.high_watermark = g.high_watermark.max(offset);
@@ -1460,6 +1491,9 @@ impl Log {
     fn flush_scope(&self, include_active: bool, now_ms: i64) -> Result<()> {
         let (handles, flushed, target, generation, dir_unsynced) = {
             let mut g = self.lock_open()?;
+            if g.dir_state == DirState::Absent {
+                return Ok(()); // nothing written yet
+            }
             let n = g.segments.len();
             let upto = if include_active { n } else { n - 1 };
             let mut handles = Vec::new();
@@ -1483,7 +1517,7 @@ impl Log {
                 g.unflushed_messages = 0;
                 g.last_flush_ms = now_ms;
             }
-            (handles, flushed, target, g.generation, g.dir_unsynced)
+            (handles, flushed, target, g.generation, g.dir_state == DirState::Unsynced)
         };
         for t in &handles {
             // A closed file is opened by path for its fsync; one deleted meanwhile needs none.
@@ -1501,7 +1535,7 @@ impl Log {
         }
         let mut g = self.lock();
         if dir_unsynced {
-            g.dir_unsynced = false;
+            g.dir_state = DirState::Synced;
         }
         if g.generation == generation && target > g.recovery_point && !g.closed {
             g.recovery_point = target;
@@ -1559,6 +1593,10 @@ impl Log {
         if g.closed {
             return Ok(());
         }
+        if g.dir_state == DirState::Absent {
+            g.closed = true; // never written: it opens again as the same empty log
+            return Ok(());
+        }
         let run = |g: &mut Inner| -> Result<()> {
             g.active_mut().on_become_inactive()?;
             for s in &mut g.segments {
@@ -1570,8 +1608,8 @@ impl Log {
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
             write_single_offset(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo)?;
             // The marker's write fsynced the directory; a new one's entry too, now.
-            self.sync_entry(g.dir_unsynced)?;
-            g.dir_unsynced = false;
+            self.sync_entry(g.dir_state == DirState::Unsynced)?;
+            g.dir_state = DirState::Synced;
             Ok(())
         };
         let r = run(&mut g).map_err(|e| self.err(e));

@@ -168,20 +168,29 @@ fn clean_reopen_keeps_everything() {
     assert_eq!(values_from(&lb, 0), lb.model);
 }
 
-/// A new log (a missing directory) is one empty segment and writes nothing but that
-/// segment's `.log`; it keeps what is appended through flush, roll and reopening, clean or not.
+/// A new log (a missing directory) is one empty segment and touches the disk only at its
+/// first write, which creates the directory and that segment's `.log`; it keeps what is
+/// appended through flush, roll and reopening, clean or not.
 #[test]
 fn new_log_in_missing_directory_is_empty_and_keeps_appends() {
     let data = tempfile::tempdir().unwrap();
     let dir = data.path().join("t-0");
     let log = Log::open(&dir, "t", 0, small(600), None, 1_000).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
+    assert!(log.read(0, 1 << 20, None, true).unwrap().is_none());
+    log.truncate_to(0).unwrap();
+    assert_eq!(log.delete_records_before(0).unwrap(), 0);
+    log.flush().unwrap();
+    assert!(!log.maybe_flush(5_000).unwrap());
+    log.close().unwrap();
+    assert!(!dir.exists(), "a log never written creates nothing, closed or not");
+    let mut lb = LogBuilder::open(&dir, small(600)).unwrap();
+    assert!(!dir.exists());
+    lb.append(1, 2, 30).unwrap();
     let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names, vec![crate::segment::file_name(0, ".log")], "a new log writes only its first segment");
-    drop(log);
-    let mut lb = LogBuilder::open(&dir, small(600)).unwrap();
-    for _ in 0..10 {
+    assert_eq!(names, vec![crate::segment::file_name(0, ".log"), "leader-epoch-checkpoint".to_owned()]);
+    for _ in 0..9 {
         lb.append(1, 2, 30).unwrap(); // rolls at 600 bytes
     }
     assert!(lb.log.segment_count() > 1);
@@ -195,6 +204,20 @@ fn new_log_in_missing_directory_is_empty_and_keeps_appends() {
     reopen(&mut lb, &dir, small(600));
     assert!(lb.log.recovery_report().clean_shutdown);
     assert_eq!(values_from(&lb, 0), lb.model);
+}
+
+/// A follower of a leader whose log starts above 0 restarts its new log there: that write
+/// creates the directory too.
+#[test]
+fn new_log_truncated_fully_before_its_first_append() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t-1");
+    let log = Log::create(&dir, "t", 1, small(600), 1_000).unwrap();
+    log.truncate_fully_and_start_at(42).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (42, 42));
+    log.close().unwrap();
+    let log = Log::open(&dir, "t", 1, small(600), None, 2_000).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (42, 42));
 }
 
 /// `Log::create` is for a replica new to the broker: whatever a directory of its name holds
@@ -211,12 +234,13 @@ fn create_replaces_a_leftover_directory() {
     std::fs::write(dir.join("stray.tmp"), b"x").unwrap();
     let log = Log::create(&dir, "t", 0, small(600), 2_000).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the new first segment is left");
-    // A missing directory (and a missing data directory) are created.
+    assert!(!dir.exists(), "the earlier topic's directory is gone");
+    // A missing data directory is created by the first write.
     let deep = data.path().join("absent").join("u-3");
-    let log = Log::create(&deep, "u", 3, small(600), 2_000).unwrap();
-    assert_eq!(log.log_end_offset(), 0);
+    let mut lb = LogBuilder::open(&deep, small(600)).unwrap();
+    lb.append(1, 1, 10).unwrap();
     assert!(deep.join(crate::segment::file_name(0, ".log")).exists());
+    assert_eq!(values_from(&lb, 0), lb.model);
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! Opening a partition directory: load segments, recover what a crash may have torn.
 //!
 //! # Steps
-//! 1. Create the directory if missing: a new log is one empty segment, and steps 2-6 do
-//!    not apply (see "Durability" below). Otherwise complete every interrupted cleaner swap (a
-//!    `<base>.log.swap` exists: see `cleaner.rs`); delete stray `.cleaned`, `.deleted`, `.swap`
+//! 1. A missing directory is a new, empty log: nothing is created until its first write
+//!    (`DirState::Absent`), and steps 2-6 do not apply. Otherwise complete every
+//!    interrupted cleaner swap (a `<base>.log.swap` exists: see `cleaner.rs`); delete stray `.cleaned`, `.deleted`, `.swap`
 //!    and `.tmp` files (left by an uncommitted compaction, a deletion or an atomic write) and
 //!    index files whose `.log` is gone.
 //! 2. Clean shutdown = the `.clean-shutdown` marker exists (written last by `Log::close`).
@@ -31,11 +31,8 @@
 //!
 //! # Durability
 //! Loading makes durable exactly what it changed, and nothing for a new log:
-//! - a directory it created: nothing. The log's first fsync of the directory (its first
-//!   flush, roll, full truncation or close) fsyncs the data directory too
-//!   (`Inner::dir_unsynced`); a crash before loses only what was never flushed, at worst the
-//!   whole directory, which opens again as the same empty log. Kafka creates a partition
-//!   directory without an fsync too;
+//! - a missing directory: nothing, not even the directory (see "Creating a log" in
+//!   `log.rs`). Kafka creates a new partition's directory without an fsync too;
 //! - the recovery point checkpoint is written only if the file does not already say the LEO
 //!   (a missing file says 0: a new log writes none; a log closed cleanly has it already);
 //! - the directory is fsynced once at the end if loading removed or created anything in it
@@ -70,7 +67,7 @@ use crate::cleaner::{self, CLEANER_CHECKPOINT_FILE};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::leader_epoch_cache::LeaderEpochCache;
-use crate::log::{Inner, RecoveryReport, CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE};
+use crate::log::{DirState, Inner, RecoveryReport, CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE};
 use crate::offset_checkpoint::{read_single_offset, sync_dir, write_single_offset};
 use crate::producer_state::{ProducerBatch, ProducerStateManager, SNAPSHOT_FILE};
 use crate::segment::Segment;
@@ -92,38 +89,23 @@ fn remove(path: &Path) -> Result<bool> {
     }
 }
 
-/// Creates the partition directory if it does not exist; whether it did not. Nothing is
-/// fsynced: a new directory's entry in the data directory becomes durable at the log's first
-/// fsync of the directory (`Inner::dir_unsynced`); a crash before that loses an empty log,
-/// which the next open creates again.
-fn create_partition_dir(dir: &Path) -> Result<bool> {
-    match std::fs::create_dir(dir) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        // The data directory itself is missing (normally created at startup).
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).ctx(dir)?;
-            Ok(true)
-        }
-        Err(e) => Err(LogError::io(dir, e)),
-    }
-}
-
 /// A new partition's log in `dir`: a directory already there (left by an earlier topic of
-/// the same name, deleted while this broker was away) is removed first, never loaded.
+/// the same name, deleted while this broker was away) is removed, never loaded. Nothing is
+/// created: the first write creates the directory (`DirState::Absent`).
 pub(crate) fn create(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Inner> {
-    if !create_partition_dir(dir)? {
-        std::fs::remove_dir_all(dir).ctx(dir)?;
-        create_partition_dir(dir)?;
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(LogError::io(dir, e)),
     }
-    Ok(Loaded::new_log(dir, &config)?.into_inner(config, now_ms))
+    Ok(Loaded::new_log(dir, &config).into_inner(config, now_ms))
 }
 
 pub(crate) fn load(dir: &Path, config: LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Inner> {
-    let loaded = if create_partition_dir(dir)? {
-        Loaded::new_log(dir, &config)?
-    } else {
-        load_existing(dir, &config, recovery_point, now_ms)?
+    let loaded = match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Loaded::new_log(dir, &config),
+        Err(e) => return Err(LogError::io(dir, e)),
+        Ok(_) => load_existing(dir, &config, recovery_point, now_ms)?,
     };
     Ok(loaded.into_inner(config, now_ms))
 }
@@ -136,14 +118,12 @@ struct Loaded {
     producers: ProducerStateManager,
     report: RecoveryReport,
     cleaner_cp: i64,
-    /// The directory was just created: neither its entries nor its own entry in the data
-    /// directory are fsynced yet.
-    new_dir: bool,
+    dir_state: DirState,
 }
 
 impl Loaded {
     fn into_inner(self, config: LogConfig, now_ms: i64) -> Inner {
-        let Loaded { segments, log_start, epochs, producers, report, cleaner_cp, new_dir } = self;
+        let Loaded { segments, log_start, epochs, producers, report, cleaner_cp, dir_state } = self;
         let leo = segments[segments.len() - 1].next_offset;
         Inner {
             config: Arc::new(config),
@@ -164,26 +144,23 @@ impl Loaded {
             earliest_horizon: (cleaner_cp > log_start).then_some(i64::MIN),
             uses: 0,
             swept_at: 0,
-            dir_unsynced: new_dir,
+            dir_state,
         }
     }
 
-    /// A directory just created is empty: one empty segment at offset 0, nothing to scan,
-    /// read, recover or fsync. The directory and its `.log` become durable at the first flush
-    /// (`Inner::dir_unsynced`).
-    fn new_log(dir: &Path, config: &LogConfig) -> Result<Loaded> {
-        let mut segment = Segment::create(dir, 0, config)?;
-        segment.make_active();
-        segment.close_log_file();
-        Ok(Loaded {
-            segments: vec![segment],
+    /// A log whose directory does not exist: one empty segment at offset 0, nothing read,
+    /// created or fsynced. The first write creates the directory and the segment's `.log`
+    /// (`DirState::Absent`), the first flush makes them durable.
+    fn new_log(dir: &Path, config: &LogConfig) -> Loaded {
+        Loaded {
+            segments: vec![Segment::absent(dir, 0, config)],
             log_start: 0,
             epochs: LeaderEpochCache::empty(dir),
             producers: ProducerStateManager::new(),
             report: RecoveryReport::default(),
             cleaner_cp: 0,
-            new_dir: true,
-        })
+            dir_state: DirState::Absent,
+        }
     }
 }
 
@@ -333,7 +310,7 @@ fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, no
     for s in &mut segments {
         s.close_log_file();
     }
-    Ok(Loaded { segments, log_start, epochs, producers, report, cleaner_cp, new_dir: false })
+    Ok(Loaded { segments, log_start, epochs, producers, report, cleaner_cp, dir_state: DirState::Synced })
 }
 
 fn drop_segment_files(dir: &Path, base: i64) -> Result<()> {

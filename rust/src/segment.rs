@@ -142,16 +142,36 @@ impl Segment {
     /// A new, empty segment whose files carry `suffix` after their usual names (the cleaner
     /// writes `.cleaned` segments).
     pub fn create_with_suffix(dir: &Path, base_offset: i64, config: &LogConfig, suffix: &str) -> Result<Segment> {
+        let mut segment = Self::absent_with_suffix(dir, base_offset, config, suffix);
+        segment.create_file()?;
+        Ok(segment)
+    }
+
+    /// A new, empty active segment whose `.log` does not exist yet: a new log's first
+    /// segment before its first write (`Log::materialize` calls [`Self::create_file`]).
+    pub fn absent(dir: &Path, base_offset: i64, config: &LogConfig) -> Segment {
+        Self::absent_with_suffix(dir, base_offset, config, "")
+    }
+
+    /// Creates (or empties) the `.log` file and keeps it open for writing.
+    pub fn create_file(&mut self) -> Result<()> {
+        let lp = &self.log_path;
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(lp).ctx(lp)?;
+        self.file = Some(Arc::new(file));
+        self.writable = true;
+        Ok(())
+    }
+
+    fn absent_with_suffix(dir: &Path, base_offset: i64, config: &LogConfig, suffix: &str) -> Segment {
         let [lp, ip, tp] = Self::paths(dir, base_offset, suffix);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&lp).ctx(&lp)?;
         let offset_index = OffsetIndex::create(&ip, base_offset, config.segment_index_bytes);
         let time_index = TimeIndex::create(&tp, base_offset, config.segment_index_bytes);
-        Ok(Segment {
+        Segment {
             base_offset,
             path_arc: Arc::new(lp.clone()),
             log_path: lp,
-            file: Some(Arc::new(file)),
-            writable: true,
+            file: None,
+            writable: false,
             active: true,
             last_used: 0,
             size: 0,
@@ -163,7 +183,7 @@ impl Segment {
             offset_of_max_timestamp: -1,
             rolling_base_ms: None,
             unflushed_bytes: 0,
-        })
+        }
     }
 
     /// Opens an existing segment (inactive) trusting its indexes if they load and pass their

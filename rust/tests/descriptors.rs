@@ -380,8 +380,9 @@ fn active_index_files_are_written_at_flush_roll_and_close() {
 
 /// Figures for the issue: the cost of creating 1,000 new, empty logs (ms per log; count the
 /// fsyncs by hand: `strace -f -c -e trace=fsync,fdatasync <test binary> new_empty_log_cost`).
-/// A new log writes its directory and first `.log` only, holds no descriptor, and reopens
-/// (after a crash as after a clean close) as the same empty log.
+/// A new log writes nothing until its first append (then its directory and first `.log`),
+/// holds no descriptor, and reopens (after a crash as after a clean close) as the same empty
+/// log.
 #[test]
 fn new_empty_log_cost() {
     let (_t, dir) = tempdir();
@@ -393,10 +394,16 @@ fn new_empty_log_cost() {
     let per_log_ms = started.elapsed().as_secs_f64() * 1000.0 / 1000.0;
     println!("1000 new empty logs: {per_log_ms:.3} ms per log, {} descriptors", fds_in(&dir));
     assert_eq!(fds_in(&dir), 0);
-    assert_eq!(names(&dir.join("t-7")), ["00000000000000000000.log"]);
-    assert_eq!(std::fs::metadata(dir.join("t-7/00000000000000000000.log")).unwrap().len(), 0);
+    assert!(names(&dir).is_empty(), "no directory before the first write");
+    // The first write creates the directory, the first segment's `.log` and the epoch it starts.
+    logs[8].append_records_as_leader(&[(None, Some(b"w".to_vec()))], 0, 1, Codec::None).unwrap();
+    assert_eq!(names(&dir.join("t-8")), ["00000000000000000000.log", "leader-epoch-checkpoint"]);
+    logs[9].close().unwrap();
+    assert!(!dir.join("t-9").exists(), "closing a log never written writes nothing");
     // Dropped unclosed (a crash) and reopened: the same empty log, and it takes appends.
     drop(logs);
+    let log = Log::open(&dir.join("t-8"), "t", 8, LogConfig::default(), None, 0).unwrap();
+    assert_eq!(values(&log, 0), [b"w".to_vec()]);
     let log = Log::open(&dir.join("t-7"), "t", 7, LogConfig::default(), None, 0).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset(), log.recovery_point()), (0, 0, 0));
     assert!(log.epoch_entries().is_empty());
