@@ -9,12 +9,16 @@
 //! 0 0          <- epoch start_offset
 //! 3 1500
 //! ```
-//! Rewritten atomically (tmp + fsync + rename + dir fsync) on every change; changes are rare
-//! (once per leader change, truncation or log-start move). A change takes effect in memory
-//! only once the file holds it: if the write fails (a full disk) the cache is as before, so
-//! a retried append assigns the epoch again instead of finding it "already there" in memory
-//! but missing on disk (found by the fault suite: a follower restarted after such a failure
-//! lacked the latest epoch its log held).
+//! Rewritten atomically (tmp + fsync + rename + dir fsync). A truncation, a log-start move
+//! and `clear` write it at once, and take effect in memory only once the file holds them (a
+//! failed write, e.g. a full disk, leaves the cache as before). A new epoch (`assign`, once
+//! per leader change on the first append) is kept in memory only (`dirty`) and written by the
+//! flush that moves the recovery point past it, by `close`, and by loading: the log's
+//! recovery rebuilds every epoch whose batches lie above the recovery point from those
+//! batches, so an entry not yet written is never lost, and the first append of a new epoch
+//! costs no fsync. (An earlier rule, "write at once, keep in memory only what was written",
+//! came from the fault suite: a follower restarted after a failed write lacked the latest
+//! epoch its log held; tying the write to the recovery point covers that case too.)
 //!
 //! # Invariants
 //! Epochs and start offsets both strictly increase. `assign(epoch, start)` is called on each
@@ -36,12 +40,14 @@ pub const FILE_NAME: &str = "leader-epoch-checkpoint";
 pub struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<(i32, i64)>,
+    /// `entries` holds epochs assigned since the file was last written.
+    dirty: bool,
 }
 
 impl LeaderEpochCache {
     /// The cache of a new log in `dir`: no entries, no file until the first is assigned.
     pub fn empty(dir: &Path) -> LeaderEpochCache {
-        LeaderEpochCache { path: dir.join(FILE_NAME), entries: vec![] }
+        LeaderEpochCache { path: dir.join(FILE_NAME), entries: vec![], dirty: false }
     }
 
     /// Loads the checkpoint in `dir` (missing file: empty cache).
@@ -49,7 +55,7 @@ impl LeaderEpochCache {
         let path = dir.join(FILE_NAME);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LeaderEpochCache { path, entries: vec![] }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LeaderEpochCache { path, entries: vec![], dirty: false }),
             Err(e) => return Err(LogError::io(&path, e)),
         };
         let corrupt = |reason: String| LogError::CorruptIndex { path: path.clone(), reason };
@@ -76,7 +82,7 @@ impl LeaderEpochCache {
         if entries.len() != count {
             return Err(corrupt(format!("header says {count} entries, file has {}", entries.len())));
         }
-        Ok(LeaderEpochCache { path, entries })
+        Ok(LeaderEpochCache { path, entries, dirty: false })
     }
 
     pub fn entries(&self) -> &[(i32, i64)] {
@@ -92,6 +98,16 @@ impl LeaderEpochCache {
     fn replace(&mut self, entries: Vec<(i32, i64)>) -> Result<()> {
         Self::write_entries(&self.path, &entries)?;
         self.entries = entries;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Writes the entries if an `assign` since the last write is not on disk yet.
+    pub fn write_if_dirty(&mut self) -> Result<()> {
+        if self.dirty {
+            Self::write_entries(&self.path, &self.entries)?;
+            self.dirty = false;
+        }
         Ok(())
     }
 
@@ -114,9 +130,10 @@ impl LeaderEpochCache {
                 return Ok(());
             }
         }
-        let mut next: Vec<_> = self.entries.iter().copied().filter(|&(e, o)| e < epoch && o < start_offset).collect();
-        next.push((epoch, start_offset));
-        self.replace(next)
+        self.entries.retain(|&(e, o)| e < epoch && o < start_offset);
+        self.entries.push((epoch, start_offset));
+        self.dirty = true; // written by the flush that passes it, `close` or loading
+        Ok(())
     }
 
     /// Kafka's `endOffsetFor`: `(epoch, end_offset)` where end_offset is the start of the next
@@ -175,14 +192,15 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let mut c = LeaderEpochCache::load(&dir).unwrap();
         c.assign(0, 0).unwrap();
+        c.write_if_dirty().unwrap();
         std::fs::remove_dir_all(&dir).unwrap(); // nowhere to write: like a full disk
-        assert!(c.assign(3, 10).is_err());
-        assert_eq!(c.entries(), [(0, 0)], "not kept in memory");
-        assert!(c.truncate_from_end(0).is_err());
-        assert_eq!(c.entries(), [(0, 0)]);
+        c.assign(3, 10).unwrap(); // in memory only: written later
+        assert!(c.write_if_dirty().is_err(), "the flush that would pass it fails");
+        assert_eq!(c.entries(), [(0, 0), (3, 10)], "still to be written");
+        assert!(c.truncate_from_end(5).is_err());
+        assert_eq!(c.entries(), [(0, 0), (3, 10)], "a truncation not written is not kept");
         std::fs::create_dir(&dir).unwrap();
-        c.assign(3, 10).unwrap(); // the retry assigns it for real
-        assert_eq!(c.entries(), [(0, 0), (3, 10)]);
+        c.write_if_dirty().unwrap(); // the retried flush writes it
         assert_eq!(LeaderEpochCache::load(&dir).unwrap().entries(), [(0, 0), (3, 10)]);
     }
 
@@ -195,6 +213,8 @@ mod tests {
         c.assign(2, 15).unwrap();
         c.assign(1, 20).unwrap(); // older epoch: ignored
         assert_eq!(c.entries(), [(0, 0), (2, 15)]);
+        assert!(!dir.path().join(FILE_NAME).exists(), "assign alone writes nothing");
+        c.write_if_dirty().unwrap();
         let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
         assert_eq!(text, "0\n2\n0 0\n2 15\n");
         let re = LeaderEpochCache::load(dir.path()).unwrap();

@@ -1538,6 +1538,9 @@ impl Log {
             g.dir_state = DirState::Synced;
         }
         if g.generation == generation && target > g.recovery_point && !g.closed {
+            // Epochs assigned below the new recovery point must be on disk before it moves:
+            // recovery rebuilds only those above it from the batches.
+            g.epochs.write_if_dirty().map_err(|e| self.err(e))?;
             g.recovery_point = target;
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), target).map_err(|e| self.err(e))?;
         }
@@ -1604,6 +1607,7 @@ impl Log {
             }
             let leo = g.leo();
             g.producers.write_snapshot(&self.dir, leo)?;
+            g.epochs.write_if_dirty()?;
             g.recovery_point = leo;
             write_single_offset(&self.dir.join(RECOVERY_POINT_FILE), leo)?;
             write_single_offset(&self.dir.join(CLEAN_SHUTDOWN_FILE), leo)?;

@@ -300,6 +300,8 @@ fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, no
     };
     dir_changed |= remove(&dir.join(SNAPSHOT_FILE))?;
 
+    // The epochs recovered from batches are on disk before the recovery point passes them.
+    epochs.write_if_dirty()?;
     if rp_on_disk != Some(leo) {
         write_single_offset(&dir.join(RECOVERY_POINT_FILE), leo)?;
     }

@@ -122,14 +122,16 @@ fn descriptor_shortage_is_a_named_per_partition_error() {
     let rolled = log.segment_base_offsets().last().copied().unwrap();
     assert_shortage(&e, "orders-3", &dir.join(format!("{rolled:020}.")));
     assert_eq!(log.log_end_offset(), rolled_to, "the refused append wrote nothing");
-    // Opening another partition fails the same way (its directory's parent cannot be
-    // fsynced), and leaves no directory behind.
-    let e = Log::open(&t.path().join("fresh-0"), "fresh", 0, config(), None, 0).err().expect("no descriptors left");
-    assert_shortage(&e, "fresh-0", t.path());
-    assert!(!t.path().join("fresh-0").exists());
+    // Opening another partition needs no descriptor (a new log touches no file until its
+    // first write); its first append fails the same way and writes nothing.
+    let fresh = Log::open(&t.path().join("fresh-0"), "fresh", 0, config(), None, 0).unwrap();
+    let e = put(&fresh, 0).unwrap_err();
+    assert_shortage(&e, "fresh-0", &t.path().join("fresh-0").join("00000000000000000000.log"));
+    assert_eq!(fresh.log_end_offset(), 0);
 
     drop(hog);
     set_open_files_soft_limit(soft).unwrap();
+    assert_eq!(put(&fresh, 0).unwrap(), 0, "the retried first append creates the log");
 
     // Descriptors are back: the same calls work, and the log is whole.
     assert!(log.read(0, 1 << 20, None, true).unwrap().is_some());
