@@ -34,7 +34,7 @@ def image_with(replicas: list[list[int]], unclean: bool = False) -> MetadataImag
     image = MetadataImage("c", 1, {n: BrokerRegistration(n, "h", 9000 + n) for n in BROKERS}, {}, 0)
     from logbroker.coord.replication_control import new_partition
 
-    parts = {i: new_partition(i, r) for i, r in enumerate(replicas)}
+    parts = {i: new_partition(i, r, image) for i, r in enumerate(replicas)}
     image.topics["t"] = TopicState("t", uuid.uuid4(), parts,
                                    {"unclean.leader.election.enable": "true"} if unclean else {})
     return image
