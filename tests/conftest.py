@@ -18,6 +18,28 @@ from logbroker import Broker
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
+# Every `logbroker serve` process the running test started (BrokerProcess.start), so that a
+# failure report carries the tail of their logs: a CI run leaves nothing else to read.
+_STARTED: list[BrokerProcess] = []
+LOG_TAIL_LINES = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "setup":
+        _STARTED.clear()
+    if report.failed and call.when == "call":
+        for bp in _STARTED:
+            try:
+                lines = [ln for ln in bp.log_path.read_text(errors="replace").splitlines() if " DEBUG " not in ln]
+            except OSError as e:
+                lines = [f"(cannot read {bp.log_path}: {e})"]
+            tail = "\n".join(ln[:500] for ln in lines[-LOG_TAIL_LINES:])
+            report.sections.append((f"broker log {bp.log_path.name} (last {LOG_TAIL_LINES} lines, no DEBUG)", tail))
+
+
 @pytest.fixture
 def broker(tmp_path):
     with Broker(data_dir=tmp_path / "data") as b:
@@ -85,6 +107,8 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir),
                "--listen", f"127.0.0.1:{self.port}", *self.extra]
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+        if self not in _STARTED:
+            _STARTED.append(self)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout

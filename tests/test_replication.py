@@ -8,6 +8,7 @@ records as the model)."""
 from __future__ import annotations
 
 import time
+import urllib.request
 
 from confluent_kafka import Producer
 
@@ -167,3 +168,43 @@ def test_a_stopped_follower_stays_out_of_the_isr(tmp_path):
         finally:
             os.kill(pid, signal.SIGCONT)
         full_isr(cluster, "stop", 1)
+
+
+def _scrape_gauge(url: str, name: str) -> float:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not in {url}")
+
+
+def test_followers_fetch_in_incremental_sessions_and_replicate_without_them(tmp_path):
+    """Each follower loop opens a KIP-227 fetch session with its leader and then lists only the
+    partitions whose fetch offset moved (rust/src/server/fetch_session_handler.rs). The
+    leaders' metrics show it: per leader, sessions = the two brokers following it and the
+    partitions cached = the follower replicas of what it leads, no more (a session ends with
+    its connection; each new topic here makes the followers reconnect). acks=all produces with
+    min.insync.replicas=3 are acknowledged only when both followers fetched past them, so they
+    prove the moved offsets are listed. With max.incremental.fetch.session.cache.slots=0 the
+    leaders open no session and full requests replicate the same way."""
+    sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+    cached = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+    for slots in (1000, 0):
+        config = dict(FAST, **{"min.insync.replicas": 3, "max.incremental.fetch.session.cache.slots": slots})
+        with Cluster(3, data_dir=tmp_path / f"slots{slots}", config=config, metrics=True) as cluster:
+            for i in range(3):  # three topics: each new one reconnects the fetchers
+                create(cluster.node(1 + i), f"s{i}", 8, 3)
+                full_isr(cluster, f"s{i}", 8)
+            led = {n.node_id: 0 for n in cluster.nodes}
+            for (_t, _p), (leader, _e, replicas, _isr) in layout(cluster.node(1)).items():
+                led[leader] += len(replicas) - 1
+            for i in range(3):
+                acked = produce_all(cluster.bootstrap_servers, f"s{i}", 400, **{"linger.ms": 0})
+                assert len(acked) == 400
+            for n in cluster.nodes:
+                want = (2, led[n.node_id]) if slots else (0, 0)
+                wait_until(lambda: (_scrape_gauge(n.metrics_url, sessions),
+                                    _scrape_gauge(n.metrics_url, cached)) == want,
+                           what=f"node {n.node_id}: (sessions, partitions cached) = {want}")
+            acked = produce_all(cluster.bootstrap_servers, "s0", 200, **{"linger.ms": 0})
+            assert len(acked) == 200

@@ -13,6 +13,9 @@ directory:
   their ratio (1.0: the cost does not grow with what exists).
 - a full Metadata response (AdminClient.list_topics of every topic), median of 3;
 - RSS and open file descriptors of the broker process(es) with every partition created;
+- idle CPU: the share of one core the broker process(es) use together over `--idle-seconds`
+  (20) with every partition created and no client traffic (follower fetch loops, ISR checks,
+  checkpoints, heartbeats);
 - restart to every partition writable: SIGTERM, start again, then one acks=1 record to
   every partition; the time from the spawn until the last is acknowledged (and, apart, until
   the client port accepts connections).
@@ -133,7 +136,16 @@ def settle_disk(probe_dir: Path, limit_s: float, fast_us: float = 100.0) -> floa
     return us
 
 
-def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int, settle_s: float = 0) -> dict:
+def idle_cpu_share(peer, seconds: float) -> float:
+    """The share of one core the broker process(es) use over `seconds` with no client traffic."""
+    time.sleep(2)  # what creation left in flight settles
+    before = peer.cpu()
+    time.sleep(seconds)
+    return (peer.cpu() - before) / seconds
+
+
+def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int, settle_s: float = 0,
+            idle_s: float = 20) -> dict:
     rf = 3 if nodes == 3 else 1
     settled_us = settle_disk(RESULTS, settle_s) if settle_s else None
     peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
@@ -154,6 +166,7 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
             "open_fds": sum(open_fds(p) for p in pids),
             "mkdir_us_before": settled_us,
         }
+        result["idle_cpu_share"] = idle_cpu_share(peer, idle_s)
         # restart to every partition writable
         if nodes == 1:
             peer.stop(keep_data=True)
@@ -171,14 +184,14 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
 
 def table(results: list[dict]) -> str:
     rows = ["| broker | nodes | partitions | CreateTopics ms/topic, first batch | last batch | last/first | "
-            "full Metadata s | restart to all writable s | RSS MB | open fds |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "full Metadata s | restart to all writable s | RSS MB | open fds | idle CPU, share of a core |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rows.append(f"| {r['broker']} | {r['nodes']} | {r['partitions']:,} | {r['first_batch_ms_per_topic']:.1f} | "
                     f"{r['last_batch_ms_per_topic']:.1f} | "
                     f"{r['last_batch_ms_per_topic'] / r['first_batch_ms_per_topic']:.2f} | "
                     f"{r['metadata_seconds']:.2f} | {r.get('restart_to_writable_seconds', float('nan')):.1f} | "
-                    f"{r['rss_mb']:.0f} | {r['open_fds']:,} |")
+                    f"{r['rss_mb']:.0f} | {r['open_fds']:,} | {r.get('idle_cpu_share', float('nan')):.3f} |")
     return "\n".join(rows)
 
 
@@ -192,6 +205,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="2,000 partitions, logbroker only unless --brokers")
     ap.add_argument("--settle-seconds", type=float, default=180,
                     help="before each run, wait up to this long for mkdir to be fast again (0: do not wait)")
+    ap.add_argument("--idle-seconds", type=float, default=20, help="the idle CPU window")
     args = ap.parse_args()
     totals = [2000] if args.quick else [int(x) for x in args.partitions.split(",")]
     results = []
@@ -199,7 +213,7 @@ def main() -> None:
         for total in totals:
             for name in args.brokers.split(","):
                 r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics,
-                            0 if args.quick else args.settle_seconds)
+                            0 if args.quick else args.settle_seconds, args.idle_seconds)
                 print(json.dumps(r), flush=True)
                 results.append(r)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -3,10 +3,14 @@ loopback with a temp data directory, with the same start/stop/pid interface as t
 peer (benches/peers/kafka.py); one node, or one node of a PeerCluster (`--voters`).
 
     python -m benches.peers.logbroker run
+
+LOGBROKER_PEER_SET="key=value,key=value" adds broker settings (or overrides the ones below)
+for an A/B run of one setting, e.g. max.incremental.fetch.session.cache.slots=0.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -43,6 +47,11 @@ class LogbrokerPeer(Peer):
                      ("offsets.topic.replication.factor", str(self.replication_factor))):
             if k in _known_keys():
                 sets[k] = v
+        for item in filter(None, os.environ.get("LOGBROKER_PEER_SET", "").split(",")):
+            k, sep, v = item.partition("=")
+            if not sep:
+                raise ValueError(f"LOGBROKER_PEER_SET item {item!r} is not key=value")
+            sets[k.strip()] = v.strip()
         return sets
 
     def settings(self) -> dict[str, str]:

@@ -177,6 +177,7 @@ fn new_log_in_missing_directory_is_empty_and_keeps_appends() {
     let dir = data.path().join("t-0");
     let log = Log::open(&dir, "t", 0, small(600), None, 1_000).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
+    assert!(log.recovery_report().clean_shutdown, "nothing was there to recover");
     assert!(log.read(0, 1 << 20, None, true).unwrap().is_none());
     log.truncate_to(0).unwrap();
     assert_eq!(log.delete_records_before(0).unwrap(), 0);

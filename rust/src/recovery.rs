@@ -157,7 +157,8 @@ impl Loaded {
             log_start: 0,
             epochs: LeaderEpochCache::empty(dir),
             producers: ProducerStateManager::new(),
-            report: RecoveryReport::default(),
+            // nothing was there to recover
+            report: RecoveryReport { clean_shutdown: true, ..RecoveryReport::default() },
             cleaner_cp: 0,
             dir_state: DirState::Absent,
         }

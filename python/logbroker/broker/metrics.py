@@ -115,6 +115,10 @@ class MetricsServer:
         stats = net.stats()
         out.one("kafka_server_socketservermetrics_connectioncount", "gauge", "Open client connections.",
                 stats["connections"])
+        out.one("kafka_server_fetchsessioncache_numincrementalfetchsessions", "gauge",
+                "Incremental fetch sessions (KIP-227) open, of consumers and followers.", stats["fetch_sessions"])
+        out.one("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", "gauge",
+                "Partitions held by the incremental fetch sessions, all together.", stats["fetch_session_partitions"])
         bounds = NetworkServer.latency_buckets_ms()
         rows = net.request_stats()
         out.family("kafka_network_requestmetrics_requestspersec_total", "counter",

@@ -506,7 +506,8 @@ impl PyNetworkServer {
         LATENCY_BUCKETS_MS.to_vec()
     }
 
-    /// Counters: connections, requests, fetch_sessions, pool_used, pool_limit, pool_refusals.
+    /// Counters: connections, requests, fetch_sessions, fetch_session_partitions (at most a
+    /// network tick old), pool_used, pool_limit, pool_refusals.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering;
         let s = self.inner.shared();
@@ -514,6 +515,7 @@ impl PyNetworkServer {
         d.set_item("connections", s.stats.connections.load(Ordering::Relaxed))?;
         d.set_item("requests", s.stats.requests.load(Ordering::Relaxed))?;
         d.set_item("fetch_sessions", s.stats.fetch_sessions.load(Ordering::Relaxed))?;
+        d.set_item("fetch_session_partitions", s.stats.fetch_session_partitions.load(Ordering::Relaxed))?;
         d.set_item("pool_used", s.pool.used())?;
         d.set_item("pool_limit", s.pool.limit())?;
         d.set_item("pool_refusals", s.pool.refusals())?;

@@ -165,6 +165,8 @@ pub struct Caller<'a> {
     pub listener: usize,
     /// The request header's client id ("" without one), for client quotas.
     pub client_id: &'a str,
+    /// The network loop's id of the connection (fetch sessions end with it).
+    pub conn: u64,
 }
 
 impl Caller<'_> {

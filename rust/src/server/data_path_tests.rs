@@ -21,7 +21,7 @@ use crate::protocol::messages::produce_response::ProduceResponse;
 use crate::protocol::{Bytes, Chunk, Message, Reader, Records, Writer};
 
 /// The caller of the requests here (no ACLs are set: authorization is off).
-const ANON: Caller<'static> = Caller { peer: "peer", principal: super::ANONYMOUS, listener: 0, client_id: "" };
+const ANON: Caller<'static> = Caller { peer: "peer", principal: super::ANONYMOUS, listener: 0, client_id: "", conn: 1 };
 
 fn table_with(dir: &std::path::Path, isr: Vec<i32>) -> (PartitionTable, Arc<super::partition::Partition>) {
     let table = PartitionTable::new();
@@ -283,6 +283,43 @@ fn fetch_sessions_send_only_news() {
     };
     assert_eq!(decode::<FetchResponse>(chunks, 12, true).session_id, 0);
     assert!(sessions.is_empty());
+}
+
+#[test]
+fn a_session_request_moves_the_epoch_when_taken_in_not_when_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, _p) = table_with(dir.path(), vec![1]);
+    let mut sessions = FetchSessionCache::new(10);
+    let mut logs = Vec::new();
+    let mut open = fetch_req(0, 0, 0);
+    open.session_epoch = 0;
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&open, 12), 12, 1, &ANON, &mut logs).unwrap() else {
+        panic!()
+    };
+    let id = decode::<FetchResponse>(chunks, 12, true).session_id;
+    // Epoch 1 parks (nothing to read, a long poll); its connection goes away unanswered.
+    let mut inc = fetch_req(0, 1, 10_000);
+    inc.session_id = id;
+    inc.session_epoch = 1;
+    inc.topics.clear();
+    let fetch::Outcome::Wait(_dropped) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap() else {
+        panic!("an empty partition long-polls")
+    };
+    // Sent again at epoch 1, it is refused: the session may differ from what the client holds.
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 3, &ANON, &mut logs).unwrap() else {
+        panic!()
+    };
+    assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::INVALID_FETCH_SESSION_EPOCH);
+    // A full request naming the session (epoch 0) replaces it.
+    let mut replace = fetch_req(0, 0, 0);
+    replace.session_id = id;
+    replace.session_epoch = 0;
+    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&replace, 12), 12, 4, &ANON, &mut logs).unwrap() else {
+        panic!()
+    };
+    let new_id = decode::<FetchResponse>(chunks, 12, true).session_id;
+    assert!(new_id != 0 && new_id != id);
+    assert_eq!(sessions.len(), 1, "the replaced session is closed");
 }
 
 fn produce_to(topic: &str, partition: i32, version: i16, table: &PartitionTable) -> ProduceResponse {

@@ -42,7 +42,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fetch_session::{session_key, CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
+use super::fetch_session::{next_epoch, session_key, CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use super::partition::{NotServed, Partition, PartitionTable};
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
 use super::quota;
@@ -98,6 +98,8 @@ pub struct PendingFetch {
     version: i16,
     correlation_id: i32,
     peer: String,
+    /// The network loop's id of the connection (a session opened by the answer is its).
+    conn: u64,
     /// Leader hints (KIP-951) may be sent: the request came in on the inter-broker listener.
     hints: bool,
     pub deadline: Instant,
@@ -145,7 +147,7 @@ fn cached_of(t: &Target) -> CachedPartition {
 }
 
 /// The partitions to read and the session mode, or a top-level session error code.
-fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -> Result<(Vec<Target>, SessionMode), i16> {
+fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16, conn: u64) -> Result<(Vec<Target>, SessionMode), i16> {
     let listed = || {
         req.topics
             .iter()
@@ -171,7 +173,7 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
     if id == 0 {
         return Err(code::INVALID_FETCH_SESSION_EPOCH);
     }
-    let session = sessions.lookup(id, epoch).map_err(|e| match e {
+    let session = sessions.lookup(id, epoch, conn).map_err(|e| match e {
         SessionError::NotFound => code::FETCH_SESSION_ID_NOT_FOUND,
         SessionError::InvalidEpoch => code::INVALID_FETCH_SESSION_EPOCH,
     })?;
@@ -187,6 +189,7 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16) -
     for t in listed() {
         session.upsert(cached_of(&t));
     }
+    session.next_epoch = next_epoch(epoch);
     let targets = session
         .partitions
         .iter()
@@ -215,7 +218,7 @@ pub fn handle(
 ) -> Result<Outcome, ProtocolError> {
     let peer = caller.peer;
     let req = FetchRequest::decode(r, version)?;
-    let (mut targets, mode) = match resolve(sessions, &req, version) {
+    let (mut targets, mode) = match resolve(sessions, &req, version, caller.conn) {
         Ok(x) => x,
         Err(c) => {
             let resp = FetchResponse { error_code: c, ..Default::default() };
@@ -266,6 +269,7 @@ pub fn handle(
         version,
         correlation_id,
         peer: peer.to_owned(),
+        conn: caller.conn,
         hints: caller.takes_hints(),
         deadline: Instant::now() + wait,
         waiting_on: Vec::new(),
@@ -455,10 +459,11 @@ impl PendingFetch {
                         ..cached_of(t)
                     })
                     .collect();
-                session_id = sessions.create(cached);
+                session_id = sessions.create(cached, self.conn);
             }
             SessionMode::Incremental { id, epoch } => {
-                if let Some(s) = sessions.get_mut(id).filter(|s| s.next_epoch == epoch) {
+                // (unless the session was replaced or moved on meanwhile)
+                if let Some(s) = sessions.get_mut(id).filter(|s| s.next_epoch == next_epoch(epoch)) {
                     for (i, (t, d)) in self.targets.iter().zip(&datas).enumerate() {
                         let Some(c) = s.get_mut(&session_key(t.topic_id, &t.topic, t.partition)) else { continue };
                         let news = d.error_code != code::NONE
@@ -474,7 +479,6 @@ impl PendingFetch {
                             c.log_start_offset = d.log_start_offset;
                         }
                     }
-                    s.next_epoch = epoch.checked_add(1).unwrap_or(1);
                     session_id = id;
                 }
             }

@@ -7,7 +7,11 @@
 //! - `(0, 0)`: full request, and please open a session: the response carries its id (or 0
 //!   when the cache has no room); the next request uses epoch 1.
 //! - `(id, n > 0)`: incremental. `n` must equal the session's next epoch, else
-//!   INVALID_FETCH_SESSION_EPOCH; an unknown id is FETCH_SESSION_ID_NOT_FOUND. The request
+//!   INVALID_FETCH_SESSION_EPOCH; an unknown id is FETCH_SESSION_ID_NOT_FOUND. The epoch
+//!   moves on when the request is taken in, not when it is answered (as in Kafka): a request
+//!   parked on a long poll and lost with its connection has changed the session, and sending
+//!   it again at the same epoch is refused rather than served from a session that differs
+//!   from what the client believes. The request
 //!   lists partitions to add or update (fetch offset, max bytes, leader epoch) and
 //!   `forgotten_topics_data` to drop; every other session partition keeps its cached fetch
 //!   state. The response lists only partitions with records, an error, or a high watermark,
@@ -15,6 +19,14 @@
 //! - `(id, 0)`: close `id`, open a new session (full). `(id, -1)`: close `id`, no session.
 //!
 //! # Cache
+//! A session ends with the connection its latest request came on. Every client that uses
+//! sessions (Java's consumer, the follower loops of `fetch_session_handler.rs`) starts over
+//! with a full request after a lost connection, so the session could only be used again by
+//! that request closing it; and a session whose opening answer was lost with its connection
+//! (answered just as the client dropped it) is known to nobody, yet would hold its partitions
+//! in the cache until evicted: thousands of them, for a follower, at every reconnect. (Kafka
+//! keeps sessions across connections and leaves such orphans to eviction.)
+//!
 //! At most `max.incremental.fetch.session.cache.slots` sessions. When full, a new session
 //! replaces the least recently used one only if that one has been idle for
 //! `EVICTION_IDLE`; otherwise the client gets session id 0 and keeps sending full requests
@@ -32,6 +44,11 @@ pub const EVICTION_IDLE: Duration = Duration::from_mins(2);
 
 pub const INITIAL_EPOCH: i32 = 0;
 pub const FINAL_EPOCH: i32 = -1;
+
+/// The epoch after `epoch` in a session: 1, 2, ... `i32::MAX`, then 1 again.
+pub fn next_epoch(epoch: i32) -> i32 {
+    if epoch >= i32::MAX || epoch < 1 { 1 } else { epoch + 1 }
+}
 
 /// One partition of a session: what the client asked for and what we last told it.
 #[derive(Debug, Clone)]
@@ -79,11 +96,13 @@ pub struct Session {
     pub partitions: Vec<CachedPartition>,
     index: HashMap<SessionKey, usize>,
     pub last_used: Instant,
+    /// The connection of its latest request (network loop id).
+    conn: u64,
 }
 
 impl Session {
-    fn new(id: i32, partitions: Vec<CachedPartition>) -> Session {
-        let mut s = Session { id, next_epoch: 1, partitions: Vec::new(), index: HashMap::new(), last_used: Instant::now() };
+    fn new(id: i32, partitions: Vec<CachedPartition>, conn: u64) -> Session {
+        let mut s = Session { id, next_epoch: 1, partitions: Vec::new(), index: HashMap::new(), last_used: Instant::now(), conn };
         for p in partitions {
             s.upsert(p);
         }
@@ -146,12 +165,22 @@ impl FetchSessionCache {
         self.sessions.is_empty()
     }
 
+    /// Partitions held by all sessions together (Kafka's NumIncrementalFetchPartitionsCached).
+    pub fn partitions_cached(&self) -> usize {
+        self.sessions.values().map(|s| s.partitions.len()).sum()
+    }
+
     pub fn remove(&mut self, id: i32) {
         self.sessions.remove(&id);
     }
 
-    /// Opens a session over `partitions`; its id, or 0 when there is no room.
-    pub fn create(&mut self, partitions: Vec<CachedPartition>) -> i32 {
+    /// Ends the sessions whose latest request came on connection `conn` (it closed).
+    pub fn remove_of_connection(&mut self, conn: u64) {
+        self.sessions.retain(|_, s| s.conn != conn);
+    }
+
+    /// Opens a session over `partitions` for connection `conn`; its id, or 0 when there is no room.
+    pub fn create(&mut self, partitions: Vec<CachedPartition>, conn: u64) -> i32 {
         if self.slots == 0 {
             return 0;
         }
@@ -169,17 +198,18 @@ impl FetchSessionCache {
             id = id.wrapping_add(1).max(1);
         }
         self.next_id = id.wrapping_add(1).max(1);
-        self.sessions.insert(id, Session::new(id, partitions));
+        self.sessions.insert(id, Session::new(id, partitions, conn));
         id
     }
 
-    /// The session for an incremental request at `epoch`.
-    pub fn lookup(&mut self, id: i32, epoch: i32) -> Result<&mut Session, SessionError> {
+    /// The session for an incremental request at `epoch` on connection `conn`.
+    pub fn lookup(&mut self, id: i32, epoch: i32, conn: u64) -> Result<&mut Session, SessionError> {
         let s = self.sessions.get_mut(&id).ok_or(SessionError::NotFound)?;
         if s.next_epoch != epoch {
             return Err(SessionError::InvalidEpoch);
         }
         s.last_used = Instant::now();
+        s.conn = conn;
         Ok(s)
     }
 
@@ -210,11 +240,11 @@ mod tests {
     #[test]
     fn sessions_keep_order_and_fetch_state() {
         let mut c = FetchSessionCache::new(2);
-        let id = c.create(vec![part("a", 0, 5), part("a", 1, 7), part("b", 0, 0)]);
+        let id = c.create(vec![part("a", 0, 5), part("a", 1, 7), part("b", 0, 0)], 1);
         assert_ne!(id, 0);
-        assert_eq!(c.lookup(id, 2).unwrap_err(), SessionError::InvalidEpoch);
-        assert_eq!(c.lookup(id + 100, 1).unwrap_err(), SessionError::NotFound);
-        let s = c.lookup(id, 1).unwrap();
+        assert_eq!(c.lookup(id, 2, 1).unwrap_err(), SessionError::InvalidEpoch);
+        assert_eq!(c.lookup(id + 100, 1, 1).unwrap_err(), SessionError::NotFound);
+        let s = c.lookup(id, 1, 1).unwrap();
         s.upsert(part("a", 1, 9));
         s.forget(&[session_key(Uuid::default(), "a", 0)]);
         s.upsert(part("c", 3, 1));
@@ -228,8 +258,8 @@ mod tests {
         let mut c = FetchSessionCache::new(1);
         let (old, new) = ([1u8; 16], [2u8; 16]);
         let by_id = |id: Uuid, p: i32| CachedPartition { topic_id: id, ..part("t", p, 0) };
-        let id = c.create(vec![by_id(old, 0), part("t", 0, 3)]);
-        let s = c.lookup(id, 1).unwrap();
+        let id = c.create(vec![by_id(old, 0), part("t", 0, 3)], 1);
+        let s = c.lookup(id, 1, 1).unwrap();
         // The same name under another id (the topic recreated) is another partition.
         s.upsert(by_id(new, 0));
         assert_eq!(s.partitions.len(), 3);
@@ -241,13 +271,26 @@ mod tests {
     #[test]
     fn a_full_cache_evicts_only_idle_sessions() {
         let mut c = FetchSessionCache::new(1);
-        let first = c.create(vec![part("a", 0, 0)]);
+        let first = c.create(vec![part("a", 0, 0)], 1);
         assert_ne!(first, 0);
-        assert_eq!(c.create(vec![part("b", 0, 0)]), 0, "the only session is busy");
+        assert_eq!(c.create(vec![part("b", 0, 0)], 1), 0, "the only session is busy");
         c.get_mut(first).unwrap().last_used = Instant::now().checked_sub(EVICTION_IDLE).unwrap();
-        let second = c.create(vec![part("b", 0, 0)]);
+        let second = c.create(vec![part("b", 0, 0)], 1);
         assert!(second != 0 && second != first);
         assert_eq!(c.len(), 1);
-        assert_eq!(FetchSessionCache::new(0).create(vec![]), 0);
+        assert_eq!(FetchSessionCache::new(0).create(vec![], 1), 0);
+    }
+
+    #[test]
+    fn a_session_ends_with_the_connection_of_its_latest_request() {
+        let mut c = FetchSessionCache::new(4);
+        let a = c.create(vec![part("a", 0, 0)], 1);
+        let b = c.create(vec![part("b", 0, 0)], 2);
+        assert!(c.lookup(b, 1, 3).is_ok(), "a session may move to another connection");
+        c.remove_of_connection(2);
+        assert_eq!(c.len(), 2);
+        c.remove_of_connection(3);
+        assert_eq!((c.len(), c.get_mut(a).is_some()), (1, true));
+        assert_eq!(c.partitions_cached(), 1);
     }
 }

@@ -25,6 +25,7 @@ pub mod quota;
 pub mod connection;
 pub mod fetch;
 pub mod fetch_session;
+pub mod fetch_session_handler;
 pub mod memory_pool;
 pub mod metrics;
 pub mod network;
@@ -166,6 +167,8 @@ pub struct Stats {
     pub requests: AtomicU64,
     /// Incremental fetch sessions open now.
     pub fetch_sessions: AtomicU64,
+    /// Partitions those sessions hold, all sessions together (at most a tick old).
+    pub fetch_session_partitions: AtomicU64,
     /// Requests answered per API, with their times (`metrics.rs`).
     pub by_api: metrics::RequestStats,
 }

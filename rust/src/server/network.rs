@@ -144,6 +144,7 @@ impl NetworkLoop {
             if self.last_tick.elapsed() >= TICK {
                 self.last_tick = Instant::now();
                 self.close_idle();
+                self.shared.stats.fetch_session_partitions.store(self.sessions.partitions_cached() as u64, Ordering::Relaxed);
             }
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
@@ -321,7 +322,7 @@ impl NetworkLoop {
             .map_or((None, 0), |c| (c.principal.clone(), c.listener));
         let principal = principal.unwrap_or_else(|| Arc::from(ANONYMOUS));
         let client_id = header.client_id.as_deref().unwrap_or("");
-        let caller = Caller { peer, principal: &principal, listener, client_id };
+        let caller = Caller { peer, principal: &principal, listener, client_id, conn: id };
         let result: Result<Served, ProtocolError> = if api_key == 0 {
             #[allow(clippy::cast_possible_truncation)]
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
@@ -566,6 +567,7 @@ impl NetworkLoop {
         if let Some(parked) = self.parked.remove(&id) {
             Self::unpark(id, &parked);
         }
+        self.sessions.remove_of_connection(id);
         let _ = self.poll.registry().deregister(c.transport.socket());
         c.release_all(&self.shared.pool);
         self.paused.retain(|p| *p != id);

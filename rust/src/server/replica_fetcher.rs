@@ -10,7 +10,11 @@
 //!    epoch = its latest leader epoch, current leader epoch = the epoch it follows.
 //! 2. Fetch (the highest version both sides have, at least 12; `ReplicaState` with this
 //!    broker's id and epoch from v15, `replica_id` before; topic ids from v13), long-polling
-//!    `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`.
+//!    `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`. In an incremental fetch
+//!    session (KIP-227, `fetch_session_handler.rs`) the request lists only the partitions
+//!    whose fetch state changed and the answer only those with news, so an idle follower of
+//!    thousands of partitions sends and decodes next to nothing; the session starts with the
+//!    connection's first (full) request and ends with the connection.
 //! 3. Per partition in the answer, under the partition set's lock (so `unfollow` returning
 //!    means no more writes to that log from here), and only if it is still followed at the
 //!    same leader epoch:
@@ -59,6 +63,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::fetch_session_handler::{FetchSessionHandler, SessionRequest};
 use super::partition::Partition;
 use super::sasl_client::{self, SaslCredentials};
 use super::tls_client::PeerStream;
@@ -66,7 +71,7 @@ use crate::protocol::error_codes as code;
 use super::LogLine;
 use crate::protocol::messages::api_versions_request::ApiVersionsRequest;
 use crate::protocol::messages::api_versions_response::ApiVersionsResponse;
-use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic, ReplicaState};
+use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest, ReplicaState};
 use crate::protocol::messages::fetch_response::{FetchResponse, PartitionData};
 use crate::protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderEpochRequest, OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -193,7 +198,9 @@ impl ReplicaFetcher {
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name(format!("replica-fetcher-{source}"))
-            .spawn(move || Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false, renew_at: None }.run())
+            .spawn(move || {
+                Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false, renew_at: None, session: FetchSessionHandler::new() }.run();
+            })
             .ok();
         ReplicaFetcher { shared, thread }
     }
@@ -357,14 +364,28 @@ struct Loop {
     failing: bool,
     /// When to reconnect because the connection's SASL session ends.
     renew_at: Option<Instant>,
+    /// The incremental fetch session with the leader on this connection (KIP-227).
+    session: FetchSessionHandler,
 }
 
 impl Loop {
     fn run(mut self) {
         while !self.shared.stop.load(Ordering::Acquire) {
-            let Some((req, sent)) = self.build() else { continue };
+            let Some((req, sent, session)) = self.build() else { continue };
             match self.round(req, &sent) {
+                Ok(resp) if matches!(resp.error_code, code::FETCH_SESSION_ID_NOT_FOUND | code::INVALID_FETCH_SESSION_EPOCH) => {
+                    // the leader restarted or evicted the session: the next request is full
+                    self.shared.event(
+                        LogLine::DEBUG,
+                        format!(
+                            "broker {} answered fetch session {} epoch {} with error {}; starting a new session",
+                            self.shared.source, session.session_id, session.session_epoch, resp.error_code
+                        ),
+                    );
+                    self.session.reset();
+                }
                 Ok(resp) => {
+                    self.session.commit(session, resp.session_id);
                     if self.failing {
                         self.failing = false;
                         self.shared.event(LogLine::INFO, format!("fetching from broker {} at {} again", self.shared.source, self.shared.address));
@@ -407,10 +428,12 @@ impl Loop {
         }
     }
 
-    /// The next request, or None (after waiting) when nothing is ready to fetch.
-    fn build(&mut self) -> Option<(FetchRequest, Vec<Sent>)> {
+    /// The next request (listing, in a session, only what changed), what this round fetches,
+    /// and the session part to commit once answered; None (after waiting) when nothing is
+    /// ready to fetch.
+    fn build(&mut self) -> Option<(FetchRequest, Vec<Sent>, SessionRequest)> {
         let now = Instant::now();
-        let mut topics: Vec<FetchTopic> = Vec::new();
+        let mut wanted = Vec::new();
         let mut sent = Vec::new();
         let mut next_ready: Option<Instant> = None;
         {
@@ -442,10 +465,7 @@ impl Loop {
                     partition_max_bytes: self.shared.config.partition_max_bytes,
                     ..Default::default()
                 };
-                match topics.last_mut() {
-                    Some(t) if t.topic == *key.0 => t.partitions.push(p),
-                    _ => topics.push(FetchTopic { topic: key.0.to_string(), topic_id: f.topic_id, partitions: vec![p], ..Default::default() }),
-                }
+                wanted.push((key.clone(), f.topic_id, p));
                 sent.push(Sent { key: key.clone(), leader_epoch: f.leader_epoch, fetch_offset });
             }
             if sent.is_empty() {
@@ -456,6 +476,7 @@ impl Loop {
                 return None;
             }
         }
+        let mut session = self.session.build(wanted);
         let c = &self.shared.config;
         // A partition backing off is not in this request: the long poll ends when it may
         // be fetched again, so its back-off is not stretched to replica.fetch.wait.max.ms.
@@ -470,18 +491,20 @@ impl Loop {
             min_bytes: c.min_bytes,
             max_bytes: c.response_max_bytes,
             isolation_level: 0,
-            session_id: 0,
-            session_epoch: -1,
-            topics,
+            session_id: session.session_id,
+            session_epoch: session.session_epoch,
+            topics: std::mem::take(&mut session.topics),
+            forgotten_topics_data: std::mem::take(&mut session.forgotten),
             ..Default::default()
         };
-        Some((req, sent))
+        Some((req, sent, session))
     }
 
     fn disconnect(&mut self) {
         if let Some(s) = self.conn.take() {
             s.shutdown();
         }
+        self.session.reset(); // sessions live with the leader's network thread of the connection
         *lock(&self.shared.stream) = None;
     }
 
@@ -611,18 +634,16 @@ impl Loop {
         if self.fetch_version >= 15 {
             req.replica_id = -1;
         }
-        if self.fetch_version < 13 {
-            for t in &mut req.topics {
-                t.topic_id = Uuid::default();
-            }
-        } else {
-            for t in &mut req.topics {
-                t.topic.clear();
-            }
+        let by_id = self.fetch_version >= 13;
+        for t in &mut req.topics {
+            if by_id { t.topic.clear() } else { t.topic_id = Uuid::default() }
+        }
+        for t in &mut req.forgotten_topics_data {
+            if by_id { t.topic.clear() } else { t.topic_id = Uuid::default() }
         }
         let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
         let resp: FetchResponse = self.call(&req, self.fetch_version, wait, true)?;
-        if resp.error_code != code::NONE {
+        if resp.error_code != code::NONE && !matches!(resp.error_code, code::FETCH_SESSION_ID_NOT_FOUND | code::INVALID_FETCH_SESSION_EPOCH) {
             return Err(format!("Fetch answered error {} for {} partition(s)", resp.error_code, sent.len()));
         }
         Ok(resp)
