@@ -196,15 +196,15 @@ def test_followers_fetch_in_incremental_sessions_and_replicate_without_them(tmp_
                 create(cluster.node(1 + i), f"s{i}", 8, 3)
                 full_isr(cluster, f"s{i}", 8)
             led = {n.node_id: 0 for n in cluster.nodes}
-            for (_t, _p), (leader, _e, replicas, _isr) in layout(cluster.node(1)).items():
+            for leader, _e, replicas, _isr in layout(cluster.node(1)).values():
                 led[leader] += len(replicas) - 1
             for i in range(3):
                 acked = produce_all(cluster.bootstrap_servers, f"s{i}", 400, **{"linger.ms": 0})
                 assert len(acked) == 400
             for n in cluster.nodes:
                 want = (2, led[n.node_id]) if slots else (0, 0)
-                wait_until(lambda: (_scrape_gauge(n.metrics_url, sessions),
-                                    _scrape_gauge(n.metrics_url, cached)) == want,
+                wait_until(lambda n=n, want=want: (_scrape_gauge(n.metrics_url, sessions),
+                                                   _scrape_gauge(n.metrics_url, cached)) == want,
                            what=f"node {n.node_id}: (sessions, partitions cached) = {want}")
             acked = produce_all(cluster.bootstrap_servers, "s0", 200, **{"linger.ms": 0})
             assert len(acked) == 200

@@ -14,11 +14,18 @@ directory:
 - a full Metadata response (AdminClient.list_topics of every topic), median of 3;
 - RSS and open file descriptors of the broker process(es) with every partition created;
 - idle CPU: the share of one core the broker process(es) use together over `--idle-seconds`
-  (20) with every partition created and no client traffic (follower fetch loops, ISR checks,
-  checkpoints, heartbeats);
+  (20), starting `--idle-after` (15) seconds after the last CreateTopics, with no client
+  traffic (follower fetch loops, ISR checks, checkpoints, heartbeats; a JVM just started
+  still compiles and collects for a while, hence the wait);
 - restart to every partition writable: SIGTERM, start again, then one acks=1 record to
   every partition; the time from the spawn until the last is acknowledged (and, apart, until
-  the client port accepts connections).
+  the client port accepts connections);
+- on three nodes, controller failover: SIGKILL the metadata quorum's leader (DescribeQuorum),
+  then the time until a CreateTopics sent to the survivors succeeds (the killed node is
+  started again afterwards and the cluster waits for it);
+- on three nodes, a new broker catching up: a fourth node, broker only, joins through the
+  voters; the time from its spawn until its own Metadata response lists every topic and
+  itself, and (apart) until another node's lists it (registered and unfenced).
 
 Before each run the harness waits (up to `--settle-seconds`) until a probe of 300 mkdirs runs
 at the file system's quiet speed again: on this machine a burst of file creation and
@@ -32,7 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
+import struct
 import time
 from pathlib import Path
 
@@ -136,16 +145,101 @@ def settle_disk(probe_dir: Path, limit_s: float, fast_us: float = 100.0) -> floa
     return us
 
 
-def idle_cpu_share(peer, seconds: float) -> float:
-    """The share of one core the broker process(es) use over `seconds` with no client traffic."""
-    time.sleep(2)  # what creation left in flight settles
+def idle_cpu_share(peer, seconds: float, after: float = 15) -> float:
+    """The share of one core the broker process(es) use over `seconds` with no client traffic,
+    from `after` seconds on."""
+    time.sleep(after)
     before = peer.cpu()
     time.sleep(seconds)
     return (peer.cpu() - before) / seconds
 
 
+def quorum_leader(bootstrap: str) -> int:
+    """The metadata quorum's leader (DescribeQuorum v2 over the wire; a Kafka broker forwards
+    it to the controllers), or -1 when it cannot say."""
+    from logbroker.protocol import REQUESTS, RESPONSES
+
+    dq = REQUESTS[55]
+    body = dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
+                                   partitions=[dq.PartitionData(partition_index=0)])]).to_bytes(2)
+    header = struct.pack(">hhih", 55, 2, 1, len(b"scale")) + b"scale" + b"\x00"
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        frame = header + body
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        (size,) = struct.unpack(">i", _recv(s, 4))
+        data = _recv(s, size)
+    resp, _ = RESPONSES[55].decode(data, 5, 2)  # correlation id, empty header tags
+    if resp.error_code or not resp.topics:
+        return -1
+    return resp.topics[0].partitions[0].leader_id
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def controller_failover_seconds(peer, deadline_s: float = 300) -> float:
+    """SIGKILL the quorum leader; seconds until a CreateTopics to the survivors succeeds."""
+    leader = quorum_leader(peer.bootstrap)
+    victim = next(n for n in peer.nodes if n.node_id == leader)
+    survivors = ",".join(n.bootstrap for n in peer.nodes if n is not victim)
+    admin = AdminClient(client_conf(survivors))
+    t0 = time.monotonic()
+    victim.proc.kill()
+    victim.proc.wait()
+    i = 0
+    while time.monotonic() - t0 < deadline_s:
+        i += 1
+        try:
+            admin.create_topics([NewTopic(f"failover-{i}", 1, 1)], request_timeout=5)[f"failover-{i}"].result(10)
+            took = time.monotonic() - t0
+            break
+        except Exception:  # noqa: BLE001 - not yet: no controller, or the request timed out
+            time.sleep(0.05)
+    else:
+        raise TimeoutError(f"no CreateTopics succeeded within {deadline_s} s of killing node {leader}")
+    victim.t_spawn = time.monotonic()
+    victim.proc = victim._launch()
+    wait_port("127.0.0.1", victim.port, time.monotonic() + 600, victim.proc)
+    return took
+
+
+def new_broker_seconds(peer, topics: int, deadline_s: float = 600) -> tuple[float, float]:
+    """A fourth node, broker only, joins: (spawn to its own Metadata listing every topic and
+    itself, spawn to another node's Metadata listing it)."""
+    node = peer.add_broker()
+    others = AdminClient(client_conf(peer.nodes[0].bootstrap))
+    registered = caught_up = None
+    own = None
+    while time.monotonic() - node.t_spawn < deadline_s and (registered is None or caught_up is None):
+        now = time.monotonic() - node.t_spawn
+        try:
+            if registered is None and node.node_id in others.list_topics(timeout=5).brokers:
+                registered = now
+            if caught_up is None:
+                if own is None:
+                    wait_port("127.0.0.1", node.port, time.monotonic() + 600, node.proc)
+                    own = AdminClient(client_conf(node.bootstrap))
+                md = own.list_topics(timeout=5)
+                if node.node_id in md.brokers and len(md.topics) >= topics:
+                    caught_up = time.monotonic() - node.t_spawn
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        time.sleep(0.05)
+    if registered is None or caught_up is None:
+        raise TimeoutError(f"the new broker did not catch up within {deadline_s} s")
+    return caught_up, registered
+
+
 def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int, settle_s: float = 0,
-            idle_s: float = 20) -> dict:
+            idle_s: float = 20, idle_after: float = 15) -> dict:
     rf = 3 if nodes == 3 else 1
     settled_us = settle_disk(RESULTS, settle_s) if settle_s else None
     peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
@@ -166,7 +260,11 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
             "open_fds": sum(open_fds(p) for p in pids),
             "mkdir_us_before": settled_us,
         }
-        result["idle_cpu_share"] = idle_cpu_share(peer, idle_s)
+        result["idle_cpu_share"] = idle_cpu_share(peer, idle_s, idle_after)
+        if nodes == 3:
+            result["controller_failover_seconds"] = controller_failover_seconds(peer)
+            result["new_broker_catch_up_seconds"], result["new_broker_registered_seconds"] = \
+                new_broker_seconds(peer, topics)
         # restart to every partition writable
         if nodes == 1:
             peer.stop(keep_data=True)
@@ -184,14 +282,17 @@ def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int
 
 def table(results: list[dict]) -> str:
     rows = ["| broker | nodes | partitions | CreateTopics ms/topic, first batch | last batch | last/first | "
-            "full Metadata s | restart to all writable s | RSS MB | open fds | idle CPU, share of a core |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "full Metadata s | restart to all writable s | RSS MB | open fds | idle CPU, share of a core | "
+            "controller failover s | new broker caught up s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rows.append(f"| {r['broker']} | {r['nodes']} | {r['partitions']:,} | {r['first_batch_ms_per_topic']:.1f} | "
                     f"{r['last_batch_ms_per_topic']:.1f} | "
                     f"{r['last_batch_ms_per_topic'] / r['first_batch_ms_per_topic']:.2f} | "
                     f"{r['metadata_seconds']:.2f} | {r.get('restart_to_writable_seconds', float('nan')):.1f} | "
-                    f"{r['rss_mb']:.0f} | {r['open_fds']:,} | {r.get('idle_cpu_share', float('nan')):.3f} |")
+                    f"{r['rss_mb']:.0f} | {r['open_fds']:,} | {r.get('idle_cpu_share', float('nan')):.3f} | "
+                    f"{r.get('controller_failover_seconds', float('nan')):.1f} | "
+                    f"{r.get('new_broker_catch_up_seconds', float('nan')):.1f} |")
     return "\n".join(rows)
 
 
@@ -206,6 +307,7 @@ def main() -> None:
     ap.add_argument("--settle-seconds", type=float, default=180,
                     help="before each run, wait up to this long for mkdir to be fast again (0: do not wait)")
     ap.add_argument("--idle-seconds", type=float, default=20, help="the idle CPU window")
+    ap.add_argument("--idle-after", type=float, default=15, help="seconds from the last CreateTopics to the window")
     args = ap.parse_args()
     totals = [2000] if args.quick else [int(x) for x in args.partitions.split(",")]
     results = []
@@ -213,7 +315,7 @@ def main() -> None:
         for total in totals:
             for name in args.brokers.split(","):
                 r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics,
-                            0 if args.quick else args.settle_seconds, args.idle_seconds)
+                            0 if args.quick else args.settle_seconds, args.idle_seconds, args.idle_after)
                 print(json.dumps(r), flush=True)
                 results.append(r)
     RESULTS.mkdir(parents=True, exist_ok=True)

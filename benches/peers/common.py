@@ -169,6 +169,7 @@ class Peer:
         self.port = 0
         self.cport = 0  # the CONTROLLER listener's port
         self.voters = ""  # controller.quorum.voters; set by a PeerCluster, else this node alone
+        self.roles = "broker,controller"  # process.roles; "broker" for PeerCluster.add_broker
         self.cluster_id = ""  # set by a PeerCluster (shared by its nodes)
         self.t_spawn = 0.0
         self.t_listening = 0.0
@@ -337,6 +338,25 @@ class PeerCluster:
             raise
         self.t_ready = time.monotonic()
         return self.t_ready - self.t_spawn
+
+    def add_broker(self):
+        """Starts one more node, broker only (`process.roles=broker`, node id n+1), joining
+        through the cluster's voters; returns it once spawned (not waiting for anything)."""
+        first = self.nodes[0]
+        node = type(first)(first.data_root, first.segment_bytes, node_id=len(self.nodes) + 1,
+                           replication_factor=self.replication_factor,
+                           min_insync_replicas=first.min_insync_replicas)
+        if hasattr(first, "inst"):
+            node.inst = first.inst
+        node.allocate()
+        node.roles = "broker"
+        node.voters = first.voters
+        node.cluster_id = first.cluster_id
+        node.prepare()
+        node.t_spawn = time.monotonic()
+        node.proc = node._launch()
+        self.nodes.append(node)
+        return node
 
     def stop(self, timeout: float = 60.0) -> None:
         for node in self.nodes:  # signal every node first: they shut down together

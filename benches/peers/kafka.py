@@ -192,11 +192,12 @@ class KafkaPeer(Peer):
 
     def _props(self) -> dict[str, str]:
         rf, min_isr = str(self.replication_factor), str(self.min_insync_replicas)
+        controller = self.roles != "broker"
         return {
-            "process.roles": "broker,controller",
+            "process.roles": self.roles,
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.cport}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}" + (f",CONTROLLER://127.0.0.1:{self.cport}" if controller else ""),
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",

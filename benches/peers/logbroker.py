@@ -68,7 +68,9 @@ class LogbrokerPeer(Peer):
     def _launch(self) -> subprocess.Popen:
         assert self.workdir is not None
         cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir)]
-        if self.voters:  # a node of a PeerCluster: a CONTROLLER listener and the voter set
+        if self.roles == "broker":  # a broker-only node of a PeerCluster (add_broker)
+            cmd += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{self.port}", "--voters", self.voters]
+        elif self.voters:  # a node of a PeerCluster: a CONTROLLER listener and the voter set
             cmd += ["--listen", f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
                     "--voters", self.voters]
         else:
