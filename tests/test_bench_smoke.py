@@ -69,3 +69,19 @@ def test_three_node_clusters_start_and_replicate_one_workload(peer_name, tmp_pat
                 node.node_id, sizes)
     finally:
         cluster.stop()
+
+
+@pytest.mark.parametrize("peer_name", ["logbroker", "kafka"])
+def test_scale_harness_runs_every_measurement_on_three_nodes(peer_name):
+    """`python -m benches.compare.scale` at 200 partitions on three nodes: creation, Metadata,
+    idle CPU, controller failover (the quorum leader killed, a CreateTopics served by the
+    survivors) and a broker-only fourth node catching up; every figure is measured."""
+    from benches.compare import scale
+    from benches.peers.kafka import install
+
+    install()
+    r = scale.run_one(peer_name, 3, 200, 5, 20, settle_s=0, idle_s=1, idle_after=0)
+    assert r["partitions"] == 200 and r["topics"] == 40
+    assert r["metadata_seconds"] > 0 and r["rss_mb"] > 0 and r["idle_cpu_share"] >= 0
+    assert 0 < r["controller_failover_seconds"] < 120, r
+    assert 0 < r["new_broker_catch_up_seconds"] < 120 and 0 < r["new_broker_registered_seconds"] < 120, r

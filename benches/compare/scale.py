@@ -186,17 +186,20 @@ def _recv(s: socket.socket, n: int) -> bytes:
 
 
 def controller_failover_seconds(peer, deadline_s: float = 300) -> float:
-    """SIGKILL the quorum leader; seconds until a CreateTopics to the survivors succeeds."""
+    """SIGKILL the quorum leader; seconds until a CreateTopics to the survivors succeeds. Each
+    attempt uses a new client: librdkafka sends CreateTopics to the controller its cached
+    Metadata names (a Kafka broker names a random live broker, possibly the killed one until
+    it is fenced) and refreshes that cache only every 5 minutes."""
     leader = quorum_leader(peer.bootstrap)
     victim = next(n for n in peer.nodes if n.node_id == leader)
     survivors = ",".join(n.bootstrap for n in peer.nodes if n is not victim)
-    admin = AdminClient(client_conf(survivors))
     t0 = time.monotonic()
     victim.proc.kill()
     victim.proc.wait()
     i = 0
     while time.monotonic() - t0 < deadline_s:
         i += 1
+        admin = AdminClient(client_conf(survivors))
         try:
             admin.create_topics([NewTopic(f"failover-{i}", 1, 1)], request_timeout=5)[f"failover-{i}"].result(10)
             took = time.monotonic() - t0

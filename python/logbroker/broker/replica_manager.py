@@ -74,6 +74,9 @@ class ReplicaManager:
         self.table.set_verify_transactions_v1(config.get_bool("transaction.partition.verification.enable"))
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._by_topic: dict[str, set[int]] = {}  # topic -> indexes of its local partitions
+        # the led partitions with a replica outside the ISR (the ISR expansion check's work
+        # list: idle, it costs nothing however many partitions there are)
+        self.isr_short: dict[tuple[str, int], Partition] = {}
         # replicas this broker should host whose log could not be opened (e.g. out of file
         # descriptors) -> why; retried by the flush scheduler, served by no one here meanwhile
         self.offline: dict[tuple[str, int], str] = {}
@@ -262,6 +265,7 @@ class ReplicaManager:
             p = self.partitions.get(key)
             if p is not None and p.state != state:
                 p.apply_state(state)
+                self._track_isr(p)
         self._image = image
         if reconfigure:
             await self._reconfigure_all()
@@ -310,9 +314,19 @@ class ReplicaManager:
     def _add(self, p: Partition) -> None:
         self.partitions[(p.topic, p.index)] = p
         self._by_topic.setdefault(p.topic, set()).add(p.index)
+        self._track_isr(p)
+
+    def _track_isr(self, p: Partition) -> None:
+        """Keeps `isr_short` (led partitions with a replica outside the ISR) true for `p`."""
+        key = (p.topic, p.index)
+        if p.is_leader and len(p.isr) < len(p.replicas):
+            self.isr_short[key] = p
+        else:
+            self.isr_short.pop(key, None)
 
     def _forget(self, p: Partition) -> None:
         if self.partitions.get((p.topic, p.index)) is p:
+            self.isr_short.pop((p.topic, p.index), None)
             del self.partitions[(p.topic, p.index)]
             indexes = self._by_topic.get(p.topic, set())
             indexes.discard(p.index)

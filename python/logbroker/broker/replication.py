@@ -10,7 +10,8 @@ writes to it any more). The loops do the fetching, appending, truncation and HW 
 this module only logs what they report (`take_events`, every 200 ms).
 
 ISR (leader side; Kafka's `Partition.maybeShrinkIsr` / `maybeExpandIsr`). Every
-`replica.lag.time.max.ms / 2` (and every 250 ms for expansion) each led partition compares its
+`replica.lag.time.max.ms / 2` (and every 250 ms for expansion, over the led partitions with a
+replica outside the ISR only: `ReplicaManager.isr_short`) each led partition compares its
 followers' state (rust/src/server/partition.rs `follower_states`) with its ISR:
     shrink   an ISR member not caught up to the leader's LEO for `replica.lag.time.max.ms`
     expand   a replica outside the ISR, on an unfenced broker, that fetched within
@@ -160,9 +161,9 @@ class Replication:
             return
         lag_ms = self.config.get_int("replica.lag.time.max.ms")
         now = now_ms()
-        for p in self._led():
-            if len(p.isr) >= len(p.replicas):
-                continue  # every replica is in sync: nothing to add (and no Rust calls for it)
+        # only partitions with a replica outside the ISR (ReplicaManager.isr_short): an idle
+        # broker of 50,000 in-sync partitions passed over every one of them 4 times a second
+        for p in self._led(self.replicas.isr_short.values()):
             hw = p.log.high_watermark
             entries = p.log.epoch_entries()
             epoch_start = next((o for e, o in reversed(entries) if e == p.leader_epoch), None)
@@ -175,10 +176,11 @@ class Replication:
                 await self._alter(p, new_isr, "expand: " + ", ".join(
                     f"{r} caught up (LEO {states[r]}, HW {hw})" for r in joining))
 
-    def _led(self) -> list:
+    def _led(self, among=None) -> list:
+        """The partitions this broker leads (of `among`, default all), with no ISR change in flight."""
         if self.alter_isr is None:
             return []
-        return [p for p in self.replicas.partitions.values()
+        return [p for p in (self.replicas.partitions.values() if among is None else among)
                 if p.is_leader and not p.deleted and (p.topic, p.index) not in self._in_flight]
 
     async def _alter(self, p, new_isr: list[int], why: str) -> None:
