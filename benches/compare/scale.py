@@ -39,9 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import struct
 import time
 from pathlib import Path
 
@@ -155,34 +153,13 @@ def idle_cpu_share(peer, seconds: float, after: float = 15) -> float:
 
 
 def quorum_leader(bootstrap: str) -> int:
-    """The metadata quorum's leader (DescribeQuorum v2 over the wire; a Kafka broker forwards
-    it to the controllers), or -1 when it cannot say."""
-    from logbroker.protocol import REQUESTS, RESPONSES
+    """The metadata quorum's leader (DescribeQuorum, as `logbroker cluster status` asks it;
+    a Kafka broker forwards it to the controllers)."""
+    from logbroker.client import BrokerConnection
+    from logbroker.cluster_cli import describe_quorum
 
-    dq = REQUESTS[55]
-    body = dq(topics=[dq.TopicData(topic_name="__cluster_metadata",
-                                   partitions=[dq.PartitionData(partition_index=0)])]).to_bytes(2)
-    header = struct.pack(">hhih", 55, 2, 1, len(b"scale")) + b"scale" + b"\x00"
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        frame = header + body
-        s.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", _recv(s, 4))
-        data = _recv(s, size)
-    resp, _ = RESPONSES[55].decode(data, 5, 2)  # correlation id, empty header tags
-    if resp.error_code or not resp.topics:
-        return -1
-    return resp.topics[0].partitions[0].leader_id
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+    with BrokerConnection(bootstrap.split(",")[0], client_id="scale-bench", timeout=10) as conn:
+        return describe_quorum(conn)["leader_id"]
 
 
 def controller_failover_seconds(peer, deadline_s: float = 300) -> float:

@@ -81,7 +81,7 @@ def _problem_partitions(conn: BrokerConnection) -> list[dict]:
     return out
 
 
-def _quorum(conn: BrokerConnection) -> dict:
+def describe_quorum(conn: BrokerConnection) -> dict:
     """DescribeQuorum of __cluster_metadata-0; raises StatusError saying why it cannot be had."""
     Request = REQUESTS.get(55)
     if Request is None:
@@ -155,7 +155,7 @@ def collect(bootstrap: str, config: dict[str, str] | None = None) -> dict:
                 errors.append(_why(server, e))
                 continue
             try:
-                quorum, quorum_error = _quorum(conn), None
+                quorum, quorum_error = describe_quorum(conn), None
             except StatusError as e:
                 quorum, quorum_error = None, str(e)
         return {"bootstrap_server": server, "cluster_id": cluster_id, "controller_id": controller_id,

@@ -213,6 +213,20 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
     assert_eq!(resp.responses[0].partitions[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
 }
 
+/// Serves `req` (Fetch v12) that must be answered at once (not parked): its response.
+fn fetch_now(table: &PartitionTable, sessions: &mut FetchSessionCache, req: &FetchRequest, correlation_id: i32) -> FetchResponse {
+    let out = fetch::handle(table, sessions, &mut body(req, 12), 12, correlation_id, &ANON, &mut Vec::new()).unwrap();
+    let fetch::Outcome::Done(chunks, _) = out else { panic!("request {correlation_id} was parked") };
+    decode(chunks, 12, true)
+}
+
+/// `req` in session `id` at `epoch`.
+fn in_session(mut req: FetchRequest, id: i32, epoch: i32) -> FetchRequest {
+    req.session_id = id;
+    req.session_epoch = epoch;
+    req
+}
+
 #[test]
 fn fetch_sessions_send_only_news() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,67 +235,40 @@ fn fetch_sessions_send_only_news() {
     let mut logs = Vec::new();
     let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
     // Open a session (epoch 0): a full response carrying the new session id.
-    let mut req = fetch_req(0, 0, 0);
-    req.session_epoch = 0;
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&req, 12), 12, 1, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    let resp: FetchResponse = decode(chunks, 12, true);
+    let req = in_session(fetch_req(0, 0, 0), 0, 0);
+    let resp = fetch_now(&table, &mut sessions, &req, 1);
     let id = resp.session_id;
     assert_ne!(id, 0);
     assert_eq!(resp.responses[0].partitions[0].high_watermark, 1);
     // Epoch 1, listing nothing: the session's cached fetch offset (0) is used.
-    let mut inc = fetch_req(0, 0, 0);
-    inc.session_id = id;
-    inc.session_epoch = 1;
+    let mut inc = in_session(fetch_req(0, 0, 0), id, 1);
     inc.topics.clear();
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    let resp: FetchResponse = decode(chunks, 12, true);
+    let resp = fetch_now(&table, &mut sessions, &inc, 2);
     assert_eq!(resp.session_id, id);
     // The records at offset 0 are news (records count as news every time).
     assert_eq!(resp.responses.len(), 1);
     // Move the offset to 1 (the end): no records, HW unchanged: an empty incremental response.
-    let mut inc2 = fetch_req(1, 0, 0);
-    inc2.session_id = id;
-    inc2.session_epoch = 2;
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc2, 12), 12, 3, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    let resp: FetchResponse = decode(chunks, 12, true);
+    let inc2 = in_session(fetch_req(1, 0, 0), id, 2);
+    let resp = fetch_now(&table, &mut sessions, &inc2, 3);
     assert!(resp.responses.is_empty(), "{resp:?}");
     // A new record moves the HW: the partition is back in the response.
     let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
-    let mut inc3 = fetch_req(1, 0, 0);
-    inc3.session_id = id;
-    inc3.session_epoch = 3;
+    let mut inc3 = in_session(fetch_req(1, 0, 0), id, 3);
     inc3.topics.clear();
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 5, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    let resp: FetchResponse = decode(chunks, 12, true);
+    let resp = fetch_now(&table, &mut sessions, &inc3, 5);
     assert_eq!(resp.responses[0].partitions[0].high_watermark, 2);
     assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
     // A stale epoch and an unknown session are top-level errors.
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc3, 12), 12, 6, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::INVALID_FETCH_SESSION_EPOCH);
+    let answer = fetch_now(&table, &mut sessions, &inc3, 6);
+    assert_eq!(answer.error_code, code::INVALID_FETCH_SESSION_EPOCH);
     let mut unknown = inc3.clone();
     unknown.session_id = id + 1000;
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&unknown, 12), 12, 7, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::FETCH_SESSION_ID_NOT_FOUND);
+    let answer = fetch_now(&table, &mut sessions, &unknown, 7);
+    assert_eq!(answer.error_code, code::FETCH_SESSION_ID_NOT_FOUND);
     // Epoch -1 closes the session.
-    let mut close = fetch_req(2, 0, 0);
-    close.session_id = id;
-    close.session_epoch = -1;
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&close, 12), 12, 8, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    assert_eq!(decode::<FetchResponse>(chunks, 12, true).session_id, 0);
+    let close = in_session(fetch_req(2, 0, 0), id, -1);
+    let answer = fetch_now(&table, &mut sessions, &close, 8);
+    assert_eq!(answer.session_id, 0);
     assert!(sessions.is_empty());
 }
 
@@ -291,33 +278,22 @@ fn a_session_request_moves_the_epoch_when_taken_in_not_when_answered() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
-    let mut open = fetch_req(0, 0, 0);
-    open.session_epoch = 0;
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&open, 12), 12, 1, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    let id = decode::<FetchResponse>(chunks, 12, true).session_id;
+    let open = in_session(fetch_req(0, 0, 0), 0, 0);
+    let answer = fetch_now(&table, &mut sessions, &open, 1);
+    let id = answer.session_id;
     // Epoch 1 parks (nothing to read, a long poll); its connection goes away unanswered.
-    let mut inc = fetch_req(0, 1, 10_000);
-    inc.session_id = id;
-    inc.session_epoch = 1;
+    let mut inc = in_session(fetch_req(0, 1, 10_000), id, 1);
     inc.topics.clear();
     let fetch::Outcome::Wait(_dropped) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap() else {
         panic!("an empty partition long-polls")
     };
     // Sent again at epoch 1, it is refused: the session may differ from what the client holds.
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 3, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    assert_eq!(decode::<FetchResponse>(chunks, 12, true).error_code, code::INVALID_FETCH_SESSION_EPOCH);
+    let answer = fetch_now(&table, &mut sessions, &inc, 3);
+    assert_eq!(answer.error_code, code::INVALID_FETCH_SESSION_EPOCH);
     // A full request naming the session (epoch 0) replaces it.
-    let mut replace = fetch_req(0, 0, 0);
-    replace.session_id = id;
-    replace.session_epoch = 0;
-    let fetch::Outcome::Done(chunks, _) = fetch::handle(&table, &mut sessions, &mut body(&replace, 12), 12, 4, &ANON, &mut logs).unwrap() else {
-        panic!()
-    };
-    let new_id = decode::<FetchResponse>(chunks, 12, true).session_id;
+    let replace = in_session(fetch_req(0, 0, 0), id, 0);
+    let answer = fetch_now(&table, &mut sessions, &replace, 4);
+    let new_id = answer.session_id;
     assert!(new_id != 0 && new_id != id);
     assert_eq!(sessions.len(), 1, "the replaced session is closed");
 }

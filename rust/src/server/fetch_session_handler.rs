@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::fetch_session::next_epoch;
+use crate::protocol::error_codes as code;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use crate::protocol::Uuid;
 
@@ -40,6 +41,11 @@ use crate::protocol::Uuid;
 pub type Key = (Arc<str>, i32);
 
 const INITIAL_EPOCH: i32 = 0;
+
+/// A top-level Fetch error that means "start a new session", not a failed fetch.
+pub fn is_session_error(error_code: i16) -> bool {
+    matches!(error_code, code::FETCH_SESSION_ID_NOT_FOUND | code::INVALID_FETCH_SESSION_EPOCH)
+}
 
 /// What a session holds for one partition: the fetch state last sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,11 +87,6 @@ impl SessionRequest {
     /// A full request (no session yet): every partition is listed.
     pub fn is_full(&self) -> bool {
         self.session_epoch == INITIAL_EPOCH
-    }
-
-    /// Partitions listed in this request.
-    pub fn listed(&self) -> usize {
-        self.topics.iter().map(|t| t.partitions.len()).sum()
     }
 }
 
@@ -194,7 +195,7 @@ mod tests {
         h.commit(first, 42);
 
         let idle = h.build(vec![want("a", 1, 0, 5), want("a", 1, 1, 7), want("b", 2, 0, 0)]);
-        assert_eq!((idle.session_id, idle.session_epoch, idle.listed()), (42, 1, 0));
+        assert_eq!((idle.session_id, idle.session_epoch, listed(&idle).len()), (42, 1, 0));
         assert!(idle.forgotten.is_empty());
         h.commit(idle, 42);
 
@@ -205,7 +206,7 @@ mod tests {
         assert_eq!(forgotten(&r), [("b".into(), [2; 16], vec![0])]);
         h.commit(r, 42);
         let r = h.build(vec![want("a", 1, 0, 5), want("a", 1, 1, 9), want("c", 3, 0, 0)]);
-        assert_eq!((r.session_epoch, r.listed(), r.forgotten.len()), (3, 0, 0));
+        assert_eq!((r.session_epoch, listed(&r).len(), r.forgotten.len()), (3, 0, 0));
     }
 
     #[test]
@@ -225,12 +226,12 @@ mod tests {
         let lost = h.build(vec![want("a", 1, 0, 6)]);
         drop(lost); // never answered: the next request lists the change again, at the same epoch
         let r = h.build(vec![want("a", 1, 0, 6)]);
-        assert_eq!((r.session_epoch, r.listed()), (1, 1));
+        assert_eq!((r.session_epoch, listed(&r).len()), (1, 1));
 
         h.reset(); // a lost connection: the next request is full and closes session 9
         let r = h.build(vec![want("a", 1, 0, 6)]);
         assert!(r.is_full());
-        assert_eq!((r.session_id, r.listed()), (9, 1));
+        assert_eq!((r.session_id, listed(&r).len()), (9, 1));
         h.commit(r, 0); // the leader had no room: full again, asking again, closing nothing
         let r = h.build(vec![want("a", 1, 0, 6)]);
         assert_eq!((r.is_full(), r.session_id), (true, 0));

@@ -63,7 +63,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::fetch_session_handler::{FetchSessionHandler, SessionRequest};
+use super::fetch_session_handler::{is_session_error, FetchSessionHandler, SessionRequest};
 use super::partition::Partition;
 use super::sasl_client::{self, SaslCredentials};
 use super::tls_client::PeerStream;
@@ -373,7 +373,7 @@ impl Loop {
         while !self.shared.stop.load(Ordering::Acquire) {
             let Some((req, sent, session)) = self.build() else { continue };
             match self.round(req, &sent) {
-                Ok(resp) if matches!(resp.error_code, code::FETCH_SESSION_ID_NOT_FOUND | code::INVALID_FETCH_SESSION_EPOCH) => {
+                Ok(resp) if is_session_error(resp.error_code) => {
                     // the leader restarted or evicted the session: the next request is full
                     self.shared.event(
                         LogLine::DEBUG,
@@ -504,7 +504,7 @@ impl Loop {
         if let Some(s) = self.conn.take() {
             s.shutdown();
         }
-        self.session.reset(); // sessions live with the leader's network thread of the connection
+        self.session.reset(); // the leader ends a session with its connection
         *lock(&self.shared.stream) = None;
     }
 
@@ -643,7 +643,7 @@ impl Loop {
         }
         let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
         let resp: FetchResponse = self.call(&req, self.fetch_version, wait, true)?;
-        if resp.error_code != code::NONE && !matches!(resp.error_code, code::FETCH_SESSION_ID_NOT_FOUND | code::INVALID_FETCH_SESSION_EPOCH) {
+        if resp.error_code != code::NONE && !is_session_error(resp.error_code) {
             return Err(format!("Fetch answered error {} for {} partition(s)", resp.error_code, sent.len()));
         }
         Ok(resp)
