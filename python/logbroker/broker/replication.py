@@ -67,7 +67,9 @@ class Replication:
         self.isr_shrinks = 0  # ISR changes this leader had committed (Kafka's IsrShrinksPerSec,
         self.isr_expands = 0  # IsrExpandsPerSec), for the metrics endpoint
         self.quorum = None  # MetadataQuorum in a cluster: this broker's registration epoch
-        self._following: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
+        # topic -> partition -> (leader, leader epoch) followed: by topic, so that an image
+        # changing a few topics looks at only their partitions
+        self._following: dict[str, dict[int, tuple[int, int]]] = {}
         self._in_flight: set[tuple[str, int]] = set()
         self._image: MetadataImage | None = None
 
@@ -88,12 +90,16 @@ class Replication:
         """Stop following what must not be followed under `image` (before its states apply);
         only topics in `names` changed (None: any may have)."""
         wanted = self._wanted(image, names)
-        stop = [k for k, v in self._following.items()
-                if (names is None or k[0] in names) and wanted.get(k, (None, None))[0] != v[0]]
+        stop = [(name, i) for name in list(self._following if names is None else names)
+                for i, (leader, _epoch) in self._following.get(name, {}).items()
+                if wanted.get((name, i), (None, None))[0] != leader]
         if stop:
             await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
-            for k in stop:
-                self._following.pop(k, None)
+            for name, i in stop:
+                followed = self._following[name]
+                del followed[i]
+                if not followed:
+                    del self._following[name]
 
     async def after_image(self, image: MetadataImage, names: set[str] | None = None) -> None:
         """Follow every local replica led elsewhere, at the image's leader epochs; only
@@ -103,15 +109,15 @@ class Replication:
         by_leader: dict[int, list] = {}
         for key, (leader, epoch) in wanted.items():
             p = self.replicas.partitions.get(key)
-            if p is None or p.deleted or self._following.get(key) == (leader, epoch):
+            if p is None or p.deleted or self._following.get(key[0], {}).get(key[1]) == (leader, epoch):
                 continue
             by_leader.setdefault(leader, []).append((key, p, epoch))
         for leader, items in by_leader.items():
             b = image.brokers[leader]
             args = [(p.core, p.topic_id.bytes, epoch) for _k, p, epoch in items]
             await trio.to_thread.run_sync(self.fetchers.follow, leader, b.host, b.port, args)
-            for key, _p, epoch in items:
-                self._following[key] = (leader, epoch)
+            for (name, i), _p, epoch in items:
+                self._following.setdefault(name, {})[i] = (leader, epoch)
             log.info("following %d partition(s) from broker %d at %s:%d: %s", len(items), leader, b.host, b.port,
                      _names([k for k, _p, _e in items]), extra=fields(peer=leader))
 

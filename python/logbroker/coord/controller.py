@@ -49,6 +49,7 @@ from logbroker.coord.metadata import (
 from logbroker.coord.metadata_records import MetadataRecordError, diff_records, voters_record
 from logbroker.coord.producer_id_control import PRODUCER_ID_BLOCK
 from logbroker.coord.quorum import QuorumTimeout
+from logbroker.coord.reconcile_scope import ReconcileScope
 from logbroker.coord.replication_control import NewTopicSpec, ReplicationControlManager
 from logbroker.coord.scram_control import ScramControlManager
 from logbroker.log_format import fields
@@ -81,7 +82,7 @@ class Controller:
         self._producer_id_next = 0
         self._producer_id_end = 0
         self._changed = trio.Event()
-        self._reconciled: MetadataImage | None = None  # the image the last empty reconcile pass read
+        self._to_reconcile = ReconcileScope()  # what the periodic pass must read (reconcile_scope.py)
         self.image = quorum.image
         self.replication = ReplicationControlManager(config)
         self.cluster = ClusterControlManager(self.replication)
@@ -156,6 +157,7 @@ class Controller:
         """A new image applied from the metadata log: make it current, listeners in order,
         then whoever waits in `image_changed`."""
         self.image = image
+        self._to_reconcile.note(delta)
         for listener in self._listeners:
             await listener(image, delta)
         self._changed.set()
@@ -378,12 +380,14 @@ class Controller:
         if expired:
             await self.fence_brokers(expired, f"no heartbeat for {self.config.get_int('broker.session.timeout.ms')} ms")
         async with self._lock:
-            if self.image is self._reconciled:
-                return  # nothing changed since a pass that found nothing to do (a pass reads every partition)
-            result = self.replication.reconcile(self.image)
-            if not result.records:
-                self._reconciled = self.image
-            self._elections(await self._run(result))
+            if self._to_reconcile.empty:
+                return  # nothing that could need a leader or finish a move changed since the last pass
+            result = self.replication.reconcile(self.image, self._to_reconcile.take())
+            try:
+                self._elections(await self._run(result))
+            except BaseException:
+                self._to_reconcile.everything()  # not committed: the next pass reads every partition
+                raise
 
     def _elections(self, moved: list[elections.Election]) -> None:
         """Count leader elections decided here (Kafka's ControllerStats

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable
+from typing import Callable, Iterable
 
 from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState
 from logbroker.coord.metadata_records import NO_LEADER
@@ -58,34 +58,37 @@ def change(ps: PartitionState, leader: int, isr: list[int]) -> None:
 
 
 def elect_for_brokers(image: MetadataImage, gone: set[int], unclean_allowed: Callable[[TopicState], bool],
-                      returning: frozenset[int] = frozenset()
+                      returning: frozenset[int] = frozenset(),
+                      among: Iterable[tuple[TopicState, PartitionState]] | None = None,
                       ) -> list[tuple[TopicState, PartitionState, Election | None]]:
     """Move leaderships off `gone` (brokers being fenced) and onto live ISR members where a
     partition has no live leader, or (where the topic allows it) onto any live replica; a
     fenced broker leaves every ISR it is not the last member of. `returning` brokers count
-    as live (being unfenced). Returns (topic, new state, the leader change or None) for
-    every partition that changes; the image is not changed."""
+    as live (being unfenced). Only the partitions `among` (default: every one) are read.
+    Returns (topic, new state, the leader change or None) for every partition that changes;
+    the image is not changed."""
     live = (live_brokers(image) | returning) - gone
     out = []
-    for t in image.topics.values():
-        for ps in t.partitions.values():
-            isr = [r for r in ps.isr if r not in gone] or list(ps.isr)
-            leader = ps.leader
-            unclean = False
-            if leader == NO_LEADER or leader not in live or leader not in isr:
-                leader = next((r for r in ps.replicas if r in isr and r in live), NO_LEADER)
-                if leader == NO_LEADER and unclean_allowed(t):
-                    leader = next((r for r in ps.replicas if r in live), NO_LEADER)
-                    if leader != NO_LEADER:
-                        unclean = True
-                        isr = [leader]
-            if (leader, isr) == (ps.leader, ps.isr):
-                continue
-            election = Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) \
-                if leader != ps.leader else None
-            new = dataclasses.replace(ps)
-            change(new, leader, isr)
-            out.append((t, new, election))
+    if among is None:
+        among = ((t, ps) for t in image.topics.values() for ps in t.partitions.values())
+    for t, ps in among:
+        isr = [r for r in ps.isr if r not in gone] or list(ps.isr)
+        leader = ps.leader
+        unclean = False
+        if leader == NO_LEADER or leader not in live or leader not in isr:
+            leader = next((r for r in ps.replicas if r in isr and r in live), NO_LEADER)
+            if leader == NO_LEADER and unclean_allowed(t):
+                leader = next((r for r in ps.replicas if r in live), NO_LEADER)
+                if leader != NO_LEADER:
+                    unclean = True
+                    isr = [leader]
+        if (leader, isr) == (ps.leader, ps.isr):
+            continue
+        election = Election(t.name, ps.partition, ps.leader, leader, unclean, tuple(ps.isr)) \
+            if leader != ps.leader else None
+        new = dataclasses.replace(ps)
+        change(new, leader, isr)
+        out.append((t, new, election))
     return out
 
 

@@ -21,6 +21,7 @@ from logbroker.coord import elections, reassignment
 from logbroker.coord.control import ControllerError, ControllerResult, partition_change_record
 from logbroker.coord.metadata import MetadataImage, PartitionState, TopicState, topic_name_error
 from logbroker.coord.metadata_records import encode_record, partition_record, topic_records
+from logbroker.coord.reconcile_scope import Scope, partitions_in
 from logbroker.protocol import ErrorCode
 
 MAX_PARTITIONS = 100_000
@@ -303,22 +304,24 @@ class ReplicationControlManager:
         return ([partition_change_record(t.topic_id, new) for t, new, _e in changes],
                 [e for _t, _n, e in changes if e is not None])
 
-    def reconcile(self, image: MetadataImage) -> ControllerResult[list[elections.Election]]:
-        """The active controller's periodic pass: leaders for leaderless partitions, and the
-        reassignments whose targets are all in the ISR completed. Nothing to do (the usual
-        case): no records."""
-        elected = elections.elect_for_brokers(image, set(), self.unclean_allowed)
+    def reconcile(self, image: MetadataImage, scope: Scope = None) -> ControllerResult[list[elections.Election]]:
+        """The active controller's periodic pass over the partitions in `scope` (None: every
+        one; reconcile_scope.py says which can need it): leaders for leaderless partitions,
+        and the reassignments whose targets are all in the ISR completed. Nothing to do (the
+        usual case): no records."""
+        among = list(partitions_in(image, scope))
+        elected = elections.elect_for_brokers(image, set(), self.unclean_allowed, among=among)
         changes = {(t.name, new.partition): (t, new) for t, new, _e in elected}
         moved = [e for _t, _n, e in elected if e is not None]
         done = []
-        for t in image.topics.values():
-            for ps in t.partitions.values():
-                if not reassignment.completable(changes.get((t.name, ps.partition), (t, ps))[1]):
-                    continue
-                work = dataclasses.replace(changes.get((t.name, ps.partition), (t, ps))[1])
-                if reassignment.maybe_complete(image, work):
-                    changes[(t.name, ps.partition)] = (t, work)
-                    done.append(f"{t.name}-{ps.partition}")
+        for t, ps in among:
+            current = changes.get((t.name, ps.partition), (t, ps))[1]
+            if not reassignment.completable(current):
+                continue
+            work = dataclasses.replace(current)
+            if reassignment.maybe_complete(image, work):
+                changes[(t.name, ps.partition)] = (t, work)
+                done.append(f"{t.name}-{ps.partition}")
         lines = []
         if moved:
             lines.append((f"elected leaders for {len(moved)} partition(s): {elections.summary(moved)}", {}))
