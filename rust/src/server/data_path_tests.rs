@@ -298,6 +298,36 @@ fn a_session_request_moves_the_epoch_when_taken_in_not_when_answered() {
     assert_eq!(sessions.len(), 1, "the replaced session is closed");
 }
 
+#[test]
+fn a_session_reads_the_replica_it_found_until_the_table_replaces_or_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, _p) = table_with(dir.path(), vec![1]);
+    let mut sessions = FetchSessionCache::new(10);
+    let mut logs = Vec::new();
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
+    let id = fetch_now(&table, &mut sessions, &in_session(fetch_req(1, 0, 0), 0, 0), 1).session_id;
+    let mut epoch = 0;
+    let mut next = |table: &PartitionTable, sessions: &mut FetchSessionCache| {
+        epoch += 1;
+        let mut inc = in_session(fetch_req(0, 0, 0), id, epoch);
+        inc.topics.clear();
+        fetch_now(table, sessions, &inc, 10 + epoch)
+    };
+    assert!(next(&table, &mut sessions).responses.is_empty(), "nothing new");
+    // The topic recreated under the same name: a new, empty replica takes the old one's place.
+    let log = Arc::new(Log::open(&dir.path().join("t-0-new"), "t", 0, LogConfig::default(), None, 0).unwrap());
+    table.add("t", 0, 1, log, LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 1 });
+    let resp = next(&table, &mut sessions);
+    let part = &resp.responses[0].partitions[0];
+    assert_eq!((part.error_code, part.high_watermark), (code::OFFSET_OUT_OF_RANGE, 0), "the new replica is read: {resp:?}");
+    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b", b"c"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap();
+    assert_eq!(next(&table, &mut sessions).responses[0].partitions[0].high_watermark, 2);
+    // Removed: the session's partition is answered with an error, not from the old replica.
+    table.remove("t", 0);
+    let resp = next(&table, &mut sessions);
+    assert_eq!(resp.responses[0].partitions[0].error_code, code::NOT_LEADER_OR_FOLLOWER, "{resp:?}");
+}
+
 fn produce_to(topic: &str, partition: i32, version: i16, table: &PartitionTable) -> ProduceResponse {
     let mut req = produce_req(1, partition, &[b"a"]);
     req.topic_data[0].name = topic.into();

@@ -42,7 +42,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fetch_session::{next_epoch, session_key, CachedPartition, FetchSessionCache, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
+use super::fetch_session::{next_epoch, session_key, CachedPartition, FetchSessionCache, Resolved, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use super::partition::{NotServed, Partition, PartitionTable};
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
 use super::quota;
@@ -71,6 +71,8 @@ struct Target {
     last_fetched_epoch: i32,
     /// The caller may not read it (ACLs): answered TOPIC_AUTHORIZATION_FAILED.
     denied: bool,
+    /// The local replica found for it last (from the session, or by the first read).
+    part: Resolved,
 }
 
 /// How the response relates to a fetch session.
@@ -128,6 +130,7 @@ fn target_of(topic: &str, topic_id: Uuid, p: &FetchPartition, version: i16) -> T
         current_leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
         last_fetched_epoch: if version >= 12 { p.last_fetched_epoch } else { -1 },
         denied: false,
+        part: Resolved::default(),
     }
 }
 
@@ -143,6 +146,7 @@ fn cached_of(t: &Target) -> CachedPartition {
         high_watermark: -1,
         last_stable_offset: -1,
         log_start_offset: -1,
+        part: t.part.clone(),
     }
 }
 
@@ -202,6 +206,7 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16, c
             current_leader_epoch: c.current_leader_epoch,
             last_fetched_epoch: c.last_fetched_epoch,
             denied: false,
+            part: c.part.clone(),
         })
         .collect();
     Ok((targets, SessionMode::Incremental { id, epoch }))
@@ -238,10 +243,10 @@ pub fn handle(
     }
     if replica_id >= 0 {
         // A follower's fetch offset is its log end offset (for the leader's HW).
-        for t in &targets {
-            let Some(name) = topic_name(table, t, version) else { continue };
-            if let Ok(part) = table.leader_for(&name, t.partition, t.current_leader_epoch) {
-                part.record_follower_fetch(replica_id, t.fetch_offset, super::partition::now_ms());
+        let now = super::partition::now_ms();
+        for t in &mut targets {
+            if let Ok(part) = replica(table, t, version, false) {
+                part.record_follower_fetch(replica_id, t.fetch_offset, now);
                 part.maybe_increment_hw();
             }
         }
@@ -282,6 +287,22 @@ pub fn handle(
     }
 }
 
+/// The local replica `t` reads, checked as `PartitionTable::replica_for` checks it: the one
+/// found for it last while the table still has it (no lookup by name or id per read), else
+/// looked up by name (v4-12) or topic id (v13+) and remembered in `t`.
+fn replica(table: &PartitionTable, t: &mut Target, version: i16, follower_ok: bool) -> Result<Arc<Partition>, NotServed> {
+    if let Some(part) = t.part.0.as_ref().filter(|p| !p.is_removed()) {
+        return PartitionTable::check_replica(Arc::clone(part), t.current_leader_epoch, follower_ok);
+    }
+    t.part.0 = None;
+    let name = topic_name(table, t, version).ok_or(NotServed::UnknownTopic)?.into_owned();
+    let Some(part) = table.get(&name, t.partition).filter(|p| !p.is_removed()) else {
+        return Err(table.not_here(&name, t.partition));
+    };
+    t.part.0 = Some(Arc::clone(&part));
+    PartitionTable::check_replica(part, t.current_leader_epoch, follower_ok)
+}
+
 /// The topic name a target reads: as sent (v4-12, borrowed: no copy per read) or the
 /// image's name for its id (v13+).
 fn topic_name<'a>(table: &PartitionTable, t: &'a Target, version: i16) -> Option<Cow<'a, str>> {
@@ -319,7 +340,13 @@ impl PendingFetch {
         let racks = if follower_reads && !self.rack_id.is_empty() { table.racks_for_selection() } else { None };
         let mut datas = Vec::with_capacity(self.targets.len());
         let mut served: Vec<(Arc<Partition>, u64)> = Vec::new();
-        for t in &self.targets {
+        let version = self.version;
+        let found: Vec<Option<Result<Arc<Partition>, NotServed>>> = self
+            .targets
+            .iter_mut()
+            .map(|t| (!t.denied).then(|| replica(table, t, version, follower_reads)))
+            .collect();
+        for (t, found) in self.targets.iter().zip(found) {
             let mut data = PartitionData {
                 partition_index: t.partition,
                 high_watermark: -1,
@@ -330,16 +357,12 @@ impl PendingFetch {
                 aborted_transactions: Some(Vec::new()),
                 ..Default::default()
             };
-            if t.denied {
+            let Some(found) = found else {
                 data.error_code = code::TOPIC_AUTHORIZATION_FAILED;
                 data.aborted_transactions = None;
                 errors = true;
                 datas.push(data);
                 continue;
-            }
-            let found = match topic_name(table, t, self.version) {
-                Some(name) => table.replica_for(&name, t.partition, t.current_leader_epoch, follower_reads),
-                None => Err(NotServed::UnknownTopic),
             };
             match found {
                 Err(why) => {
@@ -464,8 +487,19 @@ impl PendingFetch {
             SessionMode::Incremental { id, epoch } => {
                 // (unless the session was replaced or moved on meanwhile)
                 if let Some(s) = sessions.get_mut(id).filter(|s| s.next_epoch == next_epoch(epoch)) {
+                    // The targets were made from the session in its order, and no request
+                    // of it came in since (the epoch): the i-th target is its i-th partition.
+                    let in_order = s.partitions.len() == self.targets.len();
                     for (i, (t, d)) in self.targets.iter().zip(&datas).enumerate() {
-                        let Some(c) = s.get_mut(&session_key(t.topic_id, &t.topic, t.partition)) else { continue };
+                        let same = |c: &CachedPartition| c.partition == t.partition && c.topic_id == t.topic_id && c.topic == t.topic;
+                        let at = if in_order && same(&s.partitions[i]) {
+                            Some(i)
+                        } else {
+                            s.position(&session_key(t.topic_id, &t.topic, t.partition))
+                        };
+                        let Some(at) = at else { continue };
+                        let c = &mut s.partitions[at];
+                        c.part.clone_from(&t.part);
                         let news = d.error_code != code::NONE
                             || d.preferred_read_replica >= 0
                             || d.records.as_ref().is_some_and(|r| !r.is_empty())

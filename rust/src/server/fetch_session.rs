@@ -35,8 +35,12 @@
 //! Owned by the network thread (no locking).
 
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::partition::Partition;
+use super::partition_hash::PartitionHashMap;
 use crate::protocol::Uuid;
 
 /// A session idle this long may be evicted for a new one.
@@ -67,6 +71,25 @@ pub struct CachedPartition {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// The local replica it was last read from (`fetch.rs`).
+    pub part: Resolved,
+}
+
+/// The local replica a session partition was last found to be. A round reads it without
+/// looking it up by name or topic id again (at tens of thousands of partitions per session
+/// those lookups were most of a follower round's cost on the leader) until the table
+/// removes it: a replica deleted, or replaced by another of the same name (a topic
+/// recreated), is marked removed, and the next read looks the partition up again.
+#[derive(Clone, Default)]
+pub struct Resolved(pub Option<Arc<Partition>>);
+
+impl fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(p) => write!(f, "Resolved({})", p.name()),
+            None => f.write_str("Resolved(-)"),
+        }
+    }
 }
 
 /// How a session names a partition: by topic id from v13 (the name is left empty, so a topic
@@ -94,7 +117,7 @@ pub struct Session {
     pub next_epoch: i32,
     /// Partitions in session order.
     pub partitions: Vec<CachedPartition>,
-    index: HashMap<SessionKey, usize>,
+    index: PartitionHashMap<SessionKey, usize>,
     pub last_used: Instant,
     /// The connection of its latest request (network loop id).
     conn: u64,
@@ -102,7 +125,7 @@ pub struct Session {
 
 impl Session {
     fn new(id: i32, partitions: Vec<CachedPartition>, conn: u64) -> Session {
-        let mut s = Session { id, next_epoch: 1, partitions: Vec::new(), index: HashMap::new(), last_used: Instant::now(), conn };
+        let mut s = Session { id, next_epoch: 1, partitions: Vec::new(), index: PartitionHashMap::default(), last_used: Instant::now(), conn };
         for p in partitions {
             s.upsert(p);
         }
@@ -134,8 +157,13 @@ impl Session {
     }
 
     pub fn get_mut(&mut self, key: &SessionKey) -> Option<&mut CachedPartition> {
-        let i = *self.index.get(key)?;
+        let i = self.position(key)?;
         Some(&mut self.partitions[i])
+    }
+
+    /// Where `key` is in `partitions`.
+    pub fn position(&self, key: &SessionKey) -> Option<usize> {
+        self.index.get(key).copied()
     }
 }
 
@@ -234,6 +262,7 @@ mod tests {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
+            part: Resolved::default(),
         }
     }
 

@@ -29,12 +29,13 @@
 //! with none; the leader still reads every session partition per round (for the HW and the
 //! ISR), but nothing is encoded, sent or decoded for them.
 
-use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use super::fetch_session::next_epoch;
 use crate::protocol::error_codes as code;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use super::partition_hash::PartitionHashMap;
 use crate::protocol::Uuid;
 
 /// A followed partition: (topic name, partition index).
@@ -80,7 +81,7 @@ pub struct SessionRequest {
     pub topics: Vec<FetchTopic>,
     pub forgotten: Vec<ForgottenTopic>,
     /// What the session holds once this request is answered.
-    next: HashMap<Key, Held>,
+    next: PartitionHashMap<Key, Held>,
 }
 
 impl SessionRequest {
@@ -96,7 +97,7 @@ pub struct FetchSessionHandler {
     id: i32,
     /// The epoch of the next request: 0, a full request opening a session.
     next_epoch: i32,
-    held: HashMap<Key, Held>,
+    held: PartitionHashMap<Key, Held>,
 }
 
 impl FetchSessionHandler {
@@ -114,7 +115,7 @@ impl FetchSessionHandler {
     /// The session part of a request fetching `wanted` (every partition this round fetches,
     /// sorted by key, with its topic id).
     pub fn build(&self, wanted: Vec<(Key, Uuid, FetchPartition)>) -> SessionRequest {
-        let mut next = HashMap::with_capacity(wanted.len());
+        let mut next = PartitionHashMap::with_capacity_and_hasher(wanted.len(), BuildHasherDefault::default());
         let mut topics: Vec<FetchTopic> = Vec::new();
         let mut forgotten: Vec<ForgottenTopic> = Vec::new();
         let full = self.next_epoch == INITIAL_EPOCH;

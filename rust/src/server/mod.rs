@@ -30,6 +30,7 @@ pub mod memory_pool;
 pub mod metrics;
 pub mod network;
 pub mod partition;
+pub mod partition_hash;
 pub mod principal_mapping;
 pub mod produce;
 pub mod replica_fetcher;

@@ -111,9 +111,32 @@ impl FollowerState {
 
 /// Follower state at the start of a leadership: the ISR's other members caught up now, so
 /// the ISR is not shrunk before they have had time to fetch.
-fn fresh_followers(isr: &[i32], node_id: i32) -> HashMap<i32, FollowerState> {
+fn fresh_followers(isr: &[i32], node_id: i32) -> Followers {
     let now = now_ms();
-    isr.iter().filter(|r| **r != node_id).map(|r| (*r, FollowerState::unknown(now))).collect()
+    Followers(isr.iter().filter(|r| **r != node_id).map(|r| (*r, FollowerState::unknown(now))).collect())
+}
+
+/// The leader's state of each follower, by replica id: as many as the replication factor, so
+/// a vector searched in order (a hash map's hashing was a visible share of a follower round
+/// over tens of thousands of partitions).
+struct Followers(Vec<(i32, FollowerState)>);
+
+impl Followers {
+    fn get(&self, replica: i32) -> Option<&FollowerState> {
+        self.0.iter().find(|(r, _)| *r == replica).map(|(_, f)| f)
+    }
+
+    /// The state of `replica`, added as unknown if there is none.
+    fn entry(&mut self, replica: i32) -> &mut FollowerState {
+        let at = match self.0.iter().position(|(r, _)| *r == replica) {
+            Some(at) => at,
+            None => {
+                self.0.push((replica, FollowerState::unknown(-1)));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[at].1
+    }
 }
 
 pub fn now_ms() -> i64 {
@@ -136,7 +159,7 @@ pub struct Partition {
     pub node_id: i32,
     pub log: Arc<Log>,
     state: RwLock<LeaderState>,
-    followers: Mutex<HashMap<i32, FollowerState>>,
+    followers: Mutex<Followers>,
     removed: AtomicBool,
     waiters: Mutex<Vec<u64>>,
     leo_waiters: Mutex<Vec<u64>>,
@@ -184,7 +207,7 @@ impl Partition {
     pub fn record_follower_fetch(&self, replica: i32, fetch_offset: i64, now_ms: i64) {
         let leader_leo = self.log.log_end_offset();
         let mut all = lock(&self.followers);
-        let f = all.entry(replica).or_insert(FollowerState::unknown(-1));
+        let f = all.entry(replica);
         if fetch_offset >= leader_leo {
             f.last_caught_up_ms = now_ms;
         } else if f.leader_leo_at_last_fetch >= 0 && fetch_offset >= f.leader_leo_at_last_fetch {
@@ -197,7 +220,7 @@ impl Partition {
 
     /// Every follower the leader has state for: (replica id, state).
     pub fn follower_states(&self) -> Vec<(i32, FollowerState)> {
-        let mut v: Vec<_> = lock(&self.followers).iter().map(|(r, f)| (*r, *f)).collect();
+        let mut v: Vec<_> = lock(&self.followers).0.clone();
         v.sort_unstable_by_key(|(r, _)| *r);
         v
     }
@@ -214,7 +237,7 @@ impl Partition {
             let followers = lock(&self.followers);
             for r in &st.isr {
                 if *r != self.node_id {
-                    let f = followers.get(r).map_or(-1, |f| f.leo);
+                    let f = followers.get(*r).map_or(-1, |f| f.leo);
                     hw = hw.min(if f >= 0 { f } else { self.log.log_start_offset() });
                 }
             }
@@ -269,7 +292,7 @@ impl Partition {
         st.isr
             .iter()
             .filter(|r| **r != self.node_id && in_rack(**r))
-            .filter_map(|r| followers.get(r).map(|f| (*r, f.leo)))
+            .filter_map(|r| followers.get(*r).map(|f| (*r, f.leo)))
             .filter(|(_, leo)| *leo >= fetch_offset)
             .max_by_key(|(r, leo)| (*leo, -r))
             .map_or(-1, |(r, _)| r)
@@ -610,6 +633,12 @@ impl PartitionTable {
         let Some(part) = self.get(topic, index).filter(|p| !p.is_removed()) else {
             return Err(self.not_here(topic, index));
         };
+        Self::check_replica(part, current_leader_epoch, follower_ok)
+    }
+
+    /// `replica_for`'s checks on a replica already found in the table (a fetch session
+    /// remembers the replicas it reads, and looks one up again only once it was removed).
+    pub fn check_replica(part: Arc<Partition>, current_leader_epoch: i32, follower_ok: bool) -> Result<Arc<Partition>, NotServed> {
         let st = part.state();
         let current = CurrentLeader { leader: st.leader, leader_epoch: st.leader_epoch };
         if st.leader != part.node_id && !follower_ok {
@@ -624,7 +653,7 @@ impl PartitionTable {
 
     /// Why a partition without a local replica is not served: it does not exist, or it is
     /// led elsewhere (as far as the image knows; leader -1 while it has none).
-    fn not_here(&self, topic: &str, index: i32) -> NotServed {
+    pub fn not_here(&self, topic: &str, index: i32) -> NotServed {
         let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
         match view.topics.get(topic) {
             None => NotServed::UnknownTopic,

@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 
 use super::fetch_session_handler::{is_session_error, FetchSessionHandler, SessionRequest};
 use super::partition::Partition;
+use super::partition_hash::PartitionHashMap;
 use super::sasl_client::{self, SaslCredentials};
 use super::tls_client::PeerStream;
 use crate::protocol::error_codes as code;
@@ -160,7 +161,7 @@ struct Shared {
     address: String,
     config: FetcherConfig,
     broker_epoch: Arc<AtomicI64>,
-    partitions: Mutex<HashMap<(Arc<str>, i32), Followed>>,
+    partitions: Mutex<PartitionHashMap<(Arc<str>, i32), Followed>>,
     changed: Condvar,
     stop: AtomicBool,
     /// `follow` shut the connection down to include partitions it added (not a failure).
@@ -188,7 +189,7 @@ impl ReplicaFetcher {
             address,
             config,
             broker_epoch,
-            partitions: Mutex::new(HashMap::new()),
+            partitions: Mutex::new(PartitionHashMap::default()),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             interrupted: AtomicBool::new(false),
@@ -199,7 +200,7 @@ impl ReplicaFetcher {
         let thread = std::thread::Builder::new()
             .name(format!("replica-fetcher-{source}"))
             .spawn(move || {
-                Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false, renew_at: None, session: FetchSessionHandler::new() }.run();
+                Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false, renew_at: None, session: FetchSessionHandler::new(), order: Vec::new() }.run();
             })
             .ok();
         ReplicaFetcher { shared, thread }
@@ -366,6 +367,9 @@ struct Loop {
     renew_at: Option<Instant>,
     /// The incremental fetch session with the leader on this connection (KIP-227).
     session: FetchSessionHandler,
+    /// The partitions followed, in request order (by topic, then partition), kept from
+    /// round to round and sorted again only when the set changed.
+    order: Vec<(Arc<str>, i32)>,
 }
 
 impl Loop {
@@ -444,9 +448,12 @@ impl Loop {
                 }
                 return None;
             }
-            let mut ordered: Vec<_> = parts.iter().collect();
-            ordered.sort_by(|a, b| a.0.cmp(b.0));
-            for (key, f) in ordered {
+            if self.order.len() != parts.len() || !self.order.iter().all(|k| parts.contains_key(k)) {
+                self.order = parts.keys().cloned().collect();
+                self.order.sort_unstable();
+            }
+            for key in &self.order {
+                let f = &parts[key];
                 if let Some(t) = f.backoff_until.filter(|t| *t > now) {
                     next_ready = Some(next_ready.map_or(t, |n| n.min(t)));
                     continue;
@@ -651,11 +658,11 @@ impl Loop {
 
     /// Applies a response (see the module doc, step 3).
     fn apply(&mut self, resp: &FetchResponse, sent: &[Sent]) {
-        let by_key: HashMap<&(Arc<str>, i32), &Sent> = sent.iter().map(|s| (&s.key, s)).collect();
+        let by_key: PartitionHashMap<&(Arc<str>, i32), &Sent> = sent.iter().map(|s| (&s.key, s)).collect();
         let mut out_of_range = Vec::new();
         {
             let mut parts = lock(&self.shared.partitions);
-            let ids: HashMap<Uuid, Arc<str>> = parts.iter().map(|(k, f)| (f.topic_id, Arc::clone(&k.0))).collect();
+            let ids: PartitionHashMap<Uuid, Arc<str>> = parts.iter().map(|(k, f)| (f.topic_id, Arc::clone(&k.0))).collect();
             for t in &resp.responses {
                 let topic: Arc<str> = if self.fetch_version >= 13 {
                     match ids.get(&t.topic_id) {
