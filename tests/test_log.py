@@ -544,6 +544,21 @@ def test_maybe_roll_by_segment_ms(log_dir):
     lg.close()
 
 
+def test_roll_and_flush_passes_over_every_log_in_one_call(tmp_path):
+    logs = [Log.open(str(tmp_path / f"topic-{i}"), "topic", i, {**SMALL, "segment.ms": "1000", "flush.ms": "1000"},
+                     None, 0) for i in range(3)]
+    for lg in logs:
+        fill(lg, 1, now=5_000)
+    logs[1].close()  # deleted meanwhile: its error comes back with its index, the others are done
+    failed = _core.roll_and_flush(logs, 6_000)
+    assert [(i, type(e)) for i, e in failed] == [(1, KafkaStorageError)] and "closed" in str(failed[0][1])
+    assert [logs[i].segment_count for i in (0, 2)] == [2, 2]
+    assert all(logs[i].recovery_point == logs[i].log_end_offset > 0 for i in (0, 2))  # rolled segments flushed
+    assert _core.roll_and_flush([logs[0], logs[2]], 6_000) == []
+    for i in (0, 2):
+        logs[i].close()
+
+
 def test_offset_checkpoint_files(tmp_path):
     path = str(tmp_path / "replication-offset-checkpoint")
     assert _core.read_offset_checkpoint(path) == []

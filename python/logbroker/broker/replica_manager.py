@@ -470,20 +470,10 @@ class ReplicaManager:
     async def _flush_and_roll(self) -> None:
         if self.offline:
             await self._retry_offline()
-        parts = list(self.partitions.values())
-
-        def work() -> None:
-            now = now_ms()
-            for p in parts:
-                if p.deleted:
-                    continue
-                try:
-                    p.log.maybe_roll(now)
-                    p.log.maybe_flush(now)
-                except _core.LogBrokerError as e:
-                    _periodic_failure("flush/roll", p, e)
-
-        await trio.to_thread.run_sync(work)
+        parts = [p for p in self.partitions.values() if not p.deleted]
+        failed = await trio.to_thread.run_sync(_core.roll_and_flush, [p.log for p in parts], now_ms())
+        for i, e in failed:
+            _periodic_failure("flush/roll", parts[i], e)
 
     async def _checkpoint(self) -> None:
         parts = [p for p in self.partitions.values() if not p.deleted]

@@ -37,6 +37,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<log::PyAppendResult>()?;
     m.add_class::<log::PyCompactionResult>()?;
     m.add_class::<log::PyFileRegion>()?;
+    m.add_function(wrap_pyfunction!(log::roll_and_flush, m)?)?;
     m.add_function(wrap_pyfunction!(functions::write_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
