@@ -199,10 +199,9 @@ def new_broker_seconds(peer, topics: int, deadline_s: float = 600) -> tuple[floa
     registered = caught_up = None
     own = None
     while time.monotonic() - node.t_spawn < deadline_s and (registered is None or caught_up is None):
-        now = time.monotonic() - node.t_spawn
         try:
             if registered is None and node.node_id in others.list_topics(timeout=5).brokers:
-                registered = now
+                registered = time.monotonic() - node.t_spawn  # when the answer listing it came
             if caught_up is None:
                 if own is None:
                     wait_port("127.0.0.1", node.port, time.monotonic() + 600, node.proc)
