@@ -59,6 +59,7 @@ __all__ = [
     "protocol_encode_frame",
     "protocol_reencode",
     "read_offset_checkpoint",
+    "roll_and_flush",
     "validate_batches",
     "write_offset_checkpoint",
 ]
