@@ -81,6 +81,9 @@ class ReplicaManager:
         # descriptors) -> why; retried by the flush scheduler, served by no one here meanwhile
         self.offline: dict[tuple[str, int], str] = {}
         self._image: MetadataImage | None = None
+        # one image applied at a time: the publisher's listener call and the service's
+        # catch-up call at start may otherwise interleave across their awaits
+        self._applying = trio.Lock()
         self._closed = False
         # what the topic-id checkpoint says now (rewritten when the hosted topics change)
         self._ids_written: dict[str, uuid.UUID] | None = None
@@ -196,6 +199,10 @@ class ReplicaManager:
         and ISR changes, delete replicas of deleted topics. With a delta only the topics it
         changed are looked at (the cost is the change's, not the cluster's); without one
         (a snapshot loaded) every topic is."""
+        async with self._applying:
+            await self._apply_metadata(image, delta)
+
+    async def _apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         old = self._image
         reconfigure = (delta is None or delta.broker_configs_changed) and bool(self._apply_dynamic_configs(image))
         if delta is None or old is None:

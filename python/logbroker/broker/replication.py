@@ -95,11 +95,11 @@ class Replication:
                 if wanted.get((name, i), (None, None))[0] != leader]
         if stop:
             await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
-            for name, i in stop:
-                followed = self._following[name]
-                del followed[i]
+            for name, i in stop:  # (another image may have changed them while unfollow ran)
+                followed = self._following.get(name, {})
+                followed.pop(i, None)
                 if not followed:
-                    del self._following[name]
+                    self._following.pop(name, None)
 
     async def after_image(self, image: MetadataImage, names: set[str] | None = None) -> None:
         """Follow every local replica led elsewhere, at the image's leader epochs; only
