@@ -695,3 +695,53 @@ fn transactions_v1_first_batches_are_checked_when_verification_is_on() {
     assert!(matches!(produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
     assert_eq!(p.log.log_end_offset(), 2);
 }
+
+#[test]
+fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_as_their_sessions_allow() {
+    use super::expected_followers::{identity, ExpectedFollowers, NewLeadership, PATIENCE, SHORT_POLL, SPACING_PER_PARTITION};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let table = PartitionTable::new();
+    let poll = mio::Poll::new().unwrap();
+    assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
+    let open = |i: i32| Arc::new(Log::open(&dir.path().join(format!("t-{i}")), "t", i, LogConfig::default(), None, 0).unwrap());
+    let state = |leader: i32, leader_epoch: i32, isr: Vec<i32>| LeaderState { leader, leader_epoch, isr, min_insync_replicas: 1 };
+    let led = |t: &PartitionTable| -> Vec<(String, i32, usize, Vec<i32>)> {
+        t.wakeup().take_new_leaderships().into_iter().map(|l| (l.topic.to_string(), l.index, l.replica, l.followers)).collect()
+    };
+    let p0 = table.add("t", 0, 1, open(0), state(1, 0, vec![1, 2, 3]));
+    assert_eq!(led(&table), vec![("t".to_owned(), 0, identity(&p0), vec![2, 3])]);
+    let p1 = table.add("t", 1, 1, open(1), state(1, 0, vec![1]));
+    assert!(led(&table).is_empty(), "a leader alone in its ISR expects nobody");
+    p0.update(state(1, 0, vec![1, 2]));
+    assert!(led(&table).is_empty(), "an ISR change is not a new leadership");
+    p0.update(state(2, 1, vec![1, 2]));
+    assert!(led(&table).is_empty(), "broker 2 leads now, not this one");
+    p0.update(state(1, 2, vec![1, 2]));
+    assert_eq!(led(&table), vec![("t".to_owned(), 0, identity(&p0), vec![2])]);
+
+    let mut expected = ExpectedFollowers::default();
+    let now = Instant::now();
+    let long = now + Duration::from_millis(500);
+    let leadership = || vec![NewLeadership { topic: Arc::from("t"), index: 0, replica: identity(&p0), followers: vec![2, 3] }];
+    assert_eq!(expected.note(leadership(), now), [2, 3].into_iter().collect());
+    assert!(!expected.expects(4));
+    assert_eq!(expected.park_until(4, [identity(&p1)].into_iter(), 1, long, now), long, "nothing expected of 4");
+    // follower 2 (a session of 1,000 partitions) learned first: its parked fetch is answered now
+    assert_eq!(expected.answer_early(2, 1000, long, now), now);
+    let spaced = now + SPACING_PER_PARTITION * 1000;
+    assert!(spaced > now + SHORT_POLL);
+    // ... and its next fetch, still without t-0, parks until the spacing allows another
+    assert_eq!(expected.park_until(2, [identity(&p1)].into_iter(), 1000, long, now), spaced);
+    assert!(expected.expects(2));
+    assert_eq!(expected.park_until(2, [identity(&p1), identity(&p0)].into_iter(), 1000, long, now), long, "2 reads t-0: a full long poll");
+    assert!(!expected.expects(2), "met expectations are dropped");
+    // follower 3 has 20,000 partitions: one early answer, then none within the 500 ms
+    assert_eq!(expected.park_until(3, std::iter::empty(), 20_000, long, now), now + SHORT_POLL);
+    assert_eq!(expected.park_until(3, std::iter::empty(), 20_000, long, now + SHORT_POLL), long, "spaced by a second");
+    assert!(expected.expects(3));
+    assert_eq!(expected.note(leadership(), now + SHORT_POLL), [2, 3].into_iter().collect());
+    assert_eq!(expected.answer_early(3, 20_000, long, now + SHORT_POLL), long, "not even for a new leadership");
+    assert_eq!(expected.park_until(3, std::iter::empty(), 1, now + PATIENCE * 3, now + PATIENCE * 2), now + PATIENCE * 3, "after PATIENCE 3 is not waited for");
+    assert!(!expected.expects(3));
+}

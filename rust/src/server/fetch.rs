@@ -318,6 +318,22 @@ impl PendingFetch {
         self.replica_id >= 0
     }
 
+    /// The fetching follower's id (-1: a consumer).
+    pub fn replica_id(&self) -> i32 {
+        self.replica_id
+    }
+
+    /// How many partitions it reads (a session's: all of them).
+    pub fn partitions(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// The identities (`expected_followers::identity`) of the local replicas its partitions
+    /// resolved to (after `try_complete`).
+    pub fn resolved(&self) -> impl Iterator<Item = usize> + '_ {
+        self.targets.iter().filter_map(|t| t.part.0.as_ref().map(super::expected_followers::identity))
+    }
+
     /// Reads every partition; the response if there is enough data, an error, nothing to
     /// wait on, or `expired`; otherwise `None` with `waiting_on` set.
     #[allow(clippy::too_many_lines)]

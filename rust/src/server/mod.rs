@@ -23,6 +23,7 @@
 pub mod authorizer;
 pub mod quota;
 pub mod connection;
+pub mod expected_followers;
 pub mod fetch;
 pub mod fetch_session;
 pub mod fetch_session_handler;

@@ -26,6 +26,7 @@ use super::connection::{ConnError, Connection, Phase, ReadOutcome};
 use super::authorizer::Caller;
 use super::transport::Transport;
 use super::request::{decode_header, peek_api};
+use super::expected_followers::ExpectedFollowers;
 use super::fetch_session::FetchSessionCache;
 use super::partition::Partition;
 use super::{fetch, produce, quota, Command, Event, Shared, ANONYMOUS};
@@ -92,6 +93,8 @@ pub struct NetworkLoop {
     sessions: FetchSessionCache,
     /// Connections muted by a client quota, and until when.
     throttled: HashMap<u64, Instant>,
+    /// Followers expected to add partitions this broker became leader of.
+    expected: ExpectedFollowers,
     last_tick: Instant,
 }
 
@@ -114,6 +117,7 @@ impl NetworkLoop {
             parked: HashMap::new(),
             sessions,
             throttled: HashMap::new(),
+            expected: ExpectedFollowers::default(),
             last_tick: Instant::now(),
         })
     }
@@ -380,6 +384,18 @@ impl NetworkLoop {
         for (topic, partition) in self.shared.table.wakeup().take_hw_moved() {
             self.shared.push_event(Event::HighWatermark { topic, partition });
         }
+        let led = self.shared.table.wakeup().take_new_leaderships();
+        if !led.is_empty() {
+            // their parked fetches do not carry the new partitions: answer them early
+            let followers = self.expected.note(led, now);
+            for p in self.parked.values_mut() {
+                if let Parked::Fetch(f) = p {
+                    if followers.contains(&f.replica_id()) {
+                        f.deadline = self.expected.answer_early(f.replica_id(), f.partitions(), f.deadline, now);
+                    }
+                }
+            }
+        }
         let mut due: Vec<u64> = self.shared.table.wakeup().take();
         due.extend(self.parked.iter().filter(|(_, p)| p.deadline() <= now).map(|(id, _)| *id));
         due.sort_unstable();
@@ -413,7 +429,12 @@ impl NetworkLoop {
         }
     }
 
-    fn park(&mut self, id: u64, parked: Parked) {
+    fn park(&mut self, id: u64, mut parked: Parked) {
+        if let Parked::Fetch(f) = &mut parked {
+            if f.is_follower() && self.expected.expects(f.replica_id()) {
+                f.deadline = self.expected.park_until(f.replica_id(), f.resolved(), f.partitions(), f.deadline, Instant::now());
+            }
+        }
         let for_leo = parked.waits_for_leo();
         parked.for_each_partition(|part| part.add_waiter(id, for_leo));
         self.parked.insert(id, parked);

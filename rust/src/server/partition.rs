@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use mio::Waker;
 
+use super::expected_followers::NewLeadership;
 use crate::log::Log;
 use crate::protocol::Uuid;
 
@@ -56,6 +57,8 @@ pub struct Wakeup {
     woken: Mutex<Vec<u64>>,
     /// Watched partitions whose HW moved, for the control plane (`Partition::watch_high_watermark`).
     hw_moved: Mutex<Vec<(Arc<str>, i32)>>,
+    /// Leaderships this broker took, for the network loop (`expected_followers.rs`).
+    led: Mutex<Vec<NewLeadership>>,
     waker: OnceLock<Waker>,
 }
 
@@ -81,6 +84,24 @@ impl Wakeup {
         let Some(waker) = self.waker.get() else { return };
         lock(&self.hw_moved).push((topic, index));
         let _ = waker.wake();
+    }
+
+    /// Queues "this broker became leader of `p`" and pokes the loop, when the ISR has other
+    /// members (they are expected to add it to their fetches).
+    fn became_leader(&self, p: &Partition, isr: &[i32]) {
+        let Some(waker) = self.waker.get() else { return };
+        let followers: Vec<i32> = isr.iter().copied().filter(|r| *r != p.node_id).collect();
+        if followers.is_empty() {
+            return;
+        }
+        let replica = std::ptr::from_ref(p) as usize;
+        lock(&self.led).push(NewLeadership { topic: Arc::clone(&p.topic), index: p.index, replica, followers });
+        let _ = waker.wake();
+    }
+
+    /// The leaderships taken since the last call.
+    pub fn take_new_leaderships(&self) -> Vec<NewLeadership> {
+        std::mem::take(&mut *lock(&self.led))
     }
 
     /// The watched partitions whose HW moved since the last call, once each.
@@ -193,6 +214,9 @@ impl Partition {
             let mut st = self.state.write().unwrap_or_else(PoisonError::into_inner);
             let new_leadership = st.leader_epoch != state.leader_epoch || st.leader != state.leader;
             let fresh = new_leadership.then(|| fresh_followers(&state.isr, self.node_id));
+            if new_leadership && state.leader == self.node_id {
+                self.wakeup.became_leader(self, &state.isr);
+            }
             *st = state;
             fresh
         };
@@ -516,6 +540,11 @@ impl PartitionTable {
             old.removed.store(true, Ordering::Release);
             old.wake_everyone();
         }
+        let st = p.state();
+        if st.leader == node_id {
+            self.wakeup.became_leader(&p, &st.isr);
+        }
+        drop(st);
         p
     }
 
