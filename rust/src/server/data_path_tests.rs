@@ -706,11 +706,11 @@ fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_a
     assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
     let open = |i: i32| Arc::new(Log::open(&dir.path().join(format!("t-{i}")), "t", i, LogConfig::default(), None, 0).unwrap());
     let state = |leader: i32, leader_epoch: i32, isr: Vec<i32>| LeaderState { leader, leader_epoch, isr, min_insync_replicas: 1 };
-    let led = |t: &PartitionTable| -> Vec<(String, i32, usize, Vec<i32>)> {
-        t.wakeup().take_new_leaderships().into_iter().map(|l| (l.topic.to_string(), l.index, l.replica, l.followers)).collect()
+    let led = |t: &PartitionTable| -> Vec<(usize, Vec<i32>)> {
+        t.wakeup().take_new_leaderships().into_iter().map(|l| (l.replica, l.followers)).collect()
     };
     let p0 = table.add("t", 0, 1, open(0), state(1, 0, vec![1, 2, 3]));
-    assert_eq!(led(&table), vec![("t".to_owned(), 0, identity(&p0), vec![2, 3])]);
+    assert_eq!(led(&table), vec![(identity(&p0), vec![2, 3])]);
     let p1 = table.add("t", 1, 1, open(1), state(1, 0, vec![1]));
     assert!(led(&table).is_empty(), "a leader alone in its ISR expects nobody");
     p0.update(state(1, 0, vec![1, 2]));
@@ -718,12 +718,12 @@ fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_a
     p0.update(state(2, 1, vec![1, 2]));
     assert!(led(&table).is_empty(), "broker 2 leads now, not this one");
     p0.update(state(1, 2, vec![1, 2]));
-    assert_eq!(led(&table), vec![("t".to_owned(), 0, identity(&p0), vec![2])]);
+    assert_eq!(led(&table), vec![(identity(&p0), vec![2])]);
 
     let mut expected = ExpectedFollowers::default();
     let now = Instant::now();
     let long = now + Duration::from_millis(500);
-    let leadership = || vec![NewLeadership { topic: Arc::from("t"), index: 0, replica: identity(&p0), followers: vec![2, 3] }];
+    let leadership = || vec![NewLeadership { replica: identity(&p0), followers: vec![2, 3] }];
     assert_eq!(expected.note(leadership(), now), [2, 3].into_iter().collect());
     assert!(!expected.expects(4));
     assert_eq!(expected.park_until(4, [identity(&p1)].into_iter(), 1, long, now), long, "nothing expected of 4");

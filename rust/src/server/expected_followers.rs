@@ -26,11 +26,10 @@
 //! Invariants: an expectation of follower `r` for partition P ends when a fetch of `r` reads
 //! P, or after `PATIENCE` (a follower that is down or far behind on metadata); a follower's
 //! early answers are never closer than the spacing of the fetch answered. Partitions are
-//! matched by the address of the replica's `Partition` (`Arc::as_ptr`), never dereferenced:
+//! matched by the address of the replica's `Partition` (`identity`), never dereferenced:
 //! the scan of a fetch does not touch its partitions' memory.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::partition::Partition;
@@ -45,16 +44,14 @@ pub const SPACING_PER_PARTITION: Duration = Duration::from_micros(50);
 /// A partition this broker became leader of, and the other members of its ISR.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewLeadership {
-    pub topic: Arc<str>,
-    pub index: i32,
-    /// The replica's identity: the address of its `Partition`.
+    /// The replica's identity (`identity`).
     pub replica: usize,
     pub followers: Vec<i32>,
 }
 
-/// The identity `NewLeadership::replica` uses for `p`.
-pub fn identity(p: &Arc<Partition>) -> usize {
-    Arc::as_ptr(p) as usize
+/// A replica's identity here: the address of its `Partition`.
+pub fn identity(p: &Partition) -> usize {
+    std::ptr::from_ref(p) as usize
 }
 
 #[derive(Default)]
@@ -94,10 +91,18 @@ impl ExpectedFollowers {
         self.by_replica.get(&replica).is_some_and(|f| !f.expected.is_empty())
     }
 
-    /// The deadline of a parked fetch of `replica` woken for a new leadership (`note`): now,
-    /// or when the spacing allows, if that is before `deadline`.
-    pub fn answer_early(&mut self, replica: i32, partitions: usize, deadline: Instant, now: Instant) -> Instant {
-        self.schedule(replica, partitions, deadline, now)
+    /// The deadline of a fetch of `replica` reading `partitions` and parked until `deadline`,
+    /// answered early at `at` (a new leadership, `note`: now) or when the spacing allows, if
+    /// that is before `deadline` (the next early answer is then spaced after it).
+    pub fn answer_early(&mut self, replica: i32, partitions: usize, deadline: Instant, at: Instant) -> Instant {
+        let f = self.by_replica.entry(replica).or_default();
+        let t = f.next_early.map_or(at, |n| n.max(at));
+        if t >= deadline {
+            return deadline;
+        }
+        let spacing = SPACING_PER_PARTITION.saturating_mul(u32::try_from(partitions).unwrap_or(u32::MAX));
+        f.next_early = Some(t + spacing);
+        t
     }
 
     /// The deadline of a fetch of `replica` about to park until `deadline` and reading
@@ -124,19 +129,6 @@ impl ExpectedFollowers {
         if f.expected.is_empty() {
             return deadline;
         }
-        self.schedule(replica, partitions, deadline, now + SHORT_POLL)
-    }
-
-    /// The earliest answer at or after `at` the spacing allows, if before `deadline` (then
-    /// the next is spaced after it); else `deadline`.
-    fn schedule(&mut self, replica: i32, partitions: usize, deadline: Instant, at: Instant) -> Instant {
-        let f = self.by_replica.entry(replica).or_default();
-        let t = f.next_early.map_or(at, |n| n.max(at));
-        if t >= deadline {
-            return deadline;
-        }
-        let spacing = SPACING_PER_PARTITION.saturating_mul(u32::try_from(partitions).unwrap_or(u32::MAX));
-        f.next_early = Some(t + spacing);
-        t
+        self.answer_early(replica, partitions, deadline, now + SHORT_POLL)
     }
 }

@@ -331,7 +331,7 @@ impl PendingFetch {
     /// The identities (`expected_followers::identity`) of the local replicas its partitions
     /// resolved to (after `try_complete`).
     pub fn resolved(&self) -> impl Iterator<Item = usize> + '_ {
-        self.targets.iter().filter_map(|t| t.part.0.as_ref().map(super::expected_followers::identity))
+        self.targets.iter().filter_map(|t| t.part.0.as_deref().map(super::expected_followers::identity))
     }
 
     /// Reads every partition; the response if there is enough data, an error, nothing to

@@ -431,7 +431,7 @@ impl NetworkLoop {
 
     fn park(&mut self, id: u64, mut parked: Parked) {
         if let Parked::Fetch(f) = &mut parked {
-            if f.is_follower() && self.expected.expects(f.replica_id()) {
+            if f.is_follower() {
                 f.deadline = self.expected.park_until(f.replica_id(), f.resolved(), f.partitions(), f.deadline, Instant::now());
             }
         }

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use mio::Waker;
 
-use super::expected_followers::NewLeadership;
+use super::expected_followers::{identity, NewLeadership};
 use crate::log::Log;
 use crate::protocol::Uuid;
 
@@ -94,8 +94,7 @@ impl Wakeup {
         if followers.is_empty() {
             return;
         }
-        let replica = std::ptr::from_ref(p) as usize;
-        lock(&self.led).push(NewLeadership { topic: Arc::clone(&p.topic), index: p.index, replica, followers });
+        lock(&self.led).push(NewLeadership { replica: identity(p), followers });
         let _ = waker.wake();
     }
 
