@@ -95,7 +95,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
 use crate::batch::{self, Check, Control, EndTxnMarker, SliceSource};
 use crate::builder::{BatchBuilder, Rec};
@@ -204,6 +204,14 @@ pub struct Log {
     published: Published,
 }
 
+/// Told when what a fetch of the log sees changes: its log start offset, LEO, HW or first
+/// unstable offset (not the recovery point). Called once per locked operation that changed
+/// any of them, after they are published and with the log's lock still held: it must be
+/// short and must not call into this log's locked methods.
+pub trait OffsetsListener: Send + Sync {
+    fn offsets_changed(&self);
+}
+
 #[derive(Default)]
 struct Published {
     log_start_offset: AtomicI64,
@@ -212,6 +220,7 @@ struct Published {
     recovery_point: AtomicI64,
     /// First offset of the oldest open transaction; `i64::MAX` when none is open.
     first_unstable_offset: AtomicI64,
+    listener: RwLock<Option<Weak<dyn OffsetsListener>>>,
 }
 
 /// The lock guard: derefs to `Inner`, republishes the offsets when dropped.
@@ -235,17 +244,29 @@ impl DerefMut for Guard<'_> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        self.p.store(&self.g);
+        if self.p.store(&self.g) {
+            self.p.notify();
+        }
     }
 }
 
 impl Published {
-    fn store(&self, g: &Inner) {
-        self.log_start_offset.store(g.log_start_offset, Ordering::Release);
-        self.log_end_offset.store(g.leo(), Ordering::Release);
-        self.high_watermark.store(g.high_watermark, Ordering::Release);
+    /// Publishes `g`'s offsets; true if what a fetch sees changed (see `OffsetsListener`).
+    fn store(&self, g: &Inner) -> bool {
+        let set = |a: &AtomicI64, v: i64| a.swap(v, Ordering::AcqRel) != v;
+        let start = set(&self.log_start_offset, g.log_start_offset);
+        let end = set(&self.log_end_offset, g.leo());
+        let hw = set(&self.high_watermark, g.high_watermark);
         self.recovery_point.store(g.recovery_point, Ordering::Release);
-        self.first_unstable_offset.store(g.producers.first_unstable_offset().unwrap_or(i64::MAX), Ordering::Release);
+        let unstable = set(&self.first_unstable_offset, g.producers.first_unstable_offset().unwrap_or(i64::MAX));
+        start || end || hw || unstable
+    }
+
+    fn notify(&self) {
+        let listener = self.listener.read().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(Weak::upgrade);
+        if let Some(l) = listener {
+            l.offsets_changed();
+        }
     }
 }
 
@@ -389,6 +410,11 @@ impl Log {
     }
     pub fn name(&self) -> &str {
         &self.tp
+    }
+
+    /// Sets (replaces) the one listener told of offset changes (`OffsetsListener`).
+    pub fn set_offsets_listener(&self, listener: Weak<dyn OffsetsListener>) {
+        *self.published.listener.write().unwrap_or_else(PoisonError::into_inner) = Some(listener);
     }
 
     fn lock(&self) -> Guard<'_> {

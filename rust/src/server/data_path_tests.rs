@@ -745,3 +745,93 @@ fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_a
     assert_eq!(expected.park_until(3, std::iter::empty(), 1, now + PATIENCE * 3, now + PATIENCE * 2), now + PATIENCE * 3, "after PATIENCE 3 is not waited for");
     assert!(!expected.expects(3));
 }
+
+#[test]
+fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_caught_up() {
+    use super::partition::now_ms;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let (table, p0) = table_with(dir.path(), vec![1, 2]);
+    let log = Arc::new(Log::open(&dir.path().join("t-1"), "t", 1, LogConfig::default(), None, 0).unwrap());
+    let p1 = table.add("t", 1, 1, log, LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 1 });
+    let mut sessions = FetchSessionCache::new(10);
+    let produce = |partition: i32, values: &[&[u8]]| {
+        let _ = produce::handle(&table, &mut body(&produce_req(1, partition, values), 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+    };
+    // Follower 2's request (v12) listing `(partition, fetch offset)` of topic t.
+    let follower = |listed: &[(i32, i64)], id: i32, epoch: i32, min_bytes: i32| {
+        let mut req = in_session(fetch_req(0, min_bytes, 10_000), id, epoch);
+        req.replica_id = 2;
+        req.topics[0].partitions = listed
+            .iter()
+            .map(|&(partition, fetch_offset)| FetchPartition { partition, fetch_offset, partition_max_bytes: 1 << 20, current_leader_epoch: -1, ..Default::default() })
+            .collect();
+        if listed.is_empty() {
+            req.topics.clear();
+        }
+        req
+    };
+    let answered = |resp: &FetchResponse| -> Vec<(i32, i64, bool)> {
+        resp.responses.iter().flat_map(|t| &t.partitions).map(|d| (d.partition_index, d.high_watermark, d.records.as_ref().is_some_and(|r| !r.is_empty()))).collect()
+    };
+    let caught_up = |p: &super::partition::Partition| p.follower_states()[0].1;
+
+    produce(0, &[b"a", b"b"]);
+    // A full request opens the session: t-1 (empty, the follower at its LEO) goes quiet at once.
+    let resp = fetch_now(&table, &mut sessions, &follower(&[(0, 0), (1, 0)], 0, 0, 0), 1);
+    let id = resp.session_id;
+    assert_eq!(answered(&resp), [(0, 0, true), (1, 0, false)]);
+    assert_eq!(sessions.get_mut(id).unwrap().loud(), [0], "only t-0 (records sent) stays loud");
+    // The follower appended up to 2: the HW moves, t-0 is answered with it.
+    let resp = fetch_now(&table, &mut sessions, &follower(&[(0, 2)], id, 1, 0), 2);
+    assert_eq!(answered(&resp), [(0, 2, false)]);
+    // Nothing changed since: nothing is read or answered, every partition is quiet.
+    let resp = fetch_now(&table, &mut sessions, &follower(&[], id, 2, 0), 3);
+    assert!(answered(&resp).is_empty());
+    assert!(sessions.get_mut(id).unwrap().loud().is_empty());
+    // A quiet partition's follower counts as fetched and caught up at every fetch of the session.
+    std::thread::sleep(Duration::from_millis(5));
+    let before = now_ms();
+    // (a long poll with every partition quiet parks: the session's changes will wake it)
+    let out = fetch::handle(&table, &mut sessions, &mut body(&follower(&[], id, 3, 1), 12), 12, 4, &ANON, &mut Vec::new()).unwrap();
+    let fetch::Outcome::Wait(idle) = out else { panic!("nothing to read: parked") };
+    assert_eq!((idle.waiting_on.len(), idle.partitions()), (0, 2), "nothing read, of a session of 2");
+    let (s0, s1) = (caught_up(&p0), caught_up(&p1));
+    assert!(s0.last_caught_up_ms >= before && s0.last_fetch_ms >= before, "{s0:?}");
+    assert!(s1.last_caught_up_ms >= before, "{s1:?}");
+    // t-1 gets a record: the session reads it again, and its follower stays caught up as of
+    // its last fetch only (the LEO moved past it).
+    std::thread::sleep(Duration::from_millis(5));
+    produce(1, &[b"c"]);
+    assert_eq!(p1.log.log_end_offset(), 1);
+    let s1 = caught_up(&p1);
+    assert!(s1.last_caught_up_ms < now_ms() - 2, "not caught up after the append: {s1:?}");
+    let resp = fetch_now(&table, &mut sessions, &follower(&[], id, 4, 0), 5);
+    assert_eq!(answered(&resp), [(1, 0, true)]);
+    assert_eq!(caught_up(&p1).last_caught_up_ms, s1.last_caught_up_ms, "a fetch behind the LEO is not a catch-up");
+    // A long poll of the session parks on t-1 and is answered by a change of quiet t-0.
+    let out = fetch::handle(&table, &mut sessions, &mut body(&follower(&[(1, 1)], id, 5, 1), 12), 12, 6, &ANON, &mut Vec::new()).unwrap();
+    let fetch::Outcome::Wait(mut pending) = out else { panic!("nothing to send: parked") };
+    assert_eq!(pending.waiting_on.len(), 1, "only the loud t-1 is read");
+    assert!(pending.changes().is_some());
+    produce(0, &[b"d"]);
+    let resp: FetchResponse = decode(pending.try_complete(&table, &mut sessions, false, &mut Vec::new()).unwrap().unwrap(), 12, true);
+    assert_eq!(answered(&resp), [(1, 1, false), (0, 2, true)], "t-1's new HW, t-0's record");
+    // Removed from the table: a quiet partition is read again and answered with an error.
+    let resp = fetch_now(&table, &mut sessions, &follower(&[(0, 3)], id, 6, 0), 7);
+    assert_eq!(answered(&resp), [(0, 3, false)]);
+    let _ = fetch_now(&table, &mut sessions, &follower(&[], id, 7, 0), 8);
+    assert!(sessions.get_mut(id).unwrap().loud().is_empty());
+    table.remove("t", 1);
+    let resp = fetch_now(&table, &mut sessions, &follower(&[], id, 8, 0), 9);
+    assert_eq!(answered(&resp).len(), 1);
+    assert_ne!(resp.responses[0].partitions[0].error_code, code::NONE, "{resp:?}");
+    // Forgotten by the session: t-0's follower no longer counts as fetching it.
+    let mut forget = follower(&[], id, 9, 0);
+    forget.forgotten_topics_data = vec![crate::protocol::messages::fetch_request::ForgottenTopic { topic: "t".into(), partitions: vec![0, 1], ..Default::default() }];
+    let _ = fetch_now(&table, &mut sessions, &forget, 10);
+    let left = caught_up(&p0);
+    std::thread::sleep(Duration::from_millis(5));
+    let _ = fetch_now(&table, &mut sessions, &follower(&[], id, 10, 0), 11);
+    assert_eq!(caught_up(&p0), left);
+}

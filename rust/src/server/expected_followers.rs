@@ -13,15 +13,14 @@
 //!   one does, or `PATIENCE` has passed, that follower's fetches park for at most
 //!   `SHORT_POLL` (`park_until`).
 //!
-//! **Cost bound.** An early answer costs a round over the follower's whole session (the leader
-//! reads every partition of an incremental session each round, as Kafka does; about a
-//! microsecond per partition here). So early answers to one follower are spaced by at least
-//! `SPACING_PER_PARTITION` per partition in the fetch: a follower of 100 partitions gets one
-//! within 5 ms, of 1,000 within 50 ms, and from 10,000 the spacing passes the default 500 ms
-//! wait and a new partition waits for the next ordinary round, as in Kafka. Creating topics
-//! therefore costs about the same per topic however many partitions exist (measured on three
-//! nodes, docs/benchmarks.md). The follower used to reconnect to cut its poll short: the
-//! session ended with the connection and every new topic cost a full request.
+//! **Cost bound.** An early answer costs a round over the partitions the fetch reads (a
+//! follower's round reads only its session's partitions that may have news,
+//! `session_changes.rs`; about a microsecond per partition here). So early answers to one
+//! follower are spaced by at least `SPACING_PER_PARTITION` per partition in the fetch: a
+//! fetch of 100 partitions may be answered early every 5 ms, of 1,000 every 50 ms, and from
+//! 10,000 (a full request) the spacing passes the default 500 ms wait, as in Kafka. The
+//! follower used to reconnect to cut its poll short: the session ended with the connection
+//! and every new topic cost a full request.
 //!
 //! Invariants: an expectation of follower `r` for partition P ends when a fetch of `r` reads
 //! P, or after `PATIENCE` (a follower that is down or far behind on metadata); a follower's

@@ -37,12 +37,16 @@
 //!
 //! Fetch sessions (KIP-227, `fetch_session.rs`): a request may open a session, and later
 //! requests of it list only what changed; their responses list only partitions with news.
+//! A consumer's incremental round reads every partition of its session (as Kafka's does); a
+//! follower's reads only the partitions that may have news (`session_changes.rs`), so an
+//! idle follower of tens of thousands of partitions costs its leader next to nothing.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fetch_session::{next_epoch, session_key, CachedPartition, FetchSessionCache, Resolved, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
+use super::fetch_session::{next_epoch, session_key, CachedPartition, FetchSessionCache, Resolved, Session, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
+use super::session_changes::SessionChanges;
 use super::partition::{NotServed, Partition, PartitionTable};
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
 use super::quota;
@@ -111,6 +115,13 @@ pub struct PendingFetch {
     quota: Option<(String, String)>,
     /// The throttle time of the answer (client quotas), once answered.
     pub throttle_ms: i32,
+    /// A follower's session (the one it opens, for a full request): its changes, read by a
+    /// round that reads only loud partitions (`session_changes.rs`).
+    changes: Option<Arc<SessionChanges>>,
+    /// The caller may read nothing (a follower without CLUSTER_ACTION).
+    denied: bool,
+    /// How many partitions its session holds (incremental requests; else 0).
+    session_partitions: usize,
 }
 
 /// What serving a Fetch produced.
@@ -134,6 +145,20 @@ fn target_of(topic: &str, topic_id: Uuid, p: &FetchPartition, version: i16) -> T
     }
 }
 
+fn target_of_cached(c: &CachedPartition) -> Target {
+    Target {
+        topic: c.topic.clone(),
+        topic_id: c.topic_id,
+        partition: c.partition,
+        fetch_offset: c.fetch_offset,
+        max_bytes: c.max_bytes,
+        current_leader_epoch: c.current_leader_epoch,
+        last_fetched_epoch: c.last_fetched_epoch,
+        denied: false,
+        part: c.part.clone(),
+    }
+}
+
 fn cached_of(t: &Target) -> CachedPartition {
     CachedPartition {
         topic: t.topic.clone(),
@@ -147,11 +172,13 @@ fn cached_of(t: &Target) -> CachedPartition {
         last_stable_offset: -1,
         log_start_offset: -1,
         part: t.part.clone(),
+        quiet: false,
     }
 }
 
-/// The partitions to read and the session mode, or a top-level session error code.
-fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16, conn: u64) -> Result<(Vec<Target>, SessionMode), i16> {
+/// The partitions to read and the session mode, or a top-level session error code. A
+/// follower's incremental round reads only the session's loud partitions (`session_changes.rs`).
+fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16, conn: u64, replica_id: i32) -> Result<(Vec<Target>, SessionMode), i16> {
     let listed = || {
         req.topics
             .iter()
@@ -189,26 +216,23 @@ fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16, c
             f.partitions.iter().map(move |p| session_key(id, &f.topic, *p))
         })
         .collect();
-    session.forget(&gone);
+    session.take_changed();
+    for c in session.forget(&gone) {
+        if let (Some(part), true) = (&c.part.0, replica_id >= 0) {
+            part.follower_left_session(replica_id);
+        }
+    }
     for t in listed() {
         session.upsert(cached_of(&t));
     }
     session.next_epoch = next_epoch(epoch);
-    let targets = session
-        .partitions
-        .iter()
-        .map(|c| Target {
-            topic: c.topic.clone(),
-            topic_id: c.topic_id,
-            partition: c.partition,
-            fetch_offset: c.fetch_offset,
-            max_bytes: c.max_bytes,
-            current_leader_epoch: c.current_leader_epoch,
-            last_fetched_epoch: c.last_fetched_epoch,
-            denied: false,
-            part: c.part.clone(),
-        })
-        .collect();
+    let targets = if session.changes.is_some() {
+        let mut loud = session.loud().to_vec();
+        loud.sort_unstable(); // session order: topics stay grouped in the answer
+        loud.into_iter().map(|i| target_of_cached(&session.partitions[i])).collect()
+    } else {
+        session.partitions.iter().map(target_of_cached).collect()
+    };
     Ok((targets, SessionMode::Incremental { id, epoch }))
 }
 
@@ -223,32 +247,44 @@ pub fn handle(
 ) -> Result<Outcome, ProtocolError> {
     let peer = caller.peer;
     let req = FetchRequest::decode(r, version)?;
-    let (mut targets, mode) = match resolve(sessions, &req, version, caller.conn) {
+    let replica_id = if version >= 15 { req.replica_state.replica_id } else { req.replica_id };
+    let (mut targets, mode) = match resolve(sessions, &req, version, caller.conn, replica_id) {
         Ok(x) => x,
         Err(c) => {
             let resp = FetchResponse { error_code: c, ..Default::default() };
             return Ok(Outcome::Done(frame_response(&resp, version, correlation_id)?, 0));
         }
     };
-    let replica_id = if version >= 15 { req.replica_state.replica_id } else { req.replica_id };
     let authorizer = table.authorizer();
+    let mut denied = false;
     if authorizer.enabled() {
         // ACLs: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic.
         let cluster_ok = replica_id < 0 || caller.may(authorizer, resource::CLUSTER, CLUSTER_NAME, op::CLUSTER_ACTION);
+        denied = !cluster_ok;
         for t in &mut targets {
             t.denied = !cluster_ok
                 || (replica_id < 0
                     && topic_name(table, t, version).is_some_and(|name| !caller.may(authorizer, resource::TOPIC, &name, op::READ)));
         }
     }
+    let mut changes = None;
     if replica_id >= 0 {
-        // A follower's fetch offset is its log end offset (for the leader's HW).
+        // A follower's fetch offset is its log end offset (for the leader's HW). Its quiet
+        // partitions count as fetched now too: the session's clock, set after the others.
         let now = super::partition::now_ms();
+        changes = match mode {
+            SessionMode::New => Some(SessionChanges::new(Arc::clone(table.wakeup()), now)),
+            SessionMode::Incremental { id, .. } => sessions.get_mut(id).and_then(|s| s.changes.clone()),
+            SessionMode::None => None,
+        };
         for t in &mut targets {
             if let Ok(part) = replica(table, t, version, false) {
                 part.record_follower_fetch(replica_id, t.fetch_offset, now);
                 part.maybe_increment_hw();
             }
+        }
+        if let Some(c) = &changes {
+            c.fetched(now);
         }
     }
     let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
@@ -280,6 +316,12 @@ pub fn handle(
         waiting_on: Vec::new(),
         quota: quota_max.map(|_| (user.to_owned(), caller.client_id.to_owned())),
         throttle_ms: 0,
+        changes,
+        denied,
+        session_partitions: match mode {
+            SessionMode::Incremental { id, .. } => sessions.get_mut(id).map_or(0, |s| s.partitions.len()),
+            _ => 0,
+        },
     };
     match pending.try_complete(table, sessions, false, logs)? {
         Some(chunks) => Ok(Outcome::Done(chunks, pending.throttle_ms)),
@@ -323,9 +365,46 @@ impl PendingFetch {
         self.replica_id
     }
 
-    /// How many partitions it reads (a session's: all of them).
+    /// How many partitions the fetcher's round covers: what it reads here, or for an
+    /// incremental request all of its session's (the follower's side of a round goes over
+    /// every partition it follows: `replica_fetcher.rs`).
     pub fn partitions(&self) -> usize {
-        self.targets.len()
+        self.targets.len().max(self.session_partitions)
+    }
+
+    /// The changes of the follower session an incremental fetch reads (`session_changes.rs`):
+    /// when parked, they wake it too. (A full request reads, and waits on, every partition.)
+    pub fn changes(&self) -> Option<&Arc<SessionChanges>> {
+        self.changes.as_ref().filter(|_| matches!(self.mode, SessionMode::Incremental { .. }))
+    }
+
+    /// The partition at `at` of follower session `s`, read settled as `t` and its answer
+    /// recorded there, is read again only when it changes (if the follower is still at the
+    /// LEO: `Partition::follower_quiet`).
+    fn go_quiet(&self, s: &mut Session, at: usize, t: &Target) {
+        let (Some(changes), Some(part)) = (&self.changes, &t.part.0) else { return };
+        if part.follower_quiet(self.replica_id, changes.clock()) {
+            s.set_quiet(at);
+        }
+    }
+
+    /// The partitions of its session that changed since it was resolved are read too.
+    fn take_changed(&mut self, sessions: &mut FetchSessionCache) {
+        let SessionMode::Incremental { id, epoch } = self.mode else { return };
+        if self.changes.is_none() {
+            return;
+        }
+        let Some(s) = sessions.get_mut(id).filter(|s| s.next_epoch == next_epoch(epoch)) else {
+            // replaced or moved on meanwhile: it answers the targets it has (the session's
+            // changes are for its next request), and they no longer wake it
+            self.changes = None;
+            return;
+        };
+        for at in s.take_changed() {
+            let mut t = target_of_cached(&s.partitions[at]);
+            t.denied = self.denied;
+            self.targets.push(t);
+        }
     }
 
     /// The identities (`expected_followers::identity`) of the local replicas its partitions
@@ -344,6 +423,7 @@ impl PendingFetch {
         expired: bool,
         logs: &mut Vec<LogLine>,
     ) -> Result<Option<Vec<Chunk>>, ProtocolError> {
+        self.take_changed(sessions);
         let follower = self.replica_id >= 0;
         let response_max = u64::try_from(self.max_bytes.max(0)).unwrap_or(0);
         let mut total: u64 = 0;
@@ -357,12 +437,26 @@ impl PendingFetch {
         let mut datas = Vec::with_capacity(self.targets.len());
         let mut served: Vec<(Arc<Partition>, u64)> = Vec::new();
         let version = self.version;
+        let changes = self.changes.as_ref();
         let found: Vec<Option<Result<Arc<Partition>, NotServed>>> = self
             .targets
             .iter_mut()
-            .map(|t| (!t.denied).then(|| replica(table, t, version, follower_reads)))
+            .map(|t| {
+                (!t.denied).then(|| {
+                    let found = replica(table, t, version, follower_reads);
+                    // a follower's session watches what it reads before reading it (a round
+                    // reads only its loud partitions: few, and `watch` does nothing twice)
+                    if let (Some(c), Some(p)) = (changes, &t.part.0) {
+                        p.watch(c);
+                    }
+                    found
+                })
+            })
             .collect();
-        for (t, found) in self.targets.iter().zip(found) {
+        // Per target: read by a follower that has everything (no records, no error), so its
+        // partition may go quiet in the session.
+        let mut settled = vec![false; self.targets.len()];
+        for ((t, found), settled) in self.targets.iter().zip(found).zip(&mut settled) {
             let mut data = PartitionData {
                 partition_index: t.partition,
                 high_watermark: -1,
@@ -466,6 +560,8 @@ impl PendingFetch {
                                 logs.push(LogLine::new(level, format!("fetch from {}: reading {} failed: {e}", self.peer, part.name())));
                             }
                         }
+                    } else if follower && t.fetch_offset == leo {
+                        *settled = true;
                     }
                     readable.push(part);
                 }
@@ -473,7 +569,10 @@ impl PendingFetch {
             datas.push(data);
         }
         let min_bytes = u64::try_from(self.min_bytes.max(0)).unwrap_or(0);
-        if !(total >= min_bytes || errors || readable.is_empty() || expired || Instant::now() >= self.deadline) {
+        // (a follower session's quiet partitions are waited on through its changes, even
+        // when no loud one is left to read)
+        let nothing_to_wait_on = readable.is_empty() && self.changes().is_none();
+        if !(total >= min_bytes || errors || nothing_to_wait_on || expired || Instant::now() >= self.deadline) {
             self.waiting_on = readable;
             return Ok(None);
         }
@@ -498,7 +597,15 @@ impl PendingFetch {
                         ..cached_of(t)
                     })
                     .collect();
-                session_id = sessions.create(cached, self.conn);
+                session_id = sessions.create(cached, self.conn, self.changes.clone());
+                if let Some(s) = sessions.get_mut(session_id).filter(|_| session_id != 0) {
+                    for (t, settled) in self.targets.iter().zip(&settled) {
+                        if let Some(at) = s.position(&session_key(t.topic_id, &t.topic, t.partition)).filter(|_| *settled) {
+                            self.go_quiet(s, at, t);
+                        }
+                    }
+                    s.drop_quiet();
+                }
             }
             SessionMode::Incremental { id, epoch } => {
                 // (unless the session was replaced or moved on meanwhile)
@@ -514,8 +621,8 @@ impl PendingFetch {
                             s.position(&session_key(t.topic_id, &t.topic, t.partition))
                         };
                         let Some(at) = at else { continue };
+                        s.set_resolved(at, &t.part);
                         let c = &mut s.partitions[at];
-                        c.part.clone_from(&t.part);
                         let news = d.error_code != code::NONE
                             || d.preferred_read_replica >= 0
                             || d.records.as_ref().is_some_and(|r| !r.is_empty())
@@ -528,7 +635,11 @@ impl PendingFetch {
                             c.last_stable_offset = d.last_stable_offset;
                             c.log_start_offset = d.log_start_offset;
                         }
+                        if settled[i] {
+                            self.go_quiet(s, at, t);
+                        }
                     }
+                    s.drop_quiet();
                     session_id = id;
                 }
             }

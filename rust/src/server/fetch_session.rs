@@ -32,6 +32,11 @@
 //! `EVICTION_IDLE`; otherwise the client gets session id 0 and keeps sending full requests
 //! (correct, just larger), as Kafka does.
 //!
+//! # Follower sessions
+//! A follower's session (one opened by a request with `replica_id >= 0`) also knows which of
+//! its partitions are quiet: read settled (the follower at the LEO, no error) and unchanged
+//! since. Its rounds read only the others, the loud ones (`session_changes.rs`).
+//!
 //! Owned by the network thread (no locking).
 
 use std::collections::HashMap;
@@ -39,8 +44,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::expected_followers::identity;
 use super::partition::Partition;
 use super::partition_hash::PartitionHashMap;
+use super::session_changes::SessionChanges;
 use crate::protocol::Uuid;
 
 /// A session idle this long may be evicted for a new one.
@@ -51,7 +58,7 @@ pub const FINAL_EPOCH: i32 = -1;
 
 /// The epoch after `epoch` in a session: 1, 2, ... `i32::MAX`, then 1 again.
 pub fn next_epoch(epoch: i32) -> i32 {
-    if epoch >= i32::MAX || epoch < 1 { 1 } else { epoch + 1 }
+    if epoch == i32::MAX || epoch < 1 { 1 } else { epoch + 1 }
 }
 
 /// One partition of a session: what the client asked for and what we last told it.
@@ -73,6 +80,9 @@ pub struct CachedPartition {
     pub log_start_offset: i64,
     /// The local replica it was last read from (`fetch.rs`).
     pub part: Resolved,
+    /// A follower's session reads it only when it changes (`session_changes.rs`); false
+    /// (loud) until a round reads it settled.
+    pub quiet: bool,
 }
 
 /// The local replica a session partition was last found to be. A round reads it without
@@ -110,7 +120,6 @@ impl CachedPartition {
     }
 }
 
-#[derive(Debug)]
 pub struct Session {
     pub id: i32,
     /// The epoch the next request must carry.
@@ -121,18 +130,46 @@ pub struct Session {
     pub last_used: Instant,
     /// The connection of its latest request (network loop id).
     conn: u64,
+    /// A follower's session: the changes of its quiet partitions (`session_changes.rs`).
+    pub changes: Option<Arc<SessionChanges>>,
+    /// Positions of the partitions that are not quiet (each once).
+    loud: Vec<usize>,
+    /// Position of each partition by the identity of the replica it was last read from.
+    by_replica: PartitionHashMap<usize, usize>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("next_epoch", &self.next_epoch)
+            .field("partitions", &self.partitions.len())
+            .field("loud", &self.loud.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {
-    fn new(id: i32, partitions: Vec<CachedPartition>, conn: u64) -> Session {
-        let mut s = Session { id, next_epoch: 1, partitions: Vec::new(), index: PartitionHashMap::default(), last_used: Instant::now(), conn };
+    fn new(id: i32, partitions: Vec<CachedPartition>, conn: u64, changes: Option<Arc<SessionChanges>>) -> Session {
+        let mut s = Session {
+            id,
+            next_epoch: 1,
+            partitions: Vec::new(),
+            index: PartitionHashMap::default(),
+            last_used: Instant::now(),
+            conn,
+            changes,
+            loud: Vec::new(),
+            by_replica: PartitionHashMap::default(),
+        };
         for p in partitions {
             s.upsert(p);
         }
         s
     }
 
-    /// Adds a partition, or updates its fetch state (keeping what was last sent).
+    /// Adds a partition, or updates its fetch state (keeping what was last sent); either way
+    /// it is loud.
     pub fn upsert(&mut self, p: CachedPartition) {
         let key = p.key();
         if let Some(&i) = self.index.get(&key) {
@@ -141,19 +178,86 @@ impl Session {
             c.max_bytes = p.max_bytes;
             c.current_leader_epoch = p.current_leader_epoch;
             c.last_fetched_epoch = p.last_fetched_epoch;
+            self.make_loud(i);
         } else {
-            self.index.insert(key, self.partitions.len());
-            self.partitions.push(p);
+            let at = self.partitions.len();
+            self.index.insert(key, at);
+            if let Some(part) = &p.part.0 {
+                self.by_replica.insert(identity(part), at);
+            }
+            self.partitions.push(CachedPartition { quiet: false, ..p });
+            self.loud.push(at);
         }
     }
 
-    /// Drops partitions (one pass, however many).
-    pub fn forget(&mut self, gone: &[SessionKey]) {
-        let before = self.partitions.len();
-        self.partitions.retain(|c| !gone.contains(&c.key()));
-        if self.partitions.len() != before {
-            self.index = self.partitions.iter().enumerate().map(|(i, c)| (c.key(), i)).collect();
+    /// Drops partitions (one pass, however many); returns the dropped ones.
+    pub fn forget(&mut self, gone: &[SessionKey]) -> Vec<CachedPartition> {
+        if gone.is_empty() {
+            return Vec::new();
         }
+        let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions).into_iter().partition(|c| !gone.contains(&c.key()));
+        self.partitions = kept;
+        if !dropped.is_empty() {
+            self.index = self.partitions.iter().enumerate().map(|(i, c)| (c.key(), i)).collect();
+            self.by_replica = self.partitions.iter().enumerate().filter_map(|(i, c)| c.part.0.as_deref().map(|p| (identity(p), i))).collect();
+            self.loud = self.partitions.iter().enumerate().filter(|(_, c)| !c.quiet).map(|(i, _)| i).collect();
+        }
+        dropped
+    }
+
+    /// Positions of the partitions not quiet: what a follower's round reads.
+    pub fn loud(&self) -> &[usize] {
+        &self.loud
+    }
+
+    fn make_loud(&mut self, at: usize) {
+        let c = &mut self.partitions[at];
+        if c.quiet {
+            c.quiet = false;
+            self.loud.push(at);
+        }
+    }
+
+    /// Makes loud the partitions changed since the last call (`SessionChanges::take`);
+    /// returns the positions that were quiet.
+    pub fn take_changed(&mut self) -> Vec<usize> {
+        let Some(changes) = &self.changes else { return Vec::new() };
+        let mut woke = Vec::new();
+        for id in changes.take() {
+            if let Some(&at) = self.by_replica.get(&id) {
+                if self.partitions[at].quiet {
+                    self.make_loud(at);
+                    woke.push(at);
+                }
+            }
+        }
+        woke
+    }
+
+    /// The partition at `at` was read from `part`.
+    pub fn set_resolved(&mut self, at: usize, part: &Resolved) {
+        let c = &mut self.partitions[at];
+        let (old, new) = (c.part.0.as_deref().map(identity), part.0.as_deref().map(identity));
+        if old != new {
+            if let Some(old) = old {
+                self.by_replica.remove(&old);
+            }
+            if let Some(new) = new {
+                self.by_replica.insert(new, at);
+            }
+            c.part.clone_from(part);
+        }
+    }
+
+    /// Marks the partition at `at` quiet (it stays in the loud list until `drop_quiet`).
+    pub fn set_quiet(&mut self, at: usize) {
+        self.partitions[at].quiet = true;
+    }
+
+    /// Drops the quiet partitions from the loud list (after a round).
+    pub fn drop_quiet(&mut self) {
+        let partitions = &self.partitions;
+        self.loud.retain(|&i| !partitions[i].quiet);
     }
 
     pub fn get_mut(&mut self, key: &SessionKey) -> Option<&mut CachedPartition> {
@@ -207,8 +311,9 @@ impl FetchSessionCache {
         self.sessions.retain(|_, s| s.conn != conn);
     }
 
-    /// Opens a session over `partitions` for connection `conn`; its id, or 0 when there is no room.
-    pub fn create(&mut self, partitions: Vec<CachedPartition>, conn: u64) -> i32 {
+    /// Opens a session over `partitions` for connection `conn` (a follower's with `changes`);
+    /// its id, or 0 when there is no room.
+    pub fn create(&mut self, partitions: Vec<CachedPartition>, conn: u64, changes: Option<Arc<SessionChanges>>) -> i32 {
         if self.slots == 0 {
             return 0;
         }
@@ -226,7 +331,7 @@ impl FetchSessionCache {
             id = id.wrapping_add(1).max(1);
         }
         self.next_id = id.wrapping_add(1).max(1);
-        self.sessions.insert(id, Session::new(id, partitions, conn));
+        self.sessions.insert(id, Session::new(id, partitions, conn, changes));
         id
     }
 
@@ -263,13 +368,14 @@ mod tests {
             last_stable_offset: -1,
             log_start_offset: -1,
             part: Resolved::default(),
+            quiet: false,
         }
     }
 
     #[test]
     fn sessions_keep_order_and_fetch_state() {
         let mut c = FetchSessionCache::new(2);
-        let id = c.create(vec![part("a", 0, 5), part("a", 1, 7), part("b", 0, 0)], 1);
+        let id = c.create(vec![part("a", 0, 5), part("a", 1, 7), part("b", 0, 0)], 1, None);
         assert_ne!(id, 0);
         assert_eq!(c.lookup(id, 2, 1).unwrap_err(), SessionError::InvalidEpoch);
         assert_eq!(c.lookup(id + 100, 1, 1).unwrap_err(), SessionError::NotFound);
@@ -287,7 +393,7 @@ mod tests {
         let mut c = FetchSessionCache::new(1);
         let (old, new) = ([1u8; 16], [2u8; 16]);
         let by_id = |id: Uuid, p: i32| CachedPartition { topic_id: id, ..part("t", p, 0) };
-        let id = c.create(vec![by_id(old, 0), part("t", 0, 3)], 1);
+        let id = c.create(vec![by_id(old, 0), part("t", 0, 3)], 1, None);
         let s = c.lookup(id, 1, 1).unwrap();
         // The same name under another id (the topic recreated) is another partition.
         s.upsert(by_id(new, 0));
@@ -300,21 +406,21 @@ mod tests {
     #[test]
     fn a_full_cache_evicts_only_idle_sessions() {
         let mut c = FetchSessionCache::new(1);
-        let first = c.create(vec![part("a", 0, 0)], 1);
+        let first = c.create(vec![part("a", 0, 0)], 1, None);
         assert_ne!(first, 0);
-        assert_eq!(c.create(vec![part("b", 0, 0)], 1), 0, "the only session is busy");
+        assert_eq!(c.create(vec![part("b", 0, 0)], 1, None), 0, "the only session is busy");
         c.get_mut(first).unwrap().last_used = Instant::now().checked_sub(EVICTION_IDLE).unwrap();
-        let second = c.create(vec![part("b", 0, 0)], 1);
+        let second = c.create(vec![part("b", 0, 0)], 1, None);
         assert!(second != 0 && second != first);
         assert_eq!(c.len(), 1);
-        assert_eq!(FetchSessionCache::new(0).create(vec![], 1), 0);
+        assert_eq!(FetchSessionCache::new(0).create(vec![], 1, None), 0);
     }
 
     #[test]
     fn a_session_ends_with_the_connection_of_its_latest_request() {
         let mut c = FetchSessionCache::new(4);
-        let a = c.create(vec![part("a", 0, 0)], 1);
-        let b = c.create(vec![part("b", 0, 0)], 2);
+        let a = c.create(vec![part("a", 0, 0)], 1, None);
+        let b = c.create(vec![part("b", 0, 0)], 2, None);
         assert!(c.lookup(b, 1, 3).is_ok(), "a session may move to another connection");
         c.remove_of_connection(2);
         assert_eq!(c.len(), 2);

@@ -26,8 +26,8 @@
 //! error, so an unanswered request never leaves the two sides apart.
 //!
 //! Idle, a follower of many partitions sends a request with no partitions and gets an answer
-//! with none; the leader still reads every session partition per round (for the HW and the
-//! ISR), but nothing is encoded, sent or decoded for them.
+//! with none; the leader reads only the partitions that changed since it last read them
+//! (`session_changes.rs`), and nothing is encoded, sent or decoded for the others.
 
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;

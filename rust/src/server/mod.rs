@@ -34,6 +34,7 @@ pub mod partition;
 pub mod partition_hash;
 pub mod principal_mapping;
 pub mod produce;
+pub mod session_changes;
 pub mod replica_fetcher;
 pub mod request;
 pub mod sasl_client;

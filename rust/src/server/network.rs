@@ -437,11 +437,21 @@ impl NetworkLoop {
         }
         let for_leo = parked.waits_for_leo();
         parked.for_each_partition(|part| part.add_waiter(id, for_leo));
+        if let Parked::Fetch(f) = &parked {
+            if let Some(c) = f.changes() {
+                c.park(id); // its quiet partitions wake it through the session
+            }
+        }
         self.parked.insert(id, parked);
     }
 
     fn unpark(id: u64, parked: &Parked) {
         parked.for_each_partition(|part| part.remove_waiter(id));
+        if let Parked::Fetch(f) = parked {
+            if let Some(c) = f.changes() {
+                c.unpark(id);
+            }
+        }
     }
 
     fn poll_timeout(&self) -> Duration {

@@ -9,7 +9,11 @@
 //!   leader's LEO of that moment, or — Kafka's rule — at the time of its previous fetch if this
 //!   fetch reached the LEO the leader had then. Reset when the leader epoch changes (a new
 //!   leadership: ISR members count as caught up now). The ISR manager (Python) reads it
-//!   (`follower_states`) to shrink and expand the ISR.
+//!   (`follower_states`) to shrink and expand the ISR. While the partition is quiet in the
+//!   follower's fetch session (not read per round, `session_changes.rs`) the follower counts
+//!   as fetched and caught up at each fetch of that session: its state links the session's
+//!   clock, until the LEO moves (`offsets_changed`), the follower fetches the partition again
+//!   or its session drops it.
 //! - high watermark: stored in the `Log`; `maybe_increment_hw` sets it to the minimum LEO over
 //!   the ISR (the leader's own LEO counts for itself), never lower than before.
 //!
@@ -18,7 +22,8 @@
 //!
 //! # Waiting
 //! A parked request (a Fetch long poll, an acks=all Produce) registers its id with each
-//! partition it waits on. When the HW moves, the state changes or the partition is removed,
+//! partition it waits on (a follower's session is told of changes to its quiet partitions
+//! instead: `watch`, `session_changes.rs`). When the HW moves, the state changes or the partition is removed,
 //! the partition hands those ids to `Wakeup`, which the network loop drains; the request then
 //! re-checks its own condition (spurious wake-ups are harmless). A follower's fetch waits for
 //! the LEO instead (`add_waiter(id, true)`): it is woken when the leader appends.
@@ -37,12 +42,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use mio::Waker;
 
 use super::expected_followers::{identity, NewLeadership};
-use crate::log::Log;
+use super::session_changes::{FetchClock, SessionChanges};
+use crate::log::{Log, OffsetsListener};
 use crate::protocol::Uuid;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -133,29 +139,57 @@ impl FollowerState {
 /// the ISR is not shrunk before they have had time to fetch.
 fn fresh_followers(isr: &[i32], node_id: i32) -> Followers {
     let now = now_ms();
-    Followers(isr.iter().filter(|r| **r != node_id).map(|r| (*r, FollowerState::unknown(now))).collect())
+    Followers::from(isr.iter().filter(|r| **r != node_id).map(|r| (*r, FollowerState::unknown(now))))
 }
 
 /// The leader's state of each follower, by replica id: as many as the replication factor, so
 /// a vector searched in order (a hash map's hashing was a visible share of a follower round
 /// over tens of thousands of partitions).
-struct Followers(Vec<(i32, FollowerState)>);
+struct Followers(Vec<Follower>);
 
-impl Followers {
-    fn get(&self, replica: i32) -> Option<&FollowerState> {
-        self.0.iter().find(|(r, _)| *r == replica).map(|(_, f)| f)
+struct Follower {
+    replica: i32,
+    state: FollowerState,
+    /// While the partition is quiet in the follower's fetch session (`session_changes.rs`):
+    /// the session's clock, the follower's latest fetch and catch-up of this partition.
+    quiet: Option<Arc<FetchClock>>,
+}
+
+impl Follower {
+    /// The state with a quiet link counted in: fetched and caught up at the session's last fetch.
+    fn effective(&self) -> FollowerState {
+        let mut f = self.state;
+        if let Some(clock) = &self.quiet {
+            let t = clock.now_ms();
+            f.last_fetch_ms = f.last_fetch_ms.max(t);
+            f.last_caught_up_ms = f.last_caught_up_ms.max(t);
+        }
+        f
     }
 
-    /// The state of `replica`, added as unknown if there is none.
-    fn entry(&mut self, replica: i32) -> &mut FollowerState {
-        let at = match self.0.iter().position(|(r, _)| *r == replica) {
-            Some(at) => at,
-            None => {
-                self.0.push((replica, FollowerState::unknown(-1)));
-                self.0.len() - 1
-            }
-        };
-        &mut self.0[at].1
+    /// Ends a quiet link, keeping its time.
+    fn settle(&mut self) {
+        self.state = self.effective();
+        self.quiet = None;
+    }
+}
+
+impl Followers {
+    fn from(states: impl Iterator<Item = (i32, FollowerState)>) -> Self {
+        Followers(states.map(|(replica, state)| Follower { replica, state, quiet: None }).collect())
+    }
+
+    fn get(&self, replica: i32) -> Option<&FollowerState> {
+        self.0.iter().find(|f| f.replica == replica).map(|f| &f.state)
+    }
+
+    /// The entry of `replica`, added as unknown if there is none.
+    fn entry(&mut self, replica: i32) -> &mut Follower {
+        let at = self.0.iter().position(|f| f.replica == replica).unwrap_or_else(|| {
+            self.0.push(Follower { replica, state: FollowerState::unknown(-1), quiet: None });
+            self.0.len() - 1
+        });
+        &mut self.0[at]
     }
 }
 
@@ -188,6 +222,8 @@ pub struct Partition {
     /// The control plane waits for this partition's HW (`watch_high_watermark`).
     watched: AtomicBool,
     wakeup: Arc<Wakeup>,
+    /// Followers' fetch sessions holding this partition (`session_changes.rs`).
+    watchers: Mutex<Vec<Weak<SessionChanges>>>,
     /// Bytes and records in and out (`metrics.rs`).
     pub stats: super::metrics::PartitionStats,
 }
@@ -230,7 +266,9 @@ impl Partition {
     pub fn record_follower_fetch(&self, replica: i32, fetch_offset: i64, now_ms: i64) {
         let leader_leo = self.log.log_end_offset();
         let mut all = lock(&self.followers);
-        let f = all.entry(replica);
+        let entry = all.entry(replica);
+        entry.settle();
+        let f = &mut entry.state;
         if fetch_offset >= leader_leo {
             f.last_caught_up_ms = now_ms;
         } else if f.leader_leo_at_last_fetch >= 0 && fetch_offset >= f.leader_leo_at_last_fetch {
@@ -243,9 +281,57 @@ impl Partition {
 
     /// Every follower the leader has state for: (replica id, state).
     pub fn follower_states(&self) -> Vec<(i32, FollowerState)> {
-        let mut v: Vec<_> = lock(&self.followers).0.clone();
+        let mut v: Vec<_> = lock(&self.followers).0.iter().map(|f| (f.replica, f.effective())).collect();
         v.sort_unstable_by_key(|(r, _)| *r);
         v
+    }
+
+    /// Session `changes` will read this partition only when it changes (`session_changes.rs`).
+    pub fn watch(&self, changes: &Arc<SessionChanges>) {
+        let mut w = lock(&self.watchers);
+        w.retain(|s| s.strong_count() > 0);
+        if !w.iter().any(|s| std::ptr::eq(s.as_ptr(), Arc::as_ptr(changes))) {
+            w.push(Arc::downgrade(changes));
+        }
+    }
+
+    /// `replica` is at this leader's LEO and its fetch session will not read the partition
+    /// until it changes: it counts as fetched and caught up at each fetch of that session
+    /// (`clock`). False, and nothing linked, if the LEO has moved past the follower since.
+    pub fn follower_quiet(&self, replica: i32, clock: &Arc<FetchClock>) -> bool {
+        let mut all = lock(&self.followers);
+        let f = all.entry(replica);
+        // LEO moves publish before they tell `offsets_changed`, which takes this lock: either
+        // this sees the new LEO, or the link is made first and cut by that call.
+        if f.state.leo < 0 || f.state.leo != self.log.log_end_offset() {
+            return false;
+        }
+        f.quiet = Some(Arc::clone(clock));
+        true
+    }
+
+    /// `replica`'s session no longer holds this partition: its quiet link (if any) ends.
+    pub fn follower_left_session(&self, replica: i32) {
+        let mut all = lock(&self.followers);
+        if let Some(f) = all.0.iter_mut().find(|f| f.replica == replica) {
+            f.settle();
+        }
+    }
+
+    /// Tells the sessions watching this partition that it changed.
+    fn notify_watchers(&self) {
+        let live: Vec<Arc<SessionChanges>> = {
+            let mut w = lock(&self.watchers);
+            if w.is_empty() {
+                return;
+            }
+            w.retain(|s| s.strong_count() > 0);
+            w.iter().filter_map(Weak::upgrade).collect()
+        };
+        let me = identity(self);
+        for s in live {
+            s.changed(me);
+        }
     }
 
     /// HW = min LEO over the ISR (see the module doc); true if it moved (waiters are woken).
@@ -355,10 +441,25 @@ impl Partition {
         }
     }
 
-    /// A state change or removal: every parked request re-checks.
+    /// A state change or removal: every parked request re-checks, every watching session
+    /// reads it again.
     fn wake_everyone(&self) {
         self.wake_hw_waiters();
         self.wake_leo_waiters();
+        self.notify_watchers();
+    }
+}
+
+impl OffsetsListener for Partition {
+    /// The log's fetch state moved: quiet followers stay caught up as of their last fetch
+    /// (the LEO may have moved past them), and watching sessions read it again.
+    fn offsets_changed(&self) {
+        for f in &mut lock(&self.followers).0 {
+            if f.quiet.is_some() {
+                f.settle();
+            }
+        }
+        self.notify_watchers();
     }
 }
 
@@ -526,8 +627,11 @@ impl PartitionTable {
             leo_announced: std::sync::atomic::AtomicI64::new(-1),
             watched: AtomicBool::new(false),
             wakeup: Arc::clone(&self.wakeup),
+            watchers: Mutex::new(Vec::new()),
             stats: super::metrics::PartitionStats::default(),
         });
+        let listener: Weak<dyn OffsetsListener> = Arc::downgrade(&p) as Weak<dyn OffsetsListener>;
+        p.log.set_offsets_listener(listener);
         let old = self
             .parts
             .write()
