@@ -23,7 +23,7 @@ import sys
 
 import trio
 
-from logbroker import log_format
+from logbroker import gc_policy, log_format
 from logbroker.common.config import BrokerConfig, ConfigError
 
 
@@ -81,6 +81,7 @@ async def _serve(config: BrokerConfig) -> None:
     from logbroker.broker.controller_server import ControllerServer
 
     server = BrokerServer(config) if config.is_broker else ControllerServer(config)
+    gc_policy.install()  # the metadata image out of the cyclic GC while it grows
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(server.run)

@@ -94,7 +94,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
 use crate::batch::{self, Check, Control, EndTxnMarker, SliceSource};
@@ -220,6 +220,8 @@ struct Published {
     recovery_point: AtomicI64,
     /// First offset of the oldest open transaction; `i64::MAX` when none is open.
     first_unstable_offset: AtomicI64,
+    /// The latest leader epoch of the epoch cache; -1 when it is empty.
+    latest_epoch: AtomicI32,
     listener: RwLock<Option<Weak<dyn OffsetsListener>>>,
 }
 
@@ -259,6 +261,7 @@ impl Published {
         let hw = set(&self.high_watermark, g.high_watermark);
         self.recovery_point.store(g.recovery_point, Ordering::Release);
         let unstable = set(&self.first_unstable_offset, g.producers.first_unstable_offset().unwrap_or(i64::MAX));
+        self.latest_epoch.store(g.epochs.latest_epoch().unwrap_or(-1), Ordering::Release);
         start || end || hw || unstable
     }
 
@@ -920,8 +923,11 @@ impl Log {
         g.epochs.end_offset_for(epoch, leo)
     }
 
+    /// Lock-free (published after every locked operation; a follower round reads it for
+    /// every partition it lists).
     pub fn latest_epoch(&self) -> Option<i32> {
-        self.lock().epochs.latest_epoch()
+        let e = self.published.latest_epoch.load(Ordering::Acquire);
+        (e >= 0).then_some(e)
     }
 
     pub fn epoch_entries(&self) -> Vec<(i32, i64)> {

@@ -41,6 +41,7 @@ from typing import Awaitable, Callable
 import trio
 
 from logbroker import _core
+from logbroker import gc_policy
 from logbroker.common import directory_id as dir_ids
 from logbroker.common.config import BrokerConfig, ConfigError, new_cluster_id
 from logbroker.coord.metadata import BrokerRegistration, MetadataImage, MetadataStore
@@ -591,10 +592,13 @@ class MetadataQuorum:
                 await self._new.wait()
             self._new = trio.Event()
             pending, self._pending = self._pending, []
+            grew = False
             for index, image, delta in pending:
                 assert self._publish is not None
                 await self._publish(image, delta)
                 self._published = index
+                grew = grew or (delta is not None and len(image.topics) > len(delta.base.topics))
+            gc_policy.after_publish(grew)
             ev, self._published_ev = self._published_ev, trio.Event()
             ev.set()
             await self._maybe_snapshot()
