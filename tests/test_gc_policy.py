@@ -9,7 +9,7 @@ import weakref
 import pytest
 
 from logbroker import gc_policy
-from logbroker.gc_policy import FREEZE_INTERVAL, THAW_AFTER, GcPolicy
+from logbroker.gc_policy import FREEZE_INTERVAL, MAX_FROZEN, THAW_AFTER, GcPolicy
 
 
 class Node:
@@ -66,6 +66,24 @@ def test_growth_freezes_at_most_once_per_interval_and_a_thaw_collects_what_was_f
     policy.after_publish(image_grew=False)
     assert policy.thaws == 1 and gc.get_freeze_count() == 0
     assert ref() is None, "the thaw's full collection reclaimed the cycle"
+
+
+def test_churn_thaws_after_max_frozen_even_while_the_image_keeps_growing(clock):
+    policy = GcPolicy(clock=lambda: clock[0])
+    keep = [Node(), Node()]
+    keep[0].other, keep[1].other = keep[1], keep[0]
+    ref = weakref.ref(keep[0])
+    policy.after_publish(image_grew=True)
+    del keep
+    while clock[0] < 1000.0 + MAX_FROZEN - FREEZE_INTERVAL:
+        clock[0] += FREEZE_INTERVAL
+        policy.after_publish(image_grew=True)
+        assert policy.thaws == 0
+    assert ref() is not None
+    clock[0] += FREEZE_INTERVAL
+    policy.after_publish(image_grew=True)
+    assert policy.thaws == 1 and ref() is None, "thawed and collected, then frozen again"
+    assert policy.freezes == 1 and gc.get_freeze_count() > 0
 
 
 def test_the_module_hook_does_nothing_until_installed_and_uninstall_thaws():

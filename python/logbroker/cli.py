@@ -81,9 +81,10 @@ async def _serve(config: BrokerConfig) -> None:
     from logbroker.broker.controller_server import ControllerServer
 
     server = BrokerServer(config) if config.is_broker else ControllerServer(config)
-    gc_policy.install()  # the metadata image out of the cyclic GC while it grows
+    heap = gc_policy.install()  # the metadata image out of the cyclic GC while it grows
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(heap.run)
             host, port = await nursery.start(server.run)
             assert server.advertised is not None
             what = "listening on" if config.is_broker else "a controller-only node, controller listener on"
