@@ -1,18 +1,25 @@
-"""logbroker.aio under pytest-trio: the trio Producer, Consumer and Admin share the sync
-API's cores; every public method is exercised here."""
+"""logbroker.aio under both event loops (anyio's pytest plugin runs each test under asyncio
+and under trio): the async Producer, Consumer and Admin share the sync API's cores; every
+public method is exercised here."""
 
 from __future__ import annotations
 
 import pytest
-import trio
+import anyio
 
 import logbroker
 from logbroker import aio
 
 TP = logbroker.TopicPartition
 
+pytestmark = pytest.mark.anyio
 
-@pytest.mark.trio
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request):
+    return request.param
+
+
 async def test_produce_consume_commit(broker):
     bs = broker.bootstrap_servers
     async with aio.Admin(bs) as admin:
@@ -31,7 +38,7 @@ async def test_produce_consume_commit(broker):
         await c.subscribe(["tr"], on_assign=lambda ps: assigned.append(sorted(ps)))
         assert c.subscription() == ["tr"]
         n = 0
-        with trio.fail_after(30):
+        with anyio.fail_after(30):
             async for r in c:
                 n += 1
                 if n == 201:
@@ -41,15 +48,14 @@ async def test_produce_consume_commit(broker):
         await c.commit()
         committed = await c.committed([("tr", 0), ("tr", 1)])
         assert sum(committed.values()) == 201
-        done = trio.Event()
+        done = anyio.Event()
         await c.commit({("tr", 0): 5}, asynchronous=True, callback=lambda e: done.set())
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             await done.wait()
         await c.unsubscribe()
         assert c.assignment() == []
 
 
-@pytest.mark.trio
 async def test_seek_pause_position(broker):
     bs = broker.bootstrap_servers
     async with aio.Producer(bs) as p:
@@ -63,7 +69,7 @@ async def test_seek_pause_position(broker):
         assert await c.position(("ts", 0)) == 0
         await c.seek(("ts", 0), 8)
         recs = []
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             while len(recs) < 2:
                 recs += await c.poll(1.0)
         assert [r.offset for r in recs] == [8, 9]
@@ -74,17 +80,16 @@ async def test_seek_pause_position(broker):
         await c.seek(("ts", 0), 0)
         assert await c.poll(0.3) == []
         await c.resume([("ts", 0)])
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             assert (await c.poll(5.0))[0].offset == 0
 
 
-@pytest.mark.trio
 async def test_async_rebalance_callbacks_and_admin(broker):
     bs = broker.bootstrap_servers
     revoked = []
 
     async def on_revoke(ps):
-        await trio.sleep(0)
+        await anyio.sleep(0)
         revoked.append(sorted(ps))
 
     async with aio.Admin(bs) as a:
@@ -97,13 +102,13 @@ async def test_async_rebalance_callbacks_and_admin(broker):
         assert (await a.describe_cluster()).brokers
         async with aio.Consumer(bs, group_id="rbg", heartbeat_interval_ms=100) as c:
             await c.subscribe(["rb"], on_revoke=on_revoke)
-            with trio.fail_after(20):
+            with anyio.fail_after(20):
                 while len(c.assignment()) != 2:
                     await c.poll(0.1)
             assert any(g[0] == "rbg" for g in await a.list_groups())
             assert (await a.describe_groups(["rbg"]))["rbg"].state == "Stable"
             await c.subscribe(["rb", "rb2"], on_revoke=on_revoke)
-            with trio.fail_after(20):
+            with anyio.fail_after(20):
                 while not revoked:
                     await c.poll(0.1)
             assert revoked[0] == [TP("rb", 0), TP("rb", 1)]
@@ -111,10 +116,9 @@ async def test_async_rebalance_callbacks_and_admin(broker):
         await a.delete_topics(["rb"])
 
 
-@pytest.mark.trio
-async def test_caller_owned_nursery_and_timeouts(broker):
+async def test_caller_owned_task_group_and_timeouts(broker):
     p = aio.Producer(broker.bootstrap_servers, max_block_ms=200, allow_auto_create_topics=False)
-    async with trio.open_nursery() as n:
+    async with anyio.create_task_group() as n:
         await n.start(p.run)
         with pytest.raises(logbroker.KafkaTimeoutError, match="'missing'"):
             await p.send("missing", b"v")
@@ -130,9 +134,8 @@ def fast_848_broker(tmp_path):
         yield b
 
 
-@pytest.mark.trio
 async def test_kip848_group_with_async_callbacks(fast_848_broker):
-    """group_protocol="consumer" through the trio driver: a second member takes half the
+    """group_protocol="consumer" through the async driver: a second member takes half the
     partitions incrementally; the first member's async on_revoke sees only those."""
     bs = fast_848_broker.bootstrap_servers
     async with aio.Admin(bs) as admin:
@@ -140,13 +143,13 @@ async def test_kip848_group_with_async_callbacks(fast_848_broker):
     revoked: list = []
 
     async def on_revoke(ps):
-        await trio.sleep(0)
+        await anyio.sleep(0)
         revoked.append(sorted(ps))
 
     conf = dict(group_id="g848", group_protocol="consumer", auto_offset_reset="earliest")
     async with aio.Consumer(bs, **conf) as c1, aio.Consumer(bs, **conf) as c2:
         await c1.subscribe(["t848"], on_revoke=on_revoke)
-        with trio.fail_after(30):
+        with anyio.fail_after(30):
             while len(c1.assignment()) != 2:
                 await c1.poll(0.05)
             await c2.subscribe(["t848"])

@@ -264,7 +264,10 @@ def our_tls(pki: Pki, **extra) -> dict:
     return {"security_protocol": "SSL", "ssl_truststore_location": str(pki.ca_pem), **extra}
 
 
-def test_our_client_over_tls_sync_and_trio(tmp_path, pki):
+def test_our_client_over_tls_sync_asyncio_and_trio(tmp_path, pki):
+    import asyncio
+
+    import anyio
     import trio
 
     from logbroker import aio
@@ -288,20 +291,21 @@ def test_our_client_over_tls_sync_and_trio(tmp_path, pki):
                 got.extend(r.value for r in c.poll(1.0))
         assert sorted(got) == sorted(b"o%d" % i + b"y" * 2000 for i in range(1000))
 
-        async def trio_roundtrip() -> list[bytes]:
+        async def roundtrip(topic: str) -> list[bytes]:
             async with aio.Producer(bs, **conf) as p:
                 for i in range(200):
-                    await p.send("ours-aio", b"t%d" % i)
+                    await p.send(topic, b"t%d" % i)
                 await p.flush(30)
             async with aio.Consumer(bs, auto_offset_reset="earliest", **conf) as c:
-                await c.assign([("ours-aio", 0)])
+                await c.assign([(topic, 0)])
                 out: list[bytes] = []
-                with trio.move_on_after(60):
+                with anyio.move_on_after(60):
                     while len(out) < 200:
                         out.extend(r.value for r in await c.poll(1.0))
                 return out
 
-        assert sorted(trio.run(trio_roundtrip)) == sorted(b"t%d" % i for i in range(200))
+        assert sorted(trio.run(roundtrip, "ours-trio")) == sorted(b"t%d" % i for i in range(200))
+        assert sorted(asyncio.run(roundtrip("ours-asyncio"))) == sorted(b"t%d" % i for i in range(200))
         # Without its certificate our client is refused (TLS 1.3: at its first read): a clean
         # error naming the alert.
         with pytest.raises((logbroker.KafkaError, ConnectionError), match="certificate"):

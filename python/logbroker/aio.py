@@ -1,5 +1,7 @@
-"""trio-native Producer, Consumer and Admin: the same sans-I/O cores as the sync API
-(`logbroker.client`), driven by trio tasks instead of a background thread.
+"""Async Producer, Consumer and Admin for asyncio and trio alike: the same sans-I/O cores as
+the sync API (`logbroker.client`), driven by tasks of the caller's event loop (through anyio)
+instead of a background thread. The same code runs under `asyncio.run(main())` and
+`trio.run(main)`.
 
     async with logbroker.aio.Producer(bootstrap_servers=...) as producer:
         meta = await producer.send("events", b"payload")          # waits for the ack
@@ -12,162 +14,41 @@
             ...
 
 # Structure
-`TrioDriver.run()` is the loop: it ticks the core, starts one task per broker connection
-(a reader, plus a writer woken when the core queued bytes) and sleeps on the core's waker fd
-(`trio.lowlevel.wait_readable`) or its next deadline. `async with` opens a nursery for it
-and closes it on exit; `run(task_status=...)` is there for callers who own the nursery
-(`await nursery.start(client.run)`, then `await client.aclose()`).
+`AsyncDriver.run()` (client/async_driver.py) is the loop: it ticks the core, starts one task
+per broker connection (a reader, plus a writer woken when the core queued bytes) and sleeps on
+the core's waker fd or its next deadline. `async with` opens a task group for it and closes it
+on exit; `run(task_status=...)` is there for callers who own the task group or nursery
+(`await tg.start(client.run)`, then `await client.aclose()`).
 
-Everything runs in the caller's trio thread: public methods call the core directly and
-await its `Pending` results through a `trio.Event`; every wait has a visible timeout
+Everything runs in the caller's loop thread: public methods call the core directly and
+await its `Pending` results through an `anyio.Event`; every wait has a visible timeout
 that raises `KafkaTimeoutError` naming the operation. `aclose()` is idempotent.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import trio
+import anyio
+import anyio.abc
 
 from logbroker import _core
 from logbroker.client.admin import new_topics, offset_specs
 from logbroker.client import config as _config
-from logbroker.client import tls
+from logbroker.client.async_driver import AsyncDriver, LoopShare, soon_in_loop, wait_pending
 from logbroker.client.admin_core import AdminCore, ClusterInfo, GroupDescription, NewTopic, TopicDescription
 from logbroker.client.consumer import ConsumerBase, OffsetSpec, RebalanceCallback, as_offsets, as_tps
-from logbroker.client.core import ClientCore
-from logbroker.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from logbroker.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from logbroker.client.fetcher import EARLIEST, LATEST
 from logbroker.client.group import TopicPartition
-from logbroker.client.network import Connection, Pending
+from logbroker.client.network import Pending
 from logbroker.client.producer import Headers, ProducerBase
 
-__all__ = ["Admin", "Consumer", "NewTopic", "Producer", "TopicPartition", "TrioDriver", "delivered"]
+__all__ = ["Admin", "Consumer", "NewTopic", "Producer", "TopicPartition", "delivered"]
 
-
-
-async def wait_pending(p: Pending[Any], timeout: float | None, what: str) -> Any:
-    """Awaits a core result (in the loop's trio thread); KafkaTimeoutError after `timeout`."""
-    if not p.done():
-        ev = trio.Event()
-        p.add_callback(lambda _: ev.set())
-        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
-            await ev.wait()
-        if scope.cancelled_caught:
-            raise KafkaTimeoutError(f"{what} did not complete within {timeout:.3f}s")
-    return p.result()
-
-
-class TrioDriver:
-    """Drives a core with trio tasks (see the module docstring)."""
-
-    def __init__(self, core: ClientCore) -> None:
-        self.core = core
-        self._stop = False
-        self._running = False
-        self._wakeups: dict[Connection, trio.Event] = {}
-        self._scopes: dict[Connection, trio.CancelScope] = {}
-        self._tls = tls.context(core.config)  # SSL or SASL_SSL: every connection is TLS
-
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        core = self.core
-        self._running = True
-        try:
-            async with trio.open_nursery() as nursery:
-                task_status.started()
-                while True:
-                    core.waker.clear()
-                    core.tick(trio.current_time())
-                    for conn in core.net.closed_conns:
-                        scope = self._scopes.pop(conn, None)
-                        if scope is not None:
-                            scope.cancel()
-                    core.net.closed_conns.clear()
-                    for conn in core.net.to_connect():
-                        nursery.start_soon(self._connection, conn)
-                    for conn in core.net.with_outgoing():
-                        ev = self._wakeups.get(conn)
-                        if ev is not None:
-                            ev.set()
-                    if self._stop:
-                        break
-                    deadline = core.next_deadline()
-                    with trio.move_on_at(math.inf if deadline is None else deadline):
-                        await trio.lowlevel.wait_readable(core.waker.fileno())
-                nursery.cancel_scope.cancel()
-        finally:
-            self._running = False
-            core.close()
-
-    def stop(self) -> None:
-        self._stop = True
-        self.core.wake()
-
-    async def _connection(self, conn: Connection) -> None:
-        net = self.core.net
-        with trio.CancelScope() as scope:
-            self._scopes[conn] = scope
-            stream: trio.abc.Stream
-            try:
-                tcp = await trio.open_tcp_stream(conn.host, conn.port)
-                stream = tcp
-                if self._tls is not None:
-                    stream = trio.SSLStream(tcp, self._tls, server_hostname=tls.server_hostname(self._tls, conn.host))
-                    try:
-                        await stream.do_handshake()
-                    except trio.BrokenResourceError as e:
-                        await tcp.aclose()
-                        raise OSError(f"TLS handshake with {conn.host}:{conn.port} failed: {e.__cause__ or e}") from None
-            except OSError as e:
-                net.on_connect_failed(conn, e)
-                self.core.wake()
-                return
-            error: BaseException | None = None
-            async with stream:
-                net.on_connected(conn)
-                self._wakeups[conn] = trio.Event()
-                async with trio.open_nursery() as n:
-                    n.start_soon(self._writer, conn, stream)
-                    try:
-                        while True:
-                            target = conn.read_target()
-                            if isinstance(stream, trio.SocketStream):
-                                # Straight into the frame buffer (see Connection.read_target).
-                                got = await stream.socket.recv_into(target)
-                            else:
-                                data = await stream.receive_some(len(target))
-                                got = len(data)
-                                target[:got] = data
-                            if not got:
-                                break
-                            conn.advance(got, trio.current_time())
-                            self.core.wake()
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                        error = KafkaConnectionError(f"{conn.host}:{conn.port}: {e}")
-                    n.cancel_scope.cancel()
-            self._wakeups.pop(conn, None)
-            net.on_closed(conn, error)
-            self.core.wake()
-        self._scopes.pop(conn, None)
-        if scope.cancelled_caught:
-            net.on_closed(conn)
-
-    async def _writer(self, conn: Connection, stream: trio.abc.Stream) -> None:
-        while True:
-            chunks = conn.outgoing()
-            if chunks:
-                try:
-                    await stream.send_all(b"".join(chunks))
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    return
-                continue
-            ev = self._wakeups[conn]
-            await ev.wait()
-            self._wakeups[conn] = trio.Event()
 
 
 class _AioClient:
@@ -175,23 +56,24 @@ class _AioClient:
     _timeout: float
 
     def _init_driver(self) -> None:
-        self._driver = TrioDriver(self._core)
+        self._driver = AsyncDriver(self._core)
+        self._share = LoopShare()
         self._nursery_cm: Any = None
         self._aclosed = False
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The client's loop, for a caller-owned nursery: `await nursery.start(c.run)`."""
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The client's loop, for a caller-owned task group: `await tg.start(client.run)`."""
         await self._driver.run(task_status=task_status)
 
     async def __aenter__(self) -> Any:
-        self._nursery_cm = trio.open_nursery()
-        nursery = await self._nursery_cm.__aenter__()
-        await nursery.start(self._driver.run)
+        self._nursery_cm = anyio.create_task_group()
+        tg = await self._nursery_cm.__aenter__()
+        await tg.start(self._driver.run)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         try:
-            with trio.move_on_after(10):
+            with anyio.move_on_after(10):
                 await self.aclose()
         finally:
             self._driver.stop()
@@ -204,7 +86,7 @@ class _AioClient:
         self._driver.stop()
 
     def _check(self) -> None:
-        if self._aclosed or not self._driver._running:
+        if self._aclosed or not self._driver.running:
             raise ClientClosedError("the client is closed (or not started: use `async with`)")
 
     async def _call(self, fn: Callable[[], Any], what: str, timeout: float | None = None) -> Any:
@@ -217,7 +99,7 @@ class _AioClient:
 
 
 class Producer(ProducerBase, _AioClient):
-    """The trio producer: `await send()` for one acknowledged record, `await enqueue()` +
+    """The async producer: `await send()` for one acknowledged record, `await enqueue()` +
     `await flush()` for throughput."""
 
     def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", **config: Any) -> None:
@@ -230,11 +112,12 @@ class Producer(ProducerBase, _AioClient):
                       timestamp: int | None = None) -> _core.RecordFuture:
         """Queues a record (waiting for metadata or buffer room, up to max.block.ms); returns its future."""
         self._check()
+        await self._share.checkpoint()
         fut = self._append(topic, value, key, partition, timestamp, headers)
         if fut is not None:
             return fut
         max_block = self.config["max.block.ms"] / 1000
-        with trio.move_on_after(max_block) as scope:
+        with anyio.move_on_after(max_block) as scope:
             while True:
                 if self._acc.partitions(topic) is None:
                     pending = self._core.wait_for_topic(topic, max_block)
@@ -242,7 +125,7 @@ class Producer(ProducerBase, _AioClient):
                     await wait_pending(pending, max_block + 1, f"metadata of topic {topic!r}")
                 else:
                     self._acc.begin_flush()
-                    await trio.sleep(0.005)
+                    await anyio.sleep(0.005)
                 fut = self._append(topic, value, key, partition, timestamp, headers)
                 if fut is not None:
                     return fut
@@ -296,8 +179,8 @@ class Producer(ProducerBase, _AioClient):
         if self._aclosed:
             return
         try:
-            if self._driver._running:
-                with trio.move_on_after(self.config["delivery.timeout.ms"] / 1000):
+            if self._driver.running:
+                with anyio.move_on_after(self.config["delivery.timeout.ms"] / 1000):
                     await self.flush()
         finally:
             self._closed = True
@@ -305,19 +188,11 @@ class Producer(ProducerBase, _AioClient):
 
 
 async def delivered(fut: _core.RecordFuture, timeout: float | None = None) -> _core.RecordMetadata:
-    """Awaits a RecordFuture from trio."""
+    """Awaits a RecordFuture (from the loop's thread; the future may complete in any)."""
     if not fut.done():
-        ev = trio.Event()
-        token = trio.lowlevel.current_trio_token()
-
-        def done(_: Any) -> None:
-            try:
-                ev.set()
-            except RuntimeError:  # completed from another thread
-                token.run_sync_soon(ev.set)
-
-        fut.add_done_callback(done)
-        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+        ev = anyio.Event()
+        fut.add_done_callback(soon_in_loop(ev.set))
+        with anyio.move_on_after(timeout) as scope:
             await ev.wait()
         if scope.cancelled_caught:
             raise KafkaTimeoutError(f"delivery to {fut.topic}-{fut.partition} not acknowledged within {timeout}s")
@@ -325,7 +200,7 @@ async def delivered(fut: _core.RecordFuture, timeout: float | None = None) -> _c
 
 
 class Consumer(ConsumerBase, _AioClient):
-    """The trio consumer: `await poll()` or `async for record in consumer`. Rebalance
+    """The async consumer: `await poll()` or `async for record in consumer`. Rebalance
     callbacks may be plain functions or coroutine functions."""
 
     def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
@@ -333,7 +208,7 @@ class Consumer(ConsumerBase, _AioClient):
         ConsumerBase.__init__(self, bootstrap_servers, group_id, config)
         self._init_driver()
         self._timeout = self.config["request.timeout.ms"] / 1000
-        self._data = trio.Event()
+        self._data = anyio.Event()
         self._core.notify = self._notify
         self._iter_buffer: list[_core.ConsumerRecord] = []
 
@@ -380,14 +255,15 @@ class Consumer(ConsumerBase, _AioClient):
     async def poll(self, timeout: float | None = 0.0, max_records: int | None = None) -> list[_core.ConsumerRecord]:
         """Up to `max_records` records, waiting up to `timeout` seconds for the first."""
         self._check()
+        await self._share.checkpoint()
         n = self.max_poll_records if max_records is None else max_records
         core = self._core
         if core.polled():
             core.rejoin_after_poll_timeout()
             core.wake()
-        with trio.move_on_after(math.inf if timeout is None else timeout):
+        with anyio.move_on_after(timeout):
             while True:
-                self._data = trio.Event()
+                self._data = anyio.Event()
                 if core.events or core.errors:
                     err = await self._run_events_async()
                     if err is not None:
@@ -433,11 +309,11 @@ class Consumer(ConsumerBase, _AioClient):
         if st is None:
             raise KafkaError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
         t = self._timeout if timeout is None else timeout
-        with trio.move_on_after(t):
+        with anyio.move_on_after(t):
             while st.position is None:
                 if st.error is not None:
                     raise st.error
-                await trio.sleep(0.005)
+                await anyio.sleep(0.005)
             return st.position
         raise KafkaTimeoutError(f"position of {tp.topic}-{tp.partition} not known within {t}s")
 
@@ -476,8 +352,8 @@ class Consumer(ConsumerBase, _AioClient):
         if self._aclosed:
             return
         try:
-            if self._driver._running:
-                with trio.move_on_after(10):
+            if self._driver.running:
+                with anyio.move_on_after(10):
                     await wait_pending(self._core.close_group(), 10, "close")
         except KafkaError:
             pass
@@ -487,7 +363,7 @@ class Consumer(ConsumerBase, _AioClient):
 
 
 class Admin(_AioClient):
-    """The trio admin client: the methods of `logbroker.Admin`, awaited."""
+    """The async admin client: the methods of `logbroker.Admin`, awaited."""
 
     def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", **config: Any) -> None:
         self.config = _config.build(_config.ADMIN, {"bootstrap.servers": bootstrap_servers, **config})
