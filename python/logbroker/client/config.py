@@ -94,7 +94,7 @@ CONSUMER: dict[str, Any] = {
     "fetch.buffer.bytes": 67108864,
     "check.crcs": True,
     "isolation.level": "read_uncommitted",
-    "partition.assignment.strategy": ["range", "roundrobin"],
+    "partition.assignment.strategy": ["range", "roundrobin", "cooperative-sticky"],
     "exclude.internal.topics": True,
     "allow.auto.create.topics": False,
 }
@@ -144,10 +144,11 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
     if key == "partition.assignment.strategy":
         names = value if isinstance(value, (list, tuple)) else [s.strip() for s in str(value).split(",")]
         names = [n.rsplit(".", 1)[-1].lower().replace("assignor", "") for n in names]
-        names = [{"roundrobin": "roundrobin", "range": "range"}.get(n, n) for n in names]
-        unknown = [n for n in names if n not in ("range", "roundrobin")]
+        names = [{"cooperativesticky": "cooperative-sticky"}.get(n, n) for n in names]
+        unknown = [n for n in names if n not in ("range", "roundrobin", "cooperative-sticky")]
         if unknown:
-            raise ConfigError(f"partition.assignment.strategy: unknown assignor(s) {unknown}; use range or roundrobin")
+            raise ConfigError(f"partition.assignment.strategy: unknown assignor(s) {unknown}; "
+                              "use range, roundrobin or cooperative-sticky")
         return names
     if default is None or value is None:
         return value

@@ -232,7 +232,13 @@ class ConsumerCore(ClientCore):
     def revoke_partitions(self, tps: list[TopicPartition], done: Callable[[], None]) -> None:
         """Incremental revocation (KIP-848): on_revoke(tps) at the next poll() when
         registered, auto-commit of their positions, then they leave the assignment and
-        `done()` runs; other partitions keep fetching throughout."""
+        `done()` runs; other partitions keep fetching throughout. From now on the revoked
+        ones hand out no more records, so the positions committed are the last ones."""
+        for tp in tps:
+            st = self.assignment.get(tp)
+            if st is not None and not st.paused:
+                st.paused = True
+                st.bump()
         self._incremental_revoke = (tps, done)
         self.events.append(("revoke", tps))
         self.notify()

@@ -10,20 +10,36 @@ and acknowledges; heartbeats continue meanwhile, so a long-running batch does no
 membership (`max.poll.interval.ms` is the rebalance timeout the coordinator waits, and the
 longest the application may go without `poll()` before the member leaves: `fetcher.py`).
 
-Rebalances are eager: a member gives up all its partitions before rejoining (auto-commit
-commits their positions first). Assignors: `range` (per topic, contiguous ranges, as Kafka's
-RangeAssignor) and `roundrobin` (all partitions dealt in order over the members subscribed to
-them); the leader runs the first protocol every member supports.
+Assignors: `range` (per topic, contiguous ranges, as Kafka's RangeAssignor), `roundrobin`
+(all partitions dealt in order over the members subscribed to them) and `cooperative-sticky`
+(`sticky_assignor.py`). The member offers them in `partition.assignment.strategy` order; the
+coordinator picks one every member supports (each member votes for its first such one) and
+the leader runs it.
+
+Rebalances are eager unless every configured assignor is cooperative (Kafka's rule, so a
+rolling upgrade goes through `[..., cooperative-sticky]` first): an eager member gives up all
+its partitions before rejoining (auto-commit commits their positions first). A cooperative
+member (KIP-429) rejoins keeping them, and lists them in its subscription with the generation
+it got them in; on its assignment it revokes only `owned - assigned` (on_revoke with those,
+their positions committed, while it goes on fetching the rest), on_assign gets only
+`assigned - owned`, and if anything was revoked it rejoins at once so the next generation can
+hand those partitions over. Before joining it revokes partitions of topics it no longer
+subscribes to; after losing its membership (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) it gives
+all of them up as lost.
 
 Errors: UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / FENCED_INSTANCE_ID reset the member id and
 rejoin; REBALANCE_IN_PROGRESS rejoins; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
 COORDINATOR_LOAD_IN_PROGRESS / connection errors rediscover the coordinator after
 `retry.backoff.ms`. MEMBER_ID_REQUIRED (JoinGroup v4+) rejoins at once with the given id.
 
-# Byte formats (ConsumerProtocolSubscription / ConsumerProtocolAssignment, version 0)
+# Byte formats (ConsumerProtocolSubscription v3 / ConsumerProtocolAssignment v0, not flexible)
     subscription: version i16 | topics [i32 count, (i16 len, utf-8)*] | user_data (i32 len | bytes, -1 = null)
+                  | v1+: owned [i32 count, (topic string, [i32 count, i32 partition*])*]
+                  | v2+: generation i32 (-1 unknown) | v3+: rack (i16 len | utf-8, -1 = null)
     assignment:   version i16 | [i32 count, (topic string, [i32 count, i32 partition*])*] | user_data
-Newer versions append fields; decoders read the v0 prefix and ignore the rest.
+Newer versions append fields; decoders read the fields they know and ignore the rest. The
+cooperative-sticky user data is the generation as an i32 (Java's; a v0/v1 subscription's
+only source of it).
 """
 
 from __future__ import annotations
@@ -34,6 +50,7 @@ from typing import Any, NamedTuple, Protocol
 
 from logbroker.client.errors import KafkaError, error_for
 from logbroker.client.network import Network, Pending, Versioned
+from logbroker.client.sticky_assignor import Member, cooperative_assign
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.find_coordinator_request import _FindCoordinatorRequest
 from logbroker.protocol.messages.heartbeat_request import _HeartbeatRequest
@@ -65,11 +82,14 @@ class MemberHost(Protocol):
     def prepare_rejoin(self, group: Any) -> None: ...
 
 __all__ = [
+    "COOPERATIVE",
     "CoordinatorLink",
     "GroupMembership",
+    "Subscription",
     "TopicPartition",
     "decode_assignment",
     "decode_subscription",
+    "parse_subscription",
     "encode_assignment",
     "encode_subscription",
     "range_assign",
@@ -122,9 +142,35 @@ def _str(s: str) -> bytes:
     return struct.pack(">h", len(b)) + b
 
 
-def encode_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
-    out = struct.pack(">hi", 0, len(topics)) + b"".join(_str(t) for t in sorted(topics))
-    return out + (struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data)
+class Subscription(NamedTuple):
+    topics: list[str]
+    user_data: bytes | None = None
+    owned: list[TopicPartition] = []
+    generation: int = -1
+    rack: str | None = None
+
+
+def _bytes(b: bytes | None) -> bytes:
+    return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
+
+
+def _partitions(parts: list[TopicPartition]) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in parts:
+        by_topic.setdefault(t, []).append(p)
+    out = struct.pack(">i", len(by_topic))
+    for t in sorted(by_topic):
+        ps = sorted(by_topic[t])
+        out += _str(t) + struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    return out
+
+
+def encode_subscription(topics: list[str], user_data: bytes | None = None, owned: list[TopicPartition] = (),
+                        generation: int = -1, rack: str | None = None) -> bytes:
+    """Version 3 (what Java and librdkafka send)."""
+    out = struct.pack(">hi", 3, len(topics)) + b"".join(_str(t) for t in sorted(topics))
+    out += _bytes(user_data) + _partitions(list(owned)) + struct.pack(">i", generation)
+    return out + (struct.pack(">h", -1) if rack is None else _str(rack))
 
 
 def _read_str(b: bytes, pos: int) -> tuple[str, int]:
@@ -133,38 +179,54 @@ def _read_str(b: bytes, pos: int) -> tuple[str, int]:
     return bytes(b[pos:pos + n]).decode(), pos + n
 
 
-def decode_subscription(b: bytes) -> list[str]:
-    (_, n) = struct.unpack_from(">hi", b, 0)
-    pos, topics = 6, []
-    for _ in range(n):
-        t, pos = _read_str(b, pos)
-        topics.append(t)
-    return topics
-
-
-def encode_assignment(parts: list[TopicPartition]) -> bytes:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in parts:
-        by_topic.setdefault(t, []).append(p)
-    out = struct.pack(">hi", 0, len(by_topic))
-    for t in sorted(by_topic):
-        ps = sorted(by_topic[t])
-        out += _str(t) + struct.pack(f">i{len(ps)}i", len(ps), *ps)
-    return out + struct.pack(">i", -1)
-
-
-def decode_assignment(b: bytes) -> list[TopicPartition]:
-    if not b:
-        return []
-    (_, n) = struct.unpack_from(">hi", b, 0)
-    pos, out = 6, []
+def _read_partitions(b: bytes, pos: int) -> tuple[list[TopicPartition], int]:
+    (n,) = struct.unpack_from(">i", b, pos)
+    pos += 4
+    out = []
     for _ in range(n):
         t, pos = _read_str(b, pos)
         (k,) = struct.unpack_from(">i", b, pos)
         pos += 4
         out.extend(TopicPartition(t, p) for p in struct.unpack_from(f">{k}i", b, pos))
         pos += 4 * k
-    return out
+    return out, pos
+
+
+def parse_subscription(b: bytes) -> Subscription:
+    """Any version; fields past what the bytes hold keep their defaults (they are ignorable)."""
+    (version, n) = struct.unpack_from(">hi", b, 0)
+    pos, topics = 6, []
+    for _ in range(n):
+        t, pos = _read_str(b, pos)
+        topics.append(t)
+    (k,) = struct.unpack_from(">i", b, pos)
+    pos += 4
+    user_data = None if k < 0 else bytes(b[pos:pos + k])
+    pos += max(k, 0)
+    owned: list[TopicPartition] = []
+    generation, rack = -1, None
+    if version >= 1 and len(b) >= pos + 4:
+        owned, pos = _read_partitions(b, pos)
+        if version >= 2 and len(b) >= pos + 4:
+            (generation,) = struct.unpack_from(">i", b, pos)
+            pos += 4
+            if version >= 3 and len(b) >= pos + 2 and struct.unpack_from(">h", b, pos)[0] >= 0:
+                rack, pos = _read_str(b, pos)
+    return Subscription(topics, user_data, owned, generation, rack)
+
+
+def decode_subscription(b: bytes) -> list[str]:
+    return parse_subscription(b).topics
+
+
+def encode_assignment(parts: list[TopicPartition]) -> bytes:
+    return struct.pack(">h", 0) + _partitions(parts) + struct.pack(">i", -1)
+
+
+def decode_assignment(b: bytes) -> list[TopicPartition]:
+    if not b:
+        return []
+    return _read_partitions(b, 2)[0]
 
 
 def range_assign(members: dict[str, list[str]], counts: dict[str, int]) -> dict[str, list[TopicPartition]]:
@@ -203,10 +265,24 @@ def roundrobin_assign(members: dict[str, list[str]], counts: dict[str, int]) -> 
     return out
 
 
+def cooperative_sticky_assign(subs: dict[str, Subscription], counts: dict[str, int]) -> dict[str, list[TopicPartition]]:
+    """`sticky_assignor.cooperative_assign` over the members' subscriptions: the generation
+    of their owned partitions is the v2+ field, else Java's user data (an i32), else unknown."""
+    members = {}
+    for m, s in subs.items():
+        gen = s.generation
+        if gen < 0 and s.user_data is not None and len(s.user_data) == 4:
+            (gen,) = struct.unpack(">i", s.user_data)
+        members[m] = Member(s.topics, [(tp.topic, tp.partition) for tp in s.owned], gen)
+    return {m: [TopicPartition(*tp) for tp in tps] for m, tps in cooperative_assign(members, counts).items()}
+
+
 ASSIGNORS: dict[str, Callable[[dict[str, list[str]], dict[str, int]], dict[str, list[TopicPartition]]]] = {
     "range": range_assign,
     "roundrobin": roundrobin_assign,
 }
+# Assignors whose rebalances may be incremental (they read the members' subscriptions).
+COOPERATIVE = {"cooperative-sticky": cooperative_sticky_assign}
 
 _REJOIN_RESET = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID}
 _COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
@@ -296,6 +372,9 @@ class GroupMembership(CoordinatorLink):
         self.rebalance_timeout_ms: int = cfg["max.poll.interval.ms"]
         self.heartbeat_interval = cfg["heartbeat.interval.ms"] / 1000
         self.assignors: list[str] = list(cfg["partition.assignment.strategy"])
+        self.cooperative = all(a in COOPERATIVE for a in self.assignors)
+        self.rack: str | None = cfg.get("client.rack")
+        self._revoking: object | None = None  # a cooperative revocation in progress
         self.state = "unjoined"
         self.member_id = ""
         self.generation = -1
@@ -347,11 +426,14 @@ class GroupMembership(CoordinatorLink):
                 return
             self.ensure_coordinator()
             return
-        if self.state == "stable" and self.needs_rejoin:
+        if self.state == "stable" and self.needs_rejoin and self._revoking is None:
             self.state = "unjoined"
         if self.state == "unjoined" and now >= self._retry_at:
             self.needs_rejoin = False
-            self.core.prepare_rejoin(self)
+            if self.cooperative:
+                self._prepare_cooperative()
+            else:
+                self.core.prepare_rejoin(self)
         if self.state in ("stable", "awaiting_revoke", "syncing") and now >= self.next_heartbeat:
             self._heartbeat()
 
@@ -376,17 +458,65 @@ class GroupMembership(CoordinatorLink):
         else:
             self._join()
 
+    # -- the cooperative protocol (KIP-429) ----------------------------------------------
+
+    def _prepare_cooperative(self) -> None:
+        """Before joining: all partitions are lost when the membership is gone; else only
+        those of topics no longer subscribed are revoked (then join); the rest are kept."""
+        owned = list(self.core.assignment)
+        if owned and (self.generation < 0 or not self.member_id):
+            self._revoking = None
+            self.core.lose_partitions()
+            self._join()
+            return
+        gone = [tp for tp in owned if tp.topic not in self.subscribed]
+        if not gone:
+            self._join()
+            return
+        self.state = "awaiting_revoke"
+        self.next_heartbeat = self.core.now
+        token = self._revoking = object()
+
+        def done() -> None:
+            if self._revoking is token:
+                self._revoking = None
+                if self.state == "awaiting_revoke":
+                    self._join()
+
+        self.core.revoke_partitions(gone, done)
+
+    def _assigned_incrementally(self, assigned: list[TopicPartition]) -> None:
+        """A cooperative member's new assignment: revoke `owned - assigned` (then rejoin),
+        add `assigned - owned`; kept partitions go on fetching."""
+        owned = set(self.core.assignment)
+        revoked = sorted(owned - set(assigned))
+        added = sorted(set(assigned) - owned)
+        if revoked:
+            token = self._revoking = object()
+
+            def done() -> None:
+                if self._revoking is token:
+                    self._revoking = None
+                    self.request_rejoin()
+
+            self.core.revoke_partitions(revoked, done)
+        self.core.add_partitions(added)
+
     def _join(self) -> None:
         self.state = "joining"
         topics = list(self.subscribed)
         self.joined_topics = topics
-        meta = encode_subscription(topics)
+        owned = sorted(self.core.assignment)
         req_cls = _JoinGroupRequest
+        protocols = []
+        for a in self.assignors:
+            user_data = struct.pack(">i", self.generation) if a in COOPERATIVE else None
+            meta = encode_subscription(topics, user_data, owned, self.generation, self.rack)
+            protocols.append(req_cls.JoinGroupRequestProtocol(name=a, metadata=meta))
         req = req_cls(
             group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-            group_instance_id=self.instance_id, protocol_type="consumer",
-            protocols=[req_cls.JoinGroupRequestProtocol(name=a, metadata=meta) for a in self.assignors])
+            group_instance_id=self.instance_id, protocol_type="consumer", protocols=protocols)
         timeout = self.rebalance_timeout_ms / 1000 + 5.0
         assert self.coordinator is not None
         self.core.net.request(self.coordinator, req, timeout=timeout).add_callback(self._on_join)
@@ -426,8 +556,8 @@ class GroupMembership(CoordinatorLink):
         self.state = "syncing"
         self.next_heartbeat = self.core.now + self.heartbeat_interval
         if self.leader:
-            members = {m.member_id: decode_subscription(m.metadata) for m in r.members}
-            topics = sorted({t for ts in members.values() for t in ts})
+            members = {m.member_id: parse_subscription(m.metadata) for m in r.members}
+            topics = sorted({t for s in members.values() for t in s.topics})
             self.core.want_topics(topics)
             gen = self.generation
             self.core.wait_metadata(
@@ -437,18 +567,22 @@ class GroupMembership(CoordinatorLink):
         else:
             self._sync([])
 
-    def _assign_and_sync(self, members: dict[str, list[str]], generation: int) -> None:
+    def _assign_and_sync(self, members: dict[str, Subscription], generation: int) -> None:
         if self.state != "syncing" or self.generation != generation:
             return
+        topics = sorted({t for s in members.values() for t in s.topics})
         counts = {}
-        for t in sorted({t for ts in members.values() for t in ts}):
+        for t in topics:
             n = self.core.metadata.partition_count(t)
             if n:
                 counts[t] = n
         self.assigned_counts = dict(counts)
-        self._assigned_topics = sorted({t for ts in members.values() for t in ts})
-        assignor = ASSIGNORS.get(self.protocol or "range", range_assign)
-        plan = assignor(members, counts)
+        self._assigned_topics = topics
+        if self.protocol in COOPERATIVE:
+            plan = COOPERATIVE[self.protocol](members, counts)
+        else:
+            assignor = ASSIGNORS.get(self.protocol or "range", range_assign)
+            plan = assignor({m: s.topics for m, s in members.items()}, counts)
         req_cls = _SyncGroupRequest
         self._sync([req_cls.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(ps))
                     for m, ps in plan.items()])
@@ -475,7 +609,10 @@ class GroupMembership(CoordinatorLink):
             return
         self.state = "stable"
         self.next_heartbeat = self.core.now + self.heartbeat_interval
-        self.core.assignment_received(decode_assignment(r.assignment))
+        if self.cooperative:
+            self._assigned_incrementally(decode_assignment(r.assignment))
+        else:
+            self.core.assignment_received(decode_assignment(r.assignment))
 
     def _heartbeat(self) -> None:
         self.next_heartbeat = self.core.now + self.heartbeat_interval
@@ -521,6 +658,7 @@ class GroupMembership(CoordinatorLink):
     def _unjoin(self) -> None:
         self.state = "unjoined"
         self.member_id, self.generation = "", -1
+        self._revoking = None
 
     def _leave(self, reason: str) -> Pending[Any]:
         if self.coordinator is None or not self.member_id:
