@@ -6,7 +6,7 @@
     with logbroker.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
         p.send("events", b"hello").result(10)
 
-Producer, Consumer and Admin are the Python Kafka client (`logbroker.client`; trio
+Producer, Consumer, ShareConsumer and Admin are the Python Kafka client (`logbroker.client`; trio
 versions in `logbroker.aio`), usable against Apache Kafka as well.
 """
 
@@ -15,6 +15,7 @@ from logbroker.broker import Broker, BrokerServer
 from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.cluster import Cluster
 from logbroker.client import (
+    AcknowledgeType,
     Admin,
     Consumer,
     ConsumerRecord,
@@ -25,10 +26,12 @@ from logbroker.client import (
     Producer,
     RecordFuture,
     RecordMetadata,
+    ShareConsumer,
     TopicPartition,
 )
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "Broker",
     "BrokerConfig",
@@ -44,6 +47,7 @@ __all__ = [
     "Producer",
     "RecordFuture",
     "RecordMetadata",
+    "ShareConsumer",
     "TopicPartition",
     "__version__",
 ]

@@ -46,8 +46,10 @@ from logbroker.client.fetcher import EARLIEST, LATEST
 from logbroker.client.group import TopicPartition
 from logbroker.client.network import Pending
 from logbroker.client.producer import Headers, ProducerBase
+from logbroker.client.share import AcknowledgementCommitCallback, ShareConsumerBase
+from logbroker.client.share_consumer import AckResults
 
-__all__ = ["Admin", "Consumer", "NewTopic", "Producer", "TopicPartition", "delivered"]
+__all__ = ["Admin", "Consumer", "NewTopic", "Producer", "ShareConsumer", "TopicPartition", "delivered"]
 
 
 
@@ -355,6 +357,144 @@ class Consumer(ConsumerBase, _AioClient):
             if self._driver.running:
                 with anyio.move_on_after(10):
                     await wait_pending(self._core.close_group(), 10, "close")
+        except KafkaError:
+            pass
+        finally:
+            self._closed = True
+            await _AioClient.aclose(self)
+
+
+class ShareConsumer(ShareConsumerBase, _AioClient):
+    """The async share-group consumer (KIP-932): the methods of `logbroker.ShareConsumer`
+    (client/share.py), awaited; `await poll()` or `async for record in consumer`.
+    Acknowledgement callbacks may be plain functions or coroutine functions; they run
+    inside poll(), commit_sync() and aclose()."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
+                 **config: Any) -> None:
+        ShareConsumerBase.__init__(self, bootstrap_servers, group_id, config)
+        self._init_driver()
+        self._data = anyio.Event()
+        self._core.notify = self._notify
+        self._iter_buffer: list[_core.ConsumerRecord] = []
+
+    def _notify(self) -> None:
+        self._data.set()
+
+    async def _run_callbacks_async(self) -> None:
+        core = self._core
+        while core.callbacks or core.ack_results:
+            if core.callbacks:
+                cb, results = core.callbacks.popleft()
+                cb = cb or self._ack_callback
+            else:
+                results, cb = core.ack_results.popleft(), self._ack_callback
+            if cb is not None:
+                r = cb(results)
+                if inspect.isawaitable(r):
+                    await r
+
+    async def subscribe(self, topics: Iterable[str] | str) -> None:
+        """Joins the share group for `topics` (replacing an earlier subscription)."""
+        names = [topics] if isinstance(topics, str) else list(topics)
+        await self._call(lambda: self._core.subscribe(names), "subscribe")
+
+    async def unsubscribe(self) -> None:
+        """Leaves the group; acknowledgements made so far are still sent."""
+        acks = self._take_acks()
+        core = self._core
+
+        def leave() -> Any:
+            core.polled(acks)
+            return core.unsubscribe()
+
+        await self._call(leave, "unsubscribe")
+
+    async def poll(self, timeout: float | None = 0.0) -> list[_core.ConsumerRecord]:
+        """Up to max.poll.records acquired records, waiting up to `timeout` seconds (forever
+        with None) for the first; acknowledges as `logbroker.ShareConsumer.poll` does."""
+        self._check()
+        await self._share.checkpoint()
+        await self._run_callbacks_async()
+        self._check_explicit()
+        core = self._core
+        n = self.max_poll_records
+        acks = self._take_acks()
+        recs = core.take_records(n)
+        if recs:
+            if acks:
+                core.acknowledge_async(acks)
+            self._delivered(recs)
+            return recs
+        core.polled(acks)
+        with anyio.move_on_after(timeout):
+            while True:
+                self._data = anyio.Event()
+                if core.errors:
+                    raise core.errors.popleft()
+                recs = core.take_records(n)
+                if recs:
+                    self._delivered(recs)
+                    return recs
+                if core.callbacks or core.ack_results:
+                    await self._run_callbacks_async()
+                    continue
+                await self._data.wait()
+        return []
+
+    def __aiter__(self) -> ShareConsumer:
+        return self
+
+    async def __anext__(self) -> _core.ConsumerRecord:
+        """The next record (implicit mode: each batch is accepted at the next poll)."""
+        while not self._iter_buffer:
+            if self._aclosed:
+                raise StopAsyncIteration
+            try:
+                self._iter_buffer = (await self.poll(0.5))[::-1]
+            except ClientClosedError:
+                raise StopAsyncIteration from None
+        return self._iter_buffer.pop()
+
+    async def commit_sync(self, timeout: float | None = None) -> AckResults:
+        """Sends the acknowledgements made so far and waits for them: {TopicPartition: None
+        or the error}."""
+        self._check()
+        await self._run_callbacks_async()
+        t = self._timeout if timeout is None else timeout
+        acks = self._take_acks()
+        results: AckResults = await self._call(lambda: self._core.commit(acks, t), "commit_sync", t + 1.0)
+        await self._run_callbacks_async()
+        return results
+
+    def commit_async(self, callback: AcknowledgementCommitCallback | None = None) -> None:
+        """Sends the acknowledgements made so far without waiting; `callback(results)` (or the
+        acknowledgement commit callback) runs inside a later poll(), commit_sync() or aclose()."""
+        self._check()
+        acks = self._take_acks()
+        core = self._core
+
+        def done(p: Pending[AckResults]) -> None:
+            err = p.error if p.error is None or isinstance(p.error, KafkaError) else KafkaError(str(p.error))
+            results: AckResults = p.result() if err is None else {tp: err for tp in acks}
+            core.callbacks.append((callback, results))
+            core.notify()
+
+        core.commit(acks, self._timeout).add_callback(done)
+        core.wake()
+
+    async def aclose(self) -> None:
+        """Sends the last acknowledgements, closes the share sessions, leaves the group and
+        stops the loop. Idempotent."""
+        if self._aclosed:
+            return
+        try:
+            if self._driver.running:
+                self._drop_unacked()
+                acks = self._take_acks()
+                with anyio.move_on_after(10):
+                    await wait_pending(self._core.close_share(acks, 9.0), 10, "close")
+                await self._run_callbacks_async()
         except KafkaError:
             pass
         finally:

@@ -1,7 +1,8 @@
-"""The Python Kafka client: `Producer`, `Consumer`, `Admin` (sync; the trio versions are in
-`logbroker.aio`), built on one sans-I/O core (`core.py`, `network.py`, `sender.py`,
-`fetcher.py`, `group.py`, `admin_core.py`) driven by a background thread (`driver.py`) or
-trio tasks (`logbroker.aio`), with the per-record work in Rust (`_core.RecordAccumulator`,
+"""The Python Kafka client: `Producer`, `Consumer`, `ShareConsumer` (KIP-932 share groups),
+`Admin` (sync; the async versions are in `logbroker.aio`), built on one sans-I/O core
+(`core.py`, `network.py`, `sender.py`, `fetcher.py`, `group.py`, `share_consumer.py`,
+`admin_core.py`) driven by a background thread (`driver.py`) or async tasks
+(`logbroker.aio`), with the per-record work in Rust (`_core.RecordAccumulator`,
 `_core.decode_records`). `BrokerConnection` is the small blocking client the CLI uses.
 """
 
@@ -23,9 +24,11 @@ from logbroker.client.errors import (
 from logbroker.client.fetcher import NoOffsetForPartitionError
 from logbroker.client.group import TopicPartition
 from logbroker.client.producer import Producer, RecordFuture, RecordMetadata
+from logbroker.client.share import AcknowledgeType, IllegalStateError, ShareConsumer
 from logbroker.client.transactions import TransactionStateError
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "BrokerConnection",
     "BrokerResponseError",
@@ -37,6 +40,7 @@ __all__ = [
     "ConsumerRecord",
     "DeadLetters",
     "GroupDescription",
+    "IllegalStateError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -47,6 +51,7 @@ __all__ = [
     "RecordMetadata",
     "SaslAuthenticationError",
     "SerializationError",
+    "ShareConsumer",
     "TopicDescription",
     "TopicPartition",
     "TransactionStateError",

@@ -226,3 +226,33 @@ def build_producer(given: dict[str, Any]) -> dict[str, Any]:
     if not explicit and (out["acks"] != -1 or out["max.in.flight.requests.per.connection"] > 5 or out["retries"] == 0):
         out["enable.idempotence"] = False
     return out
+
+
+# -- share consumer (KIP-932; client/share.py) ------------------------------------------
+
+SHARE_CONSUMER: dict[str, Any] = {
+    **COMMON,
+    "group.id": None,
+    "share.acknowledgement.mode": "implicit",
+    "max.poll.records": 500,
+    "fetch.min.bytes": 1,
+    "fetch.max.bytes": 52428800,
+    "fetch.max.wait.ms": 500,
+    "check.crcs": True,
+    "allow.auto.create.topics": False,
+}
+
+
+def build_share_consumer(given: dict[str, Any]) -> dict[str, Any]:
+    """The share consumer's configuration: a group id is required and
+    `share.acknowledgement.mode` is "implicit" or "explicit" (as in Kafka)."""
+    out = build(SHARE_CONSUMER, given)
+    mode = str(out["share.acknowledgement.mode"]).lower()
+    if mode not in ("implicit", "explicit"):
+        raise ConfigError(f"share.acknowledgement.mode must be 'implicit' or 'explicit', not {mode!r}")
+    out["share.acknowledgement.mode"] = mode
+    if not out["group.id"]:
+        raise ConfigError("a share consumer needs a group.id")
+    if out["max.poll.records"] < 1:
+        raise ConfigError("max.poll.records must be at least 1")
+    return out

@@ -629,38 +629,69 @@ impl RecordSet {
     #[pyo3(signature = (max_records=None))]
     fn take<'py>(&mut self, py: Python<'py>, max_records: Option<usize>) -> PyResult<Bound<'py, PyList>> {
         let end = max_records.map_or(self.fetched.records.len(), |n| (self.cursor + n).min(self.fetched.records.len()));
-        let raw = self.input.as_slice();
-        let f = &self.fetched;
         let out = PyList::empty(py);
-        for r in &self.fetched.records[self.cursor..end] {
-            let headers = if r.headers_count > 0 {
-                let items: Vec<(String, Option<Bound<'py, PyBytes>>)> = records::parse_headers(f.slice(raw, r.headers.clone()), r.headers_count)
-                    .into_iter()
-                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v))))
-                    .collect();
-                Some(PyList::new(py, items)?.unbind())
-            } else {
-                None
-            };
-            let rec = ConsumerRecord {
-                topic: self.topic.clone_ref(py),
-                partition: self.partition,
-                offset: r.offset,
-                timestamp: r.timestamp,
-                timestamp_type: r.timestamp_type,
-                leader_epoch: r.leader_epoch,
-                key: r.key.clone().map(|k| PyBytes::new(py, f.slice(raw, k)).unbind()),
-                value: r.value.clone().map(|v| PyBytes::new(py, f.slice(raw, v)).unbind()),
-                headers,
-            };
-            out.append(Bound::new(py, rec)?)?;
+        for i in self.cursor..end {
+            out.append(Bound::new(py, self.record(py, i, None)?)?)?;
         }
         self.cursor = end;
+        Ok(out)
+    }
+    /// All remaining records whose offsets lie in one of the `acquired` ranges
+    /// `[(first_offset, last_offset, delivery_count)]` (a ShareFetch's AcquiredRecords,
+    /// ascending), each carrying its range's delivery count; the others (the rest of a batch
+    /// that holds acquired records) are skipped. Leaves the set empty.
+    fn take_acquired<'py>(&mut self, py: Python<'py>, acquired: Vec<(i64, i64, i16)>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        let mut ranges = acquired.iter().peekable();
+        for i in self.cursor..self.fetched.records.len() {
+            let offset = self.fetched.records[i].offset;
+            while ranges.peek().is_some_and(|r| r.1 < offset) {
+                ranges.next();
+            }
+            match ranges.peek() {
+                None => break,
+                Some(&&(first, _, count)) if first <= offset => {
+                    out.append(Bound::new(py, self.record(py, i, Some(count))?)?)?;
+                }
+                Some(_) => {}
+            }
+        }
+        self.cursor = self.fetched.records.len();
         Ok(out)
     }
     /// Drops every remaining record.
     fn clear(&mut self) {
         self.cursor = self.fetched.records.len();
+    }
+}
+
+impl RecordSet {
+    /// The `i`th decoded record as a `ConsumerRecord`.
+    fn record(&self, py: Python<'_>, i: usize, delivery_count: Option<i16>) -> PyResult<ConsumerRecord> {
+        let raw = self.input.as_slice();
+        let f = &self.fetched;
+        let r = &f.records[i];
+        let headers = if r.headers_count > 0 {
+            let items: Vec<(String, Option<Bound<'_, PyBytes>>)> = records::parse_headers(f.slice(raw, r.headers.clone()), r.headers_count)
+                .into_iter()
+                .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v))))
+                .collect();
+            Some(PyList::new(py, items)?.unbind())
+        } else {
+            None
+        };
+        Ok(ConsumerRecord {
+            topic: self.topic.clone_ref(py),
+            partition: self.partition,
+            offset: r.offset,
+            timestamp: r.timestamp,
+            timestamp_type: r.timestamp_type,
+            leader_epoch: r.leader_epoch,
+            key: r.key.clone().map(|k| PyBytes::new(py, f.slice(raw, k)).unbind()),
+            value: r.value.clone().map(|v| PyBytes::new(py, f.slice(raw, v)).unbind()),
+            headers,
+            delivery_count,
+        })
     }
 }
 
@@ -672,7 +703,8 @@ impl Drop for RecordSet {
 }
 
 /// One consumed record. `timestamp_type` is 0 (CreateTime) or 1 (LogAppendTime);
-/// `headers` is a list of `(key, value)`.
+/// `headers` is a list of `(key, value)`; `delivery_count` is how many times a share group
+/// has delivered the record (KIP-932; None outside share groups).
 #[pyclass(module = "logbroker._core", frozen)]
 pub struct ConsumerRecord {
     #[pyo3(get)]
@@ -692,6 +724,8 @@ pub struct ConsumerRecord {
     #[pyo3(get)]
     value: Option<Py<PyBytes>>,
     headers: Option<Py<PyList>>,
+    #[pyo3(get)]
+    delivery_count: Option<i16>,
 }
 
 #[pymethods]
@@ -710,8 +744,9 @@ impl ConsumerRecord {
                 Some(b) => Ok(b.bind(py).repr()?.to_string()),
             }
         };
+        let delivery = self.delivery_count.map_or(String::new(), |n| format!(", delivery_count={n}"));
         Ok(format!(
-            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={}, key={}, value={})",
+            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={}, key={}, value={}{delivery})",
             self.topic.bind(py).to_str()?,
             self.partition,
             self.offset,
