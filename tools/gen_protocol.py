@@ -381,7 +381,7 @@ class ModuleGen:
     def gen_class(self, st: StructSpec, ind: int, top: bool) -> Code:
         msg = self.msg
         c = Code()
-        c(ind, f"class {st.name}(Struct):")
+        c(ind, f"class {st.name}({'Message' if top else 'Struct'}):")
         if top:
             kind = {"request": "request", "response": "response", "header": "header"}[msg.type]
             key = "" if msg.api_key is None else f" (API key {msg.api_key})"
@@ -476,7 +476,7 @@ class ModuleGen:
         head(0, "# ruff: noqa")
         head(0, f'"""{msg.name}: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""')
         head(0)
-        head(0, "from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID")
+        head(0, "from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID")
         head(0)
         head(0, f"__all__ = [{msg.name!r}]")
         head(0)
@@ -490,17 +490,18 @@ class ModuleGen:
 
 
 def gen_registry(msgs: list[MessageSpec]) -> str:
-    lines = [BANNER, '"""Registry of the generated message classes, by API key, and every struct class by id."""', ""]
+    lines = [BANNER, '"""Registry of the generated message classes, by API key, and every struct class by id."""', "",
+             "from logbroker.protocol._runtime import Message", ""]
     for m in sorted(msgs, key=lambda m: m.module):
         lines.append(f"from logbroker.protocol.messages.{m.module} import {m.name}")
     lines.append("")
     reqs = sorted((m for m in msgs if m.type == "request"), key=lambda m: m.api_key)
     resps = sorted((m for m in msgs if m.type == "response"), key=lambda m: m.api_key)
-    lines.append("REQUESTS = {")
+    lines.append("REQUESTS: dict[int, type[Message]] = {")
     for m in reqs:
         lines.append(f"    {m.api_key}: {m.name},")
     lines.append("}")
-    lines.append("RESPONSES = {")
+    lines.append("RESPONSES: dict[int, type[Message]] = {")
     for m in resps:
         lines.append(f"    {m.api_key}: {m.name},")
     lines.append("}")

@@ -6,8 +6,8 @@
     with logbroker.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
         p.send("events", b"hello").result(10)
 
-Producer, Consumer, ShareConsumer and Admin are the Python Kafka client (`logbroker.client`; trio
-versions in `logbroker.aio`), usable against Apache Kafka as well.
+Producer, Consumer, ShareConsumer and Admin are the Python Kafka client (`logbroker.client`;
+async versions for asyncio and trio in `logbroker.aio`), usable against Apache Kafka as well.
 """
 
 from logbroker._core import __version__

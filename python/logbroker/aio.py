@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -50,6 +50,11 @@ from logbroker.client.share import AcknowledgementCommitCallback, ShareConsumerB
 from logbroker.client.share_consumer import AckResults
 
 __all__ = ["Admin", "Consumer", "NewTopic", "Producer", "ShareConsumer", "TopicPartition", "delivered"]
+
+T = TypeVar("T")
+
+# The async Consumer's default max.partition.fetch.bytes (the sync one's is 8 MiB).
+ASYNC_MAX_PARTITION_FETCH_BYTES = 1 << 20
 
 
 
@@ -84,6 +89,7 @@ class _AioClient:
                 await cm.__aexit__(*exc)
 
     async def aclose(self) -> None:
+        """Stops the client's loop and closes its connections (idempotent; `async with` calls it)."""
         self._aclosed = True
         self._driver.stop()
 
@@ -91,13 +97,23 @@ class _AioClient:
         if self._aclosed or not self._driver.running:
             raise ClientClosedError("the client is closed (or not started: use `async with`)")
 
-    async def _call(self, fn: Callable[[], Any], what: str, timeout: float | None = None) -> Any:
+    async def _call(self, fn: Callable[[], Pending[T] | None], what: str, timeout: float | None = None) -> T | None:
+        """Runs `fn` (a core call) and awaits its result, if it has one to wait for."""
         self._check()
         v = fn()
         self._core.wake()
-        if isinstance(v, Pending):
-            return await wait_pending(v, self._timeout if timeout is None else timeout, what)
-        return v
+        if v is None:
+            return None
+        result: T = await wait_pending(v, self._timeout if timeout is None else timeout, what)
+        return result
+
+    async def _ask(self, fn: Callable[[], Pending[T]], what: str, timeout: float | None = None) -> T:
+        """Runs `fn` (a core call that answers with a Pending) and awaits the answer."""
+        self._check()
+        p = fn()
+        self._core.wake()
+        result: T = await wait_pending(p, self._timeout if timeout is None else timeout, what)
+        return result
 
 
 class Producer(ProducerBase, _AioClient):
@@ -142,11 +158,14 @@ class Producer(ProducerBase, _AioClient):
         return await delivered(fut, self.config["delivery.timeout.ms"] / 1000 if timeout is None else timeout)
 
     async def flush(self, timeout: float | None = None) -> None:
+        """Sends every queued record now and waits until all are acknowledged or failed (up to
+        `timeout` seconds)."""
         self._check()
         self._acc.begin_flush()
         await wait_pending(self._core.wait_idle(), timeout, f"flush of {self._acc.incomplete} record(s)")
 
     async def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        """The partition ids of `topic` (waiting for its metadata up to max.block.ms or `timeout`)."""
         t = self.config["max.block.ms"] / 1000 if timeout is None else timeout
         await self._call(lambda: self._core.wait_for_topic(topic, t), f"metadata of topic {topic!r}", t + 1)
         return list(range(self._acc.partitions(topic) or 0))
@@ -157,27 +176,36 @@ class Producer(ProducerBase, _AioClient):
         return self.config["max.block.ms"] / 1000 if timeout is None else timeout
 
     async def init_transactions(self, timeout: float | None = None) -> None:
+        """Registers the transactional id with its coordinator (fencing older producers with the same
+        id); once, before the first transaction."""
         txn, t = self._txn(), self._t(timeout)
         await self._call(lambda: txn.init(t), f"init_transactions({txn.txn_id!r})", t + 1)
 
     def begin_transaction(self) -> None:
+        """Starts a transaction: records sent until commit_transaction() or abort_transaction() belong
+        to it."""
         self._txn().begin()
 
     async def send_offsets_to_transaction(self, offsets: Any, group: Any, timeout: float | None = None) -> None:
+        """Adds a consumer group's offsets to the transaction (committed with it): `group` is a group
+        id or a Consumer in its group."""
         txn, t = self._txn(), self._t(timeout)
         offs, gid, gen, member, inst = self._offsets_and_group(offsets, group)
         await self._call(lambda: txn.send_offsets(offs, gid, gen, member, inst, t),
                          f"send_offsets_to_transaction(group {gid!r})", t + 1)
 
     async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flushes the transaction's records and commits it."""
         txn, t = self._txn(), self._t(timeout)
         await self._call(lambda: txn.end(True, t), "commit_transaction", t + 1)
 
     async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Aborts the transaction: its records are never read by read_committed consumers."""
         txn, t = self._txn(), self._t(timeout)
         await self._call(lambda: txn.end(False, t), "abort_transaction", t + 1)
 
     async def aclose(self) -> None:
+        """Flushes the queued records (up to delivery.timeout.ms), then closes the client."""
         if self._aclosed:
             return
         try:
@@ -207,6 +235,11 @@ class Consumer(ConsumerBase, _AioClient):
 
     def __init__(self, bootstrap_servers: str | list[str] = "127.0.0.1:9092", group_id: str | None = None,
                  **config: Any) -> None:
+        if not {"max.partition.fetch.bytes", "max_partition_fetch_bytes"} & config.keys():
+            # A fetch is decoded in the loop's thread in one Rust call (about 1 ms per MiB):
+            # Kafka's 1 MiB keeps that under the loop-stall goal, where the sync API's 8 MiB
+            # would hold the loop ~8 ms (docs/decisions.md, "logbroker.aio on anyio").
+            config["max.partition.fetch.bytes"] = ASYNC_MAX_PARTITION_FETCH_BYTES
         ConsumerBase.__init__(self, bootstrap_servers, group_id, config)
         self._init_driver()
         self._timeout = self.config["request.timeout.ms"] / 1000
@@ -219,23 +252,29 @@ class Consumer(ConsumerBase, _AioClient):
 
     async def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], on_assign: RebalanceCallback | None = None,
                         on_revoke: RebalanceCallback | None = None) -> None:
+        """Joins the group's subscription to `topics` (names or a regex); rebalance callbacks may be
+        coroutine functions."""
         names, pattern = self._check_subscribe(topics)
         self._on_assign, self._on_revoke = on_assign, on_revoke
         self._core.polled()
         await self._call(lambda: self._core.subscribe(names, pattern, on_revoke is not None), "subscribe")
 
     async def unsubscribe(self) -> None:
+        """Leaves the subscription: the assignment is revoked and nothing is fetched."""
         await self._call(self._core.unsubscribe, "unsubscribe")
 
     def subscription(self) -> list[str]:
+        """The topics subscribed to (empty when not subscribed)."""
         g = self._core.group
         return list(g.subscribed) if g is not None and g.active else []
 
     async def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Assigns the partitions by hand (no group membership)."""
         tps = as_tps(partitions)
         await self._call(lambda: self._core.assign(tps), "assign")
 
     def assignment(self) -> list[TopicPartition]:
+        """The partitions currently assigned, sorted."""
         return sorted(self._core.assignment)
 
     async def _run_events_async(self) -> BaseException | None:
@@ -294,18 +333,23 @@ class Consumer(ConsumerBase, _AioClient):
         return self._iter_buffer.pop()
 
     async def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Moves the partition's position: the next poll() returns records from `offset` on."""
         tp = TopicPartition(*partition)
         await self._call(lambda: self._core.seek(tp, offset), "seek")
 
     async def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        """Moves the partitions' positions (all assigned when None) to their log start offsets."""
         tps = as_tps(partitions or [])
         await self._call(lambda: self._core.seek_to(tps, EARLIEST), "seek_to_beginning")
 
     async def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        """Moves the partitions' positions (all assigned when None) to their ends."""
         tps = as_tps(partitions or [])
         await self._call(lambda: self._core.seek_to(tps, LATEST), "seek_to_end")
 
     async def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:
+        """The offset of the next record poll() returns for the partition (waiting up to `timeout`
+        seconds for an offset reset)."""
         tp = TopicPartition(*partition)
         st = self._core.assignment.get(tp)
         if st is None:
@@ -321,8 +365,9 @@ class Consumer(ConsumerBase, _AioClient):
 
     async def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]],
                         timeout: float | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None where nothing is committed)."""
         tps = as_tps(partitions)
-        got = await self._call(lambda: self._core.fetch_committed(tps), "committed", timeout)
+        got = await self._ask(lambda: self._core.fetch_committed(tps), "committed", timeout)
         return {tp: (got[tp][0] if tp in got and got[tp][0] >= 0 else None) for tp in tps}
 
     async def commit(self, offsets: dict[Any, OffsetSpec] | None = None, asynchronous: bool = False,
@@ -340,17 +385,21 @@ class Consumer(ConsumerBase, _AioClient):
         await wait_pending(p, self._timeout, "commit")
 
     async def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Stops fetching the partitions until resume(); their positions stay."""
         tps = as_tps(partitions)
         await self._call(lambda: self._core.pause(tps, True), "pause")
 
     async def resume(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Fetches the paused partitions again."""
         tps = as_tps(partitions)
         await self._call(lambda: self._core.pause(tps, False), "resume")
 
     def paused(self) -> list[TopicPartition]:
+        """The partitions paused with pause(), sorted."""
         return sorted(tp for tp, st in self._core.assignment.items() if st.paused)
 
     async def aclose(self) -> None:
+        """Commits (with enable.auto.commit), leaves the group and closes the client."""
         if self._aclosed:
             return
         try:
@@ -463,7 +512,7 @@ class ShareConsumer(ShareConsumerBase, _AioClient):
         await self._run_callbacks_async()
         t = self._timeout if timeout is None else timeout
         acks = self._take_acks()
-        results: AckResults = await self._call(lambda: self._core.commit(acks, t), "commit_sync", t + 1.0)
+        results: AckResults = await self._ask(lambda: self._core.commit(acks, t), "commit_sync", t + 1.0)
         await self._run_callbacks_async()
         return results
 
@@ -516,12 +565,15 @@ class Admin(_AioClient):
 
     async def create_topics(self, topics: Iterable[NewTopic | str], timeout: float | None = None,
                             validate_only: bool = False) -> None:
+        """Creates topics (names get the broker's default partition count and replication factor);
+        raises on any topic's error."""
         ts = new_topics(topics)
         core = self._core
         assert isinstance(core, AdminCore)
         await self._call(lambda: core.create_topics(ts, self._ms(timeout), validate_only), "create_topics", timeout)
 
     async def delete_topics(self, names: Iterable[str], timeout: float | None = None) -> None:
+        """Deletes the named topics; raises on any topic's error."""
         ns = list(names)
         await self._call(lambda: self._admin.delete_topics(ns, self._ms(timeout)), "delete_topics", timeout)
 
@@ -532,41 +584,52 @@ class Admin(_AioClient):
 
     async def describe_topics(self, names: Iterable[str] | None = None,
                               timeout: float | None = None) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of the named topics (all topics when None), by name."""
         ns = None if names is None else list(names)
-        return await self._call(lambda: self._admin.describe_topics(ns), "describe_topics", timeout)
+        return await self._ask(lambda: self._admin.describe_topics(ns), "describe_topics", timeout)
 
     async def list_topics(self, timeout: float | None = None) -> list[str]:
+        """The names of all topics, sorted."""
         return sorted(await self.describe_topics(None, timeout))
 
     async def create_partitions(self, counts: dict[str, int], timeout: float | None = None,
                                 validate_only: bool = False) -> None:
+        """Grows each topic to the given total partition count."""
         await self._call(lambda: self._admin.create_partitions(dict(counts), self._ms(timeout), validate_only),
                          "create_partitions", timeout)
 
     async def describe_configs(self, resources: Iterable[tuple[str, str]],
                                timeout: float | None = None) -> dict[tuple[str, str], dict[str, str | None]]:
+        """The configs of each (resource type, name): ("topic", name) or ("broker", id)."""
         rs = list(resources)
-        return await self._call(lambda: self._admin.describe_configs(rs), "describe_configs", timeout)
+        return await self._ask(lambda: self._admin.describe_configs(rs), "describe_configs", timeout)
 
     async def alter_configs(self, changes: dict[tuple[str, str], dict[str, str | None]], timeout: float | None = None,
                             validate_only: bool = False) -> None:
+        """Incremental: sets each key, or deletes it (back to the default) when the value is None."""
         await self._call(lambda: self._admin.alter_configs(changes, validate_only), "alter_configs", timeout)
 
     async def list_groups(self, timeout: float | None = None) -> list[tuple[str, str, str]]:
-        return await self._call(self._admin.list_groups, "list_groups", timeout)
+        """(group id, protocol type, state) of every group."""
+        return await self._ask(self._admin.list_groups, "list_groups", timeout)
 
     async def describe_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> dict[str, GroupDescription]:
+        """State, protocol and members of each named group, by group id."""
         gs = list(group_ids)
-        return await self._call(lambda: self._admin.describe_groups(gs), "describe_groups", timeout)
+        return await self._ask(lambda: self._admin.describe_groups(gs), "describe_groups", timeout)
 
     async def delete_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> None:
+        """Deletes the named (empty) groups; raises on any group's error."""
         gs = list(group_ids)
         await self._call(lambda: self._admin.delete_groups(gs), "delete_groups", timeout)
 
     async def list_offsets(self, specs: dict[Any, str | int],
                            timeout: float | None = None) -> dict[TopicPartition, tuple[int, int]]:
+        """Each partition's offset for its spec ("earliest", "latest" or a timestamp in ms): (offset,
+        timestamp)."""
         s = offset_specs(specs)
-        return await self._call(lambda: self._admin.list_offsets(s), "list_offsets", timeout)
+        return await self._ask(lambda: self._admin.list_offsets(s), "list_offsets", timeout)
 
     async def describe_cluster(self, timeout: float | None = None) -> ClusterInfo:
-        return await self._call(self._admin.describe_cluster, "describe_cluster", timeout)
+        """The cluster id, controller and brokers."""
+        return await self._ask(self._admin.describe_cluster, "describe_cluster", timeout)

@@ -308,6 +308,7 @@ class Cluster:
 
     @property
     def bootstrap_servers(self) -> str:
+        """Every node's client listener, comma-separated (for bootstrap.servers)."""
         return ",".join(n.bootstrap_servers for n in self.brokers)
 
     def bootstrap(self, listener: str) -> str:
@@ -315,6 +316,7 @@ class Cluster:
         return ",".join(f"127.0.0.1:{n.listener_ports[listener.upper()]}" for n in self.brokers)
 
     def node(self, node_id: int) -> ClusterNode:
+        """The node with id `node_id`."""
         for n in self.nodes:
             if n.node_id == node_id:
                 return n

@@ -60,6 +60,7 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """host:port of the client listener, for bootstrap.servers."""
         assert self.address is not None, "broker not started"
         return f"{self.address[0]}:{self.address[1]}"
 
@@ -86,10 +87,13 @@ class Broker:
 
     @property
     def port(self) -> int:
+        """The client listener's port (chosen by the OS when the config asked for port 0)."""
         assert self.address is not None
         return self.address[1]
 
     def start(self, timeout: float = 30.0) -> Broker:
+        """Starts the broker in a background thread and waits until it accepts connections (up to
+        `timeout` seconds); returns self."""
         self._ready.clear()
         self._error = None
         self._thread = threading.Thread(target=self._thread_main, name="logbroker-broker", daemon=True)
@@ -119,6 +123,8 @@ class Broker:
             self._ready.set()
 
     def stop(self, timeout: float = 30.0) -> None:
+        """Stops the broker (a clean shutdown: logs flushed, clean-shutdown marker written) and waits
+        for its thread."""
         if self._thread is None:
             return
         if self._token is not None and self._cancel is not None:
@@ -142,6 +148,7 @@ class Broker:
         return self.start()
 
     def close(self) -> None:
+        """Stops the broker if it runs (idempotent)."""
         try:
             self.stop()
         finally:

@@ -48,6 +48,9 @@ def start_failure(e: BaseException) -> BaseException:
 
 
 class BrokerServer:
+    """One broker node inside a trio program: `await nursery.start(BrokerServer(config).run)`
+    (`Broker` runs it in a thread; `logbroker serve` runs it as the process)."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -83,10 +86,13 @@ class BrokerServer:
 
     @property
     def cluster_id(self) -> str:
+        """The cluster id (from meta.properties / the metadata log)."""
         assert self.controller is not None
         return self.controller.image.cluster_id
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Runs the broker until cancelled: opens the logs, joins the controller quorum, serves the
+        listeners; `task_status.started()` once it accepts connections."""
         raise_open_files_limit()  # every partition's log needs descriptors: the soft limit up to the hard one
         self.listener_addresses = self.server.bind(self.partition_table)
         try:

@@ -10,7 +10,7 @@ seconds passed) and raises the named exception of the first error code.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from logbroker.client import config as _config
 from logbroker.client.admin_core import (
@@ -26,8 +26,11 @@ from logbroker.client.admin_core import (
 from logbroker.client.driver import ThreadDriver
 from logbroker.client.errors import ClientClosedError
 from logbroker.client.group import TopicPartition
+from logbroker.client.network import Pending
 
 __all__ = ["AclBinding", "AclBindingFilter", "Admin", "NewTopic"]
+
+T = TypeVar("T")
 
 
 def offset_specs(specs: dict[Any, str | int]) -> dict[TopicPartition, int]:
@@ -51,27 +54,33 @@ class Admin:
         self._timeout = self.config["request.timeout.ms"] / 1000
         self._closed = False
 
-    def _call(self, fn: Callable[[], Any], what: str, timeout: float | None) -> Any:
+    def _call(self, fn: Callable[[], Pending[T]], what: str, timeout: float | None) -> T:
         if self._closed:
             raise ClientClosedError("the admin client is closed")
-        return self._driver.call_wait(fn, self._timeout if timeout is None else timeout, what)
+        result: T = self._driver.call_wait(fn, self._timeout if timeout is None else timeout, what)
+        return result
 
     def create_topics(self, topics: Iterable[NewTopic | str], timeout: float | None = None,
                       validate_only: bool = False) -> None:
+        """Creates topics (names get the broker's default partition count and replication factor);
+        raises on any topic's error, after waiting up to `timeout` seconds."""
         ts = new_topics(topics)
         ms = int((self._timeout if timeout is None else timeout) * 1000)
         self._call(lambda: self._core.create_topics(ts, ms, validate_only), f"create_topics {[t.name for t in ts]}", timeout)
 
     def delete_topics(self, names: Iterable[str], timeout: float | None = None) -> None:
+        """Deletes the named topics; raises on any topic's error."""
         ns = list(names)
         ms = int((self._timeout if timeout is None else timeout) * 1000)
         self._call(lambda: self._core.delete_topics(ns, ms), f"delete_topics {ns}", timeout)
 
     def describe_topics(self, names: Iterable[str] | None = None, timeout: float | None = None) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of the named topics (all topics when None), by name."""
         ns = None if names is None else list(names)
         return self._call(lambda: self._core.describe_topics(ns), "describe_topics", timeout)
 
     def list_topics(self, timeout: float | None = None) -> list[str]:
+        """The names of all topics, sorted."""
         return sorted(self.describe_topics(None, timeout))
 
     def create_partitions(self, counts: dict[str, int], timeout: float | None = None, validate_only: bool = False) -> None:
@@ -88,17 +97,19 @@ class Admin:
     def alter_configs(self, changes: dict[tuple[str, str], dict[str, str | None]], timeout: float | None = None,
                       validate_only: bool = False) -> None:
         """Incremental: sets each key, or deletes it (back to the default) when the value is None."""
-        return self._call(lambda: self._core.alter_configs(changes, validate_only), "alter_configs", timeout)
+        self._call(lambda: self._core.alter_configs(changes, validate_only), "alter_configs", timeout)
 
     def list_groups(self, timeout: float | None = None) -> list[tuple[str, str, str]]:
         """[(group_id, protocol_type, state)] from every broker."""
         return self._call(self._core.list_groups, "list_groups", timeout)
 
     def describe_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> dict[str, GroupDescription]:
+        """State, protocol and members of each named consumer group, by group id."""
         gs = list(group_ids)
         return self._call(lambda: self._core.describe_groups(gs), f"describe_groups {gs}", timeout)
 
     def delete_groups(self, group_ids: Iterable[str], timeout: float | None = None) -> None:
+        """Deletes the named (empty) consumer groups; raises on any group's error."""
         gs = list(group_ids)
         self._call(lambda: self._core.delete_groups(gs), f"delete_groups {gs}", timeout)
 
@@ -109,6 +120,7 @@ class Admin:
         return self._call(lambda: self._core.list_offsets(s), "list_offsets", timeout)
 
     def describe_cluster(self, timeout: float | None = None) -> ClusterInfo:
+        """The cluster id, controller and brokers."""
         return self._call(self._core.describe_cluster, "describe_cluster", timeout)
 
     def list_group_offsets(self, group_id: str, timeout: float | None = None) -> dict[TopicPartition, tuple[int, str | None]]:
@@ -164,7 +176,7 @@ class Admin:
         return self._call(lambda: self._core.delete_acls(fs), f"delete_acls ({len(fs)} filter(s))", timeout)
 
     def describe_client_quotas(self, components: Iterable[tuple[str, str, str | None]] = (), strict: bool = False,
-                               timeout: float | None = None) -> dict[tuple, dict[str, float]]:
+                               timeout: float | None = None) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
         """{entity: {key: value}} of the client quotas matching every component (none: all
         quotas). An entity is a sorted tuple of (type, name) pairs, name None for the default:
         (("client-id", "app"), ("user", "alice")). A component is (entity type ("user" or
@@ -185,6 +197,7 @@ class Admin:
                    timeout)
 
     def close(self) -> None:
+        """Closes the client's connections and stops its I/O thread (idempotent)."""
         if not self._closed:
             self._closed = True
             self._driver.stop(5.0)

@@ -546,7 +546,7 @@ class AdminCore(ClientCore):
         return self.net.request(self.net.any_node(), cls(filters=fs)).chain(parse)
 
     def describe_client_quotas(self, components: list[tuple[str, str, str | None]],
-                               strict: bool) -> Pending[dict[tuple, dict[str, float]]]:
+                               strict: bool) -> Pending[dict[tuple[tuple[str, str | None], ...], dict[str, float]]]:
         """{entity: {key: value}} of the client quotas the filter matches, from any broker's
         metadata image. An entity is a sorted tuple of (type, name) pairs, None the default.
         `components`: (entity type, "exact" | "default" | "any", name for "exact")."""
@@ -559,7 +559,7 @@ class AdminCore(ClientCore):
             comps.append(cls.ComponentData(entity_type=entity_type, match_type=QUOTA_MATCH_TYPES[match],
                                            match=name if match == "exact" else None))
 
-        def parse(resp: Any) -> dict[tuple, dict[str, float]]:
+        def parse(resp: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
             if resp.error_code:
                 raise error_for(resp.error_code, resp.error_message, "describe client quotas")
             return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):

@@ -14,12 +14,14 @@ import random
 import socket
 import struct
 import time
+from typing import Any
 
 from logbroker.client import config as _config
 from logbroker.client import sasl as _sasl
 from logbroker.client import tls
 from logbroker.client.errors import KafkaError, SaslAuthenticationError
 from logbroker.protocol import REQUESTS, decode_response, encode_request
+from logbroker.protocol._runtime import Message, Struct
 
 
 class ClientError(Exception):
@@ -61,6 +63,7 @@ class BrokerConnection:
             raise
 
     def close(self) -> None:
+        """Closes the socket."""
         self.sock.close()
 
     def __enter__(self) -> BrokerConnection:
@@ -69,7 +72,7 @@ class BrokerConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _roundtrip(self, api_key: int, version: int, body) -> object:
+    def _roundtrip(self, api_key: int, version: int, body: Struct) -> Any:
         self.correlation_id += 1
         frame = encode_request(api_key, version, self.correlation_id, self.client_id, body)
         data = b"".join(bytes(c) for c in frame) if isinstance(frame, list) else frame
@@ -133,6 +136,8 @@ class BrokerConnection:
                            if lifetime_ms > 0 else None)
 
     def version_for(self, api_key: int) -> int:
+        """The highest version of API `api_key` that both this client and the broker speak (raises when
+        there is none)."""
         ours = REQUESTS[api_key].valid_versions
         theirs = self.versions.get(api_key)
         if theirs is None:
@@ -142,9 +147,12 @@ class BrokerConnection:
             raise ClientError(f"no common version of {REQUESTS[api_key].name}: ours {ours}, broker {theirs}")
         return hi
 
-    def send(self, body, version: int | None = None):
+    def send(self, body: Message, version: int | None = None) -> Any:
+        """Sends one request (at the newest common version unless `version` is given) and returns the
+        decoded response body; re-authenticates first when the SASL session is due."""
         if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
             self._authenticate()
         api_key = body.api_key
+        assert api_key is not None, f"{body.name} is not a request"
         return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
 

@@ -110,9 +110,12 @@ class Consumer(ConsumerBase):
         self._call(lambda: self._core.subscribe(names, pattern, on_revoke is not None), "subscribe")
 
     def unsubscribe(self) -> None:
+        """Leaves the group's subscription: the assignment is revoked (on_revoke runs at the next poll)
+        and nothing is fetched."""
         self._call(self._core.unsubscribe, "unsubscribe")
 
     def subscription(self) -> list[str]:
+        """The topics subscribed to (empty when not subscribed)."""
         g = self._core.group
         return list(g.subscribed) if g is not None and g.active else []
 
@@ -122,6 +125,7 @@ class Consumer(ConsumerBase):
         self._call(lambda: self._core.assign(tps), "assign")
 
     def assignment(self) -> list[TopicPartition]:
+        """The partitions currently assigned to this consumer, sorted."""
         return sorted(self._core.assignment)
 
     # -- consuming ----------------------------------------------------------------------
@@ -167,14 +171,18 @@ class Consumer(ConsumerBase):
     # -- positions ----------------------------------------------------------------------
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Moves the partition's position: the next poll() returns records from `offset` on."""
         tp = TopicPartition(*partition)
         self._call(lambda: self._core.seek(tp, offset), "seek")
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        """Moves the partitions' positions (all assigned when None) to their log start offsets."""
         tps = as_tps(partitions or [])
         self._call(lambda: self._core.seek_to(tps, EARLIEST), "seek_to_beginning")
 
     def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        """Moves the partitions' positions (all assigned when None) to their ends (the last stable
+        offset under read_committed)."""
         tps = as_tps(partitions or [])
         self._call(lambda: self._core.seek_to(tps, LATEST), "seek_to_end")
 
@@ -220,14 +228,17 @@ class Consumer(ConsumerBase):
         self._call(fn, "commit")
 
     def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Stops fetching the partitions until resume(); their positions stay."""
         tps = as_tps(partitions)
         self._call(lambda: self._core.pause(tps, True), "pause")
 
     def resume(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Fetches the paused partitions again."""
         tps = as_tps(partitions)
         self._call(lambda: self._core.pause(tps, False), "resume")
 
     def paused(self) -> list[TopicPartition]:
+        """The partitions paused with pause(), sorted."""
         return sorted(tp for tp, st in self._core.assignment.items() if st.paused)
 
     def topics(self, timeout: float | None = None) -> dict[str, int]:

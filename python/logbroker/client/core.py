@@ -3,9 +3,9 @@ network state, advanced by a driver calling `tick(now)` and feeding socket event
 `self.net`.
 
 # Contract
-- One thread (or trio task) owns a core: the driver's. Everything public on Producer,
+- One thread (or event-loop task) owns a core: the driver's. Everything public on Producer,
   Consumer and Admin that touches core state goes through the driver's command queue
-  (sync API) or runs inline in the trio task (`logbroker.aio`).
+  (sync API) or runs inline in the loop's task (`logbroker.aio`, asyncio or trio).
 - `tick(now)` runs due timers, refreshes metadata when asked or every
   `metadata.max.age.ms`, and lets the subclass do its work (`_tick`): it never blocks.
 - `next_deadline()` is the latest time the driver may sleep until (None: until woken).

@@ -49,6 +49,9 @@ HEADER_GROUP = "dlt.group"
 
 
 class DeadLetters:
+    """Retries a handler on a record, then parks the record in a dead-letter topic (see the
+    module docstring)."""
+
     def __init__(self, consumer: Any, topic: str, max_attempts: int = 3, backoff_ms: int = 100,
                  producer: Producer | None = None, **producer_config: Any) -> None:
         if not topic:
@@ -101,6 +104,7 @@ class DeadLetters:
         self.dead_lettered += 1
 
     def close(self) -> None:
+        """Flushes and closes the dead-letter producer when this object created it."""
         if self._own:
             self.producer.close()
 

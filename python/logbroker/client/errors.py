@@ -104,7 +104,8 @@ class SaslAuthenticationError(KafkaError):
         super().__init__(f"SASL authentication of user {user!r} with {mechanism} at broker {broker} failed: "
                          f"{what}{reason}")
 
-    def __reduce__(self):  # picklable despite the keyword-less __init__
+    def __reduce__(self) -> tuple[type[SaslAuthenticationError], tuple[str, str, str, str, int | None]]:
+        # picklable despite the keyword-less __init__
         return (type(self), (self.broker, self.mechanism, self.user, self.reason, self.error_code))
 
 

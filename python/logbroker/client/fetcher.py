@@ -43,7 +43,7 @@ from typing import Any
 
 from logbroker import _core
 from logbroker.client.core import ClientCore
-from logbroker.client.errors import ConfigError, KafkaError, error_for
+from logbroker.client.errors import ConfigError, KafkaError, SaslAuthenticationError, error_for
 from logbroker.client.group import GroupMembership, TopicPartition, committed_from_response
 from logbroker.client.group_consumer import ConsumerGroupMembership
 from logbroker.client.network import Pending
@@ -128,7 +128,7 @@ class ConsumerCore(ClientCore):
         self.last_poll = time.monotonic()  # application side, real time (not the loop's clock)
         self.poll_expired = False
 
-    def on_auth_error(self, err: BaseException) -> None:
+    def on_auth_error(self, err: SaslAuthenticationError) -> None:
         """A broker refused our SASL credentials: the next poll() raises it (once per
         failure that poll has not yet seen: reconnects fail again until the credentials work)."""
         super().on_auth_error(err)

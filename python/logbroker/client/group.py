@@ -45,7 +45,7 @@ only source of it).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
 from logbroker.client.errors import KafkaError, error_for
@@ -63,6 +63,7 @@ class MemberHost(Protocol):
     membership depends on this, not on the fetcher, so imports point one way."""
 
     net: Network
+    config: dict[str, Any]
     metadata: Any
     now: float
     errors: Any
@@ -165,7 +166,7 @@ def _partitions(parts: list[TopicPartition]) -> bytes:
     return out
 
 
-def encode_subscription(topics: list[str], user_data: bytes | None = None, owned: list[TopicPartition] = (),
+def encode_subscription(topics: list[str], user_data: bytes | None = None, owned: Iterable[TopicPartition] = (),
                         generation: int = -1, rack: str | None = None) -> bytes:
     """Version 3 (what Java and librdkafka send)."""
     out = struct.pack(">hi", 3, len(topics)) + b"".join(_str(t) for t in sorted(topics))
@@ -182,7 +183,7 @@ def _read_str(b: bytes, pos: int) -> tuple[str, int]:
 def _read_partitions(b: bytes, pos: int) -> tuple[list[TopicPartition], int]:
     (n,) = struct.unpack_from(">i", b, pos)
     pos += 4
-    out = []
+    out: list[TopicPartition] = []
     for _ in range(n):
         t, pos = _read_str(b, pos)
         (k,) = struct.unpack_from(">i", b, pos)

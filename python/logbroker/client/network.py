@@ -1,6 +1,6 @@
 """The sans-I/O network layer: broker connections as protocol state machines, and
-`Pending` results. No sockets here: a driver (`driver.py` for threads, `logbroker.aio` for
-trio) moves bytes between sockets and these objects.
+`Pending` results. No sockets here: a driver (`driver.py` for threads, `async_driver.py` for
+asyncio and trio) moves bytes between sockets and these objects.
 
 # Connection
 `Connection` is one broker link. Its life: NEW (the driver should open a socket) ->
@@ -124,7 +124,8 @@ class Pending(Generic[T]):
             raise RuntimeError("Pending.result() before it is done")
         if self._error is not None:
             raise self._error
-        return self._value
+        value: T = self._value
+        return value
 
     def chain(self, fn: Callable[[T], Any]) -> Pending[Any]:
         """A Pending of `fn(value)` (errors, including fn's, propagate)."""

@@ -36,7 +36,7 @@ from logbroker.client.errors import (
     error_class,
 )
 from logbroker.client.sender import ProducerCore
-from logbroker.client.transactions import TransactionStateError
+from logbroker.client.transactions import TransactionManager, TransactionStateError
 from logbroker.protocol import ErrorCode
 
 __all__ = ["Producer", "Partitioner", "RecordFuture", "RecordMetadata"]
@@ -99,7 +99,7 @@ class ProducerBase:
             raise SerializationError(f"record for topic {topic!r}: {e}") from None
         return None  # unreachable
 
-    def _txn(self):
+    def _txn(self) -> TransactionManager:
         if self._core.txn is None:
             raise TransactionStateError("transactions need transactional_id in the producer's configuration")
         return self._core.txn
@@ -118,11 +118,11 @@ class ProducerBase:
         membership = getattr(core, "group", None)
         if membership is None:
             raise ConfigError("send_offsets_to_transaction: pass a group id or a Consumer with a group_id")
-        generation = getattr(membership, "generation", None)
+        generation: Any = getattr(membership, "generation", None)
         if generation is None:
             generation = getattr(membership, "epoch", -1)
-        return (out, membership.group_id, generation, membership.member_id or "",
-                getattr(membership, "instance_id", None))
+        instance_id: str | None = getattr(membership, "instance_id", None)
+        return out, str(membership.group_id), int(generation), str(membership.member_id or ""), instance_id
 
     def _why_blocked(self, topic: str) -> str:
         if self._acc.partitions(topic) is None:
@@ -188,6 +188,8 @@ class Producer(ProducerBase):
         self._driver.call_wait(lambda: txn.init(t), t + 1.0, f"init_transactions({txn.txn_id!r})")
 
     def begin_transaction(self) -> None:
+        """Starts a transaction (after init_transactions()): records sent until commit_transaction() or
+        abort_transaction() belong to it."""
         self._txn().begin()
 
     def send_offsets_to_transaction(self, offsets: Any, group: Any, timeout: float | None = None) -> None:

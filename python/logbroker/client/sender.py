@@ -36,6 +36,7 @@ from logbroker.client.errors import (
     ConfigError,
     KafkaError,
     KafkaTimeoutError,
+    SaslAuthenticationError,
     error_class,
     error_for,
 )
@@ -103,7 +104,7 @@ class ProducerCore(ClientCore):
             if t.error_code == 0 and t.partitions:
                 self.acc.set_partitions(name, len(t.partitions))
 
-    def on_auth_error(self, err: BaseException) -> None:
+    def on_auth_error(self, err: SaslAuthenticationError) -> None:
         """A broker refused our SASL credentials: besides the metadata waiters (send() waiting
         for a topic), the records not sent yet fail with it rather than wait for
         delivery.timeout.ms (those in flight fail with their requests)."""
@@ -289,11 +290,12 @@ class ProducerCore(ClientCore):
             b.attempts += 1
             b.in_flight = True
             self.parts[(b.topic, b.partition)].in_flight.append(b)
-        req = req_cls(transactional_id=self.txn.txn_id if self.txn is not None else None, acks=self.acks,
+        req: Any = req_cls(transactional_id=self.txn.txn_id if self.txn is not None else None, acks=self.acks,
                       timeout_ms=self.request_timeout_ms,
                       topic_data=[req_cls.TopicProduceData(name=t, partition_data=ps) for t, ps in topics.items()])
         if self.txn is not None:  # Produce v12+ means transactions v2
-            req = Versioned(PRODUCE, lambda _v, body=req: body, max_version=11)
+            produce = req
+            req = Versioned(PRODUCE, lambda _v: produce, max_version=11)
         self._node_requests[node] += 1
         p = self.net.request(node, req, expect_response=self.acks != 0)
         p.add_callback(lambda q: self._on_produce(node, batches, q))

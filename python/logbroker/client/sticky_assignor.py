@@ -27,6 +27,7 @@ while another one still owns it, and a partition moves in two rebalances.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 TP = tuple[str, int]  # (topic, partition); client.group.TopicPartition is one
@@ -82,7 +83,7 @@ def sticky_assign(members: dict[str, Member], counts: dict[str, int]) -> dict[st
 
 
 def _move_one(members: dict[str, Member], kept: dict[str, list[TP]], held: dict[str, dict[TP, None]],
-              subscribers: dict[str, list[str]], least) -> bool:
+              subscribers: dict[str, list[str]], least: Callable[[list[str]], str]) -> bool:
     for m in sorted(members, key=lambda m: (-len(held[m]), m)):
         n = len(held[m])
         best: tuple[int, str, str] | None = None

@@ -50,6 +50,8 @@ class ProducerCore(Protocol):
     which owns it)."""
 
     net: Any
+    config: dict[str, Any]
+    acc: Any  # the producer's _core.RecordAccumulator
     producer_id: int
     producer_epoch: int
     request_timeout_ms: int
@@ -62,6 +64,8 @@ class ProducerCore(Protocol):
     def fail_unsent(self, err: BaseException, only: set[tuple[str, int]] | None) -> None: ...
 
     def wake(self) -> None: ...
+
+    def wait_idle(self) -> Pending[Any]: ...
 
 __all__ = ["TransactionManager", "TransactionStateError"]
 
@@ -91,6 +95,12 @@ class TransactionManager:
         self.backoff = core.config["retry.backoff.ms"] / 1000
 
     # -- state --------------------------------------------------------------------------
+
+    def _refusal(self, what: str) -> BaseException:
+        """Why `what` cannot run now: the fatal error once fatal, else the state."""
+        if self.state == "fatal" and self.error is not None:
+            return self.error
+        return TransactionStateError(f"{what} in state {self.state}")
 
     def check_send(self) -> None:
         """Raised by send() outside a transaction."""
@@ -216,8 +226,7 @@ class TransactionManager:
     def init(self, timeout: float) -> Pending[Any]:
         out: Pending[Any] = Pending()
         if self.state not in ("uninitialized", "ready"):
-            out.fail(self.error if self.state == "fatal" else
-                     TransactionStateError(f"init_transactions() in state {self.state}"))
+            out.fail(self._refusal("init_transactions()"))
             return out
         self.state = "initializing"
         req = _InitProducerIdRequest(transactional_id=self.txn_id, transaction_timeout_ms=self.timeout_ms,
@@ -281,8 +290,7 @@ class TransactionManager:
                      instance_id: str | None, timeout: float) -> Pending[Any]:
         out: Pending[Any] = Pending()
         if self.state != "in_transaction":
-            out.fail(self.error if self.state == "fatal" else
-                     TransactionStateError(f"send_offsets_to_transaction() in state {self.state}"))
+            out.fail(self._refusal("send_offsets_to_transaction()"))
             return out
         deadline = self.core.now + timeout
         add_body = _AddOffsetsToTxnRequest(transactional_id=self.txn_id, producer_id=self.core.producer_id,

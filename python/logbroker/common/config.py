@@ -314,7 +314,8 @@ class ConfigKey:
 
     @property
     def sensitive(self) -> bool:
-        """A secret: DescribeConfigs answers it with a null value and is_sensitive, as Kafka's PASSWORD keys."""
+        """A secret: DescribeConfigs answers it with a null value and is_sensitive, as Kafka's PASSWORD
+        keys."""
         return self.type == "password"
 
 
@@ -489,6 +490,8 @@ class BrokerConfig:
 
     @classmethod
     def load(cls, config_file: str | None = None, sets: list[str] | None = None, **kwargs: object) -> BrokerConfig:
+        """The configuration from a properties file, --set style `key=value` strings and keyword
+        arguments (later ones win), validated: ConfigError names any bad key or value."""
         merged: dict[str, str] = {}
         if config_file:
             path = Path(config_file)
@@ -511,20 +514,25 @@ class BrokerConfig:
         return self._values[key]
 
     def get_int(self, key: str) -> int:
+        """The value of `key` as an int."""
         return int(self._values[key])  # type: ignore[arg-type]
 
     def get_bool(self, key: str) -> bool:
+        """The value of `key` as a bool."""
         return bool(self._values[key])
 
     def get_str(self, key: str) -> str:
+        """The value of `key` as a string."""
         return str(self._values[key])
 
     @property
     def node_id(self) -> int:
+        """This node's id (node.id)."""
         return self.get_int("node.id")
 
     @property
     def data_dir(self) -> Path:
+        """The data directory (log.dirs)."""
         return Path(self.get_str("log.dirs").split(",")[0])
 
     @property
@@ -684,6 +692,7 @@ class BrokerConfig:
 
     @property
     def controller_listen(self) -> tuple[str, int] | None:
+        """The controller listener's (host, port), or None when this node is not a controller."""
         return parse_listeners(self.get_str("listeners")).get(self.get_str("controller.listener.names").upper())
 
     @property
@@ -701,6 +710,7 @@ class BrokerConfig:
 
     @property
     def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """The controller quorum's voters: node id -> (host, port) (controller.quorum.voters)."""
         return parse_voters(self.get_str("controller.quorum.voters"))
 
     @property
@@ -784,6 +794,7 @@ class BrokerConfig:
                               f"{voters[self.node_id][0]}:{voters[self.node_id][1]} in controller.quorum.voters")
 
     def items(self) -> list[tuple[str, object]]:
+        """Every key with its effective value, sorted by key."""
         return sorted(self._values.items())
 
     # --- topic-level resolution -------------------------------------------------
@@ -796,6 +807,8 @@ class BrokerConfig:
         return out
 
     def resolve_topic(self, overrides: dict[str, str]) -> dict[str, str]:
+        """A topic's effective config: the broker's defaults with the topic's `overrides` applied, by
+        Kafka topic key."""
         merged = self.topic_defaults()
         merged.update(overrides)
         return merged

@@ -19,11 +19,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from logbroker import _core
 from logbroker.protocol.errors import ErrorCode, ProtocolError
 
-__all__ = ["FieldInfo", "Struct", "ZERO_UUID", "check_version", "codec_error"]
+__all__ = ["FieldInfo", "Message", "Struct", "ZERO_UUID", "check_version", "codec_error"]
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -131,3 +132,18 @@ class Struct:
             else:
                 parts.append(f"{name}={v!r}")
         return f"{cls.__qualname__}({', '.join(parts)})"
+
+
+class Message(Struct):
+    """Base of every generated top-level message class (what `REQUESTS` and `RESPONSES`
+    hold): the class attributes a message has beyond a struct's."""
+
+    __slots__ = ()
+    api_key: ClassVar[int | None]
+    name: ClassVar[str]
+    valid_versions: ClassVar[tuple[int, int]]
+    flexible_versions_min: ClassVar[int | None]
+
+    if TYPE_CHECKING:  # each generated subclass defines its own fields and __init__
+        def __init__(self, **fields: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...

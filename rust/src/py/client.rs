@@ -127,9 +127,13 @@ struct Outcome {
 #[pyclass(module = "logbroker._core", frozen, eq, get_all)]
 #[derive(PartialEq, Eq)]
 pub struct RecordMetadata {
+    /// The topic the record was written to.
     topic: String,
+    /// The partition the record was written to.
     partition: i32,
+    /// The record's offset in its partition (-1 with acks=0).
     offset: i64,
+    /// The record's timestamp (ms): CreateTime, or the broker's LogAppendTime.
     timestamp: i64,
 }
 
@@ -203,17 +207,22 @@ impl RecordFuture {
 
 #[pymethods]
 impl RecordFuture {
+    /// The topic the record is sent to.
     #[getter]
     fn topic(&self) -> &str {
         &self.shared.topic
     }
+    /// The partition the record is sent to.
     #[getter]
     fn partition(&self) -> i32 {
         self.shared.partition
     }
+    /// Whether the record was acknowledged or failed.
     fn done(&self) -> bool {
         lock(&self.shared.state).finished
     }
+    /// Waits (GIL released, up to `timeout` seconds; None: no limit) until the record is
+    /// acknowledged and returns its RecordMetadata, or raises its error.
     #[pyo3(signature = (timeout=None))]
     fn result(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<RecordMetadata> {
         if !self.wait(py, timeout) {
@@ -225,6 +234,7 @@ impl RecordFuture {
         }
         Ok(self.metadata(&g))
     }
+    /// Waits like result() and returns the record's error, or None once acknowledged.
     #[pyo3(signature = (timeout=None))]
     fn exception(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
         if !self.wait(py, timeout) {
@@ -232,6 +242,8 @@ impl RecordFuture {
         }
         Ok(lock(&self.shared.state).error.as_ref().map(|e| e.clone_ref(py)))
     }
+    /// Calls `fn_(future)` once the record is acknowledged or failed (at once when done
+    /// already), in the client's I/O thread or task.
     fn add_done_callback(slf: &Bound<'_, Self>, fn_: Py<PyAny>) {
         let py = slf.py();
         {
@@ -707,29 +719,40 @@ impl Drop for RecordSet {
 /// has delivered the record (KIP-932; None outside share groups).
 #[pyclass(module = "logbroker._core", frozen)]
 pub struct ConsumerRecord {
+    /// The topic the record was read from.
     #[pyo3(get)]
     topic: Py<PyString>,
+    /// The partition the record was read from.
     #[pyo3(get)]
     partition: i32,
+    /// The record's offset in its partition.
     #[pyo3(get)]
     offset: i64,
+    /// The record's timestamp (ms since the epoch).
     #[pyo3(get)]
     timestamp: i64,
+    /// 0: `timestamp` is the producer's CreateTime; 1: the broker's LogAppendTime.
     #[pyo3(get)]
     timestamp_type: u8,
+    /// The partition leader epoch of the record's batch (-1 when unknown).
     #[pyo3(get)]
     leader_epoch: i32,
+    /// The record's key (None when it has none).
     #[pyo3(get)]
     key: Option<Py<PyBytes>>,
+    /// The record's value (None for a tombstone).
     #[pyo3(get)]
     value: Option<Py<PyBytes>>,
     headers: Option<Py<PyList>>,
+    /// How many times a share group has delivered this record (KIP-932); None outside
+    /// share groups.
     #[pyo3(get)]
     delivery_count: Option<i16>,
 }
 
 #[pymethods]
 impl ConsumerRecord {
+    /// The record's headers, a list of `(key, value)` (bytes values; empty when none).
     #[getter]
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         match &self.headers {

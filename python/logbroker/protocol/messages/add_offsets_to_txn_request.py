@@ -3,12 +3,12 @@
 # ruff: noqa
 """AddOffsetsToTxnRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AddOffsetsToTxnRequest']
 
 
-class AddOffsetsToTxnRequest(Struct):
+class AddOffsetsToTxnRequest(Message):
     """AddOffsetsToTxnRequest (API key 25): Kafka request, versions 0-4, flexible 3+."""
 
     api_key = 25

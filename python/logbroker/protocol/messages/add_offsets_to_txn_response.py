@@ -3,12 +3,12 @@
 # ruff: noqa
 """AddOffsetsToTxnResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AddOffsetsToTxnResponse']
 
 
-class AddOffsetsToTxnResponse(Struct):
+class AddOffsetsToTxnResponse(Message):
     """AddOffsetsToTxnResponse (API key 25): Kafka response, versions 0-4, flexible 3+."""
 
     api_key = 25

@@ -3,12 +3,12 @@
 # ruff: noqa
 """AddPartitionsToTxnResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AddPartitionsToTxnResponse']
 
 
-class AddPartitionsToTxnResponse(Struct):
+class AddPartitionsToTxnResponse(Message):
     """AddPartitionsToTxnResponse (API key 24): Kafka response, versions 0-5, flexible 3+."""
 
     api_key = 24

@@ -3,12 +3,12 @@
 # ruff: noqa
 """AlterConfigsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AlterConfigsResponse']
 
 
-class AlterConfigsResponse(Struct):
+class AlterConfigsResponse(Message):
     """AlterConfigsResponse (API key 33): Kafka response, versions 0-2, flexible 2+."""
 
     api_key = 33

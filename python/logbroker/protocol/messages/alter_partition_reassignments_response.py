@@ -3,12 +3,12 @@
 # ruff: noqa
 """AlterPartitionReassignmentsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AlterPartitionReassignmentsResponse']
 
 
-class AlterPartitionReassignmentsResponse(Struct):
+class AlterPartitionReassignmentsResponse(Message):
     """AlterPartitionReassignmentsResponse (API key 45): Kafka response, versions 0-1, flexible 0+."""
 
     api_key = 45

@@ -3,12 +3,12 @@
 # ruff: noqa
 """AlterPartitionRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AlterPartitionRequest']
 
 
-class AlterPartitionRequest(Struct):
+class AlterPartitionRequest(Message):
     """AlterPartitionRequest (API key 56): Kafka request, versions 0-3, flexible 0+."""
 
     api_key = 56

@@ -3,12 +3,12 @@
 # ruff: noqa
 """AlterPartitionResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AlterPartitionResponse']
 
 
-class AlterPartitionResponse(Struct):
+class AlterPartitionResponse(Message):
     """AlterPartitionResponse (API key 56): Kafka response, versions 0-3, flexible 0+."""
 
     api_key = 56

@@ -3,12 +3,12 @@
 # ruff: noqa
 """AlterUserScramCredentialsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AlterUserScramCredentialsRequest']
 
 
-class AlterUserScramCredentialsRequest(Struct):
+class AlterUserScramCredentialsRequest(Message):
     """AlterUserScramCredentialsRequest (API key 51): Kafka request, versions 0, flexible 0+."""
 
     api_key = 51

@@ -3,12 +3,12 @@
 # ruff: noqa
 """AlterUserScramCredentialsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['AlterUserScramCredentialsResponse']
 
 
-class AlterUserScramCredentialsResponse(Struct):
+class AlterUserScramCredentialsResponse(Message):
     """AlterUserScramCredentialsResponse (API key 51): Kafka response, versions 0, flexible 0+."""
 
     api_key = 51

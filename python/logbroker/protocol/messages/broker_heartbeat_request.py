@@ -3,12 +3,12 @@
 # ruff: noqa
 """BrokerHeartbeatRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['BrokerHeartbeatRequest']
 
 
-class BrokerHeartbeatRequest(Struct):
+class BrokerHeartbeatRequest(Message):
     """BrokerHeartbeatRequest (API key 63): Kafka request, versions 0-1, flexible 0+."""
 
     api_key = 63

@@ -3,12 +3,12 @@
 # ruff: noqa
 """ConsumerGroupHeartbeatRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ConsumerGroupHeartbeatRequest']
 
 
-class ConsumerGroupHeartbeatRequest(Struct):
+class ConsumerGroupHeartbeatRequest(Message):
     """ConsumerGroupHeartbeatRequest (API key 68): Kafka request, versions 0-1, flexible 0+."""
 
     api_key = 68

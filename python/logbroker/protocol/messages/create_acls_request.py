@@ -3,12 +3,12 @@
 # ruff: noqa
 """CreateAclsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['CreateAclsRequest']
 
 
-class CreateAclsRequest(Struct):
+class CreateAclsRequest(Message):
     """CreateAclsRequest (API key 30): Kafka request, versions 1-3, flexible 2+."""
 
     api_key = 30

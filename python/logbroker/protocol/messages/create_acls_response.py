@@ -3,12 +3,12 @@
 # ruff: noqa
 """CreateAclsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['CreateAclsResponse']
 
 
-class CreateAclsResponse(Struct):
+class CreateAclsResponse(Message):
     """CreateAclsResponse (API key 30): Kafka response, versions 1-3, flexible 2+."""
 
     api_key = 30

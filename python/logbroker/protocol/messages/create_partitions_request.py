@@ -3,12 +3,12 @@
 # ruff: noqa
 """CreatePartitionsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['CreatePartitionsRequest']
 
 
-class CreatePartitionsRequest(Struct):
+class CreatePartitionsRequest(Message):
     """CreatePartitionsRequest (API key 37): Kafka request, versions 0-3, flexible 2+."""
 
     api_key = 37

@@ -3,12 +3,12 @@
 # ruff: noqa
 """CreatePartitionsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['CreatePartitionsResponse']
 
 
-class CreatePartitionsResponse(Struct):
+class CreatePartitionsResponse(Message):
     """CreatePartitionsResponse (API key 37): Kafka response, versions 0-3, flexible 2+."""
 
     api_key = 37

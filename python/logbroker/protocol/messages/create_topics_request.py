@@ -3,12 +3,12 @@
 # ruff: noqa
 """CreateTopicsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['CreateTopicsRequest']
 
 
-class CreateTopicsRequest(Struct):
+class CreateTopicsRequest(Message):
     """CreateTopicsRequest (API key 19): Kafka request, versions 2-7, flexible 5+."""
 
     api_key = 19

@@ -3,12 +3,12 @@
 # ruff: noqa
 """CreateTopicsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['CreateTopicsResponse']
 
 
-class CreateTopicsResponse(Struct):
+class CreateTopicsResponse(Message):
     """CreateTopicsResponse (API key 19): Kafka response, versions 2-7, flexible 5+."""
 
     api_key = 19

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DeleteAclsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DeleteAclsRequest']
 
 
-class DeleteAclsRequest(Struct):
+class DeleteAclsRequest(Message):
     """DeleteAclsRequest (API key 31): Kafka request, versions 1-3, flexible 2+."""
 
     api_key = 31

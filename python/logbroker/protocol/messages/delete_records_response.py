@@ -3,12 +3,12 @@
 # ruff: noqa
 """DeleteRecordsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DeleteRecordsResponse']
 
 
-class DeleteRecordsResponse(Struct):
+class DeleteRecordsResponse(Message):
     """DeleteRecordsResponse (API key 21): Kafka response, versions 0-2, flexible 2+."""
 
     api_key = 21

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DeleteShareGroupStateRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DeleteShareGroupStateRequest']
 
 
-class DeleteShareGroupStateRequest(Struct):
+class DeleteShareGroupStateRequest(Message):
     """DeleteShareGroupStateRequest (API key 86): Kafka request, versions 0, flexible 0+."""
 
     api_key = 86

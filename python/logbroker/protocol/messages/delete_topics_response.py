@@ -3,12 +3,12 @@
 # ruff: noqa
 """DeleteTopicsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DeleteTopicsResponse']
 
 
-class DeleteTopicsResponse(Struct):
+class DeleteTopicsResponse(Message):
     """DeleteTopicsResponse (API key 20): Kafka response, versions 1-6, flexible 4+."""
 
     api_key = 20

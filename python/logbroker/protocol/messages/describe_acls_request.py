@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeAclsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeAclsRequest']
 
 
-class DescribeAclsRequest(Struct):
+class DescribeAclsRequest(Message):
     """DescribeAclsRequest (API key 29): Kafka request, versions 1-3, flexible 2+."""
 
     api_key = 29

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeAclsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeAclsResponse']
 
 
-class DescribeAclsResponse(Struct):
+class DescribeAclsResponse(Message):
     """DescribeAclsResponse (API key 29): Kafka response, versions 1-3, flexible 2+."""
 
     api_key = 29

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeClientQuotasRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeClientQuotasRequest']
 
 
-class DescribeClientQuotasRequest(Struct):
+class DescribeClientQuotasRequest(Message):
     """DescribeClientQuotasRequest (API key 48): Kafka request, versions 0-1, flexible 1+."""
 
     api_key = 48

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeClientQuotasResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeClientQuotasResponse']
 
 
-class DescribeClientQuotasResponse(Struct):
+class DescribeClientQuotasResponse(Message):
     """DescribeClientQuotasResponse (API key 48): Kafka response, versions 0-1, flexible 1+."""
 
     api_key = 48

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeClusterRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeClusterRequest']
 
 
-class DescribeClusterRequest(Struct):
+class DescribeClusterRequest(Message):
     """DescribeClusterRequest (API key 60): Kafka request, versions 0-2, flexible 0+."""
 
     api_key = 60

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeClusterResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeClusterResponse']
 
 
-class DescribeClusterResponse(Struct):
+class DescribeClusterResponse(Message):
     """DescribeClusterResponse (API key 60): Kafka response, versions 0-2, flexible 0+."""
 
     api_key = 60

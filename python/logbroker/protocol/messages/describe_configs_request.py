@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeConfigsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeConfigsRequest']
 
 
-class DescribeConfigsRequest(Struct):
+class DescribeConfigsRequest(Message):
     """DescribeConfigsRequest (API key 32): Kafka request, versions 1-4, flexible 4+."""
 
     api_key = 32

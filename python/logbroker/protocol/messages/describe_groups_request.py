@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeGroupsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeGroupsRequest']
 
 
-class DescribeGroupsRequest(Struct):
+class DescribeGroupsRequest(Message):
     """DescribeGroupsRequest (API key 15): Kafka request, versions 0-6, flexible 5+."""
 
     api_key = 15

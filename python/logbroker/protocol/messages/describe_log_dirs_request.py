@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeLogDirsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeLogDirsRequest']
 
 
-class DescribeLogDirsRequest(Struct):
+class DescribeLogDirsRequest(Message):
     """DescribeLogDirsRequest (API key 35): Kafka request, versions 0-4, flexible 2+."""
 
     api_key = 35

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeLogDirsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeLogDirsResponse']
 
 
-class DescribeLogDirsResponse(Struct):
+class DescribeLogDirsResponse(Message):
     """DescribeLogDirsResponse (API key 35): Kafka response, versions 0-4, flexible 2+."""
 
     api_key = 35

@@ -3,12 +3,12 @@
 # ruff: noqa
 """DescribeUserScramCredentialsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['DescribeUserScramCredentialsResponse']
 
 
-class DescribeUserScramCredentialsResponse(Struct):
+class DescribeUserScramCredentialsResponse(Message):
     """DescribeUserScramCredentialsResponse (API key 50): Kafka response, versions 0, flexible 0+."""
 
     api_key = 50

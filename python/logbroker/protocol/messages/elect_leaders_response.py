@@ -3,12 +3,12 @@
 # ruff: noqa
 """ElectLeadersResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ElectLeadersResponse']
 
 
-class ElectLeadersResponse(Struct):
+class ElectLeadersResponse(Message):
     """ElectLeadersResponse (API key 43): Kafka response, versions 0-2, flexible 2+."""
 
     api_key = 43

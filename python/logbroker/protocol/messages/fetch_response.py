@@ -3,12 +3,12 @@
 # ruff: noqa
 """FetchResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['FetchResponse']
 
 
-class FetchResponse(Struct):
+class FetchResponse(Message):
     """FetchResponse (API key 1): Kafka response, versions 4-18, flexible 12+."""
 
     api_key = 1

@@ -3,12 +3,12 @@
 # ruff: noqa
 """FindCoordinatorRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['FindCoordinatorRequest']
 
 
-class FindCoordinatorRequest(Struct):
+class FindCoordinatorRequest(Message):
     """FindCoordinatorRequest (API key 10): Kafka request, versions 0-6, flexible 3+."""
 
     api_key = 10

@@ -3,12 +3,12 @@
 # ruff: noqa
 """FindCoordinatorResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['FindCoordinatorResponse']
 
 
-class FindCoordinatorResponse(Struct):
+class FindCoordinatorResponse(Message):
     """FindCoordinatorResponse (API key 10): Kafka response, versions 0-6, flexible 3+."""
 
     api_key = 10

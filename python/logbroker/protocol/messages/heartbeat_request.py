@@ -3,12 +3,12 @@
 # ruff: noqa
 """HeartbeatRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['HeartbeatRequest']
 
 
-class HeartbeatRequest(Struct):
+class HeartbeatRequest(Message):
     """HeartbeatRequest (API key 12): Kafka request, versions 0-4, flexible 4+."""
 
     api_key = 12

@@ -3,12 +3,12 @@
 # ruff: noqa
 """HeartbeatResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['HeartbeatResponse']
 
 
-class HeartbeatResponse(Struct):
+class HeartbeatResponse(Message):
     """HeartbeatResponse (API key 12): Kafka response, versions 0-4, flexible 4+."""
 
     api_key = 12

@@ -3,12 +3,12 @@
 # ruff: noqa
 """IncrementalAlterConfigsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['IncrementalAlterConfigsRequest']
 
 
-class IncrementalAlterConfigsRequest(Struct):
+class IncrementalAlterConfigsRequest(Message):
     """IncrementalAlterConfigsRequest (API key 44): Kafka request, versions 0-1, flexible 1+."""
 
     api_key = 44

@@ -3,12 +3,12 @@
 # ruff: noqa
 """IncrementalAlterConfigsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['IncrementalAlterConfigsResponse']
 
 
-class IncrementalAlterConfigsResponse(Struct):
+class IncrementalAlterConfigsResponse(Message):
     """IncrementalAlterConfigsResponse (API key 44): Kafka response, versions 0-1, flexible 1+."""
 
     api_key = 44

@@ -3,12 +3,12 @@
 # ruff: noqa
 """InitProducerIdRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['InitProducerIdRequest']
 
 
-class InitProducerIdRequest(Struct):
+class InitProducerIdRequest(Message):
     """InitProducerIdRequest (API key 22): Kafka request, versions 0-6, flexible 2+."""
 
     api_key = 22

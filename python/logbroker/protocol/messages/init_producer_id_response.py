@@ -3,12 +3,12 @@
 # ruff: noqa
 """InitProducerIdResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['InitProducerIdResponse']
 
 
-class InitProducerIdResponse(Struct):
+class InitProducerIdResponse(Message):
     """InitProducerIdResponse (API key 22): Kafka response, versions 0-6, flexible 2+."""
 
     api_key = 22

@@ -3,12 +3,12 @@
 # ruff: noqa
 """JoinGroupRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['JoinGroupRequest']
 
 
-class JoinGroupRequest(Struct):
+class JoinGroupRequest(Message):
     """JoinGroupRequest (API key 11): Kafka request, versions 0-9, flexible 6+."""
 
     api_key = 11

@@ -3,12 +3,12 @@
 # ruff: noqa
 """JoinGroupResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['JoinGroupResponse']
 
 
-class JoinGroupResponse(Struct):
+class JoinGroupResponse(Message):
     """JoinGroupResponse (API key 11): Kafka response, versions 0-9, flexible 6+."""
 
     api_key = 11

@@ -3,12 +3,12 @@
 # ruff: noqa
 """ListGroupsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ListGroupsRequest']
 
 
-class ListGroupsRequest(Struct):
+class ListGroupsRequest(Message):
     """ListGroupsRequest (API key 16): Kafka request, versions 0-5, flexible 3+."""
 
     api_key = 16

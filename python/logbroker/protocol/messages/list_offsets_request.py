@@ -3,12 +3,12 @@
 # ruff: noqa
 """ListOffsetsRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ListOffsetsRequest']
 
 
-class ListOffsetsRequest(Struct):
+class ListOffsetsRequest(Message):
     """ListOffsetsRequest (API key 2): Kafka request, versions 1-10, flexible 6+."""
 
     api_key = 2

@@ -3,12 +3,12 @@
 # ruff: noqa
 """ListOffsetsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ListOffsetsResponse']
 
 
-class ListOffsetsResponse(Struct):
+class ListOffsetsResponse(Message):
     """ListOffsetsResponse (API key 2): Kafka response, versions 1-10, flexible 6+."""
 
     api_key = 2

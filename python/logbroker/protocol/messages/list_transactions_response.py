@@ -3,12 +3,12 @@
 # ruff: noqa
 """ListTransactionsResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ListTransactionsResponse']
 
 
-class ListTransactionsResponse(Struct):
+class ListTransactionsResponse(Message):
     """ListTransactionsResponse (API key 66): Kafka response, versions 0-1, flexible 0+."""
 
     api_key = 66

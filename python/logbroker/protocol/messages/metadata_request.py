@@ -3,12 +3,12 @@
 # ruff: noqa
 """MetadataRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['MetadataRequest']
 
 
-class MetadataRequest(Struct):
+class MetadataRequest(Message):
     """MetadataRequest (API key 3): Kafka request, versions 0-13, flexible 9+."""
 
     api_key = 3

@@ -3,12 +3,12 @@
 # ruff: noqa
 """MetadataResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['MetadataResponse']
 
 
-class MetadataResponse(Struct):
+class MetadataResponse(Message):
     """MetadataResponse (API key 3): Kafka response, versions 0-13, flexible 9+."""
 
     api_key = 3

@@ -3,12 +3,12 @@
 # ruff: noqa
 """OffsetCommitRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['OffsetCommitRequest']
 
 
-class OffsetCommitRequest(Struct):
+class OffsetCommitRequest(Message):
     """OffsetCommitRequest (API key 8): Kafka request, versions 2-10, flexible 8+."""
 
     api_key = 8

@@ -3,12 +3,12 @@
 # ruff: noqa
 """OffsetCommitResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['OffsetCommitResponse']
 
 
-class OffsetCommitResponse(Struct):
+class OffsetCommitResponse(Message):
     """OffsetCommitResponse (API key 8): Kafka response, versions 2-10, flexible 8+."""
 
     api_key = 8

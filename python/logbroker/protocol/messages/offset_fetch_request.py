@@ -3,12 +3,12 @@
 # ruff: noqa
 """OffsetFetchRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['OffsetFetchRequest']
 
 
-class OffsetFetchRequest(Struct):
+class OffsetFetchRequest(Message):
     """OffsetFetchRequest (API key 9): Kafka request, versions 1-10, flexible 6+."""
 
     api_key = 9

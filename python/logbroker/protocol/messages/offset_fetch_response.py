@@ -3,12 +3,12 @@
 # ruff: noqa
 """OffsetFetchResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['OffsetFetchResponse']
 
 
-class OffsetFetchResponse(Struct):
+class OffsetFetchResponse(Message):
     """OffsetFetchResponse (API key 9): Kafka response, versions 1-10, flexible 6+."""
 
     api_key = 9

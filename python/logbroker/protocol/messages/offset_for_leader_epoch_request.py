@@ -3,12 +3,12 @@
 # ruff: noqa
 """OffsetForLeaderEpochRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['OffsetForLeaderEpochRequest']
 
 
-class OffsetForLeaderEpochRequest(Struct):
+class OffsetForLeaderEpochRequest(Message):
     """OffsetForLeaderEpochRequest (API key 23): Kafka request, versions 2-4, flexible 4+."""
 
     api_key = 23

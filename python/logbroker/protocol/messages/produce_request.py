@@ -3,12 +3,12 @@
 # ruff: noqa
 """ProduceRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ProduceRequest']
 
 
-class ProduceRequest(Struct):
+class ProduceRequest(Message):
     """ProduceRequest (API key 0): Kafka request, versions 3-13, flexible 9+."""
 
     api_key = 0

@@ -3,12 +3,12 @@
 # ruff: noqa
 """RequestHeader: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['RequestHeader']
 
 
-class RequestHeader(Struct):
+class RequestHeader(Message):
     """RequestHeader: Kafka header, versions 1-2, flexible 2+."""
 
     api_key = None

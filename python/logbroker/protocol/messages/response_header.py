@@ -3,12 +3,12 @@
 # ruff: noqa
 """ResponseHeader: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ResponseHeader']
 
 
-class ResponseHeader(Struct):
+class ResponseHeader(Message):
     """ResponseHeader: Kafka header, versions 0-1, flexible 1+."""
 
     api_key = None

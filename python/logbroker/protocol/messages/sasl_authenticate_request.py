@@ -3,12 +3,12 @@
 # ruff: noqa
 """SaslAuthenticateRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['SaslAuthenticateRequest']
 
 
-class SaslAuthenticateRequest(Struct):
+class SaslAuthenticateRequest(Message):
     """SaslAuthenticateRequest (API key 36): Kafka request, versions 0-2, flexible 2+."""
 
     api_key = 36

@@ -3,12 +3,12 @@
 # ruff: noqa
 """SaslHandshakeResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['SaslHandshakeResponse']
 
 
-class SaslHandshakeResponse(Struct):
+class SaslHandshakeResponse(Message):
     """SaslHandshakeResponse (API key 17): Kafka response, versions 0-1, flexible none."""
 
     api_key = 17

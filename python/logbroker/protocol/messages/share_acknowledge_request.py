@@ -3,12 +3,12 @@
 # ruff: noqa
 """ShareAcknowledgeRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ShareAcknowledgeRequest']
 
 
-class ShareAcknowledgeRequest(Struct):
+class ShareAcknowledgeRequest(Message):
     """ShareAcknowledgeRequest (API key 79): Kafka request, versions 1-2, flexible 0+."""
 
     api_key = 79

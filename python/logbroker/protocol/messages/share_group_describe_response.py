@@ -3,12 +3,12 @@
 # ruff: noqa
 """ShareGroupDescribeResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ShareGroupDescribeResponse']
 
 
-class ShareGroupDescribeResponse(Struct):
+class ShareGroupDescribeResponse(Message):
     """ShareGroupDescribeResponse (API key 77): Kafka response, versions 1, flexible 0+."""
 
     api_key = 77

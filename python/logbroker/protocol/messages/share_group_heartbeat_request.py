@@ -3,12 +3,12 @@
 # ruff: noqa
 """ShareGroupHeartbeatRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['ShareGroupHeartbeatRequest']
 
 
-class ShareGroupHeartbeatRequest(Struct):
+class ShareGroupHeartbeatRequest(Message):
     """ShareGroupHeartbeatRequest (API key 76): Kafka request, versions 1, flexible 0+."""
 
     api_key = 76

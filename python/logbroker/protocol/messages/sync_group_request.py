@@ -3,12 +3,12 @@
 # ruff: noqa
 """SyncGroupRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['SyncGroupRequest']
 
 
-class SyncGroupRequest(Struct):
+class SyncGroupRequest(Message):
     """SyncGroupRequest (API key 14): Kafka request, versions 0-5, flexible 4+."""
 
     api_key = 14

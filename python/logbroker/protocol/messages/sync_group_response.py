@@ -3,12 +3,12 @@
 # ruff: noqa
 """SyncGroupResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['SyncGroupResponse']
 
 
-class SyncGroupResponse(Struct):
+class SyncGroupResponse(Message):
     """SyncGroupResponse (API key 14): Kafka response, versions 0-5, flexible 4+."""
 
     api_key = 14

@@ -3,12 +3,12 @@
 # ruff: noqa
 """TxnOffsetCommitRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['TxnOffsetCommitRequest']
 
 
-class TxnOffsetCommitRequest(Struct):
+class TxnOffsetCommitRequest(Message):
     """TxnOffsetCommitRequest (API key 28): Kafka request, versions 0-5, flexible 3+."""
 
     api_key = 28

@@ -3,12 +3,12 @@
 # ruff: noqa
 """TxnOffsetCommitResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['TxnOffsetCommitResponse']
 
 
-class TxnOffsetCommitResponse(Struct):
+class TxnOffsetCommitResponse(Message):
     """TxnOffsetCommitResponse (API key 28): Kafka response, versions 0-5, flexible 3+."""
 
     api_key = 28

@@ -3,12 +3,12 @@
 # ruff: noqa
 """UpdateFeaturesResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['UpdateFeaturesResponse']
 
 
-class UpdateFeaturesResponse(Struct):
+class UpdateFeaturesResponse(Message):
     """UpdateFeaturesResponse (API key 57): Kafka response, versions 0-2, flexible 0+."""
 
     api_key = 57

@@ -3,12 +3,12 @@
 # ruff: noqa
 """WriteShareGroupStateRequest: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['WriteShareGroupStateRequest']
 
 
-class WriteShareGroupStateRequest(Struct):
+class WriteShareGroupStateRequest(Message):
     """WriteShareGroupStateRequest (API key 85): Kafka request, versions 0-1, flexible 0+."""
 
     api_key = 85

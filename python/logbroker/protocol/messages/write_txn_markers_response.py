@@ -3,12 +3,12 @@
 # ruff: noqa
 """WriteTxnMarkersResponse: message classes (the bytes are read and written by the Rust codec; see logbroker.protocol)."""
 
-from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Struct, ZERO_UUID
+from logbroker.protocol._runtime import _MISSING, FieldInfo as _F, Message, Struct, ZERO_UUID
 
 __all__ = ['WriteTxnMarkersResponse']
 
 
-class WriteTxnMarkersResponse(Struct):
+class WriteTxnMarkersResponse(Message):
     """WriteTxnMarkersResponse (API key 27): Kafka response, versions 1, flexible 1+."""
 
     api_key = 27
