@@ -58,20 +58,26 @@ from logbroker.protocol.messages.join_group_request import _JoinGroupRequest
 from logbroker.protocol.messages.leave_group_request import _LeaveGroupRequest
 from logbroker.protocol.messages.sync_group_request import _SyncGroupRequest
 
-class MemberHost(Protocol):
-    """What a group membership uses of its consumer (`fetcher.ConsumerCore` is one). The
-    membership depends on this, not on the fetcher, so imports point one way."""
+class CoordinatorHost(Protocol):
+    """What finding a group coordinator uses of its client core (CoordinatorLink)."""
 
     net: Network
     config: dict[str, Any]
-    metadata: Any
     now: float
+
+    def call_at(self, when: float, fn: Callable[[], object]) -> None: ...
+    def wake(self) -> None: ...
+
+
+class MemberHost(CoordinatorHost, Protocol):
+    """What a group membership uses of its consumer (`fetcher.ConsumerCore` is one). The
+    membership depends on this, not on the fetcher, so imports point one way."""
+
+    metadata: Any
     errors: Any
     assignment: dict[Any, Any]
     poll_expired: bool
 
-    def call_at(self, when: float, fn: Callable[[], object]) -> None: ...
-    def wake(self) -> None: ...
     def notify(self) -> None: ...
     def want_topics(self, topics: set[str] | list[str]) -> None: ...
     def request_metadata_update(self) -> None: ...
@@ -291,13 +297,16 @@ _COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, 
 
 class CoordinatorLink:
     """Finding a group's coordinator and sending it requests; shared by the classic
-    membership below and the KIP-848 one (`group_consumer.py`)."""
+    membership below, the KIP-848 one (`group_consumer.py`) and the share group's
+    (`share_consumer.py`)."""
 
-    def __init__(self, core: MemberHost, group_id: str) -> None:
+    core: CoordinatorHost
+
+    def __init__(self, core: CoordinatorHost, group_id: str) -> None:
         self.core = core
         cfg = core.config
         self.group_id = group_id
-        self.instance_id: str | None = cfg["group.instance.id"]
+        self.instance_id: str | None = cfg.get("group.instance.id")
         self.backoff = cfg["retry.backoff.ms"] / 1000
         self.coordinator: tuple[str, int] | None = None
         self._finding = False
@@ -365,6 +374,8 @@ class CoordinatorLink:
 
 class GroupMembership(CoordinatorLink):
     """One member of a classic consumer group (see the module docstring)."""
+
+    core: MemberHost
 
     def __init__(self, core: MemberHost, group_id: str) -> None:
         super().__init__(core, group_id)

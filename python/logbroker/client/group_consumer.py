@@ -57,6 +57,8 @@ _FATAL = {ErrorCode.UNSUPPORTED_VERSION, ErrorCode.GROUP_MAX_SIZE_REACHED, Error
 class ConsumerGroupMembership(CoordinatorLink):
     """One member of a KIP-848 consumer group (see the module docstring)."""
 
+    core: MemberHost
+
     def __init__(self, core: MemberHost, group_id: str) -> None:
         super().__init__(core, group_id)
         cfg = core.config

@@ -65,14 +65,14 @@ import collections
 import enum
 import logging
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from logbroker import _core
 from logbroker.client.core import ClientCore
 from logbroker.client.errors import KafkaError, KafkaTimeoutError, error_for
-from logbroker.client.group import TopicPartition, coordinator_from_response, find_coordinator_request
+from logbroker.client.group import CoordinatorLink, TopicPartition
 from logbroker.client.network import Pending, Versioned
 from logbroker.protocol import ErrorCode
 from logbroker.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
@@ -155,13 +155,14 @@ def merge_acks(into: AckMap, acks: AckMap) -> None:
 # -- membership -----------------------------------------------------------------------
 
 
-class ShareGroupMembership:
-    """One member of a share group (see the module docstring)."""
+class ShareGroupMembership(CoordinatorLink):
+    """One member of a share group (see the module docstring); finds its coordinator as
+    every group member does (CoordinatorLink)."""
+
+    core: ShareConsumerCore
 
     def __init__(self, core: ShareConsumerCore, group_id: str) -> None:
-        self.core = core
-        self.group_id = group_id
-        self.backoff = core.config["retry.backoff.ms"] / 1000
+        super().__init__(core, group_id)
         self.member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.epoch = 0
         self.state = "unjoined"
@@ -169,10 +170,6 @@ class ShareGroupMembership:
         self.active = False
         self.heartbeat_interval = 5.0  # until the broker says otherwise
         self.next_heartbeat = 0.0
-        self.coordinator: Hashable | None = None
-        self.last_error: BaseException | None = None
-        self._finding = False
-        self._retry_at = 0.0
         self._in_flight = False
         self._send_topics = True
         self._target_ids: list[tuple[Any, list[int]]] | None = None
@@ -192,7 +189,8 @@ class ShareGroupMembership:
         if self._target_ids is not None:
             self._resolve_target()
         if self.coordinator is None:
-            self._find()
+            if not self._finding and now >= self._retry_at:  # else a lookup or its retry timer is pending
+                self._find()
         elif not self._in_flight and now >= self.next_heartbeat and now >= self._retry_at:
             self._heartbeat()
 
@@ -200,38 +198,6 @@ class ShareGroupMembership:
         if not self.active or self._in_flight or self.state == "fatal" or self._finding:
             return None
         return max(self.next_heartbeat, self._retry_at)
-
-    # -- coordinator --------------------------------------------------------------------
-
-    def _find(self) -> None:
-        if self._finding or self.core.now < self._retry_at:
-            return
-        self._finding = True
-        self.core.net.request(self.core.net.any_node(), find_coordinator_request(self.group_id, 0)).add_callback(
-            self._on_find)
-
-    def _on_find(self, p: Pending[Any]) -> None:
-        self._finding = False
-        err: BaseException | None = p.error
-        if err is None:
-            try:
-                self.coordinator = coordinator_from_response(self.core.net, p._value, "coordinator",
-                                                             f"share group {self.group_id!r}")
-            except KafkaError as e:
-                err = e
-        if err is not None:
-            self.last_error = err
-            self._retry_at = self.core.now + self.backoff
-            self.core.call_at(self._retry_at, self.core.wake)
-        self.core.wake()
-
-    def _coordinator_lost(self) -> None:
-        if self.coordinator is not None:
-            conn = self.core.net.conns.get(self.coordinator)
-            self.coordinator = None
-            if conn is not None:
-                conn.close()
-        self._retry_at = self.core.now + self.backoff
 
     # -- heartbeats ---------------------------------------------------------------------
 
@@ -301,7 +267,7 @@ class ShareGroupMembership:
 
     def _retry(self, coordinator_lost: bool) -> None:
         if coordinator_lost:
-            self._coordinator_lost()
+            self.coordinator_lost()
         if self.state == "joining":
             self.state = "unjoined"
             self._send_topics = True
