@@ -178,8 +178,24 @@ def wait_until(cond, timeout: float = 30.0, what: str = ""):
     raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for Kafka's tools")
+def require_java() -> None:
+    """Fails the calling test (never skips it) when java or mvn is missing, naming them:
+    the Java client and Kafka's tools are part of what the suite checks, and ./scripts/test
+    installs them (Debian's default-jdk-headless and maven)."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} not found on the PATH: this test runs the Java client or Kafka's "
+                    "tools (Java 17+ and Maven; ./scripts/test installs Debian's default-jdk-headless and maven)",
+                    pytrace=False)
+
+
+@pytest.fixture
+def java_present() -> None:
+    require_java()
+
+
+# Marks a test (or a module, as pytestmark) that needs Java: it fails, naming what is missing.
+needs_java = pytest.mark.usefixtures("java_present")
 
 
 def kafka_configs(tools, bs: str, *args: str) -> str:
