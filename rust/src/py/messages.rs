@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 353;
+pub const CLASS_COUNT: usize = 359;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -267,114 +267,120 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         242 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
         243 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
         244 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        245 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        246 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        247 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        248 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        249 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        250 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        251 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        252 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        253 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        254 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        255 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        256 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        257 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        258 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        259 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        260 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        261 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        262 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        263 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        264 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        265 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        266 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        267 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        268 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        269 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        270 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        271 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
-        272 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        273 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        274 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
-        275 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        276 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
-        277 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
-        278 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
-        279 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
-        280 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
-        281 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
-        282 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
-        283 => rs::remove_raft_voter_request::RemoveRaftVoterRequest::decode(r, version)?.to_py(cx),
-        284 => rs::remove_raft_voter_response::RemoveRaftVoterResponse::decode(r, version)?.to_py(cx),
-        285 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        286 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        287 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        288 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        289 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        290 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        291 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
-        292 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
-        293 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
-        294 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        295 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
-        296 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
-        297 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
-        298 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        299 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        300 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
-        301 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        302 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        303 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        304 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        305 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
-        306 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
-        307 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        308 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        309 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
-        310 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        311 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        312 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        313 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        314 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        315 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        316 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        317 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        318 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        319 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        320 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        321 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        322 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        323 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        324 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        325 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        326 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        327 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        328 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        329 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        330 => rs::update_features_request::UpdateFeaturesRequest::decode(r, version)?.to_py(cx),
-        331 => rs::update_features_request::FeatureUpdateKey::decode(r, version)?.to_py(cx),
-        332 => rs::update_features_response::UpdateFeaturesResponse::decode(r, version)?.to_py(cx),
-        333 => rs::update_features_response::UpdatableFeatureResult::decode(r, version)?.to_py(cx),
-        334 => rs::update_raft_voter_request::UpdateRaftVoterRequest::decode(r, version)?.to_py(cx),
-        335 => rs::update_raft_voter_request::Listener::decode(r, version)?.to_py(cx),
-        336 => rs::update_raft_voter_request::KRaftVersionFeature::decode(r, version)?.to_py(cx),
-        337 => rs::update_raft_voter_response::UpdateRaftVoterResponse::decode(r, version)?.to_py(cx),
-        338 => rs::update_raft_voter_response::CurrentLeader::decode(r, version)?.to_py(cx),
-        339 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        340 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
-        341 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        342 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
-        343 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        344 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
-        345 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        346 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        347 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        348 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        349 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        350 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        351 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        352 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        245 => rs::offset_delete_request::OffsetDeleteRequest::decode(r, version)?.to_py(cx),
+        246 => rs::offset_delete_request::OffsetDeleteRequestTopic::decode(r, version)?.to_py(cx),
+        247 => rs::offset_delete_request::OffsetDeleteRequestPartition::decode(r, version)?.to_py(cx),
+        248 => rs::offset_delete_response::OffsetDeleteResponse::decode(r, version)?.to_py(cx),
+        249 => rs::offset_delete_response::OffsetDeleteResponseTopic::decode(r, version)?.to_py(cx),
+        250 => rs::offset_delete_response::OffsetDeleteResponsePartition::decode(r, version)?.to_py(cx),
+        251 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        252 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        253 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        254 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        255 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        256 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        257 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        258 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        259 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        260 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        261 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        262 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        263 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        264 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        265 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        266 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        267 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        268 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        269 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        270 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        271 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        272 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        273 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        274 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        275 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        276 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        277 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
+        278 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        279 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        280 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
+        281 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        282 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
+        283 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
+        284 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
+        285 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
+        286 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
+        287 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
+        288 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
+        289 => rs::remove_raft_voter_request::RemoveRaftVoterRequest::decode(r, version)?.to_py(cx),
+        290 => rs::remove_raft_voter_response::RemoveRaftVoterResponse::decode(r, version)?.to_py(cx),
+        291 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        292 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        293 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        294 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        295 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        296 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        297 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
+        298 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
+        299 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
+        300 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        301 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
+        302 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
+        303 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
+        304 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        305 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        306 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
+        307 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        308 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        309 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        310 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        311 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
+        312 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
+        313 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        314 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        315 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
+        316 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        317 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        318 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        319 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        320 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        321 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        322 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        323 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        324 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        325 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        326 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        327 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        328 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        329 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        330 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        331 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        332 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        333 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        334 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        335 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        336 => rs::update_features_request::UpdateFeaturesRequest::decode(r, version)?.to_py(cx),
+        337 => rs::update_features_request::FeatureUpdateKey::decode(r, version)?.to_py(cx),
+        338 => rs::update_features_response::UpdateFeaturesResponse::decode(r, version)?.to_py(cx),
+        339 => rs::update_features_response::UpdatableFeatureResult::decode(r, version)?.to_py(cx),
+        340 => rs::update_raft_voter_request::UpdateRaftVoterRequest::decode(r, version)?.to_py(cx),
+        341 => rs::update_raft_voter_request::Listener::decode(r, version)?.to_py(cx),
+        342 => rs::update_raft_voter_request::KRaftVersionFeature::decode(r, version)?.to_py(cx),
+        343 => rs::update_raft_voter_response::UpdateRaftVoterResponse::decode(r, version)?.to_py(cx),
+        344 => rs::update_raft_voter_response::CurrentLeader::decode(r, version)?.to_py(cx),
+        345 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        346 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
+        347 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        348 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
+        349 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        350 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
+        351 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        352 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        353 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        354 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        355 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        356 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        357 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        358 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -627,114 +633,120 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         242 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
         243 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
         244 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        245 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        246 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        247 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        248 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        249 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        250 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        251 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        252 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        253 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        254 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        255 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        256 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        257 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        258 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        259 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        260 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        261 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        262 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        263 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        264 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        265 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        266 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        267 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        268 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        269 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        270 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        271 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        272 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        273 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        274 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        275 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        276 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        277 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        278 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
-        279 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        280 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        281 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
-        282 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        283 => Ok(<rs::remove_raft_voter_request::RemoveRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        284 => Ok(<rs::remove_raft_voter_response::RemoveRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        285 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        286 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        287 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        288 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        289 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        290 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        291 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        292 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        293 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        294 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        295 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        296 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        297 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        298 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        299 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        300 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        301 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        302 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        303 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        304 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        305 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        306 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        307 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        308 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        309 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
-        310 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        311 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        312 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        313 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        314 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        315 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        316 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        317 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        318 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        319 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        320 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        321 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        322 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        323 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        324 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        325 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        326 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        327 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        328 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        329 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        330 => Ok(<rs::update_features_request::UpdateFeaturesRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        331 => Ok(<rs::update_features_request::FeatureUpdateKey as FromPy>::from_py(o)?.encode(w, version)?),
-        332 => Ok(<rs::update_features_response::UpdateFeaturesResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        333 => Ok(<rs::update_features_response::UpdatableFeatureResult as FromPy>::from_py(o)?.encode(w, version)?),
-        334 => Ok(<rs::update_raft_voter_request::UpdateRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        335 => Ok(<rs::update_raft_voter_request::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        336 => Ok(<rs::update_raft_voter_request::KRaftVersionFeature as FromPy>::from_py(o)?.encode(w, version)?),
-        337 => Ok(<rs::update_raft_voter_response::UpdateRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        338 => Ok(<rs::update_raft_voter_response::CurrentLeader as FromPy>::from_py(o)?.encode(w, version)?),
-        339 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        340 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        341 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        342 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        343 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        344 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        345 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        346 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        347 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        348 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        349 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        350 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        351 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        352 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        245 => Ok(<rs::offset_delete_request::OffsetDeleteRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        246 => Ok(<rs::offset_delete_request::OffsetDeleteRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        247 => Ok(<rs::offset_delete_request::OffsetDeleteRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        248 => Ok(<rs::offset_delete_response::OffsetDeleteResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        249 => Ok(<rs::offset_delete_response::OffsetDeleteResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        250 => Ok(<rs::offset_delete_response::OffsetDeleteResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        251 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        252 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        253 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        254 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        255 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        256 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        257 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        258 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        259 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        260 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        261 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        262 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        263 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        264 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        265 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        266 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        267 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        268 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        269 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        270 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        271 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        272 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        273 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        274 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        275 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        276 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        277 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        278 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        279 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        280 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        281 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        282 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        283 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        284 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
+        285 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        286 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        287 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
+        288 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        289 => Ok(<rs::remove_raft_voter_request::RemoveRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        290 => Ok(<rs::remove_raft_voter_response::RemoveRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        291 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        292 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        293 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        294 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        295 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        296 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        297 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        298 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        299 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        300 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        301 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        302 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        303 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        304 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        305 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        306 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        307 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        308 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        309 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        310 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        311 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        312 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        313 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        314 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        315 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
+        316 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        317 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        318 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        319 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        320 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        321 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        322 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        323 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        324 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        325 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        326 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        327 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        328 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        329 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        330 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        331 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        332 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        333 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        334 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        335 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        336 => Ok(<rs::update_features_request::UpdateFeaturesRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        337 => Ok(<rs::update_features_request::FeatureUpdateKey as FromPy>::from_py(o)?.encode(w, version)?),
+        338 => Ok(<rs::update_features_response::UpdateFeaturesResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        339 => Ok(<rs::update_features_response::UpdatableFeatureResult as FromPy>::from_py(o)?.encode(w, version)?),
+        340 => Ok(<rs::update_raft_voter_request::UpdateRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        341 => Ok(<rs::update_raft_voter_request::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        342 => Ok(<rs::update_raft_voter_request::KRaftVersionFeature as FromPy>::from_py(o)?.encode(w, version)?),
+        343 => Ok(<rs::update_raft_voter_response::UpdateRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        344 => Ok(<rs::update_raft_voter_response::CurrentLeader as FromPy>::from_py(o)?.encode(w, version)?),
+        345 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        346 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        347 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        348 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        349 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        350 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        351 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        352 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        353 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        354 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        355 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        356 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        357 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        358 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -6791,10 +6803,142 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     }
 }
 
-impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
+impl ToPy for rs::offset_delete_request::OffsetDeleteRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(245)?;
+        o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::offset_delete_request::OffsetDeleteRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            group_id: field(o, intern!(py, "group_id"), "OffsetDeleteRequest.GroupId")?,
+            topics: field(o, intern!(py, "topics"), "OffsetDeleteRequest.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OffsetDeleteRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::offset_delete_request::OffsetDeleteRequestTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(246)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::offset_delete_request::OffsetDeleteRequestTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "OffsetDeleteRequestTopic.Name")?,
+            partitions: field(o, intern!(py, "partitions"), "OffsetDeleteRequestTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OffsetDeleteRequestTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::offset_delete_request::OffsetDeleteRequestPartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(247)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::offset_delete_request::OffsetDeleteRequestPartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "OffsetDeleteRequestPartition.PartitionIndex")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OffsetDeleteRequestPartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::offset_delete_response::OffsetDeleteResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(248)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::offset_delete_response::OffsetDeleteResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "OffsetDeleteResponse.ErrorCode")?,
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "OffsetDeleteResponse.ThrottleTimeMs")?,
+            topics: field(o, intern!(py, "topics"), "OffsetDeleteResponse.Topics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OffsetDeleteResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::offset_delete_response::OffsetDeleteResponseTopic {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(249)?;
+        o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
+        o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::offset_delete_response::OffsetDeleteResponseTopic {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            name: field(o, intern!(py, "name"), "OffsetDeleteResponseTopic.Name")?,
+            partitions: field(o, intern!(py, "partitions"), "OffsetDeleteResponseTopic.Partitions")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OffsetDeleteResponseTopic.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::offset_delete_response::OffsetDeleteResponsePartition {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(250)?;
+        o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::offset_delete_response::OffsetDeleteResponsePartition {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            partition_index: field(o, intern!(py, "partition_index"), "OffsetDeleteResponsePartition.PartitionIndex")?,
+            error_code: field(o, intern!(py, "error_code"), "OffsetDeleteResponsePartition.ErrorCode")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "OffsetDeleteResponsePartition.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(251)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -6820,7 +6964,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(246)?;
+        let o = cx.instance(252)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6842,7 +6986,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(247)?;
+        let o = cx.instance(253)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -6868,7 +7012,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(248)?;
+        let o = cx.instance(254)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -6892,7 +7036,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(249)?;
+        let o = cx.instance(255)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -6918,7 +7062,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(250)?;
+        let o = cx.instance(256)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6940,7 +7084,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(251)?;
+        let o = cx.instance(257)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -6968,7 +7112,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(252)?;
+        let o = cx.instance(258)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -6992,7 +7136,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(253)?;
+        let o = cx.instance(259)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -7016,7 +7160,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(254)?;
+        let o = cx.instance(260)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7044,7 +7188,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(255)?;
+        let o = cx.instance(261)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7066,7 +7210,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(256)?;
+        let o = cx.instance(262)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7088,7 +7232,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(257)?;
+        let o = cx.instance(263)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -7112,7 +7256,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(258)?;
+        let o = cx.instance(264)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7134,7 +7278,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(259)?;
+        let o = cx.instance(265)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7156,7 +7300,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(260)?;
+        let o = cx.instance(266)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -7182,7 +7326,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(261)?;
+        let o = cx.instance(267)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -7208,7 +7352,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(262)?;
+        let o = cx.instance(268)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -7232,7 +7376,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(263)?;
+        let o = cx.instance(269)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7254,7 +7398,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(264)?;
+        let o = cx.instance(270)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -7278,7 +7422,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(265)?;
+        let o = cx.instance(271)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -7302,7 +7446,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(266)?;
+        let o = cx.instance(272)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -7336,7 +7480,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(267)?;
+        let o = cx.instance(273)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7358,7 +7502,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(268)?;
+        let o = cx.instance(274)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7380,7 +7524,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(269)?;
+        let o = cx.instance(275)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -7406,7 +7550,7 @@ impl FromPy for rs::produce_response::NodeEndpoint {
 impl ToPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(270)?;
+        let o = cx.instance(276)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7428,7 +7572,7 @@ impl FromPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
 impl ToPy for rs::read_share_group_state_request::ReadStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(271)?;
+        let o = cx.instance(277)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7450,7 +7594,7 @@ impl FromPy for rs::read_share_group_state_request::ReadStateData {
 impl ToPy for rs::read_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(272)?;
+        let o = cx.instance(278)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7472,7 +7616,7 @@ impl FromPy for rs::read_share_group_state_request::PartitionData {
 impl ToPy for rs::read_share_group_state_response::ReadShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(273)?;
+        let o = cx.instance(279)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7492,7 +7636,7 @@ impl FromPy for rs::read_share_group_state_response::ReadShareGroupStateResponse
 impl ToPy for rs::read_share_group_state_response::ReadStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(274)?;
+        let o = cx.instance(280)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7514,7 +7658,7 @@ impl FromPy for rs::read_share_group_state_response::ReadStateResult {
 impl ToPy for rs::read_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(275)?;
+        let o = cx.instance(281)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -7544,7 +7688,7 @@ impl FromPy for rs::read_share_group_state_response::PartitionResult {
 impl ToPy for rs::read_share_group_state_response::StateBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(276)?;
+        let o = cx.instance(282)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
@@ -7570,7 +7714,7 @@ impl FromPy for rs::read_share_group_state_response::StateBatch {
 impl ToPy for rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(277)?;
+        let o = cx.instance(283)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7592,7 +7736,7 @@ impl FromPy for rs::read_share_group_state_summary_request::ReadShareGroupStateS
 impl ToPy for rs::read_share_group_state_summary_request::ReadStateSummaryData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(278)?;
+        let o = cx.instance(284)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7614,7 +7758,7 @@ impl FromPy for rs::read_share_group_state_summary_request::ReadStateSummaryData
 impl ToPy for rs::read_share_group_state_summary_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(279)?;
+        let o = cx.instance(285)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7636,7 +7780,7 @@ impl FromPy for rs::read_share_group_state_summary_request::PartitionData {
 impl ToPy for rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(280)?;
+        let o = cx.instance(286)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7656,7 +7800,7 @@ impl FromPy for rs::read_share_group_state_summary_response::ReadShareGroupState
 impl ToPy for rs::read_share_group_state_summary_response::ReadStateSummaryResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(281)?;
+        let o = cx.instance(287)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7678,7 +7822,7 @@ impl FromPy for rs::read_share_group_state_summary_response::ReadStateSummaryRes
 impl ToPy for rs::read_share_group_state_summary_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(282)?;
+        let o = cx.instance(288)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -7710,7 +7854,7 @@ impl FromPy for rs::read_share_group_state_summary_response::PartitionResult {
 impl ToPy for rs::remove_raft_voter_request::RemoveRaftVoterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(283)?;
+        let o = cx.instance(289)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_id"), self.voter_id.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_directory_id"), self.voter_directory_id.to_py(cx)?)?;
@@ -7734,7 +7878,7 @@ impl FromPy for rs::remove_raft_voter_request::RemoveRaftVoterRequest {
 impl ToPy for rs::remove_raft_voter_response::RemoveRaftVoterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(284)?;
+        let o = cx.instance(290)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -7758,7 +7902,7 @@ impl FromPy for rs::remove_raft_voter_response::RemoveRaftVoterResponse {
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(285)?;
+        let o = cx.instance(291)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -7784,7 +7928,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(286)?;
+        let o = cx.instance(292)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7804,7 +7948,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(287)?;
+        let o = cx.instance(293)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7824,7 +7968,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(288)?;
+        let o = cx.instance(294)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -7850,7 +7994,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(289)?;
+        let o = cx.instance(295)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7870,7 +8014,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(290)?;
+        let o = cx.instance(296)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7892,7 +8036,7 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
 impl ToPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(291)?;
+        let o = cx.instance(297)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -7920,7 +8064,7 @@ impl FromPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
 impl ToPy for rs::share_acknowledge_request::AcknowledgeTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(292)?;
+        let o = cx.instance(298)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7942,7 +8086,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgeTopic {
 impl ToPy for rs::share_acknowledge_request::AcknowledgePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(293)?;
+        let o = cx.instance(299)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7964,7 +8108,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgePartition {
 impl ToPy for rs::share_acknowledge_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(294)?;
+        let o = cx.instance(300)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -7988,7 +8132,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgementBatch {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(295)?;
+        let o = cx.instance(301)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8018,7 +8162,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(296)?;
+        let o = cx.instance(302)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8040,7 +8184,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
 impl ToPy for rs::share_acknowledge_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(297)?;
+        let o = cx.instance(303)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8066,7 +8210,7 @@ impl FromPy for rs::share_acknowledge_response::PartitionData {
 impl ToPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(298)?;
+        let o = cx.instance(304)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8088,7 +8232,7 @@ impl FromPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_acknowledge_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(299)?;
+        let o = cx.instance(305)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -8114,7 +8258,7 @@ impl FromPy for rs::share_acknowledge_response::NodeEndpoint {
 impl ToPy for rs::share_fetch_request::ShareFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(300)?;
+        let o = cx.instance(306)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -8156,7 +8300,7 @@ impl FromPy for rs::share_fetch_request::ShareFetchRequest {
 impl ToPy for rs::share_fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(301)?;
+        let o = cx.instance(307)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8178,7 +8322,7 @@ impl FromPy for rs::share_fetch_request::FetchTopic {
 impl ToPy for rs::share_fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(302)?;
+        let o = cx.instance(308)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_max_bytes"), self.partition_max_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
@@ -8202,7 +8346,7 @@ impl FromPy for rs::share_fetch_request::FetchPartition {
 impl ToPy for rs::share_fetch_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(303)?;
+        let o = cx.instance(309)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -8226,7 +8370,7 @@ impl FromPy for rs::share_fetch_request::AcknowledgementBatch {
 impl ToPy for rs::share_fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(304)?;
+        let o = cx.instance(310)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8248,7 +8392,7 @@ impl FromPy for rs::share_fetch_request::ForgottenTopic {
 impl ToPy for rs::share_fetch_response::ShareFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(305)?;
+        let o = cx.instance(311)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8278,7 +8422,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchResponse {
 impl ToPy for rs::share_fetch_response::ShareFetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(306)?;
+        let o = cx.instance(312)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8300,7 +8444,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchableTopicResponse {
 impl ToPy for rs::share_fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(307)?;
+        let o = cx.instance(313)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8334,7 +8478,7 @@ impl FromPy for rs::share_fetch_response::PartitionData {
 impl ToPy for rs::share_fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(308)?;
+        let o = cx.instance(314)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8356,7 +8500,7 @@ impl FromPy for rs::share_fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_fetch_response::AcquiredRecords {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(309)?;
+        let o = cx.instance(315)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
@@ -8380,7 +8524,7 @@ impl FromPy for rs::share_fetch_response::AcquiredRecords {
 impl ToPy for rs::share_fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(310)?;
+        let o = cx.instance(316)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -8406,7 +8550,7 @@ impl FromPy for rs::share_fetch_response::NodeEndpoint {
 impl ToPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(311)?;
+        let o = cx.instance(317)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8428,7 +8572,7 @@ impl FromPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
 impl ToPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(312)?;
+        let o = cx.instance(318)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8450,7 +8594,7 @@ impl FromPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
 impl ToPy for rs::share_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(313)?;
+        let o = cx.instance(319)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -8486,7 +8630,7 @@ impl FromPy for rs::share_group_describe_response::DescribedGroup {
 impl ToPy for rs::share_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(314)?;
+        let o = cx.instance(320)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -8518,7 +8662,7 @@ impl FromPy for rs::share_group_describe_response::Member {
 impl ToPy for rs::share_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(315)?;
+        let o = cx.instance(321)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -8542,7 +8686,7 @@ impl FromPy for rs::share_group_describe_response::TopicPartitions {
 impl ToPy for rs::share_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(316)?;
+        let o = cx.instance(322)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8562,7 +8706,7 @@ impl FromPy for rs::share_group_describe_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(317)?;
+        let o = cx.instance(323)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -8590,7 +8734,7 @@ impl FromPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
 impl ToPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(318)?;
+        let o = cx.instance(324)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8622,7 +8766,7 @@ impl FromPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse 
 impl ToPy for rs::share_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(319)?;
+        let o = cx.instance(325)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8642,7 +8786,7 @@ impl FromPy for rs::share_group_heartbeat_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(320)?;
+        let o = cx.instance(326)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8664,7 +8808,7 @@ impl FromPy for rs::share_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(321)?;
+        let o = cx.instance(327)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -8696,7 +8840,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(322)?;
+        let o = cx.instance(328)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8718,7 +8862,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(323)?;
+        let o = cx.instance(329)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -8746,7 +8890,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(324)?;
+        let o = cx.instance(330)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -8780,7 +8924,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(325)?;
+        let o = cx.instance(331)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8802,7 +8946,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(326)?;
+        let o = cx.instance(332)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -8828,7 +8972,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(327)?;
+        let o = cx.instance(333)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8850,7 +8994,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(328)?;
+        let o = cx.instance(334)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8872,7 +9016,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(329)?;
+        let o = cx.instance(335)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8894,7 +9038,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
 impl ToPy for rs::update_features_request::UpdateFeaturesRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(330)?;
+        let o = cx.instance(336)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "feature_updates"), self.feature_updates.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -8918,7 +9062,7 @@ impl FromPy for rs::update_features_request::UpdateFeaturesRequest {
 impl ToPy for rs::update_features_request::FeatureUpdateKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(331)?;
+        let o = cx.instance(337)?;
         o.setattr(intern!(py, "feature"), self.feature.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version_level"), self.max_version_level.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_downgrade"), self.allow_downgrade.to_py(cx)?)?;
@@ -8944,7 +9088,7 @@ impl FromPy for rs::update_features_request::FeatureUpdateKey {
 impl ToPy for rs::update_features_response::UpdateFeaturesResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(332)?;
+        let o = cx.instance(338)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8970,7 +9114,7 @@ impl FromPy for rs::update_features_response::UpdateFeaturesResponse {
 impl ToPy for rs::update_features_response::UpdatableFeatureResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(333)?;
+        let o = cx.instance(339)?;
         o.setattr(intern!(py, "feature"), self.feature.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8994,7 +9138,7 @@ impl FromPy for rs::update_features_response::UpdatableFeatureResult {
 impl ToPy for rs::update_raft_voter_request::UpdateRaftVoterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(334)?;
+        let o = cx.instance(340)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_id"), self.voter_id.to_py(cx)?)?;
@@ -9024,7 +9168,7 @@ impl FromPy for rs::update_raft_voter_request::UpdateRaftVoterRequest {
 impl ToPy for rs::update_raft_voter_request::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(335)?;
+        let o = cx.instance(341)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -9048,7 +9192,7 @@ impl FromPy for rs::update_raft_voter_request::Listener {
 impl ToPy for rs::update_raft_voter_request::KRaftVersionFeature {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(336)?;
+        let o = cx.instance(342)?;
         o.setattr(intern!(py, "min_supported_version"), self.min_supported_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_supported_version"), self.max_supported_version.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9070,7 +9214,7 @@ impl FromPy for rs::update_raft_voter_request::KRaftVersionFeature {
 impl ToPy for rs::update_raft_voter_response::UpdateRaftVoterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(337)?;
+        let o = cx.instance(343)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader"), self.current_leader.to_py(cx)?)?;
@@ -9094,7 +9238,7 @@ impl FromPy for rs::update_raft_voter_response::UpdateRaftVoterResponse {
 impl ToPy for rs::update_raft_voter_response::CurrentLeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(338)?;
+        let o = cx.instance(344)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -9120,7 +9264,7 @@ impl FromPy for rs::update_raft_voter_response::CurrentLeader {
 impl ToPy for rs::write_share_group_state_request::WriteShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(339)?;
+        let o = cx.instance(345)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9142,7 +9286,7 @@ impl FromPy for rs::write_share_group_state_request::WriteShareGroupStateRequest
 impl ToPy for rs::write_share_group_state_request::WriteStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(340)?;
+        let o = cx.instance(346)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9164,7 +9308,7 @@ impl FromPy for rs::write_share_group_state_request::WriteStateData {
 impl ToPy for rs::write_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(341)?;
+        let o = cx.instance(347)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -9194,7 +9338,7 @@ impl FromPy for rs::write_share_group_state_request::PartitionData {
 impl ToPy for rs::write_share_group_state_request::StateBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(342)?;
+        let o = cx.instance(348)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
@@ -9220,7 +9364,7 @@ impl FromPy for rs::write_share_group_state_request::StateBatch {
 impl ToPy for rs::write_share_group_state_response::WriteShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(343)?;
+        let o = cx.instance(349)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9240,7 +9384,7 @@ impl FromPy for rs::write_share_group_state_response::WriteShareGroupStateRespon
 impl ToPy for rs::write_share_group_state_response::WriteStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(344)?;
+        let o = cx.instance(350)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9262,7 +9406,7 @@ impl FromPy for rs::write_share_group_state_response::WriteStateResult {
 impl ToPy for rs::write_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(345)?;
+        let o = cx.instance(351)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9286,7 +9430,7 @@ impl FromPy for rs::write_share_group_state_response::PartitionResult {
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(346)?;
+        let o = cx.instance(352)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9306,7 +9450,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(347)?;
+        let o = cx.instance(353)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -9334,7 +9478,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(348)?;
+        let o = cx.instance(354)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9356,7 +9500,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(349)?;
+        let o = cx.instance(355)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9376,7 +9520,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(350)?;
+        let o = cx.instance(356)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9398,7 +9542,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(351)?;
+        let o = cx.instance(357)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9420,7 +9564,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(352)?;
+        let o = cx.instance(358)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

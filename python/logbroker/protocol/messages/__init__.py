@@ -101,6 +101,8 @@ from logbroker.protocol.messages.metadata_request import MetadataRequest
 from logbroker.protocol.messages.metadata_response import MetadataResponse
 from logbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
 from logbroker.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbroker.protocol.messages.offset_delete_request import OffsetDeleteRequest
+from logbroker.protocol.messages.offset_delete_response import OffsetDeleteResponse
 from logbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
 from logbroker.protocol.messages.offset_fetch_response import OffsetFetchResponse
 from logbroker.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
@@ -179,6 +181,7 @@ REQUESTS: dict[int, type[Message]] = {
     44: IncrementalAlterConfigsRequest,
     45: AlterPartitionReassignmentsRequest,
     46: ListPartitionReassignmentsRequest,
+    47: OffsetDeleteRequest,
     48: DescribeClientQuotasRequest,
     49: AlterClientQuotasRequest,
     50: DescribeUserScramCredentialsRequest,
@@ -248,6 +251,7 @@ RESPONSES: dict[int, type[Message]] = {
     44: IncrementalAlterConfigsResponse,
     45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
+    47: OffsetDeleteResponse,
     48: DescribeClientQuotasResponse,
     49: AlterClientQuotasResponse,
     50: DescribeUserScramCredentialsResponse,
@@ -317,6 +321,7 @@ API_NAMES = {
     44: 'IncrementalAlterConfigs',
     45: 'AlterPartitionReassignments',
     46: 'ListPartitionReassignments',
+    47: 'OffsetDelete',
     48: 'DescribeClientQuotas',
     49: 'AlterClientQuotas',
     50: 'DescribeUserScramCredentials',
@@ -595,6 +600,12 @@ CLASSES = (
     OffsetCommitResponse,
     OffsetCommitResponse.OffsetCommitResponseTopic,
     OffsetCommitResponse.OffsetCommitResponsePartition,
+    OffsetDeleteRequest,
+    OffsetDeleteRequest.OffsetDeleteRequestTopic,
+    OffsetDeleteRequest.OffsetDeleteRequestPartition,
+    OffsetDeleteResponse,
+    OffsetDeleteResponse.OffsetDeleteResponseTopic,
+    OffsetDeleteResponse.OffsetDeleteResponsePartition,
     OffsetFetchRequest,
     OffsetFetchRequest.OffsetFetchRequestTopic,
     OffsetFetchRequest.OffsetFetchRequestGroup,
@@ -808,6 +819,8 @@ __all__ = [
     'MetadataResponse',
     'OffsetCommitRequest',
     'OffsetCommitResponse',
+    'OffsetDeleteRequest',
+    'OffsetDeleteResponse',
     'OffsetFetchRequest',
     'OffsetFetchResponse',
     'OffsetForLeaderEpochRequest',

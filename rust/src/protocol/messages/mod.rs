@@ -101,6 +101,8 @@ pub mod metadata_request;
 pub mod metadata_response;
 pub mod offset_commit_request;
 pub mod offset_commit_response;
+pub mod offset_delete_request;
+pub mod offset_delete_response;
 pub mod offset_fetch_request;
 pub mod offset_fetch_response;
 pub mod offset_for_leader_epoch_request;
@@ -238,6 +240,8 @@ pub use metadata_request::MetadataRequest;
 pub use metadata_response::MetadataResponse;
 pub use offset_commit_request::OffsetCommitRequest;
 pub use offset_commit_response::OffsetCommitResponse;
+pub use offset_delete_request::OffsetDeleteRequest;
+pub use offset_delete_response::OffsetDeleteResponse;
 pub use offset_fetch_request::OffsetFetchRequest;
 pub use offset_fetch_response::OffsetFetchResponse;
 pub use offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
@@ -317,6 +321,7 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (44, "IncrementalAlterConfigs", 0, 1, 1),
     (45, "AlterPartitionReassignments", 0, 1, 0),
     (46, "ListPartitionReassignments", 0, 0, 0),
+    (47, "OffsetDelete", 0, 0, -1),
     (48, "DescribeClientQuotas", 0, 1, 1),
     (49, "AlterClientQuotas", 0, 1, 1),
     (50, "DescribeUserScramCredentials", 0, 0, 0),
@@ -430,6 +435,8 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (45, false) => roundtrip::<AlterPartitionReassignmentsResponse>(body, version),
         (46, true) => roundtrip::<ListPartitionReassignmentsRequest>(body, version),
         (46, false) => roundtrip::<ListPartitionReassignmentsResponse>(body, version),
+        (47, true) => roundtrip::<OffsetDeleteRequest>(body, version),
+        (47, false) => roundtrip::<OffsetDeleteResponse>(body, version),
         (48, true) => roundtrip::<DescribeClientQuotasRequest>(body, version),
         (48, false) => roundtrip::<DescribeClientQuotasResponse>(body, version),
         (49, true) => roundtrip::<AlterClientQuotasRequest>(body, version),
