@@ -7,9 +7,10 @@ Pure (see control.py).
 
 from __future__ import annotations
 
-from typing import Callable, Container
+from typing import Callable, Container, Mapping, Union
 
 from logbroker.common.config import (
+    BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
     GROUP_KEYS,
     TOPIC_KEYS,
@@ -24,12 +25,78 @@ from logbroker.coord.metadata_records import encode_record
 from logbroker.protocol import ErrorCode
 
 
-def altered(what: str, current: dict[str, str], changes: dict[str, str | None], replace: bool,
-            keys: Container[str], validate: Callable[[dict[str, str | None]], dict[str, str]]) -> dict[str, str]:
+# IncrementalAlterConfigs' list operations (AlterConfigOp.OpType ids)
+APPEND, SUBTRACT = 2, 3
+_OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# A change to one key: a value to set, None to delete, or (APPEND or SUBTRACT, "v1,v2")
+Change = Union[str, None, tuple[int, str]]
+
+
+def list_default(key: str, kind: str) -> str | None:
+    """The default a list key's APPEND/SUBTRACT starts from when it has no override (Kafka's
+    ConfigDef default of the key, not the broker's configured value), or None when `key` is
+    not a list key of a `kind` ("topic", "group" or "broker") resource."""
+    if kind == "broker":
+        broker_key: str | None = key
+    else:
+        table = TOPIC_KEYS if kind == "topic" else GROUP_KEYS
+        broker_key = table[key][1] if key in table else None
+    spec = BROKER_KEYS.get(broker_key) if broker_key else None
+    return spec.default if spec is not None and spec.type == "list" else None
+
+
+def list_operation(op: int, current: str | None, value: str) -> str:
+    """A list key's value after APPEND (the items of `value` not already there, at the end)
+    or SUBTRACT (without the items of `value`), as Kafka's ConfigurationControlManager:
+    blank items of the current value are dropped, the items joined with ","."""
+    items = [v for v in (current or "").split(",") if v]
+    if op == APPEND:
+        for v in value.split(","):
+            if v not in items:
+                items.append(v)
+    else:
+        for v in value.split(","):
+            if v in items:
+                items.remove(v)
+    return ",".join(items)
+
+
+def resolve_list_ops(current: Mapping[str, str], changes: Mapping[str, Change], kind: str,
+                     not_list: Callable[[int, str], str]) -> dict[str, str | None]:
+    """`changes` with each (APPEND|SUBTRACT, value) turned into the value it sets (from the
+    key's override, else its default); ControllerError(INVALID_CONFIG, not_list(op, key))
+    for a key that is not a list key."""
+    out: dict[str, str | None] = {}
+    for k, change in changes.items():
+        if isinstance(change, tuple):
+            op, value = change
+            default = list_default(k, kind)
+            if default is None:
+                raise ControllerError(ErrorCode.INVALID_CONFIG, not_list(op, k))
+            out[k] = list_operation(op, current.get(k, default), value)
+        else:
+            out[k] = change
+    return out
+
+
+def _controller_not_list(op: int, key: str) -> str:  # Kafka's ConfigurationControlManager's words
+    return f"Can't {_OP_NAMES.get(op, op)} to key {key} because its type is not LIST."
+
+
+def broker_not_list(op: int, key: str) -> str:  # Kafka's ConfigAdminManager's words (a BROKER resource)
+    return f"Config value {_OP_NAMES.get(op, op).lower()} is not allowed for config key: {key}"
+
+
+def altered(what: str, current: dict[str, str], changes: Mapping[str, Change], replace: bool,
+            keys: Container[str], validate: Callable[[dict[str, str | None]], dict[str, str]],
+            kind: str = "topic", not_list: Callable[[int, str], str] = _controller_not_list) -> dict[str, str]:
     """Config overrides after (Incremental)AlterConfigs: `changes` sets (value) or deletes
-    (None) keys; `replace` starts from nothing (AlterConfigs). ControllerError(INVALID_CONFIG)
-    names `what` and the bad key or value."""
+    (None) keys, or APPENDs to or SUBTRACTs from a list key ((op, value); the result is
+    checked like a set value); `replace` starts from nothing (AlterConfigs).
+    ControllerError(INVALID_CONFIG) names `what` and the bad key or value."""
     configs = {} if replace else dict(current)
+    changes = resolve_list_ops(current, changes, kind, not_list)
     try:
         checked = validate({k: v for k, v in changes.items() if v is not None})
     except ConfigError as e:
@@ -49,7 +116,7 @@ def _config_records(resource: str, name: str, was: dict[str, str], now: dict[str
 
 
 class ConfigurationControlManager:
-    def alter_topic_configs(self, image: MetadataImage, name: str, changes: dict[str, str | None],
+    def alter_topic_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
                             replace: bool) -> ControllerResult[dict[str, str]]:
         """Set (value) or delete (None) topic config overrides; `replace` drops every
         override not named (AlterConfigs). The response: the overrides after."""
@@ -60,7 +127,7 @@ class ConfigurationControlManager:
         return ControllerResult(_config_records("topic", name, topic.configs, configs), configs,
                                 [(f"topic {name}: configs now {configs}", {"topic": name})])
 
-    def alter_broker_configs(self, image: MetadataImage, name: str, changes: dict[str, str | None],
+    def alter_broker_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
                              replace: bool) -> ControllerResult[dict[str, str]]:
         """Dynamic broker configs (common/config.py DYNAMIC_BROKER_KEYS): `name` "" for the
         cluster default, or a broker id; applied by every broker without a restart."""
@@ -69,11 +136,12 @@ class ConfigurationControlManager:
                                                              "(the cluster default) or a broker id")
         what = "the cluster-default broker configs" if not name else f"the configs of broker {name}"
         was = image.broker_configs.get(name, {})
-        configs = altered(what, was, changes, replace, DYNAMIC_BROKER_KEYS, validate_broker_config)
+        configs = altered(what, was, changes, replace, DYNAMIC_BROKER_KEYS, validate_broker_config,
+                          kind="broker", not_list=broker_not_list)
         return ControllerResult(_config_records("broker", name, was, configs), configs,
                                 [(f"{what}: now {configs}", {})])
 
-    def alter_group_configs(self, image: MetadataImage, name: str, changes: dict[str, str | None],
+    def alter_group_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
                             replace: bool) -> ControllerResult[dict[str, str]]:
         """Set (value) or delete (None) a group's config overrides (Kafka's GroupConfig keys,
         common/config.py GROUP_KEYS); `replace` drops every override not named. A group need
@@ -81,6 +149,7 @@ class ConfigurationControlManager:
         if not name:
             raise ControllerError(ErrorCode.INVALID_GROUP_ID, "a group config needs a group id")
         was = image.group_configs.get(name, {})
-        configs = altered(f"group {name!r}", was, changes, replace, GROUP_KEYS, validate_group_config)
+        configs = altered(f"group {name!r}", was, changes, replace, GROUP_KEYS, validate_group_config,
+                          kind="group")
         return ControllerResult(_config_records("group", name, was, configs), configs,
                                 [(f"group {name}: configs now {configs}", {"group": name})])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, TypeVar
 
 import trio
 
@@ -31,7 +31,7 @@ from logbroker.coord import elections
 from logbroker.coord.acl_control import AclControlManager
 from logbroker.coord.client_quota_control import ClientQuotaControlManager
 from logbroker.coord.cluster_control import ClusterControlManager
-from logbroker.coord.config_control import ConfigurationControlManager
+from logbroker.coord.config_control import Change, ConfigurationControlManager
 from logbroker.coord.control import ControllerError, ControllerResult
 from logbroker.coord.feature_control import FeatureControlManager
 from logbroker.coord.broker_sessions import BrokerSessions
@@ -269,7 +269,7 @@ class Controller:
 
     # --- configs ------------------------------------------------------------------------
 
-    async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+    async def alter_topic_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                   validate_only: bool) -> None:
         """Set (value) or delete (None) topic config overrides. `replace` drops every
         override not named (AlterConfigs semantics)."""
@@ -280,7 +280,7 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
-    async def alter_group_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+    async def alter_group_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                   validate_only: bool) -> None:
         """Set (value) or delete (None) a group's config overrides; `replace` drops every
         override not named. A group need not exist: its configs wait for it, as in Kafka."""
@@ -291,7 +291,7 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
-    async def alter_broker_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+    async def alter_broker_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                    validate_only: bool) -> None:
         """Dynamic broker configs: `name` "" for the cluster default or a broker id
         (config_control.py); every broker applies them without a restart."""

@@ -28,10 +28,11 @@ import contextlib
 import contextvars
 
 import logging
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 import trio
 
+from logbroker.coord.config_control import Change
 from logbroker.coord.control import ControllerError
 from logbroker.coord.controller_channel import ControllerClient, ControllerUnavailable
 from logbroker.coord.metadata import (
@@ -168,7 +169,7 @@ class Forwarder:
             await self._caught_up(lambda im: name in im.topics and len(im.topics[name].partitions) >= count,
                                   f"topic {name!r} with {count} partitions")
 
-    async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+    async def alter_topic_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                   validate_only: bool) -> None:
         await self._alter_configs(TOPIC_RESOURCE, name, changes, replace, validate_only)
         if not validate_only:
@@ -177,7 +178,7 @@ class Forwarder:
                 return t is not None and all((k in t.configs) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of topic {name!r}")
 
-    async def alter_group_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+    async def alter_group_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                   validate_only: bool) -> None:
         await self._alter_configs(GROUP_RESOURCE, name, changes, replace, validate_only)
         if not validate_only:
@@ -186,7 +187,7 @@ class Forwarder:
                 return all((k in c) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of group {name!r}")
 
-    async def alter_broker_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+    async def alter_broker_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                    validate_only: bool) -> None:
         await self._alter_configs(BROKER_RESOURCE, name, changes, replace, validate_only)
         if not validate_only:
@@ -195,7 +196,7 @@ class Forwarder:
                 return all((k in c) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of broker {name or '(cluster default)'}")
 
-    async def _alter_configs(self, resource_type: int, name: str, changes: dict[str, str | None], replace: bool,
+    async def _alter_configs(self, resource_type: int, name: str, changes: Mapping[str, Change], replace: bool,
                              validate_only: bool) -> None:
         if replace:
             req = REQUESTS[33]
@@ -207,7 +208,8 @@ class Forwarder:
             req = REQUESTS[44]
             res = req.AlterConfigsResource(
                 resource_type=resource_type, resource_name=name,
-                configs=[req.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
+                configs=[req.AlterableConfig(name=k, config_operation=v[0], value=v[1]) if isinstance(v, tuple)
+                         else req.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
                          for k, v in sorted(changes.items())])
             await self._send(44, 1, req(resources=[res], validate_only=validate_only), lambda r: r.responses[0])
 

@@ -13,6 +13,12 @@ default, the static config, the default). Group resources (type 32) hold Kafka's
 group-level keys (`share.auto.offset.reset`, `share.record.lock.duration.ms`, ...; the
 broker's `group.*` keys are their defaults), stored in the metadata log.
 
+IncrementalAlterConfigs' APPEND and SUBTRACT apply to list keys (cleanup.policy,
+log.cleanup.policy): the controller works out the new value from the override it holds, else
+the key's default (coord/config_control.py), and checks it like a set value; on another key
+they are INVALID_CONFIG in Kafka's words. As Kafka's ConfigAdminManager, a key twice in a
+resource or a null value (but for DELETE) is INVALID_REQUEST.
+
 Deleting a key that is not set changes nothing and succeeds, as in Kafka (an incremental
 DELETE of an absent override is a no-op there): a topic key logbroker does not have (such as the replication-throttle keys
 `kafka-reassign-partitions --verify` clears) is never set.
@@ -28,6 +34,7 @@ import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
+from logbroker.coord.config_control import Change, broker_not_list, list_default
 from logbroker.coord.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -209,7 +216,7 @@ async def describe_configs(ctx, request):
     return DescribeResponse(throttle_time_ms=0, results=results)
 
 
-async def _alter(ctx, resource, changes: dict[str, str | None], replace: bool, validate_only: bool) -> tuple[int, str | None]:
+async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, validate_only: bool) -> tuple[int, str | None]:
     named = fields(topic=resource.resource_name if resource.resource_type == TOPIC else None,
                    group=resource.resource_name if resource.resource_type == GROUP else None, peer=ctx.peer)
     if not replace:
@@ -256,20 +263,39 @@ async def alter_configs(ctx, request):
     return AlterResponse(throttle_time_ms=0, responses=out)
 
 
+def _check_incremental(resource) -> tuple[int, str | None]:
+    """Kafka's checks of one IncrementalAlterConfigs resource before anything is altered
+    (ConfigAdminManager.preprocess): a key at most once, a value with every operation but
+    DELETE, a known operation; for a broker resource, APPEND/SUBTRACT only on a list key."""
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    nulls = [c.name for c in resource.configs if c.config_operation != DELETE and c.value is None]
+    if nulls:
+        return ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+    for c in resource.configs:
+        if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
+        if (resource.resource_type == BROKER and c.config_operation in (APPEND, SUBTRACT)
+                and list_default(c.name, "broker") is None):
+            return ErrorCode.INVALID_CONFIG, broker_not_list(c.config_operation, c.name)
+    return ErrorCode.NONE, None
+
+
 async def incremental_alter_configs(ctx, request):
     out = []
     for r in request.resources:
-        changes: dict[str, str | None] = {}
+        changes: dict[str, Change] = {}
         code, msg = _denied(ctx, Op.ALTER_CONFIGS, r)
+        if not code:
+            code, msg = _check_incremental(r)
         for c in r.configs if not code else []:
             if c.config_operation == SET:
                 changes[c.name] = c.value
             elif c.config_operation == DELETE:
                 changes[c.name] = None
-            elif c.config_operation in (APPEND, SUBTRACT):
-                code, msg = ErrorCode.INVALID_CONFIG, f"config {c.name!r} is not a list; APPEND/SUBTRACT do not apply"
-            else:
-                code, msg = ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation} for {c.name!r}"
+            else:  # APPEND or SUBTRACT: on a list key, worked out by the controller (config_control.py)
+                changes[c.name] = (c.config_operation, c.value)
         if code == ErrorCode.NONE:
             code, msg = await _alter(ctx, r, changes, False, request.validate_only)
         out.append(IncrementalResponse.AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.resource_type, resource_name=r.resource_name))
