@@ -121,6 +121,22 @@ def test_cluster_status(tmp_path):
         # every replica starts in the ISR and the followers keep up: nothing under-replicated
         assert doc["partitions"] == [], doc["partitions"]
 
+        # Uneven racks (east = {1, 3}, west = {2}): with replication factor 2 every partition
+        # has a replica in each rack, and leaders still go round robin over all three brokers.
+        with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("spread", num_partitions=6, replication_factor=2)])
+            deadline = time.monotonic() + 20
+            while True:
+                parts = admin.describe_topics(["spread"])["spread"].partitions
+                if len(parts) == 6 and all(p.leader >= 0 for p in parts):
+                    break
+                assert time.monotonic() < deadline, f"topic spread not ready: {parts}"
+                time.sleep(0.1)
+        rack = dict(zip((n.node_id for n in cluster.nodes), racks))
+        for p in parts:
+            assert sorted(rack[r] for r in p.replicas) == ["east", "west"], (p.partition, p.replicas)
+        assert {p.leader for p in parts} == {1, 2, 3}
+
 
 def test_cluster_status_of_a_single_broker_and_serve_rack(tmp_path):
     """A single node is a quorum of one voter: it is the controller, leads the metadata log

@@ -85,16 +85,31 @@ class ReplicationControlManager:
     @staticmethod
     def _assign(image: MetadataImage, brokers: list[int], partition: int, replication_factor: int, start: int = 0
                 ) -> PartitionState:
-        """Replicas of a new partition: `replication_factor` consecutive brokers of the
-        placement order beginning at (start + partition), so replicas and leaders go round
-        robin over brokers (and racks); the first replica is the preferred leader."""
+        """Replicas of a new partition: walking the placement order from (start + partition),
+        so leaders (the first replica, the preferred leader) go round robin over brokers and
+        racks; each next replica is the next broker in that walk whose rack the partition has
+        no replica in yet, and only once every rack has one, the next broker of any rack. So
+        the replicas span min(replication factor, racks) racks even when racks are uneven
+        (racks a={1,2}, b={3}, RF 2: every partition gets broker 3)."""
         if replication_factor > len(brokers):
             raise ControllerError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} is larger than the {len(brokers)} available broker(s)",
             )
         first = (start + partition) % len(brokers)
-        return new_partition(partition, [brokers[(first + i) % len(brokers)] for i in range(replication_factor)], image)
+        walk = brokers[first:] + brokers[:first]
+        rack_of = {b: image.brokers[b].rack or "" for b in walk}
+        racks = len(set(rack_of.values()))
+        replicas: list[int] = []
+        used: set[str] = set()
+        while len(replicas) < replication_factor:
+            spread = len(used) < racks  # some rack has no replica yet: take a broker of one
+            for b in walk:
+                if b not in replicas and (not spread or rack_of[b] not in used):
+                    replicas.append(b)
+                    used.add(rack_of[b])
+                    break
+        return new_partition(partition, replicas, image)
 
     # --- topics ---------------------------------------------------------------------------
 
