@@ -169,6 +169,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         describe_log_dirs,
         describe_producers,
         describe_quorum,
+        describe_topic_partitions,
         elect_leaders,
         update_features,
         groups,
@@ -190,6 +191,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         list_offsets, metadata, api_versions, create_topics, delete_topics,
         delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
         describe_cluster, describe_producers, elect_leaders, describe_log_dirs, update_features,
+        describe_topic_partitions,
     ]
     table = {}
     # Produce and Fetch are served by the Rust network thread (rust/src/server/); they are

@@ -65,6 +65,8 @@ from logbroker.protocol.messages.describe_quorum_request import DescribeQuorumRe
 from logbroker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
 from logbroker.protocol.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
 from logbroker.protocol.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
+from logbroker.protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from logbroker.protocol.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse
 from logbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from logbroker.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
 from logbroker.protocol.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
@@ -196,6 +198,7 @@ REQUESTS: dict[int, type[Message]] = {
     66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    75: DescribeTopicPartitionsRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
     78: ShareFetchRequest,
@@ -266,6 +269,7 @@ RESPONSES: dict[int, type[Message]] = {
     66: ListTransactionsResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
+    75: DescribeTopicPartitionsResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
     78: ShareFetchResponse,
@@ -336,6 +340,7 @@ API_NAMES = {
     66: 'ListTransactions',
     68: 'ConsumerGroupHeartbeat',
     69: 'ConsumerGroupDescribe',
+    75: 'DescribeTopicPartitions',
     76: 'ShareGroupHeartbeat',
     77: 'ShareGroupDescribe',
     78: 'ShareFetch',
@@ -516,6 +521,13 @@ CLASSES = (
     DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup,
     DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic,
     DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsRequest.TopicRequest,
+    DescribeTopicPartitionsRequest.Cursor,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic,
+    DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponse.Cursor,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeTransactionsResponse.TransactionState,
@@ -783,6 +795,8 @@ __all__ = [
     'DescribeQuorumResponse',
     'DescribeShareGroupOffsetsRequest',
     'DescribeShareGroupOffsetsResponse',
+    'DescribeTopicPartitionsRequest',
+    'DescribeTopicPartitionsResponse',
     'DescribeTransactionsRequest',
     'DescribeTransactionsResponse',
     'DescribeUserScramCredentialsRequest',

@@ -16,7 +16,7 @@ class DescribeUserScramCredentialsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeUserScramCredentialsResponse'
-    _rs = 167
+    _rs = 174
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class DescribeUserScramCredentialsResponse(Message):
         """Struct DescribeUserScramCredentialsResult of DescribeUserScramCredentialsResponse."""
 
         _msg = 'DescribeUserScramCredentialsResponse'
-        _rs = 168
+        _rs = 175
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.
@@ -67,7 +67,7 @@ class DescribeUserScramCredentialsResponse(Message):
         """Struct CredentialInfo of DescribeUserScramCredentialsResponse."""
 
         _msg = 'DescribeUserScramCredentialsResponse'
-        _rs = 169
+        _rs = 176
         _lo, _hi = 0, 0
         __slots__ = (
             # The SCRAM mechanism.

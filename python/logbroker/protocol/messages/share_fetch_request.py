@@ -16,7 +16,7 @@ class ShareFetchRequest(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareFetchRequest'
-    _rs = 306
+    _rs = 313
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -50,7 +50,7 @@ class ShareFetchRequest(Message):
         """Struct FetchTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 307
+        _rs = 314
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -75,7 +75,7 @@ class ShareFetchRequest(Message):
         """Struct FetchPartition of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 308
+        _rs = 315
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -104,7 +104,7 @@ class ShareFetchRequest(Message):
         """Struct AcknowledgementBatch of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 309
+        _rs = 316
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.
@@ -133,7 +133,7 @@ class ShareFetchRequest(Message):
         """Struct ForgottenTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 310
+        _rs = 317
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.

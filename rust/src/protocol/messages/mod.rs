@@ -65,6 +65,8 @@ pub mod describe_quorum_request;
 pub mod describe_quorum_response;
 pub mod describe_share_group_offsets_request;
 pub mod describe_share_group_offsets_response;
+pub mod describe_topic_partitions_request;
+pub mod describe_topic_partitions_response;
 pub mod describe_transactions_request;
 pub mod describe_transactions_response;
 pub mod describe_user_scram_credentials_request;
@@ -204,6 +206,8 @@ pub use describe_quorum_request::DescribeQuorumRequest;
 pub use describe_quorum_response::DescribeQuorumResponse;
 pub use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest;
 pub use describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse;
+pub use describe_topic_partitions_request::DescribeTopicPartitionsRequest;
+pub use describe_topic_partitions_response::DescribeTopicPartitionsResponse;
 pub use describe_transactions_request::DescribeTransactionsRequest;
 pub use describe_transactions_response::DescribeTransactionsResponse;
 pub use describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest;
@@ -336,6 +340,7 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (66, "ListTransactions", 0, 1, 0),
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (69, "ConsumerGroupDescribe", 0, 1, 0),
+    (75, "DescribeTopicPartitions", 0, 0, 0),
     (76, "ShareGroupHeartbeat", 1, 1, 1),
     (77, "ShareGroupDescribe", 1, 1, 1),
     (78, "ShareFetch", 1, 2, 1),
@@ -465,6 +470,8 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (68, false) => roundtrip::<ConsumerGroupHeartbeatResponse>(body, version),
         (69, true) => roundtrip::<ConsumerGroupDescribeRequest>(body, version),
         (69, false) => roundtrip::<ConsumerGroupDescribeResponse>(body, version),
+        (75, true) => roundtrip::<DescribeTopicPartitionsRequest>(body, version),
+        (75, false) => roundtrip::<DescribeTopicPartitionsResponse>(body, version),
         (76, true) => roundtrip::<ShareGroupHeartbeatRequest>(body, version),
         (76, false) => roundtrip::<ShareGroupHeartbeatResponse>(body, version),
         (77, true) => roundtrip::<ShareGroupDescribeRequest>(body, version),
