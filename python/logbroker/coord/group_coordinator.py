@@ -84,6 +84,7 @@ class GroupCoordinator:
         self._pending_stores: list[Group] = []
         self._append_locks: dict[int, trio.Lock] = {}
         self._led: dict[int, int] = {}  # __consumer_offsets partitions loaded -> their leader epoch
+        self._loads_changed = trio.Event()  # set (and replaced) whenever partitions are loaded or unloaded
         # transactional offset commits awaiting their marker: producer id -> group -> offsets
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.consumer = ConsumerGroupCoordinator(self)
@@ -129,6 +130,7 @@ class GroupCoordinator:
                 del by_group[g]
         for p in partitions:
             self._led.pop(p, None)
+        self._loads_changed_now()
         dropped = [g for g in self.groups if self.partition_of(g) in gone]
         for g in dropped:
             del self.groups[g]
@@ -140,6 +142,20 @@ class GroupCoordinator:
         log.info("no longer coordinator for %s partition(s) %s: %d group(s) unloaded", OFFSETS_TOPIC,
                  sorted(partitions), len(dropped) + len(dropped_848) + len(dropped_share),
                  extra=fields(topic=OFFSETS_TOPIC))
+
+    def _loads_changed_now(self) -> None:
+        ev, self._loads_changed = self._loads_changed, trio.Event()
+        ev.set()
+
+    async def wait_loaded(self, group_ids, deadline: float) -> None:
+        """Wait (until trio time `deadline` at the latest) while any of `group_ids` is
+        coordinated here but its `__consumer_offsets` partition is still being loaded.
+        FindCoordinator waits so, rather than name a coordinator that would answer
+        COORDINATOR_LOAD_IN_PROGRESS to the group's first request: librdkafka does not
+        retry an OffsetCommit refused so (issue 31)."""
+        with trio.move_on_at(deadline):
+            while any(self.check_coordinator(g) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for g in group_ids if g):
+                await self._loads_changed.wait()
 
     async def ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.controller.image.topics:
@@ -188,6 +204,7 @@ class GroupCoordinator:
                               extra=fields(topic=OFFSETS_TOPIC, partition=index, offset=offset))
         for p in parts:
             self._led[p.index] = epochs[p.index]
+        self._loads_changed_now()
         log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s); %d group(s) now",
                  OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets, len(self.groups),
                  extra=fields(topic=OFFSETS_TOPIC))

@@ -7,11 +7,19 @@ Authorization as Kafka's KafkaApis: FindCoordinator DESCRIBE on the group or tra
 id (CLUSTER_ACTION for a share-partition key); Join, Sync, Heartbeat and Leave READ on the
 group; DescribeGroups DESCRIBE on each group; ListGroups every group with DESCRIBE on the
 cluster, else those the principal may describe; DeleteGroups DELETE on each group. A denied
-group is answered GROUP_AUTHORIZATION_FAILED before anything about it is looked at."""
+group is answered GROUP_AUTHORIZATION_FAILED before anything about it is looked at.
+
+FindCoordinator for groups creates `__consumer_offsets` on first use and never names this
+node while it is still loading the group's partition: it waits up to LOAD_WAIT_S for the load,
+else answers COORDINATOR_NOT_AVAILABLE (retried by every client), as Kafka does until its
+partition is loaded (issue 31: librdkafka does not retry an OffsetCommit answered
+COORDINATOR_LOAD_IN_PROGRESS)."""
 
 from __future__ import annotations
 
 import uuid
+
+import trio
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.coord.control import ControllerError
@@ -22,6 +30,9 @@ from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC
 from logbroker.protocol import RESPONSES, ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
+# how long FindCoordinator waits for this node to load a group's __consumer_offsets
+# partition before answering COORDINATOR_NOT_AVAILABLE (the client then asks again)
+LOAD_WAIT_S = 3.0
 
 
 def _client_host(ctx) -> str:
@@ -67,6 +78,11 @@ async def find_coordinator(ctx, request):
             await coord.ensure_offsets_topic()
         except ControllerError as e:  # a cluster node that is not the active controller (yet)
             unavailable = f"{OFFSETS_TOPIC} does not exist yet and this node cannot create it: {e.message}"
+        else:
+            # a group this node coordinates but whose partition it is still loading (the topic
+            # just created, leadership just gained): wait a little for the load, else answer
+            # COORDINATOR_NOT_AVAILABLE below, which clients retry
+            await coord.wait_loaded(keys_allowed, trio.current_time() + LOAD_WAIT_S)
     elif request.key_type == TRANSACTION_KEY and any(keys_allowed):
         try:
             await txns.ensure_state_topic()
@@ -105,6 +121,12 @@ async def find_coordinator(ctx, request):
             if b is None or b.fenced:
                 code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
                              f"{topic}-{index} has no available leader (leader {leader})")
+            elif request.key_type == GROUP_KEY and \
+                    coord.check_coordinator(key) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # as Kafka, which answers so until its new partition is loaded: a group's
+                # requests would get COORDINATOR_LOAD_IN_PROGRESS, not every client retries it
+                code, msg = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"the coordinator of {topic}-{index} (node {leader}) is loading it")
             else:
                 code, node, (host, port) = ErrorCode.NONE, b.node_id, b.endpoint(ctx.listener)
         results.append((key, node, host, port, code, msg))
