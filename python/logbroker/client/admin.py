@@ -133,6 +133,14 @@ class Admin:
         os = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
         self._call(lambda: self._core.alter_group_offsets(group_id, os), f"alter_group_offsets {group_id!r}", timeout)
 
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]],
+                             timeout: float | None = None) -> None:
+        """Deletes the group's committed offsets of `partitions` (OffsetDelete); raises on the
+        group's error or any partition's (e.g. GROUP_SUBSCRIBED_TO_TOPIC while the group's
+        members subscribe to the topic, as by Kafka)."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._call(lambda: self._core.delete_group_offsets(group_id, tps), f"delete_group_offsets {group_id!r}", timeout)
+
     def describe_log_dirs(self, broker: int, timeout: float | None = None) -> dict[TopicPartition, int]:
         """The size in bytes of each replica on `broker` (node id)."""
         return self._call(lambda: self._core.describe_log_dirs(broker), f"describe_log_dirs {broker}", timeout)

@@ -42,6 +42,7 @@ from logbroker.protocol.messages.list_groups_request import _ListGroupsRequest
 from logbroker.protocol.messages.list_offsets_request import _ListOffsetsRequest
 from logbroker.protocol.messages.metadata_request import _MetadataRequest
 from logbroker.protocol.messages.offset_commit_request import _OffsetCommitRequest
+from logbroker.protocol.messages.offset_delete_request import _OffsetDeleteRequest
 from logbroker.protocol.messages.offset_fetch_request import _OffsetFetchRequest
 
 __all__ = ["AclBinding", "AclBindingFilter", "AdminCore", "BrokerInfo", "ClusterInfo", "GroupDescription",
@@ -416,6 +417,28 @@ class AdminCore(ClientCore):
                 for p in t.partitions:
                     if p.error_code:
                         raise error_for(p.error_code, None, f"commit of {t.name}-{p.partition_index} "
+                                                            f"for group {group!r}")
+
+        return self._coordinator(group).chain(lambda node: self.net.request(node, req)).chain(check)
+
+    def delete_group_offsets(self, group: str, partitions: list[TopicPartition]) -> Pending[None]:
+        """Deletes the committed offsets of `partitions` for `group` (OffsetDelete, at its
+        coordinator), as Kafka's deleteConsumerGroupOffsets: refused for the whole group
+        (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) or per partition (GROUP_SUBSCRIBED_TO_TOPIC while
+        the group's members subscribe to the topic, UNKNOWN_TOPIC_OR_PARTITION)."""
+        cls = _OffsetDeleteRequest
+        topics: dict[str, list[Any]] = {}
+        for tp in sorted(set(partitions)):
+            topics.setdefault(tp.topic, []).append(cls.OffsetDeleteRequestPartition(partition_index=tp.partition))
+        req = cls(group_id=group, topics=[cls.OffsetDeleteRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
+
+        def check(resp: Any) -> None:
+            if resp.error_code:
+                raise error_for(resp.error_code, None, f"delete offsets of group {group!r}")
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for(p.error_code, None, f"delete offset of {t.name}-{p.partition_index} "
                                                             f"for group {group!r}")
 
         return self._coordinator(group).chain(lambda node: self.net.request(node, req)).chain(check)

@@ -53,6 +53,7 @@ from logbroker.coord.offsets_topic import (
     parse_key,
     parse_offset_value,
     partition_for,
+    subscription_topics,
 )
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
@@ -290,8 +291,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if kind == "offset":
             if value is None:
-                if group is not None:
-                    group.offsets.pop((topic, partition), None)
+                self._forget_offset(group_id, (topic, partition))
                 return 0
             if group is None:
                 group = self.groups[group_id] = Group(group_id, now_ms())
@@ -912,6 +912,82 @@ class GroupCoordinator:
         await self._append(group.group_id, records)
 
     # --- admin ----------------------------------------------------------------------
+
+    def _subscribed(self, group_id: str, group: Group | None):
+        """Kafka's Group.isSubscribedToTopic for OffsetDelete, as a predicate on topic names: a
+        KIP-848 group's members' subscriptions (names and regexes); a classic group of protocol
+        type "consumer" the topics its members' subscriptions (ConsumerProtocolSubscription)
+        name (none while it is Empty), and every topic while its protocol is not chosen yet or a
+        subscription does not parse; any other classic group none."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return lambda t: any(m.subscribes(t) for m in cg.members.values())
+        if group is None or group.protocol_type != "consumer":
+            return lambda t: False
+        if not group.members:
+            return lambda t: False
+        topics: set[str] = set()
+        try:
+            if group.protocol_name is None:
+                raise ValueError("no protocol chosen yet")
+            for m in group.members.values():
+                topics.update(subscription_topics(m.metadata_for(group.protocol_name)))
+        except (KeyError, ValueError):  # OffsetsRecordError, UnicodeDecodeError are ValueErrors
+            return lambda t: True
+        return topics.__contains__
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete, as Kafka's OffsetMetadataManager.deleteOffsets: (group error, error per
+        partition). Group errors: those of the coordinator (NOT_COORDINATOR, loading),
+        GROUP_ID_NOT_FOUND (no such group, or a share group), NON_EMPTY_GROUP (a classic group
+        with members that does not use the consumer protocol). Each partition of a topic the
+        group is subscribed to GROUP_SUBSCRIBED_TO_TOPIC; every other one NONE, its committed
+        (and pending transactional) offset removed by a tombstone in `__consumer_offsets`, so
+        the deletion holds after a restart or a move of the coordinator."""
+        code = self.check_coordinator(group_id)
+        if code:
+            return code, {}
+        group = self.groups.get(group_id)
+        if group_id in self.share.groups:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        if group_id not in self.consumer.groups:
+            if group is None or group.state == GroupState.DEAD:
+                return ErrorCode.GROUP_ID_NOT_FOUND, {}
+            if group.state != GroupState.EMPTY and group.protocol_type != "consumer":
+                return ErrorCode.NON_EMPTY_GROUP, {}
+        subscribed = self._subscribed(group_id, group)
+        results: dict[tuple[str, int], int] = {}
+        gone: list[tuple[str, int]] = []
+        for tp in partitions:
+            if subscribed(tp[0]):
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[tp] = ErrorCode.NONE
+            if (group is not None and tp in group.offsets) or self.has_pending_txn_offsets(group_id, [tp]):
+                if tp not in gone:
+                    gone.append(tp)
+        if gone:
+            try:
+                await self._append(group_id, [(offset_key(group_id, t, p), None) for t, p in gone])
+            except CoordinatorError as e:
+                return e.code, {}
+            for tp in gone:
+                self._forget_offset(group_id, tp)
+            log.info("group %s: deleted the committed offsets of %d partition(s) (OffsetDelete)", group_id, len(gone),
+                     extra=fields(group=group_id))
+        return ErrorCode.NONE, results
+
+    def _forget_offset(self, group_id: str, tp: tuple[str, int]) -> None:
+        """A tombstone of the group's offset of `tp`: the committed offset goes, and so do
+        the pending transactional ones (as Kafka replays it)."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.offsets.pop(tp, None)
+        for by_group in self.pending_txn.values():
+            pending = by_group.get(group_id)
+            if pending is not None:
+                pending.pop(tp, None)
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out = {}

@@ -220,3 +220,21 @@ def parse_group_value(value: bytes) -> GroupRecord:
         members.append(MemberRecord(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout,
                                     r.bytes() or b"", r.bytes() or b""))
     return GroupRecord(protocol_type, generation, protocol, leader, ts, members)
+
+
+def subscription_topics(subscription: bytes) -> list[str]:
+    """The topics of a classic consumer group member's metadata (ConsumerProtocolSubscription,
+    protocol type "consumer"), read by its version 0 prefix as every version starts with it:
+    int16 version, then an int32 count of int16-length topic names. OffsetsRecordError when
+    the bytes do not hold that."""
+    r = _R(subscription, "ConsumerProtocolSubscription")
+    version = r.i16()
+    if version < 0:
+        raise OffsetsRecordError(f"ConsumerProtocolSubscription: version {version}")
+    topics = []
+    for _ in range(r.i32()):
+        t = r.str()
+        if t is None:
+            raise OffsetsRecordError("ConsumerProtocolSubscription: null topic")
+        topics.append(t)
+    return topics

@@ -1,4 +1,5 @@
-"""OffsetCommit (8) and OffsetFetch (9): committed offsets of consumer groups.
+"""OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47): committed offsets of consumer
+groups.
 
 OffsetFetch with require_stable (v7+, sent by read_committed consumers) answers
 UNSTABLE_OFFSET_COMMIT for a partition whose offset a still-open transaction commits
@@ -6,7 +7,12 @@ UNSTABLE_OFFSET_COMMIT for a partition whose offset a still-open transaction com
 
 Authorization as Kafka's: OffsetCommit READ on the group (else GROUP_AUTHORIZATION_FAILED on
 every partition), then READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, the
-others committed); OffsetFetch in `_fetch_one`."""
+others committed); OffsetFetch in `_fetch_one`; OffsetDelete DELETE on the group (else
+GROUP_AUTHORIZATION_FAILED and nothing else), then READ on each topic
+(TOPIC_AUTHORIZATION_FAILED on its partitions), then UNKNOWN_TOPIC_OR_PARTITION for a topic or
+partition that does not exist; what remains goes to the coordinator, whose group error
+(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR, ...) replaces every partition's, as
+Kafka's OffsetDeleteResponse.Builder.merge does."""
 
 from __future__ import annotations
 
@@ -129,7 +135,39 @@ async def offset_fetch(ctx, request):
     )
 
 
+async def offset_delete(ctx, request):
+    Response = RESPONSES[47]
+    if not ctx.authorize(Op.DELETE, Res.GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
+    readable = ctx.authorized(Op.READ, Res.TOPIC, [t.name for t in request.topics])
+    image = ctx.controller.image
+    codes: dict[tuple[str, int], int] = {}
+    wanted: list[tuple[str, int]] = []
+    for t in request.topics:
+        known = image.topics.get(t.name)
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if t.name not in readable:
+                codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or p.partition_index not in known.partitions:
+                codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted.append(key)
+    code, results = await ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    if code:
+        return Response(throttle_time_ms=0, error_code=code, topics=[])
+    codes.update(results)
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
+        Response.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            Response.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                                   error_code=codes[(t.name, p.partition_index)])
+            for p in t.partitions])
+        for t in request.topics
+    ])
+
+
 ENTRIES = [
     (8, 2, 9, offset_commit),
     (9, 1, 9, offset_fetch),
+    (47, 0, 0, offset_delete),
 ]
