@@ -379,17 +379,32 @@ class AdminCore(ClientCore):
             return gather([self.net.request(n, cls(replica_id=-1, topics=[
                 cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in ts.items()])) for n, ts in by_leader.items()])
 
-        def parse(resps: list[Any]) -> dict[TopicPartition, tuple[int, int]]:
+        deadline = self.now + self.net.request_timeout
+
+        def parse(resps: list[Any]) -> dict[TopicPartition, tuple[int, int]] | Pending[Any]:
             out = {}
             for resp in resps:
                 for t in resp.topics:
                     for p in t.partitions:
                         if p.error_code:
-                            raise error_for(p.error_code, None, f"list offsets of {t.name}-{p.partition_index}")
+                            err = error_for(p.error_code, None, f"list offsets of {t.name}-{p.partition_index}")
+                            if getattr(err, "retriable", False) and self.now < deadline:
+                                # A leader just elected or moved (NOT_LEADER_OR_FOLLOWER, ...): new
+                                # metadata, then ask again, as Kafka's admin client does.
+                                self.request_metadata_update()
+                                again: Pending[Any] = Pending()
+                                self.call_at(self.now + self.config["retry.backoff.ms"] / 1000,
+                                             lambda: attempt().add_callback(again.settle_from))
+                                return again
+                            raise err
                         out[TopicPartition(t.name, p.partition_index)] = (p.offset, p.timestamp)
             return out
 
-        return self.wait_metadata(known, self.net.request_timeout, f"leaders of {sorted(topics)}").chain(ask).chain(parse)
+        def attempt() -> Pending[Any]:
+            remaining = max(0.0, deadline - self.now)
+            return self.wait_metadata(known, remaining, f"leaders of {sorted(topics)}").chain(ask).chain(parse)
+
+        return attempt()
 
     def list_group_offsets(self, group: str) -> Pending[dict[TopicPartition, tuple[int, str | None]]]:
         """Every committed offset of `group` (OffsetFetch for all topics, at its coordinator):

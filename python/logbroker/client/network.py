@@ -103,6 +103,13 @@ class Pending(Generic[T]):
             self._done, self._error = True, error
             self._run()
 
+    def settle_from(self, other: Pending[T]) -> None:
+        """Resolves or fails this as `other` (done) did: `other.add_callback(p.settle_from)`."""
+        if other._error is not None:
+            self.fail(other._error)
+        else:
+            self.resolve(other._value)
+
     def _run(self) -> None:
         cbs, self._callbacks = self._callbacks, []
         for cb in cbs:
