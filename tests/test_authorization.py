@@ -7,7 +7,6 @@ protocol tests go API by API with raw requests."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from confluent_kafka.admin import (
 import logbroker
 from logbroker.client.connection import BrokerConnection
 from logbroker.protocol import REQUESTS, ErrorCode
+from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -682,8 +682,7 @@ def test_kafka_python_consumer_denied(broker):
             kc.close()
 
 
-@pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                    reason="Java 17 and Maven are needed for the Java client")
+@needs_java
 def test_java_client_topic_authorization_exception(broker, tmp_path):
     from benches.peers.kafka import install
 

@@ -6,16 +6,15 @@ comparisons are `python -m benches.compare [--cluster]` (too slow for CI)."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Kafka peer")
+pytestmark = needs_java
 
 
 @pytest.mark.parametrize("peer_name", ["logbroker", "kafka"])

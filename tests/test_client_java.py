@@ -5,17 +5,16 @@ group."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Java client")
+pytestmark = needs_java
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ quorum (DescribeQuorum, forwarded to the active controller)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +15,11 @@ import pytest
 
 from test_client_java import consume, produce
 from test_cluster_lifecycle import metadata, start_cluster, wait_for
+from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Java client")
+pytestmark = needs_java
 
 
 @pytest.fixture(scope="module")

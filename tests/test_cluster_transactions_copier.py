@@ -11,7 +11,6 @@ committed the end of the input."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from conftest import wait_until
+from conftest import require_java, wait_until
 from logbroker import Cluster
 from logbroker.coord.offsets_topic import OFFSETS_TOPIC
 from logbroker.coord.offsets_topic import partition_for as offsets_partition_for
@@ -85,8 +84,7 @@ def group_for(cluster, client: str, bs: str) -> str:
 
 def copier_command(client: str, bs: str, group: str) -> list[str]:
     if client == "java":
-        if shutil.which("java") is None or shutil.which("mvn") is None:
-            pytest.skip("Java 17 and Maven are needed for the Java client")
+        require_java()
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from benches.peers.kafka import install
 

@@ -7,7 +7,6 @@ logbroker broker, each of the three leading it in one of the runs."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -32,6 +31,7 @@ from logbroker.client.group import (
     parse_subscription,
 )
 from logbroker.client.sticky_assignor import Member, cooperative_assign, sticky_assign, valid_owned
+from conftest import require_java
 
 WORKER = str(Path(__file__).resolve().parent / "java" / "CoopWorker.java")
 
@@ -457,8 +457,7 @@ class Java:
 
 @pytest.fixture(scope="module")
 def kafka_tools():
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        pytest.skip("Java 17 and Maven are needed for the Java client")
+    require_java()
     from benches.peers.kafka import install
 
     return install()

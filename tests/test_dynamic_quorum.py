@@ -10,7 +10,6 @@ there) come back as Kafka's errors."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import wait_until
+from conftest import needs_java, wait_until
 from logbroker.cluster import free_port
 from logbroker.common import directory_id
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -30,8 +29,7 @@ from replication_helpers import FAST
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Java client")
+pytestmark = needs_java
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 

@@ -5,18 +5,17 @@ consumer groups; Kafka's kafka-configs tool manages them."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from logbroker import Broker, Cluster
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from test_bad_input import create_topic
 from test_share_groups import acquired, fetch, heartbeat, produce, topic_id
+from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -105,8 +104,7 @@ def test_group_configs_are_forwarded_and_reach_every_node(tmp_path):
                 assert describe(c, "everywhere")["consumer.session.timeout.ms"] == ("12000", 8), n.node_id
 
 
-@pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                    reason="Java 17 and Maven are needed for Kafka's tools")
+@needs_java
 def test_kafka_configs_tool_manages_group_configs(tmp_path):
     from benches.peers.kafka import install
 

@@ -6,7 +6,6 @@ commits, and the Admin calls, all against the real broker."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -15,11 +14,11 @@ import pytest
 
 import logbroker
 from logbroker.client import errors
+from conftest import needs_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for Apache Kafka")
+pytestmark = needs_java
 
 TP = logbroker.TopicPartition
 

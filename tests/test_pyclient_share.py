@@ -7,7 +7,6 @@ KafkaShareConsumer (tests/java/ShareWorker.java) against logbroker and Apache Ka
 
 from __future__ import annotations
 
-import shutil
 import sys
 import threading
 import time
@@ -17,7 +16,7 @@ import pytest
 
 import logbroker
 from logbroker import AcknowledgeType, Admin, Broker, NewTopic, Producer, ShareConsumer
-from conftest import wait_until
+from conftest import needs_java, wait_until
 from logbroker.client import IllegalStateError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -287,8 +286,6 @@ def test_async_share_consumer_under_trio(share_broker):
 
 # -- mixed groups: ours and Java's KafkaShareConsumer ----------------------------------------
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Java client and Apache Kafka")
 
 
 @pytest.fixture(scope="module")

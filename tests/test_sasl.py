@@ -9,7 +9,6 @@ not is disconnected at its next request."""
 from __future__ import annotations
 
 import logging
-import shutil
 import socket
 import struct
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism
 
-from conftest import rdkafka_values
+from conftest import needs_java, rdkafka_values
 import logbroker
 from logbroker.client.connection import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
@@ -152,8 +151,7 @@ def test_kafka_python_plain_and_scram(tmp_path, caplog):
         assert refusals, caplog.messages[-20:]
 
 
-@pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                    reason="Java 17 and Maven are needed for the Java client")
+@needs_java
 def test_java_client_scram(tmp_path):
     from benches.peers.kafka import install
 

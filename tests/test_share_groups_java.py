@@ -7,7 +7,6 @@ single-file source program on the Kafka tools classpath."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import wait_until
+from conftest import needs_java, wait_until
 from logbroker import Broker
 from logbroker.protocol import REQUESTS
 from rawclient import RawClient
@@ -28,8 +27,7 @@ from test_group_configs import alter as alter_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Java client")
+pytestmark = needs_java
 
 WORKER = str(Path(__file__).resolve().parent / "java" / "ShareWorker.java")
 CONFIG = {"group.share.enable": "true", "group.share.auto.offset.reset": "earliest",

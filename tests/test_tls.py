@@ -8,7 +8,6 @@ going on."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import logbroker
-from conftest import kcat_bin, rdkafka_values
+from conftest import kcat_bin, needs_java, rdkafka_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -123,8 +122,7 @@ def test_aiokafka_and_kcat_over_tls(tmp_path, pki):
         assert sorted(r.stdout.split()) == sorted(b"a%d" % i for i in range(50))
 
 
-@pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                    reason="Java 17 and Maven are needed for the Java client")
+@needs_java
 def test_java_client_over_tls(tmp_path, pki):
     from benches.peers.kafka import install
 

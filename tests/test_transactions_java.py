@@ -5,7 +5,6 @@ exactly once, and the copier's group has committed the end of the input."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -19,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from logbroker.protocol import REQUESTS  # noqa: E402
 from rawclient import RawClient  # noqa: E402
+from conftest import needs_java
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None,
-                                reason="Java 17 and Maven are needed for the Java client")
+pytestmark = needs_java
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,11 @@ aborts the hanging transaction. Checked with raw requests and a read_committed c
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from logbroker import Broker
@@ -25,6 +23,7 @@ from test_transaction_errors import init
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 from batches import build_batch  # noqa: E402
+from conftest import require_java
 
 Produce = REQUESTS[0]
 FindCoordinator = REQUESTS[10]
@@ -332,8 +331,7 @@ def test_verification_off_lets_a_stray_v1_batch_in(tmp_path):
 def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(tmp_path):
     """With verification off a stray v1 batch hangs its partition's LSO; Kafka's
     kafka-transactions tool finds it (find-hanging) and aborts it (WriteTxnMarkers)."""
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        pytest.skip("Java 17 and Maven are needed for Kafka's tools")
+    require_java()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benches.peers.kafka import install
 
