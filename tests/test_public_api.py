@@ -25,8 +25,12 @@ TYPED_FILES = [SRC / "__init__.py", SRC / "aio.py", SRC / "client"]
 
 
 def test_mypy_strict_accepts_the_public_modules(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
-                          *map(str, TYPED_FILES)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    # --follow-imports=silent: the broker's modules the client imports are read for their types
+    # but not judged (they are not public API; with the wheel installed mypy would otherwise
+    # check them as sources too).
+    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir",
+                          str(tmp_path / "cache"), *map(str, TYPED_FILES)],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert res.returncode == 0, f"mypy --strict found errors:\n{res.stdout}{res.stderr}"
     assert "Success" in res.stdout
 

@@ -364,6 +364,10 @@ def mixed_group(bs: str, kafka_tools, group: str, topic: str, n: int = 400) -> N
         while total() < n and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1)  # anything delivered twice would show up now
+        # A Java worker exits after 6 s without records; records its client had fetched ahead
+        # (acquired, not yet handed to the worker) go back to the group on close and come again
+        # with delivery count 2, as KIP-932 says.
+        left_early = [w for w in java if w.proc.poll() is not None]
     finally:
         stop.set()
         for t in threads:
@@ -374,8 +378,10 @@ def mixed_group(bs: str, kafka_tools, group: str, topic: str, n: int = 400) -> N
     by_java = [int(v) for r in java_records for _, _, v, _ in r]
     values = sorted(by_ours + by_java)
     assert values == list(range(n)), f"{len(values)} deliveries, {len(set(values))} distinct of {n}"
-    assert all(count == 1 for o in ours for _, count in o)
-    assert all(count == 1 for r in java_records for *_, count in r)
+    counts = [count for o in ours for _, count in o] + [count for r in java_records for *_, count in r]
+    assert all(count >= 1 for count in counts)
+    if not left_early:  # nobody left holding records: every record came on its first delivery
+        assert all(count == 1 for count in counts), sorted(counts)[-5:]
     assert by_ours and by_java, (len(by_ours), len(by_java))
 
 
