@@ -100,18 +100,20 @@ class _AioClient:
     async def _call(self, fn: Callable[[], Pending[T] | None], what: str, timeout: float | None = None) -> T | None:
         """Runs `fn` (a core call) and awaits its result, if it has one to wait for."""
         self._check()
-        v = fn()
+        p = fn()
         self._core.wake()
-        if v is None:
+        if p is None:
             return None
-        result: T = await wait_pending(v, self._timeout if timeout is None else timeout, what)
-        return result
+        return await self._wait(p, what, timeout)
 
     async def _ask(self, fn: Callable[[], Pending[T]], what: str, timeout: float | None = None) -> T:
-        """Runs `fn` (a core call that answers with a Pending) and awaits the answer."""
+        """As `_call`, for a core call that always answers with a Pending."""
         self._check()
         p = fn()
         self._core.wake()
+        return await self._wait(p, what, timeout)
+
+    async def _wait(self, p: Pending[T], what: str, timeout: float | None) -> T:
         result: T = await wait_pending(p, self._timeout if timeout is None else timeout, what)
         return result
 
