@@ -158,12 +158,15 @@ class Peer:
     name = "peer"
 
     def __init__(self, data_root: str | os.PathLike | None = None, segment_bytes: int = 268_435_456, *,
-                 node_id: int = 1, replication_factor: int = 1, min_insync_replicas: int = 1):
+                 node_id: int = 1, replication_factor: int = 1, min_insync_replicas: int = 1,
+                 extra: dict[str, str] | None = None):
         self.data_root = Path(data_root) if data_root else None
         self.segment_bytes = segment_bytes
         self.node_id = node_id
         self.replication_factor = replication_factor
         self.min_insync_replicas = min_insync_replicas
+        # broker settings on top of the peer's own (tests/compat: what a suite's test.conf asks for)
+        self.extra = dict(extra or {})
         self.proc: subprocess.Popen | None = None
         self.workdir: Path | None = None
         self.port = 0
@@ -345,7 +348,7 @@ class PeerCluster:
         first = self.nodes[0]
         node = type(first)(first.data_root, first.segment_bytes, node_id=len(self.nodes) + 1,
                            replication_factor=self.replication_factor,
-                           min_insync_replicas=first.min_insync_replicas)
+                           min_insync_replicas=first.min_insync_replicas, extra=first.extra)
         if hasattr(first, "inst"):
             node.inst = first.inst
         node.allocate()

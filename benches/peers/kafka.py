@@ -219,7 +219,7 @@ class KafkaPeer(Peer):
             "log.index.interval.bytes": "4096",
             "message.max.bytes": "1048588",
             "auto.create.topics.enable": "true",
-        }
+        } | self.extra
 
     def settings(self) -> dict[str, str]:
         s = dict(self._props())

@@ -47,6 +47,7 @@ class LogbrokerPeer(Peer):
                      ("offsets.topic.replication.factor", str(self.replication_factor))):
             if k in _known_keys():
                 sets[k] = v
+        sets.update(self.extra)
         for item in filter(None, os.environ.get("LOGBROKER_PEER_SET", "").split(",")):
             k, sep, v = item.partition("=")
             if not sep:
