@@ -10,8 +10,10 @@ Layout:
   `prepare(short) -> dict` (fetch and build, pinned, cached; returns the suite's version
   facts), `nodes(short) -> list[int]` (cluster sizes to run on, e.g. [1] or [1, 3]),
   `broker_settings(nodes) -> dict[str, str]` (broker config the suite needs, the same on both
-  brokers) and `run(target, short, workdir) -> list[Outcome]`.
-- `differences.py`: the reason for every test whose outcome differs between the brokers.
+  brokers), `run(target, short, workdir) -> list[Outcome]` and `DIFFERENCES: dict[str, str]`
+  (test name -> why its outcome differs between the brokers, or fails on both: what the test
+  exercises, what each broker does, why logbroker's answer is right or what is left; a
+  difference without a reason fails the run).
 - `report.py`: docs/compatibility.md's tables, from build/compat/*.json.
 - `__main__.py`: `python -m tests.compat SUITE|all [--short] [--broker logbroker|kafka|both]`
   (scripts/compat wraps it).

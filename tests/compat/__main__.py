@@ -4,7 +4,7 @@ Prepares each suite once (pinned download and build, cached), then for each brok
 with the suite's settings, runs the suite, stops it and writes build/compat/<suite>--<broker>--<mode>.json.
 `--report` then rewrites docs/compatibility.md's generated tables from those files.
 Exit status: 0 when every test that passes on Kafka also passes on logbroker, or is named in
-differences.py with its reason (with --broker logbroker alone: when every test passes or is named).
+the suite's DIFFERENCES with its reason (with --broker logbroker alone: when every test passes or is named).
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ def run_suite(name: str, brokers: list[str], short: bool) -> dict[str, list[resu
 def verdict(name: str, by_broker: dict[str, list[results.Outcome]]) -> list[str]:
     """Tests failing on logbroker that pass on Kafka (or, without a Kafka run, that fail at all),
     and are not named in differences.py."""
-    from tests.compat.differences import REASONS
+    reasons = suite_module(name).DIFFERENCES
     bad = []
     for label, outcomes in by_broker.items():
         if not label.startswith("logbroker"):
             continue
         kafka = {o.test: o.status for o in by_broker.get(label.replace("logbroker", "kafka"), [])}
         for o in outcomes:
-            if o.status == "fail" and kafka.get(o.test, "pass") == "pass" and (name, o.test) not in REASONS:
+            if o.status == "fail" and kafka.get(o.test, "pass") == "pass" and o.test not in reasons:
                 bad.append(f"{name} [{label}] {o.test}: {o.detail[-300:]}")
     return bad
 
