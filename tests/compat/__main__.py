@@ -53,7 +53,7 @@ def run_suite(name: str, brokers: list[str], short: bool) -> dict[str, list[resu
 
 def verdict(name: str, by_broker: dict[str, list[results.Outcome]]) -> list[str]:
     """Tests failing on logbroker that pass on Kafka (or, without a Kafka run, that fail at all),
-    and are not named in differences.py."""
+    and are not named in the suite's DIFFERENCES."""
     reasons = suite_module(name).DIFFERENCES
     bad = []
     for label, outcomes in by_broker.items():
