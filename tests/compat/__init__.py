@@ -19,5 +19,5 @@ Layout:
   (scripts/compat wraps it).
 
 The short form of each suite (`--short`, against logbroker) runs in CI through
-tests/test_compat_suites.py; the full form is a command of its own (docs/compatibility.md).
+tests/test_compat_<suite>.py; the full form is a command of its own (docs/compatibility.md).
 """
