@@ -676,6 +676,17 @@ pub fn records_region(bytes: &[u8], position: u64) -> Result<std::borrow::Cow<'_
     }
 }
 
+/// A copy of the complete batch `bytes` whose records region is in `target` at `level`
+/// (a topic's `compression.type`, Kafka's recompression on the leader): every header field is
+/// kept but the codec bits, batchLength and the CRC; the records themselves are unchanged.
+pub fn recompress(bytes: &[u8], position: u64, target: Codec, level: i32) -> Result<Vec<u8>> {
+    let h = BatchHeader::parse(bytes);
+    let plain = records_region(bytes, position)?;
+    let body = compression::compress_level(target, &plain, Some(level));
+    let header = BatchHeader { attributes: (h.attributes & !CODEC_MASK) | target.id(), ..h };
+    Ok(header.assemble(&body))
+}
+
 /// Calls `each(offset, timestamp, record)` for every record of a complete batch
 /// (decompressing if needed). Under LogAppendTime every record carries the batch maxTimestamp.
 pub fn for_each_record(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control) -> Result<()> {

@@ -128,12 +128,23 @@ fn snappy_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()
     }
 }
 
-/// Compresses `input` in the stream format Kafka's Java client writes (xerial for snappy).
+/// Compresses `input` in the stream format Kafka's Java client writes (xerial for snappy),
+/// at the clients' levels (gzip fastest, zstd 3).
 pub fn compress(codec: Codec, input: &[u8]) -> Vec<u8> {
+    compress_level(codec, input, None)
+}
+
+/// Compresses at a topic's `compression.<codec>.level` (`Some`): gzip -1 is zlib's default (6),
+/// 0-9 as given; zstd as given (clamped to zstd's range); lz4 and snappy have one level.
+pub fn compress_level(codec: Codec, input: &[u8], level: Option<i32>) -> Vec<u8> {
     match codec {
         Codec::None => input.to_vec(),
         Codec::Gzip => {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            let level = match level {
+                None => flate2::Compression::fast(),
+                Some(l) => u32::try_from(l).map_or_else(|_| flate2::Compression::default(), |l| flate2::Compression::new(l.min(9))),
+            };
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
             enc.write_all(input).expect("writing to a Vec cannot fail");
             enc.finish().expect("writing to a Vec cannot fail")
         }
@@ -156,7 +167,11 @@ pub fn compress(codec: Codec, input: &[u8]) -> Vec<u8> {
             enc.write_all(input).expect("writing to a Vec cannot fail");
             enc.finish().expect("writing to a Vec cannot fail")
         }
-        Codec::Zstd => zstd::stream::encode_all(input, 3).expect("zstd into a Vec cannot fail"),
+        Codec::Zstd => {
+            let range = zstd::compression_level_range();
+            let l = level.unwrap_or(3).clamp(*range.start(), *range.end());
+            zstd::stream::encode_all(input, l).expect("zstd into a Vec cannot fail")
+        }
     }
 }
 

@@ -23,6 +23,8 @@
 //! | `min.compaction.lag.ms` | a segment is cleanable only once its newest record is this old |
 //! | `max.compaction.lag.ms` | clean regardless of the dirty ratio once the oldest dirty batch is this old; also caps `segment.ms` for rolls |
 //! | `min.cleanable.dirty.ratio` | clean when dirty bytes / cleanable bytes reaches this |
+//! | `compression.type` | `producer`: store batches as the producer compressed them; a codec (`uncompressed`, `gzip`, `snappy`, `lz4`, `zstd`): the leader's append recompresses every data batch of another codec (`Log::append_as_leader`, `batch::recompress`) |
+//! | `compression.gzip.level`, `compression.zstd.level` | the level the broker's recompression uses (`compression.lz4.level` is accepted; the LZ4 encoder has one level) |
 //! | `retention.archive` | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
 //!
 //! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
@@ -33,12 +35,13 @@
 //! Parsing takes a string map (what the Python side has) and fails with
 //! `LogError::InvalidConfig` naming the key and value. The broker's other topic keys
 //! (`config_keys::OTHER_TOPIC_KEYS`) and keys Kafka knows but this engine does not act on
-//! (compression type, ...) are accepted and ignored, so the broker can pass a whole topic
+//! (throttled replicas, remote storage, ...) are accepted and ignored, so the broker can pass a whole topic
 //! config; any other key is rejected as a likely typo. `min.compaction.lag.ms` above
 //! `max.compaction.lag.ms` is rejected (Kafka's check).
 
 use std::collections::HashMap;
 
+use crate::compression::Codec;
 use crate::config_keys::{self as keys, ChoiceKey, DoubleKey, IntKey};
 use crate::error::{LogError, Result};
 
@@ -72,6 +75,12 @@ pub struct LogConfig {
     /// `retention.archive`: time/size retention only plans (`Log::retention_plan`); the
     /// archiver deletes by raising the log start offset once the segments are archived.
     pub retention_archive: bool,
+    /// `compression.type`: `None` for `producer` (batches stored as they come), else the codec
+    /// every stored data batch gets.
+    pub compression: Option<Codec>,
+    pub compression_gzip_level: i32,
+    pub compression_lz4_level: i32,
+    pub compression_zstd_level: i32,
 }
 
 impl Default for LogConfig {
@@ -99,16 +108,17 @@ impl Default for LogConfig {
             max_compaction_lag_ms: keys::MAX_COMPACTION_LAG_MS.default,
             min_cleanable_dirty_ratio: keys::MIN_CLEANABLE_DIRTY_RATIO.default,
             retention_archive: keys::RETENTION_ARCHIVE.default,
+            compression: parse_compression(keys::COMPRESSION_TYPE.name, keys::COMPRESSION_TYPE.default)
+                .expect("the table's compression.type default"),
+            compression_gzip_level: to_i32(keys::COMPRESSION_GZIP_LEVEL.default),
+            compression_lz4_level: to_i32(keys::COMPRESSION_LZ4_LEVEL.default),
+            compression_zstd_level: to_i32(keys::COMPRESSION_ZSTD_LEVEL.default),
         }
     }
 }
 
 /// Kafka topic keys the broker does not know, accepted and not used by the storage engine.
 const IGNORED_KEYS: &[&str] = &[
-    "compression.type",
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
     "file.delete.delay.ms",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
@@ -181,6 +191,31 @@ fn parse_timestamp_type(name: &str, value: &str) -> Result<TimestampType> {
     })
 }
 
+/// `compression.type`: `None` for `producer`, else the codec (`uncompressed` is `Codec::None`).
+fn parse_compression(name: &str, value: &str) -> Result<Option<Codec>> {
+    Ok(match choices(&keys::COMPRESSION_TYPE, name, value)?[0] {
+        "producer" => None,
+        "gzip" => Some(Codec::Gzip),
+        "snappy" => Some(Codec::Snappy),
+        "lz4" => Some(Codec::Lz4),
+        "zstd" => Some(Codec::Zstd),
+        _ => Some(Codec::None),
+    })
+}
+
+fn compression_name(c: Option<Codec>) -> &'static str {
+    match c {
+        None => "producer",
+        Some(Codec::None) => "uncompressed",
+        Some(codec) => codec.name(),
+    }
+}
+
+/// The int keys' bounds fit an i32 (the table's int type).
+fn to_i32(v: i64) -> i32 {
+    i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
+}
+
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -221,6 +256,10 @@ impl LogConfig {
                 "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?,
                 "retention.archive" => self.retention_archive = boolean(k, value)?,
                 "message.timestamp.type" => self.timestamp_type = parse_timestamp_type(k, value)?,
+                "compression.type" => self.compression = parse_compression(k, value)?,
+                "compression.gzip.level" => self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?),
+                "compression.lz4.level" => self.compression_lz4_level = to_i32(int(&keys::COMPRESSION_LZ4_LEVEL, k, value)?),
+                "compression.zstd.level" => self.compression_zstd_level = to_i32(int(&keys::COMPRESSION_ZSTD_LEVEL, k, value)?),
                 _ if keys::OTHER_TOPIC_KEYS.contains(&k) || IGNORED_KEYS.contains(&k) => {}
                 _ => return Err(LogError::config(k, value, "unknown log configuration key")),
             }
@@ -260,6 +299,10 @@ impl LogConfig {
             (keys::FLUSH_MESSAGES.name, self.flush_messages.to_string()),
             (keys::FLUSH_MS.name, self.flush_ms.to_string()),
             (keys::MESSAGE_TIMESTAMP_TYPE.name, timestamp_type.to_owned()),
+            (keys::COMPRESSION_TYPE.name, compression_name(self.compression).to_owned()),
+            (keys::COMPRESSION_GZIP_LEVEL.name, self.compression_gzip_level.to_string()),
+            (keys::COMPRESSION_LZ4_LEVEL.name, self.compression_lz4_level.to_string()),
+            (keys::COMPRESSION_ZSTD_LEVEL.name, self.compression_zstd_level.to_string()),
             (keys::PRODUCER_ID_EXPIRATION_MS.name, self.producer_id_expiration_ms.to_string()),
             (keys::CLEANUP_POLICY.name, policy.to_owned()),
             (keys::DELETE_RETENTION_MS.name, self.delete_retention_ms.to_string()),
@@ -267,6 +310,22 @@ impl LogConfig {
             (keys::MAX_COMPACTION_LAG_MS.name, self.max_compaction_lag_ms.to_string()),
             (keys::MIN_CLEANABLE_DIRTY_RATIO.name, self.min_cleanable_dirty_ratio.to_string()),
         ]
+    }
+
+    /// The codec a leader's append stores a data batch of codec `source` with, when it differs
+    /// (Kafka's LogValidator: `producer` keeps every batch; a topic codec rewrites the others).
+    pub fn recompress_to(&self, source: Codec) -> Option<Codec> {
+        self.compression.filter(|&target| target != source)
+    }
+
+    /// The level passed to the encoder of `codec` when the broker recompresses.
+    pub fn compression_level(&self, codec: Codec) -> i32 {
+        match codec {
+            Codec::Gzip => self.compression_gzip_level,
+            Codec::Lz4 => self.compression_lz4_level,
+            Codec::Zstd => self.compression_zstd_level,
+            Codec::None | Codec::Snappy => 0,
+        }
     }
 
     /// How long the active segment may live before a roll: `segment.ms`, capped by
@@ -378,6 +437,9 @@ mod tests {
         keys::DELETE_RETENTION_MS,
         keys::MIN_COMPACTION_LAG_MS,
         keys::MAX_COMPACTION_LAG_MS,
+        keys::COMPRESSION_GZIP_LEVEL,
+        keys::COMPRESSION_LZ4_LEVEL,
+        keys::COMPRESSION_ZSTD_LEVEL,
     ];
 
     #[test]
@@ -405,7 +467,7 @@ mod tests {
 
     #[test]
     fn bounds_are_the_tables() {
-        assert_eq!(INT_KEYS.len() + 4, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
+        assert_eq!(INT_KEYS.len() + 5, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
         for key in INT_KEYS {
             let (lo, hi) = (key.min.to_string(), key.max.to_string());
             for ok in [&lo, &hi] {

@@ -16,6 +16,10 @@
 //! | `flush.messages` | `log.flush.interval.messages` | 9223372036854775807 | [1, i64::MAX] |
 //! | `flush.ms` | `log.flush.interval.ms` | 9223372036854775807 | [0, i64::MAX] |
 //! | `message.timestamp.type` | `log.message.timestamp.type` | CreateTime | `CreateTime` or `LogAppendTime` |
+//! | `compression.type` | `compression.type` | producer | `gzip` or `lz4` or `producer` or `snappy` or `uncompressed` or `zstd` |
+//! | `compression.gzip.level` | `compression.gzip.level` | -1 | [-1, 9] |
+//! | `compression.lz4.level` | `compression.lz4.level` | 9 | [1, 17] |
+//! | `compression.zstd.level` | `compression.zstd.level` | 3 | [-131072, 22] |
 //! | `producer.id.expiration.ms` | `producer.id.expiration.ms` | 86400000 | [1, 2147483647] |
 //! | `cleanup.policy` | `log.cleanup.policy` | delete | a list of `compact`, `delete` |
 //! | `delete.retention.ms` | `log.cleaner.delete.retention.ms` | 86400000 | [0, i64::MAX] |
@@ -95,6 +99,18 @@ pub const FLUSH_MS: IntKey = IntKey { name: "flush.ms", broker_key: "log.flush.i
 /// `message.timestamp.type` (broker default: `log.message.timestamp.type`).
 pub const MESSAGE_TIMESTAMP_TYPE: ChoiceKey = ChoiceKey { name: "message.timestamp.type", broker_key: "log.message.timestamp.type", default: "CreateTime", values: &["CreateTime", "LogAppendTime"], list: false };
 
+/// `compression.type` (broker default: `compression.type`).
+pub const COMPRESSION_TYPE: ChoiceKey = ChoiceKey { name: "compression.type", broker_key: "compression.type", default: "producer", values: &["gzip", "lz4", "producer", "snappy", "uncompressed", "zstd"], list: false };
+
+/// `compression.gzip.level` (broker default: `compression.gzip.level`).
+pub const COMPRESSION_GZIP_LEVEL: IntKey = IntKey { name: "compression.gzip.level", broker_key: "compression.gzip.level", default: -1, min: -1, max: 9 };
+
+/// `compression.lz4.level` (broker default: `compression.lz4.level`).
+pub const COMPRESSION_LZ4_LEVEL: IntKey = IntKey { name: "compression.lz4.level", broker_key: "compression.lz4.level", default: 9, min: 1, max: 17 };
+
+/// `compression.zstd.level` (broker default: `compression.zstd.level`).
+pub const COMPRESSION_ZSTD_LEVEL: IntKey = IntKey { name: "compression.zstd.level", broker_key: "compression.zstd.level", default: 3, min: -131_072, max: 22 };
+
 /// `producer.id.expiration.ms` (broker default: `producer.id.expiration.ms`).
 pub const PRODUCER_ID_EXPIRATION_MS: IntKey = IntKey { name: "producer.id.expiration.ms", broker_key: "producer.id.expiration.ms", default: 86_400_000, min: 1, max: 2_147_483_647 };
 
@@ -127,6 +143,10 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
     ("flush.messages", "9223372036854775807"),
     ("flush.ms", "9223372036854775807"),
     ("message.timestamp.type", "CreateTime"),
+    ("compression.type", "producer"),
+    ("compression.gzip.level", "-1"),
+    ("compression.lz4.level", "9"),
+    ("compression.zstd.level", "3"),
     ("producer.id.expiration.ms", "86400000"),
     ("cleanup.policy", "delete"),
     ("delete.retention.ms", "86400000"),

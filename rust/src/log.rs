@@ -563,7 +563,7 @@ impl Log {
     }
 
     #[allow(clippy::too_many_lines)]
-    fn append_as_leader_from(&self, mut records: Vec<u8>, leader_epoch: i32, now_ms: i64, origin: AppendOrigin) -> Result<AppendResult> {
+    fn append_as_leader_from(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64, origin: AppendOrigin) -> Result<AppendResult> {
         let config = self.config();
         if records.len() as u64 > config.segment_bytes {
             return Err(self.err(LogError::RecordTooLarge {
@@ -588,6 +588,9 @@ impl Log {
                 return Err(self.err(LogError::invalid(v.position, "a transactional batch without a producer id")));
             }
         }
+        let (records, batches) =
+            if origin == AppendOrigin::Client { self.recompress(records, batches, &config)? } else { (records, batches) };
+        let mut records = records;
         let log_append = config.timestamp_type == TimestampType::LogAppendTime;
 
         let mut g = self.lock_open()?;
@@ -679,6 +682,50 @@ impl Log {
             self.flush_scope(true, now_ms)?;
         }
         Ok(result)
+    }
+
+    /// The request as the topic's `compression.type` stores it (no lock held): unchanged under
+    /// `producer`, or when every data batch already has the topic's codec; else a new buffer in
+    /// which every other data batch is recompressed (Kafka's LogValidator; control batches stay
+    /// as they are). A batch that grows past `max.message.bytes` by it is refused, as Kafka does.
+    fn recompress(&self, records: Vec<u8>, batches: Vec<Validated>, config: &LogConfig) -> Result<(Vec<u8>, Vec<Validated>)> {
+        let target_of = |v: &Validated| {
+            if v.header.is_control() {
+                return None;
+            }
+            v.header.codec().and_then(|c| config.recompress_to(c))
+        };
+        if !batches.iter().any(|v| target_of(v).is_some()) {
+            return Ok((records, batches));
+        }
+        let mut out = Vec::with_capacity(records.len());
+        let mut rewritten = Vec::with_capacity(batches.len());
+        for v in batches {
+            #[allow(clippy::cast_possible_truncation)]
+            let src = &records[v.position as usize..(v.position + v.size) as usize];
+            let position = out.len() as u64;
+            let Some(target) = target_of(&v) else {
+                out.extend_from_slice(src);
+                rewritten.push(Validated { position, ..v });
+                continue;
+            };
+            let b = batch::recompress(src, v.position, target, config.compression_level(target)).map_err(|e| self.err(e))?;
+            let header = batch::BatchHeader::parse(&b);
+            if header.size() > config.max_message_bytes {
+                return Err(self.err(LogError::RecordTooLarge {
+                    tp: Tp::default(),
+                    size: header.size(),
+                    max: config.max_message_bytes,
+                    limit: "max.message.bytes (after recompression to compression.type)",
+                }));
+            }
+            out.extend_from_slice(&b);
+            rewritten.push(Validated { position, size: header.size(), header, offset_delta_of_max: v.offset_delta_of_max });
+        }
+        if out.len() as u64 > config.segment_bytes {
+            return Err(self.err(LogError::RecordTooLarge { tp: Tp::default(), size: out.len() as u64, max: config.segment_bytes, limit: "segment.bytes" }));
+        }
+        Ok((out, rewritten))
     }
 
     /// Rolls if needed, then writes to the active segment.

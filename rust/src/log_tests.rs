@@ -810,3 +810,95 @@ fn truncating_a_marker_reopens_its_transaction_and_follower_appends_apply_marker
     assert_eq!(follower.ongoing_transactions(), vec![(2, 7), (4, 8)]);
     assert!(follower.aborted_transactions(0, 100).is_empty());
 }
+
+/// The stored batches of the whole log, each as its bytes.
+fn stored_batches(lb: &LogBuilder) -> Vec<Vec<u8>> {
+    let region = lb.log.read(0, 1 << 30, None, true).unwrap().unwrap();
+    let mut bytes = &region.read_to_vec().unwrap()[..];
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let n = BatchHeader::parse(bytes).size() as usize;
+        out.push(bytes[..n].to_vec());
+        bytes = &bytes[n..];
+    }
+    out
+}
+
+#[test]
+fn compression_type_recompresses_every_data_batch_of_another_codec() {
+    // Every topic codec (and `producer`) against batches of every producer codec: the stored
+    // batch has the topic's codec (or the producer's under `producer`), a valid CRC, the same
+    // records, and offsets stay dense.
+    for target in std::iter::once(None).chain(Codec::ALL.map(Some)) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { compression: target, ..small(1 << 20) };
+        let mut lb = LogBuilder::open(dir.path(), config).unwrap();
+        let mut produced = Vec::new();
+        for codec in Codec::ALL {
+            lb.codec = codec;
+            lb.append(2, 3, 40).unwrap();
+            produced.extend([codec, codec]);
+        }
+        let what = format!("compression.type={target:?}");
+        assert_eq!(values_from(&lb, 0), lb.model, "{what}");
+        let stored = stored_batches(&lb);
+        assert_eq!(stored.len(), produced.len(), "{what}");
+        let mut next = 0;
+        for (bytes, source) in stored.iter().zip(&produced) {
+            let (h, _) = b::validate_batch(bytes, 0).unwrap();
+            assert_eq!(h.codec(), Some(target.unwrap_or(*source)), "{what}, produced as {}", source.name());
+            assert_eq!(h.base_offset, next, "{what}");
+            next = h.last_offset() + 1;
+        }
+    }
+}
+
+#[test]
+fn recompression_keeps_producer_fields_and_sequences() {
+    // An idempotent producer's batches keep producer id, epoch and base sequence through
+    // recompression; a retried batch is still recognised as a duplicate.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { compression: Some(Codec::Zstd), compression_zstd_level: 9, ..small(1 << 20) };
+    let lb = LogBuilder::open(dir.path(), config).unwrap();
+    let batch = BatchBuilder::new().codec(Codec::Gzip).producer(42, 3, 0).base_timestamp(1_000).records((0..5).map(|i| {
+        let mut r = Rec::default();
+        r.key = Some(vec![i]);
+        r.value = Some(vec![i; 30]);
+        r
+    }));
+    let first = lb.log.append_as_leader(batch.build(), 0, 2_000).unwrap();
+    let again = lb.log.append_as_leader(batch.build(), 0, 2_000).unwrap();
+    assert!(again.duplicate && again.base_offset == first.base_offset, "{again:?}");
+    let stored = stored_batches(&lb);
+    assert_eq!(stored.len(), 1);
+    let (h, _) = b::validate_batch(&stored[0], 0).unwrap();
+    assert_eq!((h.codec(), h.producer_id, h.producer_epoch, h.base_sequence, h.records_count), (Some(Codec::Zstd), 42, 3, 0, 5));
+    assert_eq!(h.base_timestamp, 1_000);
+}
+
+#[test]
+fn recompression_past_max_message_bytes_is_refused_and_stores_nothing() {
+    // Incompressible values compressed by the producer as "none" fit; gzip framing of random
+    // bytes grows them past max.message.bytes: refused, naming the limit, log unchanged.
+    let dir = tempfile::tempdir().unwrap();
+    let mut noise = 0x1234_5678_u32;
+    let value: Vec<u8> = (0..4000)
+        .map(|_| {
+            noise ^= noise << 13;
+            noise ^= noise >> 17;
+            noise ^= noise << 5;
+            noise as u8
+        })
+        .collect();
+    let plain = BatchBuilder::new().records(std::iter::once({
+        let mut r = Rec::default();
+        r.value = Some(value.clone());
+        r
+    }));
+    let size = plain.build().len() as u64;
+    let config = LogConfig { compression: Some(Codec::Gzip), compression_gzip_level: 0, max_message_bytes: size, ..small(1 << 20) };
+    let lb = LogBuilder::open(dir.path(), config).unwrap();
+    let e = lb.log.append_as_leader(plain.build(), 0, 1_000).unwrap_err().to_string();
+    assert!(e.contains("max.message.bytes") && e.contains("recompression"), "{e}");
+    assert_eq!(lb.log.log_end_offset(), 0);
+}
