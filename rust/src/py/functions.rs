@@ -32,6 +32,20 @@ pub fn crc32c(data: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(::crc32c::crc32c(&extract_bytes(data)?))
 }
 
+/// Decompresses `data` with the codec named `codec` ("none", "gzip", "snappy", "lz4",
+/// "zstd": the stream formats of Kafka's batches, compression.rs), refusing output above
+/// `limit` bytes (ValueError naming the codec and the cause). Client telemetry pushes
+/// (PushTelemetry, KIP-714) are compressed this way.
+#[pyfunction]
+pub fn decompress<'py>(py: Python<'py>, codec: &str, data: &Bound<'py, PyAny>, limit: usize) -> PyResult<Bound<'py, PyBytes>> {
+    let c = codec_named(codec)?;
+    let input = extract_bytes(data)?;
+    let out = py
+        .detach(|| crate::compression::decompress(c, &input, limit))
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{codec}: {e}")))?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// `(base_offset, last_offset_delta, record_count, producer_id, base_sequence)`.
 type BatchSummaryTuple = (i64, i32, i32, i64, i32);
 

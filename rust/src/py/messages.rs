@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 366;
+pub const CLASS_COUNT: usize = 373;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -222,172 +222,179 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         197 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
         198 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
         199 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
-        200 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
-        201 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
-        202 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
-        203 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
-        204 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
-        205 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
-        206 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        207 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
-        208 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
-        209 => rs::initialize_share_group_state_request::InitializeShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        210 => rs::initialize_share_group_state_request::InitializeStateData::decode(r, version)?.to_py(cx),
-        211 => rs::initialize_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        212 => rs::initialize_share_group_state_response::InitializeShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        213 => rs::initialize_share_group_state_response::InitializeStateResult::decode(r, version)?.to_py(cx),
-        214 => rs::initialize_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        215 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
-        216 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
-        217 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
-        218 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
-        219 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
-        220 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
-        221 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
-        222 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
-        223 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
-        224 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
-        225 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
-        226 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
-        227 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
-        228 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
-        229 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
-        230 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
-        231 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
-        232 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
-        233 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
-        234 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
-        235 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
-        236 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
-        237 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
-        238 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
-        239 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        240 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
-        241 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
-        242 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
-        243 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
-        244 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
-        245 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
-        246 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
-        247 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        248 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        249 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
-        250 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        251 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        252 => rs::offset_delete_request::OffsetDeleteRequest::decode(r, version)?.to_py(cx),
-        253 => rs::offset_delete_request::OffsetDeleteRequestTopic::decode(r, version)?.to_py(cx),
-        254 => rs::offset_delete_request::OffsetDeleteRequestPartition::decode(r, version)?.to_py(cx),
-        255 => rs::offset_delete_response::OffsetDeleteResponse::decode(r, version)?.to_py(cx),
-        256 => rs::offset_delete_response::OffsetDeleteResponseTopic::decode(r, version)?.to_py(cx),
-        257 => rs::offset_delete_response::OffsetDeleteResponsePartition::decode(r, version)?.to_py(cx),
-        258 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        259 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        260 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        261 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        262 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        263 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        264 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        265 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        266 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        267 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        268 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        269 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        270 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        271 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        272 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        273 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        274 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        275 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        276 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        277 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        278 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        279 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        280 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        281 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        282 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        283 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        284 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
-        285 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        286 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        287 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
-        288 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        289 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
-        290 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
-        291 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
-        292 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
-        293 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
-        294 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
-        295 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
-        296 => rs::remove_raft_voter_request::RemoveRaftVoterRequest::decode(r, version)?.to_py(cx),
-        297 => rs::remove_raft_voter_response::RemoveRaftVoterResponse::decode(r, version)?.to_py(cx),
-        298 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        299 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        300 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        301 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        302 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        303 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        304 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
-        305 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
-        306 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
-        307 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        308 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
-        309 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
-        310 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
-        311 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        312 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        313 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
-        314 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        315 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        316 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        317 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        318 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
-        319 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
-        320 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        321 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        322 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
-        323 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        324 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        325 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        326 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        327 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        328 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        329 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        330 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        331 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        332 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        333 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        334 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        335 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        336 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        337 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        338 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        339 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        340 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        341 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        342 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        343 => rs::update_features_request::UpdateFeaturesRequest::decode(r, version)?.to_py(cx),
-        344 => rs::update_features_request::FeatureUpdateKey::decode(r, version)?.to_py(cx),
-        345 => rs::update_features_response::UpdateFeaturesResponse::decode(r, version)?.to_py(cx),
-        346 => rs::update_features_response::UpdatableFeatureResult::decode(r, version)?.to_py(cx),
-        347 => rs::update_raft_voter_request::UpdateRaftVoterRequest::decode(r, version)?.to_py(cx),
-        348 => rs::update_raft_voter_request::Listener::decode(r, version)?.to_py(cx),
-        349 => rs::update_raft_voter_request::KRaftVersionFeature::decode(r, version)?.to_py(cx),
-        350 => rs::update_raft_voter_response::UpdateRaftVoterResponse::decode(r, version)?.to_py(cx),
-        351 => rs::update_raft_voter_response::CurrentLeader::decode(r, version)?.to_py(cx),
-        352 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        353 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
-        354 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        355 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
-        356 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        357 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
-        358 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        359 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        360 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        361 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        362 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        363 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        364 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        365 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        200 => rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest::decode(r, version)?.to_py(cx),
+        201 => rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse::decode(r, version)?.to_py(cx),
+        202 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
+        203 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
+        204 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
+        205 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
+        206 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
+        207 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
+        208 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
+        209 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
+        210 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
+        211 => rs::initialize_share_group_state_request::InitializeShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        212 => rs::initialize_share_group_state_request::InitializeStateData::decode(r, version)?.to_py(cx),
+        213 => rs::initialize_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        214 => rs::initialize_share_group_state_response::InitializeShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        215 => rs::initialize_share_group_state_response::InitializeStateResult::decode(r, version)?.to_py(cx),
+        216 => rs::initialize_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        217 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
+        218 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
+        219 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
+        220 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
+        221 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
+        222 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
+        223 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
+        224 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
+        225 => rs::list_config_resources_request::ListConfigResourcesRequest::decode(r, version)?.to_py(cx),
+        226 => rs::list_config_resources_response::ListConfigResourcesResponse::decode(r, version)?.to_py(cx),
+        227 => rs::list_config_resources_response::ConfigResource::decode(r, version)?.to_py(cx),
+        228 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
+        229 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
+        230 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
+        231 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
+        232 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
+        233 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
+        234 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
+        235 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
+        236 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
+        237 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
+        238 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
+        239 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
+        240 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
+        241 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
+        242 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
+        243 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
+        244 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        245 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
+        246 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
+        247 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
+        248 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
+        249 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
+        250 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
+        251 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
+        252 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        253 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        254 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
+        255 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        256 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        257 => rs::offset_delete_request::OffsetDeleteRequest::decode(r, version)?.to_py(cx),
+        258 => rs::offset_delete_request::OffsetDeleteRequestTopic::decode(r, version)?.to_py(cx),
+        259 => rs::offset_delete_request::OffsetDeleteRequestPartition::decode(r, version)?.to_py(cx),
+        260 => rs::offset_delete_response::OffsetDeleteResponse::decode(r, version)?.to_py(cx),
+        261 => rs::offset_delete_response::OffsetDeleteResponseTopic::decode(r, version)?.to_py(cx),
+        262 => rs::offset_delete_response::OffsetDeleteResponsePartition::decode(r, version)?.to_py(cx),
+        263 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        264 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        265 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        266 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        267 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        268 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        269 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        270 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        271 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        272 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        273 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        274 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        275 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        276 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        277 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        278 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        279 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        280 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        281 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        282 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        283 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        284 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        285 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        286 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        287 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        288 => rs::push_telemetry_request::PushTelemetryRequest::decode(r, version)?.to_py(cx),
+        289 => rs::push_telemetry_response::PushTelemetryResponse::decode(r, version)?.to_py(cx),
+        290 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        291 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
+        292 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        293 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        294 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
+        295 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        296 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
+        297 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
+        298 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
+        299 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
+        300 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
+        301 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
+        302 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
+        303 => rs::remove_raft_voter_request::RemoveRaftVoterRequest::decode(r, version)?.to_py(cx),
+        304 => rs::remove_raft_voter_response::RemoveRaftVoterResponse::decode(r, version)?.to_py(cx),
+        305 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        306 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        307 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        308 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        309 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        310 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        311 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
+        312 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
+        313 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
+        314 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        315 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
+        316 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
+        317 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
+        318 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        319 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        320 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
+        321 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        322 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        323 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        324 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        325 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
+        326 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
+        327 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        328 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        329 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
+        330 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        331 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        332 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        333 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        334 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        335 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        336 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        337 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        338 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        339 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        340 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        341 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        342 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        343 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        344 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        345 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        346 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        347 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        348 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        349 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        350 => rs::update_features_request::UpdateFeaturesRequest::decode(r, version)?.to_py(cx),
+        351 => rs::update_features_request::FeatureUpdateKey::decode(r, version)?.to_py(cx),
+        352 => rs::update_features_response::UpdateFeaturesResponse::decode(r, version)?.to_py(cx),
+        353 => rs::update_features_response::UpdatableFeatureResult::decode(r, version)?.to_py(cx),
+        354 => rs::update_raft_voter_request::UpdateRaftVoterRequest::decode(r, version)?.to_py(cx),
+        355 => rs::update_raft_voter_request::Listener::decode(r, version)?.to_py(cx),
+        356 => rs::update_raft_voter_request::KRaftVersionFeature::decode(r, version)?.to_py(cx),
+        357 => rs::update_raft_voter_response::UpdateRaftVoterResponse::decode(r, version)?.to_py(cx),
+        358 => rs::update_raft_voter_response::CurrentLeader::decode(r, version)?.to_py(cx),
+        359 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        360 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
+        361 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        362 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
+        363 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        364 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
+        365 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        366 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        367 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        368 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        369 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        370 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        371 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        372 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -595,172 +602,179 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         197 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
         198 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
         199 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
-        200 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        201 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        202 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        203 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        204 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        205 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        206 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        207 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        208 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        209 => Ok(<rs::initialize_share_group_state_request::InitializeShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        210 => Ok(<rs::initialize_share_group_state_request::InitializeStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        211 => Ok(<rs::initialize_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        212 => Ok(<rs::initialize_share_group_state_response::InitializeShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        213 => Ok(<rs::initialize_share_group_state_response::InitializeStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        214 => Ok(<rs::initialize_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        215 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        216 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
-        217 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        218 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
-        219 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        220 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
-        221 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        222 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        223 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        224 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        225 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        226 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        227 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        228 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        229 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        230 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        231 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        232 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        233 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        234 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        235 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        236 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        237 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        238 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        239 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        240 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        241 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        242 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        243 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        244 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        245 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        246 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        247 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        248 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        249 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        250 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        251 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        252 => Ok(<rs::offset_delete_request::OffsetDeleteRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        253 => Ok(<rs::offset_delete_request::OffsetDeleteRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        254 => Ok(<rs::offset_delete_request::OffsetDeleteRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        255 => Ok(<rs::offset_delete_response::OffsetDeleteResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        256 => Ok(<rs::offset_delete_response::OffsetDeleteResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        257 => Ok(<rs::offset_delete_response::OffsetDeleteResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        258 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        259 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        260 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        261 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        262 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        263 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        264 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        265 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        266 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        267 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        268 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        269 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        270 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        271 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        272 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        273 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        274 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        275 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        276 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        277 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        278 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        279 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        280 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        281 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        282 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        283 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        284 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        285 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        286 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        287 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        288 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        289 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        290 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        291 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
-        292 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        293 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        294 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
-        295 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        296 => Ok(<rs::remove_raft_voter_request::RemoveRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        297 => Ok(<rs::remove_raft_voter_response::RemoveRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        298 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        299 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        300 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        301 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        302 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        303 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        304 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        305 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        306 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        307 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        308 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        309 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        310 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        311 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        312 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        313 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        314 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        315 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        316 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        317 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        318 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        319 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        320 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        321 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        322 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
-        323 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        324 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        325 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        326 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        327 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        328 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        329 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        330 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        331 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        332 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        333 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        334 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        335 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        336 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        337 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        338 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        339 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        340 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        341 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        342 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        343 => Ok(<rs::update_features_request::UpdateFeaturesRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        344 => Ok(<rs::update_features_request::FeatureUpdateKey as FromPy>::from_py(o)?.encode(w, version)?),
-        345 => Ok(<rs::update_features_response::UpdateFeaturesResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        346 => Ok(<rs::update_features_response::UpdatableFeatureResult as FromPy>::from_py(o)?.encode(w, version)?),
-        347 => Ok(<rs::update_raft_voter_request::UpdateRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        348 => Ok(<rs::update_raft_voter_request::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        349 => Ok(<rs::update_raft_voter_request::KRaftVersionFeature as FromPy>::from_py(o)?.encode(w, version)?),
-        350 => Ok(<rs::update_raft_voter_response::UpdateRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        351 => Ok(<rs::update_raft_voter_response::CurrentLeader as FromPy>::from_py(o)?.encode(w, version)?),
-        352 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        353 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        354 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        355 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        356 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        357 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        358 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        359 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        360 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        361 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        362 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        363 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        364 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        365 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        200 => Ok(<rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        201 => Ok(<rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        202 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        203 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        204 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        205 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        206 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        207 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        208 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        209 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        210 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        211 => Ok(<rs::initialize_share_group_state_request::InitializeShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        212 => Ok(<rs::initialize_share_group_state_request::InitializeStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        213 => Ok(<rs::initialize_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        214 => Ok(<rs::initialize_share_group_state_response::InitializeShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        215 => Ok(<rs::initialize_share_group_state_response::InitializeStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        216 => Ok(<rs::initialize_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        217 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        218 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
+        219 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        220 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
+        221 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        222 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
+        223 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        224 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        225 => Ok(<rs::list_config_resources_request::ListConfigResourcesRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        226 => Ok(<rs::list_config_resources_response::ListConfigResourcesResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        227 => Ok(<rs::list_config_resources_response::ConfigResource as FromPy>::from_py(o)?.encode(w, version)?),
+        228 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        229 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        230 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        231 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        232 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        233 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        234 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        235 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        236 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        237 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        238 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        239 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        240 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        241 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        242 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        243 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        244 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        245 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        246 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        247 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        248 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        249 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        250 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        251 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        252 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        253 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        254 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        255 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        256 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        257 => Ok(<rs::offset_delete_request::OffsetDeleteRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        258 => Ok(<rs::offset_delete_request::OffsetDeleteRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        259 => Ok(<rs::offset_delete_request::OffsetDeleteRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        260 => Ok(<rs::offset_delete_response::OffsetDeleteResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        261 => Ok(<rs::offset_delete_response::OffsetDeleteResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        262 => Ok(<rs::offset_delete_response::OffsetDeleteResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        263 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        264 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        265 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        266 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        267 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        268 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        269 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        270 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        271 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        272 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        273 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        274 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        275 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        276 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        277 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        278 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        279 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        280 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        281 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        282 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        283 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        284 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        285 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        286 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        287 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        288 => Ok(<rs::push_telemetry_request::PushTelemetryRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        289 => Ok(<rs::push_telemetry_response::PushTelemetryResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        290 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        291 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        292 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        293 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        294 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        295 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        296 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        297 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        298 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
+        299 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        300 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        301 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
+        302 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        303 => Ok(<rs::remove_raft_voter_request::RemoveRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        304 => Ok(<rs::remove_raft_voter_response::RemoveRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        305 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        306 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        307 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        308 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        309 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        310 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        311 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        312 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        313 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        314 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        315 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        316 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        317 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        318 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        319 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        320 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        321 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        322 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        323 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        324 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        325 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        326 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        327 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        328 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        329 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
+        330 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        331 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        332 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        333 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        334 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        335 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        336 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        337 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        338 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        339 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        340 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        341 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        342 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        343 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        344 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        345 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        346 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        347 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        348 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        349 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        350 => Ok(<rs::update_features_request::UpdateFeaturesRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        351 => Ok(<rs::update_features_request::FeatureUpdateKey as FromPy>::from_py(o)?.encode(w, version)?),
+        352 => Ok(<rs::update_features_response::UpdateFeaturesResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        353 => Ok(<rs::update_features_response::UpdatableFeatureResult as FromPy>::from_py(o)?.encode(w, version)?),
+        354 => Ok(<rs::update_raft_voter_request::UpdateRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        355 => Ok(<rs::update_raft_voter_request::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        356 => Ok(<rs::update_raft_voter_request::KRaftVersionFeature as FromPy>::from_py(o)?.encode(w, version)?),
+        357 => Ok(<rs::update_raft_voter_response::UpdateRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        358 => Ok(<rs::update_raft_voter_response::CurrentLeader as FromPy>::from_py(o)?.encode(w, version)?),
+        359 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        360 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        361 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        362 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        363 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        364 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        365 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        366 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        367 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        368 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        369 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        370 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        371 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        372 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -5699,10 +5713,66 @@ impl FromPy for rs::find_coordinator_response::Coordinator {
     }
 }
 
-impl ToPy for rs::heartbeat_request::HeartbeatRequest {
+impl ToPy for rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(200)?;
+        o.setattr(intern!(py, "client_instance_id"), self.client_instance_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            client_instance_id: field(o, intern!(py, "client_instance_id"), "GetTelemetrySubscriptionsRequest.ClientInstanceId")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "GetTelemetrySubscriptionsRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(201)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "client_instance_id"), self.client_instance_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "subscription_id"), self.subscription_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "accepted_compression_types"), self.accepted_compression_types.to_py(cx)?)?;
+        o.setattr(intern!(py, "push_interval_ms"), self.push_interval_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "telemetry_max_bytes"), self.telemetry_max_bytes.to_py(cx)?)?;
+        o.setattr(intern!(py, "delta_temporality"), self.delta_temporality.to_py(cx)?)?;
+        o.setattr(intern!(py, "requested_metrics"), self.requested_metrics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "GetTelemetrySubscriptionsResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "GetTelemetrySubscriptionsResponse.ErrorCode")?,
+            client_instance_id: field(o, intern!(py, "client_instance_id"), "GetTelemetrySubscriptionsResponse.ClientInstanceId")?,
+            subscription_id: field(o, intern!(py, "subscription_id"), "GetTelemetrySubscriptionsResponse.SubscriptionId")?,
+            accepted_compression_types: field(o, intern!(py, "accepted_compression_types"), "GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes")?,
+            push_interval_ms: field(o, intern!(py, "push_interval_ms"), "GetTelemetrySubscriptionsResponse.PushIntervalMs")?,
+            telemetry_max_bytes: field(o, intern!(py, "telemetry_max_bytes"), "GetTelemetrySubscriptionsResponse.TelemetryMaxBytes")?,
+            delta_temporality: field(o, intern!(py, "delta_temporality"), "GetTelemetrySubscriptionsResponse.DeltaTemporality")?,
+            requested_metrics: field(o, intern!(py, "requested_metrics"), "GetTelemetrySubscriptionsResponse.RequestedMetrics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "GetTelemetrySubscriptionsResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::heartbeat_request::HeartbeatRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(202)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -5728,7 +5798,7 @@ impl FromPy for rs::heartbeat_request::HeartbeatRequest {
 impl ToPy for rs::heartbeat_response::HeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(201)?;
+        let o = cx.instance(203)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5750,7 +5820,7 @@ impl FromPy for rs::heartbeat_response::HeartbeatResponse {
 impl ToPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(202)?;
+        let o = cx.instance(204)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5772,7 +5842,7 @@ impl FromPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRe
 impl ToPy for rs::incremental_alter_configs_request::AlterConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(203)?;
+        let o = cx.instance(205)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configs"), self.configs.to_py(cx)?)?;
@@ -5796,7 +5866,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterConfigsResource {
 impl ToPy for rs::incremental_alter_configs_request::AlterableConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(204)?;
+        let o = cx.instance(206)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "config_operation"), self.config_operation.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
@@ -5820,7 +5890,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterableConfig {
 impl ToPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(205)?;
+        let o = cx.instance(207)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5842,7 +5912,7 @@ impl FromPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsR
 impl ToPy for rs::incremental_alter_configs_response::AlterConfigsResourceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(206)?;
+        let o = cx.instance(208)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -5868,7 +5938,7 @@ impl FromPy for rs::incremental_alter_configs_response::AlterConfigsResourceResp
 impl ToPy for rs::init_producer_id_request::InitProducerIdRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(207)?;
+        let o = cx.instance(209)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_timeout_ms"), self.transaction_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -5898,7 +5968,7 @@ impl FromPy for rs::init_producer_id_request::InitProducerIdRequest {
 impl ToPy for rs::init_producer_id_response::InitProducerIdResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(208)?;
+        let o = cx.instance(210)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -5928,7 +5998,7 @@ impl FromPy for rs::init_producer_id_response::InitProducerIdResponse {
 impl ToPy for rs::initialize_share_group_state_request::InitializeShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(209)?;
+        let o = cx.instance(211)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5950,7 +6020,7 @@ impl FromPy for rs::initialize_share_group_state_request::InitializeShareGroupSt
 impl ToPy for rs::initialize_share_group_state_request::InitializeStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(210)?;
+        let o = cx.instance(212)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5972,7 +6042,7 @@ impl FromPy for rs::initialize_share_group_state_request::InitializeStateData {
 impl ToPy for rs::initialize_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(211)?;
+        let o = cx.instance(213)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
@@ -5996,7 +6066,7 @@ impl FromPy for rs::initialize_share_group_state_request::PartitionData {
 impl ToPy for rs::initialize_share_group_state_response::InitializeShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(212)?;
+        let o = cx.instance(214)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6016,7 +6086,7 @@ impl FromPy for rs::initialize_share_group_state_response::InitializeShareGroupS
 impl ToPy for rs::initialize_share_group_state_response::InitializeStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(213)?;
+        let o = cx.instance(215)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6038,7 +6108,7 @@ impl FromPy for rs::initialize_share_group_state_response::InitializeStateResult
 impl ToPy for rs::initialize_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(214)?;
+        let o = cx.instance(216)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6062,7 +6132,7 @@ impl FromPy for rs::initialize_share_group_state_response::PartitionResult {
 impl ToPy for rs::join_group_request::JoinGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(215)?;
+        let o = cx.instance(217)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "session_timeout_ms"), self.session_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "rebalance_timeout_ms"), self.rebalance_timeout_ms.to_py(cx)?)?;
@@ -6096,7 +6166,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequest {
 impl ToPy for rs::join_group_request::JoinGroupRequestProtocol {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(216)?;
+        let o = cx.instance(218)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6118,7 +6188,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequestProtocol {
 impl ToPy for rs::join_group_response::JoinGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(217)?;
+        let o = cx.instance(219)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
@@ -6154,7 +6224,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponse {
 impl ToPy for rs::join_group_response::JoinGroupResponseMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(218)?;
+        let o = cx.instance(220)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
@@ -6178,7 +6248,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponseMember {
 impl ToPy for rs::leave_group_request::LeaveGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(219)?;
+        let o = cx.instance(221)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -6202,7 +6272,7 @@ impl FromPy for rs::leave_group_request::LeaveGroupRequest {
 impl ToPy for rs::leave_group_request::MemberIdentity {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(220)?;
+        let o = cx.instance(222)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "reason"), self.reason.to_py(cx)?)?;
@@ -6226,7 +6296,7 @@ impl FromPy for rs::leave_group_request::MemberIdentity {
 impl ToPy for rs::leave_group_response::LeaveGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(221)?;
+        let o = cx.instance(223)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -6250,7 +6320,7 @@ impl FromPy for rs::leave_group_response::LeaveGroupResponse {
 impl ToPy for rs::leave_group_response::MemberResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(222)?;
+        let o = cx.instance(224)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -6271,10 +6341,76 @@ impl FromPy for rs::leave_group_response::MemberResponse {
     }
 }
 
+impl ToPy for rs::list_config_resources_request::ListConfigResourcesRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(225)?;
+        o.setattr(intern!(py, "resource_types"), self.resource_types.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_config_resources_request::ListConfigResourcesRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            resource_types: field(o, intern!(py, "resource_types"), "ListConfigResourcesRequest.ResourceTypes")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ListConfigResourcesRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::list_config_resources_response::ListConfigResourcesResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(226)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "config_resources"), self.config_resources.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_config_resources_response::ListConfigResourcesResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ListConfigResourcesResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "ListConfigResourcesResponse.ErrorCode")?,
+            config_resources: field(o, intern!(py, "config_resources"), "ListConfigResourcesResponse.ConfigResources")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ListConfigResourcesResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::list_config_resources_response::ConfigResource {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(227)?;
+        o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::list_config_resources_response::ConfigResource {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            resource_name: field(o, intern!(py, "resource_name"), "ConfigResource.ResourceName")?,
+            resource_type: field(o, intern!(py, "resource_type"), "ConfigResource.ResourceType")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ConfigResource.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::list_groups_request::ListGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(223)?;
+        let o = cx.instance(228)?;
         o.setattr(intern!(py, "states_filter"), self.states_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "types_filter"), self.types_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6296,7 +6432,7 @@ impl FromPy for rs::list_groups_request::ListGroupsRequest {
 impl ToPy for rs::list_groups_response::ListGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(224)?;
+        let o = cx.instance(229)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -6320,7 +6456,7 @@ impl FromPy for rs::list_groups_response::ListGroupsResponse {
 impl ToPy for rs::list_groups_response::ListedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(225)?;
+        let o = cx.instance(230)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
         o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
@@ -6346,7 +6482,7 @@ impl FromPy for rs::list_groups_response::ListedGroup {
 impl ToPy for rs::list_offsets_request::ListOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(226)?;
+        let o = cx.instance(231)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "isolation_level"), self.isolation_level.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -6372,7 +6508,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsRequest {
 impl ToPy for rs::list_offsets_request::ListOffsetsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(227)?;
+        let o = cx.instance(232)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6394,7 +6530,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsTopic {
 impl ToPy for rs::list_offsets_request::ListOffsetsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(228)?;
+        let o = cx.instance(233)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -6418,7 +6554,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsPartition {
 impl ToPy for rs::list_offsets_response::ListOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(229)?;
+        let o = cx.instance(234)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6440,7 +6576,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(230)?;
+        let o = cx.instance(235)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6462,7 +6598,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsTopicResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(231)?;
+        let o = cx.instance(236)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -6490,7 +6626,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(232)?;
+        let o = cx.instance(237)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6512,7 +6648,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(233)?;
+        let o = cx.instance(238)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6534,7 +6670,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(234)?;
+        let o = cx.instance(239)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6560,7 +6696,7 @@ impl FromPy for rs::list_partition_reassignments_response::ListPartitionReassign
 impl ToPy for rs::list_partition_reassignments_response::OngoingTopicReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(235)?;
+        let o = cx.instance(240)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6582,7 +6718,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingTopicReassignm
 impl ToPy for rs::list_partition_reassignments_response::OngoingPartitionReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(236)?;
+        let o = cx.instance(241)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "replicas"), self.replicas.to_py(cx)?)?;
         o.setattr(intern!(py, "adding_replicas"), self.adding_replicas.to_py(cx)?)?;
@@ -6608,7 +6744,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingPartitionReass
 impl ToPy for rs::list_transactions_request::ListTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(237)?;
+        let o = cx.instance(242)?;
         o.setattr(intern!(py, "state_filters"), self.state_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id_filters"), self.producer_id_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "duration_filter"), self.duration_filter.to_py(cx)?)?;
@@ -6632,7 +6768,7 @@ impl FromPy for rs::list_transactions_request::ListTransactionsRequest {
 impl ToPy for rs::list_transactions_response::ListTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(238)?;
+        let o = cx.instance(243)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_state_filters"), self.unknown_state_filters.to_py(cx)?)?;
@@ -6658,7 +6794,7 @@ impl FromPy for rs::list_transactions_response::ListTransactionsResponse {
 impl ToPy for rs::list_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(239)?;
+        let o = cx.instance(244)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -6682,7 +6818,7 @@ impl FromPy for rs::list_transactions_response::TransactionState {
 impl ToPy for rs::metadata_request::MetadataRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(240)?;
+        let o = cx.instance(245)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_auto_topic_creation"), self.allow_auto_topic_creation.to_py(cx)?)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
@@ -6708,7 +6844,7 @@ impl FromPy for rs::metadata_request::MetadataRequest {
 impl ToPy for rs::metadata_request::MetadataRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(241)?;
+        let o = cx.instance(246)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6730,7 +6866,7 @@ impl FromPy for rs::metadata_request::MetadataRequestTopic {
 impl ToPy for rs::metadata_response::MetadataResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(242)?;
+        let o = cx.instance(247)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "brokers"), self.brokers.to_py(cx)?)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
@@ -6762,7 +6898,7 @@ impl FromPy for rs::metadata_response::MetadataResponse {
 impl ToPy for rs::metadata_response::MetadataResponseBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(243)?;
+        let o = cx.instance(248)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -6788,7 +6924,7 @@ impl FromPy for rs::metadata_response::MetadataResponseBroker {
 impl ToPy for rs::metadata_response::MetadataResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(244)?;
+        let o = cx.instance(249)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -6818,7 +6954,7 @@ impl FromPy for rs::metadata_response::MetadataResponseTopic {
 impl ToPy for rs::metadata_response::MetadataResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(245)?;
+        let o = cx.instance(250)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -6850,7 +6986,7 @@ impl FromPy for rs::metadata_response::MetadataResponsePartition {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(246)?;
+        let o = cx.instance(251)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id_or_member_epoch"), self.generation_id_or_member_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -6880,7 +7016,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequest {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(247)?;
+        let o = cx.instance(252)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -6904,7 +7040,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestTopic {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(248)?;
+        let o = cx.instance(253)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -6930,7 +7066,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestPartition {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(249)?;
+        let o = cx.instance(254)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6952,7 +7088,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponse {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(250)?;
+        let o = cx.instance(255)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -6976,7 +7112,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponseTopic {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(251)?;
+        let o = cx.instance(256)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6998,7 +7134,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
 impl ToPy for rs::offset_delete_request::OffsetDeleteRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(252)?;
+        let o = cx.instance(257)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7020,7 +7156,7 @@ impl FromPy for rs::offset_delete_request::OffsetDeleteRequest {
 impl ToPy for rs::offset_delete_request::OffsetDeleteRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(253)?;
+        let o = cx.instance(258)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7042,7 +7178,7 @@ impl FromPy for rs::offset_delete_request::OffsetDeleteRequestTopic {
 impl ToPy for rs::offset_delete_request::OffsetDeleteRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(254)?;
+        let o = cx.instance(259)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7062,7 +7198,7 @@ impl FromPy for rs::offset_delete_request::OffsetDeleteRequestPartition {
 impl ToPy for rs::offset_delete_response::OffsetDeleteResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(255)?;
+        let o = cx.instance(260)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -7086,7 +7222,7 @@ impl FromPy for rs::offset_delete_response::OffsetDeleteResponse {
 impl ToPy for rs::offset_delete_response::OffsetDeleteResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(256)?;
+        let o = cx.instance(261)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7108,7 +7244,7 @@ impl FromPy for rs::offset_delete_response::OffsetDeleteResponseTopic {
 impl ToPy for rs::offset_delete_response::OffsetDeleteResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(257)?;
+        let o = cx.instance(262)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7130,7 +7266,7 @@ impl FromPy for rs::offset_delete_response::OffsetDeleteResponsePartition {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(258)?;
+        let o = cx.instance(263)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -7156,7 +7292,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(259)?;
+        let o = cx.instance(264)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7178,7 +7314,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(260)?;
+        let o = cx.instance(265)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -7204,7 +7340,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(261)?;
+        let o = cx.instance(266)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -7228,7 +7364,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(262)?;
+        let o = cx.instance(267)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -7254,7 +7390,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(263)?;
+        let o = cx.instance(268)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7276,7 +7412,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(264)?;
+        let o = cx.instance(269)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7304,7 +7440,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(265)?;
+        let o = cx.instance(270)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -7328,7 +7464,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(266)?;
+        let o = cx.instance(271)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -7352,7 +7488,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(267)?;
+        let o = cx.instance(272)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7380,7 +7516,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(268)?;
+        let o = cx.instance(273)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7402,7 +7538,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(269)?;
+        let o = cx.instance(274)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7424,7 +7560,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(270)?;
+        let o = cx.instance(275)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -7448,7 +7584,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(271)?;
+        let o = cx.instance(276)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7470,7 +7606,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(272)?;
+        let o = cx.instance(277)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7492,7 +7628,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(273)?;
+        let o = cx.instance(278)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -7518,7 +7654,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(274)?;
+        let o = cx.instance(279)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -7544,7 +7680,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(275)?;
+        let o = cx.instance(280)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -7568,7 +7704,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(276)?;
+        let o = cx.instance(281)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7590,7 +7726,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(277)?;
+        let o = cx.instance(282)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -7614,7 +7750,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(278)?;
+        let o = cx.instance(283)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -7638,7 +7774,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(279)?;
+        let o = cx.instance(284)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -7672,7 +7808,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(280)?;
+        let o = cx.instance(285)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7694,7 +7830,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(281)?;
+        let o = cx.instance(286)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7716,7 +7852,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(282)?;
+        let o = cx.instance(287)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -7739,10 +7875,60 @@ impl FromPy for rs::produce_response::NodeEndpoint {
     }
 }
 
+impl ToPy for rs::push_telemetry_request::PushTelemetryRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(288)?;
+        o.setattr(intern!(py, "client_instance_id"), self.client_instance_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "subscription_id"), self.subscription_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "terminating"), self.terminating.to_py(cx)?)?;
+        o.setattr(intern!(py, "compression_type"), self.compression_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "metrics"), self.metrics.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::push_telemetry_request::PushTelemetryRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            client_instance_id: field(o, intern!(py, "client_instance_id"), "PushTelemetryRequest.ClientInstanceId")?,
+            subscription_id: field(o, intern!(py, "subscription_id"), "PushTelemetryRequest.SubscriptionId")?,
+            terminating: field(o, intern!(py, "terminating"), "PushTelemetryRequest.Terminating")?,
+            compression_type: field(o, intern!(py, "compression_type"), "PushTelemetryRequest.CompressionType")?,
+            metrics: field(o, intern!(py, "metrics"), "PushTelemetryRequest.Metrics")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PushTelemetryRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::push_telemetry_response::PushTelemetryResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(289)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::push_telemetry_response::PushTelemetryResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "PushTelemetryResponse.ThrottleTimeMs")?,
+            error_code: field(o, intern!(py, "error_code"), "PushTelemetryResponse.ErrorCode")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "PushTelemetryResponse.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(283)?;
+        let o = cx.instance(290)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7764,7 +7950,7 @@ impl FromPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
 impl ToPy for rs::read_share_group_state_request::ReadStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(284)?;
+        let o = cx.instance(291)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7786,7 +7972,7 @@ impl FromPy for rs::read_share_group_state_request::ReadStateData {
 impl ToPy for rs::read_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(285)?;
+        let o = cx.instance(292)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7808,7 +7994,7 @@ impl FromPy for rs::read_share_group_state_request::PartitionData {
 impl ToPy for rs::read_share_group_state_response::ReadShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(286)?;
+        let o = cx.instance(293)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7828,7 +8014,7 @@ impl FromPy for rs::read_share_group_state_response::ReadShareGroupStateResponse
 impl ToPy for rs::read_share_group_state_response::ReadStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(287)?;
+        let o = cx.instance(294)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7850,7 +8036,7 @@ impl FromPy for rs::read_share_group_state_response::ReadStateResult {
 impl ToPy for rs::read_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(288)?;
+        let o = cx.instance(295)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -7880,7 +8066,7 @@ impl FromPy for rs::read_share_group_state_response::PartitionResult {
 impl ToPy for rs::read_share_group_state_response::StateBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(289)?;
+        let o = cx.instance(296)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
@@ -7906,7 +8092,7 @@ impl FromPy for rs::read_share_group_state_response::StateBatch {
 impl ToPy for rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(290)?;
+        let o = cx.instance(297)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7928,7 +8114,7 @@ impl FromPy for rs::read_share_group_state_summary_request::ReadShareGroupStateS
 impl ToPy for rs::read_share_group_state_summary_request::ReadStateSummaryData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(291)?;
+        let o = cx.instance(298)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7950,7 +8136,7 @@ impl FromPy for rs::read_share_group_state_summary_request::ReadStateSummaryData
 impl ToPy for rs::read_share_group_state_summary_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(292)?;
+        let o = cx.instance(299)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7972,7 +8158,7 @@ impl FromPy for rs::read_share_group_state_summary_request::PartitionData {
 impl ToPy for rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(293)?;
+        let o = cx.instance(300)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7992,7 +8178,7 @@ impl FromPy for rs::read_share_group_state_summary_response::ReadShareGroupState
 impl ToPy for rs::read_share_group_state_summary_response::ReadStateSummaryResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(294)?;
+        let o = cx.instance(301)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8014,7 +8200,7 @@ impl FromPy for rs::read_share_group_state_summary_response::ReadStateSummaryRes
 impl ToPy for rs::read_share_group_state_summary_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(295)?;
+        let o = cx.instance(302)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8046,7 +8232,7 @@ impl FromPy for rs::read_share_group_state_summary_response::PartitionResult {
 impl ToPy for rs::remove_raft_voter_request::RemoveRaftVoterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(296)?;
+        let o = cx.instance(303)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_id"), self.voter_id.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_directory_id"), self.voter_directory_id.to_py(cx)?)?;
@@ -8070,7 +8256,7 @@ impl FromPy for rs::remove_raft_voter_request::RemoveRaftVoterRequest {
 impl ToPy for rs::remove_raft_voter_response::RemoveRaftVoterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(297)?;
+        let o = cx.instance(304)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8094,7 +8280,7 @@ impl FromPy for rs::remove_raft_voter_response::RemoveRaftVoterResponse {
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(298)?;
+        let o = cx.instance(305)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -8120,7 +8306,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(299)?;
+        let o = cx.instance(306)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8140,7 +8326,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(300)?;
+        let o = cx.instance(307)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8160,7 +8346,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(301)?;
+        let o = cx.instance(308)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -8186,7 +8372,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(302)?;
+        let o = cx.instance(309)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8206,7 +8392,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(303)?;
+        let o = cx.instance(310)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8228,7 +8414,7 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
 impl ToPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(304)?;
+        let o = cx.instance(311)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -8256,7 +8442,7 @@ impl FromPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
 impl ToPy for rs::share_acknowledge_request::AcknowledgeTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(305)?;
+        let o = cx.instance(312)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8278,7 +8464,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgeTopic {
 impl ToPy for rs::share_acknowledge_request::AcknowledgePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(306)?;
+        let o = cx.instance(313)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8300,7 +8486,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgePartition {
 impl ToPy for rs::share_acknowledge_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(307)?;
+        let o = cx.instance(314)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -8324,7 +8510,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgementBatch {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(308)?;
+        let o = cx.instance(315)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8354,7 +8540,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(309)?;
+        let o = cx.instance(316)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8376,7 +8562,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
 impl ToPy for rs::share_acknowledge_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(310)?;
+        let o = cx.instance(317)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8402,7 +8588,7 @@ impl FromPy for rs::share_acknowledge_response::PartitionData {
 impl ToPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(311)?;
+        let o = cx.instance(318)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8424,7 +8610,7 @@ impl FromPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_acknowledge_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(312)?;
+        let o = cx.instance(319)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -8450,7 +8636,7 @@ impl FromPy for rs::share_acknowledge_response::NodeEndpoint {
 impl ToPy for rs::share_fetch_request::ShareFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(313)?;
+        let o = cx.instance(320)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -8492,7 +8678,7 @@ impl FromPy for rs::share_fetch_request::ShareFetchRequest {
 impl ToPy for rs::share_fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(314)?;
+        let o = cx.instance(321)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8514,7 +8700,7 @@ impl FromPy for rs::share_fetch_request::FetchTopic {
 impl ToPy for rs::share_fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(315)?;
+        let o = cx.instance(322)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_max_bytes"), self.partition_max_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
@@ -8538,7 +8724,7 @@ impl FromPy for rs::share_fetch_request::FetchPartition {
 impl ToPy for rs::share_fetch_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(316)?;
+        let o = cx.instance(323)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -8562,7 +8748,7 @@ impl FromPy for rs::share_fetch_request::AcknowledgementBatch {
 impl ToPy for rs::share_fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(317)?;
+        let o = cx.instance(324)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8584,7 +8770,7 @@ impl FromPy for rs::share_fetch_request::ForgottenTopic {
 impl ToPy for rs::share_fetch_response::ShareFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(318)?;
+        let o = cx.instance(325)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8614,7 +8800,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchResponse {
 impl ToPy for rs::share_fetch_response::ShareFetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(319)?;
+        let o = cx.instance(326)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8636,7 +8822,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchableTopicResponse {
 impl ToPy for rs::share_fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(320)?;
+        let o = cx.instance(327)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8670,7 +8856,7 @@ impl FromPy for rs::share_fetch_response::PartitionData {
 impl ToPy for rs::share_fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(321)?;
+        let o = cx.instance(328)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8692,7 +8878,7 @@ impl FromPy for rs::share_fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_fetch_response::AcquiredRecords {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(322)?;
+        let o = cx.instance(329)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
@@ -8716,7 +8902,7 @@ impl FromPy for rs::share_fetch_response::AcquiredRecords {
 impl ToPy for rs::share_fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(323)?;
+        let o = cx.instance(330)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -8742,7 +8928,7 @@ impl FromPy for rs::share_fetch_response::NodeEndpoint {
 impl ToPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(324)?;
+        let o = cx.instance(331)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8764,7 +8950,7 @@ impl FromPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
 impl ToPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(325)?;
+        let o = cx.instance(332)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8786,7 +8972,7 @@ impl FromPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
 impl ToPy for rs::share_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(326)?;
+        let o = cx.instance(333)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -8822,7 +9008,7 @@ impl FromPy for rs::share_group_describe_response::DescribedGroup {
 impl ToPy for rs::share_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(327)?;
+        let o = cx.instance(334)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -8854,7 +9040,7 @@ impl FromPy for rs::share_group_describe_response::Member {
 impl ToPy for rs::share_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(328)?;
+        let o = cx.instance(335)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -8878,7 +9064,7 @@ impl FromPy for rs::share_group_describe_response::TopicPartitions {
 impl ToPy for rs::share_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(329)?;
+        let o = cx.instance(336)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8898,7 +9084,7 @@ impl FromPy for rs::share_group_describe_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(330)?;
+        let o = cx.instance(337)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -8926,7 +9112,7 @@ impl FromPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
 impl ToPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(331)?;
+        let o = cx.instance(338)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8958,7 +9144,7 @@ impl FromPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse 
 impl ToPy for rs::share_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(332)?;
+        let o = cx.instance(339)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8978,7 +9164,7 @@ impl FromPy for rs::share_group_heartbeat_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(333)?;
+        let o = cx.instance(340)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9000,7 +9186,7 @@ impl FromPy for rs::share_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(334)?;
+        let o = cx.instance(341)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -9032,7 +9218,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(335)?;
+        let o = cx.instance(342)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9054,7 +9240,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(336)?;
+        let o = cx.instance(343)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -9082,7 +9268,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(337)?;
+        let o = cx.instance(344)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -9116,7 +9302,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(338)?;
+        let o = cx.instance(345)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9138,7 +9324,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(339)?;
+        let o = cx.instance(346)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -9164,7 +9350,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(340)?;
+        let o = cx.instance(347)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9186,7 +9372,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(341)?;
+        let o = cx.instance(348)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9208,7 +9394,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(342)?;
+        let o = cx.instance(349)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9230,7 +9416,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
 impl ToPy for rs::update_features_request::UpdateFeaturesRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(343)?;
+        let o = cx.instance(350)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "feature_updates"), self.feature_updates.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -9254,7 +9440,7 @@ impl FromPy for rs::update_features_request::UpdateFeaturesRequest {
 impl ToPy for rs::update_features_request::FeatureUpdateKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(344)?;
+        let o = cx.instance(351)?;
         o.setattr(intern!(py, "feature"), self.feature.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version_level"), self.max_version_level.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_downgrade"), self.allow_downgrade.to_py(cx)?)?;
@@ -9280,7 +9466,7 @@ impl FromPy for rs::update_features_request::FeatureUpdateKey {
 impl ToPy for rs::update_features_response::UpdateFeaturesResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(345)?;
+        let o = cx.instance(352)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9306,7 +9492,7 @@ impl FromPy for rs::update_features_response::UpdateFeaturesResponse {
 impl ToPy for rs::update_features_response::UpdatableFeatureResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(346)?;
+        let o = cx.instance(353)?;
         o.setattr(intern!(py, "feature"), self.feature.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9330,7 +9516,7 @@ impl FromPy for rs::update_features_response::UpdatableFeatureResult {
 impl ToPy for rs::update_raft_voter_request::UpdateRaftVoterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(347)?;
+        let o = cx.instance(354)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_id"), self.voter_id.to_py(cx)?)?;
@@ -9360,7 +9546,7 @@ impl FromPy for rs::update_raft_voter_request::UpdateRaftVoterRequest {
 impl ToPy for rs::update_raft_voter_request::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(348)?;
+        let o = cx.instance(355)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -9384,7 +9570,7 @@ impl FromPy for rs::update_raft_voter_request::Listener {
 impl ToPy for rs::update_raft_voter_request::KRaftVersionFeature {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(349)?;
+        let o = cx.instance(356)?;
         o.setattr(intern!(py, "min_supported_version"), self.min_supported_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_supported_version"), self.max_supported_version.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9406,7 +9592,7 @@ impl FromPy for rs::update_raft_voter_request::KRaftVersionFeature {
 impl ToPy for rs::update_raft_voter_response::UpdateRaftVoterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(350)?;
+        let o = cx.instance(357)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader"), self.current_leader.to_py(cx)?)?;
@@ -9430,7 +9616,7 @@ impl FromPy for rs::update_raft_voter_response::UpdateRaftVoterResponse {
 impl ToPy for rs::update_raft_voter_response::CurrentLeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(351)?;
+        let o = cx.instance(358)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -9456,7 +9642,7 @@ impl FromPy for rs::update_raft_voter_response::CurrentLeader {
 impl ToPy for rs::write_share_group_state_request::WriteShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(352)?;
+        let o = cx.instance(359)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9478,7 +9664,7 @@ impl FromPy for rs::write_share_group_state_request::WriteShareGroupStateRequest
 impl ToPy for rs::write_share_group_state_request::WriteStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(353)?;
+        let o = cx.instance(360)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9500,7 +9686,7 @@ impl FromPy for rs::write_share_group_state_request::WriteStateData {
 impl ToPy for rs::write_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(354)?;
+        let o = cx.instance(361)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -9530,7 +9716,7 @@ impl FromPy for rs::write_share_group_state_request::PartitionData {
 impl ToPy for rs::write_share_group_state_request::StateBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(355)?;
+        let o = cx.instance(362)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
@@ -9556,7 +9742,7 @@ impl FromPy for rs::write_share_group_state_request::StateBatch {
 impl ToPy for rs::write_share_group_state_response::WriteShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(356)?;
+        let o = cx.instance(363)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9576,7 +9762,7 @@ impl FromPy for rs::write_share_group_state_response::WriteShareGroupStateRespon
 impl ToPy for rs::write_share_group_state_response::WriteStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(357)?;
+        let o = cx.instance(364)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9598,7 +9784,7 @@ impl FromPy for rs::write_share_group_state_response::WriteStateResult {
 impl ToPy for rs::write_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(358)?;
+        let o = cx.instance(365)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9622,7 +9808,7 @@ impl FromPy for rs::write_share_group_state_response::PartitionResult {
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(359)?;
+        let o = cx.instance(366)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9642,7 +9828,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(360)?;
+        let o = cx.instance(367)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -9670,7 +9856,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(361)?;
+        let o = cx.instance(368)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9692,7 +9878,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(362)?;
+        let o = cx.instance(369)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9712,7 +9898,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(363)?;
+        let o = cx.instance(370)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9734,7 +9920,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(364)?;
+        let o = cx.instance(371)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9756,7 +9942,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(365)?;
+        let o = cx.instance(372)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

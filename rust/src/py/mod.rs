@@ -41,6 +41,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::write_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
     client::register(m)?;

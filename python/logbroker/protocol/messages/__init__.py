@@ -79,6 +79,8 @@ from logbroker.protocol.messages.fetch_request import FetchRequest
 from logbroker.protocol.messages.fetch_response import FetchResponse
 from logbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from logbroker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
+from logbroker.protocol.messages.get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
+from logbroker.protocol.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
 from logbroker.protocol.messages.heartbeat_request import HeartbeatRequest
 from logbroker.protocol.messages.heartbeat_response import HeartbeatResponse
 from logbroker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
@@ -91,6 +93,8 @@ from logbroker.protocol.messages.join_group_request import JoinGroupRequest
 from logbroker.protocol.messages.join_group_response import JoinGroupResponse
 from logbroker.protocol.messages.leave_group_request import LeaveGroupRequest
 from logbroker.protocol.messages.leave_group_response import LeaveGroupResponse
+from logbroker.protocol.messages.list_config_resources_request import ListConfigResourcesRequest
+from logbroker.protocol.messages.list_config_resources_response import ListConfigResourcesResponse
 from logbroker.protocol.messages.list_groups_request import ListGroupsRequest
 from logbroker.protocol.messages.list_groups_response import ListGroupsResponse
 from logbroker.protocol.messages.list_offsets_request import ListOffsetsRequest
@@ -111,6 +115,8 @@ from logbroker.protocol.messages.offset_for_leader_epoch_request import OffsetFo
 from logbroker.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from logbroker.protocol.messages.produce_request import ProduceRequest
 from logbroker.protocol.messages.produce_response import ProduceResponse
+from logbroker.protocol.messages.push_telemetry_request import PushTelemetryRequest
+from logbroker.protocol.messages.push_telemetry_response import PushTelemetryResponse
 from logbroker.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
 from logbroker.protocol.messages.read_share_group_state_response import ReadShareGroupStateResponse
 from logbroker.protocol.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
@@ -198,6 +204,9 @@ REQUESTS: dict[int, type[Message]] = {
     66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    71: GetTelemetrySubscriptionsRequest,
+    72: PushTelemetryRequest,
+    74: ListConfigResourcesRequest,
     75: DescribeTopicPartitionsRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
@@ -269,6 +278,9 @@ RESPONSES: dict[int, type[Message]] = {
     66: ListTransactionsResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
+    71: GetTelemetrySubscriptionsResponse,
+    72: PushTelemetryResponse,
+    74: ListConfigResourcesResponse,
     75: DescribeTopicPartitionsResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
@@ -340,6 +352,9 @@ API_NAMES = {
     66: 'ListTransactions',
     68: 'ConsumerGroupHeartbeat',
     69: 'ConsumerGroupDescribe',
+    71: 'GetTelemetrySubscriptions',
+    72: 'PushTelemetry',
+    74: 'ListConfigResources',
     75: 'DescribeTopicPartitions',
     76: 'ShareGroupHeartbeat',
     77: 'ShareGroupDescribe',
@@ -560,6 +575,8 @@ CLASSES = (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     FindCoordinatorResponse.Coordinator,
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     IncrementalAlterConfigsRequest,
@@ -583,6 +600,9 @@ CLASSES = (
     LeaveGroupRequest.MemberIdentity,
     LeaveGroupResponse,
     LeaveGroupResponse.MemberResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
+    ListConfigResourcesResponse.ConfigResource,
     ListGroupsRequest,
     ListGroupsResponse,
     ListGroupsResponse.ListedGroup,
@@ -643,6 +663,8 @@ CLASSES = (
     ProduceResponse.BatchIndexAndErrorMessage,
     ProduceResponse.LeaderIdAndEpoch,
     ProduceResponse.NodeEndpoint,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateRequest.ReadStateData,
     ReadShareGroupStateRequest.PartitionData,
@@ -809,6 +831,8 @@ __all__ = [
     'FetchResponse',
     'FindCoordinatorRequest',
     'FindCoordinatorResponse',
+    'GetTelemetrySubscriptionsRequest',
+    'GetTelemetrySubscriptionsResponse',
     'HeartbeatRequest',
     'HeartbeatResponse',
     'IncrementalAlterConfigsRequest',
@@ -821,6 +845,8 @@ __all__ = [
     'JoinGroupResponse',
     'LeaveGroupRequest',
     'LeaveGroupResponse',
+    'ListConfigResourcesRequest',
+    'ListConfigResourcesResponse',
     'ListGroupsRequest',
     'ListGroupsResponse',
     'ListOffsetsRequest',
@@ -841,6 +867,8 @@ __all__ = [
     'OffsetForLeaderEpochResponse',
     'ProduceRequest',
     'ProduceResponse',
+    'PushTelemetryRequest',
+    'PushTelemetryResponse',
     'ReadShareGroupStateRequest',
     'ReadShareGroupStateResponse',
     'ReadShareGroupStateSummaryRequest',

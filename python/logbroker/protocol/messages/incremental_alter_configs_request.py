@@ -16,7 +16,7 @@ class IncrementalAlterConfigsRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'IncrementalAlterConfigsRequest'
-    _rs = 202
+    _rs = 204
     _lo, _hi = 0, 1
     __slots__ = (
         # The incremental updates for each resource.
@@ -30,7 +30,7 @@ class IncrementalAlterConfigsRequest(Message):
         """Struct AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 203
+        _rs = 205
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource type.
@@ -59,7 +59,7 @@ class IncrementalAlterConfigsRequest(Message):
         """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 204
+        _rs = 206
         _lo, _hi = 0, 1
         __slots__ = (
             # The configuration key name.

@@ -16,7 +16,7 @@ class WriteTxnMarkersResponse(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 1
     _msg = 'WriteTxnMarkersResponse'
-    _rs = 362
+    _rs = 369
     _lo, _hi = 1, 1
     __slots__ = (
         # The results for writing makers.
@@ -28,7 +28,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 363
+        _rs = 370
         _lo, _hi = 1, 1
         __slots__ = (
             # The current producer ID in use by the transactional ID.
@@ -53,7 +53,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerTopicResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 364
+        _rs = 371
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic name.
@@ -78,7 +78,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerPartitionResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 365
+        _rs = 372
         _lo, _hi = 1, 1
         __slots__ = (
             # The partition index.

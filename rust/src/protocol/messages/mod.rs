@@ -79,6 +79,8 @@ pub mod fetch_request;
 pub mod fetch_response;
 pub mod find_coordinator_request;
 pub mod find_coordinator_response;
+pub mod get_telemetry_subscriptions_request;
+pub mod get_telemetry_subscriptions_response;
 pub mod heartbeat_request;
 pub mod heartbeat_response;
 pub mod incremental_alter_configs_request;
@@ -91,6 +93,8 @@ pub mod join_group_request;
 pub mod join_group_response;
 pub mod leave_group_request;
 pub mod leave_group_response;
+pub mod list_config_resources_request;
+pub mod list_config_resources_response;
 pub mod list_groups_request;
 pub mod list_groups_response;
 pub mod list_offsets_request;
@@ -111,6 +115,8 @@ pub mod offset_for_leader_epoch_request;
 pub mod offset_for_leader_epoch_response;
 pub mod produce_request;
 pub mod produce_response;
+pub mod push_telemetry_request;
+pub mod push_telemetry_response;
 pub mod read_share_group_state_request;
 pub mod read_share_group_state_response;
 pub mod read_share_group_state_summary_request;
@@ -220,6 +226,8 @@ pub use fetch_request::FetchRequest;
 pub use fetch_response::FetchResponse;
 pub use find_coordinator_request::FindCoordinatorRequest;
 pub use find_coordinator_response::FindCoordinatorResponse;
+pub use get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest;
+pub use get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse;
 pub use heartbeat_request::HeartbeatRequest;
 pub use heartbeat_response::HeartbeatResponse;
 pub use incremental_alter_configs_request::IncrementalAlterConfigsRequest;
@@ -232,6 +240,8 @@ pub use join_group_request::JoinGroupRequest;
 pub use join_group_response::JoinGroupResponse;
 pub use leave_group_request::LeaveGroupRequest;
 pub use leave_group_response::LeaveGroupResponse;
+pub use list_config_resources_request::ListConfigResourcesRequest;
+pub use list_config_resources_response::ListConfigResourcesResponse;
 pub use list_groups_request::ListGroupsRequest;
 pub use list_groups_response::ListGroupsResponse;
 pub use list_offsets_request::ListOffsetsRequest;
@@ -252,6 +262,8 @@ pub use offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
 pub use offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
 pub use produce_request::ProduceRequest;
 pub use produce_response::ProduceResponse;
+pub use push_telemetry_request::PushTelemetryRequest;
+pub use push_telemetry_response::PushTelemetryResponse;
 pub use read_share_group_state_request::ReadShareGroupStateRequest;
 pub use read_share_group_state_response::ReadShareGroupStateResponse;
 pub use read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest;
@@ -340,6 +352,9 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (66, "ListTransactions", 0, 1, 0),
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (69, "ConsumerGroupDescribe", 0, 1, 0),
+    (71, "GetTelemetrySubscriptions", 0, 0, 0),
+    (72, "PushTelemetry", 0, 0, 0),
+    (74, "ListConfigResources", 0, 1, 0),
     (75, "DescribeTopicPartitions", 0, 0, 0),
     (76, "ShareGroupHeartbeat", 1, 1, 1),
     (77, "ShareGroupDescribe", 1, 1, 1),
@@ -470,6 +485,12 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (68, false) => roundtrip::<ConsumerGroupHeartbeatResponse>(body, version),
         (69, true) => roundtrip::<ConsumerGroupDescribeRequest>(body, version),
         (69, false) => roundtrip::<ConsumerGroupDescribeResponse>(body, version),
+        (71, true) => roundtrip::<GetTelemetrySubscriptionsRequest>(body, version),
+        (71, false) => roundtrip::<GetTelemetrySubscriptionsResponse>(body, version),
+        (72, true) => roundtrip::<PushTelemetryRequest>(body, version),
+        (72, false) => roundtrip::<PushTelemetryResponse>(body, version),
+        (74, true) => roundtrip::<ListConfigResourcesRequest>(body, version),
+        (74, false) => roundtrip::<ListConfigResourcesResponse>(body, version),
         (75, true) => roundtrip::<DescribeTopicPartitionsRequest>(body, version),
         (75, false) => roundtrip::<DescribeTopicPartitionsResponse>(body, version),
         (76, true) => roundtrip::<ShareGroupHeartbeatRequest>(body, version),
