@@ -108,35 +108,35 @@ async def test_kip848_revokes_before_assigning(tmp_path, nursery, clock):
     HB = REQUESTS[68]
     tid = coord.controller.image.topics["t"].topic_id
 
-    def hb(member_id, epoch, owned=None, topics=None):
+    async def hb(member_id, epoch, owned=None, topics=None):
         req = HB(group_id="g", member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=20000,
                  subscribed_topic_names=topics,
                  topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=tid, partitions=sorted(owned))])
-        return coord.consumer.heartbeat(req, 1, "c", "/h")
+        return await coord.consumer.heartbeat(req, 1, "c", "/h")
 
-    r1 = hb("m1", 0, owned=set(), topics=["t"])
+    r1 = await hb("m1", 0, owned=set(), topics=["t"])
     assert r1["error"] == 0 and r1["member_epoch"] == 1 and r1["assignment"] == {("t", p) for p in range(4)}
-    r2 = hb("m2", 0, owned=set(), topics=["t"])
+    r2 = await hb("m2", 0, owned=set(), topics=["t"])
     # m1 still owns everything: m2 is at the new epoch but gets nothing yet
     assert r2["member_epoch"] == 2 and r2["assignment"] == frozenset()
-    r1 = hb("m1", 1, owned={0, 1, 2, 3})
+    r1 = await hb("m1", 1, owned={0, 1, 2, 3})
     kept = {p for _, p in r1["assignment"]}
     assert len(kept) == 2 and r1["member_epoch"] == 1  # revoke first, epoch unchanged
     # still held by m1; the (empty) assignment comes back because m2 reported what it owns
-    assert hb("m2", 2, owned=set())["assignment"] == frozenset()
-    assert hb("m2", 2).get("assignment") is None  # nothing changed, nothing reported: none sent
-    r1 = hb("m1", 1, owned=kept)  # m1 acknowledges the revocation
+    assert (await hb("m2", 2, owned=set()))["assignment"] == frozenset()
+    assert (await hb("m2", 2)).get("assignment") is None  # nothing changed, nothing reported: none sent
+    r1 = await hb("m1", 1, owned=kept)  # m1 acknowledges the revocation
     assert r1["member_epoch"] == 2
-    r2 = hb("m2", 2, owned=set())
+    r2 = await hb("m2", 2, owned=set())
     assert {p for _, p in r2["assignment"]} == {0, 1, 2, 3} - kept
-    assert hb("m1", 7, owned=kept)["error"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert (await hb("m1", 7, owned=kept))["error"] == ErrorCode.FENCED_MEMBER_EPOCH
     assert coord.consumer.groups["g"].state == "Stable"
     # m2 goes silent: fenced after the session timeout, m1 gets everything back
     await trio.sleep(30)
-    assert hb("m1", 2, owned=kept)["error"] == 0
+    assert (await hb("m1", 2, owned=kept))["error"] == 0
     await trio.sleep(16)
     assert list(coord.consumer.groups["g"].members) == ["m1"]
-    r1 = hb("m1", 2, owned=kept)
+    r1 = await hb("m1", 2, owned=kept)
     assert {p for _, p in r1["assignment"]} == {0, 1, 2, 3} and r1["member_epoch"] == 3
 
 

@@ -17,9 +17,22 @@ for group.consumer.session.timeout.ms, or not revoking within its rebalance time
 is fenced and removed. Member epochs: 0 joins, -1 leaves, -2 leaves temporarily (a
 static member that will come back with the same instance id).
 
-Membership lives in memory: after a broker restart, members are fenced (UNKNOWN_MEMBER_ID)
-and rejoin with epoch 0; committed offsets persist in __consumer_offsets as for classic
-groups. (Kafka also persists KIP-848 membership; we do not yet.)
+Persistence, as Kafka's: the group lives in `__consumer_offsets` as Kafka's consumer-group
+records (formats in offsets_topic.py): the group epoch, the subscribed topics' partition
+counts, each member's subscription, the target assignment (its epoch and each member's
+partitions) and each member's current assignment (epoch, previous epoch, state, assigned
+and pending-revocation partitions). After each change (a heartbeat, an expired session)
+only the records that changed are written — the difference between the group's state and
+what its records already say (`_image` / `persist`) — in one append, and the heartbeat is
+answered once that append is committed (the HW covers it), as offset commits are. A
+member leaving writes tombstones for its records; a group left empty tombstones its group
+records too (the group goes, as before; committed offsets stay).
+
+A new coordinator (after a failover, or the same broker after a restart) replays those
+records when it loads the partition (`replay`, then `finish_load`): group epoch, target
+assignment, members with their epochs and current assignments come back; each member gets
+a fresh session timeout to find it. Members keep heartbeating at their epoch, keep their
+partitions, and nothing rebalances.
 """
 
 from __future__ import annotations
@@ -33,12 +46,50 @@ from typing import Callable
 import trio
 
 from logbroker.coord.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from logbroker.coord.offsets_topic import (
+    CG_CURRENT_ASSIGNMENT,
+    CG_MEMBER_METADATA,
+    CG_METADATA,
+    CG_PARTITION_METADATA,
+    CG_TARGET_MEMBER,
+    CG_TARGET_METADATA,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    MEMBER_STABLE,
+    MEMBER_UNRELEASED_PARTITIONS,
+    MEMBER_UNREVOKED_PARTITIONS,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    TopicMetadataRecord,
+    consumer_group_key,
+    consumer_group_metadata_value,
+    current_assignment_value,
+    member_metadata_value,
+    parse_consumer_group_metadata_value,
+    parse_current_assignment_value,
+    parse_member_metadata_value,
+    parse_partition_metadata_value,
+    parse_target_assignment_member_value,
+    parse_target_assignment_metadata_value,
+    partition_metadata_value,
+    target_assignment_member_value,
+    target_assignment_metadata_value,
+)
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
 log = logging.getLogger("logbroker.groups")
 
 TP = tuple[str, int]
+# A record of a group's image: (kind, member id or None) -> a fingerprint of what it says
+RecordKey = tuple[str, str | None]
+# the order records go out in one append, as Kafka writes them (and as its replay wants
+# them): a leaving member's tombstones first (current assignment, target, subscription),
+# then new values, and the group-level tombstones of a group left empty last
+_TOMBSTONE_FIRST = [CG_CURRENT_ASSIGNMENT, CG_TARGET_MEMBER, CG_MEMBER_METADATA]
+_VALUES = [CG_MEMBER_METADATA, CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_MEMBER, CG_TARGET_METADATA,
+           CG_CURRENT_ASSIGNMENT]
+_TOMBSTONE_LAST = [CG_TARGET_METADATA, CG_PARTITION_METADATA, CG_METADATA]
+_UNKNOWN = object()  # a replayed record the loaded state does not reproduce (rewritten or tombstoned)
 
 
 class ConsumerMember:
@@ -100,6 +151,14 @@ class ConsumerGroup:
         return "Stable"
 
 
+class _Write:
+    """A group's append in flight: heartbeats that change nothing wait for it too."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error = ErrorCode.NONE
+
+
 class ConsumerGroupCoordinator:
     """KIP-848 group logic; `GroupCoordinator` owns it and its timers."""
 
@@ -109,6 +168,12 @@ class ConsumerGroupCoordinator:
         self.assignors = [a.strip() for a in cfg.get_str("group.consumer.assignors").split(",") if a.strip()]
         self.max_size = cfg.get_int("group.consumer.max.size")
         self.groups: dict[str, ConsumerGroup] = {}
+        # what each group's records in __consumer_offsets say, as `_image` fingerprints (the
+        # newest value per key, once its append is queued; put back if that append fails)
+        self.persisted: dict[str, dict[RecordKey, object]] = {}
+        self.dirty: set[str] = set()  # groups changed outside a heartbeat (expiry, loading): `flush`
+        self._inflight: dict[str, _Write] = {}  # each group's newest append, until committed
+        self._replayed: dict[str, set[RecordKey]] = {}  # while loading: the live records per group
 
     # --- helpers --------------------------------------------------------------------
 
@@ -159,6 +224,7 @@ class ConsumerGroupCoordinator:
                  extra=fields(group=group.group_id))
         self._bump(group, f"member {member_id} left")
         self._compute_target(group)
+        self.dirty.add(group.group_id)
         if not group.members:
             self.groups.pop(group.group_id, None)
 
@@ -183,8 +249,23 @@ class ConsumerGroupCoordinator:
 
     # --- heartbeat ------------------------------------------------------------------
 
-    def heartbeat(self, req, version: int, client_id: str, client_host: str,
-                  may_describe: Callable[[str], bool] | None = None) -> dict:
+    async def heartbeat(self, req, version: int, client_id: str, client_host: str,
+                        may_describe: Callable[[str], bool] | None = None) -> dict:
+        """ConsumerGroupHeartbeat: the state change, then its records (only what changed)
+        appended to __consumer_offsets; the answer once they are committed. A failed append
+        answers its error (NOT_COORDINATOR when the partition moved, ...): the member retries
+        at the same epoch (the new coordinator has everything committed before)."""
+        out = self._heartbeat(req, version, client_id, client_host, may_describe)
+        if not req.group_id or out["error"] in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                                ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            return out
+        code = await self.persist(req.group_id)
+        if code:
+            return {"error": code, "message": f"writing the state of group {req.group_id} to __consumer_offsets failed"}
+        return out
+
+    def _heartbeat(self, req, version: int, client_id: str, client_host: str,
+                   may_describe: Callable[[str], bool] | None = None) -> dict:
         owner = self.owner
         gid = req.group_id
         code = owner.check_coordinator(gid)
@@ -344,6 +425,268 @@ class ConsumerGroupCoordinator:
                     self._remove(g, m.member_id, f"no heartbeat for consumer.session.timeout.ms={self.session_timeout_ms(g.group_id)}")
                 elif m.pending_revocation and m.revocation_deadline is not None and m.revocation_deadline <= now:
                     self._remove(g, m.member_id, f"did not revoke {sorted(m.pending_revocation)} within its rebalance timeout")
+
+    # --- persistence: records in __consumer_offsets -------------------------------------
+
+    @staticmethod
+    def _member_state(group: ConsumerGroup, m: ConsumerMember) -> int:
+        if m.pending_revocation:
+            return MEMBER_UNREVOKED_PARTITIONS
+        if m.member_epoch == group.assignment_epoch and m.assigned != group.target.get(m.member_id, set()):
+            return MEMBER_UNRELEASED_PARTITIONS
+        return MEMBER_STABLE
+
+    def _image(self, group: ConsumerGroup | None, ids: dict[str, uuid.UUID]) -> dict[RecordKey, object]:
+        """The records the group's state makes, as (kind, member id) -> a fingerprint of the
+        value (compared, not encoded: encoding happens only for what changed). A group
+        without members has none (its records are tombstoned)."""
+        if group is None or not group.members:
+            return {}
+        img: dict[RecordKey, object] = {
+            (CG_METADATA, None): group.group_epoch,
+            (CG_PARTITION_METADATA, None): tuple(sorted((t, n, ids.get(t)) for t, n in group.subscription_metadata.items())),
+            (CG_TARGET_METADATA, None): group.assignment_epoch,
+        }
+        for mid, m in group.members.items():
+            img[(CG_MEMBER_METADATA, mid)] = (m.instance_id, m.rack_id, m.client_id, m.client_host,
+                                              tuple(m.subscribed_topics), m.subscribed_regex, m.rebalance_timeout_ms,
+                                              m.server_assignor)
+            img[(CG_CURRENT_ASSIGNMENT, mid)] = (m.member_epoch, m.previous_epoch, m.left_temporarily,
+                                                 self._member_state(group, m), frozenset(m.assigned),
+                                                 frozenset(m.pending_revocation))
+        for mid, parts in group.target.items():
+            img[(CG_TARGET_MEMBER, mid)] = frozenset(parts)
+        return img
+
+    @staticmethod
+    def _by_id(parts, ids: dict[str, uuid.UUID]) -> list[tuple[uuid.UUID, list[int]]]:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in parts:
+            if t in ids:  # a deleted topic's partitions are not written
+                by_topic.setdefault(t, []).append(p)
+        return [(ids[t], sorted(ps)) for t, ps in sorted(by_topic.items())]
+
+    def _value(self, group: ConsumerGroup, kind: str, mid: str | None, ids: dict[str, uuid.UUID]) -> bytes:
+        if kind == CG_METADATA:
+            return consumer_group_metadata_value(group.group_epoch)
+        if kind == CG_PARTITION_METADATA:
+            return partition_metadata_value([TopicMetadataRecord(ids[t], t, n)
+                                             for t, n in sorted(group.subscription_metadata.items()) if t in ids])
+        if kind == CG_TARGET_METADATA:
+            return target_assignment_metadata_value(group.assignment_epoch)
+        if kind == CG_TARGET_MEMBER:
+            return target_assignment_member_value(self._by_id(group.target[mid], ids))
+        m = group.members[mid]
+        if kind == CG_MEMBER_METADATA:
+            return member_metadata_value(ConsumerMemberRecord(
+                m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topics), m.subscribed_regex,
+                m.rebalance_timeout_ms, m.server_assignor))
+        # a static member gone for now: epoch -2 (as Kafka), its own epoch kept as the previous one
+        epoch, previous = ((LEAVE_GROUP_STATIC_MEMBER_EPOCH, m.member_epoch) if m.left_temporarily
+                           else (m.member_epoch, m.previous_epoch))
+        return current_assignment_value(CurrentAssignmentRecord(
+            epoch, previous, self._member_state(group, m), self._by_id(m.assigned, ids),
+            self._by_id(m.pending_revocation, ids)))
+
+    def _delta(self, gid: str) -> tuple[list[tuple[bytes, bytes | None]], dict[RecordKey, tuple[object, object]]]:
+        """The records that bring the group's records up to its state (values for what changed,
+        tombstones for what went), in Kafka's order, and marks them written; with, per key,
+        (fingerprint before, after) to put back should the append fail."""
+        ids, _ = self._topic_ids()
+        group = self.groups.get(gid)
+        new = self._image(group, ids)
+        old = self.persisted.get(gid, {})
+        changed = [k for k, fp in new.items() if old.get(k, _UNKNOWN) != fp or old.get(k, _UNKNOWN) is _UNKNOWN]
+        gone = [k for k in old if k not in new]
+        if not changed and not gone:
+            return [], {}
+        records: list[tuple[bytes, bytes | None]] = []
+        for kind in _TOMBSTONE_FIRST:
+            records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
+        for kind in _VALUES:
+            records += [(consumer_group_key(kind, gid, mid), self._value(group, kind, mid, ids))
+                        for k, mid in changed if k == kind]
+        for kind in _TOMBSTONE_LAST:
+            records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
+        undo = {k: (old.get(k, _UNKNOWN), new.get(k, _UNKNOWN)) for k in changed + gone}
+        img = self.persisted.setdefault(gid, {})
+        for k in changed:
+            img[k] = new[k]
+        for k in gone:
+            del img[k]
+        if not img:
+            del self.persisted[gid]
+        return records, undo
+
+    async def persist(self, gid: str) -> int:
+        """Write what changed in the group since its last records and wait until that is
+        committed (or, when nothing changed, until the group's write in flight is): NONE, or
+        the error of the append. The records are computed and queued without a checkpoint in
+        between, so a group's appends land in the order of its changes (the append lock is
+        fair); the append is shielded, so a cancelled request cannot lose a queued change."""
+        self.dirty.discard(gid)
+        records, undo = self._delta(gid)
+        if not records:
+            pending = self._inflight.get(gid)
+            if pending is None:
+                return ErrorCode.NONE
+            await pending.done.wait()
+            return pending.error
+        from logbroker.coord.group_coordinator import CoordinatorError
+
+        write = self._inflight[gid] = _Write()
+        try:
+            with trio.CancelScope(shield=True):
+                await self.owner._append(gid, records)
+            log.debug("consumer group %s: %d record(s) written to __consumer_offsets-%d", gid, len(records),
+                      self.owner.partition_of(gid), extra=fields(group=gid))
+        except CoordinatorError as e:
+            write.error = e.code
+            img = self.persisted.get(gid, {})
+            for k, (before, after) in undo.items():  # unless a later change already rewrote it
+                if img.get(k, _UNKNOWN) == after or (after is _UNKNOWN and k not in img):
+                    if before is _UNKNOWN:
+                        img.pop(k, None)
+                    else:
+                        img[k] = before
+            if img:
+                self.persisted[gid] = img
+            log.error("consumer group %s: writing %d record(s) to __consumer_offsets-%d failed (%s): %s", gid,
+                      len(records), self.owner.partition_of(gid), ErrorCode(e.code).name, e,
+                      extra=fields(group=gid, topic="__consumer_offsets", partition=self.owner.partition_of(gid)))
+        finally:
+            write.done.set()
+            if self._inflight.get(gid) is write:
+                del self._inflight[gid]
+        return write.error
+
+    async def flush(self) -> None:
+        """Write the groups changed outside a heartbeat (expired members, repairs after loading)."""
+        while self.dirty:
+            await self.persist(self.dirty.pop())
+
+    # --- loading: replaying the records ------------------------------------------------------
+
+    def replay(self, kind: str, gid: str, member_id: str | None, value: bytes | None,
+               names: dict[uuid.UUID, str]) -> None:
+        """One consumer-group record of a partition being loaded (as Kafka's replay: a value
+        creates the group / member when missing; a tombstone of something unknown is
+        ignored). `names`: topic id -> name. OffsetsRecordError for an unreadable value."""
+        keys = self._replayed.setdefault(gid, set())
+        if value is None:
+            keys.discard((kind, member_id))
+        else:
+            keys.add((kind, member_id))
+        group = self.groups.get(gid)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[gid] = ConsumerGroup(gid)
+
+        def parts(tps) -> set[TP]:
+            return {(names[tid], p) for tid, ps in tps if tid in names for p in ps}
+
+        def member() -> ConsumerMember:
+            m = group.members.get(member_id)
+            if m is None:
+                m = group.members[member_id] = ConsumerMember(member_id, None, None, "", "", 300_000)
+            return m
+
+        if kind == CG_METADATA:
+            if value is None:
+                del self.groups[gid]  # the group was deleted (its other records are tombstoned first)
+            else:
+                group.group_epoch = parse_consumer_group_metadata_value(value)
+        elif kind == CG_PARTITION_METADATA:
+            group.subscription_metadata = ({} if value is None else
+                                           {t.topic_name: t.num_partitions for t in parse_partition_metadata_value(value)})
+        elif kind == CG_TARGET_METADATA:
+            group.assignment_epoch = 0 if value is None else parse_target_assignment_metadata_value(value)
+        elif kind == CG_TARGET_MEMBER:
+            if value is None:
+                group.target.pop(member_id, None)
+            else:
+                group.target[member_id] = parts(parse_target_assignment_member_value(value))
+        elif kind == CG_MEMBER_METADATA:
+            if value is None:
+                group.members.pop(member_id, None)
+            else:
+                rec = parse_member_metadata_value(value)
+                m = member()
+                m.instance_id, m.rack_id, m.client_id, m.client_host = (rec.instance_id, rec.rack_id, rec.client_id,
+                                                                         rec.client_host)
+                m.subscribed_topics, m.subscribed_regex = list(rec.subscribed_topic_names), rec.subscribed_topic_regex
+                m.rebalance_timeout_ms = rec.rebalance_timeout_ms if rec.rebalance_timeout_ms > 0 else 300_000
+                m.server_assignor = rec.server_assignor
+        elif kind == CG_CURRENT_ASSIGNMENT:
+            if value is None:
+                m = group.members.get(member_id)
+                if m is not None:  # leaving: its subscription's tombstone follows
+                    m.member_epoch, m.previous_epoch, m.assigned, m.pending_revocation = -1, -1, set(), set()
+            else:
+                rec = parse_current_assignment_value(value)
+                m = member()
+                m.left_temporarily = rec.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                if m.left_temporarily:
+                    m.member_epoch, m.previous_epoch = rec.previous_member_epoch, -1
+                else:
+                    m.member_epoch, m.previous_epoch = rec.member_epoch, rec.previous_member_epoch
+                m.assigned, m.pending_revocation = parts(rec.assigned), parts(rec.pending_revocation)
+
+    def finish_load(self, now: float) -> list[str]:
+        """After the records of the partitions being loaded: the groups they hold take over,
+        each member with a fresh session timeout (and rebalance timeout for a revocation in
+        progress). The records replayed become the groups' written image; where the loaded
+        state differs (records of a half-written change), the group is queued for `flush`.
+        The ids of the groups loaded."""
+        ids, _ = self._topic_ids()
+        loaded = []
+        for gid, keys in self._replayed.items():
+            group = self.groups.get(gid)
+            if group is not None:
+                for mid in [mid for mid, m in group.members.items() if m.member_epoch < 0]:
+                    del group.members[mid]  # a leave half-written: finish it
+                    group.target.pop(mid, None)
+                if not group.members:
+                    del self.groups[gid]
+                    group = None
+            img = self._image(group, ids)
+            baseline = {k: img.get(k, _UNKNOWN) for k in keys}
+            if baseline:
+                self.persisted[gid] = baseline
+            if baseline != img:
+                self.dirty.add(gid)
+            if group is None:
+                continue
+            loaded.append(gid)
+            group.static_members = {m.instance_id: mid for mid, m in group.members.items() if m.instance_id is not None}
+            preferred = [m.server_assignor for m in group.members.values() if m.server_assignor]
+            group.assignor = (max(set(preferred), key=preferred.count) if preferred
+                              else (self.assignors[0] if self.assignors else DEFAULT_ASSIGNOR))
+            session = self.session_timeout_ms(gid) / 1000
+            for m in group.members.values():
+                m.session_deadline = now + session
+                m.revocation_deadline = now + m.rebalance_timeout_ms / 1000 if m.pending_revocation else None
+                m.last_sent = None
+            log.info("consumer group %s loaded: group epoch %d, assignment epoch %d, %d member(s) %s",
+                     gid, group.group_epoch, group.assignment_epoch, len(group.members),
+                     ", ".join(f"{mid} at epoch {m.member_epoch} with {len(m.assigned)} partition(s)"
+                               for mid, m in group.members.items()),
+                     extra=fields(group=gid))
+        self._replayed.clear()
+        if self.dirty:
+            self.owner.wake()
+        return loaded
+
+    def unload(self, partitions: set[int]) -> list[str]:
+        """Forget the groups of `partitions` (no longer led here); their ids."""
+        gone = [g for g in self.groups if self.owner.partition_of(g) in partitions]
+        for g in gone:
+            del self.groups[g]
+        for g in [g for g in self.persisted if self.owner.partition_of(g) in partitions]:
+            del self.persisted[g]
+        self.dirty = {g for g in self.dirty if self.owner.partition_of(g) not in partitions}
+        return gone
 
     # --- offsets and describe ---------------------------------------------------------
 

@@ -45,6 +45,7 @@ from logbroker.coord.offsets_topic import (
     MemberRecord,
     OffsetAndMetadata,
     OffsetsRecordError,
+    TYPE_BY_KIND,
     group_key,
     group_value,
     offset_key,
@@ -135,9 +136,7 @@ class GroupCoordinator:
         dropped = [g for g in self.groups if self.partition_of(g) in gone]
         for g in dropped:
             del self.groups[g]
-        dropped_848 = [g for g in self.consumer.groups if self.partition_of(g) in gone]
-        for g in dropped_848:
-            del self.consumer.groups[g]
+        dropped_848 = self.consumer.unload(gone)
         dropped_share = [g for g in self.share.groups if self.partition_of(g) in gone]
         self.share.unload(dropped_share)
         log.info("no longer coordinator for %s partition(s) %s: %d group(s) unloaded", OFFSETS_TOPIC,
@@ -190,6 +189,7 @@ class GroupCoordinator:
         loaded = await trio.to_thread.run_sync(read_all)
         t = trio.current_time()
         n_offsets = 0
+        names = {topic.topic_id: name for name, topic in self.controller.image.topics.items()}
         for index, records in loaded:
             for offset, _ts, key, value, producer_id, transactional, marker in records:
                 if marker is not None:
@@ -199,16 +199,17 @@ class GroupCoordinator:
                     if transactional and producer_id >= 0:
                         self._replay_txn_offset(producer_id, key, value)
                     else:
-                        n_offsets += self._replay(key, value, t)
+                        n_offsets += self._replay(key, value, t, names)
                 except OffsetsRecordError as e:
                     log.error("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, index, offset, e,
                               extra=fields(topic=OFFSETS_TOPIC, partition=index, offset=offset))
+        consumer_groups = self.consumer.finish_load(t)
         for p in parts:
             self._led[p.index] = epochs[p.index]
         self._loads_changed_now()
-        log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s); %d group(s) now",
-                 OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets, len(self.groups),
-                 extra=fields(topic=OFFSETS_TOPIC))
+        log.info("coordinator for %s partition(s) %s: loaded %d committed offset(s) and %d consumer group(s); "
+                 "%d group(s) now", OFFSETS_TOPIC, _ranges(sorted(p.index for p in parts)), n_offsets,
+                 len(consumer_groups), len(self.groups), extra=fields(topic=OFFSETS_TOPIC))
 
     def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
         if key is None or value is None:
@@ -284,10 +285,13 @@ class GroupCoordinator:
                       extra=fields(group=group_id, transactional_id=transactional_id, producer_id=producer_id))
         return results
 
-    def _replay(self, key: bytes | None, value: bytes | None, t: float) -> int:
+    def _replay(self, key: bytes | None, value: bytes | None, t: float, names: dict[uuid.UUID, str]) -> int:
         if key is None:
             raise OffsetsRecordError("record without a key")
         kind, group_id, topic, partition = parse_key(key)
+        if kind in TYPE_BY_KIND:  # a KIP-848 consumer group's record (`topic` holds the member id)
+            self.consumer.replay(kind, group_id, topic, value, names)
+            return 0
         group = self.groups.get(group_id)
         if kind == "offset":
             if value is None:
@@ -423,6 +427,7 @@ class GroupCoordinator:
         while True:
             now = trio.current_time()
             self._expire(now)
+            await self.consumer.flush()
             while self._pending_stores:
                 g = self._pending_stores.pop(0)
                 await self._store_group(g)

@@ -53,7 +53,7 @@ async def consumer_group_heartbeat(ctx, request):
         return Response(throttle_time_ms=0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     coord = ctx.broker.groups
     await coord.ensure_offsets_topic()
-    out = coord.consumer.heartbeat(request, ctx.version, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0],
+    out = await coord.consumer.heartbeat(request, ctx.version, ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0],
                                    may_describe=topic_filter(ctx))
     assignment = None
     if "assignment" in out:

