@@ -47,6 +47,7 @@ class ControllerServer:
         self.transactions = None
         self.add_partitions_to_txn = None
         self.share_fetch = None
+        self.client_telemetry = None
         self.share_coordinator = None
         self.lifecycle = None
         self.partition_table = _core.PartitionTable()  # holds the Rust authorizer only

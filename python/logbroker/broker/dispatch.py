@@ -61,6 +61,7 @@ class KafkaServer:
         self.listeners: list[str] = [name for name, _, _ in cfg.listeners_primary_first()] if cfg.is_broker else []
         self.sasl = [cfg.security_protocol(name).startswith("SASL_") for name in self.listeners]
         self.sessions: dict[int, SaslSession] = {}  # SASL listeners: each connection's exchange
+        self.connections: dict[int, dict] = {}  # each open connection's state (RequestContext.connection)
 
     def bind(self, partitions: _core.PartitionTable) -> dict[str, tuple[str, int]]:
         """Binds every listener and starts the network thread, which serves Produce and Fetch
@@ -99,13 +100,21 @@ class KafkaServer:
                     elif conn < 0:
                         log.log(level, "network thread: %s", message)
                     else:
-                        self.sessions.pop(conn, None)
+                        self._forget(conn)
                         log.log(level, "connection from %s closed: %s", peer, message, extra=fields(peer=peer))
 
     def close(self) -> None:
         """Closes the listener and every connection (idempotent)."""
         if self.net is not None:
             self.net.shutdown()
+
+    def _forget(self, conn: int) -> None:
+        """A connection closed: its state goes (and the client telemetry instance it carried)."""
+        self.sessions.pop(conn, None)
+        if self.connections.pop(conn, None) is not None:
+            telemetry = getattr(self.broker, "client_telemetry", None)
+            if telemetry is not None:
+                telemetry.connection_closed(conn)
 
     def _session(self, conn: int, peer: str, listener: str) -> SaslSession:
         session = self.sessions.get(conn)
@@ -126,21 +135,24 @@ class KafkaServer:
                              principal: str | None, listener: int) -> None:
         name = self.listeners[listener]
         session = self._session(conn, peer, name) if self.sasl[listener] else None
+        state = self.connections.get(conn)
+        if state is None:
+            state = self.connections[conn] = {"id": conn}
         try:
-            chunks = await self.handle_frame(frame, peer, principal, session, name)
+            chunks = await self.handle_frame(frame, peer, principal, session, name, state)
         except ProtocolError as e:
-            self.sessions.pop(conn, None)
+            self._forget(conn)
             net.close(conn, str(e))
             return
         except Exception:
             # A bug in a handler must cost one connection, never the broker.
             log.exception("internal error serving %s; connection closed", peer, extra=fields(peer=peer))
-            self.sessions.pop(conn, None)
+            self._forget(conn)
             net.close(conn)
             return
         if session is not None and session.failed is not None:
             reason, session.failed = session.failed, None
-            self.sessions.pop(conn, None)
+            self._forget(conn)
             # connection.failed.authentication.delay.ms: a password guesser waits for each answer
             await trio.sleep(self.broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
             net.respond_and_close(conn, chunks or [], reason)
@@ -181,7 +193,8 @@ class KafkaServer:
         net.serve_verified(conn, frame, verdicts)
 
     async def handle_frame(self, frame: bytes, peer: str, principal: str | None = "User:ANONYMOUS",
-                           session: SaslSession | None = None, listener: str | None = None) -> list | None:
+                           session: SaslSession | None = None, listener: str | None = None,
+                           connection: dict | None = None) -> list | None:
         """Serve one request frame (without its size prefix); on a connection of the
         controller listener (coord/controller_channel.py) with the controller's table.
         `principal` None: a SASL connection that has not authenticated yet."""
@@ -219,7 +232,7 @@ class KafkaServer:
         if listener is None:  # the controller listener's frames name none; a broker's primary one otherwise
             listener = self.listeners[0] if self.listeners else self.broker.config.get_str(
                 "controller.listener.names").split(",")[0].strip().upper()
-        ctx = RequestContext(self.broker, header, peer, table, principal or "", session, listener)
+        ctx = RequestContext(self.broker, header, peer, table, principal or "", session, listener, connection)
         try:
             response = await entry.handler(ctx, request)
         except ProtocolError as e:

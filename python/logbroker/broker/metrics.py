@@ -17,7 +17,8 @@ offline partitions, on the active controller only as in Kafka), the group coordi
 (consumer-group lag of the groups it coordinates: the partition's HW less the committed
 offset, the HW read from each partition's leader, broker/end_offsets.py) and /proc (CPU,
 memory, file descriptors), the client quotas (responses throttled and their total throttle
-time, per quota type).
+time, per quota type), and the metrics clients push (KIP-714, broker/client_telemetry.py:
+`kafka_client_<metric>{client_instance_id=...,client_id=...,...}`).
 """
 
 from __future__ import annotations
@@ -106,7 +107,17 @@ class MetricsServer:
         if b.groups is not None and b.controller is not None and b.replicas is not None:
             await self._group_lag(out, b.groups, b.controller, b.replicas)
         self._process(out)
+        telemetry = getattr(b, "client_telemetry", None)
+        if telemetry is not None:
+            self._client_metrics(out, telemetry)
         return out.text()
+
+    @staticmethod
+    def _client_metrics(out: Exposition, telemetry) -> None:
+        """The metrics clients pushed (PushTelemetry), each named by its OTLP name."""
+        for name, kind, labels, value in telemetry.samples():
+            out.family(name, kind, "Client metric pushed by the client (KIP-714)")
+            out.sample(name, value, labels)
 
     @staticmethod
     def _requests(out: Exposition, net: NetworkServer | None) -> None:

@@ -33,6 +33,7 @@ from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
 from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
 from logbroker.broker.metrics import MetricsServer
+from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.share_persister import SharePersister
 from logbroker.coord.share_coordinator import ShareCoordinator
 
@@ -70,6 +71,8 @@ class BrokerServer:
         self.partition_table = _core.PartitionTable()
         self.authorizer = AclAuthorizer(config, self.partition_table.authorizer)
         self.client_quotas = ClientQuotaPublisher(config, self.partition_table.client_quotas)
+        # KIP-714: the clients' metrics subscriptions and what they push (shown on metrics.listen)
+        self.client_telemetry = ClientTelemetryManager(config.get_int("telemetry.max.bytes"))
         self.server = KafkaServer(self)
         self.address: tuple[str, int] | None = None  # the primary (inter-broker) listener's
         self.listener_addresses: dict[str, tuple[str, int]] = {}  # every listener's bound address

@@ -1,5 +1,5 @@
-"""The configuration control manager (Kafka's ConfigurationControlManager): topic, group and
-dynamic broker configs (IncrementalAlterConfigs, AlterConfigs; CreateTopics' configs are
+"""The configuration control manager (Kafka's ConfigurationControlManager): topic, group,
+client-metrics (KIP-714) and dynamic broker configs (IncrementalAlterConfigs, AlterConfigs; CreateTopics' configs are
 checked in replication_control.py) as Config records, one per key that changes.
 
 Pure (see control.py).
@@ -19,6 +19,7 @@ from logbroker.common.config import (
     validate_group_config,
     validate_topic_config,
 )
+from logbroker.common import client_metrics
 from logbroker.coord.control import ControllerError, ControllerResult
 from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.metadata_records import encode_record
@@ -37,6 +38,8 @@ def list_default(key: str, kind: str) -> str | None:
     """The default a list key's APPEND/SUBTRACT starts from when it has no override (Kafka's
     ConfigDef default of the key, not the broker's configured value), or None when `key` is
     not a list key of a `kind` ("topic", "group" or "broker") resource."""
+    if kind == "client-metrics":
+        return client_metrics.DEFAULTS[key] if key in client_metrics.LIST_KEYS else None
     if kind == "broker":
         broker_key: str | None = key
     else:
@@ -153,3 +156,25 @@ class ConfigurationControlManager:
                           kind="group")
         return ControllerResult(_config_records("group", name, was, configs), configs,
                                 [(f"group {name}: configs now {configs}", {"group": name})])
+
+    def alter_client_metrics_configs(self, image: MetadataImage, name: str, changes: Mapping[str, Change],
+                                     replace: bool) -> ControllerResult[dict[str, str]]:
+        """Set (value) or delete (None) keys of the client-metrics subscription `name` (KIP-714:
+        metrics, interval.ms, match; common/client_metrics.py); `replace` drops every key not
+        named. The configs after the change are checked whole, as Kafka's
+        ControllerConfigurationValidator; a subscription left with no key is deleted."""
+        was = image.client_metrics.get(name, {})
+        configs = {} if replace else dict(was)
+        resolved = resolve_list_ops(was, changes, "client-metrics", _controller_not_list)
+        for k, v in resolved.items():
+            if v is None:
+                configs.pop(k, None)
+            else:
+                configs[k] = v
+        try:
+            configs = client_metrics.validate(name, configs)
+        except client_metrics.ClientMetricsConfigError as e:
+            raise ControllerError(e.code, e.message) from None
+        return ControllerResult(_config_records("client-metrics", name, was, configs), configs,
+                                [(f"client-metrics subscription {name}: configs now {configs}"
+                                  if configs else f"client-metrics subscription {name}: deleted", {})])

@@ -302,6 +302,17 @@ class Controller:
             if not validate_only:
                 await self._run(result)
 
+    async def alter_client_metrics_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
+                                           validate_only: bool) -> None:
+        """Set (value) or delete (None) keys of a client-metrics subscription (KIP-714,
+        config_control.py); deleting every key deletes it."""
+        if self._forward():
+            return await self.forwarder.alter_client_metrics_configs(name, changes, replace, validate_only)
+        async with self._lock:
+            result = self.configs.alter_client_metrics_configs(self.image, name, changes, replace)
+            if not validate_only:
+                await self._run(result)
+
     # --- SCRAM credentials, client quotas, ACLs ------------------------------------------
 
     async def alter_scram_credentials(self, deletions: list[tuple[str, str]],

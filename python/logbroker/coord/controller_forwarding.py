@@ -14,6 +14,7 @@ image shows the change, so the client's next Metadata on this broker sees it.
     create_partitions     CreatePartitions v3
     alter_topic_configs   AlterConfigs v2 (replace) or IncrementalAlterConfigs v1
     alter_group_configs   the same, for a GROUP resource
+    alter_client_metrics_configs  the same, for a CLIENT_METRICS resource
     elect_leaders         ElectLeaders v2
     alter_reassignments   AlterPartitionReassignments v1
     alter_scram_credentials  AlterUserScramCredentials v0 (per-user results returned as they come)
@@ -54,6 +55,7 @@ log = logging.getLogger("logbroker.controller")
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32
+CLIENT_METRICS_RESOURCE = 16
 TOPIC_CONFIG_SOURCE = 1  # CreateTopics result configs: set on the topic
 SET, DELETE = 0, 1
 CATCH_UP_SECONDS = 5.0
@@ -186,6 +188,17 @@ class Forwarder:
                 c = im.group_configs.get(name, {})
                 return all((k in c) == (v is not None) for k, v in changes.items())
             await self._caught_up(applied, f"the configs of group {name!r}")
+
+    async def alter_client_metrics_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
+                                           validate_only: bool) -> None:
+        await self._alter_configs(CLIENT_METRICS_RESOURCE, name, changes, replace, validate_only)
+        if not validate_only:
+            def applied(im: MetadataImage) -> bool:
+                c = im.client_metrics.get(name, {})
+                if replace:
+                    return set(c) == {k for k, v in changes.items() if v is not None}
+                return all((k in c) == (v is not None) for k, v in changes.items())
+            await self._caught_up(applied, f"the client-metrics subscription {name!r}")
 
     async def alter_broker_configs(self, name: str, changes: Mapping[str, Change], replace: bool,
                                    validate_only: bool) -> None:

@@ -19,6 +19,7 @@ On disk (owned by `MetadataStore`):
                                      "isr", "partition_epoch", "adding_replicas",
                                      "removing_replicas"}]}],
          "group_configs": {group: {k: v}},
+         "client_metrics": {subscription: {k: v}},
          "scram_credentials": {user: {mechanism: {"salt", "stored_key", "server_key" (base64),
                                                   "iterations"}}},
          "acls": {id (uuid hex): {"resource_type", "resource_name", "pattern_type", "principal",
@@ -224,6 +225,8 @@ class MetadataImage:
     # voter's controller listener is (Kafka's VotersRecord). Who votes is the Raft
     # configuration; this is the directory every node dials them by.
     voters: dict[int, list] = dataclasses.field(default_factory=dict)
+    # client-metrics subscriptions (KIP-714, CLIENT_METRICS config resources): name -> {key: value}
+    client_metrics: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -257,6 +260,7 @@ class MetadataImage:
             ],
             "group_configs": {g: dict(sorted(c.items())) for g, c in sorted(self.group_configs.items())},
             "broker_configs": {b: dict(sorted(c.items())) for b, c in sorted(self.broker_configs.items())},
+            "client_metrics": {n: dict(sorted(c.items())) for n, c in sorted(self.client_metrics.items())},
             "scram_credentials": {u: {m: c.to_json() for m, c in sorted(creds.items())}
                                   for u, creds in sorted(self.scram_credentials.items())},
             "acls": {i: a.to_json() for i, a in sorted(self.acls.items())},
@@ -282,9 +286,11 @@ class MetadataImage:
         broker_configs = {str(b): dict(c) for b, c in doc.get("broker_configs", {}).items()}
         controllers = {int(n): list(e) for n, e in doc.get("controllers", {}).items()}
         voters = {int(n): list(e) for n, e in doc.get("voters", {}).items()}
+        client_metrics = {str(n): dict(c) for n, c in doc.get("client_metrics", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
                    scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)),
-                   broker_configs=broker_configs, controllers=controllers, voters=voters)
+                   broker_configs=broker_configs, controllers=controllers, voters=voters,
+                   client_metrics=client_metrics)
 
 
 class MetadataStore:

@@ -43,6 +43,7 @@ class MetadataDelta:
         self.group_configs_changed = False
         self.features_changed = False
         self.broker_configs_changed = False
+        self.client_metrics_changed = False
         self.voters_changed = False
         self._copied: set[str] = set()  # containers of the image already copied
         self._topics_copied: set[str] = set()
@@ -138,6 +139,10 @@ class MetadataDelta:
     def broker_configs(self) -> dict[str, dict[str, str]]:
         self.broker_configs_changed = True
         return self._own("broker_configs", deep=True)
+
+    def client_metrics(self) -> dict[str, dict[str, str]]:
+        self.client_metrics_changed = True
+        return self._own("client_metrics", deep=True)
 
     def controllers(self) -> dict[int, list]:
         self.brokers_changed = True  # who may host partitions: read with the brokers

@@ -23,8 +23,9 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                      removing_replicas; a new leader bumps the leader epoch and every change the
                      partition epoch, unless the record carries leader_epoch / partition_epoch
                      (never lower than the current ones)
-    Config           resource ("topic"|"group"|"broker"), name, key, value (None removes it; a group or broker
-                     with no keys left goes; a broker's name is "" for the cluster default or its id)
+    Config           resource ("topic"|"group"|"broker"|"client-metrics"), name, key, value (None removes
+                     it; a group, broker or client-metrics subscription with no keys left goes; a broker's
+                     name is "" for the cluster default or its id)
     RemoveTopic      topic_id
     ProducerIds      next_producer_id (the first id not yet handed out)
     ProducerIdBlock  broker_id, size: the block [next_producer_id, +size) goes to that broker
@@ -236,11 +237,14 @@ def _partition_change(delta: MetadataDelta, rec: dict) -> None:
 
 
 def _config(delta: MetadataDelta, rec: dict) -> None:
-    if rec["resource"] in ("group", "broker"):
+    if rec["resource"] in ("group", "broker", "client-metrics"):
         if rec["resource"] == "broker" and not (rec["name"] == "" or str(rec["name"]).isdigit()):
             raise MetadataRecordError(f"Config record for broker {rec['name']!r}: a broker is \"\" (the cluster "
                                       "default) or a broker id")
-        owner = delta.group_configs() if rec["resource"] == "group" else delta.broker_configs()
+        if rec["resource"] == "client-metrics" and not rec["name"]:
+            raise MetadataRecordError("Config record for a client-metrics subscription without a name")
+        owner = (delta.group_configs() if rec["resource"] == "group" else delta.broker_configs()
+                 if rec["resource"] == "broker" else delta.client_metrics())
         configs = owner.setdefault(rec["name"], {})
         if rec["value"] is None:
             configs.pop(rec["key"], None)
@@ -502,7 +506,8 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
     if new.next_producer_id != old.next_producer_id:
         out.append(encode_record("ProducerIds", next_producer_id=new.next_producer_id))
     for resource, old_owners, new_owners in (("group", old.group_configs, new.group_configs),
-                                             ("broker", old.broker_configs, new.broker_configs)):
+                                             ("broker", old.broker_configs, new.broker_configs),
+                                             ("client-metrics", old.client_metrics, new.client_metrics)):
         for g in sorted(set(old_owners) | set(new_owners)):
             was, now = old_owners.get(g, {}), new_owners.get(g, {})
             for k in sorted(set(was) | set(now)):

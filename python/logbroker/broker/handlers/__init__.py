@@ -20,6 +20,7 @@ from logbroker.protocol import API_NAMES, REQUESTS, RequestHeader
 if TYPE_CHECKING:
     from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
     from logbroker.broker.authorizer import AclAuthorizer
+    from logbroker.broker.client_telemetry import ClientTelemetryManager
     from logbroker.common.config import BrokerConfig
     from logbroker.common.sasl import SaslSession
     from logbroker.broker.replica_manager import ReplicaManager
@@ -46,6 +47,7 @@ class BrokerView(Protocol):
     share_coordinator: ShareCoordinator | None
     quorum: MetadataQuorum  # the metadata log (every node runs on one)
     authorizer: AclAuthorizer | None  # ACLs (broker/authorizer.py)
+    client_telemetry: ClientTelemetryManager | None  # KIP-714 client metrics (broker/client_telemetry.py)
 
 
 _auth_log = logging.getLogger("logbroker.authorizer")  # Kafka's kafka.authorizer.logger; denials at DEBUG only
@@ -83,6 +85,9 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"  # who the connection authenticated as
     sasl: SaslSession | None = None  # the connection's SASL state, on a SASL listener
     listener: str = "PLAINTEXT"  # the name of the listener the request came in on
+    # the connection's own state, kept by the dispatcher while it is open: "id" (the network
+    # thread's connection id), "client_software_name" / "_version" (from ApiVersions v3+)
+    connection: dict | None = None
 
     @property
     def version(self) -> int:
@@ -160,6 +165,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         api_versions,
         broker_heartbeat,
         client_quotas,
+        client_telemetry,
         consumer_groups,
         create_partitions,
         create_topics,
@@ -171,6 +177,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         describe_quorum,
         describe_topic_partitions,
         elect_leaders,
+        list_config_resources,
         update_features,
         groups,
         init_producer_id,
@@ -191,7 +198,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         list_offsets, metadata, api_versions, create_topics, delete_topics,
         delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
         describe_cluster, describe_producers, elect_leaders, describe_log_dirs, update_features,
-        describe_topic_partitions,
+        describe_topic_partitions, list_config_resources,
     ]
     table = {}
     # Produce and Fetch are served by the Rust network thread (rust/src/server/); they are
@@ -212,6 +219,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in acls.ENTRIES:  # DescribeAcls (29), CreateAcls (30), DeleteAcls (31)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in client_quotas.ENTRIES:  # DescribeClientQuotas (48), AlterClientQuotas (49)
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in client_telemetry.ENTRIES:  # GetTelemetrySubscriptions (71), PushTelemetry (72)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in [*share_groups.ENTRIES, *share_state.ENTRIES]:  # KIP-932: and share.version 1
         table[key] = HandlerEntry(key, lo, hi, fn, enabled_by="group.share.enable", feature=("share.version", 1))

@@ -11,7 +11,11 @@ restart; a static key is refused with INVALID_CONFIG saying where to set it. Des
 a broker gives every key with its source (this broker's dynamic config, the cluster
 default, the static config, the default). Group resources (type 32) hold Kafka's
 group-level keys (`share.auto.offset.reset`, `share.record.lock.duration.ms`, ...; the
-broker's `group.*` keys are their defaults), stored in the metadata log.
+broker's `group.*` keys are their defaults), stored in the metadata log. Client-metrics
+resources (type 16, KIP-714) are named subscriptions with the keys `metrics`, `interval.ms` and
+`match` (common/client_metrics.py), stored in the metadata log as well; describing one gives
+the three keys (source CLIENT_METRICS_CONFIG when set, else the default; an unknown name
+is all defaults, as Kafka), and deleting its last key deletes it.
 
 IncrementalAlterConfigs' APPEND and SUBTRACT apply to list keys (cleanup.policy,
 log.cleanup.policy): the controller works out the new value from the override it holds, else
@@ -24,7 +28,8 @@ DELETE of an absent override is a no-op there): a topic key logbroker does not h
 `kafka-reassign-partitions --verify` clears) is never set.
 
 Authorization as Kafka's: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the
-topic, the group, or for a broker (and broker logger) the cluster, else
+topic, the group, or for a broker (and broker logger) and a client-metrics subscription the
+cluster, else
 TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED for that resource, before anything else about it.
 """
 
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import logging
 
+from logbroker.common import client_metrics
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
 from logbroker.coord.config_control import Change, broker_not_list, list_default
@@ -41,13 +47,12 @@ from logbroker.protocol import RESPONSES, ErrorCode
 
 log = logging.getLogger("logbroker.admin")
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
-# ConfigSource
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 # Kafka's ConfigSource ids
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, CLIENT_METRICS_CONFIG, GROUP_CONFIG = 4, 5, 7, 8
 # ConfigType
-BOOLEAN, STRING, INT, LONG, PASSWORD = 1, 2, 3, 5, 9
+BOOLEAN, STRING, INT, LONG, LIST, PASSWORD = 1, 2, 3, 5, 7, 9
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 DescribeResponse = RESPONSES[32]
@@ -135,6 +140,27 @@ def _describe_group(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[i
     return ErrorCode.NONE, None, out
 
 
+def _describe_client_metrics(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[int, str | None, list]:
+    """A client-metrics subscription's three keys, as Kafka's ConfigHelper: the value set
+    (source CLIENT_METRICS_CONFIG, its only synonym) or the default (DEFAULT_CONFIG)."""
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty", []
+    configs = ctx.controller.image.client_metrics.get(name, {})
+    out = []
+    for key in client_metrics.KEYS:
+        if keys is not None and key not in keys:
+            continue
+        value = configs.get(key, client_metrics.DEFAULTS[key])
+        source = CLIENT_METRICS_CONFIG if key in configs else DEFAULT_CONFIG
+        syn = [DescribeResponse.DescribeConfigsSynonym(name=key, value=value, source=CLIENT_METRICS_CONFIG)] \
+            if synonyms and key in configs else []
+        out.append(DescribeResponse.DescribeConfigsResourceResult(
+            name=key, value=value, read_only=False, config_source=source, is_sensitive=False, synonyms=syn,
+            config_type=LIST if key in client_metrics.LIST_KEYS else INT,
+            documentation=client_metrics.DOCS[key] if docs else None))
+    return ErrorCode.NONE, None, out
+
+
 def _describe_broker(ctx, name: str, keys, synonyms: bool, docs: bool) -> tuple[int, str | None, list]:
     """A broker's configs (every key, with its source: this broker's dynamic config, the
     cluster default, the static config or the default; only the dynamic keys are not read
@@ -177,6 +203,7 @@ _ACL_RESOURCES = {
     GROUP: (Res.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
     BROKER: (Res.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
     BROKER_LOGGER: (Res.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    CLIENT_METRICS: (Res.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
 }
 
 
@@ -204,6 +231,9 @@ async def describe_configs(ctx, request):
             code, msg, configs = _describe_topic(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation, version)
         elif r.resource_type == GROUP:
             code, msg, configs = _describe_group(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
+        elif r.resource_type == CLIENT_METRICS:
+            code, msg, configs = _describe_client_metrics(ctx, r.resource_name, keys, request.include_synonyms,
+                                                          version >= 3 and request.include_documentation)
         elif r.resource_type == BROKER:
             code, msg, configs = _describe_broker(ctx, r.resource_name, keys, request.include_synonyms, version >= 3 and request.include_documentation)
         else:
@@ -221,13 +251,16 @@ async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, valid
                    group=resource.resource_name if resource.resource_type == GROUP else None, peer=ctx.peer)
     if not replace:
         dynamic = ctx.controller.image.broker_configs.get(resource.resource_name, {})
+        subscription = ctx.controller.image.client_metrics.get(resource.resource_name, {})
         absent = sorted(k for k, v in changes.items() if v is None
                         and ((resource.resource_type == TOPIC and k not in TOPIC_KEYS)
-                             or (resource.resource_type == BROKER and k not in dynamic)))
+                             or (resource.resource_type == BROKER and k not in dynamic)
+                             or (resource.resource_type == CLIENT_METRICS and k not in subscription)))
         if absent:
             log.info("%s %s: deleting %s from %s changes nothing (never set)",
-                     "broker" if resource.resource_type == BROKER else "topic", resource.resource_name or "default",
-                     absent, ctx.peer, extra=named)
+                     {BROKER: "broker", CLIENT_METRICS: "client-metrics subscription"}.get(resource.resource_type,
+                                                                                           "topic"),
+                     resource.resource_name or "default", absent, ctx.peer, extra=named)
         changes = {k: v for k, v in changes.items() if k not in absent}
         if resource.resource_type in (BROKER, GROUP) and not changes:
             return ErrorCode.NONE, None
@@ -241,6 +274,8 @@ async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, valid
         kind, alter = "group", ctx.controller.alter_group_configs
     elif resource.resource_type == TOPIC:
         kind, alter = "topic", ctx.controller.alter_topic_configs
+    elif resource.resource_type == CLIENT_METRICS:
+        kind, alter = "client-metrics subscription", ctx.controller.alter_client_metrics_configs
     else:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
     try:

@@ -41,6 +41,9 @@ def unsupported_version_response():
 
 
 async def handle(ctx, request):
+    if ctx.version >= 3 and ctx.connection is not None:  # KIP-511: who the client is (KIP-714 matches on it)
+        ctx.connection["client_software_name"] = request.client_software_name
+        ctx.connection["client_software_version"] = request.client_software_version
     levels = finalized(ctx.controller.image, ctx.broker.config)
     return Response(
         error_code=ErrorCode.NONE, api_keys=_api_keys(ctx), throttle_time_ms=0,
