@@ -22,7 +22,7 @@ from logbroker import Broker, Cluster
 from logbroker.broker.otlp import DataPoint, decode_metrics_data, encode_metrics_data
 from logbroker.common.directory_id import text as uuid_text
 from logbroker.protocol import REQUESTS, ErrorCode
-from conftest import needs_java, wait_until
+from conftest import kafka_configs, needs_java, wait_until
 from rawclient import RawClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -361,6 +361,11 @@ def test_kafka_client_metrics_tool(broker_process, tmp_path):
     bp.start()
     out = client_metrics_tool(tools, bs, "--describe", "--name", "producers")
     assert "interval.ms=60000" in out
+    # kafka-configs manages them too (--entity-type client-metrics)
+    kafka_configs(tools, bs, "--alter", "--entity-type", "client-metrics", "--entity-name", "producers",
+                  "--add-config", "interval.ms=30000")
+    out = kafka_configs(tools, bs, "--describe", "--entity-type", "client-metrics", "--entity-name", "producers")
+    assert "interval.ms=30000 sensitive=false synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:interval.ms=30000}" in out
     assert "Deleted client metrics config for everything." in client_metrics_tool(
         tools, bs, "--delete", "--name", "everything")
     assert client_metrics_tool(tools, bs, "--list").split() == ["producers"]
