@@ -248,3 +248,253 @@ async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, c
     await coord.reload()
     assert "g" not in coord.consumer.groups
     assert (await hb("m1", 3, owned=kept))["error"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+# --- Kafka's own tool reads the records -----------------------------------------------------
+
+
+def heartbeat(bs: str, group: str, member_id: str, epoch: int, topic_id=None, owned=None, topics=None):
+    HB = REQUESTS[68]
+    req = HB(group_id=group, member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=30000,
+             subscribed_topic_names=topics,
+             topic_partitions=None if owned is None else
+             [HB.TopicPartitions(topic_id=topic_id, partitions=sorted(owned))] if owned else [])
+    from rawclient import RawClient
+
+    with RawClient(bs) as c:
+        return c.request(68, 1, req)
+
+
+def describe(bs: str, group: str):
+    from rawclient import RawClient
+
+    with RawClient(bs) as c:
+        return c.request(69, 1, REQUESTS[69](group_ids=[group])).groups[0]
+
+
+def test_kafka_dump_log_decodes_the_consumer_group_records(tmp_path):
+    """kafka-dump-log --offsets-decoder (Kafka's GroupCoordinatorRecordSerde) on the segment
+    of __consumer_offsets: every record type, with the values the group has."""
+    require_java()
+    sys.path.insert(0, str(HERE.parent))
+    from benches.peers.kafka import install
+    from logbroker import Broker
+    from logbroker.coord.offsets_topic import partition_for
+    from replication_helpers import create
+
+    with Broker(data_dir=tmp_path / "d") as b:
+        bs = b.bootstrap_servers
+        create(b, "dumped", 3, 1)
+        tid = None
+
+        def join(member):
+            r = heartbeat(bs, "dg", member, 0, owned=set(), topics=["dumped"])
+            return r if r.error_code == 0 else None
+
+        r1 = wait_until(lambda: join("member-a"), what="member-a joined")
+        tid = r1.assignment.topic_partitions[0].topic_id
+        r2 = join("member-b")
+        assert r2.member_epoch == 2
+        heartbeat(bs, "dg", "member-a", 1, tid, owned={0, 1, 2})  # revokes one of its partitions
+        assert heartbeat(bs, "dg", "member-b", -1).error_code == 0  # leaves: tombstones
+        index = partition_for("dg", b.config.get_int("offsets.topic.num.partitions"))
+        segs = sorted((tmp_path / "d" / f"{OFFSETS_TOPIC}-{index}").glob("*.log"))
+        kafka = install()
+        r = subprocess.run(kafka.tools_java("org.apache.kafka.tools.DumpLogSegments",
+                                            ["--files", ",".join(map(str, segs)), "--offsets-decoder"]),
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        decoded = re.findall(r"key: (\{.*?\}) payload: (.*)$", r.stdout, re.M)
+        mine = [(json.loads(k), p) for k, p in decoded if json.loads(k)["data"].get("groupId") == "dg"]
+        assert mine, r.stdout[-3000:]
+        by_type: dict[str, list] = {}
+        for key, payload in mine:
+            by_type.setdefault(key["type"], []).append((key["data"], None if not payload.startswith("{")
+                                                        else json.loads(payload)))
+        assert set(by_type) == {"3", "4", "5", "6", "7", "8"}, sorted(by_type)
+        assert by_type["3"][-1][1]["data"]["epoch"] == 3  # joined, joined, left
+        assert by_type["6"][-1][1]["data"]["assignmentEpoch"] == 3
+        assert by_type["4"][-1][1]["data"]["topics"][0]["topicName"] == "dumped"
+        assert by_type["4"][-1][1]["data"]["topics"][0]["numPartitions"] == 3
+        a_meta = [v for k, v in by_type["5"] if k["memberId"] == "member-a"][-1]["data"]
+        assert a_meta["subscribedTopicNames"] == ["dumped"] and a_meta["rebalanceTimeoutMs"] == 30000
+        assert a_meta["clientId"] == "raw"
+        # member-b: values first, then tombstones (current assignment, target, subscription)
+        b_last = {t: [v for k, v in by_type[t] if k["memberId"] == "member-b"][-1] for t in ("5", "7", "8")}
+        assert b_last == {"5": None, "7": None, "8": None}, b_last
+        a_cur = [v for k, v in by_type["8"] if k["memberId"] == "member-a"]
+        revoking = [v["data"] for v in a_cur if v["data"]["partitionsPendingRevocation"]]
+        assert revoking and revoking[0]["state"] == 1 and revoking[0]["memberEpoch"] == 1
+        d = describe(bs, "dg")
+        assert d.group_epoch == 3 and [m.member_id for m in d.members] == ["member-a"]
+
+
+# --- real clients: a coordinator killed, a broker restarted ----------------------------------
+
+
+def group_view(bs: str, group: str):
+    """(group epoch, {member id: (member epoch, sorted partitions)}) from ConsumerGroupDescribe
+    to `bs`, None unless it answers for the group without error."""
+    d = describe(bs, group)
+    if d.error_code != 0:
+        return None
+    return d.group_epoch, {m.member_id: (m.member_epoch, sorted(p for tp in m.assignment.topic_partitions
+                                                               for p in tp.partitions)) for m in d.members}
+
+
+def stable_view(bs: str, group: str, members: list, partitions: int):
+    """The group's view once both members are at the group epoch with a disjoint split of
+    every partition that their clients agree with (None before)."""
+    v = group_view(bs, group)
+    if v is None or len(v[1]) != len(members):
+        return None
+    epoch, by_member = v
+    owned = [set(ps) for _, ps in by_member.values()]
+    if any(e != epoch for e, _ in by_member.values()) or sum(map(len, owned)) != partitions \
+            or set().union(*owned) != set(range(partitions)):
+        return None
+    if sorted(map(sorted, owned)) != sorted(sorted(m.assigned) for m in members):
+        return None
+    return v
+
+
+def assert_exactly_once(members: list, values: list[str]) -> None:
+    got = [r[2] for m in members for r in m.records]
+    dupes = sorted({v for v in got if got.count(v) > 1})
+    assert not dupes, f"consumed twice: {dupes[:20]}"
+    assert sorted(got) == sorted(values)
+
+
+def assert_no_rebalance(members: list, marks: list[int]) -> None:
+    for m, mark in zip(members, marks):
+        assert m.history[mark:] == [], f"member saw its assignment change: {m.history[mark:]}"
+
+
+def committed_ends(bs: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                              timeout=15)}
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(400)
+def test_members_continue_after_their_coordinator_is_killed(tmp_path):
+    """Three brokers, __consumer_offsets replicated three ways; two librdkafka members
+    (group.protocol=consumer). SIGKILL of the coordinator: the new coordinator (the new leader
+    of the group's partition) loads the group with the same group epoch, member epochs and
+    assignments; the members go on without a rebalance (no partition revoked or assigned on
+    their side), every record is consumed exactly once, and the committed offsets are the ends.
+    Then the killed broker comes back (and may lead the partition again): the same."""
+    from logbroker import Cluster
+    from logbroker.coord.offsets_topic import partition_for
+    from replication_helpers import FAST, create, full_isr, layout
+    from test_groups import MemberProc, produce
+
+    config = {**FAST, "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 5,
+              "min.insync.replicas": 2, "group.consumer.heartbeat.interval.ms": 500}
+    started: list[MemberProc] = []
+    with Cluster(3, data_dir=tmp_path / "cluster", config=config) as cluster:
+        try:
+            create(cluster.nodes[0], "cg-t", 6, 3)
+            full_isr(cluster, "cg-t", 6)
+            bs = cluster.bootstrap_servers
+            values = produce(bs, "cg-t", 6, 600, "a")
+            for _ in range(2):
+                started.append(MemberProc("confluent", bs, "cg-kill", "cg-t", "--protocol", "consumer"))
+            full_isr(cluster, OFFSETS_TOPIC, 5)
+            index = partition_for("cg-kill", 5)
+            coordinator = layout(cluster.nodes[0])[(OFFSETS_TOPIC, index)][0]
+            coord_bs = cluster.node(coordinator).bootstrap_servers
+            before = wait_until(lambda: stable_view(coord_bs, "cg-kill", started, 6), timeout=60,
+                                what="two members with a stable split")
+            wait_until(lambda: sum(len(m.records) for m in started) >= 600, timeout=60, what="the first 600 records")
+            wait_until(lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 100 for p in range(6)}, timeout=30,
+                       what="the first records committed")
+            marks = [len(m.history) for m in started]
+
+            cluster.node(coordinator).kill()
+            survivor = next(n for n in cluster.nodes if n.node_id != coordinator)
+
+            def new_coordinator():
+                leader = layout(survivor)[(OFFSETS_TOPIC, index)][0]
+                return leader if leader not in (coordinator, -1) else None
+
+            moved = wait_until(new_coordinator, timeout=60, what=f"a new leader of {OFFSETS_TOPIC}-{index}")
+            new_bs = cluster.node(moved).bootstrap_servers
+            after = wait_until(lambda: group_view(new_bs, "cg-kill"), timeout=60,
+                               what=f"node {moved} coordinating cg-kill")
+            assert after == before, f"the group changed across the failover: {before} -> {after}"
+            more = produce(bs, "cg-t", 6, 300, "b")
+            wait_until(lambda: sum(len(m.records) for m in started) >= 900, timeout=90,
+                       what="the records produced after the failover")
+            time.sleep(2)
+            assert group_view(new_bs, "cg-kill") == before
+            assert_no_rebalance(started, marks)
+            assert_exactly_once(started, values + more)
+            wait_until(lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 150 for p in range(6)}, timeout=30,
+                       what="every record committed")
+
+            cluster.node(coordinator).start()
+            full_isr(cluster, OFFSETS_TOPIC, 5)
+            last = produce(bs, "cg-t", 6, 120, "c")
+            wait_until(lambda: sum(len(m.records) for m in started) >= 1020, timeout=90,
+                       what="the records produced after the restart")
+
+            def view_at_leader():  # leadership may be moving back to the restarted node meanwhile
+                leader = layout(cluster.node(moved))[(OFFSETS_TOPIC, index)][0]
+                return leader > 0 and group_view(cluster.node(leader).bootstrap_servers, "cg-kill")
+
+            assert wait_until(view_at_leader, timeout=30, what="the coordinator's view") == before
+            assert_no_rebalance(started, marks)
+            assert_exactly_once(started, values + more + last)
+            wait_until(lambda: committed_ends(bs, "cg-kill", "cg-t", 6) == {p: 170 for p in range(6)}, timeout=30,
+                       what="every record committed")
+            assert all(m.proc.poll() is None for m in started)
+        finally:
+            for m in started:
+                if m.proc.poll() is None:
+                    m.kill()
+
+
+@pytest.mark.timeout(300)
+def test_members_continue_after_a_broker_restart(tmp_path):
+    """One broker restarted (a clean stop, a start on the same data and port) under two
+    librdkafka members: it loads the group from __consumer_offsets, and the members go on at
+    their epochs with their partitions; every record once."""
+    from logbroker import Broker
+    from test_groups import MemberProc, produce, setup_topic
+
+    started: list[MemberProc] = []
+    with Broker(data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=500) as b:
+        try:
+            bs = b.bootstrap_servers
+            values = setup_topic(bs, "cg-r", 6, 600, "a")
+            for _ in range(2):
+                started.append(MemberProc("confluent", bs, "cg-restart", "cg-r", "--protocol", "consumer"))
+            before = wait_until(lambda: stable_view(bs, "cg-restart", started, 6), timeout=60,
+                                what="two members with a stable split")
+            wait_until(lambda: sum(len(m.records) for m in started) >= 600, timeout=60, what="the first 600 records")
+            wait_until(lambda: committed_ends(bs, "cg-restart", "cg-r", 6) == {p: 100 for p in range(6)}, timeout=30,
+                       what="the first records committed")
+            marks = [len(m.history) for m in started]
+            b.restart()
+            assert b.bootstrap_servers == bs
+            after = wait_until(lambda: group_view(bs, "cg-restart"), timeout=60, what="the group loaded")
+            assert after == before, f"the group changed across the restart: {before} -> {after}"
+            more = produce(bs, "cg-r", 6, 300, "b")
+            wait_until(lambda: sum(len(m.records) for m in started) >= 900, timeout=90,
+                       what="the records produced after the restart")
+            time.sleep(2)
+            assert group_view(bs, "cg-restart") == before
+            assert_no_rebalance(started, marks)
+            assert_exactly_once(started, values + more)
+            wait_until(lambda: committed_ends(bs, "cg-restart", "cg-r", 6) == {p: 150 for p in range(6)}, timeout=30,
+                       what="every record committed")
+        finally:
+            for m in started:
+                if m.proc.poll() is None:
+                    m.kill()
