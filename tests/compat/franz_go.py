@@ -46,7 +46,7 @@ subtest reads that before calling adm() itself, so alone in a process it always 
 test's outcome is its own `--- PASS/FAIL/SKIP` event; a failure's detail is what the test said
 (its t.Error/t.Log lines) then the tail of its output (the client's log lines interleave: the
 tests run in parallel). A subtest skipped on a passing test makes it a fail ("skipped: ..."),
-as a skipped test does. -test.timeout (15 minutes for the full form, 5 for the short one)
+as a skipped test does. -test.timeout (10 minutes for the full form, 5 for the short one)
 bounds a hanging test (the ETL tests wait for every record, without a deadline of their own):
 the test running longest fails as timed out, the others left run in a fresh process. Each
 run's test2json events and the broker's log are kept under <cache>/logs/.
@@ -110,7 +110,7 @@ SHORT_RECORDS = 20_000
 
 # Seconds before a test-binary run is cut off (its own -test.timeout: it panics with every
 # goroutine's stack; killing the process is the backstop two minutes later).
-TEST_TIMEOUT = {"short": 300, "full": 900}
+TEST_TIMEOUT = {"short": 300, "full": 600}
 
 DIFFERENCES: dict[str, str] = {
     "TestIssueProduceBrokerTooOldFailsRecords": (
@@ -130,6 +130,23 @@ DIFFERENCES: dict[str, str] = {
         "leaves every topic whose name starts with '__' out of subscriptions, by name and by regex "
         "(python/logbroker/coord/consumer_group.py, ConsumerGroupCoordinator._topics). Open "
         "logbroker bug; the fix is to resolve subscriptions against every topic of the image."),
+    "TestTxnEtl": (
+        "Consume-transform-produce through chains of transactional group consumers (classic, "
+        "KIP-848, static members), 500,000 records, transactions v2 (the epoch bumps at every "
+        "commit; the leader adds a partition to the transaction on its first batch). On Kafka it "
+        "passes; on logbroker a producer fails with OUT_OF_ORDER_SEQUENCE_NUMBER ('expected N, "
+        "received 0' in the broker log) and the chain stalls. Why: franz-go pipelines up to five "
+        "produce requests per broker. The first request of a new transaction is refused "
+        "(NOT_ENOUGH_REPLICAS: its coordinator answers CONCURRENT_TRANSACTIONS while the previous "
+        "transaction's markers are being written); a later pipelined request reaches a partition "
+        "after its end marker set the producer's new epoch there, with no batch of that epoch yet. "
+        "Kafka refuses that batch unless its sequence is 0 (ProducerAppendInfo.checkSequence: "
+        "last sequence NO_SEQUENCE, so only 0 is in sequence); logbroker accepts any sequence "
+        "there (rust/src/producer_state.rs, ProducerAppend::check: `if last < 0 { return "
+        "Ok(None) }`), appends the later batch over the gap, and the client's in-order resend of "
+        "the first batch (sequence 0) is then out of order. Open logbroker bug; timing-dependent "
+        "(it needs the refused first request), so it shows under the full suite's load: some "
+        "848 subtests on one node, most chains on three."),
 }
 
 
@@ -367,6 +384,9 @@ class _Stream:
         self.sub_skips: dict[str, list[str]] = {}  # top-level test -> "sub: reason" of skipped subtests
         self.sub_output: dict[str, list[str]] = {}  # subtest -> its output (for a skip's reason)
         self.loose: list[str] = []  # output outside any test (a panic's goroutine dump, FAIL lines)
+        # -test.timeout's panic: the top-level tests it lists as running, with their run time
+        self.timed_out: dict[str, float] | None = None
+        self.panic: list[str] = []
 
     def feed(self, line: str) -> None:
         try:
@@ -375,6 +395,8 @@ class _Stream:
             self.loose.append(line)
             return
         test, action = ev.get("Test"), ev.get("Action")
+        if action == "output":  # the panic is printed as some test's output, or none's
+            self._watch_timeout(ev.get("Output", ""))
         if not test:
             if action == "output":
                 self.loose.append(ev.get("Output", ""))
@@ -395,6 +417,24 @@ class _Stream:
                 self.running.pop(top, None)
             elif action == "skip":
                 self.sub_skips.setdefault(top, []).append(f"{test}: {_skip_reason(self.sub_output.get(test, []))}")
+
+
+    def _watch_timeout(self, text: str) -> None:
+        if text.startswith("panic: test timed out after"):
+            self.timed_out = {}
+        if self.timed_out is None:
+            return
+        if len(self.panic) < 40:
+            self.panic.append(text)
+        m = re.match(r"^\t\t([^/\s]+) \((\S+)\)$", text)
+        if m:
+            self.timed_out[m.group(1)] = _go_seconds(m.group(2))
+
+
+def _go_seconds(d: str) -> float:
+    """A Go duration ("14m57s", "1h0m3s", "2.5s") in seconds."""
+    unit = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    return sum(float(n) * unit[u] for n, u in re.findall(r"([\d.]+)(h|ms|us|µs|ns|m|s)", d))
 
 
 def _skip_reason(lines: list[str]) -> str:
@@ -465,23 +505,32 @@ def run(target, short: bool, workdir: str) -> list[Outcome]:
     while todo:
         logs.append(Path(workdir) / f"franz-go-{len(logs) + 1}.jsonl")
         s = _run_binary(todo, env, limit, logs[-1])
+        culprit = None
+        if s.timed_out is not None:
+            # go test fails whichever test printed the panic; the one that hung is the one
+            # running longest, and the others were only running beside it
+            culprit = max(s.timed_out, key=lambda t: s.timed_out[t]) if s.timed_out else None
+            for name in s.timed_out:
+                s.final.pop(name, None)
+                s.running.setdefault(name, "")
+        elif "(killed after" in "".join(s.loose):
+            culprit = min(s.running, key=lambda t: s.running[t]) if s.running else None
         for name in todo:
             if name in s.final:
                 done[name] = _outcome(name, s)
         rest = [t for t in todo if t not in done]
         if not rest:
             break
-        crash = "".join(s.loose)[-1500:]
-        timed_out = "test timed out after" in crash or "(killed after" in crash
-        culprits = sorted(s.running, key=lambda t: s.running[t])[:1] if timed_out else []
-        print(f"   the test binary died ({'timeout' if timed_out else 'no result for ' + str(len(rest)) + ' tests'}); "
+        crash = ("".join(s.panic) or "".join(s.loose))[-1200:]
+        print(f"   the test binary died ({'timeout' if culprit else 'no result for ' + str(len(rest)) + ' tests'}); "
               f"running then: {sorted(s.running)}", flush=True)
         for name in rest:
-            if name in culprits or (name in s.running and name in bystander):
+            if name == culprit or (name in s.running and name in bystander):
                 said = _failure_detail(s.output.get(name, []))
-                why = f"timed out: still running after {limit} s (-test.timeout)" if name in culprits else "the test binary died"
-                done[name] = Outcome(name, "fail", float(limit) if name in culprits else 0.0,
-                                     (said[-1000:] + f"\n({why})\n" + crash)[-2000:])
+                why = (f"timed out: still running after {limit} s (-test.timeout)" if name == culprit
+                       else "the test binary died again while it ran")
+                done[name] = Outcome(name, "fail", float(limit) if name == culprit else 0.0,
+                                     (said[-700:] + f"\n({why})\n" + crash)[-2000:])
             elif name in s.running:
                 bystander.add(name)
         rest2 = [t for t in rest if t not in done]
