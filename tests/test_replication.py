@@ -210,3 +210,16 @@ def test_followers_fetch_in_incremental_sessions_and_replicate_without_them(tmp_
                            what=f"node {n.node_id}: (sessions, partitions cached) = {want}")
             acked = produce_all(cluster.bootstrap_servers, "s0", 200, **{"linger.ms": 0})
             assert len(acked) == 200
+
+
+def test_acks_all_on_fewer_replicas_than_min_insync_replicas(tmp_path):
+    # Kafka's effective min ISR (Partition.effectiveMinIsr) is min(min.insync.replicas, replicas):
+    # acks=all on an RF 1 or RF 2 topic of a cluster whose min.insync.replicas is 3 is answered
+    # once every replica has the records, not refused with NOT_ENOUGH_REPLICAS.
+    with Cluster(3, data_dir=tmp_path, config={**FAST, "min.insync.replicas": 3}) as cluster:
+        create(cluster.node(1), "rf1", 2, 1)
+        create(cluster.node(1), "rf2", 2, 2)
+        full_isr(cluster, "rf2", 2)
+        for topic in ("rf1", "rf2"):
+            acked = produce_all(cluster.bootstrap_servers, topic, 200)
+            assert len(acked) == 200, topic

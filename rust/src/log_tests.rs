@@ -902,3 +902,38 @@ fn recompression_past_max_message_bytes_is_refused_and_stores_nothing() {
     assert!(e.contains("max.message.bytes") && e.contains("recompression"), "{e}");
     assert_eq!(lb.log.log_end_offset(), 0);
 }
+
+#[test]
+fn index_entries_name_batch_last_offsets_as_kafka_writes_them() {
+    // Batches of 4 records whose largest timestamp is the second record's: the offset index
+    // maps batch *last* offsets, the time index names the last offset of the batch holding the
+    // max timestamp (kafka-dump-log checks both), while ListOffsets -3 still gets the record,
+    // before and after a reopen that reads the time index back.
+    let dir = tempfile::tempdir().unwrap();
+    let config = small(1 << 20);
+    let mut lb = LogBuilder::open(dir.path(), config.clone()).unwrap();
+    for k in 0..20i64 {
+        let b = BatchBuilder::new().base_timestamp(1_000 + 100 * k).records([0, 50, 10, 20].into_iter().map(|d| {
+            let mut r = Rec::default();
+            r.key = Some(b"k".to_vec());
+            r.value = Some(vec![b'v'; 40]);
+            r.ts_delta(d)
+        }));
+        lb.log.append_as_leader(b.build(), 0, 5_000).unwrap();
+    }
+    let want = (1_000 + 100 * 19 + 50, 19 * 4 + 1);
+    assert_eq!(lb.log.max_timestamp(), want);
+    lb.log.close().unwrap();
+    let index = std::fs::read(dir.path().join("00000000000000000000.index")).unwrap();
+    let time_index = std::fs::read(dir.path().join("00000000000000000000.timeindex")).unwrap();
+    let offsets: Vec<u32> = index.chunks(8).map(|e| u32::from_be_bytes(e[..4].try_into().unwrap())).collect();
+    let time_offsets: Vec<u32> = time_index.chunks(12).map(|e| u32::from_be_bytes(e[8..12].try_into().unwrap())).collect();
+    assert!(offsets.len() >= 3 && time_offsets.len() >= 3, "{offsets:?} {time_offsets:?}");
+    assert!(offsets.iter().chain(&time_offsets).all(|o| (o + 1) % 4 == 0), "{offsets:?} {time_offsets:?}");
+    reopen(&mut lb, dir.path(), config);
+    assert_eq!(lb.log.max_timestamp(), want);
+    // lookups by offset and timestamp still land on the right records
+    assert_eq!(lb.log.offset_for_timestamp(1_000 + 100 * 7 + 15).unwrap().map(|(o, _)| o), Some(7 * 4 + 1));
+    let got = read_all_values(&lb.log, 41).unwrap();
+    assert_eq!(got.first().map(|(o, _)| *o), Some(41));
+}

@@ -19,9 +19,15 @@
 //!   checkpoint); elsewhere a gap is corruption.
 //! - `size` is the number of valid bytes; the file is never longer after an append completes
 //!   (a failed write is truncated back, so a full disk leaves no partial batch).
-//! - Index entries are added only every `index.interval.bytes`, at batch starts.
+//! - Index entries are added only every `index.interval.bytes`, as Kafka writes them: the
+//!   offset index maps a batch's *last* offset to the batch's position, the time index the
+//!   largest timestamp so far to the last offset of the batch holding it (its "shallow"
+//!   offset), so `kafka-dump-log --index-sanity-check`/`--verify-index-only` agree with them.
+//!   A lookup finds the largest entry <= the target and scans forward to the first batch whose
+//!   last offset reaches it; files written when entries named base offsets read the same way.
 //! - `max_timestamp`/`offset_of_max_timestamp` are the largest batch maxTimestamp and the
 //!   first record that carries it (-1 when empty); they drive retention.ms and ListOffsets -3.
+//!   `shallow_offset_of_max_timestamp` is the last offset of that record's batch.
 //!
 //! # Roll
 //! The log rolls (starts a new active segment) before an append when this one is non-empty
@@ -116,6 +122,8 @@ pub struct Segment {
     bytes_since_last_index_entry: u64,
     pub max_timestamp: i64,
     pub offset_of_max_timestamp: i64,
+    /// Last offset of the batch holding `offset_of_max_timestamp` (the time index's offsets).
+    shallow_offset_of_max_timestamp: i64,
     /// Broker time of the first append (segment.ms rolls); `None` while empty.
     pub rolling_base_ms: Option<i64>,
     /// Bytes appended since the last fsync of this segment.
@@ -181,6 +189,7 @@ impl Segment {
             bytes_since_last_index_entry: 0,
             max_timestamp: -1,
             offset_of_max_timestamp: -1,
+            shallow_offset_of_max_timestamp: -1,
             rolling_base_ms: None,
             unflushed_bytes: 0,
         }
@@ -233,6 +242,7 @@ impl Segment {
             bytes_since_last_index_entry: 0,
             max_timestamp: -1,
             offset_of_max_timestamp: -1,
+            shallow_offset_of_max_timestamp: -1,
             rolling_base_ms: None,
             unflushed_bytes: 0,
         };
@@ -260,8 +270,11 @@ impl Segment {
             return Ok((seg, true));
         }
         if let Some((t, o)) = seg.time_index.last_entry() {
+            // The entry names the batch; the record (ListOffsets -3) is read from that batch.
+            let (record, shallow) = seg.record_with_timestamp(&file, o, t)?;
             seg.max_timestamp = t;
-            seg.offset_of_max_timestamp = o;
+            seg.offset_of_max_timestamp = record;
+            seg.shallow_offset_of_max_timestamp = shallow;
         } else if size > 0 {
             // Segment too small for any entry: learn the max timestamp from its batches.
             seg.rescan_max_timestamp(0)?;
@@ -286,6 +299,7 @@ impl Segment {
         self.next_offset = self.base_offset;
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = -1;
+        self.shallow_offset_of_max_timestamp = -1;
         self.bytes_since_last_index_entry = 0;
         self.rolling_base_ms = None;
         let file = self.writable_file()?;
@@ -337,14 +351,15 @@ impl Segment {
         if b.max_timestamp > self.max_timestamp {
             self.max_timestamp = b.max_timestamp;
             self.offset_of_max_timestamp = b.offset_of_max_timestamp;
+            self.shallow_offset_of_max_timestamp = b.last_offset;
         }
         if self.bytes_since_last_index_entry > config.index_interval_bytes && !self.offset_index.is_full() {
             let pos = u32::try_from(base_pos + b.rel_position).map_err(|_| LogError::CorruptIndex {
                 path: self.offset_index.path().to_owned(),
                 reason: format!("position {} does not fit in u32", base_pos + b.rel_position),
             })?;
-            self.offset_index.append(b.base_offset, pos)?;
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false)?;
+            self.offset_index.append(b.last_offset, pos)?;
+            self.time_index.maybe_append(self.max_timestamp, self.shallow_offset_of_max_timestamp, false)?;
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += b.size;
@@ -576,10 +591,10 @@ impl Segment {
         Ok(None)
     }
 
-    /// Recomputes max timestamp from the time index's last entry plus a full scan of the
-    /// batches from `from_pos` to the end.
+    /// Recomputes the max timestamp by a scan of the batches from `from_pos` (a batch start at
+    /// or before the batch holding the time index's last entry, so that batch is seen) to the end.
     fn rescan_max_timestamp(&mut self, from_pos: u64) -> Result<()> {
-        let (mut max, mut off) = self.time_index.last_entry().unwrap_or((-1, -1));
+        let (mut max, mut off, mut shallow) = (-1i64, -1i64, -1i64);
         let file = self.reader()?;
         let path = self.log_path.clone();
         let mut src = FileSource::new(&file, &path, self.size);
@@ -592,12 +607,36 @@ impl Segment {
                 } else {
                     h.base_offset + i64::from(v.records.map_or(0, |s| s.offset_delta_of_max))
                 };
+                shallow = h.last_offset();
             }
             Ok(Control::Continue)
         })?;
         self.max_timestamp = max;
         self.offset_of_max_timestamp = off;
+        self.shallow_offset_of_max_timestamp = shallow;
         Ok(())
+    }
+
+    /// `(offset of the first record with timestamp `ts`, last offset)` of the batch holding
+    /// `offset` (a time index entry's offset: a batch's last offset, or any of its records in
+    /// files written before entries named batches). Kafka finds ListOffsets -3's record the
+    /// same way. A batch without such a record (a damaged index) gives its base offset.
+    fn record_with_timestamp(&self, file: &File, offset: i64, ts: i64) -> Result<(i64, i64)> {
+        let Some((pos, h)) = self.translate_with(file, offset)? else { return Ok((offset, offset)) };
+        if h.is_log_append_time() {
+            return Ok((h.base_offset, h.last_offset()));
+        }
+        let bytes = self.read_batch(file, pos, &h)?;
+        let mut found = h.base_offset;
+        batch::for_each_record_timestamp(&bytes, pos, |o, t| {
+            if t == ts {
+                found = o;
+                Control::Stop
+            } else {
+                Control::Continue
+            }
+        })?;
+        Ok((found, h.last_offset()))
     }
 
     /// Removes the batch holding `offset` (or, in a gap, the first batch after it) and
@@ -646,7 +685,7 @@ impl Segment {
     /// until a flush does. The `.log` stays open until the log closes it (see `log.rs`).
     pub fn on_become_inactive(&mut self) -> Result<()> {
         if self.max_timestamp >= 0 || self.size > 0 {
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp.max(self.base_offset), true)?;
+            self.time_index.maybe_append(self.max_timestamp, self.shallow_offset_of_max_timestamp.max(self.base_offset), true)?;
         }
         self.offset_index.write_pending()?;
         self.time_index.write_pending()?;

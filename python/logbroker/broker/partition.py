@@ -47,12 +47,13 @@ class Partition:
         self.index = state.partition
         self.node_id = node_id
         self.log = log
-        self.min_insync_replicas = min_insync_replicas
+        self.configured_min_isr = min_insync_replicas  # the topic's min.insync.replicas
+        self.replicas = list(state.replicas)
         self.deleted = False  # set when the topic is deleted; waiters then see UNKNOWN_TOPIC_OR_PARTITION
         self._waiters: set[trio.Event] = set()
         self.state = state
         self.core = table.add(topic, state.partition, node_id, log, state.leader, state.leader_epoch, list(state.isr),
-                              min_insync_replicas)
+                              self.min_insync_replicas)
         self.apply_state(state)
 
     def __repr__(self) -> str:
@@ -62,6 +63,13 @@ class Partition:
     def name(self) -> str:
         return f"{self.topic}-{self.index}"
 
+    @property
+    def min_insync_replicas(self) -> int:
+        """The effective min ISR (Kafka's Partition.effectiveMinIsr): min.insync.replicas, but
+        never more than the partition has replicas, so acks=all on a topic with fewer replicas
+        than min.insync.replicas is answered once every replica has the records."""
+        return min(self.configured_min_isr, max(len(self.replicas), 1))
+
     def apply_state(self, state: PartitionState, min_insync_replicas: int | None = None) -> None:
         self.state = state
         self.leader = state.leader
@@ -69,7 +77,7 @@ class Partition:
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
         if min_insync_replicas is not None:
-            self.min_insync_replicas = min_insync_replicas
+            self.configured_min_isr = min_insync_replicas
         self.core.update(state.leader, state.leader_epoch, self.isr, self.min_insync_replicas)
         if self.is_leader:
             self.maybe_increment_hw()
