@@ -10,7 +10,7 @@ keep heartbeating at their epoch with their assignment, nothing rebalances.
   written, a reload (what a new coordinator does) rebuilds the very same state, mid-revocation
   included, and tombstones remove a leaving member and an emptied group;
 - Kafka's own kafka-dump-log --offsets-decoder reads what a broker wrote;
-- three brokers: the coordinator is killed (SIGKILL) under two librdkafka members
+- three brokers: the coordinator is killed (SIGKILL) under two members (librdkafka; Java)
   (group.protocol=consumer); the new coordinator has the group with the same group epoch,
   member epochs and assignments, and every record is consumed exactly once;
 - one broker restarted under two members: the same.
@@ -332,6 +332,15 @@ def test_kafka_dump_log_decodes_the_consumer_group_records(tmp_path):
 # --- real clients: a coordinator killed, a broker restarted ----------------------------------
 
 
+SESSION_MS = 8000  # group.consumer.session.timeout.ms of the tests with real clients
+
+
+def outlive_session(since: float) -> None:
+    """Sleep until 1.5 session timeouts after `since` (a group's load): a member that did not
+    heartbeat the new coordinator at its epoch is fenced by then, which changes the group."""
+    time.sleep(max(0.0, since + 1.5 * SESSION_MS / 1000 - time.monotonic()))
+
+
 def group_view(bs: str, group: str):
     """(group epoch, {member id: (member epoch, sorted partitions)}) from ConsumerGroupDescribe
     to `bs`, None unless it answers for the group without error."""
@@ -381,10 +390,54 @@ def committed_ends(bs: str, group: str, topic: str, partitions: int) -> dict[int
         c.close()
 
 
-@pytest.mark.timeout(400)
-def test_members_continue_after_their_coordinator_is_killed(tmp_path):
-    """Three brokers, __consumer_offsets replicated three ways; two librdkafka members
-    (group.protocol=consumer). SIGKILL of the coordinator: the new coordinator (the new leader
+class JavaMember:
+    """tests/java/CoopWorker.java with group.protocol=consumer (auto-commit every 200 ms), seen
+    as test_groups.MemberProc is: assigned, history (assign / revoke / lost events), records."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        import threading
+
+        sys.path.insert(0, str(HERE.parent))
+        from benches.peers.kafka import install
+
+        cmd = install().tools_java(str(HERE / "java" / "CoopWorker.java"), [bootstrap, group, topic, name, "consumer"],
+                                   heap="-Xmx256m")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        self.assigned: set[int] = set()
+        self.history: list[tuple[str, list[int]]] = []
+        self.records: list[tuple[int, int, str]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            f = line.split()
+            if f and f[0] in ("assign", "revoke", "lost"):
+                ps = [] if f[2] == "-" else sorted(int(x) for x in f[2].split(","))
+                if not ps:
+                    continue  # an empty callback: nothing moved
+                self.history.append((f[0], ps))
+                if f[0] == "assign":
+                    self.assigned |= set(ps)
+                else:
+                    self.assigned -= set(ps)
+            elif f and f[0] == "record":
+                self.records.append((int(f[1]), int(f[2]), f[3]))
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.reader.join(10)  # it reads to the end of stdout
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+@pytest.mark.timeout(500)
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_members_continue_after_their_coordinator_is_killed(tmp_path, client):
+    """Three brokers, __consumer_offsets replicated three ways; two members (librdkafka, or
+    the Java client) with group.protocol=consumer. SIGKILL of the coordinator: the new coordinator (the new leader
     of the group's partition) loads the group with the same group epoch, member epochs and
     assignments; the members go on without a rebalance (no partition revoked or assigned on
     their side), every record is consumed exactly once, and the committed offsets are the ends.
@@ -395,16 +448,21 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path):
     from test_groups import MemberProc, produce
 
     config = {**FAST, "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 5,
-              "min.insync.replicas": 2, "group.consumer.heartbeat.interval.ms": 500}
-    started: list[MemberProc] = []
+              "min.insync.replicas": 2, "group.consumer.heartbeat.interval.ms": 500,
+              "group.consumer.session.timeout.ms": SESSION_MS}
+    started: list = []
     with Cluster(3, data_dir=tmp_path / "cluster", config=config) as cluster:
         try:
             create(cluster.nodes[0], "cg-t", 6, 3)
             full_isr(cluster, "cg-t", 6)
             bs = cluster.bootstrap_servers
             values = produce(bs, "cg-t", 6, 600, "a")
-            for _ in range(2):
-                started.append(MemberProc("confluent", bs, "cg-kill", "cg-t", "--protocol", "consumer"))
+            for i in range(2):
+                if client == "java":
+                    require_java()
+                    started.append(JavaMember(bs, "cg-kill", "cg-t", f"java-{i}"))
+                else:
+                    started.append(MemberProc("confluent", bs, "cg-kill", "cg-t", "--protocol", "consumer"))
             full_isr(cluster, OFFSETS_TOPIC, 5)
             index = partition_for("cg-kill", 5)
             coordinator = layout(cluster.nodes[0])[(OFFSETS_TOPIC, index)][0]
@@ -427,11 +485,12 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path):
             new_bs = cluster.node(moved).bootstrap_servers
             after = wait_until(lambda: group_view(new_bs, "cg-kill"), timeout=60,
                                what=f"node {moved} coordinating cg-kill")
+            loaded = time.monotonic()
             assert after == before, f"the group changed across the failover: {before} -> {after}"
             more = produce(bs, "cg-t", 6, 300, "b")
             wait_until(lambda: sum(len(m.records) for m in started) >= 900, timeout=90,
                        what="the records produced after the failover")
-            time.sleep(2)
+            outlive_session(loaded)  # members not heartbeating the new coordinator would be gone by now
             assert group_view(new_bs, "cg-kill") == before
             assert_no_rebalance(started, marks)
             assert_exactly_once(started, values + more)
@@ -469,7 +528,8 @@ def test_members_continue_after_a_broker_restart(tmp_path):
     from test_groups import MemberProc, produce, setup_topic
 
     started: list[MemberProc] = []
-    with Broker(data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=500) as b:
+    with Broker(data_dir=tmp_path / "d", group_consumer_heartbeat_interval_ms=500,
+                group_consumer_session_timeout_ms=SESSION_MS) as b:
         try:
             bs = b.bootstrap_servers
             values = setup_topic(bs, "cg-r", 6, 600, "a")
@@ -484,11 +544,12 @@ def test_members_continue_after_a_broker_restart(tmp_path):
             b.restart()
             assert b.bootstrap_servers == bs
             after = wait_until(lambda: group_view(bs, "cg-restart"), timeout=60, what="the group loaded")
+            loaded = time.monotonic()
             assert after == before, f"the group changed across the restart: {before} -> {after}"
             more = produce(bs, "cg-r", 6, 300, "b")
             wait_until(lambda: sum(len(m.records) for m in started) >= 900, timeout=90,
                        what="the records produced after the restart")
-            time.sleep(2)
+            outlive_session(loaded)
             assert group_view(bs, "cg-restart") == before
             assert_no_rebalance(started, marks)
             assert_exactly_once(started, values + more)

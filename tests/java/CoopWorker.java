@@ -2,8 +2,10 @@
 // tests/test_cooperative_sticky.py, run as a single-file source program
 // (java -cp <kafka tools classpath> CoopWorker.java ...).
 //
-//   CoopWorker <bootstrap> <group> <topic> <client-id>
+//   CoopWorker <bootstrap> <group> <topic> <client-id> [classic|consumer]
 //
+// With "consumer" (tests/test_consumer_group_persistence.py) the group uses the KIP-848
+// protocol instead: the broker assigns, and session and heartbeat are the broker's.
 // Prints, flushed at once, one line per event with the wall clock in ms:
 //   assign <ms> <p,p,...|->     onPartitionsAssigned (the partitions added)
 //   revoke <ms> <p,p,...|->     onPartitionsRevoked
@@ -44,13 +46,16 @@ public class CoopWorker {
         props.put("bootstrap.servers", bootstrap);
         props.put("group.id", group);
         props.put("client.id", clientId);
-        props.put("group.protocol", "classic");
-        props.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+        String protocol = args.length > 4 ? args[4] : "classic";
+        props.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {
+            props.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+            props.put("session.timeout.ms", "10000");
+            props.put("heartbeat.interval.ms", "200");
+        }
         props.put("auto.offset.reset", "earliest");
         props.put("enable.auto.commit", "true");
         props.put("auto.commit.interval.ms", "200");
-        props.put("session.timeout.ms", "10000");
-        props.put("heartbeat.interval.ms", "200");
         AtomicBoolean stop = new AtomicBoolean(false);
         KafkaConsumer<String, String> consumer =
             new KafkaConsumer<>(props, new StringDeserializer(), new StringDeserializer());
