@@ -90,6 +90,7 @@ _VALUES = [CG_MEMBER_METADATA, CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_MEM
            CG_CURRENT_ASSIGNMENT]
 _TOMBSTONE_LAST = [CG_TARGET_METADATA, CG_PARTITION_METADATA, CG_METADATA]
 _UNKNOWN = object()  # a replayed record the loaded state does not reproduce (rewritten or tombstoned)
+_ABSENT = object()  # no record for the key
 
 
 class ConsumerMember:
@@ -496,7 +497,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(gid)
         new = self._image(group, ids)
         old = self.persisted.get(gid, {})
-        changed = [k for k, fp in new.items() if old.get(k, _UNKNOWN) != fp or old.get(k, _UNKNOWN) is _UNKNOWN]
+        changed = [k for k, fp in new.items() if k not in old or old[k] is _UNKNOWN or old[k] != fp]
         gone = [k for k in old if k not in new]
         if not changed and not gone:
             return [], {}
@@ -508,7 +509,7 @@ class ConsumerGroupCoordinator:
                         for k, mid in changed if k == kind]
         for kind in _TOMBSTONE_LAST:
             records += [(consumer_group_key(kind, gid, mid), None) for k, mid in gone if k == kind]
-        undo = {k: (old.get(k, _UNKNOWN), new.get(k, _UNKNOWN)) for k in changed + gone}
+        undo = {k: (old.get(k, _ABSENT), new.get(k, _ABSENT)) for k in changed + gone}
         img = self.persisted.setdefault(gid, {})
         for k in changed:
             img[k] = new[k]
@@ -532,20 +533,19 @@ class ConsumerGroupCoordinator:
                 return ErrorCode.NONE
             await pending.done.wait()
             return pending.error
-        from logbroker.coord.group_coordinator import CoordinatorError
-
         write = self._inflight[gid] = _Write()
         try:
             with trio.CancelScope(shield=True):
-                await self.owner._append(gid, records)
-            log.debug("consumer group %s: %d record(s) written to __consumer_offsets-%d", gid, len(records),
-                      self.owner.partition_of(gid), extra=fields(group=gid))
-        except CoordinatorError as e:
+                e = await self.owner.append_records(gid, records)
+            if e is None:
+                log.debug("consumer group %s: %d record(s) written to __consumer_offsets-%d", gid, len(records),
+                          self.owner.partition_of(gid), extra=fields(group=gid))
+                return ErrorCode.NONE
             write.error = e.code
             img = self.persisted.get(gid, {})
             for k, (before, after) in undo.items():  # unless a later change already rewrote it
-                if img.get(k, _UNKNOWN) == after or (after is _UNKNOWN and k not in img):
-                    if before is _UNKNOWN:
+                if img.get(k, _ABSENT) == after:
+                    if before is _ABSENT:
                         img.pop(k, None)
                     else:
                         img[k] = before

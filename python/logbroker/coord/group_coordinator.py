@@ -385,6 +385,15 @@ class GroupCoordinator:
             part.maybe_increment_hw()
         await part.wait_for_hw(result.last_offset + 1, trio.current_time() + 30)
 
+    async def append_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> CoordinatorError | None:
+        """`_append` for the KIP-848 coordinator (consumer_group.py, which cannot import this
+        module): None once committed, else the error."""
+        try:
+            await self._append(group_id, records)
+        except CoordinatorError as e:
+            return e
+        return None
+
     def _group_record(self, group: Group) -> GroupRecord:
         return GroupRecord(
             protocol_type=group.protocol_type or "",
