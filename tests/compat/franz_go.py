@@ -459,11 +459,21 @@ _SAID = re.compile(r"^\s+(\S+_test\.go:\d+: |testConsumer |--- FAIL: |panic: )")
 _NOISE = ("deleting topic", "deleting group", "NOT DELETING", "completed in")
 
 
-def _failure_detail(lines: list[str]) -> str:
+def _said(lines: list[str], limit: int) -> str:
     """What the test itself said (its t.Error/t.Log lines and FAIL lines, once each, in order;
-    the client's own log lines interleave with them), then the tail of all its output."""
+    the client's own log lines interleave with them), whole lines, the last `limit` characters."""
     said = list(dict.fromkeys(ln.rstrip() for ln in lines if _SAID.match(ln) and not any(n in ln for n in _NOISE)))
-    head = "\n".join(said)[-1400:]
+    out: list[str] = []
+    for ln in reversed(said):
+        if sum(len(x) + 1 for x in out) + len(ln) > limit:
+            break
+        out.insert(0, ln[:limit])
+    return "\n".join(out)
+
+
+def _failure_detail(lines: list[str]) -> str:
+    """What the test said, then the tail of all its output."""
+    head = _said(lines, 1400)
     return (head + "\n...\n" + "".join(lines)[-(1990 - len(head)):]).strip()
 
 
@@ -521,16 +531,16 @@ def run(target, short: bool, workdir: str) -> list[Outcome]:
         rest = [t for t in todo if t not in done]
         if not rest:
             break
-        crash = ("".join(s.panic) or "".join(s.loose))[-1200:]
+        crash = "".join(s.panic)[:900] or "".join(s.loose)[-1200:]
         print(f"   the test binary died ({'timeout' if culprit else 'no result for ' + str(len(rest)) + ' tests'}); "
               f"running then: {sorted(s.running)}", flush=True)
         for name in rest:
             if name == culprit or (name in s.running and name in bystander):
-                said = _failure_detail(s.output.get(name, []))
+                said = _said(s.output.get(name, []), 900)
                 why = (f"timed out: still running after {limit} s (-test.timeout)" if name == culprit
                        else "the test binary died again while it ran")
                 done[name] = Outcome(name, "fail", float(limit) if name == culprit else 0.0,
-                                     (said[-700:] + f"\n({why})\n" + crash)[-2000:])
+                                     (said + f"\n({why})\n" + crash)[:2000])
             elif name in s.running:
                 bystander.add(name)
         rest2 = [t for t in rest if t not in done]
