@@ -242,12 +242,19 @@ async def test_reload_rebuilds_the_group_from_delta_records(tmp_path, nursery, c
     await trio.sleep(40)
     assert (await hb("m1", 2, owned=kept))["error"] == 0
     assert (await hb("m1", 3, owned=kept))["member_epoch"] == 3
-    await trio.sleep(46)  # then silent: fenced, and the emptied group's records all tombstoned
-    assert "g" not in coord.consumer.groups
-    assert coord.consumer.persisted.get("g") is None
+    await trio.sleep(46)  # then silent: fenced; the group stays, Empty, as in Kafka: its member
+    # records are tombstoned, its group-level records (epoch, assignment epoch) kept
+    empty = coord.consumer.groups["g"]
+    assert not empty.members and empty.state == "Empty"
+    assert {k for k, _ in coord.consumer.persisted["g"]} == {CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_METADATA}
+    await coord.reload()
+    assert coord.consumer.groups["g"].state == "Empty" and coord.consumer.groups["g"].group_epoch == empty.group_epoch
+    assert (await hb("m1", 3, owned=kept))["error"] == ErrorCode.UNKNOWN_MEMBER_ID
+    # DeleteGroups removes it: every record tombstoned, gone after a reload too
+    assert (await coord.delete_groups(["g"])) == {"g": ErrorCode.NONE}
+    assert "g" not in coord.consumer.groups and not coord.consumer.persisted.get("g")
     await coord.reload()
     assert "g" not in coord.consumer.groups
-    assert (await hb("m1", 3, owned=kept))["error"] == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 # --- Kafka's own tool reads the records -----------------------------------------------------
@@ -559,3 +566,54 @@ def test_members_continue_after_a_broker_restart(tmp_path):
             for m in started:
                 if m.proc.poll() is None:
                     m.kill()
+
+
+def test_an_emptied_group_stays_a_consumer_group_until_deleted_or_taken_over(tmp_path):
+    """As Kafka: when its last member leaves, a KIP-848 group stays, type consumer, state Empty
+    (ListGroups, kafka-consumer-groups); across a restart too. A classic member joining the
+    empty group converts it to classic; DeleteGroups removes an empty one."""
+    from confluent_kafka import Consumer, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+    from logbroker import Broker
+    from test_groups import produce, setup_topic
+
+    def listed(admin, gid):
+        groups = admin.list_consumer_groups().result(30).valid
+        return next(((str(g.type), str(g.state)) for g in groups if g.group_id == gid), None)
+
+    def consume_some(gid: str, protocol: str) -> None:
+        conf = {"bootstrap.servers": bs, "group.id": gid, "auto.offset.reset": "earliest", "group.protocol": protocol}
+        if protocol == "classic":
+            conf["session.timeout.ms"] = 6000
+        c = Consumer(conf)
+        c.subscribe(["cg-e"])
+        got: list = []
+        try:
+            wait_until(lambda: got.extend(m for m in c.consume(100, 1) if m.error() is None) or len(got) >= 10,
+                       60, f"records for {gid} ({protocol})")
+            c.commit(asynchronous=False)
+        finally:
+            c.close()
+
+    with Broker(data_dir=tmp_path / "d") as b:
+        bs = b.bootstrap_servers
+        setup_topic(bs, "cg-e", 2, 40, "a")
+        admin = AdminClient({"bootstrap.servers": bs})
+        for gid in ("emptied", "taken-over"):
+            consume_some(gid, "consumer")
+            assert wait_until(lambda: listed(admin, gid) == (str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY"),
+                              30, f"{gid} Empty")
+        b.restart()
+        bs = b.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        assert wait_until(lambda: listed(admin, "emptied"), 30, "groups loaded") == (
+            str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY")
+        produce(bs, "cg-e", 2, 20, "b")  # the groups committed the first 40
+        consume_some("taken-over", "classic")  # converts: the id becomes a classic group
+        assert listed(admin, "taken-over") == (str(ConsumerGroupType.CLASSIC), "ConsumerGroupState.EMPTY")
+        admin.delete_consumer_groups(["emptied"])["emptied"].result(30)
+        assert listed(admin, "emptied") is None
+        b.restart()
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        wait_until(lambda: listed(admin, "taken-over"), 30, "groups loaded")
+        assert listed(admin, "emptied") is None

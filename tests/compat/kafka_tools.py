@@ -80,17 +80,6 @@ SETTINGS = {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:A
 
 # test name -> why its outcome differs between the brokers (or why it fails on both)
 DIFFERENCES: dict[str, str] = {
-    "kafka-client-metrics --alter/--describe": (
-        "KIP-714 client metrics subscriptions are CLIENT_METRICS config resources (type 16). Kafka "
-        "stores them (IncrementalAlterConfigs) and lists them (ListConfigResources, API 74). logbroker "
-        "answers IncrementalAlterConfigs on resource type 16 with INVALID_REQUEST ('resource type 16 is "
-        "not supported') and does not serve API 74 nor client telemetry (GetTelemetrySubscriptions / "
-        "PushTelemetry, 71/72): a known gap being built (ListConfigResources and client telemetry)."),
-    "kafka-client-metrics --list": (
-        "`--list` is ListConfigResources (API 74), which logbroker does not serve yet "
-        "(UnsupportedVersionException: 'The node does not support LIST_CONFIG_RESOURCES'); its set-up, "
-        "`--alter`, needs CLIENT_METRICS config resources (type 16), refused by logbroker too. A known "
-        "gap being built (ListConfigResources, client telemetry 71/72)."),
     "kafka-configs client quota (request_percentage)": (
         "Kafka stores a request_percentage quota (and throttles request time by it); logbroker enforces "
         "only producer_byte_rate and consumer_byte_rate (rust/src/server/quota.rs) and refuses the keys "
@@ -111,29 +100,6 @@ DIFFERENCES: dict[str, str] = {
         "python/logbroker/coord/quorum.py), not Kafka's segment format, so there is no segment for the "
         "tool to read. Data partitions, __consumer_offsets and __transaction_state are Kafka's format "
         "(the other kafka-dump-log cases). A right difference of design, stated in docs."),
-    "kafka-groups --list (types)": (
-        "logbroker bug. A KIP-848 consumer group whose last member left stays a 'consumer' group in "
-        "Kafka (state Empty, kafka-groups TYPE Consumer, kafka-consumer-groups ASSIGNMENT-STRATEGY "
-        "uniform) until it is deleted or its offsets expire. logbroker drops it from the consumer "
-        "group coordinator when the last member leaves (python/logbroker/coord/consumer_group.py "
-        "_remove: `if not group.members: self.groups.pop(...)`), so only its committed offsets remain, "
-        "in a classic group without a protocol type: ListGroups then reports TYPE Classic with an empty "
-        "PROTOCOL and `kafka-groups --group-type consumer` no longer lists it."),
-    "kafka-dump-log (offset index of a rolled segment)": (
-        "logbroker bug (on-disk compatibility). Kafka's offset index maps the LAST offset of the batch "
-        "that starts at a position (LogSegment.append: offsetIndex.append(batch.lastOffset, "
-        "position)); kafka-dump-log checks each entry against the batch it points at and reports "
-        "'Mismatches' when they differ. logbroker writes the batch's BASE offset "
-        "(rust/src/segment.rs index_batch: `self.offset_index.append(b.base_offset, pos)`), so every "
-        "entry of a logbroker .index is a mismatch to Kafka's tool (logbroker's own lookups are "
-        "right: the entry still points at or before the target)."),
-    "kafka-dump-log (time index of a rolled segment)": (
-        "logbroker bug (on-disk compatibility). Kafka's time index entry is (max timestamp so far, "
-        "LAST offset of the batch holding it) (LogSegment.append: shallowOffsetOfMaxTimestampSoFar); "
-        "kafka-dump-log reports 'Indexed offset: X, found log offset: Y' for entries that differ. "
-        "logbroker stores the offset of the record with the max timestamp (rust/src/segment.rs "
-        "index_batch: time_index.maybe_append(max_timestamp, offset_of_max_timestamp)), which is the "
-        "batch's first record for producer batches, so every entry differs from Kafka's."),
 }
 
 

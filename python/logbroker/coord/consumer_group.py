@@ -25,8 +25,10 @@ and pending-revocation partitions). After each change (a heartbeat, an expired s
 only the records that changed are written — the difference between the group's state and
 what its records already say (`_image` / `persist`) — in one append, and the heartbeat is
 answered once that append is committed (the HW covers it), as offset commits are. A
-member leaving writes tombstones for its records; a group left empty tombstones its group
-records too (the group goes, as before; committed offsets stay).
+member leaving writes tombstones for its records; a group left empty stays, state Empty, with
+its group-level records (type, epoch: ListGroups shows it as a consumer group, as Kafka does)
+until DeleteGroups removes it or a classic member joins it (`drop_empty`), which tombstone the
+group records too (committed offsets stay unless deleted).
 
 A new coordinator (after a failover, or the same broker after a restart) replays those
 records when it loads the partition (`replay`, then `finish_load`): group epoch, target
@@ -84,7 +86,7 @@ TP = tuple[str, int]
 RecordKey = tuple[str, str | None]
 # the order records go out in one append, as Kafka writes them (and as its replay wants
 # them): a leaving member's tombstones first (current assignment, target, subscription),
-# then new values, and the group-level tombstones of a group left empty last
+# then new values, and the group-level tombstones of a group removed last
 _TOMBSTONE_FIRST = [CG_CURRENT_ASSIGNMENT, CG_TARGET_MEMBER, CG_MEMBER_METADATA]
 _VALUES = [CG_MEMBER_METADATA, CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_MEMBER, CG_TARGET_METADATA,
            CG_CURRENT_ASSIGNMENT]
@@ -226,8 +228,21 @@ class ConsumerGroupCoordinator:
         self._bump(group, f"member {member_id} left")
         self._compute_target(group)
         self.dirty.add(group.group_id)
-        if not group.members:
-            self.groups.pop(group.group_id, None)
+        # An emptied group stays, Empty, as in Kafka: its type, epoch and assignor are kept
+        # (ListGroups, kafka-consumer-groups) until DeleteGroups, or until a classic member
+        # joins it (`drop_empty`).
+
+    def drop_empty(self, group_id: str) -> bool:
+        """Removes an Empty group (DeleteGroups, or a classic JoinGroup taking the id over, as
+        Kafka converts an empty consumer group); its records are tombstoned by the next
+        `persist`. False when the group does not exist or has members."""
+        group = self.groups.get(group_id)
+        if group is None or group.members:
+            return False
+        del self.groups[group_id]
+        self.dirty.add(group_id)
+        log.info("consumer group %s: empty group removed", group_id, extra=fields(group=group_id))
+        return True
 
     def _reconcile(self, group: ConsumerGroup, m: ConsumerMember, now: float) -> None:
         target = group.target.get(m.member_id, set())
@@ -439,9 +454,9 @@ class ConsumerGroupCoordinator:
 
     def _image(self, group: ConsumerGroup | None, ids: dict[str, uuid.UUID]) -> dict[RecordKey, object]:
         """The records the group's state makes, as (kind, member id) -> a fingerprint of the
-        value (compared, not encoded: encoding happens only for what changed). A group
-        without members has none (its records are tombstoned)."""
-        if group is None or not group.members:
+        value (compared, not encoded: encoding happens only for what changed). A removed
+        group has none (its records are tombstoned); an Empty one keeps its group-level records."""
+        if group is None:
             return {}
         img: dict[RecordKey, object] = {
             (CG_METADATA, None): group.group_epoch,
@@ -647,9 +662,6 @@ class ConsumerGroupCoordinator:
                 for mid in [mid for mid, m in group.members.items() if m.member_epoch < 0]:
                     del group.members[mid]  # a leave half-written: finish it
                     group.target.pop(mid, None)
-                if not group.members:
-                    del self.groups[gid]
-                    group = None
             img = self._image(group, ids)
             baseline = {k: img.get(k, _UNKNOWN) for k in keys}
             if baseline:

@@ -601,6 +601,8 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        if self.consumer.drop_empty(group_id):  # an Empty consumer group becomes classic, as in Kafka
+            await self.consumer.persist(group_id)
         if group_id in self.consumer.groups or group_id in self.share.groups:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         group = self.groups.get(group_id)
@@ -1016,9 +1018,19 @@ class GroupCoordinator:
                 if not share.members:
                     del self.share.groups[gid]
                 continue
+            consumer = self.consumer.groups.get(gid)
+            if consumer is not None:
+                if consumer.members:
+                    out[gid] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.consumer.drop_empty(gid)
+                code = await self.consumer.persist(gid)
+                if code:
+                    out[gid] = code
+                    continue
             group = self.groups.get(gid)
             if group is None:
-                out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
+                out[gid] = ErrorCode.NONE if consumer is not None else ErrorCode.GROUP_ID_NOT_FOUND
             elif group.members or group.state not in (GroupState.EMPTY, GroupState.DEAD):
                 out[gid] = ErrorCode.NON_EMPTY_GROUP
             else:
