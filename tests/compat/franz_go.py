@@ -130,6 +130,15 @@ DIFFERENCES: dict[str, str] = {
         "leaves every topic whose name starts with '__' out of subscriptions, by name and by regex "
         "(python/logbroker/coord/consumer_group.py, ConsumerGroupCoordinator._topics). Open "
         "logbroker bug; the fix is to resolve subscriptions against every topic of the image."),
+    "TestShareGroupETL": (
+        "A share-group (KIP-932) chain: 500,000 records through two levels of share consumers "
+        "that accept, release and reject, with consumers added and killed midway; every record "
+        "must be accepted at both levels, within the test's own 4-minute deadline. logbroker "
+        "passes on one and three nodes (three: about 56 s). Apache Kafka passes on one node; on "
+        "three nodes it missed the deadline in both full runs here (level 2 had 181,839 and "
+        "442,066 of about 500,000 records; the keys still missing were every tenth one, as of "
+        "one partition) - three Kafka JVMs on this 2-core machine. Not investigated further on "
+        "Kafka's side; logbroker's outcome is what the test checks for."),
     "TestTxnEtl": (
         "Consume-transform-produce through chains of transactional group consumers (classic, "
         "KIP-848, static members), 500,000 records, transactions v2 (the epoch bumps at every "
