@@ -225,11 +225,14 @@ impl ProducerAppend {
         if let Some(d) = e.batches.iter().find(|d| d.first_seq == b.first_seq && d.last_seq == b.last_seq) {
             return Ok(Some(*d));
         }
+        // No batch cached at this epoch (a transaction marker bumped it, say): the producer
+        // starts again at sequence 0, as Kafka's checkSequence wants; any sequence only when
+        // the entry knows no epoch at all.
         let last = e.last_seq();
-        if last < 0 {
+        if last < 0 && e.epoch < 0 {
             return Ok(None);
         }
-        let expected = add_sequence(last, 1);
+        let expected = if last < 0 { 0 } else { add_sequence(last, 1) };
         if b.first_seq != expected {
             return Err(LogError::OutOfOrderSequence {
                 tp: Tp::default(),
@@ -576,6 +579,18 @@ mod tests {
     fn new_producer_may_start_anywhere() {
         let mut m = ProducerStateManager::new();
         assert_eq!(append(&mut m, pb(9, 3, 42, 1, 0)).unwrap(), None);
+    }
+
+    #[test]
+    fn at_a_known_epoch_without_batches_the_sequence_restarts_at_zero() {
+        // Transactions v2: the marker bumps the epoch and no batch is cached at it; the next
+        // transaction's first batch must be sequence 0 (Kafka's checkSequence), so a pipelined
+        // later batch cannot be appended over the gap.
+        let mut m = ProducerStateManager::new();
+        append(&mut m, txn(3, 4, 0, 5, 0)).unwrap();
+        append(&mut m, marker(3, 5, true, 0, 5)).unwrap();
+        assert!(matches!(append(&mut m, txn(3, 5, 7, 2, 6)), Err(LogError::OutOfOrderSequence { expected: 0, received: 7, .. })));
+        assert_eq!(append(&mut m, txn(3, 5, 0, 2, 6)).unwrap(), None);
     }
 
     #[test]

@@ -187,7 +187,9 @@ class ConsumerGroupCoordinator:
         return self.owner.group_config(group_id, "consumer.heartbeat.interval.ms")
 
     def _topics(self) -> dict[str, int]:
-        return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items() if not name.startswith("__")}
+        """Every topic a subscription may name or a regex match, internal ones included: Kafka
+        resolves KIP-848 subscriptions against the whole metadata image."""
+        return {name: len(t.partitions) for name, t in self.owner.controller.image.topics.items()}
 
     def _topic_ids(self) -> tuple[dict[str, uuid.UUID], dict[uuid.UUID, str]]:
         image = self.owner.controller.image
