@@ -515,7 +515,8 @@ def test_group_apis(broker, session):
     # a regex subscription matches only the topics the member's principal may describe
     admin = session(broker, "admin")
     ids = {t.name: t.topic_id for t in admin(3, 12, topics=None, allow_auto_topic_creation=False).topics}
-    r = s(68, 1, group_id="ga-mine", member_id=uuid.uuid4().hex, member_epoch=0, rebalance_timeout_ms=10000,
+    mine_member = uuid.uuid4().hex
+    r = s(68, 1, group_id="ga-mine", member_id=mine_member, member_epoch=0, rebalance_timeout_ms=10000,
           subscribed_topic_regex="ga-.*", topic_partitions=[])
     assert r.error_code == 0
     assert {tp.topic_id for tp in r.assignment.topic_partitions} == {ids["ga-t"]}
@@ -529,7 +530,12 @@ def test_group_apis(broker, session):
     r = s(69, 0, group_ids=["ga-mixed"], include_authorized_operations=False)
     assert (r.groups[0].error_code, r.groups[0].members) == (TOPIC_FAILED, [])
     assert admin(69, 0, group_ids=["ga-mixed"], include_authorized_operations=False).groups[0].error_code == 0
-    # DeleteGroups: DELETE on each group
+    # DeleteGroups: DELETE on each group, checked first; then, as Kafka, a KIP-848 group with a
+    # member is NON_EMPTY_GROUP, and deleted once the member has left
+    r = s(42, 2, groups_names=["ga-theirs", "ga-mine"])
+    assert {g.group_id: g.error_code for g in r.results} == {"ga-theirs": GROUP_FAILED, "ga-mine": ErrorCode.NON_EMPTY_GROUP}
+    assert s(68, 1, group_id="ga-mine", member_id=mine_member, member_epoch=-1, rebalance_timeout_ms=10000,
+             topic_partitions=None).error_code == 0
     r = s(42, 2, groups_names=["ga-theirs", "ga-mine"])
     assert {g.group_id: g.error_code for g in r.results} == {"ga-theirs": GROUP_FAILED, "ga-mine": 0}
 
