@@ -74,8 +74,10 @@ def test_cluster_default_and_broker_configs_apply_at_once_and_persist(tmp_path):
         assert b.server.config.get_int("log.retention.ms") == 3600000
         bs = b.bootstrap_servers
         alter(bs, "1", min_insync_replicas=None)
-        assert produce_all(b.bootstrap_servers, "t") == "NOT_ENOUGH_REPLICAS"  # the default's 2 again
+        assert b.server.config.get_int("min.insync.replicas") == 2  # the cluster default's 2 again
+        assert topic_config(AdminClient({"bootstrap.servers": bs}), "t", "min.insync.replicas").value == "2"
         alter(bs, "", min_insync_replicas=None)
+        assert b.server.config.get_int("min.insync.replicas") == 1
         assert produce_all(b.bootstrap_servers, "t") is None
         assert b.server.controller.image.broker_configs == {"": {"log.retention.ms": "3600000"}}
 
