@@ -689,6 +689,9 @@ impl Log {
     /// which every other data batch is recompressed (Kafka's LogValidator; control batches stay
     /// as they are). A batch that grows past `max.message.bytes` by it is refused, as Kafka does.
     fn recompress(&self, records: Vec<u8>, batches: Vec<Validated>, config: &LogConfig) -> Result<(Vec<u8>, Vec<Validated>)> {
+        if config.compression.is_none() {
+            return Ok((records, batches)); // `producer`: the common case, no walk of the batches
+        }
         let target_of = |v: &Validated| {
             if v.header.is_control() {
                 return None;
