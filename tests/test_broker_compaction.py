@@ -67,3 +67,24 @@ def test_compacted_topic_keeps_newest_per_key(tmp_path):
         p.produce("compacted", b"no key", on_delivery=lambda err, msg: errors.append(err))
         p.flush(10)
         assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+
+
+def test_keyless_records_are_named_in_record_errors(tmp_path):
+    """KIP-467: a batch refused because some of its records have no key names each of them
+    (ProduceResponse RecordErrors), so librdkafka fails exactly those with INVALID_RECORD and
+    the rest of the batch with _INVALID_DIFFERENT_RECORD; nothing of the batch is stored."""
+    with Broker(data_dir=tmp_path / "d") as b:
+        bs = b.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})])["compacted"].result(10)
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 500, "batch.num.messages": 1000})
+        outcome: dict[int, int | None] = {}
+        for i in range(30):
+            key = None if i % 10 == 0 else f"key-{i}".encode()
+            p.produce("compacted", f"value-{i}".encode(), key=key, partition=0,
+                      on_delivery=lambda err, msg, i=i: outcome.__setitem__(i, err.code() if err else None))
+        p.flush(15)
+        assert len(outcome) == 30, outcome
+        assert {i for i, c in outcome.items() if c == KafkaError.INVALID_RECORD} == {0, 10, 20}, outcome
+        assert {i for i, c in outcome.items() if c == KafkaError._INVALID_DIFFERENT_RECORD} == set(range(30)) - {0, 10, 20}
+        assert b.server.replicas.get("compacted", 0).log.log_end_offset == 0

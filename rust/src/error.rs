@@ -43,8 +43,10 @@ pub enum LogError {
     RecordTooLarge { tp: Tp, size: u64, max: u64, limit: &'static str },
 
     /// The bytes are well framed but break a rule of what a producer or follower may send.
+    /// `records`: each record at fault (its index in the batch, and why), where the rule is
+    /// about records (a keyless record on a compacted topic), for Produce's RecordErrors (KIP-467).
     #[error("invalid record batch in {tp} at byte position {position}: {reason}")]
-    InvalidRecord { tp: Tp, position: u64, reason: String },
+    InvalidRecord { tp: Tp, position: u64, reason: String, records: Vec<(i32, String)> },
 
     /// A fetch or truncation offset outside `[log_start, log_end]`.
     #[error("offset {offset} is out of range for {tp}: log start offset {log_start}, log end offset {log_end}")]
@@ -124,7 +126,13 @@ impl LogError {
     }
 
     pub fn invalid(position: u64, reason: impl Into<String>) -> Self {
-        LogError::InvalidRecord { tp: Tp::default(), position, reason: reason.into() }
+        LogError::InvalidRecord { tp: Tp::default(), position, reason: reason.into(), records: Vec::new() }
+    }
+
+    /// An invalid batch because of some of its records: `records` are their indexes in the
+    /// batch, each with why.
+    pub fn invalid_records(position: u64, reason: impl Into<String>, records: Vec<(i32, String)>) -> Self {
+        LogError::InvalidRecord { tp: Tp::default(), position, reason: reason.into(), records }
     }
 
     pub fn config(key: &str, value: &str, reason: impl Into<String>) -> Self {

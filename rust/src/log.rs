@@ -510,18 +510,25 @@ impl Log {
                 return Err(LogError::RecordTooLarge { tp: Tp::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
             }
             if require_keys && !h.is_control() {
-                let mut keyless = None;
+                // Every keyless record is named (Kafka's RecordErrors list each one), by its
+                // index in the batch.
+                let mut keyless = Vec::new();
+                let mut index = 0i32;
                 batch::for_each_record(v.bytes.expect("full check reads the batch"), v.position, |_, _, r| {
                     if r.key.is_none() {
-                        keyless = Some(r.offset_delta);
-                        return Control::Stop;
+                        keyless.push(index);
                     }
+                    index += 1;
                     Control::Continue
                 })?;
-                if let Some(d) = keyless {
-                    return Err(LogError::invalid(
+                if let Some(first) = keyless.first() {
+                    return Err(LogError::invalid_records(
                         v.position,
-                        format!("record with offsetDelta {d} has no key; a compacted topic (cleanup.policy=compact) requires keys"),
+                        format!(
+                            "{} of the batch's {index} records have no key (the first is record {first}); a compacted topic (cleanup.policy=compact) requires keys",
+                            keyless.len()
+                        ),
+                        keyless.into_iter().map(|i| (i, format!("record {i} has no key; a compacted topic cannot accept a record without a key"))).collect(),
                     ));
                 }
             }

@@ -393,14 +393,6 @@ def run(target, short: bool, workdir: str) -> list[Outcome]:
 
 DIFFERENCES: dict[str, str] = {
     # fails on logbroker, passes on Kafka
-    "0011_produce_batch": (
-        "Sub-test test_message_single_partition_record_fail produces 100 records to a compacted "
-        "topic, every tenth without a key, and expects exactly those 10 to fail with "
-        "INVALID_RECORD and the other 90 of their batches with _INVALID_DIFFERENT_RECORD. Kafka "
-        "answers INVALID_RECORD with ProduceResponse RecordErrors (KIP-467: the batch index of "
-        "each keyless record), which librdkafka maps record by record; logbroker rejects the "
-        "batch at its first keyless record (rust/src/log.rs, Log::validate) without RecordErrors, "
-        "so all 100 records fail with INVALID_RECORD. Left to do: fill RecordErrors."),
     "0081_admin": (
         "Every admin API sub-test passes on logbroker (CreateTopics, CreatePartitions, "
         "DeleteTopics, ACLs, configs, groups, offsets, DeleteRecords, SCRAM credentials, "

@@ -45,8 +45,9 @@ use super::request::{error_code_for, frame_response};
 use crate::protocol::error_codes as code;
 use super::LogLine;
 use crate::protocol::messages::produce_request::ProduceRequest;
+use crate::error::LogError;
 use crate::protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use crate::batch::{BatchHeader, HEADER_LEN, MAGIC_AT};
 use crate::protocol::{Chunk, ProtocolError, Reader, Records};
@@ -410,7 +411,17 @@ fn append(
             // A storage failure is the broker's fault; anything else is the client's input.
             let level = if c == code::KAFKA_STORAGE_ERROR { LogLine::ERROR } else { LogLine::INFO };
             logs.push(LogLine::new(level, format!("produce to {name}-{idx} from {peer} rejected ({}): {e}", code_name(c))));
-            (reject(c, e.to_string()), None)
+            let mut resp = reject(c, e.to_string());
+            if let LogError::InvalidRecord { records, .. } = &e {
+                // KIP-467: the records at fault, so a client fails those and retries or fails
+                // the rest of the batch on its own terms (librdkafka: _INVALID_DIFFERENT_RECORD).
+                resp.record_errors = records.iter().map(|(i, why)| BatchIndexAndErrorMessage {
+                    batch_index: *i,
+                    batch_index_error_message: Some(why.clone()),
+                    ..Default::default()
+                }).collect();
+            }
+            (resp, None)
         }
     }
 }
