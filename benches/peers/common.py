@@ -159,8 +159,9 @@ class Peer:
 
     def __init__(self, data_root: str | os.PathLike | None = None, segment_bytes: int = 268_435_456, *,
                  node_id: int = 1, replication_factor: int = 1, min_insync_replicas: int = 1,
-                 extra: dict[str, str] | None = None):
+                 extra: dict[str, str] | None = None, log_dirs: int = 1):
         self.data_root = Path(data_root) if data_root else None
+        self.log_dir_count = log_dirs  # log.dirs: data_dir, then data2, data3, ... (JBOD)
         self.segment_bytes = segment_bytes
         self.node_id = node_id
         self.replication_factor = replication_factor
@@ -192,6 +193,15 @@ class Peer:
     def data_dir(self) -> Path:
         assert self.workdir is not None
         return self.workdir / "data"
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every log directory (log.dirs); the first is `data_dir`."""
+        return [self.data_dir] + [self.workdir / f"data{i}" for i in range(2, self.log_dir_count + 1)]
+
+    @property
+    def log_dirs_setting(self) -> str:
+        return ",".join(map(str, self.log_dirs)) if self.workdir else "<temp dir>/data"
 
     def allocate(self) -> None:
         """The temp dir and the ports (a PeerCluster needs every node's ports before any
@@ -348,7 +358,8 @@ class PeerCluster:
         first = self.nodes[0]
         node = type(first)(first.data_root, first.segment_bytes, node_id=len(self.nodes) + 1,
                            replication_factor=self.replication_factor,
-                           min_insync_replicas=first.min_insync_replicas, extra=first.extra)
+                           min_insync_replicas=first.min_insync_replicas, extra=first.extra,
+                           log_dirs=first.log_dir_count)
         if hasattr(first, "inst"):
             node.inst = first.inst
         node.allocate()

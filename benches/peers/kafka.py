@@ -202,7 +202,7 @@ class KafkaPeer(Peer):
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.data_dir) if self.workdir else "<temp dir>/data",
+            "log.dirs": self.log_dirs_setting,
             "num.partitions": "1",
             "default.replication.factor": rf,
             "min.insync.replicas": min_isr,

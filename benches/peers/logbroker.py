@@ -61,14 +61,14 @@ class LogbrokerPeer(Peer):
         if self.voters:
             s = {"listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.cport or '<free port>'}",
                  "controller.quorum.voters": self.voters}
-        s["log.dirs"] = str(self.data_dir) if self.workdir else "<temp dir>/data"
+        s["log.dirs"] = self.log_dirs_setting
         s.update(self._sets())
         s["(process)"] = f"{sys.executable} -m logbroker serve (one Python process, trio, Rust core)"
         return s
 
     def _launch(self) -> subprocess.Popen:
         assert self.workdir is not None
-        cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir)]
+        cmd = [sys.executable, "-m", "logbroker", "serve", "--data-dir", self.log_dirs_setting]
         if self.roles == "broker":  # a broker-only node of a PeerCluster (add_broker)
             cmd += ["--roles", "broker", "--listen", f"PLAINTEXT://127.0.0.1:{self.port}", "--voters", self.voters]
         elif self.voters:  # a node of a PeerCluster: a CONTROLLER listener and the voter set

@@ -40,7 +40,8 @@ def run_suite(name: str, brokers: list[str], short: bool) -> dict[str, list[resu
             t0 = time.monotonic()
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             with tempfile.TemporaryDirectory(prefix=f"compat-{name}-") as work, \
-                    started(broker, nodes, mod.broker_settings(nodes), data_root=work) as target:
+                    started(broker, nodes, mod.broker_settings(nodes), data_root=work,
+                            log_dirs=getattr(mod, "LOG_DIRS", 1)) as target:
                 outcomes = mod.run(target, short, work)
                 version = target.version
             passed = sum(o.status == "pass" for o in outcomes)

@@ -24,7 +24,8 @@ class Target:
     bootstrap: str  # host:port[,host:port...]
     nodes: int
     version: str
-    data_dirs: list[Path]  # each node's log.dirs (for tools that read segment files)
+    data_dirs: list[Path]  # each node's first log directory (meta.properties, the metadata log)
+    log_dirs: list[list[Path]]  # each node's log.dirs, all of them (for tools that read segment files)
     peer: object  # the benches.peers Peer or PeerCluster (for kills, logs)
 
     def log_tail(self, n: int = 60) -> str:
@@ -41,8 +42,9 @@ def _version(broker: str, peer: object) -> str:
 
 @contextlib.contextmanager
 def started(broker: str, nodes: int = 1, extra: dict[str, str] | None = None,
-            data_root: str | None = None) -> Iterator[Target]:
-    """Start `broker` with `nodes` nodes (RF = min(nodes, 3)) and yield a Target; stop it after."""
+            data_root: str | None = None, log_dirs: int = 1) -> Iterator[Target]:
+    """Start `broker` with `nodes` nodes (RF = min(nodes, 3)), each with `log_dirs` log
+    directories, and yield a Target; stop it after."""
     from benches.peers.common import PeerCluster
 
     if broker == "kafka":
@@ -57,6 +59,7 @@ def started(broker: str, nodes: int = 1, extra: dict[str, str] | None = None,
     else:
         raise ValueError(f"unknown broker {broker!r}: one of {BROKERS}")
     extra = dict(extra or {})
+    kw["log_dirs"] = log_dirs
     if nodes == 1:
         peer = cls(data_root, extra=extra, **kw)
         nodes_list = [peer]
@@ -67,6 +70,6 @@ def started(broker: str, nodes: int = 1, extra: dict[str, str] | None = None,
     peer.start()
     try:
         yield Target(broker, peer.bootstrap, nodes, _version(broker, peer),
-                     [n.data_dir for n in nodes_list], peer)
+                     [n.data_dir for n in nodes_list], [n.log_dirs for n in nodes_list], peer)
     finally:
         peer.stop()

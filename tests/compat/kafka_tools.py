@@ -21,7 +21,8 @@ own segment files: target.data_dirs), kafka-acls (AclCommand), kafka-reassign-pa
 Settings (broker_settings, the same keys on both brokers): the StandardAuthorizer with
 User:ANONYMOUS as the super user, so kafka-acls has an authorizer to manage while every
 PLAINTEXT client (the tools, the set-up clients, the brokers to each other) is allowed
-everything.
+everything. Every broker has two log directories (LOG_DIRS, Kafka's JBOD), so
+kafka-log-dirs describes both and kafka-reassign-partitions can move a replica between them.
 
 Not configured: SASL. kafka-delegation-tokens needs a SASL listener (and a token secret) to
 create a token; the suite's case shows the refusal a PLAINTEXT listener gives instead.
@@ -77,6 +78,7 @@ PREFIX = "kt"  # of the topics, groups and transactional ids the cases create
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SETTINGS = {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"}
+LOG_DIRS = 2  # log directories per broker (tests/compat/brokers.py started)
 
 # test name -> why its outcome differs between the brokers (or why it fails on both)
 DIFFERENCES: dict[str, str] = {
@@ -348,9 +350,20 @@ class Ctx:
     def data_dir(self, node_id: int) -> Path:
         return Path(self.run.target.data_dirs[node_id - 1])
 
+    def replica_dir(self, node_id: int, topic: str, partition: int) -> Path | None:
+        """The partition's directory on node `node_id`, in whichever of its log directories."""
+        for d in self.run.target.log_dirs[node_id - 1]:
+            if (Path(d) / f"{topic}-{partition}").is_dir():
+                return Path(d) / f"{topic}-{partition}"
+        return None
+
     def partition_dir(self, topic: str, partition: int) -> Path:
         """The partition's directory on its leader."""
-        return self.data_dir(self.leaders(topic)[partition]) / f"{topic}-{partition}"
+        leader = self.leaders(topic)[partition]
+        found = self.replica_dir(leader, topic, partition)
+        if found is None:
+            raise CaseFailed(f"{topic}-{partition}'s directory in a log directory of its leader, broker {leader}")
+        return found
 
     def cluster_id(self) -> str:
         meta = (self.data_dir(1) / "meta.properties").read_text()
@@ -799,14 +812,16 @@ def log_dirs(c: Ctx) -> None:
     c.expect(sorted(brokers) == list(range(1, c.n + 1)), f"every broker (1..{c.n}) described")
     replicas: dict[str, int] = {}
     for bid, b in brokers.items():
-        want = str(Path(c.run.target.data_dirs[bid - 1]).resolve())
+        want = sorted(str(Path(d).resolve()) for d in c.run.target.log_dirs[bid - 1])
         dirs = [d for d in b["logDirs"] if d["error"] is None]
-        c.expect([str(Path(d["logDir"]).resolve()) for d in dirs] == [want],
-                 f"broker {bid}'s one log directory, {want}, without error")
-        for p in dirs[0]["partitions"]:
-            if p["partition"].startswith(t + "-"):
-                c.expect(p["size"] > 0 and not p["isFuture"], f"broker {bid}: {p['partition']} with records (size > 0)")
-                replicas[p["partition"]] = replicas.get(p["partition"], 0) + 1
+        c.expect(sorted(str(Path(d["logDir"]).resolve()) for d in dirs) == want,
+                 f"broker {bid}'s {len(want)} log directories, {want}, without error")
+        for d in dirs:
+            for p in d["partitions"]:
+                if p["partition"].startswith(t + "-"):
+                    c.expect(p["size"] > 0 and not p["isFuture"],
+                             f"broker {bid}: {p['partition']} with records (size > 0)")
+                    replicas[p["partition"]] = replicas.get(p["partition"], 0) + 1
     c.expect(replicas == {f"{t}-0": c.rf, f"{t}-1": c.rf}, f"{t}-0 and {t}-1 each on {c.rf} broker(s)")
 
 
@@ -916,6 +931,53 @@ def leader_election(c: Ctx) -> None:
             lambda: replicas_line(c, t)[0] == 2)
 
 
+@case("kafka-reassign-partitions --execute/--verify with log_dirs (a replica between log directories)", short=True)
+def reassign_log_dirs(c: Ctx) -> None:
+    """AlterReplicaLogDirs through the tool: the plan keeps the replicas and names a log
+    directory for one replica, the other one of its broker's two (the leader's on one node, a
+    follower's on three); --verify asks DescribeLogDirs until the replica is there. The records
+    are all still readable, and on three nodes the moved follower keeps replicating (back in
+    the ISR after more records)."""
+    from confluent_kafka import Consumer, TopicPartition
+    t = c.name("jbod")
+    c.create_topic(t)
+    values = [f"r{i}".encode() * 50 for i in range(2000)]
+    c.produce(t, values[:1000])
+    leader = c.leaders(t)[0]
+    replicas = c.run.admin.list_topics(t, timeout=10).topics[t].partitions[0].replicas
+    mover = leader if c.n == 1 else next(r for r in replicas if r != leader)
+    here = c.replica_dir(mover, t, 0)
+    c.expect(here is not None, f"{t}-0's directory on broker {mover}")
+    src = here.parent  # type: ignore[union-attr]
+    dest = next(Path(d) for d in c.run.target.log_dirs[mover - 1] if Path(d).resolve() != src.resolve())
+    plan = c.write("jbod.json", json.dumps({"version": 1, "partitions": [{
+        "topic": t, "partition": 0, "replicas": replicas,
+        "log_dirs": [str(dest.resolve()) if r == mover else "any" for r in replicas]}]}))
+    out = c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--execute").out
+    c.expect_in(out, f"Successfully started moving log directory to {dest.resolve()} for replica {t}-0 with broker {mover}")
+    c.until(f"--verify: 'Reassignment of replica {t}-0-{mover} completed successfully.'", lambda: (
+        f"Reassignment of replica {t}-0-{mover} completed successfully." in
+        c.kt("kafka-reassign-partitions", "--reassignment-json-file", plan, "--verify").out), tries=30, pause=1.0)
+    c.until(f"{t}-0 in {dest} and no longer in {src} on broker {mover}", lambda: (
+        (lambda d: d is not None and d.parent.resolve() == dest.resolve())(c.replica_dir(mover, t, 0))
+        and not (src / f"{t}-0").exists()), tries=20, pause=0.5)
+    c.produce(t, values[1000:])
+    if c.n > 1:
+        c.until(f"broker {mover}'s moved replica in the ISR after 1000 more records", lambda: (
+            sorted(c.run.admin.list_topics(t, timeout=10).topics[t].partitions[0].isrs) == sorted(replicas)),
+            tries=30, pause=0.5)
+    cons = Consumer({"bootstrap.servers": c.bs, "group.id": c.name("jbod-reader"), "enable.auto.commit": False})
+    cons.assign([TopicPartition(t, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2000 and time.monotonic() < deadline:
+        m = cons.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    cons.close()
+    c.expect(got == values, f"all 2000 records of {t}-0 after the move, in order")
+
+
 @case("kafka-reassign-partitions --generate", sizes=(3,))
 def reassign_generate(c: Ctx) -> None:
     t = c.name("planned")
@@ -947,8 +1009,9 @@ def reassign_execute(c: Ctx) -> None:
     c.until("--describe after the move: Replicas 3,2 and both in the ISR", lambda: (
         (lambda r: r[1] == ["3", "2"] and sorted(r[2]) == ["2", "3"])(replicas_line(c, t))))
     c.until(f"{t}-0's copy gone from broker 1's log directory",
-            lambda: not (c.data_dir(1) / f"{t}-0").exists(), tries=20, pause=0.5)
-    c.expect(segments(c.data_dir(3) / f"{t}-0"), f"{t}-0's segments on broker 3")
+            lambda: c.replica_dir(1, t, 0) is None, tries=20, pause=0.5)
+    on3 = c.replica_dir(3, t, 0)
+    c.expect(on3 is not None and segments(on3), f"{t}-0's segments on broker 3")
     cons = Consumer({"bootstrap.servers": c.bs, "group.id": c.name("moved-reader"), "enable.auto.commit": False})
     cons.assign([TopicPartition(t, 0, 0)])
     got: list[bytes] = []
@@ -1079,7 +1142,7 @@ def dump_markers(c: Ctx) -> None:
 
 def file_holding(c: Ctx, topic_prefix: str, needle: bytes) -> list[Path]:
     """The segment files of the internal topic partition (on any node) whose records hold `needle`."""
-    for d in c.run.target.data_dirs:
+    for d in (d for node in c.run.target.log_dirs for d in node):
         for pdir in sorted(Path(d).glob(f"{topic_prefix}-*")):
             segs = segments(pdir)
             if any(needle in s.read_bytes() for s in segs):

@@ -37,13 +37,16 @@ class Broker:
         **settings: object,
     ) -> None:
         self._tmp = None
-        if data_dir is None:
-            self._tmp = tempfile.mkdtemp(prefix="logbroker-")
-            data_dir = self._tmp
         overrides = {"group.initial.rebalance.delay.ms": "0"}  # tests want groups to form at once
         overrides.update({k: str(v) for k, v in (config or {}).items()})
         overrides.update({k.replace("_", "."): str(v) for k, v in settings.items()})
-        overrides["log.dirs"] = str(data_dir)
+        if data_dir is None and "log.dirs" in overrides:  # several log directories (JBOD): the first is data_dir
+            data_dir = overrides["log.dirs"].split(",")[0].strip()
+        else:
+            if data_dir is None:
+                self._tmp = tempfile.mkdtemp(prefix="logbroker-")
+                data_dir = self._tmp
+            overrides["log.dirs"] = str(data_dir)
         # `listener`: the client listener's name, e.g. SSL (with the ssl.* keys) for TLS;
         # config={"listeners": "INTERNAL://...,EXTERNAL://..."} gives several instead
         if "listeners" not in overrides:

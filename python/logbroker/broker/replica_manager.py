@@ -1,17 +1,19 @@
 """The replica manager: the partitions this broker hosts, their logs, and the
 periodic work on them (retention, flush, segment.ms rolls, checkpoints).
 
-Data directory layout (`log.dirs`, one directory today):
-    meta.properties                       cluster.id and node.id (coord/metadata.py)
+Data directory layout: the first of `log.dirs` (the metadata directory) holds
+    meta.properties                       cluster.id, node.id, directory.id (coord/metadata.py)
     __cluster_metadata-0/                 the metadata log (coord/metadata_quorum.py)
-    <topic>-<partition>/                  one Rust `Log` per partition (rust/src/log.rs)
     __archive/                            Parquet files of retention.archive topics, unless
                                           archive.location is set (broker/archiver.py)
-    replication-offset-checkpoint         HW per partition, Kafka's text format
-    topic-id-checkpoint                   the topic id of each topic with a replica here
-                                          (broker/topic_id_checkpoint.py)
+    topic-id-checkpoint                   the topic id of each topic with a replica on this
+                                          broker (broker/topic_id_checkpoint.py)
+and every log directory (broker/log_dirs.py: placement, moves) holds
+    <topic>-<partition>/                  one Rust `Log` per partition (rust/src/log.rs)
+    replication-offset-checkpoint         HW per partition in this directory, Kafka's text format
 (each partition directory keeps its own log-start and recovery-point checkpoints,
-written by the Rust log; see docs/decisions.md)
+written by the Rust log; see docs/decisions.md). Moving a replica between log directories
+while it serves is broker/replica_mover.py.
 
 All blocking calls on logs go through `trio.to_thread.run_sync`, one thread hop per
 request (never per partition or per record); the Rust side releases the GIL. Opening and
@@ -24,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import uuid
+from pathlib import Path
 
 import trio
 
@@ -32,7 +35,10 @@ from logbroker import _core
 from logbroker.archive import ArchiveError
 from logbroker.broker import topic_id_checkpoint
 from logbroker.broker.archiver import Archiver
-from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig
+from logbroker.broker.log_dirs import HW_CHECKPOINT, LogDirs, LogDirsError, partition_dir_name
+from logbroker.broker.replica_mover import ReplicaMover
+from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
+from logbroker.protocol import ErrorCode
 from logbroker.coord.metadata import MetadataImage
 from logbroker.coord.metadata_delta import MetadataDelta
 from logbroker.log_format import fields
@@ -40,12 +46,6 @@ from logbroker.broker.partition import Partition
 from logbroker.broker.replication import Replication
 
 log = logging.getLogger("logbroker.replicas")
-
-HW_CHECKPOINT = "replication-offset-checkpoint"
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 # Logs opened or closed at once (startup, a batch of new partitions, shutdown): their fsyncs
@@ -68,6 +68,10 @@ class ReplicaManager:
         self.config = config
         self.node_id = config.node_id
         self.data_dir = config.data_dir
+        try:
+            self.log_dirs = LogDirs(config.log_dirs)
+        except LogDirsError as e:
+            raise ConfigError(str(e)) from None
         # The data path's view of our replicas (shared with the network thread, if any).
         self.table = table if table is not None else _core.PartitionTable()
         self.table.set_rack_aware_selector(config.get_str("replica.selector.class") == RACK_AWARE_SELECTOR)
@@ -89,6 +93,7 @@ class ReplicaManager:
         self._ids_written: dict[str, uuid.UUID] | None = None
         self.replication = Replication(config, self)
         self.archiver = Archiver(config)
+        self.mover = ReplicaMover(self)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -99,13 +104,14 @@ class ReplicaManager:
         return Partition(topic.name, topic.topic_id, state, lg, self.node_id, self.table, self._min_isr(topic.configs))
 
     def _open_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log:
-        path = self.data_dir / partition_dir_name(topic, partition)
+        """(Placed first: `log_dirs.place`, on the trio thread.)"""
+        path = self.log_dirs.path((topic, partition))
         return _core.Log.open(str(path), topic, partition, self.config.engine_config(configs), None, now_ms())
 
     def _create_log(self, topic: str, partition: int, configs: dict[str, str]) -> _core.Log:
         """A replica new to this broker: whatever a directory of its name holds is left from
-        an earlier topic of the same name, and goes."""
-        path = self.data_dir / partition_dir_name(topic, partition)
+        an earlier topic of the same name, and goes. (Placed first, as `_open_log`.)"""
+        path = self.log_dirs.path((topic, partition))
         return _core.Log.create(str(path), topic, partition, self.config.engine_config(configs), now_ms())
 
     def _apply_dynamic_configs(self, image: MetadataImage) -> list[str]:
@@ -146,7 +152,13 @@ class ReplicaManager:
         """Open every local replica's log (recovering it if the last stop was unclean)."""
         self._apply_dynamic_configs(image)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        hw = {(t, p): o for t, p, o in _core.read_offset_checkpoint(str(self.data_dir / HW_CHECKPOINT))}
+        try:
+            await trio.to_thread.run_sync(self.log_dirs.scan)
+        except LogDirsError as e:
+            raise ConfigError(str(e)) from None
+        hw = {}
+        for d in self.log_dirs.dirs:
+            hw.update({((t, p), d): o for t, p, o in _core.read_offset_checkpoint(str(d / HW_CHECKPOINT))})
         try:
             self._ids_written = topic_id_checkpoint.read(self.data_dir)
         except topic_id_checkpoint.TopicIdCheckpointError as e:
@@ -168,11 +180,13 @@ class ReplicaManager:
             if topic.name in earlier:
                 return self._create_log(topic.name, state.partition, topic.configs)
             lg = self._open_log(topic.name, state.partition, topic.configs)
-            saved_hw = hw.get((topic.name, state.partition))
+            saved_hw = hw.get(((topic.name, state.partition), Path(lg.dir).parent))
             if saved_hw is not None:
                 lg.update_high_watermark(saved_hw)
             return lg
 
+        for topic, state in wanted:
+            self.log_dirs.place((topic.name, state.partition))
         logs = await trio.to_thread.run_sync(in_parallel, open_one, wanted)
         for lg in logs:
             clean, recovered, truncated, dropped, first_error = lg.recovery_report
@@ -190,9 +204,10 @@ class ReplicaManager:
         self._image = image
         await self.replication.after_image(image)
         known = {partition_dir_name(t, p) for (t, p) in self.partitions}
-        for entry in self.data_dir.iterdir():
-            if entry.is_dir() and not entry.name.startswith("__") and entry.name not in known:
-                log.warning("directory %s does not belong to any topic in the metadata image; left untouched", entry)
+        for key, d in list(self.log_dirs.where.items()):
+            if partition_dir_name(*key) not in known:
+                log.warning("directory %s does not belong to any topic in the metadata image; left untouched",
+                            d / partition_dir_name(*key))
 
     async def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
         """Reconcile local partitions with a new image: open new replicas, apply leader
@@ -240,6 +255,9 @@ class ReplicaManager:
         for p in to_delete:
             p.deleted = True
             self.table.remove(p.topic, p.index)
+            self.mover.cancel((p.topic, p.index))
+        for (name, idx), _v in to_open:
+            self.log_dirs.place((name, idx))
 
         def work() -> list[_core.Log]:
             for p in to_delete:
@@ -256,6 +274,8 @@ class ReplicaManager:
         opened = await trio.to_thread.run_sync(work)
         for p in to_delete:
             self._forget(p)
+            if (p.topic, p.index) not in wanted:
+                self.log_dirs.forget((p.topic, p.index))
             p.deleted = True
             p.notify()
         for key in [k for k in self.offline if k[0] in names and k not in wanted]:
@@ -298,6 +318,8 @@ class ReplicaManager:
                 wanted.append((t, state))
         if not wanted:
             return
+        for t, state in wanted:
+            self.log_dirs.place((t.name, state.partition))
 
         def open_one(item) -> _core.Log | _core.LogBrokerError:
             topic, state = item
@@ -360,6 +382,7 @@ class ReplicaManager:
         if self._closed:
             return
         self._closed = True
+        self.mover.cancel_all()
         await self.replication.shutdown()
         parts = list(self.partitions.values())
 
@@ -375,19 +398,75 @@ class ReplicaManager:
             try:
                 self._write_checkpoints(parts)
             except Exception as e:  # noqa: BLE001 - a full disk: the logs are closed; recovery redoes the HW
-                log.error("writing the high-watermark checkpoint %s at shutdown failed: %s", self.data_dir / HW_CHECKPOINT,
-                          e)
+                log.error("writing the high-watermark checkpoints (%s in each log directory) at shutdown failed: %s",
+                          HW_CHECKPOINT, e)
 
         await trio.to_thread.run_sync(close_all)
 
     def _write_checkpoints(self, parts: list[Partition]) -> None:
-        _core.write_offset_checkpoint(
-            str(self.data_dir / HW_CHECKPOINT), [(p.topic, p.index, p.log.high_watermark) for p in parts]
-        )
+        by_dir: dict[Path, list] = {d: [] for d in self.log_dirs.dirs}
+        for p in parts:
+            by_dir.setdefault(Path(p.log.dir).parent, []).append((p.topic, p.index, p.log.high_watermark))
+        for d, entries in by_dir.items():
+            _core.write_offset_checkpoint(str(d / HW_CHECKPOINT), entries)
         ids = {p.topic: p.topic_id for p in parts}
         if ids != self._ids_written:
             topic_id_checkpoint.write(self.data_dir, ids)
             self._ids_written = ids
+
+    # --- log directories ------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage | None:
+        return self._image
+
+    @property
+    def metadata_lock(self) -> trio.Lock:
+        """Held while a metadata image applies (and while a moved replica's log is swapped)."""
+        return self._applying
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        t = self._image.topics.get(topic) if self._image is not None else None
+        return t.configs if t is not None else {}
+
+    def alter_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one partition (Kafka's ReplicaManager.alterReplicaLogDirs):
+        a replica hosted here is moved to the log directory `path` (broker/replica_mover.py);
+        one not hosted here yet is created there when it comes (REPLICA_NOT_AVAILABLE now)."""
+        key = (topic, index)
+        dest = self.log_dirs.find(path)
+        if dest is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if key in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        p = self.partitions.get(key)
+        if p is None or p.deleted:
+            self.log_dirs.preferred[key] = dest
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if Path(p.log.dir).parent == dest:
+            self.mover.cancel(key)  # back where it is: a move elsewhere stops
+            return ErrorCode.NONE
+        try:
+            self.mover.start(key, dest)
+        except RuntimeError as e:
+            log.error("cannot move %s-%d to %s: %s", topic, index, dest, e, extra=fields(topic=topic, partition=index))
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def replaced(self, old: Partition, lg: _core.Log | None, error: Exception | None, where: Path) -> None:
+        """A moved replica's log was swapped (broker/replica_mover.py): `lg` opened from
+        `where`, or `error` kept it from opening (the partition goes offline here and is
+        retried from `where`)."""
+        key = (old.topic, old.index)
+        self.log_dirs.where[key] = where.parent
+        old.deleted = True
+        self._forget(old)
+        old.notify()
+        if lg is None:
+            self._went_offline(old.topic, old.index, error)
+            return
+        topic = self._image.topics[old.topic]
+        self._add(self._partition(topic, topic.partitions[old.index], lg))
 
     # --- lookups --------------------------------------------------------------------
 
@@ -412,6 +491,7 @@ class ReplicaManager:
             )
             if self.config.get_bool("log.cleaner.enable"):
                 nursery.start_soon(self._every, self.config.get_int("log.cleaner.backoff.ms"), self._clean)
+            await nursery.start(self.mover.run)
             task_status.started()
 
     async def _every(self, interval_ms: int, job) -> None:

@@ -101,6 +101,19 @@ class Replication:
                 if not followed:
                     self._following.pop(name, None)
 
+    async def stop_following(self, keys: list[tuple[str, int]]) -> None:
+        """Take `keys` off the fetch loops whatever the image says (a replica whose log is
+        being replaced: broker/replica_mover.py); the next `after_image` naming their topics
+        follows them again."""
+        stop = [k for k in keys if k[1] in self._following.get(k[0], {})]
+        if stop:
+            await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
+            for name, i in stop:
+                followed = self._following.get(name, {})
+                followed.pop(i, None)
+                if not followed:
+                    self._following.pop(name, None)
+
     async def after_image(self, image: MetadataImage, names: set[str] | None = None) -> None:
         """Follow every local replica led elsewhere, at the image's leader epochs; only
         topics in `names` changed (None: any may have)."""

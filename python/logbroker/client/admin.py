@@ -145,6 +145,20 @@ class Admin:
         """The size in bytes of each replica on `broker` (node id)."""
         return self._call(lambda: self._core.describe_log_dirs(broker), f"describe_log_dirs {broker}", timeout)
 
+    def describe_replica_log_dirs(self, broker: int, timeout: float | None = None
+                                  ) -> dict[TopicPartition, tuple[str, str | None]]:
+        """Where each replica on `broker` is: {partition: (log directory, the log directory
+        it is being moved to, or None)}."""
+        return self._call(lambda: self._core.describe_replica_log_dirs(broker), f"describe_replica_log_dirs {broker}",
+                          timeout)
+
+    def alter_replica_log_dirs(self, broker: int, moves: dict[TopicPartition | tuple[str, int], str],
+                               timeout: float | None = None) -> None:
+        """Move replicas on `broker` to other log directories of it (`log.dirs`) while they
+        serve; `describe_replica_log_dirs` shows when each has arrived."""
+        tps = {TopicPartition(*tp): path for tp, path in moves.items()}
+        self._call(lambda: self._core.alter_replica_log_dirs(broker, tps), f"alter_replica_log_dirs {broker}", timeout)
+
     def describe_user_scram_credentials(self, users: Iterable[str] | None = None,
                                         timeout: float | None = None) -> dict[str, list[tuple[str, int]]]:
         """{user: [(mechanism, iterations)]} of the named users (None: every user with a

@@ -34,6 +34,7 @@ from logbroker.protocol.messages.delete_topics_request import _DeleteTopicsReque
 from logbroker.protocol.messages.describe_acls_request import _DescribeAclsRequest
 from logbroker.protocol.messages.describe_configs_request import _DescribeConfigsRequest
 from logbroker.protocol.messages.describe_groups_request import _DescribeGroupsRequest
+from logbroker.protocol.messages.alter_replica_log_dirs_request import _AlterReplicaLogDirsRequest
 from logbroker.protocol.messages.describe_log_dirs_request import _DescribeLogDirsRequest
 from logbroker.protocol.messages.describe_client_quotas_request import _DescribeClientQuotasRequest
 from logbroker.protocol.messages.describe_user_scram_credentials_request import _DescribeUserScramCredentialsRequest
@@ -303,6 +304,10 @@ class AdminCore(ClientCore):
 
         return Pending.of(None).chain(ask).chain(parse)
 
+    def _to_broker(self, broker: int, req: Any) -> Pending[Any]:
+        """`req` to broker `broker` (its address from the cluster metadata, awaited first)."""
+        return self._brokers().chain(lambda _nodes: self.net.request(broker, req))
+
     def _brokers(self) -> Pending[list[int]]:
         return self.wait_metadata(lambda: self.metadata.version > 0, self.net.request_timeout, "cluster metadata").chain(
             lambda _: sorted(self.metadata.brokers))
@@ -473,7 +478,46 @@ class AdminCore(ClientCore):
                             out[TopicPartition(t.name, p.partition_index)] = p.partition_size
             return out
 
-        return self.net.request(broker, _DescribeLogDirsRequest(topics=None)).chain(parse)
+        return self._to_broker(broker, _DescribeLogDirsRequest(topics=None)).chain(parse)
+
+    def describe_replica_log_dirs(self, broker: int) -> Pending[dict[TopicPartition, tuple[str, str | None]]]:
+        """Where each replica on `broker` is: {partition: (log directory, the log directory it
+        is being moved to, or None)} (DescribeLogDirs, all topics)."""
+        def parse(resp: Any) -> dict[TopicPartition, tuple[str, str | None]]:
+            if getattr(resp, "error_code", 0):
+                raise error_for(resp.error_code, None, f"log dirs of broker {broker}")
+            current: dict[TopicPartition, str] = {}
+            future: dict[TopicPartition, str] = {}
+            for r in resp.results:
+                if r.error_code:
+                    raise error_for(r.error_code, None, f"log dir {r.log_dir} of broker {broker}")
+                for t in r.topics:
+                    for p in t.partitions:
+                        (future if p.is_future_key else current)[TopicPartition(t.name, p.partition_index)] = r.log_dir
+            return {tp: (d, future.get(tp)) for tp, d in current.items()}
+
+        return self._to_broker(broker, _DescribeLogDirsRequest(topics=None)).chain(parse)
+
+    def alter_replica_log_dirs(self, broker: int, moves: dict[TopicPartition, str]) -> Pending[None]:
+        """Move replicas on `broker` to other log directories of it, online (AlterReplicaLogDirs,
+        KIP-113); `describe_replica_log_dirs` shows when they have arrived. The first
+        partition refused raises (LogDirNotFoundError, ReplicaNotAvailableError, ...)."""
+        cls = _AlterReplicaLogDirsRequest
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for tp, path in moves.items():
+            by_dir.setdefault(path, {}).setdefault(tp.topic, []).append(tp.partition)
+        req = cls(dirs=[cls.AlterReplicaLogDir(path=path, topics=[
+            cls.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            for path, topics in by_dir.items()])
+
+        def check(resp: Any) -> None:
+            for t in resp.results:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for(p.error_code, None, f"moving {t.topic_name}-{p.partition_index} on broker "
+                                                            f"{broker} to {moves[TopicPartition(t.topic_name, p.partition_index)]}")
+
+        return self._to_broker(broker, req).chain(check)
 
     def describe_user_scram_credentials(self, users: list[str] | None) -> Pending[dict[str, list[tuple[str, int]]]]:
         """{user: [(mechanism, iterations)]} of `users` (None: every user with a credential);

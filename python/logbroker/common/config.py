@@ -532,8 +532,16 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> Path:
-        """The data directory (log.dirs)."""
-        return Path(self.get_str("log.dirs").split(",")[0])
+        """The metadata directory: the first of log.dirs (Kafka's metadata.log.dir default)."""
+        dirs = self.log_dirs
+        if not dirs:
+            raise ConfigError(f"log.dirs names no directory: {self.get_str('log.dirs')!r}")
+        return dirs[0]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every log directory (log.dirs, comma-separated; broker/log_dirs.py)."""
+        return [Path(d.strip()) for d in self.get_str("log.dirs").split(",") if d.strip()]
 
     @property
     def listen(self) -> tuple[str, int]:

@@ -133,6 +133,16 @@ def node_cluster_id(config: BrokerConfig, store: MetadataStore) -> str:
         store.write_meta_properties(cluster_id, node_id)
     elif not meta.get("directory.id"):  # written before directory ids: give the directory one
         store.write_meta_properties(cluster_id, node_id)
+    for d in config.log_dirs[1:]:  # the other log directories (JBOD): each has its own meta.properties
+        other = MetadataStore(d)
+        found = other.read_meta_properties()
+        for key, want in (("node.id", str(node_id)), ("cluster.id", cluster_id)):
+            if found.get(key) and found[key] != want:
+                raise ConfigError(f"log directory {d} belongs to {key} {found[key]}, but this broker's is {want}; "
+                                  f"refusing to start")
+        if not found.get("directory.id"):
+            d.mkdir(parents=True, exist_ok=True)
+            other.write_meta_properties(cluster_id, node_id)
     return cluster_id
 
 

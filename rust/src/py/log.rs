@@ -279,6 +279,45 @@ impl PyLog {
         Ok(PyAppendResult(r))
     }
 
+    /// One round of moving this replica to another log directory (AlterReplicaLogDirs,
+    /// KIP-113; broker/replica_mover.py): brings `future`, this partition's log in the
+    /// destination directory, toward this one as a follower brings itself toward its leader.
+    /// First `future` is cut back where it diverges (this log was truncated since: the
+    /// leader-epoch check) or restarted when this log's start passed its end (retention);
+    /// then the whole batches from its end on are copied, at most `max_bytes` (at least one
+    /// batch), and its HW and log start follow this log's. Returns (future's LEO, this log's
+    /// LEO): equal means caught up. One hop with the GIL released.
+    fn copy_to(&self, py: Python<'_>, future: &PyLog, max_bytes: i64) -> PyResult<(i64, i64)> {
+        let (src, dst) = (&self.log, &future.log);
+        py.enter_core(|| -> crate::error::Result<(i64, i64)> {
+            if let Some(epoch) = dst.latest_epoch() {
+                let (_, end) = src.end_offset_for_epoch(epoch);
+                if end < 0 {
+                    dst.truncate_fully_and_start_at(src.log_start_offset())?;
+                } else if end < dst.log_end_offset() {
+                    dst.truncate_to(end)?;
+                }
+            }
+            if dst.log_end_offset() > src.log_end_offset() {
+                dst.truncate_to(src.log_end_offset())?;
+            }
+            let start = src.log_start_offset();
+            if dst.log_end_offset() < start {
+                dst.truncate_fully_and_start_at(start)?;
+            }
+            if let Some(region) = src.read(dst.log_end_offset(), non_negative(max_bytes), None, true)? {
+                if region.length > 0 {
+                    dst.append_as_follower(region.read_to_vec()?)?;
+                }
+            }
+            dst.update_high_watermark(src.high_watermark().min(dst.log_end_offset()));
+            if start > dst.log_start_offset() && start <= dst.high_watermark() {
+                dst.delete_records_before(start)?;
+            }
+            Ok((dst.log_end_offset(), src.log_end_offset()))
+        })
+    }
+
     #[pyo3(signature = (fetch_offset, max_bytes, max_offset=None, min_one_message=true))]
     fn read(&self, py: Python<'_>, fetch_offset: i64, max_bytes: i64, max_offset: Option<i64>, min_one_message: bool) -> PyResult<Option<PyFileRegion>> {
         let r = py.enter_core(|| self.log.read(fetch_offset, non_negative(max_bytes), max_offset, min_one_message))?;

@@ -162,6 +162,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         acls,
         admin_configs,
         alter_partition,
+        alter_replica_log_dirs,
         api_versions,
         broker_heartbeat,
         client_quotas,
@@ -197,7 +198,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     modules = [
         list_offsets, metadata, api_versions, create_topics, delete_topics,
         delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
-        describe_cluster, describe_producers, elect_leaders, describe_log_dirs, update_features,
+        describe_cluster, describe_producers, elect_leaders, describe_log_dirs, alter_replica_log_dirs, update_features,
         describe_topic_partitions, list_config_resources,
     ]
     table = {}

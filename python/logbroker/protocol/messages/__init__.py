@@ -17,6 +17,8 @@ from logbroker.protocol.messages.alter_partition_reassignments_request import Al
 from logbroker.protocol.messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from logbroker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from logbroker.protocol.messages.alter_partition_response import AlterPartitionResponse
+from logbroker.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
+from logbroker.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
 from logbroker.protocol.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
 from logbroker.protocol.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
 from logbroker.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
@@ -181,6 +183,7 @@ REQUESTS: dict[int, type[Message]] = {
     31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
+    34: AlterReplicaLogDirsRequest,
     35: DescribeLogDirsRequest,
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
@@ -255,6 +258,7 @@ RESPONSES: dict[int, type[Message]] = {
     31: DeleteAclsResponse,
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
+    34: AlterReplicaLogDirsResponse,
     35: DescribeLogDirsResponse,
     36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
@@ -329,6 +333,7 @@ API_NAMES = {
     31: 'DeleteAcls',
     32: 'DescribeConfigs',
     33: 'AlterConfigs',
+    34: 'AlterReplicaLogDirs',
     35: 'DescribeLogDirs',
     36: 'SaslAuthenticate',
     37: 'CreatePartitions',
@@ -412,6 +417,12 @@ CLASSES = (
     AlterPartitionResponse,
     AlterPartitionResponse.TopicData,
     AlterPartitionResponse.PartitionData,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsRequest.AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic,
+    AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult,
+    AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult,
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic,
     AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition,
@@ -769,6 +780,8 @@ __all__ = [
     'AlterPartitionReassignmentsResponse',
     'AlterPartitionRequest',
     'AlterPartitionResponse',
+    'AlterReplicaLogDirsRequest',
+    'AlterReplicaLogDirsResponse',
     'AlterShareGroupOffsetsRequest',
     'AlterShareGroupOffsetsResponse',
     'AlterUserScramCredentialsRequest',

@@ -16,7 +16,7 @@ class AlterShareGroupOffsetsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterShareGroupOffsetsRequest'
-    _rs = 37
+    _rs = 43
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class AlterShareGroupOffsetsRequest(Message):
         """Struct AlterShareGroupOffsetsRequestTopic of AlterShareGroupOffsetsRequest."""
 
         _msg = 'AlterShareGroupOffsetsRequest'
-        _rs = 38
+        _rs = 44
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class AlterShareGroupOffsetsRequest(Message):
         """Struct AlterShareGroupOffsetsRequestPartition of AlterShareGroupOffsetsRequest."""
 
         _msg = 'AlterShareGroupOffsetsRequest'
-        _rs = 39
+        _rs = 45
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class AlterShareGroupOffsetsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterShareGroupOffsetsResponse'
-    _rs = 40
+    _rs = 46
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class AlterShareGroupOffsetsResponse(Message):
         """Struct AlterShareGroupOffsetsResponseTopic of AlterShareGroupOffsetsResponse."""
 
         _msg = 'AlterShareGroupOffsetsResponse'
-        _rs = 41
+        _rs = 47
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -62,7 +62,7 @@ class AlterShareGroupOffsetsResponse(Message):
         """Struct AlterShareGroupOffsetsResponsePartition of AlterShareGroupOffsetsResponse."""
 
         _msg = 'AlterShareGroupOffsetsResponse'
-        _rs = 42
+        _rs = 48
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

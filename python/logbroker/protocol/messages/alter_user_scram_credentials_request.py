@@ -16,7 +16,7 @@ class AlterUserScramCredentialsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterUserScramCredentialsRequest'
-    _rs = 43
+    _rs = 49
     _lo, _hi = 0, 0
     __slots__ = (
         # The SCRAM credentials to remove.
@@ -30,7 +30,7 @@ class AlterUserScramCredentialsRequest(Message):
         """Struct ScramCredentialDeletion of AlterUserScramCredentialsRequest."""
 
         _msg = 'AlterUserScramCredentialsRequest'
-        _rs = 44
+        _rs = 50
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.
@@ -55,7 +55,7 @@ class AlterUserScramCredentialsRequest(Message):
         """Struct ScramCredentialUpsertion of AlterUserScramCredentialsRequest."""
 
         _msg = 'AlterUserScramCredentialsRequest'
-        _rs = 45
+        _rs = 51
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.

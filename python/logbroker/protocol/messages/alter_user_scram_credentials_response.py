@@ -16,7 +16,7 @@ class AlterUserScramCredentialsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'AlterUserScramCredentialsResponse'
-    _rs = 46
+    _rs = 52
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class AlterUserScramCredentialsResponse(Message):
         """Struct AlterUserScramCredentialsResult of AlterUserScramCredentialsResponse."""
 
         _msg = 'AlterUserScramCredentialsResponse'
-        _rs = 47
+        _rs = 53
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.

@@ -16,7 +16,7 @@ class ApiVersionsRequest(Message):
     valid_versions = (0, 4)
     flexible_versions_min = 3
     _msg = 'ApiVersionsRequest'
-    _rs = 48
+    _rs = 54
     _lo, _hi = 0, 4
     __slots__ = (
         # The name of the client.

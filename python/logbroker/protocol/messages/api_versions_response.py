@@ -16,7 +16,7 @@ class ApiVersionsResponse(Message):
     valid_versions = (0, 4)
     flexible_versions_min = 3
     _msg = 'ApiVersionsResponse'
-    _rs = 49
+    _rs = 55
     _lo, _hi = 0, 4
     __slots__ = (
         # The top-level error code.
@@ -40,7 +40,7 @@ class ApiVersionsResponse(Message):
         """Struct ApiVersion of ApiVersionsResponse."""
 
         _msg = 'ApiVersionsResponse'
-        _rs = 50
+        _rs = 56
         _lo, _hi = 0, 4
         __slots__ = (
             # The API index.
@@ -69,7 +69,7 @@ class ApiVersionsResponse(Message):
         """Struct SupportedFeatureKey of ApiVersionsResponse."""
 
         _msg = 'ApiVersionsResponse'
-        _rs = 51
+        _rs = 57
         _lo, _hi = 0, 4
         __slots__ = (
             # The name of the feature.
@@ -98,7 +98,7 @@ class ApiVersionsResponse(Message):
         """Struct FinalizedFeatureKey of ApiVersionsResponse."""
 
         _msg = 'ApiVersionsResponse'
-        _rs = 52
+        _rs = 58
         _lo, _hi = 0, 4
         __slots__ = (
             # The name of the feature.

@@ -16,7 +16,7 @@ class BrokerHeartbeatRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'BrokerHeartbeatRequest'
-    _rs = 53
+    _rs = 59
     _lo, _hi = 0, 1
     __slots__ = (
         # The broker ID.

@@ -16,7 +16,7 @@ class BrokerHeartbeatResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'BrokerHeartbeatResponse'
-    _rs = 54
+    _rs = 60
     _lo, _hi = 0, 1
     __slots__ = (
         # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

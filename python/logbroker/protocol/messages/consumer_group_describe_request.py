@@ -16,7 +16,7 @@ class ConsumerGroupDescribeRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupDescribeRequest'
-    _rs = 55
+    _rs = 61
     _lo, _hi = 0, 1
     __slots__ = (
         # The ids of the groups to describe.

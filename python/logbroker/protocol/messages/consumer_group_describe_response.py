@@ -16,7 +16,7 @@ class ConsumerGroupDescribeResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupDescribeResponse'
-    _rs = 56
+    _rs = 62
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class ConsumerGroupDescribeResponse(Message):
         """Struct DescribedGroup of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 57
+        _rs = 63
         _lo, _hi = 0, 1
         __slots__ = (
             # The describe error, or 0 if there was no error.
@@ -83,7 +83,7 @@ class ConsumerGroupDescribeResponse(Message):
         """Struct Member of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 58
+        _rs = 64
         _lo, _hi = 0, 1
         __slots__ = (
             # The member ID.
@@ -144,7 +144,7 @@ class ConsumerGroupDescribeResponse(Message):
         """Struct TopicPartitions of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 59
+        _rs = 65
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic ID.
@@ -173,7 +173,7 @@ class ConsumerGroupDescribeResponse(Message):
         """Struct Assignment of ConsumerGroupDescribeResponse."""
 
         _msg = 'ConsumerGroupDescribeResponse'
-        _rs = 60
+        _rs = 66
         _lo, _hi = 0, 1
         __slots__ = (
             # The assigned topic-partitions to the member.

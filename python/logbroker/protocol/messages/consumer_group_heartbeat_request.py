@@ -16,7 +16,7 @@ class ConsumerGroupHeartbeatRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupHeartbeatRequest'
-    _rs = 61
+    _rs = 67
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -46,7 +46,7 @@ class ConsumerGroupHeartbeatRequest(Message):
         """Struct TopicPartitions of ConsumerGroupHeartbeatRequest."""
 
         _msg = 'ConsumerGroupHeartbeatRequest'
-        _rs = 62
+        _rs = 68
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic ID.

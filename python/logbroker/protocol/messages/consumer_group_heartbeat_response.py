@@ -16,7 +16,7 @@ class ConsumerGroupHeartbeatResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ConsumerGroupHeartbeatResponse'
-    _rs = 63
+    _rs = 69
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -40,7 +40,7 @@ class ConsumerGroupHeartbeatResponse(Message):
         """Struct Assignment of ConsumerGroupHeartbeatResponse."""
 
         _msg = 'ConsumerGroupHeartbeatResponse'
-        _rs = 64
+        _rs = 70
         _lo, _hi = 0, 1
         __slots__ = (
             # The partitions assigned to the member that can be used immediately.
@@ -61,7 +61,7 @@ class ConsumerGroupHeartbeatResponse(Message):
         """Struct TopicPartitions of ConsumerGroupHeartbeatResponse."""
 
         _msg = 'ConsumerGroupHeartbeatResponse'
-        _rs = 65
+        _rs = 71
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic ID.

@@ -16,7 +16,7 @@ class CreateAclsRequest(Message):
     valid_versions = (1, 3)
     flexible_versions_min = 2
     _msg = 'CreateAclsRequest'
-    _rs = 66
+    _rs = 72
     _lo, _hi = 1, 3
     __slots__ = (
         # The ACLs that we want to create.
@@ -28,7 +28,7 @@ class CreateAclsRequest(Message):
         """Struct AclCreation of CreateAclsRequest."""
 
         _msg = 'CreateAclsRequest'
-        _rs = 67
+        _rs = 73
         _lo, _hi = 1, 3
         __slots__ = (
             # The type of the resource.

@@ -16,7 +16,7 @@ class CreateAclsResponse(Message):
     valid_versions = (1, 3)
     flexible_versions_min = 2
     _msg = 'CreateAclsResponse'
-    _rs = 68
+    _rs = 74
     _lo, _hi = 1, 3
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class CreateAclsResponse(Message):
         """Struct AclCreationResult of CreateAclsResponse."""
 
         _msg = 'CreateAclsResponse'
-        _rs = 69
+        _rs = 75
         _lo, _hi = 1, 3
         __slots__ = (
             # The result error, or zero if there was no error.

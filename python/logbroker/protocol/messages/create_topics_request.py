@@ -16,7 +16,7 @@ class CreateTopicsRequest(Message):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsRequest'
-    _rs = 75
+    _rs = 81
     _lo, _hi = 2, 7
     __slots__ = (
         # The topics to create.
@@ -32,7 +32,7 @@ class CreateTopicsRequest(Message):
         """Struct CreatableTopic of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 76
+        _rs = 82
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -69,7 +69,7 @@ class CreateTopicsRequest(Message):
         """Struct CreatableReplicaAssignment of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 77
+        _rs = 83
         _lo, _hi = 2, 7
         __slots__ = (
             # The partition index.
@@ -94,7 +94,7 @@ class CreateTopicsRequest(Message):
         """Struct CreatableTopicConfig of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 78
+        _rs = 84
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

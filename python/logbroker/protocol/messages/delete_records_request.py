@@ -16,7 +16,7 @@ class DeleteRecordsRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsRequest'
-    _rs = 90
+    _rs = 96
     _lo, _hi = 0, 2
     __slots__ = (
         # Each topic that we want to delete records from.
@@ -30,7 +30,7 @@ class DeleteRecordsRequest(Message):
         """Struct DeleteRecordsTopic of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 91
+        _rs = 97
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsRequest(Message):
         """Struct DeleteRecordsPartition of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 92
+        _rs = 98
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DeleteShareGroupStateRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupStateRequest'
-    _rs = 100
+    _rs = 106
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class DeleteShareGroupStateRequest(Message):
         """Struct DeleteStateData of DeleteShareGroupStateRequest."""
 
         _msg = 'DeleteShareGroupStateRequest'
-        _rs = 101
+        _rs = 107
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class DeleteShareGroupStateRequest(Message):
         """Struct PartitionData of DeleteShareGroupStateRequest."""
 
         _msg = 'DeleteShareGroupStateRequest'
-        _rs = 102
+        _rs = 108
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DescribeQuorumResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumResponse'
-    _rs = 148
+    _rs = 154
     _lo, _hi = 0, 2
     __slots__ = (
         # The top level error code.
@@ -32,7 +32,7 @@ class DescribeQuorumResponse(Message):
         """Struct TopicData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 149
+        _rs = 155
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -56,7 +56,7 @@ class DescribeQuorumResponse(Message):
         """Struct PartitionData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 150
+        _rs = 156
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.
@@ -101,7 +101,7 @@ class DescribeQuorumResponse(Message):
         """Struct Node of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 151
+        _rs = 157
         _lo, _hi = 0, 2
         __slots__ = (
             # The ID of the associated node
@@ -126,7 +126,7 @@ class DescribeQuorumResponse(Message):
         """Struct Listener of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 152
+        _rs = 158
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the endpoint
@@ -155,7 +155,7 @@ class DescribeQuorumResponse(Message):
         """Struct ReplicaState of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 153
+        _rs = 159
         _lo, _hi = 0, 2
         __slots__ = (
             'replica_id',  # int32; versions 0-2

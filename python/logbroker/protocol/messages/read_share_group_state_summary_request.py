@@ -16,7 +16,7 @@ class ReadShareGroupStateSummaryRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateSummaryRequest'
-    _rs = 297
+    _rs = 303
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class ReadShareGroupStateSummaryRequest(Message):
         """Struct ReadStateSummaryData of ReadShareGroupStateSummaryRequest."""
 
         _msg = 'ReadShareGroupStateSummaryRequest'
-        _rs = 298
+        _rs = 304
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class ReadShareGroupStateSummaryRequest(Message):
         """Struct PartitionData of ReadShareGroupStateSummaryRequest."""
 
         _msg = 'ReadShareGroupStateSummaryRequest'
-        _rs = 299
+        _rs = 305
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

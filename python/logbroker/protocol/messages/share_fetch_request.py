@@ -16,7 +16,7 @@ class ShareFetchRequest(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareFetchRequest'
-    _rs = 320
+    _rs = 326
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -50,7 +50,7 @@ class ShareFetchRequest(Message):
         """Struct FetchTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 321
+        _rs = 327
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -75,7 +75,7 @@ class ShareFetchRequest(Message):
         """Struct FetchPartition of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 322
+        _rs = 328
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -104,7 +104,7 @@ class ShareFetchRequest(Message):
         """Struct AcknowledgementBatch of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 323
+        _rs = 329
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.
@@ -133,7 +133,7 @@ class ShareFetchRequest(Message):
         """Struct ForgottenTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 324
+        _rs = 330
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.

@@ -16,7 +16,7 @@ class UpdateRaftVoterRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'UpdateRaftVoterRequest'
-    _rs = 354
+    _rs = 360
     _lo, _hi = 0, 0
     __slots__ = (
         # The cluster id.
@@ -38,7 +38,7 @@ class UpdateRaftVoterRequest(Message):
         """Struct Listener of UpdateRaftVoterRequest."""
 
         _msg = 'UpdateRaftVoterRequest'
-        _rs = 355
+        _rs = 361
         _lo, _hi = 0, 0
         __slots__ = (
             # The name of the endpoint.
@@ -67,7 +67,7 @@ class UpdateRaftVoterRequest(Message):
         """Struct KRaftVersionFeature of UpdateRaftVoterRequest."""
 
         _msg = 'UpdateRaftVoterRequest'
-        _rs = 356
+        _rs = 362
         _lo, _hi = 0, 0
         __slots__ = (
             # The minimum supported KRaft protocol version.

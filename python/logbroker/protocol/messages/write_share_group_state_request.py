@@ -16,7 +16,7 @@ class WriteShareGroupStateRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'WriteShareGroupStateRequest'
-    _rs = 359
+    _rs = 365
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class WriteShareGroupStateRequest(Message):
         """Struct WriteStateData of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 360
+        _rs = 366
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class WriteShareGroupStateRequest(Message):
         """Struct PartitionData of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 361
+        _rs = 367
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class WriteShareGroupStateRequest(Message):
         """Struct StateBatch of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 362
+        _rs = 368
         _lo, _hi = 0, 1
         __slots__ = (
             # The first offset of this state batch.

@@ -16,7 +16,7 @@ class WriteTxnMarkersResponse(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 1
     _msg = 'WriteTxnMarkersResponse'
-    _rs = 369
+    _rs = 375
     _lo, _hi = 1, 1
     __slots__ = (
         # The results for writing makers.
@@ -28,7 +28,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 370
+        _rs = 376
         _lo, _hi = 1, 1
         __slots__ = (
             # The current producer ID in use by the transactional ID.
@@ -53,7 +53,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerTopicResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 371
+        _rs = 377
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic name.
@@ -78,7 +78,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerPartitionResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 372
+        _rs = 378
         _lo, _hi = 1, 1
         __slots__ = (
             # The partition index.

@@ -17,6 +17,8 @@ pub mod alter_partition_reassignments_request;
 pub mod alter_partition_reassignments_response;
 pub mod alter_partition_request;
 pub mod alter_partition_response;
+pub mod alter_replica_log_dirs_request;
+pub mod alter_replica_log_dirs_response;
 pub mod alter_share_group_offsets_request;
 pub mod alter_share_group_offsets_response;
 pub mod alter_user_scram_credentials_request;
@@ -164,6 +166,8 @@ pub use alter_partition_reassignments_request::AlterPartitionReassignmentsReques
 pub use alter_partition_reassignments_response::AlterPartitionReassignmentsResponse;
 pub use alter_partition_request::AlterPartitionRequest;
 pub use alter_partition_response::AlterPartitionResponse;
+pub use alter_replica_log_dirs_request::AlterReplicaLogDirsRequest;
+pub use alter_replica_log_dirs_response::AlterReplicaLogDirsResponse;
 pub use alter_share_group_offsets_request::AlterShareGroupOffsetsRequest;
 pub use alter_share_group_offsets_response::AlterShareGroupOffsetsResponse;
 pub use alter_user_scram_credentials_request::AlterUserScramCredentialsRequest;
@@ -329,6 +333,7 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (31, "DeleteAcls", 1, 3, 2),
     (32, "DescribeConfigs", 1, 4, 4),
     (33, "AlterConfigs", 0, 2, 2),
+    (34, "AlterReplicaLogDirs", 1, 2, 2),
     (35, "DescribeLogDirs", 0, 4, 2),
     (36, "SaslAuthenticate", 0, 2, 2),
     (37, "CreatePartitions", 0, 3, 2),
@@ -439,6 +444,8 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (32, false) => roundtrip::<DescribeConfigsResponse>(body, version),
         (33, true) => roundtrip::<AlterConfigsRequest>(body, version),
         (33, false) => roundtrip::<AlterConfigsResponse>(body, version),
+        (34, true) => roundtrip::<AlterReplicaLogDirsRequest>(body, version),
+        (34, false) => roundtrip::<AlterReplicaLogDirsResponse>(body, version),
         (35, true) => roundtrip::<DescribeLogDirsRequest>(body, version),
         (35, false) => roundtrip::<DescribeLogDirsResponse>(body, version),
         (36, true) => roundtrip::<SaslAuthenticateRequest>(body, version),
