@@ -250,6 +250,11 @@ class Log:
         cleaner-offset-checkpoint). Appends and reads continue while it rewrites; returns at
         once if another pass is running on this log. Releases the GIL.
         """
+    def copy_to(self, future: Log, max_bytes: int) -> tuple[int, int]:
+        """One round of moving this replica to another log directory: `future` (this
+        partition's log there) is cut back where it diverges, then the batches from its end on
+        are appended to it (at most max_bytes, at least one batch), with this log's HW and log
+        start. Returns (future LEO, this LEO). Releases the GIL."""
     def read_batches(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None) -> tuple[bytes, int] | None:
         """Whole batches from the one holding fetch_offset, copied, with the exclusive upper offset they cover."""
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None: ...
