@@ -66,18 +66,23 @@ offsets.topic.num.partitions.
 from __future__ import annotations
 
 import dataclasses
-import struct
 import uuid
 
-OFFSETS_TOPIC = "__consumer_offsets"
+from logbroker.coord.record_fields import FieldReader, FieldWriter
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class OffsetsRecordError(ValueError):
     pass
+
+
+def _writer(what: str) -> FieldWriter:
+    return FieldWriter(what, OffsetsRecordError)
+
+
+def _reader(data: bytes, what: str) -> FieldReader:
+    return FieldReader(data, what, OffsetsRecordError)
 
 
 def java_string_hash(s: str) -> int:
@@ -97,69 +102,6 @@ def partition_for(key: str, num_partitions: int) -> int:
     h = java_string_hash(key)
     # Kafka's Utils.abs maps Integer.MIN_VALUE to 0
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
-class _W:
-    def __init__(self) -> None:
-        self.b = bytearray()
-
-    def i16(self, v: int) -> _W:
-        self.b += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> _W:
-        self.b += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> _W:
-        self.b += _I64.pack(v)
-        return self
-
-    def str(self, v: str | None) -> _W:
-        if v is None:
-            return self.i16(-1)
-        raw = v.encode()
-        self.i16(len(raw))
-        self.b += raw
-        return self
-
-    def bytes(self, v: bytes | None) -> _W:
-        if v is None:
-            return self.i32(-1)
-        self.i32(len(v))
-        self.b += v
-        return self
-
-
-class _R:
-    def __init__(self, data: bytes, what: str) -> None:
-        self.d = data
-        self.p = 0
-        self.what = what
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.p + n > len(self.d):
-            raise OffsetsRecordError(f"{self.what}: truncated at byte {self.p} (need {n} of {len(self.d) - self.p})")
-        out = self.d[self.p : self.p + n]
-        self.p += n
-        return out
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def str(self) -> str | None:
-        n = self.i16()
-        return None if n < 0 else self._take(n).decode()
-
-    def bytes(self) -> bytes | None:
-        n = self.i32()
-        return None if n < 0 else bytes(self._take(n))
 
 
 @dataclasses.dataclass
@@ -193,83 +135,81 @@ class GroupRecord:
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_W().i16(1).str(group).str(topic).i32(partition).b)
+    w = _writer("OffsetCommitKey").i16(1, "key version")
+    return bytes(w.string(group, "group", False).string(topic, "topic", False).i32(partition, "partition").b)
 
 
 def group_key(group: str) -> bytes:
-    return bytes(_W().i16(2).str(group).b)
+    return bytes(_writer("GroupMetadataKey").i16(2, "key version").string(group, "group", False).b)
 
 
 def offset_value(v: OffsetAndMetadata) -> bytes:
-    return bytes(_W().i16(3).i64(v.offset).i32(v.leader_epoch).str(v.metadata).i64(v.commit_timestamp).b)
+    w = _writer("OffsetCommitValue").i16(3, "version").i64(v.offset, "offset").i32(v.leader_epoch, "leader_epoch")
+    return bytes(w.string(v.metadata, "metadata", False).i64(v.commit_timestamp, "commit_timestamp").b)
 
 
 def group_value(g: GroupRecord) -> bytes:
-    w = _W().i16(3).str(g.protocol_type).i32(g.generation).str(g.protocol).str(g.leader).i64(g.current_state_timestamp)
-    w.i32(len(g.members))
+    w = _writer("GroupMetadataValue").i16(3, "version").string(g.protocol_type, "protocol_type", False)
+    w.i32(g.generation, "generation").nullable_string(g.protocol, "protocol", False)
+    w.nullable_string(g.leader, "leader", False).i64(g.current_state_timestamp, "current_state_timestamp")
+    w.array_len(len(g.members), "members", False)
     for m in g.members:
-        w.str(m.member_id).str(m.group_instance_id).str(m.client_id).str(m.client_host)
-        w.i32(m.rebalance_timeout).i32(m.session_timeout).bytes(m.subscription).bytes(m.assignment)
+        w.string(m.member_id, "member_id", False).nullable_string(m.group_instance_id, "group_instance_id", False)
+        w.string(m.client_id, "client_id", False).string(m.client_host, "client_host", False)
+        w.i32(m.rebalance_timeout, "rebalance_timeout").i32(m.session_timeout, "session_timeout")
+        w.nullable_bytes(m.subscription, "subscription", False).nullable_bytes(m.assignment, "assignment", False)
     return bytes(w.b)
 
 
 def parse_key(key: bytes) -> tuple[str, str, str | None, int | None]:
     """('offset', group, topic, partition) or ('group', group, None, None); for a KIP-848
     consumer-group record (KIND_BY_TYPE) (kind, group, member id or None, None)."""
-    r = _R(key, "__consumer_offsets key")
-    version = r.i16()
+    r = _reader(key, "__consumer_offsets key")
+    version = r.i16("key version")
     if version in KIND_BY_TYPE:
-        kind = KIND_BY_TYPE[version]
-        group = r.str()
-        member = r.str() if version in _MEMBER_KEYED else None
-        if group is None or (version in _MEMBER_KEYED and member is None):
-            raise OffsetsRecordError(f"{kind} key: null group or member id")
-        return kind, group, member, None
+        group = r.string("group", False)
+        return KIND_BY_TYPE[version], group, r.string("member", False) if version in _MEMBER_KEYED else None, None
     if version in (0, 1):
-        group, topic, partition = r.str(), r.str(), r.i32()
-        if group is None or topic is None:
-            raise OffsetsRecordError("__consumer_offsets key: null group or topic")
-        return "offset", group, topic, partition
+        return "offset", r.string("group", False), r.string("topic", False), r.i32("partition")
     if version == 2:
-        group = r.str()
-        if group is None:
-            raise OffsetsRecordError("__consumer_offsets key: null group")
-        return "group", group, None, None
+        return "group", r.string("group", False), None, None
     raise OffsetsRecordError(f"__consumer_offsets key: unknown key version {version}")
 
 
 def parse_offset_value(value: bytes) -> OffsetAndMetadata:
-    r = _R(value, "OffsetCommitValue")
-    version = r.i16()
+    r = _reader(value, "OffsetCommitValue")
+    version = r.i16("version")
     if version not in (0, 1, 2, 3):
         raise OffsetsRecordError(f"OffsetCommitValue: unknown version {version}")
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.str() or ""
-    ts = r.i64()
+    offset = r.i64("offset")
+    leader_epoch = r.i32("leader_epoch") if version >= 3 else -1
+    metadata = r.nullable_string("metadata", False) or ""
+    ts = r.i64("commit_timestamp")
     if version == 1:
-        r.i64()  # expire timestamp, unused since Kafka 2.1
+        r.i64("expire_timestamp")  # unused since Kafka 2.1
     return OffsetAndMetadata(offset, leader_epoch, metadata, ts)
 
 
 def parse_group_value(value: bytes) -> GroupRecord:
-    r = _R(value, "GroupMetadataValue")
-    version = r.i16()
+    r = _reader(value, "GroupMetadataValue")
+    version = r.i16("version")
     if version not in (0, 1, 2, 3):
         raise OffsetsRecordError(f"GroupMetadataValue: unknown version {version}")
-    protocol_type = r.str() or ""
-    generation = r.i32()
-    protocol, leader = r.str(), r.str()
-    ts = r.i64() if version >= 2 else -1
+    protocol_type = r.nullable_string("protocol_type", False) or ""
+    generation = r.i32("generation")
+    protocol, leader = r.nullable_string("protocol", False), r.nullable_string("leader", False)
+    ts = r.i64("current_state_timestamp") if version >= 2 else -1
     members = []
-    for _ in range(r.i32()):
-        member_id = r.str() or ""
-        instance = r.str() if version >= 3 else None
-        client_id, client_host = r.str() or "", r.str() or ""
-        rebalance_timeout = r.i32() if version >= 1 else -1
-        session_timeout = r.i32()
+    for _ in range(r.array_len("members", False) or 0):
+        member_id = r.nullable_string("member_id", False) or ""
+        instance = r.nullable_string("group_instance_id", False) if version >= 3 else None
+        client_id = r.nullable_string("client_id", False) or ""
+        client_host = r.nullable_string("client_host", False) or ""
+        rebalance_timeout = r.i32("rebalance_timeout") if version >= 1 else -1
+        session_timeout = r.i32("session_timeout")
+        subscription = r.nullable_bytes("subscription", False) or b""
         members.append(MemberRecord(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout,
-                                    r.bytes() or b"", r.bytes() or b""))
+                                    subscription, r.nullable_bytes("assignment", False) or b""))
     return GroupRecord(protocol_type, generation, protocol, leader, ts, members)
 
 
@@ -278,17 +218,11 @@ def subscription_topics(subscription: bytes) -> list[str]:
     protocol type "consumer"), read by its version 0 prefix as every version starts with it:
     int16 version, then an int32 count of int16-length topic names. OffsetsRecordError when
     the bytes do not hold that."""
-    r = _R(subscription, "ConsumerProtocolSubscription")
-    version = r.i16()
+    r = _reader(subscription, "ConsumerProtocolSubscription")
+    version = r.i16("version")
     if version < 0:
         raise OffsetsRecordError(f"ConsumerProtocolSubscription: version {version}")
-    topics = []
-    for _ in range(r.i32()):
-        t = r.str()
-        if t is None:
-            raise OffsetsRecordError("ConsumerProtocolSubscription: null topic")
-        topics.append(t)
-    return topics
+    return [r.string("topic", False) for _ in range(r.array_len("topics", False) or 0)]
 
 
 # --- KIP-848 consumer groups (record types 3 to 8) ------------------------------------
@@ -341,228 +275,169 @@ class CurrentAssignmentRecord:
     pending_revocation: TopicPartitions
 
 
-class _FW(_W):
-    """A flexible-version writer (compact strings and arrays, tagged fields)."""
-
-    def uvarint(self, v: int) -> _FW:
-        if v < 0:
-            raise ValueError(f"unsigned varint of a negative number {v}")
-        while v >= 0x80:
-            self.b.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.b.append(v)
-        return self
-
-    def i8(self, v: int) -> _FW:
-        self.b += struct.pack(">b", v)
-        return self
-
-    def cstr(self, v: str | None) -> _FW:
-        if v is None:
-            return self.uvarint(0)
-        raw = v.encode()
-        self.uvarint(len(raw) + 1)
-        self.b += raw
-        return self
-
-    def count(self, n: int) -> _FW:
-        return self.uvarint(n + 1)
-
-    def uuid(self, v: uuid.UUID) -> _FW:
-        self.b += v.bytes
-        return self
-
-    def no_tags(self) -> _FW:
-        return self.uvarint(0)
-
-    def topic_partitions(self, tps: TopicPartitions) -> _FW:
-        self.count(len(tps))
-        for topic_id, partitions in tps:
-            self.uuid(topic_id).count(len(partitions))
-            for p in partitions:
-                self.i32(p)
-            self.no_tags()
-        return self
+def _count(r: FieldReader, field: str) -> int:
+    """A compact array's element count; OffsetsRecordError for a null array."""
+    n = r.array_len(field, True)
+    if n is None:
+        raise OffsetsRecordError(f"{r.what}: {field} is null")
+    return n
 
 
-class _FR(_R):
-    """A flexible-version reader."""
+def _write_topic_partitions(w: FieldWriter, tps: TopicPartitions, field: str) -> FieldWriter:
+    w.array_len(len(tps), field, True)
+    for topic_id, partitions in tps:
+        w.uuid(topic_id).array_len(len(partitions), "partitions", True)
+        for p in partitions:
+            w.i32(p, "partition")
+        w.tagged_fields([])
+    return w
 
-    def uvarint(self) -> int:
-        out = shift = 0
-        while True:
-            b = self._take(1)[0]
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
-            shift += 7
-            if shift > 28:
-                raise OffsetsRecordError(f"{self.what}: unsigned varint too long at byte {self.p}")
 
-    def i8(self) -> int:
-        return struct.unpack(">b", self._take(1))[0]
+def _read_topic_partitions(r: FieldReader, field: str) -> TopicPartitions:
+    out = []
+    for _ in range(_count(r, field)):
+        topic_id = r.uuid("topic_id")
+        out.append((topic_id, [r.i32("partition") for _ in range(_count(r, "partitions"))]))
+        r.tagged_fields(field)
+    return out
 
-    def cstr(self) -> str | None:
-        n = self.uvarint()
-        return None if n == 0 else self._take(n - 1).decode()
 
-    def count(self) -> int:
-        n = self.uvarint()
-        if n == 0:
-            raise OffsetsRecordError(f"{self.what}: null array at byte {self.p}")
-        return n - 1
+def _flexible_reader(value: bytes, what: str) -> FieldReader:
+    """A reader past the version of a flexible value, which must be 0."""
+    r = _reader(value, what)
+    version = r.i16("version")
+    if version != 0:
+        raise OffsetsRecordError(f"{what}: unknown version {version}")
+    return r
 
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
 
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
-
-    def topic_partitions(self) -> TopicPartitions:
-        out = []
-        for _ in range(self.count()):
-            topic_id = self.uuid()
-            out.append((topic_id, [self.i32() for _ in range(self.count())]))
-            self.tags()
-        return out
-
-    def version0(self) -> None:
-        version = self.i16()
-        if version != 0:
-            raise OffsetsRecordError(f"{self.what}: unknown version {version}")
-
-    def end(self) -> None:
-        self.tags()
-        if self.p != len(self.d):
-            raise OffsetsRecordError(f"{self.what}: {len(self.d) - self.p} byte(s) after the value")
+def _end(r: FieldReader) -> None:
+    """The value's own tagged fields (skipped), then nothing more."""
+    r.tagged_fields(r.what)
+    r.end()
 
 
 def consumer_group_key(kind: str, group: str, member_id: str | None = None) -> bytes:
     """The key of a consumer-group record of `kind` (CG_*); member-keyed kinds need `member_id`."""
     rtype = TYPE_BY_KIND[kind]
-    w = _W().i16(rtype).str(group)
+    w = _writer(f"{kind} key").i16(rtype, "record type").string(group, "group", False)
     if rtype in _MEMBER_KEYED:
         if member_id is None:
             raise ValueError(f"{kind} key needs a member id")
-        w.str(member_id)
+        w.string(member_id, "member", False)
     return bytes(w.b)
 
 
+def _epoch_value(epoch: int, what: str, field: str) -> bytes:
+    return bytes(_writer(what).i16(0, "version").i32(epoch, field).tagged_fields([]).b)
+
+
 def consumer_group_metadata_value(epoch: int) -> bytes:
-    return bytes(_FW().i16(0).i32(epoch).no_tags().b)
+    return _epoch_value(epoch, "ConsumerGroupMetadataValue", "epoch")
 
 
 def target_assignment_metadata_value(assignment_epoch: int) -> bytes:
-    return bytes(_FW().i16(0).i32(assignment_epoch).no_tags().b)
+    return _epoch_value(assignment_epoch, "ConsumerGroupTargetAssignmentMetadataValue", "assignment_epoch")
 
 
-def _epoch_value(value: bytes, what: str) -> int:
-    r = _FR(value, what)
-    r.version0()
-    epoch = r.i32()
-    r.end()
+def _parse_epoch_value(value: bytes, what: str, field: str) -> int:
+    r = _flexible_reader(value, what)
+    epoch = r.i32(field)
+    _end(r)
     return epoch
 
 
 def parse_consumer_group_metadata_value(value: bytes) -> int:
     """The group epoch."""
-    return _epoch_value(value, "ConsumerGroupMetadataValue")
+    return _parse_epoch_value(value, "ConsumerGroupMetadataValue", "epoch")
 
 
 def parse_target_assignment_metadata_value(value: bytes) -> int:
     """The assignment epoch."""
-    return _epoch_value(value, "ConsumerGroupTargetAssignmentMetadataValue")
+    return _parse_epoch_value(value, "ConsumerGroupTargetAssignmentMetadataValue", "assignment_epoch")
 
 
 def partition_metadata_value(topics: list[TopicMetadataRecord]) -> bytes:
-    w = _FW().i16(0).count(len(topics))
+    w = _writer("ConsumerGroupPartitionMetadataValue").i16(0, "version").array_len(len(topics), "topics", True)
     for t in topics:
-        w.uuid(t.topic_id).cstr(t.topic_name).i32(t.num_partitions).count(len(t.partition_racks))
+        w.uuid(t.topic_id).string(t.topic_name, "topic_name", True).i32(t.num_partitions, "num_partitions")
+        w.array_len(len(t.partition_racks), "partition_metadata", True)
         for partition, racks in t.partition_racks:
-            w.i32(partition).count(len(racks))
+            w.i32(partition, "partition").array_len(len(racks), "racks", True)
             for rack in racks:
-                w.cstr(rack)
-            w.no_tags()
-        w.no_tags()
-    return bytes(w.no_tags().b)
+                w.string(rack, "rack", True)
+            w.tagged_fields([])
+        w.tagged_fields([])
+    return bytes(w.tagged_fields([]).b)
 
 
 def parse_partition_metadata_value(value: bytes) -> list[TopicMetadataRecord]:
-    r = _FR(value, "ConsumerGroupPartitionMetadataValue")
-    r.version0()
+    r = _flexible_reader(value, "ConsumerGroupPartitionMetadataValue")
     topics = []
-    for _ in range(r.count()):
-        topic_id, name, n = r.uuid(), r.cstr(), r.i32()
-        if name is None:
-            raise OffsetsRecordError("ConsumerGroupPartitionMetadataValue: null topic name")
+    for _ in range(_count(r, "topics")):
+        topic_id, name, n = r.uuid("topic_id"), r.string("topic_name", True), r.i32("num_partitions")
         racks = []
-        for _ in range(r.count()):
-            partition = r.i32()
-            names = []
-            for _ in range(r.count()):
-                rack = r.cstr()
-                if rack is None:
-                    raise OffsetsRecordError("ConsumerGroupPartitionMetadataValue: null rack")
-                names.append(rack)
-            r.tags()
-            racks.append((partition, names))
-        r.tags()
+        for _ in range(_count(r, "partition_metadata")):
+            partition = r.i32("partition")
+            racks.append((partition, [r.string("rack", True) for _ in range(_count(r, "racks"))]))
+            r.tagged_fields("partition_metadata")
+        r.tagged_fields("topics")
         topics.append(TopicMetadataRecord(topic_id, name, n, racks))
-    r.end()
+    _end(r)
     return topics
 
 
 def member_metadata_value(m: ConsumerMemberRecord) -> bytes:
-    w = _FW().i16(0).cstr(m.instance_id).cstr(m.rack_id).cstr(m.client_id).cstr(m.client_host)
-    w.count(len(m.subscribed_topic_names))
+    w = _writer("ConsumerGroupMemberMetadataValue").i16(0, "version")
+    w.nullable_string(m.instance_id, "instance_id", True).nullable_string(m.rack_id, "rack_id", True)
+    w.string(m.client_id, "client_id", True).string(m.client_host, "client_host", True)
+    w.array_len(len(m.subscribed_topic_names), "subscribed_topic_names", True)
     for t in m.subscribed_topic_names:
-        w.cstr(t)
-    w.cstr(m.subscribed_topic_regex).i32(m.rebalance_timeout_ms).cstr(m.server_assignor)
-    return bytes(w.no_tags().b)
+        w.string(t, "subscribed_topic_name", True)
+    w.nullable_string(m.subscribed_topic_regex, "subscribed_topic_regex", True)
+    w.i32(m.rebalance_timeout_ms, "rebalance_timeout_ms").nullable_string(m.server_assignor, "server_assignor", True)
+    return bytes(w.tagged_fields([]).b)
 
 
 def parse_member_metadata_value(value: bytes) -> ConsumerMemberRecord:
     """Tag 0 (ClassicMemberMetadata, a classic-protocol member of a consumer group) is skipped."""
-    r = _FR(value, "ConsumerGroupMemberMetadataValue")
-    r.version0()
-    instance_id, rack_id, client_id, client_host = r.cstr(), r.cstr(), r.cstr(), r.cstr()
-    names = []
-    for _ in range(r.count()):
-        t = r.cstr()
-        if t is None:
-            raise OffsetsRecordError("ConsumerGroupMemberMetadataValue: null subscribed topic name")
-        names.append(t)
-    regex, rebalance_timeout, assignor = r.cstr(), r.i32(), r.cstr()
-    r.end()
-    return ConsumerMemberRecord(instance_id, rack_id, client_id or "", client_host or "", names, regex,
-                                rebalance_timeout, assignor)
+    r = _flexible_reader(value, "ConsumerGroupMemberMetadataValue")
+    instance_id, rack_id = r.nullable_string("instance_id", True), r.nullable_string("rack_id", True)
+    client_id = r.nullable_string("client_id", True) or ""
+    client_host = r.nullable_string("client_host", True) or ""
+    names = [r.string("subscribed_topic_name", True) for _ in range(_count(r, "subscribed_topic_names"))]
+    regex = r.nullable_string("subscribed_topic_regex", True)
+    rebalance_timeout = r.i32("rebalance_timeout_ms")
+    assignor = r.nullable_string("server_assignor", True)
+    _end(r)
+    return ConsumerMemberRecord(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout,
+                                assignor)
 
 
 def target_assignment_member_value(partitions: TopicPartitions) -> bytes:
-    return bytes(_FW().i16(0).topic_partitions(partitions).no_tags().b)
+    w = _writer("ConsumerGroupTargetAssignmentMemberValue").i16(0, "version")
+    return bytes(_write_topic_partitions(w, partitions, "topic_partitions").tagged_fields([]).b)
 
 
 def parse_target_assignment_member_value(value: bytes) -> TopicPartitions:
-    r = _FR(value, "ConsumerGroupTargetAssignmentMemberValue")
-    r.version0()
-    out = r.topic_partitions()
-    r.end()
+    r = _flexible_reader(value, "ConsumerGroupTargetAssignmentMemberValue")
+    out = _read_topic_partitions(r, "topic_partitions")
+    _end(r)
     return out
 
 
 def current_assignment_value(a: CurrentAssignmentRecord) -> bytes:
-    w = _FW().i16(0).i32(a.member_epoch).i32(a.previous_member_epoch).i8(a.state)
-    w.topic_partitions(a.assigned).topic_partitions(a.pending_revocation)
-    return bytes(w.no_tags().b)
+    w = _writer("ConsumerGroupCurrentMemberAssignmentValue").i16(0, "version")
+    w.i32(a.member_epoch, "member_epoch").i32(a.previous_member_epoch, "previous_member_epoch").i8(a.state, "state")
+    _write_topic_partitions(w, a.assigned, "assigned_partitions")
+    _write_topic_partitions(w, a.pending_revocation, "partitions_pending_revocation")
+    return bytes(w.tagged_fields([]).b)
 
 
 def parse_current_assignment_value(value: bytes) -> CurrentAssignmentRecord:
-    r = _FR(value, "ConsumerGroupCurrentMemberAssignmentValue")
-    r.version0()
-    epoch, previous, state = r.i32(), r.i32(), r.i8()
-    assigned = r.topic_partitions()
-    pending = r.topic_partitions()
-    r.end()
+    r = _flexible_reader(value, "ConsumerGroupCurrentMemberAssignmentValue")
+    epoch, previous, state = r.i32("member_epoch"), r.i32("previous_member_epoch"), r.i8("state")
+    assigned = _read_topic_partitions(r, "assigned_partitions")
+    pending = _read_topic_partitions(r, "partitions_pending_revocation")
+    _end(r)
     return CurrentAssignmentRecord(epoch, previous, state, assigned, pending)

@@ -1,7 +1,8 @@
 """Field readers and writers for the records of Kafka's internal coordinator topics
-(`__transaction_state`, `__share_group_state`): big-endian fixed-width integers, unsigned
-varints, strings, UUIDs, array lengths and tagged-field sections in Kafka's non-flexible
-(int16/int32 lengths) and flexible (COMPACT, unsigned varint length + 1) encodings.
+(`__consumer_offsets`, `__transaction_state`, `__share_group_state`): big-endian fixed-width
+integers, unsigned varints, strings and bytes (nullable or not), UUIDs, array lengths and
+tagged-field sections in Kafka's non-flexible (int16 string / int32 bytes and array lengths,
+-1 = null) and flexible (COMPACT: unsigned varint length + 1, 0 = null) encodings.
 
 Every malformed input raises the module's error class (RecordFieldError unless the caller
 names its own), naming what was being read, the field and the byte position.
@@ -63,17 +64,28 @@ class FieldWriter:
             raise self.error(f"{self.what}: {field} is not encodable as UTF-8: {e}") from None
         if len(raw) > 0x7FFF:
             raise self.error(f"{self.what}: {field} is {len(raw)} bytes, more than 32767")
+        return self._sized(raw, field, flexible, False)
+
+    def nullable_string(self, v: str | None, field: str, flexible: bool) -> FieldWriter:
+        return self._length(-1, field, flexible, False) if v is None else self.string(v, field, flexible)
+
+    def nullable_bytes(self, v: bytes | None, field: str, flexible: bool) -> FieldWriter:
+        return self._length(-1, field, flexible, True) if v is None else self._sized(v, field, flexible, True)
+
+    def _length(self, n: int, field: str, flexible: bool, wide: bool) -> FieldWriter:
+        """A length or count (-1 = null): flexible an unsigned varint n + 1, else an int16 (a
+        string's) or, `wide`, an int32 (bytes', an array's)."""
         if flexible:
-            self.uvarint(len(raw) + 1)
-        else:
-            self.i16(len(raw), field)
-        self.b += raw
+            return self.uvarint(n + 1)
+        return self.i32(n, field) if wide else self.i16(n, field)
+
+    def _sized(self, data: bytes, field: str, flexible: bool, wide: bool) -> FieldWriter:
+        self._length(len(data), field, flexible, wide)
+        self.b += data
         return self
 
     def array_len(self, n: int | None, field: str, flexible: bool) -> FieldWriter:
-        if flexible:
-            return self.uvarint(0 if n is None else n + 1)
-        return self.i32(-1 if n is None else n, field)
+        return self._length(-1 if n is None else n, field, flexible, True)
 
     def raw(self, data: bytes) -> FieldWriter:
         self.b += data
@@ -129,22 +141,36 @@ class FieldReader:
                 return v
         raise self.error(f"{self.what}: {field}: unsigned varint longer than 5 bytes")
 
-    def string(self, field: str, flexible: bool) -> str:
-        n = self.uvarint(field) - 1 if flexible else self.i16(field)
-        if n < 0:
-            raise self.error(f"{self.what}: {field} is null" if n == -1 else
-                                      f"{self.what}: {field} has negative length {n}")
+    def _length(self, field: str, flexible: bool, wide: bool) -> int | None:
+        """A length or count, None for null: flexible an unsigned varint - 1, else an int16
+        (a string's) or, `wide`, an int32 (bytes', an array's)."""
+        n = self.uvarint(field) - 1 if flexible else self.i32(field) if wide else self.i16(field)
+        if n < -1:
+            raise self.error(f"{self.what}: {field} has negative length {n}")
+        return None if n == -1 else n
+
+    def nullable_string(self, field: str, flexible: bool) -> str | None:
+        n = self._length(field, flexible, False)
+        if n is None:
+            return None
         raw = self.take(n, field)
         try:
             return raw.decode()
         except UnicodeDecodeError as e:
             raise self.error(f"{self.what}: {field} is not valid UTF-8: {e}") from None
 
+    def string(self, field: str, flexible: bool) -> str:
+        v = self.nullable_string(field, flexible)
+        if v is None:
+            raise self.error(f"{self.what}: {field} is null")
+        return v
+
+    def nullable_bytes(self, field: str, flexible: bool) -> bytes | None:
+        n = self._length(field, flexible, True)
+        return None if n is None else self.take(n, field)
+
     def array_len(self, field: str, flexible: bool) -> int | None:
-        n = self.uvarint(field) - 1 if flexible else self.i32(field)
-        if n < -1:
-            raise self.error(f"{self.what}: {field} has negative length {n}")
-        return None if n == -1 else n
+        return self._length(field, flexible, True)
 
     def uuid(self, field: str) -> uuidlib.UUID:
         return uuidlib.UUID(bytes=self.take(16, field))
