@@ -37,6 +37,7 @@ import re
 import shutil
 from pathlib import Path
 
+from logbroker.common.files import fsync_dir
 from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.log_dirs")
@@ -152,11 +153,3 @@ class LogDirs:
 
     def replicas_in(self, d: Path) -> list[tuple[str, int]]:
         return [k for k, x in self.where.items() if x == d]
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

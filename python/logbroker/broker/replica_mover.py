@@ -34,8 +34,9 @@ from pathlib import Path
 import trio
 
 from logbroker import _core
-from logbroker.broker.log_dirs import fsync_dir, move_dir_name, partition_dir_name
+from logbroker.broker.log_dirs import move_dir_name, partition_dir_name
 from logbroker.clock import now_ms
+from logbroker.common.files import fsync_dir
 from logbroker.log_format import fields
 
 log = logging.getLogger("logbroker.replica_mover")

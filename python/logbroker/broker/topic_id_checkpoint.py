@@ -24,6 +24,8 @@ import os
 import uuid
 from pathlib import Path
 
+from logbroker.common.files import fsync_dir
+
 FILE_NAME = "topic-id-checkpoint"
 VERSION = 0
 
@@ -43,11 +45,7 @@ def write(data_dir: Path, ids: dict[str, uuid.UUID]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(data_dir)
 
 
 def read(data_dir: Path) -> dict[str, uuid.UUID]:

@@ -40,6 +40,7 @@ import re
 import uuid
 from pathlib import Path
 
+from logbroker.common.files import fsync_dir
 from logbroker.common import directory_id as directory_ids
 from logbroker.common.sasl_scram import ScramCredential
 from logbroker.coord import client_quotas
@@ -320,7 +321,7 @@ class MetadataStore:
             self.legacy_path.parent.rmdir()
         except OSError:
             pass  # something else in it: left for the operator
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
 
     def read_meta_properties(self) -> dict[str, str]:
         path = self.data_dir / "meta.properties"
@@ -347,11 +348,3 @@ class MetadataStore:
                        f"directory.id={directory_id}\n")
         os.replace(tmp, path)
 
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
