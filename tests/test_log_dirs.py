@@ -203,3 +203,43 @@ def test_refused_layouts(tmp_path):
                                              "directory.id=BBBBBBBBBBBBBBBBBBBBBB\n")
     with pytest.raises(Exception, match="belongs to node.id 7"):
         start([*ds, foreign]).start()
+
+
+def test_move_a_follower_replica_in_a_cluster():
+    """On three nodes (RF 3, acks=all) a follower's replica moves while records keep coming:
+    it leaves the fetch loops for the swap, follows again from its new directory, returns to
+    the ISR, and holds every record."""
+    from logbroker import Cluster
+
+    with Cluster(3, log_dirs=2) as c:
+        bs = c.bootstrap_servers
+        admin_c = AdminClient({"bootstrap.servers": bs})
+        admin_c.create_topics([NewTopic("f", 1, 3)])["f"].result(20)
+        p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        values = [f"v{i}".encode() * 40 for i in range(6000)]
+        for v in values[:3000]:
+            p.produce("f", v, partition=0)
+        assert p.flush(30) == 0
+        md = admin_c.list_topics("f", timeout=10).topics["f"].partitions[0]
+        follower = next(r for r in md.replicas if r != md.leader)
+        node = c.nodes[follower - 1]
+        with Admin(bs) as admin:
+            src = Path(admin.describe_replica_log_dirs(follower)[("f", 0)][0])
+            dest = next(d for d in node.log_dirs if d.resolve() != src.resolve())
+            admin.alter_replica_log_dirs(follower, {("f", 0): str(dest)})
+            for v in values[3000:]:
+                p.produce("f", v, partition=0)
+            assert p.flush(30) == 0
+            wait_moved(admin, follower, ("f", 0), dest.resolve())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = admin_c.list_topics("f", timeout=10).topics["f"].partitions[0]
+            if sorted(md.isrs) == [1, 2, 3]:
+                break
+            time.sleep(0.2)
+        assert sorted(md.isrs) == [1, 2, 3], md
+        assert read_all(bs, "f", 0, 6000) == values
+        assert (dest / "f-0").is_dir() and not (src / "f-0").exists()
+        with Admin(bs) as admin:  # the moved copy holds the leader's bytes
+            sizes = {b: admin.describe_log_dirs(b)[("f", 0)] for b in (md.leader, follower)}
+        assert sizes[md.leader] == sizes[follower] > 6000 * 80, sizes

@@ -90,6 +90,7 @@ class ClusterNode:
         self.bound_port = port if bound_port is None else bound_port
         self.controller_port = controller_port
         self.data_dir = data_dir
+        self.log_dirs = [data_dir]  # every log directory (Cluster(log_dirs=...)); the first is data_dir
         self.listener_ports: dict[str, int] = {}  # the extra client listeners' ports (Cluster(listeners=...))
         self.log_path = data_dir.with_name(data_dir.name + ".log")
         self._args = args
@@ -222,10 +223,12 @@ class Cluster:
     def __init__(self, n: int = 3, *, data_dir: str | Path | None = None, config: dict[str, object] | None = None,
                  racks: list[str] | None = None, log_level: str = "INFO", log_format: str = "text", broker_only: int = 0,
                  front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
-                 console: bool = False, listeners: list[str] | None = None, controller_only: bool = False) -> None:
+                 console: bool = False, listeners: list[str] | None = None, controller_only: bool = False,
+                 log_dirs: int = 1) -> None:
         """`listeners`: names of client listeners beside PLAINTEXT (the inter-broker one),
         each on a free port per node; their security protocols come from `config`'s
-        listener.security.protocol.map; `bootstrap(name)` gives their addresses."""
+        listener.security.protocol.map; `bootstrap(name)` gives their addresses.
+        `log_dirs`: log directories per node (log.dirs: node<i>, node<i>-2, ...; JBOD)."""
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
@@ -249,7 +252,8 @@ class Cluster:
         self.nodes: list[ClusterNode] = []
         for i, (p, c) in ports.items():
             voter = i <= n
-            args = ["--node-id", str(i), "--data-dir", str(root / f"node{i}"), "--voters", voters,
+            dirs = [root / f"node{i}"] + [root / f"node{i}-{k}" for k in range(2, log_dirs + 1)]
+            args = ["--node-id", str(i), "--data-dir", ",".join(map(str, dirs)), "--voters", voters,
                     "--log-level", log_level, "--log-format", log_format]
             extra = {name.upper(): free_port() for name in listeners or []}
             more = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra.items())
@@ -277,6 +281,7 @@ class Cluster:
                                           bound_port=p if broker else 0, metrics_port=metrics_port,
                                           console_port=console_port))
             self.nodes[-1].listener_ports = extra
+            self.nodes[-1].log_dirs = dirs
 
     def add_controller(self, node_id: int, timeout: float = 60.0) -> ClusterNode:
         """Start a new controller-only node that joins the running quorum through
