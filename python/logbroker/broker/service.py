@@ -64,6 +64,8 @@ class BrokerServer:
         self.metrics_address: tuple[str, int] | None = None  # bound `metrics.listen`
         self.console = None  # ConsoleServer, when `console.listen` is set (logbroker/console)
         self.console_address: tuple[str, int] | None = None  # bound `console.listen`
+        self.schema_registry = None  # SchemaRegistryServer, when `schema.registry.listen` is set
+        self.schema_registry_address: tuple[str, int] | None = None  # bound `schema.registry.listen`
         self.share_fetch: ShareFetchManager | None = None
         self.share_coordinator: ShareCoordinator | None = None
         # The partitions Produce and Fetch are served from, shared by the replica manager
@@ -190,6 +192,13 @@ class BrokerServer:
                 host, port = split_host_port(console_listen)
                 self.console = ConsoleServer("%s:%d" % self.advertised, self.node_id)
                 self.console_address = await nursery.start(self.console.serve, host, port)
+            registry_listen = self.config.get_str("schema.registry.listen")
+            if registry_listen:
+                from logbroker.schema_registry.server import SchemaRegistryServer  # loads avro only when asked for
+
+                host, port = split_host_port(registry_listen)
+                self.schema_registry = SchemaRegistryServer("%s:%d" % self.advertised)
+                self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
                 self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,

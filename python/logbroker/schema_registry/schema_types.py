@@ -1,0 +1,9 @@
+"""The schema types the registry serves, by their REST name (`schemaType`; AVRO when left out)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from logbroker.schema_registry import avro_type
+
+TYPES: dict[str, ModuleType] = {avro_type.NAME: avro_type}

@@ -1,0 +1,37 @@
+"""The schema registry a broker serves on `schema.registry.listen` (off when empty): the
+`_schemas` store (kafka_store.py) tailed through the broker's own listener, and the REST API
+(rest.py) on the broker's small HTTP server. Run in the broker's nursery, after its listener."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from logbroker.broker.http import HttpServer, Response
+from logbroker.schema_registry.kafka_store import KafkaStore
+from logbroker.schema_registry.rest import RegistryApi, error_response
+from logbroker.schema_registry.state import RegistryState
+
+log = logging.getLogger("logbroker.schema_registry")
+
+MAX_BODY = 4 << 20  # a schema with its JSON envelope
+
+
+def _error(status: int, message: str) -> Response:
+    return error_response(status, message)
+
+
+class SchemaRegistryServer:
+    def __init__(self, bootstrap: str, client_config: dict | None = None) -> None:
+        self.state = RegistryState()
+        self.store = KafkaStore(bootstrap, self.state, client_config)
+        self.api = RegistryApi(self.state, self.store)
+        self.http = HttpServer(self.api.handle, "schema registry", max_body=MAX_BODY, error=_error)
+
+    async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.store.run)
+            address = await nursery.start(self.http.serve, host, port)
+            log.info("schema registry serving on http://%s:%d", *address)
+            task_status.started(address)

@@ -1,0 +1,166 @@
+"""The schema registry (python/logbroker/schema_registry/) with Confluent's own Python client
+and Avro serializers against a real broker: registration, ids shared across subjects,
+compatibility levels, soft and hard deletes, modes, Confluent's error codes, and the state
+surviving a restart because it lives in the `_schemas` topic."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from logbroker import Broker
+
+V1 = json.dumps({"type": "record", "name": "User", "namespace": "lb.test", "fields": [
+    {"name": "name", "type": "string"}]})
+V2 = json.dumps({"type": "record", "name": "User", "namespace": "lb.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": -1}]})
+NO_DEFAULT = json.dumps({"type": "record", "name": "User", "namespace": "lb.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "email", "type": "string"}]})
+
+
+def registry_url(b: Broker) -> str:
+    host, port = b.server.schema_registry_address
+    return f"http://{host}:{port}"
+
+
+def http(method: str, url: str, body: dict | None = None) -> tuple[int, object]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with Broker(data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0") as b:
+        yield b
+
+
+@pytest.fixture
+def clients():
+    """SchemaRegistryClient(url), closed after the test (its HTTP connections with it)."""
+    made: list[SchemaRegistryClient] = []
+
+    def make(url: str) -> SchemaRegistryClient:
+        made.append(SchemaRegistryClient({"url": url}))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def test_avro_serializer_round_trip(broker, clients):
+    sr = clients(registry_url(broker))
+    ser = AvroSerializer(sr, V2)
+    de = AvroDeserializer(sr)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    users = [{"name": f"u{i}", "age": i} for i in range(20)]
+    for u in users:
+        p.produce("users", ser(u, SerializationContext("users", MessageField.VALUE)))
+    assert p.flush(10) == 0
+    latest = sr.get_latest_version("users-value")
+    assert latest.version == 1 and json.loads(latest.schema.schema_str) == json.loads(V2)
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g", "auto.offset.reset": "earliest"})
+    c.subscribe(["users"])
+    got = []
+    while len(got) < len(users):
+        m = c.poll(10)
+        assert m is not None and not m.error()
+        assert m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == latest.schema_id  # Confluent framing
+        got.append(de(m.value(), SerializationContext("users", MessageField.VALUE)))
+    c.close()
+    assert got == users
+
+
+def test_versions_ids_and_compatibility(broker, clients):
+    url = registry_url(broker)
+    sr = clients(url)
+    id1 = sr.register_schema("s-value", Schema(V1, "AVRO"))
+    id2 = sr.register_schema("s-value", Schema(V2, "AVRO"))  # a field with a default: BACKWARD compatible
+    assert id2 == id1 + 1
+    assert sr.register_schema("s-value", Schema(V2, "AVRO")) == id2  # again: the same id, no new version
+    assert sr.get_versions("s-value") == [1, 2]
+    assert sr.register_schema("other-value", Schema(V1, "AVRO")) == id1  # one schema, one id, any subject
+    with pytest.raises(SchemaRegistryError) as e:
+        sr.register_schema("s-value", Schema(NO_DEFAULT, "AVRO"))
+    assert e.value.http_status_code == 409 and e.value.error_code == 409
+    assert "incompatible" in e.value.error_message and "email" in e.value.error_message
+    assert not sr.test_compatibility("s-value", Schema(NO_DEFAULT, "AVRO"))
+    assert sr.test_compatibility("s-value", Schema(V1, "AVRO"))
+    # NONE lets it in; the level is per subject
+    assert sr.set_compatibility("s-value", "NONE") == {"compatibility": "NONE"}
+    assert sr.get_compatibility("s-value") == "NONE" and sr.get_compatibility() == "BACKWARD"
+    id3 = sr.register_schema("s-value", Schema(NO_DEFAULT, "AVRO"))
+    assert sr.get_versions("s-value") == [1, 2, 3] and id3 == id2 + 1
+    found = sr.lookup_schema("s-value", Schema(V2, "AVRO"))
+    assert (found.schema_id, found.version) == (id2, 2)
+    assert sr.get_schema(id1).schema_str == json.dumps(json.loads(V1), separators=(",", ":"))
+    status, body = http("GET", f"{url}/schemas/ids/{id1}/versions")
+    assert status == 200 and body == [{"subject": "other-value", "version": 1}, {"subject": "s-value", "version": 1}]
+
+
+def test_errors_are_confluents(broker):
+    url = registry_url(broker)
+    assert http("GET", f"{url}/subjects/nope/versions") == (404, {"error_code": 40401,
+                                                                  "message": "Subject 'nope' not found."})
+    assert http("GET", f"{url}/schemas/ids/999")[1]["error_code"] == 40403
+    status, body = http("POST", f"{url}/subjects/bad/versions", {"schema": "{\"type\": \"recrd\"}"})
+    assert status == 422 and body["error_code"] == 42201
+    http("POST", f"{url}/subjects/x/versions", {"schema": V1})
+    assert http("GET", f"{url}/subjects/x/versions/7")[1]["error_code"] == 40402
+    assert http("GET", f"{url}/subjects/x/versions/zero")[1]["error_code"] == 42202
+    assert http("PUT", f"{url}/config", {"compatibility": "SIDEWAYS"})[1]["error_code"] == 42203
+    assert http("GET", f"{url}/config/x")[1]["error_code"] == 40408
+    assert http("GET", f"{url}/config/x?defaultToGlobal=true") == (200, {"compatibilityLevel": "BACKWARD"})
+    # a read-only subject refuses registrations
+    assert http("PUT", f"{url}/mode/x", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    status, body = http("POST", f"{url}/subjects/x/versions", {"schema": V2})
+    assert status == 422 and body["error_code"] == 42205
+    assert http("DELETE", f"{url}/mode/x") == (200, {"mode": "READONLY"})
+    assert http("POST", f"{url}/subjects/x/versions", {"schema": V2})[0] == 200
+
+
+def test_soft_and_hard_deletes(broker, clients):
+    url = registry_url(broker)
+    sr = clients(url)
+    sid = sr.register_schema("d-value", Schema(V1, "AVRO"))
+    sr.register_schema("d-value", Schema(V2, "AVRO"))
+    assert http("DELETE", f"{url}/subjects/d-value?permanent=true")[1]["error_code"] == 40405  # soft first
+    assert sr.delete_subject("d-value") == [1, 2]
+    assert "d-value" not in sr.get_subjects()
+    assert http("GET", f"{url}/subjects?deleted=true")[1] == ["d-value"]
+    assert http("GET", f"{url}/subjects/d-value/versions/1?deleted=true")[1]["id"] == sid
+    assert http("GET", f"{url}/schemas/ids/{sid}")[0] == 200  # soft-deleted schemas stay readable by id
+    assert sr.delete_subject("d-value", permanent=True) == [1, 2]
+    assert http("GET", f"{url}/subjects?deleted=true")[1] == []
+    assert http("GET", f"{url}/schemas/ids/{sid}")[1]["error_code"] == 40403
+    # a new registration starts over at version 1 and keeps ids increasing
+    assert sr.register_schema("d-value", Schema(V1, "AVRO")) > sid
+    assert sr.get_versions("d-value") == [1]
+
+
+def test_registry_survives_a_restart(tmp_path, clients):
+    with Broker(data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0") as b:
+        sr = clients(registry_url(b))
+        ids = [sr.register_schema("r-value", Schema(s, "AVRO")) for s in (V1, V2)]
+        sr.set_compatibility("r-value", "FULL")
+    with Broker(data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0") as b:
+        url = registry_url(b)
+        sr = clients(url)
+        assert sr.get_versions("r-value") == [1, 2]
+        assert [sr.get_version("r-value", v).schema_id for v in (1, 2)] == ids
+        assert sr.get_compatibility("r-value") == "FULL"
+        assert sr.register_schema("new-value", Schema(NO_DEFAULT, "AVRO")) == ids[-1] + 1
