@@ -164,3 +164,61 @@ def test_registry_survives_a_restart(tmp_path, clients):
         assert [sr.get_version("r-value", v).schema_id for v in (1, 2)] == ids
         assert sr.get_compatibility("r-value") == "FULL"
         assert sr.register_schema("new-value", Schema(NO_DEFAULT, "AVRO")) == ids[-1] + 1
+
+
+def wait_for(fn, timeout: float = 30.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = fn()
+            if got:
+                return got
+        except SchemaRegistryError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {fn}")
+        time.sleep(0.2)
+
+
+def test_every_node_serves_the_registry_and_it_survives_the_leaders_death(clients):
+    """Three nodes: a schema registered on one is read on the others; the leader of _schemas
+    is killed and the survivors go on registering; two nodes registering into one subject at
+    once both succeed, with distinct versions and ids (a lost race is retried)."""
+    import threading
+
+    from confluent_kafka.admin import AdminClient
+
+    from logbroker import Cluster
+
+    with Cluster(3, schema_registry=True, config={"schema.registry.topic.replication.factor": 3}) as c:
+        srs = {n.node_id: clients(n.schema_registry_url) for n in c.nodes}
+        id1 = srs[1].register_schema("c-value", Schema(V1, "AVRO"))
+        for n in (2, 3):
+            assert wait_for(lambda n=n: srs[n].get_latest_version("c-value")).schema_id == id1
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        md = admin.list_topics("_schemas", timeout=10).topics["_schemas"].partitions[0]
+        assert len(md.replicas) == 3
+        c.nodes[md.leader - 1].kill()
+        alive = [n for n in (1, 2, 3) if n != md.leader]
+        id2 = wait_for(lambda: srs[alive[0]].register_schema("c-value", Schema(V2, "AVRO")), timeout=60)
+        assert id2 == id1 + 1
+        assert wait_for(lambda: srs[alive[1]].get_version("c-value", 2)).schema_id == id2
+        srs[alive[0]].set_compatibility("race-value", "NONE")
+        wait_for(lambda: srs[alive[1]].get_compatibility("race-value") == "NONE")
+        results: dict[int, int] = {}
+
+        def register(n: int, schema: str) -> None:
+            results[n] = srs[n].register_schema("race-value", Schema(schema, "AVRO"))
+
+        threads = [threading.Thread(target=register, args=(n, s)) for n, s in zip(alive, (V1, NO_DEFAULT))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(results) == 2
+        versions = wait_for(lambda: len(srs[alive[0]].get_versions("race-value")) == 2
+                            and srs[alive[0]].get_versions("race-value"))
+        assert versions == [1, 2]
+        by_version = {v: srs[alive[1]].get_version("race-value", v).schema_id for v in (1, 2)}
+        assert sorted(by_version.values()) == sorted(results.values())

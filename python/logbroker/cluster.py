@@ -82,8 +82,9 @@ class ClusterNode:
 
     def __init__(self, node_id: int, port: int, controller_port: int | None, data_dir: Path, args: list[str],
                  bound_port: int | None = None, metrics_port: int | None = None,
-                 console_port: int | None = None) -> None:
+                 console_port: int | None = None, registry_port: int | None = None) -> None:
         self.node_id = node_id
+        self.registry_port = registry_port
         self.metrics_port = metrics_port
         self.console_port = console_port
         self.port = port
@@ -108,6 +109,12 @@ class ClusterNode:
         """The node's web console (`Cluster(console=True)`)."""
         assert self.console_port is not None, "the cluster was started without console=True"
         return f"http://127.0.0.1:{self.console_port}/"
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The node's schema registry (`Cluster(schema_registry=True)`)."""
+        assert self.registry_port is not None, "the cluster was started without schema_registry=True"
+        return f"http://127.0.0.1:{self.registry_port}"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -224,11 +231,12 @@ class Cluster:
                  racks: list[str] | None = None, log_level: str = "INFO", log_format: str = "text", broker_only: int = 0,
                  front: Callable[[int, str, int], int] | None = None, metrics: bool = False,
                  console: bool = False, listeners: list[str] | None = None, controller_only: bool = False,
-                 log_dirs: int = 1) -> None:
+                 log_dirs: int = 1, schema_registry: bool = False) -> None:
         """`listeners`: names of client listeners beside PLAINTEXT (the inter-broker one),
         each on a free port per node; their security protocols come from `config`'s
         listener.security.protocol.map; `bootstrap(name)` gives their addresses.
-        `log_dirs`: log directories per node (log.dirs: node<i>, node<i>-2, ...; JBOD)."""
+        `log_dirs`: log directories per node (log.dirs: node<i>, node<i>-2, ...; JBOD).
+        `schema_registry`: each broker serves the schema registry on a port of its own."""
         if n < 1:
             raise ValueError(f"a cluster needs at least one node, got {n}")
         if broker_only < 0:
@@ -277,9 +285,12 @@ class Cluster:
             if console_port is not None:
                 args += ["--set", f"console.listen=127.0.0.1:{console_port}"]
             broker = not (voter and controller_only)
+            registry_port = free_port() if schema_registry and broker else None
+            if registry_port is not None:
+                args += ["--set", f"schema.registry.listen=127.0.0.1:{registry_port}"]
             self.nodes.append(ClusterNode(i, adv[i][0] if broker else 0, adv[i][1], root / f"node{i}", args,
                                           bound_port=p if broker else 0, metrics_port=metrics_port,
-                                          console_port=console_port))
+                                          console_port=console_port, registry_port=registry_port))
             self.nodes[-1].listener_ports = extra
             self.nodes[-1].log_dirs = dirs
 

@@ -197,7 +197,8 @@ class BrokerServer:
                 from logbroker.schema_registry.server import SchemaRegistryServer  # loads avro only when asked for
 
                 host, port = split_host_port(registry_listen)
-                self.schema_registry = SchemaRegistryServer("%s:%d" % self.advertised)
+                self.schema_registry = SchemaRegistryServer(
+                    "%s:%d" % self.advertised, self.config.get_int("schema.registry.topic.replication.factor"))
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",

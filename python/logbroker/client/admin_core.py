@@ -13,7 +13,7 @@ from typing import Any
 
 from logbroker import scram
 from logbroker.client.core import ClientCore
-from logbroker.client.errors import error_for
+from logbroker.client.errors import KafkaConnectionError, error_for
 from logbroker.client.group import (
     TopicPartition,
     committed_from_response,
@@ -407,7 +407,20 @@ class AdminCore(ClientCore):
 
         def attempt() -> Pending[Any]:
             remaining = max(0.0, deadline - self.now)
-            return self.wait_metadata(known, remaining, f"leaders of {sorted(topics)}").chain(ask).chain(parse)
+            out: Pending[Any] = Pending()
+
+            def done(p: Pending[Any]) -> None:
+                if isinstance(p.error, KafkaConnectionError) and self.now < deadline:
+                    # the leader's broker is gone: its partitions get new leaders; ask again
+                    self.request_metadata_update()
+                    self.call_at(self.now + self.config["retry.backoff.ms"] / 1000,
+                                 lambda: attempt().add_callback(out.settle_from))
+                else:
+                    out.settle_from(p)
+
+            self.wait_metadata(known, remaining, f"leaders of {sorted(topics)}").chain(ask).chain(parse) \
+                .add_callback(done)
+            return out
 
         return attempt()
 

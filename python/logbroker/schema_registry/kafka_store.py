@@ -4,7 +4,8 @@ Confluent's registry does with its KafkaStore. Every node tails the partition fr
 into its RegistryState, so every node answers reads; a write is a record produced with
 acks=all, visible once the tail has applied it.
 
-    run()              creates the topic if missing (compact, 1 partition, RF min(3, brokers)),
+    run()              creates the topic if missing (compact, 1 partition, `replication_factor`;
+                       refused while fewer brokers are registered, so tried again),
                        then tails it: each record applied to `state`, waiters woken
     catch_up()         waits until the state has applied everything below the partition's HW
                        at the time of the call (a read-your-writes barrier before a write)
@@ -32,8 +33,10 @@ class StoreError(Exception):
 
 
 class KafkaStore:
-    def __init__(self, bootstrap: str, state: RegistryState, client_config: dict | None = None) -> None:
+    def __init__(self, bootstrap: str, state: RegistryState, replication_factor: int = 1,
+                 client_config: dict | None = None) -> None:
         self.bootstrap = bootstrap
+        self.replication_factor = replication_factor
         self.state = state
         self.client_config = dict(client_config or {})
         self.ready = trio.Event()  # set once the tail has read up to the HW it found at start
@@ -59,11 +62,10 @@ class KafkaStore:
             try:
                 if TOPIC in await admin.list_topics(timeout=TIMEOUT_S):
                     return
-                brokers = len((await admin.describe_cluster(timeout=TIMEOUT_S)).brokers)
-                await admin.create_topics([NewTopic(TOPIC, 1, min(3, max(brokers, 1)),
+                await admin.create_topics([NewTopic(TOPIC, 1, self.replication_factor,
                                                     {"cleanup.policy": "compact"})], timeout=TIMEOUT_S)
                 log.info("schema registry: created topic %s (compacted, replication factor %d)", TOPIC,
-                         min(3, max(brokers, 1)))
+                         self.replication_factor)
                 return
             except TopicAlreadyExistsError:
                 return

@@ -23,9 +23,9 @@ def _error(status: int, message: str) -> Response:
 
 
 class SchemaRegistryServer:
-    def __init__(self, bootstrap: str, client_config: dict | None = None) -> None:
+    def __init__(self, bootstrap: str, replication_factor: int = 1, client_config: dict | None = None) -> None:
         self.state = RegistryState()
-        self.store = KafkaStore(bootstrap, self.state, client_config)
+        self.store = KafkaStore(bootstrap, self.state, replication_factor, client_config)
         self.api = RegistryApi(self.state, self.store)
         self.http = HttpServer(self.api.handle, "schema registry", max_body=MAX_BODY, error=_error)
 
