@@ -222,3 +222,45 @@ def test_every_node_serves_the_registry_and_it_survives_the_leaders_death(client
         assert versions == [1, 2]
         by_version = {v: srs[alive[1]].get_version("race-value", v).schema_id for v in (1, 2)}
         assert sorted(by_version.values()) == sorted(results.values())
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name"]}
+
+
+def test_json_schema_serializer_and_compatibility(broker, clients):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    url = registry_url(broker)
+    sr = clients(url)
+    ser = JSONSerializer(json.dumps(PERSON), sr)
+    de = JSONDeserializer(json.dumps(PERSON))
+    ctx = SerializationContext("people", MessageField.VALUE)
+    people = [{"name": f"p{i}", "age": i} for i in range(5)]
+    assert [de(ser(p, ctx), ctx) for p in people] == people
+    latest = sr.get_latest_version("people-value")
+    assert latest.schema.schema_type == "JSON" and json.loads(latest.schema.schema_str) == PERSON
+
+    def compatible(schema: dict) -> bool:
+        return sr.test_compatibility("people-value", Schema(json.dumps(schema), "JSON"))
+
+    widened = {**PERSON, "properties": {**PERSON["properties"], "age": {"type": "number"}}}
+    assert compatible(widened)  # integer -> number: every old document still valid
+    assert not compatible({**PERSON, "required": ["name", "age"]})  # a new required property
+    narrowed = {**PERSON, "properties": {**PERSON["properties"], "age": {"type": "integer", "maximum": 10}}}
+    assert not compatible(narrowed)
+    # an open content model: an old document may already carry any "email"; closed, it may not
+    with_email = {**PERSON, "properties": {**PERSON["properties"], "email": {"type": "string"}}}
+    assert not compatible(with_email)
+    sr.set_compatibility("closed-value", "BACKWARD")
+    closed = {**PERSON, "additionalProperties": False}
+    sr.register_schema("closed-value", Schema(json.dumps(closed), "JSON"))
+    assert sr.test_compatibility("closed-value", Schema(json.dumps({**with_email, "additionalProperties": False}),
+                                                         "JSON"))
+    status, body = http("POST", f"{url}/subjects/bad-json/versions",
+                        {"schemaType": "JSON", "schema": json.dumps({"type": "strin"})})
+    assert status == 422 and body["error_code"] == 42201 and "strin" in body["message"]
+    # a subject's schema type does not change under a compatibility level
+    status, body = http("POST", f"{url}/subjects/people-value/versions", {"schema": V1})
+    assert status == 409 and "schemaType" in body["message"]
+    assert http("GET", f"{url}/schemas/types")[1] == ["AVRO", "JSON"]

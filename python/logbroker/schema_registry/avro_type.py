@@ -18,13 +18,10 @@ import avro.errors
 import avro.name
 import avro.schema
 
+from logbroker.schema_registry.errors import InvalidSchema
 from logbroker.schema_registry.records import Reference
 
 NAME = "AVRO"
-
-
-class InvalidSchema(ValueError):
-    """The text is not a valid schema of its type (the parser's reason in the message)."""
 
 
 Resolve = Callable[[Reference], tuple[str, tuple[Reference, ...]]]

@@ -33,6 +33,7 @@ import trio
 
 from logbroker.broker.http import HttpError, Request, Response
 from logbroker.schema_registry import compatibility, records
+from logbroker.schema_registry.errors import InvalidSchema
 from logbroker.schema_registry.kafka_store import KafkaStore, StoreError
 from logbroker.schema_registry.records import Reference, SchemaValue
 from logbroker.schema_registry.schema_types import TYPES
@@ -214,14 +215,14 @@ class RegistryApi:
         try:
             stored = kind.stored_form(body["schema"])
             parsed = kind.parse(stored, refs, self._resolve)
-        except kind.InvalidSchema as e:
+        except InvalidSchema as e:
             raise RegistryError(42201, str(e)) from None
         return Content(schema_type, stored, refs), parsed
 
     def _resolve(self, ref: Reference) -> tuple[str, tuple[Reference, ...]]:
         sv = self.state.version(ref.subject, ref.version, True)
         if sv is None:
-            raise TYPES["AVRO"].InvalidSchema(f"reference {ref.name}: {ref.subject} version {ref.version} not found")
+            raise InvalidSchema(f"reference {ref.name}: {ref.subject} version {ref.version} not found")
         return sv.schema, sv.references
 
     def _parsed(self, sv: SchemaValue) -> Any:
@@ -239,12 +240,18 @@ class RegistryApi:
 
     def _incompatibilities(self, subject: str, content: Content, parsed: Any, level: str,
                            upto: SchemaValue | None = None) -> list[str]:
-        earlier = [sv for sv in self.state.versions(subject) if sv.schema_type == content.schema_type]
-        if upto is not None:
-            earlier = [upto]
+        earlier = [upto] if upto is not None else self.state.versions(subject)
         kind = TYPES[content.schema_type]
-        return compatibility.check(level, parsed, [(sv.version, self._parsed(sv)) for sv in earlier],
-                                   kind.incompatibilities)
+
+        def incompatibilities(reader: Any, writer: Any) -> list[str]:
+            if isinstance(reader, _OtherType) or isinstance(writer, _OtherType):
+                other = reader if isinstance(reader, _OtherType) else writer
+                return [f"schemaType changed between {other.schema_type} and {content.schema_type}"]
+            return kind.incompatibilities(reader, writer)
+
+        return compatibility.check(level, parsed, [
+            (sv.version, self._parsed(sv) if sv.schema_type == content.schema_type else _OtherType(sv.schema_type))
+            for sv in earlier], incompatibilities)
 
     def _test_compatibility(self, subject: str, v: str | None, request: Request) -> dict[str, Any]:
         content, parsed = self._submitted(request)
@@ -375,6 +382,13 @@ class RegistryApi:
         async with self._lock():
             await self.store.write(records.mode_key(subject), records.mode_value(mode))
         return {"mode": mode}
+
+
+class _OtherType:
+    """An earlier version of another schema type: never compatible."""
+
+    def __init__(self, schema_type: str) -> None:
+        self.schema_type = schema_type
 
 
 def _int(text: str, what: str, error_code: int) -> int:
