@@ -53,8 +53,8 @@ def clients():
     """SchemaRegistryClient(url), closed after the test (its HTTP connections with it)."""
     made: list[SchemaRegistryClient] = []
 
-    def make(url: str) -> SchemaRegistryClient:
-        made.append(SchemaRegistryClient({"url": url}))
+    def make(url: str, **conf: str) -> SchemaRegistryClient:
+        made.append(SchemaRegistryClient({"url": url, **{k.replace("_", "."): v for k, v in conf.items()}}))
         return made[-1]
 
     yield make
@@ -264,3 +264,66 @@ def test_json_schema_serializer_and_compatibility(broker, clients):
     status, body = http("POST", f"{url}/subjects/people-value/versions", {"schema": V1})
     assert status == 409 and "schemaType" in body["message"]
     assert http("GET", f"{url}/schemas/types")[1] == ["AVRO", "JSON"]
+
+
+def test_basic_authentication_and_acls(tmp_path, clients):
+    """BASIC: the broker's users (SCRAM and PLAIN) with their passwords; no or a wrong password
+    is 401. With an authorizer, the broker's ACLs on the subject's topic decide (403 when
+    denied; unreadable subjects and ids are not listed or found); super users do anything."""
+    import base64
+
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "super.users": "User:admin", "schema.registry.listen": "127.0.0.1:0",
+              "schema.registry.authentication.method": "BASIC"}
+    with Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
+        kafka_admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                                   "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                                   "sasl.password": "admin-secret"})
+        for fut in kafka_admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret")]).values():
+            fut.result(30)
+        url = registry_url(b)
+
+        def call(method: str, path: str, user: str | None, password: str = "", body: dict | None = None):
+            req = urllib.request.Request(url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            if user is not None:
+                req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return r.status, json.loads(r.read() or b"null"), dict(r.headers)
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"null"), dict(e.headers)
+
+        status, body, headers = call("GET", "/subjects", None)
+        assert (status, body["error_code"]) == (401, 40101) and headers["WWW-Authenticate"].startswith("Basic")
+        assert call("GET", "/subjects", "bob", "wrong")[:2] == (401, {"error_code": 40101, "message": "Unauthorized"})
+        assert call("GET", "/subjects", "nobody", "x")[1]["message"] == "Unauthorized"
+        admin_sr = clients(url, basic_auth_user_info="admin:admin-secret")
+        admin_sr.register_schema("payments-value", Schema(V1, "AVRO"))
+        # bob: authenticated, but no ACL yet
+        assert call("GET", "/subjects", "bob", "bob-secret")[:2] == (200, [])
+        status, body, _ = call("POST", "/subjects/orders-value/versions", "bob", "bob-secret", {"schema": V1})
+        assert (status, body["error_code"]) == (403, 40301) and "WRITE" in body["message"]
+        bindings = [AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*", op,
+                               AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
+        for fut in kafka_admin.create_acls(bindings).values():
+            fut.result(30)
+        bob = clients(url, basic_auth_user_info="bob:bob-secret")
+        sid = wait_for(lambda: bob.register_schema("orders-value", Schema(V2, "AVRO")))
+        assert bob.get_versions("orders-value") == [1]
+        assert bob.get_subjects() == ["orders-value"]  # payments-value is not his to see
+        pid = admin_sr.get_latest_version("payments-value").schema_id
+        assert call("GET", f"/schemas/ids/{pid}", "bob", "bob-secret")[1]["error_code"] == 40403
+        assert call("GET", f"/schemas/ids/{sid}", "bob", "bob-secret")[0] == 200
+        assert call("DELETE", "/subjects/orders-value", "bob", "bob-secret")[1]["error_code"] == 40301
+        assert call("PUT", "/config", "bob", "bob-secret", {"compatibility": "NONE"})[1]["error_code"] == 40301
+        # a PLAIN user of the listener's JAAS config authenticates too
+        assert call("GET", "/subjects", "alice", "alice-secret")[:2] == (200, [])
+        assert admin_sr.get_subjects() == ["orders-value", "payments-value"]

@@ -55,6 +55,7 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]  # names lowercased
     body: bytes = b""
+    peer: str = ""  # the client's "host:port"
 
     def json(self) -> Any:
         """The body as JSON; HttpError(400) naming what is wrong with it."""
@@ -192,6 +193,11 @@ class HttpServer:
     async def _connection(self, stream: trio.SocketStream) -> None:
         reader = _Reader(stream, self.max_body)
         try:
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = ""
+        try:
             while True:
                 got = None
                 with trio.move_on_after(IDLE_TIMEOUT_S if not reader.buf else HEAD_TIMEOUT_S):
@@ -203,6 +209,7 @@ class HttpServer:
                 if got is None:
                     return  # closed by the client, or idle too long
                 request, keep = got
+                request.peer = peer
                 keep = keep and self.keep_alive
                 response = await self._answer(request)
                 await stream.send_all(_encode(response, keep))

@@ -16,6 +16,7 @@ import logging
 import trio
 
 from logbroker import _core
+from logbroker.common.sasl import jaas_users
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.quotas import ClientQuotaPublisher
 from logbroker.common.config import BrokerConfig, split_host_port
@@ -194,11 +195,21 @@ class BrokerServer:
                 self.console_address = await nursery.start(self.console.serve, host, port)
             registry_listen = self.config.get_str("schema.registry.listen")
             if registry_listen:
-                from logbroker.schema_registry.server import SchemaRegistryServer  # loads avro only when asked for
+                # loads avro and jsonschema only when asked for
+                from logbroker.schema_registry.auth import RegistryAuth
+                from logbroker.schema_registry.server import SchemaRegistryServer, client_config
 
                 host, port = split_host_port(registry_listen)
+                cfg = self.config
+                auth = RegistryAuth(
+                    cfg.get_str("schema.registry.authentication.method"),
+                    lambda: {u: pw for name, _h, _p in cfg.client_listeners
+                             for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()},
+                    lambda user, mechanism: self.controller.image.scram_credential(user, mechanism),
+                    self.authorizer.authorize if self.authorizer.enabled else None)
                 self.schema_registry = SchemaRegistryServer(
-                    "%s:%d" % self.advertised, self.config.get_int("schema.registry.topic.replication.factor"))
+                    "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
+                    client_config(cfg), auth)
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",

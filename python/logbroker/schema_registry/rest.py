@@ -32,7 +32,9 @@ from urllib.parse import unquote
 import trio
 
 from logbroker.broker.http import HttpError, Request, Response
+from logbroker.common.acl import AclOperation as Op
 from logbroker.schema_registry import compatibility, records
+from logbroker.schema_registry.auth import ANONYMOUS, RegistryAuth, Unauthenticated
 from logbroker.schema_registry.errors import InvalidSchema
 from logbroker.schema_registry.kafka_store import KafkaStore, StoreError
 from logbroker.schema_registry.records import Reference, SchemaValue
@@ -65,33 +67,61 @@ def _flag(request: Request, name: str) -> bool:
 
 
 class RegistryApi:
-    def __init__(self, state: RegistryState, store: KafkaStore) -> None:
+    def __init__(self, state: RegistryState, store: KafkaStore, auth: RegistryAuth | None = None) -> None:
         self.state = state
         self.store = store
+        self.auth = auth
         self._writes = trio.Lock()  # this node's writes one at a time (other nodes': state.py)
 
     async def handle(self, request: Request) -> Response:
         try:
-            return await self._route(request)
+            principal = self.auth.principal(request.headers) if self.auth is not None else ANONYMOUS
+        except Unauthenticated as e:
+            response = error_response(401, str(e), 40101)
+            response.headers["WWW-Authenticate"] = 'Basic realm="logbroker schema registry"'
+            return response
+        try:
+            return await self._route(request, principal)
         except RegistryError as e:
             return error_response(e.status, e.message, e.error_code)
         except StoreError as e:
             return error_response(500, str(e), 50001)
 
-    async def _route(self, request: Request) -> Response:
+    async def _route(self, request: Request, principal: str) -> Response:
         parts = [unquote(p) for p in request.path.strip("/").split("/") if p]
         m = request.method
         if not self.store.ready.is_set():
             await self.store.ready.wait()
+
+        def check(operation: int, subject: str | None) -> None:
+            if self.auth is not None and not self.auth.may(principal, request.peer, operation, subject):
+                raise RegistryError(40301, f"User {principal} is denied operation {Op(operation).name} on "
+                                           f"{'Subject: ' + subject if subject is not None else 'the cluster'}")
+
+        def readable(subject: str) -> bool:
+            return self.auth is None or self.auth.may(principal, request.peer, Op.DESCRIBE, subject)
+
+        if len(parts) >= 2 and parts[0] in ("subjects", "config", "mode"):
+            subject = parts[1]
+            if parts[0] == "subjects":
+                operation = {"GET": Op.DESCRIBE, "DELETE": Op.DELETE}.get(m, Op.WRITE if parts[2:3] == ["versions"]
+                                                                         else Op.DESCRIBE)
+            else:
+                operation = Op.DESCRIBE if m == "GET" else Op.ALTER_CONFIGS
+            check(operation, subject)
+        elif len(parts) >= 3 and parts[0] == "compatibility":
+            check(Op.DESCRIBE, parts[2])
+        elif parts[:1] in (["config"], ["mode"]) and m != "GET":
+            check(Op.ALTER_CONFIGS, None)
         match parts:
             case []:
                 return ok({})
             case ["schemas", "types"] if m == "GET":
                 return ok(sorted(TYPES))
             case ["schemas", "ids", sid, *rest] if m == "GET":
-                return self._by_id(_int(sid, "schema id", 40403), rest, request)
+                return self._by_id(_int(sid, "schema id", 40403), rest, request, readable)
             case ["subjects"] if m == "GET":
-                return ok(self.state.subject_names(_flag(request, "deleted")))
+                return ok([s for s in self.state.subject_names(_flag(request, "deleted")) if readable(s)])
             case ["subjects", subject] if m == "POST":
                 return self._lookup(subject, request)
             case ["subjects", subject] if m == "DELETE":
@@ -157,9 +187,10 @@ class RegistryApi:
 
     # --- reads --------------------------------------------------------------------------
 
-    def _by_id(self, schema_id: int, rest: list[str], request: Request) -> Response:
+    def _by_id(self, schema_id: int, rest: list[str], request: Request, readable) -> Response:
         content = self.state.schemas.get(schema_id)
-        if content is None:
+        usages = [sv for sv in self.state.usages(schema_id, True) if readable(sv.subject)]
+        if content is None or not usages:  # unreadable is not found: ids say nothing to outsiders
             raise RegistryError(40403, f"Schema {schema_id} not found")
         match rest:
             case []:
@@ -172,10 +203,10 @@ class RegistryApi:
             case ["schema"]:
                 return Response(200, content.schema.encode(), CONTENT_TYPE)
             case ["subjects"]:
-                return ok(sorted({sv.subject for sv in self.state.usages(schema_id, _flag(request, "deleted"))}))
+                return ok(sorted({sv.subject for sv in usages if _flag(request, "deleted") or not sv.deleted}))
             case ["versions"]:
                 return ok([{"subject": sv.subject, "version": sv.version}
-                           for sv in self.state.usages(schema_id, _flag(request, "deleted"))])
+                           for sv in usages if _flag(request, "deleted") or not sv.deleted])
         raise HttpError(404, f"GET {request.path}: no such resource")
 
     def _version(self, subject: str, v: str, deleted: bool) -> SchemaValue:

@@ -9,6 +9,8 @@ import logging
 import trio
 
 from logbroker.broker.http import HttpServer, Response
+from logbroker.common.config import BrokerConfig, ConfigError
+from logbroker.schema_registry.auth import RegistryAuth
 from logbroker.schema_registry.kafka_store import KafkaStore
 from logbroker.schema_registry.rest import RegistryApi, error_response
 from logbroker.schema_registry.state import RegistryState
@@ -22,11 +24,30 @@ def _error(status: int, message: str) -> Response:
     return error_response(status, message)
 
 
+def client_config(config: BrokerConfig) -> dict[str, str]:
+    """How the registry's own clients reach the broker's client listener: as this node
+    reaches the others (BrokerConfig.node_sasl) on SASL_PLAINTEXT. With an authorizer that user
+    needs to create, read and write `_schemas` (a super user, as the nodes' users are)."""
+    listener = config.client_listener_name
+    protocol = config.security_protocol(listener)
+    if protocol == "PLAINTEXT":
+        return {}
+    if protocol == "SASL_PLAINTEXT":
+        creds = config.node_sasl(listener)
+        assert creds is not None
+        mechanism, user, password = creds
+        return {"security.protocol": protocol, "sasl.mechanism": mechanism, "sasl.username": user,
+                "sasl.password": password}
+    raise ConfigError(f"schema.registry.listen: the registry reads and writes _schemas through the broker's client "
+                      f"listener {listener}, which is {protocol}; it can use a PLAINTEXT or SASL_PLAINTEXT one for now")
+
+
 class SchemaRegistryServer:
-    def __init__(self, bootstrap: str, replication_factor: int = 1, client_config: dict | None = None) -> None:
+    def __init__(self, bootstrap: str, replication_factor: int = 1, client_config: dict | None = None,
+                 auth: RegistryAuth | None = None) -> None:
         self.state = RegistryState()
         self.store = KafkaStore(bootstrap, self.state, replication_factor, client_config)
-        self.api = RegistryApi(self.state, self.store)
+        self.api = RegistryApi(self.state, self.store, auth)
         self.http = HttpServer(self.api.handle, "schema registry", max_body=MAX_BODY, error=_error)
 
     async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
