@@ -263,7 +263,7 @@ def test_json_schema_serializer_and_compatibility(broker, clients):
     # a subject's schema type does not change under a compatibility level
     status, body = http("POST", f"{url}/subjects/people-value/versions", {"schema": V1})
     assert status == 409 and "schemaType" in body["message"]
-    assert http("GET", f"{url}/schemas/types")[1] == ["AVRO", "JSON"]
+    assert http("GET", f"{url}/schemas/types")[1] == ["AVRO", "JSON", "PROTOBUF"]
 
 
 def test_basic_authentication_and_acls(tmp_path, clients):
@@ -327,3 +327,78 @@ def test_basic_authentication_and_acls(tmp_path, clients):
         # a PLAIN user of the listener's JAAS config authenticates too
         assert call("GET", "/subjects", "alice", "alice-secret")[:2] == (200, [])
         assert admin_sr.get_subjects() == ["orders-value", "payments-value"]
+
+
+USER_PROTO = '''syntax = "proto3";
+package lb.test;
+
+import "google/protobuf/timestamp.proto";
+
+message Person {
+  string name = 1;
+  optional int32 age = 2;
+  map<string, Address> homes = 3;
+  repeated Role roles = 4;
+  google.protobuf.Timestamp seen = 5;
+  oneof contact {
+    string email = 6;
+    string phone = 7;
+  }
+  message Address {
+    string street = 1;
+  }
+  enum Role {
+    GUEST = 0;
+    ADMIN = 1;
+  }
+}
+'''
+
+
+def test_protobuf_text_and_serialized(broker, clients):
+    """Protobuf as the Java serializer registers it (.proto text) and as the Python one does
+    (a base64 FileDescriptorProto, read back with format=serialized), with a well-known type
+    import; Confluent's Protobuf compatibility rules."""
+    url = registry_url(broker)
+    sr = clients(url)
+    sid = sr.register_schema("proto-value", Schema(USER_PROTO, "PROTOBUF"))
+    got = sr.get_schema(sid)
+    assert got.schema_type == "PROTOBUF" and "message Person" in got.schema_str
+    status, body = http("GET", f"{url}/schemas/ids/{sid}?format=serialized")
+    assert status == 200
+    from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2  # noqa: F401
+    fd = descriptor_pb2.FileDescriptorProto.FromString(__import__("base64").b64decode(body["schema"]))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
+    fd.name = "person.proto"
+    pool.Add(fd)
+    person = pool.FindMessageTypeByName("lb.test.Person")
+    assert person.fields_by_name["homes"].message_type.GetOptions().map_entry
+    assert person.fields_by_name["seen"].message_type.full_name == "google.protobuf.Timestamp"
+    # the same schema as a base64 descriptor is the same schema: same id, no new version
+    from google.protobuf import message_factory
+    cls = message_factory.GetMessageClass(person)
+    b64 = __import__("base64").b64encode(fd.SerializeToString()).decode()
+    assert sr.register_schema("proto-value", Schema(b64, "PROTOBUF")) == sid
+    assert sr.get_versions("proto-value") == [1]
+    # Confluent's Protobuf serializer and deserializer with a message class of that descriptor
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    ser = ProtobufSerializer(cls, sr, {"use.deprecated.format": False})
+    de = ProtobufDeserializer(cls, {"use.deprecated.format": False})
+    ctx = SerializationContext("proto", MessageField.VALUE)
+    msg = cls(name="ann", age=3, roles=[1], email="a@x")
+    msg.homes["home"].street = "Main St"
+    data = ser(msg, ctx)
+    assert int.from_bytes(data[1:5], "big") == sid
+    assert de(data, ctx) == msg
+
+    def compatible(text: str) -> bool:
+        return sr.test_compatibility("proto-value", Schema(text, "PROTOBUF"))
+
+    assert compatible(USER_PROTO.replace("  string name = 1;\n", "  string name = 1;\n  int64 visits = 8;\n"))
+    assert compatible(USER_PROTO.replace("  string name = 1;\n", "  bytes name = 1;\n"))  # wire-compatible
+    assert not compatible(USER_PROTO.replace("  string name = 1;\n", "  int64 name = 1;\n"))
+    assert not compatible(USER_PROTO.replace("package lb.test;", "package lb.other;"))
+    status, body = http("POST", f"{url}/subjects/bad-proto/versions",
+                        {"schemaType": "PROTOBUF", "schema": "syntax = \"proto3\"; message M { Missing m = 1; }"})
+    assert status == 422 and "Missing" in body["message"]

@@ -134,7 +134,10 @@ class RegistryApi:
             case ["subjects", subject, "versions"] if m == "POST":
                 return ok(await self._register(subject, request))
             case ["subjects", subject, "versions", v] if m == "GET":
-                return ok(_describe(self._version(subject, v, _flag(request, "deleted"))))
+                sv = self._version(subject, v, _flag(request, "deleted"))
+                described = _describe(sv)
+                described["schema"] = self._rendered(sv.schema_type, sv.schema, sv.references, request)
+                return ok(described)
             case ["subjects", subject, "versions", v, "schema"] if m == "GET":
                 return Response(200, self._version(subject, v, _flag(request, "deleted")).schema.encode(), CONTENT_TYPE)
             case ["subjects", subject, "versions", v, "referencedby"] if m == "GET":
@@ -194,7 +197,8 @@ class RegistryApi:
             raise RegistryError(40403, f"Schema {schema_id} not found")
         match rest:
             case []:
-                out: dict[str, Any] = {"schema": content.schema}
+                out: dict[str, Any] = {"schema": self._rendered(content.schema_type, content.schema,
+                                                                content.references, request)}
                 if content.schema_type != "AVRO":
                     out["schemaType"] = content.schema_type
                 if content.references:
@@ -208,6 +212,17 @@ class RegistryApi:
                 return ok([{"subject": sv.subject, "version": sv.version}
                            for sv in usages if _flag(request, "deleted") or not sv.deleted])
         raise HttpError(404, f"GET {request.path}: no such resource")
+
+    def _rendered(self, schema_type: str, schema: str, references: tuple[Reference, ...], request: Request) -> str:
+        """The schema text, or with `?format=serialized` a Protobuf schema's base64
+        FileDescriptorProto (what Confluent's Python Protobuf serde asks for)."""
+        kind = TYPES[schema_type]
+        if request.query.get("format") == "serialized" and hasattr(kind, "serialized"):
+            try:
+                return kind.serialized(kind.parse(schema, references, self._resolve))
+            except InvalidSchema as e:
+                raise RegistryError(50001, f"stored schema no longer parses: {e}") from None
+        return schema
 
     def _version(self, subject: str, v: str, deleted: bool) -> SchemaValue:
         if subject not in self.state.subjects or not self.state.versions(subject, True):
@@ -246,6 +261,8 @@ class RegistryApi:
         try:
             stored = kind.stored_form(body["schema"])
             parsed = kind.parse(stored, refs, self._resolve)
+            if hasattr(kind, "canonical"):  # Protobuf: type names as resolved, however written
+                stored = kind.canonical(parsed)
         except InvalidSchema as e:
             raise RegistryError(42201, str(e)) from None
         return Content(schema_type, stored, refs), parsed

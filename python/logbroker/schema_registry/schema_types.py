@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from logbroker.schema_registry import avro_type, json_type
+from logbroker.schema_registry import avro_type, json_type, protobuf_type
 
-TYPES: dict[str, ModuleType] = {m.NAME: m for m in (avro_type, json_type)}
+TYPES: dict[str, ModuleType] = {m.NAME: m for m in (avro_type, json_type, protobuf_type)}
