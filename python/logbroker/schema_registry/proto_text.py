@@ -124,6 +124,16 @@ def _option_name(tokens: _Tokens) -> str:
     return tokens.next()
 
 
+def _option_statement(tokens: _Tokens, options) -> None:
+    """`name = value;` after the word `option`, set on `options` (None: read and dropped)."""
+    name = _option_name(tokens)
+    tokens.expect("=")
+    value = _constant(tokens)
+    tokens.expect(";")
+    if options is not None:
+        _set_option(options, name, value)
+
+
 def _set_option(options, name: str, value: str) -> None:
     """Sets a plain option on an options message; custom options are left out."""
     if name.startswith("(") or "." in name:
@@ -207,10 +217,7 @@ def parse(text: str) -> pb.FileDescriptorProto:
                 fd.weak_dependency.append(len(fd.dependency))
             fd.dependency.append(path)
         elif word == "option":
-            name = _option_name(tokens)
-            tokens.expect("=")
-            _set_option(fd.options, name, _constant(tokens))
-            tokens.expect(";")
+            _option_statement(tokens, fd.options)
         elif word == "message":
             _message(tokens, fd.message_type.add(), syntax)
         elif word == "enum":
@@ -262,10 +269,7 @@ def _message(tokens: _Tokens, msg: pb.DescriptorProto, syntax: str) -> None:
             _enum(tokens, msg.enum_type.add())
         elif word == "option":
             tokens.next()
-            name = _option_name(tokens)
-            tokens.expect("=")
-            _set_option(msg.options, name, _constant(tokens))
-            tokens.expect(";")
+            _option_statement(tokens, msg.options)
         elif word == "reserved":
             tokens.next()
             ranges, names = _ranges(tokens, 536870911)
@@ -284,10 +288,7 @@ def _message(tokens: _Tokens, msg: pb.DescriptorProto, syntax: str) -> None:
             tokens.expect("{")
             while not tokens.accept("}"):
                 if tokens.accept("option"):
-                    _option_name(tokens)
-                    tokens.expect("=")
-                    _constant(tokens)
-                    tokens.expect(";")
+                    _option_statement(tokens, None)
                     continue
                 field = _field(tokens, msg, syntax, in_oneof=True)
                 field.oneof_index = index
@@ -376,10 +377,7 @@ def _enum(tokens: _Tokens, enum: pb.EnumDescriptorProto) -> None:
         if word == ";":
             continue
         if word == "option":
-            name = _option_name(tokens)
-            tokens.expect("=")
-            _set_option(enum.options, name, _constant(tokens))
-            tokens.expect(";")
+            _option_statement(tokens, enum.options)
         elif word == "reserved":
             ranges, names = _ranges(tokens, 2147483647)
             for start, end in ranges:
@@ -387,12 +385,11 @@ def _enum(tokens: _Tokens, enum: pb.EnumDescriptorProto) -> None:
             enum.reserved_name.extend(names)
         else:
             tokens.expect("=")
-            value = enum.value.add(name=word, number=_number(tokens, f"the value of {word}"))
-            if tokens.accept("["):
+            enum.value.add(name=word, number=_number(tokens, f"the value of {word}"))
+            if tokens.accept("["):  # enum value options: read and dropped
                 while not tokens.accept("]"):
                     tokens.next()
             tokens.expect(";")
-            del value
     if not enum.options.ListFields():
         enum.ClearField("options")
 
@@ -405,10 +402,7 @@ def _service(tokens: _Tokens, service: pb.ServiceDescriptorProto) -> None:
         if word == ";":
             continue
         if word == "option":
-            _option_name(tokens)
-            tokens.expect("=")
-            _constant(tokens)
-            tokens.expect(";")
+            _option_statement(tokens, None)
             continue
         if word != "rpc":
             raise tokens.fail(f"unexpected {word!r} in service {service.name}")
