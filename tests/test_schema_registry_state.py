@@ -68,7 +68,14 @@ def test_every_node_gets_the_same_state_from_the_same_log():
                 dict(st.schemas), st.max_id)
 
     assert view(a) == view(b)
-    # and the model's invariants hold: an id names one schema; a version one id
+    # and the model's invariants hold: an id names one schema; a version one id; the usage
+    # index is what a scan of every version finds, also after hard deletes
+    for i in range(40):
+        a.apply(300 + i, records.schema_key(f"s{i % 5}", 1 + i % 6), None)  # tombstones
     for s, versions in a.subjects.items():
         for sv in versions.values():
             assert a.schemas[sv.id] == Content(sv.schema_type, sv.schema, sv.references)
+    for sid in range(1, 41):
+        brute = sorted(((sv.subject, sv.version) for vs in a.subjects.values() for sv in vs.values() if sv.id == sid))
+        assert [(sv.subject, sv.version) for sv in a.usages(sid, True)] == brute
+        assert (sid in a.schemas) == bool(brute)

@@ -5,6 +5,9 @@
     subjects     subject -> version -> SchemaValue             soft-deleted versions kept (deleted)
     configs      subject (None: global) -> compatibility level
     modes        subject (None: global) -> READWRITE | READONLY | READONLY_OVERRIDE | IMPORT
+    usages       id -> {(subject, version)} holding it           (indexes: a lookup by id, a
+    referrers    (subject, version) -> {(subject, version)}       delete's reference check cost
+                 whose schemas reference it                       what they find, not the registry)
 
 Several nodes may write at once (each registers on the state it has read), so a record can
 lose a race. The rule, applied the same way everywhere: a SCHEMA record is ignored when its id
@@ -41,6 +44,8 @@ class RegistryState:
         self.subjects: dict[str, dict[int, SchemaValue]] = {}
         self.configs: dict[str | None, str] = {}
         self.modes: dict[str | None, str] = {}
+        self._usages: dict[int, set[tuple[str, int]]] = {}
+        self._referrers: dict[tuple[str, int], set[tuple[str, int]]] = {}
         self.max_id = 0
         self.next_offset = 0  # the offset after the last record applied
 
@@ -69,12 +74,7 @@ class RegistryState:
     def _apply_schema(self, k: dict, v: dict | None) -> None:
         subject, version = str(k["subject"]), int(k["version"])
         if v is None:  # a hard delete's tombstone
-            versions = self.subjects.get(subject, {})
-            gone = versions.pop(version, None)
-            if not versions:
-                self.subjects.pop(subject, None)
-            if gone is not None:
-                self._drop_unused(gone.id)
+            self._remove(subject, version)
             return
         sv = parse_schema_value(v)
         content = Content(sv.schema_type, sv.schema, sv.references)
@@ -87,13 +87,32 @@ class RegistryState:
         self.schemas[sv.id] = content
         self.by_content.setdefault(content, sv.id)
         self.subjects.setdefault(subject, {})[version] = sv
+        self._usages.setdefault(sv.id, set()).add((subject, version))
+        for r in sv.references:
+            self._referrers.setdefault((r.subject, r.version), set()).add((subject, version))
         self.max_id = max(self.max_id, sv.id)
 
-    def _drop_unused(self, schema_id: int) -> None:
-        if any(sv.id == schema_id for vs in self.subjects.values() for sv in vs.values()):
+    def _remove(self, subject: str, version: int) -> None:
+        versions = self.subjects.get(subject, {})
+        gone = versions.pop(version, None)
+        if not versions:
+            self.subjects.pop(subject, None)
+        if gone is None:
             return
-        content = self.schemas.pop(schema_id, None)
-        if content is not None and self.by_content.get(content) == schema_id:
+        for r in gone.references:
+            held = self._referrers.get((r.subject, r.version))
+            if held is not None:
+                held.discard((subject, version))
+                if not held:
+                    del self._referrers[(r.subject, r.version)]
+        used = self._usages.get(gone.id)
+        if used is not None:
+            used.discard((subject, version))
+            if used:
+                return
+            del self._usages[gone.id]
+        content = self.schemas.pop(gone.id, None)
+        if content is not None and self.by_content.get(content) == gone.id:
             del self.by_content[content]
 
     @staticmethod
@@ -113,8 +132,7 @@ class RegistryState:
                 versions[version] = SchemaValue(sv.subject, sv.version, sv.id, sv.schema, sv.schema_type,
                                                 sv.references, True)
             elif sv.deleted:  # CLEAR_SUBJECT: what the tombstones remove (soft-deleted versions only)
-                del versions[version]
-                self._drop_unused(sv.id)
+                self._remove(subject, version)
         if not versions:
             self.subjects.pop(subject, None)
 
@@ -142,13 +160,13 @@ class RegistryState:
         return self.by_content.get(content)
 
     def usages(self, schema_id: int, deleted: bool = False) -> list[SchemaValue]:
-        return sorted((sv for vs in self.subjects.values() for sv in vs.values()
-                       if sv.id == schema_id and (deleted or not sv.deleted)), key=lambda sv: (sv.subject, sv.version))
+        found = (self.subjects[s][v] for s, v in sorted(self._usages.get(schema_id, ())))
+        return [sv for sv in found if deleted or not sv.deleted]
 
     def referenced_by(self, subject: str, version: int) -> list[int]:
         """Ids of the live schemas that reference this subject version."""
-        return sorted({sv.id for vs in self.subjects.values() for sv in vs.values() if not sv.deleted
-                       and any(r.subject == subject and r.version == version for r in sv.references)})
+        found = (self.subjects[s][v] for s, v in self._referrers.get((subject, version), ()))
+        return sorted({sv.id for sv in found if not sv.deleted})
 
     def level(self, subject: str | None) -> str:
         return self.configs.get(subject) or self.configs.get(None) or DEFAULT_LEVEL
