@@ -171,9 +171,9 @@ def test_populated_roundtrip(cls, version):
 
 def test_case_count():
     # 56 APIs x 2 plus the two headers, every version in their ranges
-    assert len(MESSAGES) == 146
+    assert len(MESSAGES) == 148
     assert len(CASES) == 402 + 2 * 3 + 2 * 2 + 2 * 4 + 2 * 3 + 2 * 2 + 2 * 1 + 2 * 5 + 2 * 1 + 2 * 2 + 2 * 10 + 2 * 7 + (
-        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1) + 2 * (3 + 2 + 1 + 1) + 2 * 1 + 2 * 1 + 2 * (2 + 1 + 1)
+        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1) + 2 * (3 + 2 + 1 + 1) + 2 * 1 + 2 * 1 + 2 * (2 + 1 + 1) + 2 * 2
     # + DescribeQuorum v0-2, BrokerHeartbeat v0-1, AlterPartition v0-3, ElectLeaders v0-2,
     # AlterPartitionReassignments v0-1, ListPartitionReassignments v0, DescribeLogDirs v0-4,
     # DescribeTransactions v0, ListTransactions v0-1, and the share-group APIs: ShareGroupHeartbeat v1,
@@ -183,4 +183,4 @@ def test_case_count():
     # and the security APIs: Describe/Create/DeleteAcls v1-3, Describe/AlterClientQuotas v0-1,
     # Describe/AlterUserScramCredentials v0, and UpdateFeatures v0-2, AddRaftVoter v0-1, RemoveRaftVoter v0,
     # UpdateRaftVoter v0, OffsetDelete v0, DescribeTopicPartitions v0, ListConfigResources v0-1,
-    # GetTelemetrySubscriptions v0, PushTelemetry v0
+    # GetTelemetrySubscriptions v0, PushTelemetry v0, AlterReplicaLogDirs v1-2

@@ -25,6 +25,7 @@
 //! | `min.cleanable.dirty.ratio` | clean when dirty bytes / cleanable bytes reaches this |
 //! | `compression.type` | `producer`: store batches as the producer compressed them; a codec (`uncompressed`, `gzip`, `snappy`, `lz4`, `zstd`): the leader's append recompresses every data batch of another codec (`Log::append_as_leader`, `batch::recompress`) |
 //! | `compression.gzip.level`, `compression.zstd.level` | the level the broker's recompression uses (`compression.lz4.level` is accepted; the LZ4 encoder has one level) |
+//! | `confluent.key.schema.validation`, `confluent.value.schema.validation` | a client's records must carry a schema id registered under `<topic>-key` / `<topic>-value` (server/schema_ids.rs; the check runs in `Log::append_as_leader_checked`) |
 //! | `retention.archive` | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
 //!
 //! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
@@ -81,6 +82,11 @@ pub struct LogConfig {
     pub compression_gzip_level: i32,
     pub compression_lz4_level: i32,
     pub compression_zstd_level: i32,
+    /// `confluent.key.schema.validation`: every record's key carries a schema id registered
+    /// under `<topic>-key` (server/schema_ids.rs).
+    pub key_schema_validation: bool,
+    /// `confluent.value.schema.validation`: the same for values and `<topic>-value`.
+    pub value_schema_validation: bool,
 }
 
 impl Default for LogConfig {
@@ -113,6 +119,8 @@ impl Default for LogConfig {
             compression_gzip_level: to_i32(keys::COMPRESSION_GZIP_LEVEL.default),
             compression_lz4_level: to_i32(keys::COMPRESSION_LZ4_LEVEL.default),
             compression_zstd_level: to_i32(keys::COMPRESSION_ZSTD_LEVEL.default),
+            key_schema_validation: keys::CONFLUENT_KEY_SCHEMA_VALIDATION.default,
+            value_schema_validation: keys::CONFLUENT_VALUE_SCHEMA_VALIDATION.default,
         }
     }
 }
@@ -260,6 +268,8 @@ impl LogConfig {
                 "compression.gzip.level" => self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?),
                 "compression.lz4.level" => self.compression_lz4_level = to_i32(int(&keys::COMPRESSION_LZ4_LEVEL, k, value)?),
                 "compression.zstd.level" => self.compression_zstd_level = to_i32(int(&keys::COMPRESSION_ZSTD_LEVEL, k, value)?),
+                "confluent.key.schema.validation" => self.key_schema_validation = boolean(k, value)?,
+                "confluent.value.schema.validation" => self.value_schema_validation = boolean(k, value)?,
                 _ if keys::OTHER_TOPIC_KEYS.contains(&k) || IGNORED_KEYS.contains(&k) => {}
                 _ => return Err(LogError::config(k, value, "unknown log configuration key")),
             }
@@ -303,6 +313,8 @@ impl LogConfig {
             (keys::COMPRESSION_GZIP_LEVEL.name, self.compression_gzip_level.to_string()),
             (keys::COMPRESSION_LZ4_LEVEL.name, self.compression_lz4_level.to_string()),
             (keys::COMPRESSION_ZSTD_LEVEL.name, self.compression_zstd_level.to_string()),
+            (keys::CONFLUENT_KEY_SCHEMA_VALIDATION.name, self.key_schema_validation.to_string()),
+            (keys::CONFLUENT_VALUE_SCHEMA_VALIDATION.name, self.value_schema_validation.to_string()),
             (keys::PRODUCER_ID_EXPIRATION_MS.name, self.producer_id_expiration_ms.to_string()),
             (keys::CLEANUP_POLICY.name, policy.to_owned()),
             (keys::DELETE_RETENTION_MS.name, self.delete_retention_ms.to_string()),
@@ -467,7 +479,7 @@ mod tests {
 
     #[test]
     fn bounds_are_the_tables() {
-        assert_eq!(INT_KEYS.len() + 5, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
+        assert_eq!(INT_KEYS.len() + 7, keys::ENGINE_DEFAULTS.len(), "an engine key missing here");
         for key in INT_KEYS {
             let (lo, hi) = (key.min.to_string(), key.max.to_string());
             for ok in [&lo, &hi] {

@@ -20,6 +20,8 @@
 //! | `compression.gzip.level` | `compression.gzip.level` | -1 | [-1, 9] |
 //! | `compression.lz4.level` | `compression.lz4.level` | 9 | [1, 17] |
 //! | `compression.zstd.level` | `compression.zstd.level` | 3 | [-131072, 22] |
+//! | `confluent.key.schema.validation` | `confluent.key.schema.validation` | false | true, false |
+//! | `confluent.value.schema.validation` | `confluent.value.schema.validation` | false | true, false |
 //! | `producer.id.expiration.ms` | `producer.id.expiration.ms` | 86400000 | [1, 2147483647] |
 //! | `cleanup.policy` | `log.cleanup.policy` | delete | a list of `compact`, `delete` |
 //! | `delete.retention.ms` | `log.cleaner.delete.retention.ms` | 86400000 | [0, i64::MAX] |
@@ -111,6 +113,12 @@ pub const COMPRESSION_LZ4_LEVEL: IntKey = IntKey { name: "compression.lz4.level"
 /// `compression.zstd.level` (broker default: `compression.zstd.level`).
 pub const COMPRESSION_ZSTD_LEVEL: IntKey = IntKey { name: "compression.zstd.level", broker_key: "compression.zstd.level", default: 3, min: -131_072, max: 22 };
 
+/// `confluent.key.schema.validation` (broker default: `confluent.key.schema.validation`).
+pub const CONFLUENT_KEY_SCHEMA_VALIDATION: BoolKey = BoolKey { name: "confluent.key.schema.validation", broker_key: "confluent.key.schema.validation", default: false };
+
+/// `confluent.value.schema.validation` (broker default: `confluent.value.schema.validation`).
+pub const CONFLUENT_VALUE_SCHEMA_VALIDATION: BoolKey = BoolKey { name: "confluent.value.schema.validation", broker_key: "confluent.value.schema.validation", default: false };
+
 /// `producer.id.expiration.ms` (broker default: `producer.id.expiration.ms`).
 pub const PRODUCER_ID_EXPIRATION_MS: IntKey = IntKey { name: "producer.id.expiration.ms", broker_key: "producer.id.expiration.ms", default: 86_400_000, min: 1, max: 2_147_483_647 };
 
@@ -147,6 +155,8 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
     ("compression.gzip.level", "-1"),
     ("compression.lz4.level", "9"),
     ("compression.zstd.level", "3"),
+    ("confluent.key.schema.validation", "false"),
+    ("confluent.value.schema.validation", "false"),
     ("producer.id.expiration.ms", "86400000"),
     ("cleanup.policy", "delete"),
     ("delete.retention.ms", "86400000"),

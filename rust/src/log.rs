@@ -157,6 +157,10 @@ pub enum AppendOrigin {
     Coordinator,
 }
 
+/// A rule for each data record a client appends, given its key and value: why it is refused
+/// (None: it passes). `Log::append_as_leader_checked`.
+pub type RecordCheck<'a> = dyn Fn(Option<&[u8]>, Option<&[u8]>) -> Option<String> + 'a;
+
 /// A `(key, value)` pair for `Log::append_records_as_leader` (either may be null).
 pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
 
@@ -498,9 +502,11 @@ impl Log {
 
     /// Validates every batch of `records` (no lock held): a client's dense batches for the
     /// leader, stored (possibly compacted) batches for a follower. `require_keys`: every
-    /// record of a data batch must have a key (compacted topics). Batch errors carry the
-    /// partition.
-    fn validate(&self, records: &[u8], max_batch: u64, follower: bool, require_keys: bool) -> Result<(Vec<Validated>, u64)> {
+    /// record of a data batch must have a key (compacted topics). `record_check`: a rule each data
+    /// record's key and value must pass (schema ids: server/schema_ids.rs). Batch errors carry
+    /// the partition; record errors name every record at fault (Produce's RecordErrors).
+    fn validate(&self, records: &[u8], max_batch: u64, follower: bool, require_keys: bool, record_check: Option<&RecordCheck<'_>>)
+        -> Result<(Vec<Validated>, u64)> {
         let mut out = Vec::new();
         let mut src = SliceSource(records);
         let check = if follower { Check::Stored } else { Check::Full };
@@ -509,27 +515,23 @@ impl Log {
             if !follower && h.size() > max_batch {
                 return Err(LogError::RecordTooLarge { tp: Tp::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
             }
-            if require_keys && !h.is_control() {
-                // Every keyless record is named (Kafka's RecordErrors list each one), by its
+            if (require_keys || record_check.is_some()) && !h.is_control() {
+                // Every record at fault is named (Kafka's RecordErrors list each one), by its
                 // index in the batch.
-                let mut keyless = Vec::new();
+                let mut faults: Vec<(i32, String)> = Vec::new();
                 let mut index = 0i32;
                 batch::for_each_record(v.bytes.expect("full check reads the batch"), v.position, |_, _, r| {
-                    if r.key.is_none() {
-                        keyless.push(index);
+                    if require_keys && r.key.is_none() {
+                        faults.push((index, format!("record {index} has no key; a compacted topic cannot accept a record without a key")));
+                    } else if let Some(why) = record_check.and_then(|c| c(r.key, r.value)) {
+                        faults.push((index, format!("record {index} {why}")));
                     }
                     index += 1;
                     Control::Continue
                 })?;
-                if let Some(first) = keyless.first() {
-                    return Err(LogError::invalid_records(
-                        v.position,
-                        format!(
-                            "{} of the batch's {index} records have no key (the first is record {first}); a compacted topic (cleanup.policy=compact) requires keys",
-                            keyless.len()
-                        ),
-                        keyless.into_iter().map(|i| (i, format!("record {i} has no key; a compacted topic cannot accept a record without a key"))).collect(),
-                    ));
+                if let Some((_, first)) = faults.first() {
+                    let reason = format!("{} of the batch's {index} records are refused; the first: {first}", faults.len());
+                    return Err(LogError::invalid_records(v.position, reason, faults));
                 }
             }
             let summary = v.records.expect("full check summarizes records");
@@ -550,7 +552,14 @@ impl Log {
     /// checks idempotent-producer sequences, assigns offsets and the leader epoch in place,
     /// applies LogAppendTime, and writes the request with one `pwrite`.
     pub fn append_as_leader(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64) -> Result<AppendResult> {
-        self.append_as_leader_from(records, leader_epoch, now_ms, AppendOrigin::Client)
+        self.append_as_leader_from(records, leader_epoch, now_ms, AppendOrigin::Client, None)
+    }
+
+    /// `append_as_leader` with `check` applied to every data record's key and value first (a
+    /// record that fails it refuses the whole request, naming every such record).
+    pub fn append_as_leader_checked(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64, check: &RecordCheck<'_>)
+        -> Result<AppendResult> {
+        self.append_as_leader_from(records, leader_epoch, now_ms, AppendOrigin::Client, Some(check))
     }
 
     /// Writes a transaction's end marker for `producer_id` as the leader (WriteTxnMarkers):
@@ -566,11 +575,12 @@ impl Log {
         now_ms: i64,
     ) -> Result<AppendResult> {
         let batch = marker.to_batch(producer_id, producer_epoch, now_ms);
-        self.append_as_leader_from(batch, leader_epoch, now_ms, AppendOrigin::Coordinator)
+        self.append_as_leader_from(batch, leader_epoch, now_ms, AppendOrigin::Coordinator, None)
     }
 
     #[allow(clippy::too_many_lines)]
-    fn append_as_leader_from(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64, origin: AppendOrigin) -> Result<AppendResult> {
+    fn append_as_leader_from(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64, origin: AppendOrigin,
+                             check: Option<&RecordCheck<'_>>) -> Result<AppendResult> {
         let config = self.config();
         if records.len() as u64 > config.segment_bytes {
             return Err(self.err(LogError::RecordTooLarge {
@@ -580,7 +590,7 @@ impl Log {
                 limit: "segment.bytes",
             }));
         }
-        let (batches, _) = self.validate(&records, config.max_message_bytes, false, config.cleanup_compact)?;
+        let (batches, _) = self.validate(&records, config.max_message_bytes, false, config.cleanup_compact, check)?;
         if batches.is_empty() {
             return Err(self.err(LogError::invalid(0, "the request holds no record batches")));
         }
@@ -809,7 +819,7 @@ impl Log {
     /// is ignored (fetch responses may end mid-batch). Empty data appends nothing.
     #[allow(clippy::needless_pass_by_value)] // same ownership contract as append_as_leader
     pub fn append_as_follower(&self, records: Vec<u8>) -> Result<AppendResult> {
-        let (batches, valid_end) = self.validate(&records, u64::MAX, true, false)?;
+        let (batches, valid_end) = self.validate(&records, u64::MAX, true, false, None)?;
         let mut g = self.lock_open()?;
         let config = Arc::clone(&g.config);
         let leo = g.leo();

@@ -209,7 +209,7 @@ class BrokerServer:
                     self.authorizer.authorize if self.authorizer.enabled else None)
                 self.schema_registry = SchemaRegistryServer(
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
-                    client_config(cfg), auth)
+                    client_config(cfg), auth, self.replicas.table)
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",

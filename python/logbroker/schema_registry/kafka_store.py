@@ -34,7 +34,10 @@ class StoreError(Exception):
 
 class KafkaStore:
     def __init__(self, bootstrap: str, state: RegistryState, replication_factor: int = 1,
-                 client_config: dict | None = None) -> None:
+                 client_config: dict | None = None, publish=None) -> None:
+        """`publish(subject, ids)`: told each subject's live ids as they change (the data
+        path's check of schema-validated topics)."""
+        self.publish = publish
         self.bootstrap = bootstrap
         self.replication_factor = replication_factor
         self.state = state
@@ -82,6 +85,9 @@ class KafkaStore:
                 records = await consumer.poll(timeout=0.5)
                 for r in records:
                     self.state.apply(r.offset, r.key, r.value)
+                if self.publish is not None:
+                    for subject, ids in self.state.take_changed().items():
+                        self.publish(subject, ids)
                 if records:
                     self._moved.set()
                     self._moved = trio.Event()

@@ -36,7 +36,7 @@ from logbroker.common.acl import AclOperation as Op
 from logbroker.schema_registry import compatibility, records
 from logbroker.schema_registry.auth import ANONYMOUS, RegistryAuth, Unauthenticated
 from logbroker.schema_registry.errors import InvalidSchema
-from logbroker.schema_registry.kafka_store import KafkaStore, StoreError
+from logbroker.schema_registry.kafka_store import TOPIC, KafkaStore, StoreError
 from logbroker.schema_registry.records import Reference, SchemaValue
 from logbroker.schema_registry.schema_types import TYPES
 from logbroker.schema_registry.state import Content, RegistryState
@@ -44,6 +44,7 @@ from logbroker.schema_registry.state import Content, RegistryState
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 RETRIES = 5  # a registration that loses a race with another node's (state.py) is tried again
+READY_TIMEOUT_S = 30.0  # how long a request waits for the registry's first read of _schemas
 
 
 class RegistryError(HttpError):
@@ -91,7 +92,11 @@ class RegistryApi:
         parts = [unquote(p) for p in request.path.strip("/").split("/") if p]
         m = request.method
         if not self.store.ready.is_set():
-            await self.store.ready.wait()
+            with trio.move_on_after(READY_TIMEOUT_S):
+                await self.store.ready.wait()
+            if not self.store.ready.is_set():
+                raise RegistryError(50002, f"the registry has not read {TOPIC} yet (is the topic's "
+                                           "replication factor more than the brokers registered?); try again")
 
         def check(operation: int, subject: str | None) -> None:
             if self.auth is not None and not self.auth.may(principal, request.peer, operation, subject):

@@ -44,15 +44,26 @@ def client_config(config: BrokerConfig) -> dict[str, str]:
 
 class SchemaRegistryServer:
     def __init__(self, bootstrap: str, replication_factor: int = 1, client_config: dict | None = None,
-                 auth: RegistryAuth | None = None) -> None:
+                 auth: RegistryAuth | None = None, table=None) -> None:
+        """`table`: the broker's data-path partition table, told the ids of every subject (for
+        confluent.{key,value}.schema.validation topics) and that a registry runs here."""
         self.state = RegistryState()
-        self.store = KafkaStore(bootstrap, self.state, replication_factor, client_config)
+        self.table = table
+        publish = table.set_subject_schema_ids if table is not None else None
+        self.store = KafkaStore(bootstrap, self.state, replication_factor, client_config, publish)
         self.api = RegistryApi(self.state, self.store, auth)
         self.http = HttpServer(self.api.handle, "schema registry", max_body=MAX_BODY, error=_error)
 
     async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.store.run)
+            if self.table is not None:
+                nursery.start_soon(self._activate)
             address = await nursery.start(self.http.serve, host, port)
             log.info("schema registry serving on http://%s:%d", *address)
             task_status.started(address)
+
+    async def _activate(self) -> None:
+        """Schema-validated topics accept records once the registry has read `_schemas`."""
+        await self.store.ready.wait()
+        self.table.set_schema_registry_active(True)

@@ -48,6 +48,7 @@ class RegistryState:
         self._referrers: dict[tuple[str, int], set[tuple[str, int]]] = {}
         self.max_id = 0
         self.next_offset = 0  # the offset after the last record applied
+        self.changed: set[str] = set()  # subjects whose live ids changed since the last `take_changed`
 
     # --- applying records ---------------------------------------------------------------
 
@@ -88,11 +89,13 @@ class RegistryState:
         self.by_content.setdefault(content, sv.id)
         self.subjects.setdefault(subject, {})[version] = sv
         self._usages.setdefault(sv.id, set()).add((subject, version))
+        self.changed.add(subject)
         for r in sv.references:
             self._referrers.setdefault((r.subject, r.version), set()).add((subject, version))
         self.max_id = max(self.max_id, sv.id)
 
     def _remove(self, subject: str, version: int) -> None:
+        self.changed.add(subject)
         versions = self.subjects.get(subject, {})
         gone = versions.pop(version, None)
         if not versions:
@@ -128,6 +131,7 @@ class RegistryState:
         for version, sv in list(versions.items()):
             if version > upto:
                 continue
+            self.changed.add(subject)
             if kind == "DELETE_SUBJECT":
                 versions[version] = SchemaValue(sv.subject, sv.version, sv.id, sv.schema, sv.schema_type,
                                                 sv.references, True)
@@ -135,6 +139,12 @@ class RegistryState:
                 self._remove(subject, version)
         if not versions:
             self.subjects.pop(subject, None)
+
+    def take_changed(self) -> dict[str, list[int]]:
+        """Each subject changed since the last call, with the ids of its live versions now."""
+        out = {s: sorted({sv.id for sv in self.versions(s)}) for s in self.changed}
+        self.changed = set()
+        return out
 
     # --- queries ------------------------------------------------------------------------
 

@@ -166,6 +166,17 @@ impl PyPartitionTable {
         PyClientQuotas(Arc::clone(self.0.client_quotas()))
     }
 
+    /// The schema registry runs on this broker (`active`), so topics that check schema ids
+    /// can be produced to (server/schema_ids.rs).
+    fn set_schema_registry_active(&self, active: bool) {
+        self.0.schema_ids().set_active(active);
+    }
+
+    /// The schema ids registered under `subject` now (empty: none).
+    fn set_subject_schema_ids(&self, subject: &str, ids: Vec<i32>) {
+        self.0.schema_ids().set_subject(subject, ids);
+    }
+
     /// Removes a replica (topic deleted); requests waiting on it are answered.
     fn remove(&self, topic: &str, index: i32) {
         self.0.remove(topic, index);

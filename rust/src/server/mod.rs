@@ -37,6 +37,7 @@ pub mod produce;
 pub mod session_changes;
 pub mod replica_fetcher;
 pub mod request;
+pub mod schema_ids;
 pub mod sasl_client;
 pub mod tls_client;
 pub mod transport;

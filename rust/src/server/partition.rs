@@ -576,6 +576,8 @@ pub struct PartitionTable {
     authorizer: Arc<super::authorizer::Authorizer>,
     /// Produce and fetch byte-rate quotas (KIP-13/55).
     client_quotas: Arc<super::quota::ClientQuotas>,
+    /// The schema ids of each subject, for topics that check them (schema_ids.rs).
+    schema_ids: Arc<super::schema_ids::SchemaIds>,
 }
 
 impl Default for PartitionTable {
@@ -595,7 +597,12 @@ impl PartitionTable {
             verify_v1: AtomicBool::new(false),
             authorizer: Arc::default(),
             client_quotas: Arc::default(),
+            schema_ids: Arc::default(),
         }
+    }
+
+    pub fn schema_ids(&self) -> &Arc<super::schema_ids::SchemaIds> {
+        &self.schema_ids
     }
 
     pub fn authorizer(&self) -> &Arc<super::authorizer::Authorizer> {

@@ -46,6 +46,7 @@ use crate::protocol::error_codes as code;
 use super::LogLine;
 use crate::protocol::messages::produce_request::ProduceRequest;
 use crate::error::LogError;
+use super::schema_ids::check_framed;
 use crate::protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
@@ -275,7 +276,7 @@ pub fn handle(
                         let refused = if verifying { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
                         let (resp, wait_for) = match refused {
                             Some((c, msg)) => (reject(c, msg), None),
-                            None => append(&part, pdata.records, acks, now_ms, peer, logs),
+                            None => append(&part, table, pdata.records, acks, now_ms, peer, logs),
                         };
                         if let Some((offset, leader_epoch)) = wait_for {
                             waits.push(Wait { topic: ti, index: out.partition_responses.len(), part, offset, leader_epoch, done: false });
@@ -363,6 +364,7 @@ fn verdict_refusal(part: &Partition, records: Option<&Records>, verdicts: Option
 /// successful append the offset the HW must reach before answering.
 fn append(
     part: &Partition,
+    table: &PartitionTable,
     records: Option<Records>,
     acks: i16,
     now_ms: i64,
@@ -387,7 +389,40 @@ fn append(
         _ => Vec::new(),
     };
     let size = records.len() as u64;
-    match part.log.append_as_leader(records, leader_epoch, now_ms) {
+    let config = part.log.config();
+    let appended = if config.key_schema_validation || config.value_schema_validation {
+        // confluent.{key,value}.schema.validation: each record's key/value names a schema id
+        // registered under <topic>-key / <topic>-value (server/schema_ids.rs)
+        let ids = table.schema_ids();
+        let subjects = (format!("{name}-key"), format!("{name}-value"));
+        let sets = ids.with_subject(&subjects.0, |k| k.cloned()).and_then(|k| Ok((k, ids.with_subject(&subjects.1, |v| v.cloned())?)));
+        let (key_ids, value_ids) = match sets {
+            Ok(sets) => sets,
+            Err(why) => {
+                let msg = format!("produce to {name}-{idx} refused: the topic checks schema ids, but {why}");
+                logs.push(LogLine::new(LogLine::INFO, format!("{msg} (from {peer})")));
+                return (reject(code::POLICY_VIOLATION, msg), None);
+            }
+        };
+        let (check_key, check_value) = (config.key_schema_validation, config.value_schema_validation);
+        let check = move |k: Option<&[u8]>, v: Option<&[u8]>| -> Option<String> {
+            if check_key {
+                if let Some(why) = check_framed(k, &subjects.0, key_ids.as_ref()) {
+                    return Some(format!("key {why}"));
+                }
+            }
+            if check_value {
+                if let Some(why) = check_framed(v, &subjects.1, value_ids.as_ref()) {
+                    return Some(format!("value {why}"));
+                }
+            }
+            None
+        };
+        part.log.append_as_leader_checked(records, leader_epoch, now_ms, &check)
+    } else {
+        part.log.append_as_leader(records, leader_epoch, now_ms)
+    };
+    match appended {
         Ok(res) => {
             part.maybe_increment_hw();
             PartitionStats::add(&part.stats.bytes_in, size);

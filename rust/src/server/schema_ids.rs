@@ -1,0 +1,67 @@
+//! The schema ids registered under each subject, for topics whose records must carry one
+//! (`confluent.key.schema.validation`, `confluent.value.schema.validation`).
+//!
+//! The schema registry (python/logbroker/schema_registry) is the source: as it applies the
+//! `_schemas` topic it tells this table each subject's ids (`set_subject`); the data path reads
+//! it on every produce to such a topic. A record passes when its key (or value) is null, or
+//! starts with Confluent's framing (magic byte 0, then the schema id as a big-endian int32)
+//! naming an id registered under the topic's subject, `<topic>-key` or `<topic>-value`
+//! (Confluent's default subject naming). Until a registry runs on this broker (`active`)
+//! nothing passes: the refusal says so.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
+
+#[derive(Default)]
+pub struct SchemaIds {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    active: bool,
+    by_subject: HashMap<String, HashSet<i32>>,
+}
+
+/// Why a record fails the check (None: it passes).
+pub fn check_framed(bytes: Option<&[u8]>, subject: &str, ids: Option<&HashSet<i32>>) -> Option<String> {
+    let b = bytes?;
+    if b.len() < 5 || b[0] != 0 {
+        return Some(format!(
+            "does not start with a schema id (magic byte 0 and 4 bytes; got {} byte(s){})",
+            b.len(),
+            if b.is_empty() { String::new() } else { format!(", first {:#04x}", b[0]) }
+        ));
+    }
+    let id = i32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+    match ids {
+        Some(set) if set.contains(&id) => None,
+        _ => Some(format!("has schema id {id}, which is not registered under subject {subject}")),
+    }
+}
+
+impl SchemaIds {
+    pub fn set_active(&self, active: bool) {
+        self.inner.write().expect("schema ids lock").active = active;
+    }
+
+    /// Replaces `subject`'s ids (empty: the subject is gone).
+    pub fn set_subject(&self, subject: &str, ids: Vec<i32>) {
+        let mut g = self.inner.write().expect("schema ids lock");
+        if ids.is_empty() {
+            g.by_subject.remove(subject);
+        } else {
+            g.by_subject.insert(subject.to_owned(), ids.into_iter().collect());
+        }
+    }
+
+    /// Runs `f` with the ids of `subject` (None: none registered); Err when no registry runs
+    /// on this broker.
+    pub fn with_subject<T>(&self, subject: &str, f: impl FnOnce(Option<&HashSet<i32>>) -> T) -> Result<T, String> {
+        let g = self.inner.read().expect("schema ids lock");
+        if !g.active {
+            return Err("this broker does not serve the schema registry (schema.registry.listen), which the check needs".to_owned());
+        }
+        Ok(f(g.by_subject.get(subject)))
+    }
+}
