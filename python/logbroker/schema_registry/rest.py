@@ -343,7 +343,7 @@ class RegistryApi:
                 mode = self._writable(subject, importing=wanted_id is not None)
                 for sv in self.state.versions(subject):
                     if Content(sv.schema_type, sv.schema, sv.references) == content:
-                        return _registered(sv)
+                        return _describe(sv)
                 if mode != "IMPORT":
                     messages = self._incompatibilities(subject, content, parsed, self.state.level(subject))
                     if messages:
@@ -364,7 +364,7 @@ class RegistryApi:
                 sv = SchemaValue(subject, version, schema_id, content.schema, content.schema_type, content.references)
                 await self.store.write(records.schema_key(subject, version), records.schema_value(sv))
                 if self.state.version(subject, version) == sv:
-                    return _registered(sv)
+                    return _describe(sv)
             raise RegistryError(50002, f"registering under {subject} lost {RETRIES} races with other writers; "
                                        "try again")
 
@@ -463,6 +463,3 @@ def _describe(sv: SchemaValue) -> dict[str, Any]:
         out["references"] = [r.to_json() for r in sv.references]
     return out
 
-
-def _registered(sv: SchemaValue) -> dict[str, Any]:
-    return _describe(sv)

@@ -393,26 +393,24 @@ fn append(
     let appended = if config.key_schema_validation || config.value_schema_validation {
         // confluent.{key,value}.schema.validation: each record's key/value names a schema id
         // registered under <topic>-key / <topic>-value (server/schema_ids.rs)
-        let ids = table.schema_ids();
-        let subjects = (format!("{name}-key"), format!("{name}-value"));
-        let sets = ids.with_subject(&subjects.0, |k| k.cloned()).and_then(|k| Ok((k, ids.with_subject(&subjects.1, |v| v.cloned())?)));
-        let (key_ids, value_ids) = match sets {
-            Ok(sets) => sets,
+        let ids = match table.schema_ids().read() {
+            Ok(ids) => ids,
             Err(why) => {
                 let msg = format!("produce to {name}-{idx} refused: the topic checks schema ids, but {why}");
                 logs.push(LogLine::new(LogLine::INFO, format!("{msg} (from {peer})")));
                 return (reject(code::POLICY_VIOLATION, msg), None);
             }
         };
-        let (check_key, check_value) = (config.key_schema_validation, config.value_schema_validation);
-        let check = move |k: Option<&[u8]>, v: Option<&[u8]>| -> Option<String> {
-            if check_key {
-                if let Some(why) = check_framed(k, &subjects.0, key_ids.as_ref()) {
+        let key_subject = config.key_schema_validation.then(|| format!("{name}-key"));
+        let value_subject = config.value_schema_validation.then(|| format!("{name}-value"));
+        let check = |k: Option<&[u8]>, v: Option<&[u8]>| -> Option<String> {
+            if let Some(subject) = &key_subject {
+                if let Some(why) = check_framed(k, subject, ids.subject(subject)) {
                     return Some(format!("key {why}"));
                 }
             }
-            if check_value {
-                if let Some(why) = check_framed(v, &subjects.1, value_ids.as_ref()) {
+            if let Some(subject) = &value_subject {
+                if let Some(why) = check_framed(v, subject, ids.subject(subject)) {
                     return Some(format!("value {why}"));
                 }
             }

@@ -18,7 +18,7 @@ pub struct SchemaIds {
 }
 
 #[derive(Default)]
-struct Inner {
+pub struct Inner {
     active: bool,
     by_subject: HashMap<String, HashSet<i32>>,
 }
@@ -55,13 +55,20 @@ impl SchemaIds {
         }
     }
 
-    /// Runs `f` with the ids of `subject` (None: none registered); Err when no registry runs
-    /// on this broker.
-    pub fn with_subject<T>(&self, subject: &str, f: impl FnOnce(Option<&HashSet<i32>>) -> T) -> Result<T, String> {
+    /// The table for one produce request's checks, read-locked while it is held (the
+    /// registry's updates wait for the append); Err when no registry runs on this broker.
+    pub fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Inner>, String> {
         let g = self.inner.read().expect("schema ids lock");
         if !g.active {
             return Err("this broker does not serve the schema registry (schema.registry.listen), which the check needs".to_owned());
         }
-        Ok(f(g.by_subject.get(subject)))
+        Ok(g)
+    }
+}
+
+impl Inner {
+    /// The ids registered under `subject` (None: none).
+    pub fn subject(&self, subject: &str) -> Option<&HashSet<i32>> {
+        self.by_subject.get(subject)
     }
 }
