@@ -1,6 +1,7 @@
 """Install Spark's Kafka connector jars (spark-sql-kafka-0-10 for the installed pyspark
-version, with kafka-clients and commons-pool2) from Maven Central and print the
-comma-separated list for `spark.jars`:
+version, with kafka-clients and commons-pool2), Iceberg's Spark runtime and the SQLite JDBC
+driver (maven/pom.xml) from Maven Central and print the comma-separated list for
+`spark.jars`:
 
     python spark/jars.py            # -> /root/.cache/logbroker-spark/jars-4.3.0/...jar,...
 
@@ -9,6 +10,7 @@ Jars that pyspark already ships (Scala, spark-*, lz4, snappy, zstd, slf4j) are l
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -22,7 +24,8 @@ def connector_jars() -> list[str]:
     import pyspark
 
     version = pyspark.__version__
-    out = CACHE / f"jars-{version}"
+    pom = hashlib.sha256((HERE / "maven" / "pom.xml").read_bytes()).hexdigest()[:12]
+    out = CACHE / f"jars-{version}-{pom}"  # a changed pom is a new set of jars
     done = out / ".complete"
     if not done.exists():
         out.mkdir(parents=True, exist_ok=True)

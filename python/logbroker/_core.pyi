@@ -313,6 +313,19 @@ def decode_columns(
     (binary columns: bitmap, i32 offsets, bytes, null count), header_list_offsets (i32,
     count+1). Raises CorruptRecordError/InvalidRecordError. Releases the GIL."""
 
+def decode_avro_columns(
+    count: int, validity: Buffer, offsets: Buffer, data: Buffer, tree: list[tuple[str, list[int]]],
+    programs: list[tuple[int, Any]],
+) -> dict[str, Any]:
+    """Decodes `count` Confluent-framed Avro values (a binary column: bitmap, i32 offsets,
+    data) into Arrow-layout columns of the reader `tree` (pre-order (kind, children); kind
+    boolean, int, long, float, double, binary, string, struct or list; node 0 the value's
+    struct), with one (schema id, program) per writer schema (nested tuples, see
+    rust/src/avro_columns.rs). Keys: count, failures, first_failure ((row, why) or None),
+    columns (per tree node: len, nulls, validity, values, offsets, data), schema_id (an int
+    column), raw (a binary column: the values that did not decode, else null). Releases
+    the GIL."""
+
 # --- Kafka protocol codec (rust/src/py/protocol.rs) ---
 
 def protocol_decode(cls_id: int, buf: Buffer, pos: int, version: int) -> tuple[Any, int]:

@@ -38,10 +38,9 @@ import uuid
 from typing import Any, Iterator
 
 from logbroker import _core
-from logbroker.arrow_records import arrow_batch, kafka_arrow_schema
+from logbroker.arrow_records import DecodeStalled, kafka_arrow_schema, log_batches
 
 FILE_RE = re.compile(r"^(\d{20})-(\d{20})-([A-Za-z0-9_-]{22})\.parquet$")
-READ_BYTES = 8 << 20  # bytes of log decoded per Arrow record batch (one Parquet row group)
 # The keys that configure a store (broker keys, also accepted as Spark source options).
 STORE_KEYS = ("archive.location", "archive.s3.endpoint", "archive.s3.region",
               "archive.s3.access.key.id", "archive.s3.secret.access.key")
@@ -232,25 +231,16 @@ class ArchiveStore:
         # A unique temporary name: two brokers may archive the same range into a shared
         # directory around a leadership change (the last rename wins; the contents agree).
         target = f"{final}.{uuid.uuid4().hex[:12]}.tmp" if self.atomic_rename else final
-        aborted = log.aborted_transactions(first, end)
         sink = writer = None
         try:
             self.fs.create_dir(self._dir(topic, partition), recursive=True)
-            position = first
-            while position < end:
-                region = log.read(position, READ_BYTES, end, True)
-                if region is None:
-                    break
-                columns = _core.decode_columns(region.read(), position, end, True, aborted)
-                if columns["next_offset"] <= position:
-                    raise ArchiveError(f"{topic}-{partition}: archiving offset {position} made no progress")
-                position = columns["next_offset"]
-                if not columns["count"]:
+            for _, batch in log_batches(log, first, end, schema):
+                if batch is None:
                     continue
                 if writer is None:
                     sink = self.fs.open_output_stream(target)
                     writer = pq.ParquetWriter(sink, schema, compression="zstd")
-                writer.write_batch(arrow_batch(columns, topic, partition, schema, True))
+                writer.write_batch(batch)
             if writer is None or sink is None:
                 return None
             writer.close()
@@ -259,7 +249,7 @@ class ArchiveStore:
                 self.fs.move(target, final)
             info = self.fs.get_file_info(final)
             return ArchivedFile(topic, partition, first, end - 1, topic_id, final, info.size or 0, info.mtime_ns or 0)
-        except (OSError, _core.LogBrokerError) as e:
+        except (OSError, _core.LogBrokerError, DecodeStalled) as e:
             self._discard(writer, sink, target)
             raise ArchiveError(f"archiving {topic}-{partition} offsets {first}..{end - 1} to {final}: {e}") from None
         except BaseException:

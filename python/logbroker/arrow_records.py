@@ -1,6 +1,7 @@
 """Record batches as Arrow: the Rust-decoded column buffers (`_core.decode_columns`)
 wrapped as a `pyarrow.RecordBatch` of Spark's Kafka source schema, without touching
-records one by one. Used by the Spark source (executors) and the archive (Parquet).
+records one by one. Used by the Spark source (executors), the archive (Parquet) and the
+Iceberg table writer; the last two read a local log through `log_batches`.
 
 The schema, as Spark's Kafka source has it: key binary, value binary, topic string,
 partition int, offset long, timestamp timestamp (microseconds, UTC), timestampType int,
@@ -8,6 +9,14 @@ and with headers: headers array<struct<key: string, value: binary>>.
 """
 
 from __future__ import annotations
+
+from typing import Iterator
+
+READ_BYTES = 8 << 20  # bytes of log decoded per Arrow record batch (one Parquet row group)
+
+
+class DecodeStalled(Exception):
+    """Decoding a log made no progress at an offset (a batch the decoder cannot pass)."""
 
 
 def kafka_arrow_schema(include_headers: bool):
@@ -61,3 +70,29 @@ def arrow_batch(columns: dict, topic: str, partition: int, arrow_schema, include
         arrays.append(pa.Array.from_buffers(list_type, n, [None, pa.py_buffer(columns["header_list_offsets"])],
                                             children=[structs]))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def log_batches(log, first: int, end: int, arrow_schema, *, max_bytes: int | None = None) -> Iterator[tuple[int, object]]:
+    """Read the local log `log` (a `_core.Log`) over offsets [first, end) as a
+    read_committed consumer sees them (no control records, none of aborted transactions):
+    yields `(next_offset, batch)` per `READ_BYTES` of log, `batch` a pyarrow.RecordBatch of
+    `arrow_schema` with headers, or None when that stretch held no such record.
+    `next_offset` is where reading goes on. With `max_bytes`, stops once that many bytes of
+    log were read (at a batch boundary, so `next_offset` may be below `end`). Raises
+    `_core.LogBrokerError` (CRC, I/O) and DecodeStalled."""
+    from logbroker import _core
+
+    aborted = log.aborted_transactions(first, end)
+    position, read = first, 0
+    while position < end and (max_bytes is None or read < max_bytes):
+        region = log.read(position, READ_BYTES, end, True)
+        if region is None:
+            return
+        data = region.read()
+        read += len(data)
+        columns = _core.decode_columns(data, position, end, True, aborted)
+        if columns["next_offset"] <= position:
+            raise DecodeStalled(f"{log.topic}-{log.partition}: decoding offset {position} made no progress")
+        position = columns["next_offset"]
+        batch = arrow_batch(columns, log.topic, log.partition, arrow_schema, True) if columns["count"] else None
+        yield position, batch

@@ -27,6 +27,7 @@
 //! | `compression.gzip.level`, `compression.zstd.level` | the level the broker's recompression uses (`compression.lz4.level` is accepted; the LZ4 encoder has one level) |
 //! | `confluent.key.schema.validation`, `confluent.value.schema.validation` | a client's records must carry a schema id registered under `<topic>-key` / `<topic>-value` (server/schema_ids.rs; the check runs in `Log::append_as_leader_checked`) |
 //! | `retention.archive` | (logbroker) segments due for time/size retention wait for the archiver (`Log::retention_plan`), which archives them and then raises the log start offset |
+//! | `iceberg.enable` | (logbroker) the same wait, for the Iceberg table writer: the leader raises the log start offset only past records the topic's table holds |
 //!
 //! `cleanup.policy` decides what the periodic maintenance does: retention by time and size
 //! (`Log::enforce_retention`) only when it contains `delete`, compaction (`Log::compact`) only
@@ -76,6 +77,10 @@ pub struct LogConfig {
     /// `retention.archive`: time/size retention only plans (`Log::retention_plan`); the
     /// archiver deletes by raising the log start offset once the segments are archived.
     pub retention_archive: bool,
+    /// `iceberg.enable`: the topic is also an Iceberg table (python/logbroker/iceberg); like
+    /// `retention.archive`, time/size retention only plans, and the leader deletes what the
+    /// table already holds.
+    pub iceberg_enable: bool,
     /// `compression.type`: `None` for `producer` (batches stored as they come), else the codec
     /// every stored data batch gets.
     pub compression: Option<Codec>,
@@ -114,6 +119,7 @@ impl Default for LogConfig {
             max_compaction_lag_ms: keys::MAX_COMPACTION_LAG_MS.default,
             min_cleanable_dirty_ratio: keys::MIN_CLEANABLE_DIRTY_RATIO.default,
             retention_archive: keys::RETENTION_ARCHIVE.default,
+            iceberg_enable: keys::ICEBERG_ENABLE.default,
             compression: parse_compression(keys::COMPRESSION_TYPE.name, keys::COMPRESSION_TYPE.default)
                 .expect("the table's compression.type default"),
             compression_gzip_level: to_i32(keys::COMPRESSION_GZIP_LEVEL.default),
@@ -263,6 +269,7 @@ impl LogConfig {
                 "max.compaction.lag.ms" => self.max_compaction_lag_ms = int(&keys::MAX_COMPACTION_LAG_MS, k, value)?,
                 "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?,
                 "retention.archive" => self.retention_archive = boolean(k, value)?,
+                "iceberg.enable" => self.iceberg_enable = boolean(k, value)?,
                 "message.timestamp.type" => self.timestamp_type = parse_timestamp_type(k, value)?,
                 "compression.type" => self.compression = parse_compression(k, value)?,
                 "compression.gzip.level" => self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?),
@@ -306,6 +313,7 @@ impl LogConfig {
             (keys::RETENTION_MS.name, self.retention_ms.to_string()),
             (keys::RETENTION_BYTES.name, self.retention_bytes.to_string()),
             (keys::RETENTION_ARCHIVE.name, self.retention_archive.to_string()),
+            (keys::ICEBERG_ENABLE.name, self.iceberg_enable.to_string()),
             (keys::FLUSH_MESSAGES.name, self.flush_messages.to_string()),
             (keys::FLUSH_MS.name, self.flush_ms.to_string()),
             (keys::MESSAGE_TIMESTAMP_TYPE.name, timestamp_type.to_owned()),

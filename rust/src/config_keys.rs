@@ -13,6 +13,7 @@
 //! | `retention.ms` | `log.retention.ms` | 604800000 | [-1, i64::MAX] |
 //! | `retention.bytes` | `log.retention.bytes` | -1 | [-1, i64::MAX] |
 //! | `retention.archive` | `log.retention.archive` | false | true, false |
+//! | `iceberg.enable` | `log.iceberg.enable` | false | true, false |
 //! | `flush.messages` | `log.flush.interval.messages` | 9223372036854775807 | [1, i64::MAX] |
 //! | `flush.ms` | `log.flush.interval.ms` | 9223372036854775807 | [0, i64::MAX] |
 //! | `message.timestamp.type` | `log.message.timestamp.type` | CreateTime | `CreateTime` or `LogAppendTime` |
@@ -92,6 +93,9 @@ pub const RETENTION_BYTES: IntKey = IntKey { name: "retention.bytes", broker_key
 /// `retention.archive` (broker default: `log.retention.archive`).
 pub const RETENTION_ARCHIVE: BoolKey = BoolKey { name: "retention.archive", broker_key: "log.retention.archive", default: false };
 
+/// `iceberg.enable` (broker default: `log.iceberg.enable`).
+pub const ICEBERG_ENABLE: BoolKey = BoolKey { name: "iceberg.enable", broker_key: "log.iceberg.enable", default: false };
+
 /// `flush.messages` (broker default: `log.flush.interval.messages`).
 pub const FLUSH_MESSAGES: IntKey = IntKey { name: "flush.messages", broker_key: "log.flush.interval.messages", default: i64::MAX, min: 1, max: i64::MAX };
 
@@ -148,6 +152,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
     ("retention.ms", "604800000"),
     ("retention.bytes", "-1"),
     ("retention.archive", "false"),
+    ("iceberg.enable", "false"),
     ("flush.messages", "9223372036854775807"),
     ("flush.ms", "9223372036854775807"),
     ("message.timestamp.type", "CreateTime"),
@@ -167,6 +172,7 @@ pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
 
 /// The broker's other topic-level keys: accepted by the engine, not read by it.
 pub const OTHER_TOPIC_KEYS: &[&str] = &[
+    "iceberg.mode",
     "min.insync.replicas",
     "unclean.leader.election.enable",
 ];

@@ -4,6 +4,7 @@
 //! `#[pyclass]`/`#[pyfunction]` lives under `py/`.
 
 // Engine: record batches.
+pub mod avro_columns;
 pub mod batch;
 pub mod builder;
 pub mod columnar;

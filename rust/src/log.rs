@@ -1181,13 +1181,14 @@ impl Log {
     }
 
     /// Retention: deletes the segments `retention_due` selects, oldest first; with
-    /// `retention.archive` only those below the log start offset (the archiver raises it
-    /// once it has archived what `retention_plan` lists). Also expires idle producer ids.
+    /// `retention.archive` or `iceberg.enable` only those below the log start offset (the
+    /// archiver or the table writer raises it once what `retention_plan` lists is archived
+    /// or in the table). Also expires idle producer ids.
     /// Returns the number of segments deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
         let mut g = self.lock_open()?;
         let (below_start, due) = Self::retention_due(&g, now_ms);
-        let n = if g.config.retention_archive { below_start } else { due };
+        let n = if g.config.retention_archive || g.config.iceberg_enable { below_start } else { due };
         let expiration_ms = g.config.producer_id_expiration_ms;
         let run = |g: &mut Inner| -> Result<usize> {
             let mut seen = 0;

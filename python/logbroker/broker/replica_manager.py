@@ -6,6 +6,9 @@ Data directory layout: the first of `log.dirs` (the metadata directory) holds
     __cluster_metadata-0/                 the metadata log (coord/metadata_quorum.py)
     __archive/                            Parquet files of retention.archive topics, unless
                                           archive.location is set (broker/archiver.py)
+    __iceberg/                            the Iceberg catalog (catalog.db) and warehouse of
+                                          iceberg.enable topics, unless iceberg.catalog.uri /
+                                          iceberg.warehouse are set (broker/iceberg_committer.py)
     topic-id-checkpoint                   the topic id of each topic with a replica on this
                                           broker (broker/topic_id_checkpoint.py)
 and every log directory (broker/log_dirs.py: placement, moves) holds
@@ -35,6 +38,7 @@ from logbroker import _core
 from logbroker.archive import ArchiveError
 from logbroker.broker import topic_id_checkpoint
 from logbroker.broker.archiver import Archiver
+from logbroker.broker.iceberg_committer import IcebergCommitter
 from logbroker.broker.log_dirs import HW_CHECKPOINT, LogDirs, LogDirsError, partition_dir_name
 from logbroker.broker.replica_mover import ReplicaMover
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
@@ -93,6 +97,7 @@ class ReplicaManager:
         self._ids_written: dict[str, uuid.UUID] | None = None
         self.replication = Replication(config, self)
         self.archiver = Archiver(config)
+        self.iceberg = IcebergCommitter(config)
         self.mover = ReplicaMover(self)
 
     # --- lifecycle ------------------------------------------------------------------
@@ -491,6 +496,7 @@ class ReplicaManager:
             )
             if self.config.get_bool("log.cleaner.enable"):
                 nursery.start_soon(self._every, self.config.get_int("log.cleaner.backoff.ms"), self._clean)
+            nursery.start_soon(self._every, self.config.get_int("iceberg.commit.interval.ms"), self._iceberg_commit)
             await nursery.start(self.mover.run)
             task_status.started()
 
@@ -501,13 +507,16 @@ class ReplicaManager:
         parts = list(self.partitions.values())
 
         archiving = {p.topic for p in parts if self._archives(p.topic)}
+        tables = {p.topic for p in parts if self._is_table(p.topic)}
 
         def work() -> None:
             now = now_ms()
             for p in parts:
                 if p.deleted:
                     continue
-                if p.topic in archiving and p.is_leader:
+                if p.topic in tables and p.is_leader:
+                    self._delete_held_by_table(p, now)
+                elif p.topic in archiving and p.is_leader:
                     try:
                         self.archiver.archive_due(p, now)
                     except (ArchiveError, _core.LogBrokerError) as e:
@@ -524,6 +533,35 @@ class ReplicaManager:
                              extra=fields(topic=p.topic, partition=p.index, offset=start))
 
         await trio.to_thread.run_sync(work)
+
+    def _delete_held_by_table(self, p: Partition, now: int) -> None:
+        """Retention of an Iceberg topic's partition (leader): the planned segments the
+        topic's table already holds go (broker/iceberg_committer.py)."""
+        try:
+            end = self.iceberg.deletable(p, p.log.retention_plan(now))
+            if end is not None and end > p.log.log_start_offset:
+                p.log.delete_records_before(end)
+                log.info("retention deleted %s below offset %d, which its Iceberg table holds", p.name, end,
+                         extra=fields(topic=p.topic, partition=p.index, offset=end))
+        except _core.LogBrokerError as e:
+            _periodic_failure("retention", p, e)
+
+    async def _iceberg_commit(self) -> None:
+        """Commit the new committed records of the Iceberg topics' partitions this node leads."""
+        by_topic: dict[str, tuple[list[Partition], str]] = {}
+        for p in list(self.partitions.values()):
+            if p.is_leader and not p.deleted and self._is_table(p.topic):
+                by_topic.setdefault(p.topic, ([], self._topic_config(p.topic, "iceberg.mode")))[0].append(p)
+        if by_topic:
+            await self.iceberg.commit_all(by_topic)
+
+    def _is_table(self, topic: str) -> bool:
+        """iceberg.enable is on for the topic (its override, else the broker default)."""
+        return bool(self._topic_config(topic, "iceberg.enable"))
+
+    def _topic_config(self, topic: str, key: str):
+        t = self._image.topics.get(topic) if self._image is not None else None
+        return self.config.topic_value(t.configs if t is not None else {}, key)
 
     def _archives(self, topic: str) -> bool:
         """retention.archive is on for the topic (its override, else the broker default)."""

@@ -211,6 +211,7 @@ class BrokerServer:
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
                     client_config(cfg), auth, self.replicas.table)
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
+                self.replicas.iceberg.registry = self.schema_registry
             log.info(
                 "broker %d serving on %s:%d (advertised %s:%d), data dir %s, cluster %s, %d partition(s)",
                 self.node_id, *self.address, *self.advertised, data_dir, self.cluster_id,

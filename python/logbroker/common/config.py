@@ -97,6 +97,14 @@ def _parse_archive(text: str) -> bool:
     return on
 
 
+def _parse_iceberg(text: str) -> bool:
+    """iceberg.enable: a boolean, and true only where pyiceberg (the `iceberg` extra) is installed."""
+    on = _parse_bool(text)
+    if on and (importlib.util.find_spec("pyiceberg") is None or importlib.util.find_spec("pyarrow") is None):
+        raise ConfigError("iceberg.enable needs pyiceberg and pyarrow on the broker: pip install 'logbroker[iceberg]'")
+    return on
+
+
 def _parse_str(text: str) -> str:
     return str(text).strip()
 
@@ -288,6 +296,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "sasl_mechanism": _parse_node_mechanism,
     "replica_selector": _parse_replica_selector,
     "archive": _parse_archive,
+    "iceberg": _parse_iceberg,
 }
 
 CONFIG_KEYS_TABLE = Path(__file__).with_name("config_keys.toml")

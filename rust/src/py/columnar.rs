@@ -1,10 +1,13 @@
-//! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`).
+//! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`);
+//! `decode_avro_columns`: Avro values to Arrow-layout columns (see `crate::avro_columns`).
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::exceptions::PyValueError;
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::gil::EnterCore;
 use super::log::extract_bytes;
 use crate::client::records::AbortedTxn;
+use crate::avro_columns::{self, Built, Column, Kind, Program};
 use crate::columnar;
 
 /// Decodes the whole batches in `records` into Arrow-layout buffers for records with offsets
@@ -37,5 +40,101 @@ pub fn decode_columns<'py>(
         d.set_item(format!("{name}_nulls"), col.nulls)?;
     }
     d.set_item("header_list_offsets", b(&c.header_list_offsets))?;
+    Ok(d)
+}
+
+fn target(t: i64) -> Option<usize> {
+    usize::try_from(t).ok()
+}
+
+/// A writer program from Python's nested tuples (logbroker/iceberg/value_schema.py):
+/// `(kind, target, ...)` with target -1 for none; see `crate::avro_columns::Program`.
+fn program(obj: &Bound<'_, PyAny>) -> PyResult<Program> {
+    let kind: String = obj.get_item(0)?.extract()?;
+    let t = || -> PyResult<Option<usize>> { Ok(target(obj.get_item(1)?.extract()?)) };
+    Ok(match kind.as_str() {
+        "null" => Program::Null { target: t()? },
+        "boolean" => Program::Boolean { target: t()? },
+        "int" => Program::Int { target: t()? },
+        "long" => {
+            let scale = if obj.len()? > 2 { obj.get_item(2)?.extract()? } else { 1 };
+            Program::Long { target: t()?, scale }
+        }
+        "float" => Program::Float { target: t()? },
+        "double" => Program::Double { target: t()? },
+        "bytes" | "string" => Program::Bytes { target: t()? },
+        "enum" => Program::Enum { target: t()?, symbols: obj.get_item(2)?.extract()? },
+        "fixed" => Program::Fixed { target: t()?, size: obj.get_item(2)?.extract()? },
+        "record" => {
+            let fields = obj.get_item(2)?;
+            let fields = fields.cast::<PyList>()?.iter().map(|f| program(&f)).collect::<PyResult<Vec<_>>>()?;
+            Program::Record { target: t()?, fields, missing: obj.get_item(3)?.extract()? }
+        }
+        "union" => {
+            let branches = obj.get_item(2)?;
+            let branches = branches.cast::<PyList>()?.iter().map(|b| program(&b)).collect::<PyResult<Vec<_>>>()?;
+            Program::Union { branches }
+        }
+        "array" => Program::Array { target: t()?, items: Box::new(program(&obj.get_item(2)?)?) },
+        other => return Err(PyValueError::new_err(format!("unknown Avro program kind {other:?}"))),
+    })
+}
+
+fn column(kind: &str, children: Vec<usize>) -> PyResult<Column> {
+    let kind = match kind {
+        "boolean" => Kind::Boolean,
+        "int" => Kind::Int,
+        "long" => Kind::Long,
+        "float" => Kind::Float,
+        "double" => Kind::Double,
+        "binary" => Kind::Binary,
+        "string" => Kind::String,
+        "struct" => Kind::Struct,
+        "list" => Kind::List,
+        other => return Err(PyValueError::new_err(format!("unknown column kind {other:?}"))),
+    };
+    Ok(Column { kind, children })
+}
+
+fn built<'py>(py: Python<'py>, b: &Built) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("len", b.len)?;
+    d.set_item("nulls", b.nulls)?;
+    d.set_item("validity", PyBytes::new(py, &b.validity))?;
+    d.set_item("values", PyBytes::new(py, &b.values))?;
+    d.set_item("offsets", PyBytes::new(py, &b.offsets))?;
+    d.set_item("data", PyBytes::new(py, &b.data))?;
+    Ok(d)
+}
+
+/// Decodes `count` Confluent-framed Avro values (a binary column's validity, offsets and
+/// data, as `decode_columns` gives them) into the columns of the reader `tree` (pre-order
+/// `(kind, children)`), one `(schema id, program)` per writer schema; returns a dict (see
+/// `python/logbroker/_core.pyi`).
+#[pyfunction]
+pub fn decode_avro_columns<'py>(
+    py: Python<'py>,
+    count: usize,
+    validity: &Bound<'py, PyAny>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    tree: Vec<(String, Vec<usize>)>,
+    programs: Vec<(i32, Bound<'py, PyAny>)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (validity, offsets, data) = (extract_bytes(validity)?, extract_bytes(offsets)?, extract_bytes(data)?);
+    let tree = tree.into_iter().map(|(k, c)| column(&k, c)).collect::<PyResult<Vec<_>>>()?;
+    let programs = programs.into_iter().map(|(id, p)| Ok((id, program(&p)?))).collect::<PyResult<Vec<_>>>()?;
+    let c = py.enter_core(|| avro_columns::decode_avro_columns(count, &validity, &offsets, &data, &tree, &programs))?;
+    let d = PyDict::new(py);
+    d.set_item("count", c.count)?;
+    d.set_item("failures", c.failures)?;
+    d.set_item("first_failure", c.first_failure)?;
+    let cols = PyList::empty(py);
+    for b in &c.columns {
+        cols.append(built(py, b)?)?;
+    }
+    d.set_item("columns", cols)?;
+    d.set_item("schema_id", built(py, &c.schema_id)?)?;
+    d.set_item("raw", built(py, &c.raw)?)?;
     Ok(d)
 }

@@ -1,0 +1,159 @@
+"""The Iceberg committer: the broker's side of Iceberg topics (`iceberg.enable=true`; the
+table layout and the exactly-once argument are in logbroker/iceberg).
+
+Every `iceberg.commit.interval.ms`, for each Iceberg topic with partitions this node leads,
+one commit (`TableWriter.commit`) of those partitions' new committed records, in a thread.
+A commit cut short by its byte budget is followed by another at once; a commit that lost a
+race to another node's is tried again at once, up to RACE_RETRIES times.
+
+Upkeep (logbroker/iceberg/table_maintenance.py: small files compacted, old snapshots
+expired) is done by the node leading partition 0 of the topic, after its commits, at most
+every MAINTENANCE_EVERY_MS.
+
+Retention of these topics: the log engine only plans (as for `retention.archive`); at each
+retention check the leader deletes the planned segments the table already holds
+(`deletable`), and followers follow the leader's log start offset. What this node knows of
+the table's position comes from its own commits and reads (`held`); until it has one, it
+deletes nothing.
+
+A failure (catalog unreachable, full disk, a table with other columns) is logged naming the
+table, topic and partitions, and changes nothing: the next interval tries again, and the
+segments stay in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import trio
+
+from logbroker.archive import topic_id_text
+from logbroker.broker.partition import Partition
+from logbroker.common.config import BrokerConfig
+from logbroker.iceberg import IcebergError
+from logbroker.clock import now_ms
+from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings
+from logbroker.iceberg.table_maintenance import compact_small_files, expire_snapshots
+from logbroker.iceberg.table_writer import CommitOutcome, PartitionSource, TableWriter
+
+log = logging.getLogger("logbroker.iceberg")
+
+RACE_RETRIES = 3
+MAX_ROUNDS = 64  # commits in a row for one topic in one interval (a backlog drains over intervals)
+MAINTENANCE_EVERY_MS = 10_000
+EXPIRY_EVERY_MS = 3600_000
+
+
+class IcebergCommitter:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._writer: TableWriter | None = None
+        # (topic id, partition) -> the table's next offset as this node last saw it
+        self.held: dict[tuple[uuid.UUID, int], int] = {}
+        self.last_outcomes: dict[str, CommitOutcome] = {}
+        # the schema registry (schema_registry/server.py), set when this broker serves it
+        self.registry = None
+        self._maintained: dict[str, int] = {}  # topic -> when its table was last compacted (ms)
+        self._expired: dict[str, int] = {}
+
+    @property
+    def writer(self) -> TableWriter:
+        if self._writer is None:
+            keys = {k: self.config.get_str(k) for k in SETTING_KEYS}
+            self._writer = TableWriter(CatalogSettings.from_keys(keys, self.config.data_dir))
+        return self._writer
+
+    async def commit_all(self, by_topic: dict[str, tuple[list[Partition], str]]) -> None:
+        """One interval's commits: each topic's led partitions (with its iceberg.mode),
+        topic after topic."""
+        for topic, (parts, mode) in by_topic.items():
+            try:
+                value_schemas = None
+                if mode == "value_schema_id_prefix":
+                    value_schemas = self._value_schemas(topic)
+                    if value_schemas is None:
+                        continue  # the registry is still reading _schemas: the next interval
+                await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas)
+            except IcebergError as e:
+                log.error("Iceberg commit of topic %s partitions %s failed; the records stay in the log and the "
+                          "next interval tries again: %s", topic, sorted(p.index for p in parts), e,
+                          extra={"topic": topic})
+
+    def _value_schemas(self, topic: str) -> list[tuple[int, str]] | None:
+        """(id, text) of every Avro version under <topic>-value, newest first, soft-deleted
+        ones too (records may still carry their ids); read on the trio thread, where the
+        registry's state changes. None while the registry has not read `_schemas` yet."""
+        if self.registry is None:
+            raise IcebergError(f"topic {topic} has iceberg.mode=value_schema_id_prefix, which needs the schema "
+                               f"registry on this broker (schema.registry.listen)")
+        if not self.registry.store.ready.is_set():
+            return None
+        versions = self.registry.state.versions(f"{topic}-value", deleted=True)
+        return [(v.id, v.schema) for v in sorted(versions, key=lambda v: v.version, reverse=True)
+                if v.schema_type == "AVRO"]
+
+    def commit_topic(self, topic: str, parts: list[Partition],
+                     value_schemas: list[tuple[int, str]] | None = None) -> CommitOutcome | None:
+        """Commit until the led partitions are in the table up to their last stable offset
+        (blocking)."""
+        parts = [p for p in parts if p.is_leader and not p.deleted]
+        if not parts:
+            return None
+        topic_id = topic_id_text(parts[0].topic_id)
+        sources = [PartitionSource(p.index, p.log, lambda p=p: p.is_leader and not p.deleted) for p in parts]
+        outcome = None
+        races = 0
+        for _ in range(MAX_ROUNDS):
+            outcome = self.writer.commit(topic, topic_id, sources, value_schemas=value_schemas)
+            for partition, offset in outcome.positions.items():
+                self.held[(parts[0].topic_id, partition)] = offset
+            if outcome.rows or outcome.snapshot_id is not None:
+                log.debug("table %s: %d rows of %s committed, positions %s (snapshot %s)", outcome.table,
+                          outcome.rows, topic, outcome.positions, outcome.snapshot_id, extra={"topic": topic})
+            if outcome.lost_race:
+                races += 1
+                if races > RACE_RETRIES:
+                    break
+                continue
+            if not outcome.more:
+                break
+        if outcome is not None:
+            self.last_outcomes[topic] = outcome
+        if any(p.index == 0 for p in parts):
+            self.maintain(topic, value_schemas)
+        return outcome
+
+    def maintain(self, topic: str, value_schemas: list[tuple[int, str]] | None = None) -> None:
+        """Compaction and expiry of the topic's table, when due (blocking)."""
+        now = now_ms()
+        if now - self._maintained.get(topic, 0) < MAINTENANCE_EVERY_MS:
+            return
+        self._maintained[topic] = now
+        try:
+            if value_schemas is not None:
+                table, _ = self.writer.value_table(topic, value_schemas)
+            else:
+                table = self.writer.table(topic)
+            if compact_small_files(table) is not None:
+                table = table.refresh()
+            if now - self._expired.get(topic, 0) >= EXPIRY_EVERY_MS:
+                self._expired[topic] = now
+                expire_snapshots(table, now)
+        except IcebergError:
+            raise
+        except Exception as e:  # pyiceberg, pyarrow, the catalog: name the table's topic
+            raise IcebergError(f"upkeep of the table of topic {topic}: {type(e).__name__}: {e}") from None
+
+    def deletable(self, p: Partition, plan: list[tuple[int, int]]) -> int | None:
+        """The end of the longest prefix of the retention plan the table already holds
+        (None: nothing can go yet)."""
+        held = self.held.get((p.topic_id, p.index))
+        if held is None:
+            return None
+        end = None
+        for _first, last_end in plan:
+            if last_end > held:
+                break
+            end = last_end
+        return end

@@ -1,0 +1,140 @@
+"""The Iceberg catalog and the topics' tables, from the broker keys `iceberg.*`
+(docs/configuration.md). See logbroker/iceberg for the layout.
+
+Defaults: a SQL catalog in DATA_DIR/__iceberg/catalog.db (SQLite) named
+`iceberg.catalog.name`, and the warehouse DATA_DIR/__iceberg/warehouse. The SQL catalog is
+Iceberg's JDBC catalog layout (tables iceberg_tables and iceberg_namespace_properties), so
+Spark's `org.apache.iceberg.jdbc.JdbcCatalog` with `uri=jdbc:sqlite:<file>` and the same
+catalog name sees the same tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from logbroker.iceberg import IcebergError
+from logbroker.iceberg.table_schema import TABLE_PROPERTIES, column_names, partition_spec, table_schema
+
+DEFAULT_DIR = "__iceberg"  # under the data directory; the log-directory scan skips "__" names
+SETTING_KEYS = ("iceberg.catalog.type", "iceberg.catalog.uri", "iceberg.catalog.name", "iceberg.warehouse",
+                "iceberg.namespace", "iceberg.s3.endpoint", "iceberg.s3.region", "iceberg.s3.access.key.id",
+                "iceberg.s3.secret.access.key")
+
+
+def require_pyiceberg() -> None:
+    for module in ("pyiceberg", "pyarrow"):
+        if importlib.util.find_spec(module) is None:
+            raise IcebergError(f"iceberg.enable needs {module}: pip install 'logbroker[iceberg]'")
+
+
+@dataclasses.dataclass(frozen=True)
+class CatalogSettings:
+    catalog_type: str  # sql | rest
+    uri: str
+    name: str
+    warehouse: str  # a directory path, a file:// URL or s3://BUCKET/PREFIX
+    namespace: str
+    s3_endpoint: str = ""
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+
+    @classmethod
+    def from_keys(cls, keys: dict[str, Any], data_dir: Path | None = None) -> CatalogSettings:
+        """From broker keys (SETTING_KEYS); empty uri/warehouse default under `data_dir`."""
+        get = lambda k, d="": str(keys.get(k) or d)  # noqa: E731
+        base = (data_dir or Path(".")).resolve() / DEFAULT_DIR
+        catalog_type = get("iceberg.catalog.type", "sql")
+        uri = get("iceberg.catalog.uri")
+        if not uri:
+            if catalog_type != "sql":
+                raise IcebergError("iceberg.catalog.type=rest needs iceberg.catalog.uri (the REST catalog's URL)")
+            uri = f"sqlite:///{base / 'catalog.db'}"
+        return cls(catalog_type, uri, get("iceberg.catalog.name", "logbroker"),
+                   get("iceberg.warehouse") or str(base / "warehouse"), get("iceberg.namespace", "logbroker"),
+                   get("iceberg.s3.endpoint"), get("iceberg.s3.region", "us-east-1"),
+                   get("iceberg.s3.access.key.id"), get("iceberg.s3.secret.access.key"))
+
+    def warehouse_url(self) -> str:
+        if "://" in self.warehouse:
+            return self.warehouse
+        return Path(self.warehouse).resolve().as_uri()
+
+    def properties(self) -> dict[str, str]:
+        props = {"uri": self.uri, "warehouse": self.warehouse_url()}
+        if self.warehouse.startswith("s3://"):
+            props["s3.region"] = self.s3_region or "us-east-1"
+            if self.s3_endpoint:
+                props["s3.endpoint"] = self.s3_endpoint
+                props["s3.path-style-access"] = "true"
+            if self.s3_access_key_id:
+                props["s3.access-key-id"] = self.s3_access_key_id
+            if self.s3_secret_access_key:
+                props["s3.secret-access-key"] = self.s3_secret_access_key
+        return props
+
+
+def table_name(topic: str) -> str:
+    """The table of a topic within the namespace: '.' is written '_' (Iceberg reads a '.'
+    as a namespace separator; Kafka refuses topics that collide this way)."""
+    return topic.replace(".", "_")
+
+
+def open_catalog(settings: CatalogSettings):
+    """A pyiceberg catalog (blocking: network or database)."""
+    require_pyiceberg()
+    try:
+        if settings.catalog_type == "sql":
+            if settings.uri.startswith("sqlite:///"):
+                Path(settings.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            if "://" not in settings.warehouse:
+                Path(settings.warehouse).mkdir(parents=True, exist_ok=True)
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            return SqlCatalog(settings.name, **settings.properties())
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog(settings.name, **settings.properties())
+    except IcebergError:
+        raise
+    except Exception as e:  # pyiceberg and SQLAlchemy raise many kinds; name the catalog
+        raise IcebergError(f"opening the Iceberg catalog {settings.name!r} ({settings.catalog_type} at "
+                           f"{settings.uri}): {type(e).__name__}: {e}") from None
+
+
+def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_struct=None):
+    """The topic's table, created (with its namespace) when missing; a table found with
+    other columns is refused (IcebergError), never written. `value_struct`: the value's
+    columns of an iceberg.mode=value_schema_id_prefix table (table_schema.py)."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+
+    ident = f"{settings.namespace}.{table_name(topic)}"
+    try:
+        try:
+            table = catalog.load_table(ident)
+        except NoSuchTableError:
+            try:
+                catalog.create_namespace(settings.namespace)
+            except NamespaceAlreadyExistsError:
+                pass
+            try:
+                table = catalog.create_table(ident, schema=table_schema(value_struct), partition_spec=partition_spec(),
+                                             properties={**TABLE_PROPERTIES, "logbroker.topic": topic})
+            except TableAlreadyExistsError:  # another node created it first
+                table = catalog.load_table(ident)
+    except IcebergError:
+        raise
+    except Exception as e:
+        raise IcebergError(f"loading table {ident} of topic {topic} from catalog {settings.name!r}: "
+                           f"{type(e).__name__}: {e}") from None
+    want = column_names(table_schema(value_struct))
+    have = column_names(table.schema())
+    if have != want:
+        mode = "value_schema_id_prefix" if value_struct is not None else "key_value"
+        raise IcebergError(f"table {ident} of topic {topic} has columns {have}, not the columns of iceberg.mode="
+                           f"{mode} {want} (the mode is fixed when the table is created); the broker does not "
+                           f"write to it")
+    return table

@@ -1,0 +1,116 @@
+"""Upkeep of an Iceberg topic's table: small files compacted, old snapshots expired. Run by
+the node that leads partition 0 of the topic, after its commits (blocking: in a thread).
+
+Compaction. Every commit adds at least one data file per day partition it touches, so a
+table committed every few seconds gathers many small files. When one day partition of the
+table has MIN_SMALL_FILES files under SMALL_FILE_BYTES, up to MAX_REWRITE_BYTES of them are
+read, sorted by (partition, offset), written again as few files, and swapped in by one
+overwrite snapshot that deletes the old files and adds the new (rows unchanged, so readers
+see the same table). That snapshot carries the table's position forward unchanged
+(logbroker/iceberg/table_offsets.py), and is conditional on the snapshot it read, like every
+commit of the broker's: losing a race to a commit changes nothing, the next round tries again.
+
+Expiry. Snapshots older than the table's `history.expire.max-snapshot-age-ms` (Iceberg's
+property; default 5 days) are removed from the metadata, except the main branch's head and
+the snapshot holding the position. Time travel reaches back that far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+
+from logbroker.iceberg.table_offsets import read_position, table_ident
+
+log = logging.getLogger("logbroker.iceberg")
+
+SMALL_FILE_BYTES = 16 << 20
+MIN_SMALL_FILES = 16
+MAX_REWRITE_BYTES = 256 << 20
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
+
+
+@dataclasses.dataclass
+class Compaction:
+    files_before: int
+    files_after: int
+    rows: int
+    snapshot_id: int | None
+
+
+def small_file_groups(table) -> list[list]:
+    """FileScanTasks of small files, grouped by partition, largest groups first."""
+    groups: dict[tuple, list] = {}
+    for task in table.scan().plan_files():
+        f = task.file
+        if f.file_size_in_bytes < SMALL_FILE_BYTES and not task.delete_files:
+            groups.setdefault((f.spec_id, repr(f.partition)), []).append(task)
+    return sorted(groups.values(), key=len, reverse=True)
+
+
+def compact_small_files(table) -> Compaction | None:
+    """One compaction of the partition with the most small files, if it has enough (None:
+    nothing to do, or the table's position is not the broker's, or a lost race)."""
+    import pyarrow as pa
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+    groups = small_file_groups(table)
+    if not groups or len(groups[0]) < MIN_SMALL_FILES:
+        return None
+    position = read_position(table)
+    if position.topic_id is None:
+        return None
+    picked, size = [], 0
+    for task in sorted(groups[0], key=lambda t: t.file.file_path):
+        if picked and size + task.file.file_size_in_bytes > MAX_REWRITE_BYTES:
+            break
+        picked.append(task)
+        size += task.file.file_size_in_bytes
+    if len(picked) < 2:
+        return None
+    rows: pa.Table = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(picked)
+    rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    summary = position.summary(position.topic_id, {})
+    added = 0
+    try:
+        with table.transaction() as tx:
+            with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+                for task in picked:
+                    overwrite.delete_data_file(task.file)
+                for data_file in _dataframe_to_data_files(tx.table_metadata, rows, table.io, overwrite.commit_uuid):
+                    overwrite.append_data_file(data_file)
+                    added += 1
+    except CommitFailedException as e:
+        log.info("table %s: compaction of %d files lost a race to a commit (%s); the next round tries again",
+                 table_ident(table), len(picked), e)
+        return None
+    snapshot = table.current_snapshot()
+    log.info("table %s: compacted %d small files (%d bytes, %d rows) into %d", table_ident(table), len(picked), size,
+             rows.num_rows, added)
+    return Compaction(len(picked), added, rows.num_rows, snapshot.snapshot_id if snapshot else None)
+
+
+def expire_snapshots(table, now_ms: int) -> int:
+    """Remove snapshots older than the table's max snapshot age (but the main branch's head
+    and the position's snapshot). Returns how many went."""
+    max_age = int(table.properties.get("history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS))
+    current = table.current_snapshot()
+    keep = {current.snapshot_id} if current is not None else set()
+    snapshot = current
+    while snapshot is not None:  # the newest snapshot of ours in the ancestry holds the position
+        keep.add(snapshot.snapshot_id)
+        props = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        if "logbroker.offsets" in props:
+            break
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    old = [s.snapshot_id for s in table.snapshots()
+           if s.timestamp_ms < now_ms - max_age and s.snapshot_id not in keep]
+    if not old:
+        return 0
+    table.maintenance.expire_snapshots().by_ids(old).commit()
+    log.info("table %s: expired %d snapshots older than %s", table_ident(table), len(old),
+             datetime.datetime.fromtimestamp((now_ms - max_age) / 1000, datetime.timezone.utc).isoformat())
+    return len(old)

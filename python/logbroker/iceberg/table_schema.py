@@ -1,0 +1,80 @@
+"""The columns and partition spec of an Iceberg topic's table (see logbroker/iceberg).
+
+Field ids are fixed, so every node creates the same table and a table created by an older
+broker reads the same:
+
+    1 key binary            5 offset long
+    2 value binary          6 timestamp timestamptz (microseconds, UTC)
+    3 topic string          7 timestampType int
+    4 partition int         8 headers list<9: struct<10: key string, 11: value binary>>
+
+With `iceberg.mode=value_schema_id_prefix` (logbroker/iceberg/value_schema.py), `value` is
+a struct of the registered Avro record's fields (nested ids from 100), and two columns follow:
+
+    12 value_schema_id int  (the id in the value's framing)
+    13 value_raw binary     (the value, when it did not decode; else null)
+
+Partition spec: day(timestamp), partition field id 1000, named timestamp_day.
+"""
+
+from __future__ import annotations
+
+TABLE_PROPERTIES = {
+    # The broker's commits are conditional on the snapshot they read (logbroker/iceberg):
+    # pyiceberg must not retry them with a position computed before a lost race.
+    "commit.retry.num-retries": "0",
+    "format-version": "2",
+    "write.parquet.compression-codec": "zstd",
+    # a commit every few seconds: merge manifests, keep few metadata.json files
+    "commit.manifest-merge.enabled": "true",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+
+
+def table_schema(value_struct=None):
+    """The table's schema; `value_struct` (value_schema.py's abstract struct) for
+    value_schema_id_prefix tables."""
+    import itertools
+
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (BinaryType, IntegerType, ListType, LongType, NestedField, StringType, StructType,
+                                 TimestamptzType)
+
+    header = StructType(NestedField(10, "key", StringType(), required=False),
+                        NestedField(11, "value", BinaryType(), required=False))
+    value_type = BinaryType()
+    extra = []
+    if value_struct is not None:
+        from logbroker.iceberg.value_schema import iceberg_type
+
+        ids = itertools.count(100)
+        value_type = iceberg_type(value_struct, lambda: next(ids))
+        extra = [NestedField(12, "value_schema_id", IntegerType(), required=False),
+                 NestedField(13, "value_raw", BinaryType(), required=False)]
+    return Schema(
+        NestedField(1, "key", BinaryType(), required=False),
+        NestedField(2, "value", value_type, required=False),
+        NestedField(3, "topic", StringType(), required=False),
+        NestedField(4, "partition", IntegerType(), required=False),
+        NestedField(5, "offset", LongType(), required=False),
+        NestedField(6, "timestamp", TimestamptzType(), required=False),
+        NestedField(7, "timestampType", IntegerType(), required=False),
+        NestedField(8, "headers", ListType(9, header, element_required=False), required=False),
+        *extra,
+    )
+
+
+def partition_spec():
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import DayTransform
+
+    return PartitionSpec(PartitionField(source_id=6, field_id=1000, transform=DayTransform(), name="timestamp_day"))
+
+
+def column_names(schema) -> list[tuple[str, str]]:
+    """(name, type) of the top-level columns, to compare a found table with ours (the value
+    struct's fields evolve, so a struct is compared as `struct`)."""
+    from pyiceberg.types import StructType
+
+    return [(f.name, "struct" if isinstance(f.field_type, StructType) else str(f.field_type)) for f in schema.fields]

@@ -1,0 +1,310 @@
+"""Columns from the registered value schema (`iceberg.mode=value_schema_id_prefix`): the
+table's `value` column is a struct of the Avro record's fields, decoded in Rust
+(`_core.decode_avro_columns`, rust/src/avro_columns.rs) from Confluent-framed values.
+
+The table's value struct is the union, by field name, of every Avro version registered
+under `<topic>-value` (newest first: a field keeps its newest type, widened where an older
+version's is wider by Avro's promotions: int < long < float < double). A new version
+registered later adds its new fields to the table (Iceberg schema evolution: new optional
+columns; rows written before read them as null). Every field is optional.
+
+Avro types and the table's:
+
+    boolean, int, long, float, double        the same
+    string, enum (its symbol), uuid          string
+    bytes, fixed, decimal                    binary (decimal: its unscaled bytes)
+    date                                     date
+    timestamp-millis, timestamp-micros       timestamptz (microseconds)
+    record                                   struct        array  list
+    union of null and one type               that type, optional
+    map, other unions, null                  not in the table (the field is skipped)
+
+A value that is not framed, names an id that is not an Avro version of the subject, or does
+not decode, gets a null `value`, its `value_schema_id` when framed, and its bytes in
+`value_raw`: nothing is lost, and such rows are found with `value_raw IS NOT NULL`.
+
+The reader tree and writer programs given to Rust: the tree is the table's value struct in
+pre-order, `(kind, children)`; a program is nested tuples `(kind, target, ...)` naming the
+tree node each part fills (-1: none), see rust/src/avro_columns.rs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from logbroker.iceberg import IcebergError
+
+log = logging.getLogger("logbroker.iceberg")
+
+_PRIMITIVE_RANK = {"int": 0, "long": 1, "float": 2, "double": 3}
+
+
+# --- Avro schema to an abstract column type ------------------------------------------
+# An abstract type: ("boolean"|"int"|"long"|"float"|"double"|"string"|"binary"|"date"|
+# "timestamp") or ("struct", [(name, type), ...]) or ("list", type); None: not representable.
+
+def _named(schema: Any, names: dict[str, Any], namespace: str | None) -> Any:
+    """Resolve a reference to a named type; register named types as they are defined."""
+    if isinstance(schema, str) and schema not in ("null", "boolean", "int", "long", "float", "double", "bytes",
+                                                    "string"):
+        full = schema if "." in schema or namespace is None else f"{namespace}.{schema}"
+        for candidate in (full, schema):
+            if candidate in names:
+                return names[candidate]
+        raise IcebergError(f"Avro schema names an undefined type {schema!r}")
+    if isinstance(schema, dict) and schema.get("type") in ("record", "enum", "fixed") and "name" in schema:
+        name = schema["name"]
+        ns = schema.get("namespace", namespace)
+        full = name if "." in name or not ns else f"{ns}.{name}"
+        names[full] = schema
+        names.setdefault(name, schema)
+    return schema
+
+
+def _namespace(schema: Any, namespace: str | None) -> str | None:
+    if isinstance(schema, dict) and schema.get("type") == "record":
+        name = schema.get("name", "")
+        return name.rpartition(".")[0] if "." in name else schema.get("namespace", namespace)
+    return namespace
+
+
+MAX_DEPTH = 32  # nesting the broker follows; a recursive schema goes deeper and has no columns
+
+
+def column_type(schema: Any, names: dict[str, Any] | None = None, namespace: str | None = None,
+                depth: int = 0) -> Any:
+    """The table type of an Avro schema (parsed JSON), or None when it has none."""
+    names = {} if names is None else names
+    if depth > MAX_DEPTH:
+        return None
+    schema = _named(schema, names, namespace)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null" and b != {"type": "null"}]
+        return column_type(branches[0], names, namespace, depth + 1) if len(branches) == 1 else None
+    if isinstance(schema, str):
+        return {"boolean": "boolean", "int": "int", "long": "long", "float": "float", "double": "double",
+                "bytes": "binary", "string": "string"}.get(schema)
+    if not isinstance(schema, dict):
+        return None
+    t, logical = schema.get("type"), schema.get("logicalType")
+    if logical == "date" and t == "int":
+        return "date"
+    if logical in ("timestamp-millis", "timestamp-micros") and t == "long":
+        return "timestamp"
+    if logical == "decimal":
+        return "binary"
+    if t == "record":
+        ns = _namespace(schema, namespace)
+        fields = []
+        for f in schema.get("fields", []):
+            ft = column_type(f["type"], names, ns, depth + 1)
+            if ft is not None:
+                fields.append((f["name"], ft))
+        return ("struct", fields)
+    if t == "enum":
+        return "string"
+    if t == "fixed":
+        return "binary"
+    if t == "array":
+        item = column_type(schema["items"], names, namespace, depth + 1)
+        return ("list", item) if item is not None else None
+    if isinstance(t, (str, list, dict)) and t not in ("map", "null"):
+        return column_type(t, names, namespace, depth + 1)  # {"type": "string"} and the like
+    return None
+
+
+def merge_types(newer: Any, older: Any) -> Any:
+    """The union of two column types (newer wins where they disagree, except widening)."""
+    if isinstance(newer, tuple) and isinstance(older, tuple) and newer[0] == older[0] == "struct":
+        fields = dict(newer[1])
+        order = [n for n, _ in newer[1]]
+        for name, t in older[1]:
+            if name in fields:
+                fields[name] = merge_types(fields[name], t)
+            else:
+                fields[name] = t
+                order.append(name)
+        return ("struct", [(n, fields[n]) for n in order])
+    if isinstance(newer, tuple) and isinstance(older, tuple) and newer[0] == older[0] == "list":
+        return ("list", merge_types(newer[1], older[1]))
+    if newer in _PRIMITIVE_RANK and older in _PRIMITIVE_RANK:
+        return newer if _PRIMITIVE_RANK[newer] >= _PRIMITIVE_RANK[older] else older
+    return newer
+
+
+def value_struct(schemas: list[str]) -> Any:
+    """The table's value struct from the subject's Avro versions (schema texts, newest
+    first); IcebergError when the newest is not a record."""
+    merged = None
+    for text in schemas:
+        t = column_type(json.loads(text))
+        if not (isinstance(t, tuple) and t[0] == "struct"):
+            if merged is None:
+                raise IcebergError("the value schema is not an Avro record, so it has no columns: use "
+                                   "iceberg.mode=key_value for this topic")
+            continue
+        merged = t if merged is None else merge_types(merged, t)
+    return merged
+
+
+# --- Iceberg and Arrow types -------------------------------------------------------------
+
+def iceberg_type(t: Any, next_id):
+    from pyiceberg.types import (BinaryType, BooleanType, DateType, DoubleType, FloatType, IntegerType, ListType,
+                                 LongType, NestedField, StringType, StructType, TimestamptzType)
+
+    simple = {"boolean": BooleanType, "int": IntegerType, "long": LongType, "float": FloatType, "double": DoubleType,
+              "string": StringType, "binary": BinaryType, "date": DateType, "timestamp": TimestamptzType}
+    if isinstance(t, str):
+        return simple[t]()
+    if t[0] == "struct":
+        return StructType(*[NestedField(next_id(), n, iceberg_type(ft, next_id), required=False) for n, ft in t[1]])
+    return ListType(next_id(), iceberg_type(t[1], next_id), element_required=False)
+
+
+def from_iceberg(t) -> Any:
+    """The abstract type of an Iceberg type (of a table's value struct)."""
+    from pyiceberg import types as it
+
+    pairs = [(it.BooleanType, "boolean"), (it.IntegerType, "int"), (it.LongType, "long"), (it.FloatType, "float"),
+             (it.DoubleType, "double"), (it.StringType, "string"), (it.BinaryType, "binary"), (it.DateType, "date"),
+             (it.TimestamptzType, "timestamp")]
+    for cls, name in pairs:
+        if isinstance(t, cls):
+            return name
+    if isinstance(t, it.StructType):
+        return ("struct", [(f.name, from_iceberg(f.field_type)) for f in t.fields])
+    if isinstance(t, it.ListType):
+        return ("list", from_iceberg(t.element_type))
+    raise IcebergError(f"the table's value column has a type the broker does not write: {t}")
+
+
+_KIND = {"boolean": "boolean", "int": "int", "long": "long", "float": "float", "double": "double",
+         "string": "string", "binary": "binary", "date": "int", "timestamp": "long"}
+
+
+class ReaderTree:
+    """The table's value struct in pre-order, as `_core.decode_avro_columns` takes it."""
+
+    def __init__(self, struct: Any) -> None:
+        self.nodes: list[tuple[str, list[int]]] = []
+        self.types: list[Any] = []
+        self._add(struct)
+
+    def _add(self, t: Any) -> int:
+        i = len(self.nodes)
+        self.nodes.append(("", []))
+        self.types.append(t)
+        if isinstance(t, str):
+            self.nodes[i] = (_KIND[t], [])
+        elif t[0] == "struct":
+            self.nodes[i] = ("struct", [self._add(ft) for _, ft in t[1]])
+        else:
+            self.nodes[i] = ("list", [self._add(t[1])])
+        return i
+
+    def arrow_type(self, i: int = 0):
+        import pyarrow as pa
+
+        t = self.types[i]
+        if isinstance(t, str):
+            return {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+                    "double": pa.float64(), "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
+                    "timestamp": pa.timestamp("us", tz="UTC")}[t]
+        children = self.nodes[i][1]
+        if t[0] == "struct":
+            return pa.struct([pa.field(n, self.arrow_type(c)) for (n, _), c in zip(t[1], children)])
+        return pa.list_(pa.field("element", self.arrow_type(children[0])))
+
+    def arrow_array(self, columns: list[dict], i: int = 0):
+        """The Arrow array of node `i` from `decode_avro_columns`' columns."""
+        import pyarrow as pa
+
+        c = columns[i]
+        typ = self.arrow_type(i)
+        validity = pa.py_buffer(c["validity"]) if c["nulls"] else None
+        kind, children = self.nodes[i]
+        if kind in ("string", "binary"):
+            buffers = [validity, pa.py_buffer(c["offsets"]), pa.py_buffer(c["data"])]
+            return pa.Array.from_buffers(typ, c["len"], buffers, null_count=c["nulls"])
+        if kind == "struct":
+            kids = [self.arrow_array(columns, k) for k in children]
+            return pa.Array.from_buffers(typ, c["len"], [validity], null_count=c["nulls"], children=kids)
+        if kind == "list":
+            return pa.Array.from_buffers(typ, c["len"], [validity, pa.py_buffer(c["offsets"])],
+                                         null_count=c["nulls"], children=[self.arrow_array(columns, children[0])])
+        return pa.Array.from_buffers(typ, c["len"], [validity, pa.py_buffer(c["values"])], null_count=c["nulls"])
+
+
+# --- writer programs ---------------------------------------------------------------------
+
+def _fits(writer: Any, reader: Any) -> bool:
+    """Whether a writer column type can fill a reader one (Avro's promotions)."""
+    if writer == reader:
+        return isinstance(writer, str)
+    if writer in _PRIMITIVE_RANK and reader in _PRIMITIVE_RANK:
+        return _PRIMITIVE_RANK[writer] <= _PRIMITIVE_RANK[reader]
+    if writer in ("string", "binary") and reader in ("string", "binary"):
+        return True
+    if isinstance(writer, tuple) and isinstance(reader, tuple) and writer[0] == reader[0]:
+        return True  # struct/list: matched part by part
+    return False
+
+
+def compile_program(schema_text: str, tree: ReaderTree) -> tuple:
+    """The program decoding one writer schema into `tree` (the root: node 0)."""
+    names: dict[str, Any] = {}
+    return _compile(json.loads(schema_text), 0, tree, names, None)
+
+
+def _skip_then_null(program: tuple, target: int) -> tuple:
+    """Decode `program`'s datum without writing, then a null in `target`."""
+    return ("record", -1, [program, ("null", target)], [])
+
+
+def _compile(w: Any, target: int, tree: ReaderTree, names: dict[str, Any], namespace: str | None,
+             depth: int = 0) -> tuple:
+    if depth > MAX_DEPTH:
+        raise IcebergError(f"Avro schema nested deeper than {MAX_DEPTH} (a recursive type?)")
+    w = _named(w, names, namespace)
+    if isinstance(w, list):
+        return ("union", -1, [_compile(b, target, tree, names, namespace, depth + 1) for b in w])
+    wtype = column_type(w, names, namespace) if w != "null" else None
+    reader = tree.types[target] if target >= 0 else None
+    if target >= 0 and w != "null" and (wtype is None or not _fits(wtype, reader)):
+        return _skip_then_null(_compile(w, -1, tree, names, namespace, depth + 1), target)
+    if isinstance(w, str):
+        kind = {"null": "null", "boolean": "boolean", "int": "int", "long": "long", "float": "float",
+                "double": "double", "bytes": "bytes", "string": "string"}[w]
+        return (kind, target)
+    t = w.get("type")
+    logical = w.get("logicalType")
+    if t == "long" and logical == "timestamp-millis":
+        return ("long", target, 1000)
+    if t == "record":
+        ns = _namespace(w, namespace)
+        fields = []
+        covered = set()
+        reader_fields = dict(zip((n for n, _ in reader[1]), tree.nodes[target][1])) if target >= 0 else {}
+        for f in w.get("fields", []):
+            child = reader_fields.get(f["name"], -1)
+            covered.add(child)
+            fields.append(_compile(f["type"], child, tree, names, ns, depth + 1))
+        missing = [c for c in (tree.nodes[target][1] if target >= 0 else []) if c not in covered]
+        return ("record", target, fields, missing)
+    if t == "enum":
+        return ("enum", target, list(w.get("symbols", [])))
+    if t == "fixed":
+        return ("fixed", target, int(w["size"]))
+    if t == "array":
+        child = tree.nodes[target][1][0] if target >= 0 else -1
+        return ("array", target, _compile(w["items"], child, tree, names, namespace, depth + 1))
+    if t == "map":
+        child_skip = _compile(w["values"], -1, tree, names, namespace, depth + 1)
+        # a map is blocks of (string key, value): an array of records of two fields
+        return ("array", -1, ("record", -1, [("string", -1), child_skip], []))
+    if isinstance(t, (str, list, dict)):
+        return _compile(t, target, tree, names, namespace, depth + 1)
+    raise IcebergError(f"Avro schema has a type the broker cannot read: {w!r}")

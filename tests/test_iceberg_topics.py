@@ -1,0 +1,235 @@
+"""Iceberg topics (`iceberg.enable=true`, logbroker/iceberg): real brokers commit topics into
+Iceberg tables in a SQLite catalog, and pyiceberg reads them back. Every record a
+read_committed consumer would read is in the table exactly once (checked against a model of
+what was produced and acknowledged), across retention, restarts and a leader's death."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+import logbroker
+from logbroker import Admin, NewTopic, Producer
+
+from test_archive import produce_model
+
+FAST = {"iceberg_commit_interval_ms": 200, "log_retention_check_interval_ms": 200}
+
+
+def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def catalog(base: Path, name: str = "logbroker"):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(name, uri=f"sqlite:///{base / 'catalog.db'}", warehouse=(base / "warehouse").as_uri())
+
+
+def table_rows(base: Path, topic: str, name: str = "logbroker") -> dict[tuple[int, int], tuple]:
+    """(partition, offset) -> (key, value, headers, timestamp ms) of the table, each offset
+    asserted once."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        table = catalog(base, name).load_table(f"logbroker.{topic.replace('.', '_')}")
+    except NoSuchTableError:
+        return {}
+    rows: dict[tuple[int, int], tuple] = {}
+    arrow = table.scan().to_arrow()
+    millis = arrow.column("timestamp").cast("int64").to_pylist()
+    for r, us in zip(arrow.to_pylist(), millis):
+        key = (r["partition"], r["offset"])
+        assert key not in rows, f"offset in the table twice: {key}"
+        assert r["topic"] == topic
+        rows[key] = (r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or []], us // 1000)
+    return rows
+
+
+def summary_offsets(base: Path, topic: str) -> dict[int, int]:
+    snap = catalog(base).load_table(f"logbroker.{topic}").current_snapshot()
+    return {int(p): o for p, o in json.loads(snap.summary.additional_properties["logbroker.offsets"]).items()}
+
+
+def log_start(bootstrap: str, topic: str, partition: int) -> int:
+    with Admin(bootstrap) as admin:
+        return admin.list_offsets({(topic, partition): "earliest"})[logbroker.TopicPartition(topic, partition)][0]
+
+
+def end_offset(bootstrap: str, topic: str, partition: int) -> int:
+    with Admin(bootstrap) as admin:
+        return admin.list_offsets({(topic, partition): "latest"})[logbroker.TopicPartition(topic, partition)][0]
+
+
+def test_topic_is_a_table_exactly_once_through_retention_and_restart(tmp_path: Path) -> None:
+    """Committed records (not aborted ones, not control records) reach the table once each;
+    retention deletes segments only after the table has them, and a restarted broker goes
+    on from the table's position without repeating a row."""
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    config = {"segment.bytes": "4096", "retention.bytes": "1", "iceberg.enable": "true"}
+    with logbroker.Broker(data_dir=data, **FAST) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("ice", 2, 1, dict(config))])
+        model = produce_model(b.bootstrap_servers, "ice", 2, 300, aborted_every=60)
+        wait_for(lambda: len(table_rows(base, "ice")) == len(model), what="every committed record in the table")
+        assert table_rows(base, "ice") == model
+        # Retention went past records that are now only in the table.
+        wait_for(lambda: all(log_start(b.bootstrap_servers, "ice", p) > 0 for p in (0, 1)), what="retention")
+        ends = {p: end_offset(b.bootstrap_servers, "ice", p) for p in (0, 1)}
+    assert summary_offsets(base, "ice") == ends  # the table's position: past the last commit marker
+    with logbroker.Broker(data_dir=data, **FAST) as b:
+        more = produce_model(b.bootstrap_servers, "ice", 2, 40)
+        model.update(more)
+        wait_for(lambda: len(table_rows(base, "ice")) == len(model), what="the new records in the table")
+        assert table_rows(base, "ice") == model
+        catalog_tables = sqlite3.connect(base / "catalog.db").execute(
+            "SELECT catalog_name, table_namespace, table_name FROM iceberg_tables").fetchall()
+        assert catalog_tables == [("logbroker", "logbroker", "ice")]
+
+
+def test_small_files_are_compacted_and_rows_stay(tmp_path: Path) -> None:
+    """A commit every 200 ms makes a small file each; the partition-0 leader compacts them
+    (an overwrite snapshot) and the table's rows and position stay the same."""
+    from pyiceberg.table.snapshots import Operation
+
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    with logbroker.Broker(data_dir=data, **FAST) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("small", 1, 1, {"iceberg.enable": "true"})])
+        model: dict = {}
+        for _ in range(24):
+            model.update(produce_model(b.bootstrap_servers, "small", 1, 5))
+            time.sleep(0.3)
+        wait_for(lambda: len(table_rows(base, "small")) == len(model), what="every record in the table")
+        table = catalog(base).load_table("logbroker.small")
+        wait_for(lambda: any(s.summary.operation == Operation.OVERWRITE for s in table.refresh().snapshots()),
+                 what="a compaction")
+        appends = sum(1 for s in table.snapshots() if s.summary.operation == Operation.APPEND)
+        assert appends >= 16
+        assert len(list(table.scan().plan_files())) < appends
+        assert table_rows(base, "small") == model
+        assert summary_offsets(base, "small") == {0: end_offset(b.bootstrap_servers, "small", 0)}
+
+
+def test_table_with_other_columns_is_left_alone(tmp_path: Path, caplog) -> None:
+    """A table already in the catalog under the topic's name, with other columns, is never
+    written; the log keeps every record (retention waits) and the error names the table."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    base.mkdir(parents=True)
+    cat = catalog(base)
+    cat.create_namespace("logbroker")
+    cat.create_table("logbroker.other", schema=Schema(NestedField(1, "id", LongType(), required=False)))
+    caplog.set_level("ERROR", logger="logbroker.iceberg")
+    with logbroker.Broker(data_dir=data, **FAST) as b:
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("other", 1, 1, {"iceberg.enable": "true", "segment.bytes": "4096",
+                                                          "retention.bytes": "1"})])
+        with Producer(b.bootstrap_servers, linger_ms=0) as p:
+            for i in range(100):
+                p.send("other", b"x" * 100, key=b"k", partition=0).result(10)
+        time.sleep(2.0)  # ten commit intervals and retention checks
+        assert log_start(b.bootstrap_servers, "other", 0) == 0
+        assert catalog(base).load_table("logbroker.other").current_snapshot() is None
+    errors = [r.getMessage() for r in caplog.records if r.name == "logbroker.iceberg"]
+    assert errors and "table logbroker.other of topic other has columns" in errors[0], errors
+
+
+def test_iceberg_enable_is_checked(tmp_path: Path) -> None:
+    from logbroker.client.errors import InvalidConfigError
+
+    with logbroker.Broker(data_dir=tmp_path / "d") as b:
+        with Admin(b.bootstrap_servers) as admin:
+            with pytest.raises(InvalidConfigError, match="iceberg.enable"):
+                admin.create_topics([NewTopic("bad", 1, 1, {"iceberg.enable": "yes"})])
+
+
+def test_three_nodes_leader_killed_every_acknowledged_record_once(tmp_path: Path) -> None:
+    """Three nodes sharing one catalog and warehouse, RF 3: the leader of a partition is
+    killed while an idempotent producer sends; every acknowledged record is in the table
+    exactly once (the new leader goes on from the table's position)."""
+    from logbroker import Cluster
+
+    base = tmp_path / "shared"
+    config = {"iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}", "iceberg.warehouse": str(base / "warehouse"),
+              "iceberg.commit.interval.ms": 200}
+    with Cluster(3, data_dir=tmp_path / "c", config=config) as c:
+        with Admin(c.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("ha", 3, 3, {"iceberg.enable": "true", "min.insync.replicas": "2"})])
+        acked: dict[tuple[int, int], bytes] = {}
+        with Producer(c.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5) as p:
+            for i in range(300):
+                v = f"before-{i}".encode()
+                md = p.send("ha", v, partition=i % 3).result(30)
+                acked[(md.partition, md.offset)] = v
+            wait_for(lambda: len(table_rows(base, "ha")) == len(acked), what="the first records in the table")
+            with Admin(c.bootstrap_servers) as admin:
+                leader = admin.describe_topics(["ha"])["ha"].partitions[0].leader
+            c.node(leader).kill()
+            futures = []
+            for i in range(300):
+                v = f"after-{i}".encode()
+                futures.append((v, p.send("ha", v, partition=i % 3)))
+            for v, f in futures:
+                md = f.result(60)
+                acked[(md.partition, md.offset)] = v
+        wait_for(lambda: len(table_rows(base, "ha")) >= len(acked), timeout=90, what="every acknowledged record")
+        rows = table_rows(base, "ha")
+        assert {k: r[1] for k, r in rows.items()} == acked
+
+
+def test_warehouse_in_s3(tmp_path: Path) -> None:
+    """iceberg.warehouse=s3://... with iceberg.s3.*: data and metadata files go to an
+    S3-compatible store (moto on loopback), the catalog stays in SQLite; pyiceberg reads
+    the table back with the same settings, and the secret is not shown by DescribeConfigs."""
+    from moto.server import ThreadedMotoServer
+    from pyarrow import fs
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        s3 = fs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="test", secret_key="test",
+                             region="us-east-1", allow_bucket_creation=True)
+        s3.create_dir("lake")
+        keys = {"iceberg.warehouse": "s3://lake/wh", "iceberg.s3.endpoint": f"http://{host}:{port}",
+                "iceberg.s3.access.key.id": "test", "iceberg.s3.secret.access.key": "test",
+                "iceberg.catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}"}
+        with logbroker.Broker(data_dir=tmp_path / "d", config=keys, **FAST) as b:
+            with Admin(b.bootstrap_servers) as admin:
+                admin.create_topics([NewTopic("s3t", 1, 1, {"iceberg.enable": "true"})])
+                assert admin.describe_configs([("broker", "1")])[("broker", "1")]["iceberg.s3.secret.access.key"] is None
+            model = produce_model(b.bootstrap_servers, "s3t", 1, 60)
+            cat = SqlCatalog("logbroker", uri=keys["iceberg.catalog.uri"], warehouse="s3://lake/wh",
+                             **{"s3.endpoint": keys["iceberg.s3.endpoint"], "s3.access-key-id": "test",
+                                "s3.secret-access-key": "test", "s3.region": "us-east-1",
+                                "s3.path-style-access": "true"})
+
+            def count() -> int:
+                try:
+                    return cat.load_table("logbroker.s3t").scan().to_arrow().num_rows
+                except Exception:
+                    return 0
+
+            wait_for(lambda: count() == len(model), what="the records in the S3 table")
+        files = s3.get_file_info(fs.FileSelector("lake/wh", recursive=True))
+        assert any(f.path.endswith(".parquet") for f in files) and any(f.path.endswith(".metadata.json") for f in files)
+        assert not (tmp_path / "d" / "__iceberg" / "warehouse").exists()
+    finally:
+        server.stop()

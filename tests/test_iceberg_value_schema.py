@@ -1,0 +1,178 @@
+"""Columns from the registered value schema (`iceberg.mode=value_schema_id_prefix`,
+logbroker/iceberg/value_schema.py and rust/src/avro_columns.rs): values written by the `avro`
+package (the model) decode into the table's value struct field for field, across schema
+versions; values that do not decode keep their bytes in value_raw. Then a real broker with its
+registry, confluent-kafka's AvroSerializer and pyiceberg reading the table."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import struct
+from pathlib import Path
+
+import avro.io
+import avro.schema
+import pyarrow as pa
+
+from logbroker.arrow_records import kafka_arrow_schema
+from logbroker.iceberg import value_schema as vs
+from logbroker.iceberg.table_writer import ValueDecoding
+
+V1 = {"type": "record", "name": "Click", "namespace": "lb.t", "fields": [
+    {"name": "user", "type": "string"},
+    {"name": "count", "type": "int"},
+    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY"]}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "where", "type": ["null", {"type": "record", "name": "Place", "fields": [
+        {"name": "city", "type": "string"}, {"name": "lat", "type": "double"}]}], "default": None},
+    {"name": "blob", "type": ["null", "bytes"], "default": None},
+    {"name": "props", "type": {"type": "map", "values": "long"}},
+    {"name": "ok", "type": "boolean"},
+    {"name": "ratio", "type": "float"},
+]}
+# v2: count widened to long, a new optional field, `props` dropped
+V2 = {"type": "record", "name": "Click", "namespace": "lb.t", "fields": [
+    {"name": "user", "type": "string"},
+    {"name": "count", "type": "long"},
+    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY"]}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "where", "type": ["null", "Place"], "default": None},
+    {"name": "blob", "type": ["null", "bytes"], "default": None},
+    {"name": "ok", "type": "boolean"},
+    {"name": "ratio", "type": "float"},
+    {"name": "referrer", "type": ["null", "string"], "default": None},
+]}
+V2_WITH_PLACE = json.loads(json.dumps(V2))
+V2_WITH_PLACE["fields"][6]["type"] = ["null", V1["fields"][6]["type"][1]]
+
+
+def encode(schema: dict, schema_id: int, datum: dict) -> bytes:
+    out = io.BytesIO()
+    out.write(b"\x00" + struct.pack(">i", schema_id))
+    avro.io.DatumWriter(avro.schema.parse(json.dumps(schema))).write(datum, avro.io.BinaryEncoder(out))
+    return out.getvalue()
+
+
+def click(i: int, v2: bool = False) -> dict:
+    d = {"user": f"u{i}", "count": i * (10**10 if v2 else 1), "kind": "BUY" if i % 2 else "VIEW",
+         "at": 1_700_000_000_000 + i, "day": 19_000 + i, "tags": [f"t{j}" for j in range(i % 3)],
+         "where": {"city": f"c{i}", "lat": i / 4} if i % 3 else None, "blob": bytes([i]) if i % 2 else None,
+         "ok": bool(i % 2), "ratio": 0.5 * i}
+    if v2:
+        d["referrer"] = f"r{i}" if i % 2 else None
+    else:
+        d["props"] = {"a": i}
+    return d
+
+
+def kafka_batch(values: list[bytes | None]):
+    n = len(values)
+    schema = kafka_arrow_schema(include_headers=True)
+    cols = {"key": pa.array([None] * n, pa.binary()), "value": pa.array(values, pa.binary()),
+            "topic": pa.array(["t"] * n), "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(n), pa.int64()),
+            "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")), "timestampType": pa.array([0] * n, pa.int32()),
+            "headers": pa.array([[]] * n, schema.field("headers").type)}
+    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+
+def test_values_of_two_versions_decode_into_the_grown_struct() -> None:
+    schemas = [(2, json.dumps(V2_WITH_PLACE)), (1, json.dumps(V1))]
+    struct_type = vs.value_struct([s for _, s in schemas])
+    names = [n for n, _ in struct_type[1]]
+    assert names == ["user", "count", "kind", "at", "day", "tags", "where", "blob", "ok", "ratio", "referrer"]
+    assert dict(struct_type[1])["count"] == "long" and dict(struct_type[1])["at"] == "timestamp"
+    dec = ValueDecoding("t", struct_type, schemas)
+    values = [encode(V1, 1, click(i)) for i in range(6)] + [encode(V2_WITH_PLACE, 2, click(i, True)) for i in range(6)]
+    values += [b"not framed", None, encode(V1, 1, click(1))[:-3], encode(V1, 7, click(1))]
+    out_schema = dec.arrow_schema(kafka_arrow_schema(include_headers=True))
+    batch = dec.decode(kafka_batch(values), out_schema, "ns.t")
+    rows = batch.to_pylist()
+    for i, row in enumerate(rows[:12]):
+        want = click(i % 6, v2=i >= 6)
+        got = row["value"]
+        assert got["user"] == want["user"] and got["count"] == want["count"] and got["kind"] == want["kind"]
+        assert int(got["at"].timestamp() * 1000) == want["at"]
+        assert (got["day"] - datetime.date(1970, 1, 1)).days == want["day"]
+        assert got["tags"] == want["tags"]
+        assert got["where"] == want["where"]
+        assert got["blob"] == want["blob"] and got["ok"] == want["ok"] and got["ratio"] == want["ratio"]
+        assert got["referrer"] == want.get("referrer")
+        assert row["value_schema_id"] == (2 if i >= 6 else 1) and row["value_raw"] is None
+    bad = rows[12:]
+    assert [r["value"] for r in bad] == [None] * 4
+    assert [r["value_raw"] for r in bad] == [b"not framed", None, values[14], values[15]]
+    assert [r["value_schema_id"] for r in bad] == [None, None, 1, 7]
+
+
+def test_types_without_columns_are_skipped_and_recursion_is_refused() -> None:
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "string"}},
+        {"name": "u", "type": ["int", "string"]},
+        {"name": "x", "type": "int"}]}
+    struct_type = vs.value_struct([json.dumps(schema)])
+    assert struct_type == ("struct", [("x", "int")])
+    dec = ValueDecoding("t", struct_type, [(3, json.dumps(schema))])
+    out_schema = dec.arrow_schema(kafka_arrow_schema(include_headers=True))
+    v = encode(schema, 3, {"m": {"k": "v"}, "u": "s", "x": 5})
+    assert dec.decode(kafka_batch([v]), out_schema, "ns.t").to_pylist()[0]["value"] == {"x": 5}
+    linked = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    dec = ValueDecoding("t", vs.value_struct([json.dumps(linked)]), [(4, json.dumps(linked))])
+    assert dec.programs == []  # not compiled: its values go to value_raw, named in the log
+
+
+def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    import logbroker
+    from logbroker import Admin, NewTopic
+    from test_iceberg_topics import catalog, wait_for
+
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    with logbroker.Broker(data_dir=data, schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200) as b:
+        host, port = b.server.schema_registry_address
+        sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("clicks", 2, 1, {"iceberg.enable": "true",
+                                                           "iceberg.mode": "value_schema_id_prefix"})])
+        ctx = SerializationContext("clicks", MessageField.VALUE)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+        ser1 = AvroSerializer(sr, json.dumps(V1))
+        for i in range(50):
+            p.produce("clicks", ser1(click(i), ctx), partition=i % 2)
+        p.produce("clicks", b"raw bytes", partition=0)
+        assert p.flush(30) == 0
+
+        def rows():
+            try:
+                return catalog(base).load_table("logbroker.clicks").scan().to_arrow().to_pylist()
+            except Exception:
+                return []
+
+        wait_for(lambda: len(rows()) == 51, what="the first version's records")
+        ser2 = AvroSerializer(sr, json.dumps(V2_WITH_PLACE))
+        for i in range(50):
+            p.produce("clicks", ser2(click(i, True), ctx), partition=i % 2)
+        assert p.flush(30) == 0
+        got = wait_for(lambda: len(r := rows()) == 101 and r, what="the second version's records")
+        table = catalog(base).load_table("logbroker.clicks")
+        value_fields = [f.name for f in table.schema().find_field("value").field_type.fields]
+        assert "referrer" in value_fields and "props" not in value_fields
+        decoded = [r for r in got if r["value"] is not None]
+        assert len(decoded) == 100
+        assert sorted(r["value"]["user"] for r in decoded) == sorted([f"u{i}" for i in range(50)] * 2)
+        assert sorted(r["value"]["referrer"] for r in decoded if r["value"]["referrer"]) == \
+            sorted(f"r{i}" for i in range(50) if i % 2)
+        assert [r["value_raw"] for r in got if r["value"] is None] == [b"raw bytes"]
+        sr.close()
