@@ -31,9 +31,17 @@ def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
 
 
 def catalog(base: Path, name: str = "logbroker"):
+    """pyiceberg's SqlCatalog on the broker's SQLite file (retried while the broker creates
+    the catalog's tables at the same moment: pyiceberg's create-if-missing is not atomic)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    return SqlCatalog(name, uri=f"sqlite:///{base / 'catalog.db'}", warehouse=(base / "warehouse").as_uri())
+    for attempt in range(5):
+        try:
+            return SqlCatalog(name, uri=f"sqlite:///{base / 'catalog.db'}", warehouse=(base / "warehouse").as_uri())
+        except Exception as e:
+            if "already exists" not in str(e) or attempt == 4:
+                raise
+            time.sleep(0.1)
 
 
 def table_rows(base: Path, topic: str, name: str = "logbroker") -> dict[tuple[int, int], tuple]:
@@ -156,7 +164,10 @@ def test_iceberg_enable_is_checked(tmp_path: Path) -> None:
     with logbroker.Broker(data_dir=tmp_path / "d") as b:
         with Admin(b.bootstrap_servers) as admin:
             with pytest.raises(InvalidConfigError, match="iceberg.enable"):
-                admin.create_topics([NewTopic("bad", 1, 1, {"iceberg.enable": "yes"})])
+                admin.create_topics([NewTopic("bad", 1, 1, {"iceberg.enable": "maybe"})])
+            with pytest.raises(InvalidConfigError, match="iceberg.mode"):
+                admin.create_topics([NewTopic("bad", 1, 1, {"iceberg.mode": "columns"})])
+            assert "bad" not in admin.list_topics()
 
 
 def test_three_nodes_leader_killed_every_acknowledged_record_once(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "lb.flow", "
     {"name": "qty", "type": "int"}]})
 
 
-def test_registry_validation_iceberg_and_spark_through_a_leader_kill(spark, tmp_path: Path) -> None:
+def test_registry_validation_iceberg_and_spark_through_a_leader_kill(iceberg_spark, tmp_path: Path) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -26,8 +26,7 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(spark, tmp_
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     base = tmp_path / "lake"
-    name = f"lb_{tmp_path.name.replace('-', '_')}"
-    config = {"schema.registry.topic.replication.factor": 3, "iceberg.catalog.name": name,
+    config = {"schema.registry.topic.replication.factor": 3,
               "iceberg.catalog.uri": f"sqlite:///{base / 'catalog.db'}", "iceberg.warehouse": str(base / "warehouse"),
               "iceberg.commit.interval.ms": 300}
     with Cluster(3, data_dir=tmp_path / "c", schema_registry=True, config=config) as c:
@@ -41,17 +40,19 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(spark, tmp_
         acked: dict[tuple[int, int], int] = {}
         failed: list[str] = []
 
-        def on_delivery(err, msg) -> None:
-            if err is not None:
-                failed.append(str(err))
-            else:
-                acked[(msg.partition(), msg.offset())] = json.loads(msg.headers()[0][1])
+        def delivered(i: int):
+            def on_delivery(err, msg) -> None:
+                if err is not None:
+                    failed.append(str(err))
+                else:
+                    acked[(msg.partition(), msg.offset())] = i
+            return on_delivery
 
         p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 5})
         for i in range(200):
             p.produce("orders", ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx), partition=i % 3,
-                      headers=[("id", json.dumps(i).encode())], on_delivery=on_delivery)
+                      on_delivery=delivered(i))
         assert p.flush(30) == 0 and not failed
 
         # A record without a registered id is refused; nothing of its batch is stored.
@@ -72,28 +73,24 @@ def test_registry_validation_iceberg_and_spark_through_a_leader_kill(spark, tmp_
         ser = AvroSerializer(registries[alive], ORDER)
         for i in range(200, 400):
             p.produce("orders", ser({"id": i, "item": f"item-{i}", "qty": i % 7}, ctx), partition=i % 3,
-                      headers=[("id", json.dumps(i).encode())], on_delivery=on_delivery)
+                      on_delivery=delivered(i))
         assert p.flush(60) == 0 and not failed, failed
         assert len(acked) == 400
 
         def table_count() -> int:
             try:
-                return catalog(base, name).load_table("logbroker.orders").scan().to_arrow().num_rows
+                return catalog(base).load_table("logbroker.orders").scan().to_arrow().num_rows
             except Exception:
                 return 0
 
         wait_for(lambda: table_count() >= 400, timeout=120, what="every acknowledged record in the table")
-        prefix = f"spark.sql.catalog.{name}"
-        spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
-        spark.conf.set(f"{prefix}.type", "jdbc")
-        spark.conf.set(f"{prefix}.uri", f"jdbc:sqlite:{base / 'catalog.db'}")
-        spark.conf.set(f"{prefix}.warehouse", (base / "warehouse").as_uri())
-        rows = spark.read.table(f"{name}.logbroker.orders").select("partition", "offset", "value.id", "value.item",
-                                                                    "value_raw").collect()
-        got = {(r.partition, r.offset): r.id for r in rows}
+        out = iceberg_spark("--db", str(base / "catalog.db"), "--warehouse", str(base / "warehouse"),
+                            "--table", "logbroker.orders", "--select", "partition,offset,value.id,value.item,value_raw")
+        rows = out["table"]
+        got = {(r["partition"], r["offset"]): r["id"] for r in rows}
         assert len(rows) == len(got) == 400, "every acknowledged record once"
         assert got == acked
-        assert all(r.item == f"item-{r.id}" and r.value_raw is None for r in rows)
+        assert all(r["item"] == f"item-{r['id']}" and r["value_raw"] is None for r in rows)
         for r in registries.values():
             r.close()
 

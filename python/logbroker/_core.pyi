@@ -47,6 +47,7 @@ __all__ = [
     "crc32c",
     "data_path_apis",
     "decode_columns",
+    "decode_avro_columns",
     "decode_records",
     "decompress",
     "encode_batch",

@@ -530,8 +530,8 @@ mod tests {
         assert_eq!(c.raw.validity, vec![0b0001_1100]);
         assert_eq!(c.schema_id.validity, vec![0b0001_1011]);
         assert!(c.first_failure.unwrap().1.contains("Confluent"));
-        for col in &c.columns {
-            assert_eq!(col.len, 5, "every column has a row per value");
+        for col in &c.columns[..4] {
+            assert_eq!(col.len, 5, "every column but the list's child has a row per value");
         }
         assert_eq!(c.columns[4].len, 2, "the list's child has a row per item");
     }

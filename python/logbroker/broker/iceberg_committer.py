@@ -42,6 +42,7 @@ log = logging.getLogger("logbroker.iceberg")
 RACE_RETRIES = 3
 MAX_ROUNDS = 64  # commits in a row for one topic in one interval (a backlog drains over intervals)
 MAINTENANCE_EVERY_MS = 10_000
+ERROR_REPEAT_MS = 60_000  # a failure that repeats every interval is logged once a minute
 EXPIRY_EVERY_MS = 3600_000
 
 
@@ -56,6 +57,7 @@ class IcebergCommitter:
         self.registry = None
         self._maintained: dict[str, int] = {}  # topic -> when its table was last compacted (ms)
         self._expired: dict[str, int] = {}
+        self._errors: dict[str, tuple[str, int]] = {}  # topic -> (last error logged, when)
 
     @property
     def writer(self) -> TableWriter:
@@ -76,9 +78,16 @@ class IcebergCommitter:
                         continue  # the registry is still reading _schemas: the next interval
                 await trio.to_thread.run_sync(self.commit_topic, topic, parts, value_schemas)
             except IcebergError as e:
-                log.error("Iceberg commit of topic %s partitions %s failed; the records stay in the log and the "
-                          "next interval tries again: %s", topic, sorted(p.index for p in parts), e,
-                          extra={"topic": topic})
+                text = str(e)
+                now = now_ms()
+                last = self._errors.get(topic)
+                if last is None or last[0] != text or now - last[1] >= ERROR_REPEAT_MS:
+                    self._errors[topic] = (text, now)
+                    log.error("Iceberg commit of topic %s partitions %s failed; the records stay in the log and "
+                              "the next interval tries again (the same error is logged again after %d s): %s", topic,
+                              sorted(p.index for p in parts), ERROR_REPEAT_MS // 1000, e, extra={"topic": topic})
+            else:
+                self._errors.pop(topic, None)
 
     def _value_schemas(self, topic: str) -> list[tuple[int, str]] | None:
         """(id, text) of every Avro version under <topic>-value, newest first, soft-deleted

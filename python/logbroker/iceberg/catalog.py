@@ -94,7 +94,12 @@ def open_catalog(settings: CatalogSettings):
                 Path(settings.warehouse).mkdir(parents=True, exist_ok=True)
             from pyiceberg.catalog.sql import SqlCatalog
 
-            return SqlCatalog(settings.name, **settings.properties())
+            for attempt in range(3):
+                try:
+                    return SqlCatalog(settings.name, **settings.properties())
+                except Exception as e:  # two processes creating the catalog's tables at once
+                    if "already exists" not in str(e) or attempt == 2:
+                        raise
         from pyiceberg.catalog.rest import RestCatalog
 
         return RestCatalog(settings.name, **settings.properties())

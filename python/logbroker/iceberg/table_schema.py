@@ -73,8 +73,21 @@ def partition_spec():
 
 
 def column_names(schema) -> list[tuple[str, str]]:
-    """(name, type) of the top-level columns, to compare a found table with ours (the value
-    struct's fields evolve, so a struct is compared as `struct`)."""
+    """(name, type) of the top-level columns, to compare a found table with ours: types
+    without field ids (a catalog assigns its own), the value struct as `struct` (its fields
+    evolve)."""
     from pyiceberg.types import StructType
 
-    return [(f.name, "struct" if isinstance(f.field_type, StructType) else str(f.field_type)) for f in schema.fields]
+    return [(f.name, "struct" if isinstance(f.field_type, StructType) else _shape(f.field_type)) for f in schema.fields]
+
+
+def _shape(t) -> str:
+    from pyiceberg.types import ListType, MapType, StructType
+
+    if isinstance(t, StructType):
+        return "struct<" + ", ".join(f"{f.name}: {_shape(f.field_type)}" for f in t.fields) + ">"
+    if isinstance(t, ListType):
+        return f"list<{_shape(t.element_type)}>"
+    if isinstance(t, MapType):
+        return f"map<{_shape(t.key_type)}, {_shape(t.value_type)}>"
+    return str(t)

@@ -129,7 +129,7 @@ def merge_types(newer: Any, older: Any) -> Any:
         return ("struct", [(n, fields[n]) for n in order])
     if isinstance(newer, tuple) and isinstance(older, tuple) and newer[0] == older[0] == "list":
         return ("list", merge_types(newer[1], older[1]))
-    if newer in _PRIMITIVE_RANK and older in _PRIMITIVE_RANK:
+    if isinstance(newer, str) and isinstance(older, str) and newer in _PRIMITIVE_RANK and older in _PRIMITIVE_RANK:
         return newer if _PRIMITIVE_RANK[newer] >= _PRIMITIVE_RANK[older] else older
     return newer
 
@@ -242,12 +242,11 @@ class ReaderTree:
 
 def _fits(writer: Any, reader: Any) -> bool:
     """Whether a writer column type can fill a reader one (Avro's promotions)."""
-    if writer == reader:
-        return isinstance(writer, str)
-    if writer in _PRIMITIVE_RANK and reader in _PRIMITIVE_RANK:
-        return _PRIMITIVE_RANK[writer] <= _PRIMITIVE_RANK[reader]
-    if writer in ("string", "binary") and reader in ("string", "binary"):
-        return True
+    if isinstance(writer, str) and isinstance(reader, str):
+        if writer == reader or (writer in ("string", "binary") and reader in ("string", "binary")):
+            return True
+        return writer in _PRIMITIVE_RANK and reader in _PRIMITIVE_RANK and \
+            _PRIMITIVE_RANK[writer] <= _PRIMITIVE_RANK[reader]
     if isinstance(writer, tuple) and isinstance(reader, tuple) and writer[0] == reader[0]:
         return True  # struct/list: matched part by part
     return False
@@ -275,14 +274,15 @@ def _compile(w: Any, target: int, tree: ReaderTree, names: dict[str, Any], names
     reader = tree.types[target] if target >= 0 else None
     if target >= 0 and w != "null" and (wtype is None or not _fits(wtype, reader)):
         return _skip_then_null(_compile(w, -1, tree, names, namespace, depth + 1), target)
+    primitive = {"null": "null", "boolean": "boolean", "int": "int", "long": "long", "float": "float",
+                 "double": "double", "bytes": "bytes", "string": "string"}
     if isinstance(w, str):
-        kind = {"null": "null", "boolean": "boolean", "int": "int", "long": "long", "float": "float",
-                "double": "double", "bytes": "bytes", "string": "string"}[w]
-        return (kind, target)
+        return (primitive[w], target)
     t = w.get("type")
-    logical = w.get("logicalType")
-    if t == "long" and logical == "timestamp-millis":
+    if t == "long" and w.get("logicalType") == "timestamp-millis":
         return ("long", target, 1000)
+    if isinstance(t, str) and t in primitive:  # {"type": "int", "logicalType": "date"} and the like
+        return (primitive[t], target)
     if t == "record":
         ns = _namespace(w, namespace)
         fields = []
