@@ -8,9 +8,9 @@ reading the table gains.
 2. CPU: N records of S bytes (lz4, acks=all) produced as fast as they go to a plain topic
    and to an Iceberg topic, waiting until the table holds them all; broker CPU seconds per
    GB (/proc utime+stime of the broker process, first send to last row in the table).
-3. Scan: Spark (local[2]) reads every row of the table (`spark.read.table`, Iceberg's own
-   runtime) and the same records through Spark's Kafka source, and sums the value
-   lengths; median seconds of the runs, ratio.
+3. Scan: Spark 4.1 (local[2]; spark/iceberg_env.py) reads every row of the table
+   (`spark.read.table`, Iceberg's own runtime) and the same records through Spark's Kafka
+   source, and sums the value lengths; median seconds of the runs, ratio.
 
     python -m benches.bench_iceberg_topics [--records 1000000] [--size 200] [--runs 3]
         [--rate 2000] [--seconds 20] [--intervals 1000,10000] [--skip-spark]
@@ -171,37 +171,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def scan(bs: str, base: Path, topic: str, runs: int) -> dict:
-    from jars import connector_jars
-    from pyspark.sql import SparkSession, functions as F
+    """Spark 4.1 (spark/iceberg_env.py; Iceberg's runtime exists for 4.1 at newest) reads the
+    table and the topic, `runs` timed scans each (spark/iceberg_read.py --time-scans)."""
+    import subprocess
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench-iceberg")
-             .config("spark.ui.enabled", "false").config("spark.jars", ",".join(connector_jars()))
-             .config("spark.sql.catalog.logbroker", "org.apache.iceberg.spark.SparkCatalog")
-             .config("spark.sql.catalog.logbroker.type", "jdbc")
-             .config("spark.sql.catalog.logbroker.uri", f"jdbc:sqlite:{base / 'catalog.db'}")
-             .config("spark.sql.catalog.logbroker.warehouse", (base / "warehouse").as_uri())
-             .config("spark.sql.catalog.logbroker.jdbc.schema-version", "V1")
-             .getOrCreate())
-    try:
-        def table() -> int:
-            return spark.read.table(f"logbroker.logbroker.{topic}").select(F.sum(F.length("value"))).first()[0]
+    from iceberg_env import iceberg_python
 
-        def kafka() -> int:
-            df = (spark.read.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-                  .option("kafka.isolation.level", "read_committed").load())
-            return df.select(F.sum(F.length("value"))).first()[0]
-
-        times: dict[str, list[float]] = {"table": [], "kafka": []}
-        sums = {}
-        for _ in range(runs + 1):  # the first pair warms the JVM up and is not counted
-            for name, fn in (("table", table), ("kafka", kafka)):
-                t0 = time.monotonic()
-                sums[name] = fn()
-                times[name].append(time.monotonic() - t0)
-        assert sums["table"] == sums["kafka"], sums
-        return {k: statistics.median(v[1:]) for k, v in times.items()}
-    finally:
-        spark.stop()
+    res = subprocess.run([str(iceberg_python()), str(ROOT / "spark" / "iceberg_read.py"), "--db", str(base / "catalog.db"),
+                          "--warehouse", str(base / "warehouse"), "--table", f"logbroker.{topic}",
+                          "--kafka-bootstrap", bs, "--kafka-topic", topic, "--time-scans", str(runs)],
+                         capture_output=True, text=True, timeout=1800)
+    if res.returncode != 0:
+        raise RuntimeError(f"the Spark scan failed: {res.stderr[-3000:]}")
+    times = json.loads(res.stdout.strip().splitlines()[-1])["scan_s"]
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 if __name__ == "__main__":

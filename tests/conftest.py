@@ -281,33 +281,21 @@ def spark():
     session.stop()
 
 
-ICEBERG_PYSPARK = "4.1.3"  # the newest pyspark with both an Iceberg Spark runtime (4.1) and spark-sql-kafka
-
-
 @pytest.fixture(scope="session")
 def iceberg_spark():
     """Runs spark/iceberg_read.py (a PySpark job reading an Iceberg topic's table) under
-    pyspark 4.1: Iceberg's Spark runtime exists for Spark 4.1 at newest, and the tests' own
-    pyspark is 4.2. The environment (a venv with pyspark 4.1 and nothing else) is made once
-    and kept under ~/.cache/logbroker-spark. Returns run(args) -> the job's JSON."""
+    pyspark 4.1, in the environment spark/iceberg_env.py makes once (Iceberg's Spark runtime
+    exists for Spark 4.1 at newest; the tests' own pyspark is 4.2). Returns run(args) -> the
+    job's JSON."""
     import json
-    import os
     import subprocess
-    import sys
-    from pathlib import Path
 
-    cache = Path(os.environ.get("LOGBROKER_SPARK_CACHE", "~/.cache/logbroker-spark")).expanduser()
-    venv = cache / f"venv-pyspark-{ICEBERG_PYSPARK}"
-    py = venv / "bin" / "python"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        res = subprocess.run([str(py), "-m", "pip", "install", "-q", f"pyspark=={ICEBERG_PYSPARK}"],
-                             capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"pip could not install pyspark {ICEBERG_PYSPARK} for the Iceberg Spark job: "
-                               f"{res.stdout[-2000:]}{res.stderr[-2000:]}")
-        (venv / ".complete").touch()
-    job = Path(__file__).resolve().parents[1] / "spark" / "iceberg_read.py"
+    spark_dir = Path(__file__).resolve().parents[1] / "spark"
+    sys.path.insert(0, str(spark_dir))
+    from iceberg_env import iceberg_python
+
+    py = iceberg_python()
+    job = spark_dir / "iceberg_read.py"
 
     def run(*args: str) -> dict:
         res = subprocess.run([str(py), str(job), *args], capture_output=True, text=True, timeout=600)
