@@ -180,7 +180,8 @@ def scan(bs: str, base: Path, topic: str, runs: int) -> dict:
     res = subprocess.run([str(iceberg_python()), str(ROOT / "spark" / "iceberg_read.py"), "--db", str(base / "catalog.db"),
                           "--warehouse", str(base / "warehouse"), "--table", f"logbroker.{topic}",
                           "--kafka-bootstrap", bs, "--kafka-topic", topic, "--time-scans", str(runs)],
-                         capture_output=True, text=True, timeout=1800)
+                         capture_output=True, text=True, timeout=1800,
+                         env={**__import__("os").environ, "PYSPARK_PYTHON": str(iceberg_python())})
     if res.returncode != 0:
         raise RuntimeError(f"the Spark scan failed: {res.stderr[-3000:]}")
     times = json.loads(res.stdout.strip().splitlines()[-1])["scan_s"]

@@ -298,7 +298,10 @@ def iceberg_spark():
     job = spark_dir / "iceberg_read.py"
 
     def run(*args: str) -> dict:
-        res = subprocess.run([str(py), str(job), *args], capture_output=True, text=True, timeout=600)
+        import os
+
+        env = {**os.environ, "PYSPARK_PYTHON": str(py)}  # the job's own pyspark, not the tests' 4.2
+        res = subprocess.run([str(py), str(job), *args], capture_output=True, text=True, timeout=600, env=env)
         if res.returncode != 0:
             raise AssertionError(f"the Iceberg Spark job failed ({res.returncode}): {res.stderr[-4000:]}")
         return json.loads(res.stdout.strip().splitlines()[-1])

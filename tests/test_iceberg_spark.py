@@ -27,7 +27,8 @@ def test_spark_reads_the_table_as_the_kafka_source_reads_the_topic(iceberg_spark
             admin.create_topics([NewTopic("events.v1", 2, 1, {"iceberg.enable": "true"})])
         first = produce_model(bs, "events.v1", 2, 100)
         wait_for(lambda: len(table_rows(base, "events.v1")) == len(first), what="the first records")
-        early = catalog(base).load_table("logbroker.events_v1").current_snapshot().snapshot_id
+        early = wait_for(lambda: catalog(base).load_table("logbroker.events_v1").current_snapshot().snapshot_id,
+                         what="the table's snapshot")
         model = dict(first)
         model.update(produce_model(bs, "events.v1", 2, 200, aborted_every=50))
         wait_for(lambda: len(table_rows(base, "events.v1")) == len(model), what="every committed record")
