@@ -30,9 +30,9 @@ import trio
 
 from logbroker.archive import topic_id_text
 from logbroker.broker.partition import Partition
+from logbroker.clock import now_ms
 from logbroker.common.config import BrokerConfig
 from logbroker.iceberg import IcebergError
-from logbroker.clock import now_ms
 from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings
 from logbroker.iceberg.table_maintenance import compact_small_files, expire_snapshots
 from logbroker.iceberg.table_writer import CommitOutcome, PartitionSource, TableWriter
