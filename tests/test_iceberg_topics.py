@@ -16,18 +16,14 @@ import logbroker
 from logbroker import Admin, NewTopic, Producer
 
 from test_archive import produce_model
+from test_archive import wait_for as archive_wait_for
 
 FAST = {"iceberg_commit_interval_ms": 200, "log_retention_check_interval_ms": 200}
 
 
 def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    """test_archive's wait_for, with the longer default an Iceberg commit round needs."""
+    return archive_wait_for(cond, timeout, what)
 
 
 def catalog(base: Path, name: str = "logbroker"):

@@ -52,7 +52,6 @@ class IcebergCommitter:
         self._writer: TableWriter | None = None
         # (topic id, partition) -> the table's next offset as this node last saw it
         self.held: dict[tuple[uuid.UUID, int], int] = {}
-        self.last_outcomes: dict[str, CommitOutcome] = {}
         # the schema registry (schema_registry/server.py), set when this broker serves it
         self.registry = None
         self._maintained: dict[str, int] = {}  # topic -> when its table was last compacted (ms)
@@ -127,8 +126,6 @@ class IcebergCommitter:
                 continue
             if not outcome.more:
                 break
-        if outcome is not None:
-            self.last_outcomes[topic] = outcome
         if any(p.index == 0 for p in parts):
             self.maintain(topic, value_schemas)
         return outcome

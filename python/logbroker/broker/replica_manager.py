@@ -565,8 +565,7 @@ class ReplicaManager:
 
     def _archives(self, topic: str) -> bool:
         """retention.archive is on for the topic (its override, else the broker default)."""
-        t = self._image.topics.get(topic) if self._image is not None else None
-        return bool(self.config.topic_value(t.configs if t is not None else {}, "retention.archive"))
+        return bool(self._topic_config(topic, "retention.archive"))
 
     async def _clean(self) -> None:
         """The log cleaner: one compaction pass over every log whose cleanup.policy

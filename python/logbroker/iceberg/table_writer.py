@@ -70,9 +70,6 @@ class TableWriter:
             table = table.refresh()
         return table
 
-    def position(self, topic: str) -> TablePosition:
-        return read_position(self.table(topic))
-
     def commit(self, topic: str, topic_id: str, sources: Sequence[PartitionSource], *,
                max_bytes: int = MAX_COMMIT_BYTES, value_schemas: list[tuple[int, str]] | None = None) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
