@@ -219,6 +219,52 @@ def test_a_directory_of_an_earlier_topic_of_the_same_name_is_not_taken_for_the_n
     assert "hold an earlier topic of that name" in away.log_text()
 
 
+def test_a_topic_deleted_and_created_again_while_a_follower_was_away_is_followed_anew(tmp_path):
+    """The away broker learns "t deleted, t created again" in one step (here a metadata
+    snapshot: a full reconcile). The new t has the old one's name, leader and leader epoch,
+    so only its topic id tells the fetch loops that the partition they follow is gone: the
+    follower must drop the old t-0 and fetch the new one into the ISR (seen once in CI: it
+    kept following the deleted replica and never rejoined)."""
+    nodes = start_cluster(tmp_path, extra=["--set", "metadata.log.max.record.bytes.between.snapshots=1500"])
+    try:
+        wait_for(lambda: all(metadata(bp)[0] == [1, 2, 3] for bp in nodes), what="3 brokers everywhere")
+        controller = metadata(nodes[0])[2]
+        away_id = next(i for i in (1, 2, 3) if i != controller)
+        away = nodes[away_id - 1]
+        admin = AdminClient({"bootstrap.servers": nodes[controller - 1].bootstrap_servers})
+        conf = {"bootstrap.servers": nodes[controller - 1].bootstrap_servers, "acks": "all"}
+
+        def create_and_fill(prefix: str) -> None:
+            admin.create_topics([NewTopic("t", 1, replica_assignment=[[controller, away_id]])])["t"].result(30)
+            p = Producer(conf)
+            for i in range(3):
+                p.produce("t", value=f"{prefix}-{i}".encode(), partition=0)
+            assert p.flush(30) == 0
+
+        create_and_fill("old")
+        wait_for(lambda: sorted(metadata(nodes[0])[1][("t", 0)][3]) == sorted([controller, away_id]),
+                 what="the old t in sync on both")
+        old_epoch = metadata(nodes[controller - 1])[1][("t", 0)][1]
+        assert away.stop(signal.SIGTERM) == 0
+        admin.delete_topics(["t"])["t"].result(30)
+        wait_for(lambda: ("t", 0) not in metadata(nodes[controller - 1])[1], what="t deleted")
+        create_and_fill("new")
+        assert metadata(nodes[controller - 1])[1][("t", 0)][:2] == (controller, old_epoch)  # same leader, epoch
+        for i in range(12):  # the leader's snapshot passes the away broker's log end: it is sent the snapshot
+            admin.create_topics([NewTopic(f"s{i}", 1, replication_factor=1)])[f"s{i}"].result(30)
+
+        away.start()
+        wait_for(lambda: sorted(metadata(nodes[controller - 1])[1][("t", 0)][3]) == sorted([controller, away_id]),
+                 what="the returning broker in the ISR of the new t")
+        assert "loaded the metadata snapshot at index" in away.log_text()
+        assert away.stop(signal.SIGTERM) == 0
+        lg = _core.Log.open(str(away.data_dir / "t-0"), "t", 0, {})
+        assert [v for _o, _ts, _k, v in lg.read_records(0)] == [b"new-0", b"new-1", b"new-2"]
+    finally:
+        for bp in nodes:
+            bp.reap()
+
+
 def test_snapshots_bound_the_metadata_log_and_a_node_far_behind_catches_up_from_one(tmp_path):
     nodes = start_cluster(tmp_path, extra=["--set", "metadata.log.max.record.bytes.between.snapshots=1500"])
     try:

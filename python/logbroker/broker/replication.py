@@ -28,6 +28,7 @@ committed ISR. One request per partition is in flight at a time.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Awaitable, Callable
 
 import trio
@@ -67,23 +68,25 @@ class Replication:
         self.isr_shrinks = 0  # ISR changes this leader had committed (Kafka's IsrShrinksPerSec,
         self.isr_expands = 0  # IsrExpandsPerSec), for the metrics endpoint
         self.quorum = None  # MetadataQuorum in a cluster: this broker's registration epoch
-        # topic -> partition -> (leader, leader epoch) followed: by topic, so that an image
-        # changing a few topics looks at only their partitions
-        self._following: dict[str, dict[int, tuple[int, int]]] = {}
+        # topic -> partition -> (leader, leader epoch, topic id) followed: by topic, so that an
+        # image changing a few topics looks at only their partitions. The topic id tells a topic
+        # deleted and created again under the same name, leader and epoch from the one followed.
+        self._following: dict[str, dict[int, tuple[int, int, uuid.UUID]]] = {}
         self._in_flight: set[tuple[str, int]] = set()
         self._image: MetadataImage | None = None
 
     # --- followers ----------------------------------------------------------------------
 
-    def _wanted(self, image: MetadataImage, names: set[str] | None) -> dict[tuple[str, int], tuple[int, int]]:
-        """Local replicas that should follow: key -> (leader, leader epoch), of the topics
-        `names` (None: every topic)."""
+    def _wanted(self, image: MetadataImage, names: set[str] | None
+                ) -> dict[tuple[str, int], tuple[int, int, uuid.UUID]]:
+        """Local replicas that should follow: key -> (leader, leader epoch, topic id), of the
+        topics `names` (None: every topic)."""
         out = {}
         topics = image.topics.values() if names is None else filter(None, map(image.topics.get, names))
         for t in topics:
             for ps in t.partitions.values():
                 if self.node_id in ps.replicas and ps.leader not in (NO_LEADER, self.node_id) and ps.leader in image.brokers:
-                    out[(t.name, ps.partition)] = (ps.leader, ps.leader_epoch)
+                    out[(t.name, ps.partition)] = (ps.leader, ps.leader_epoch, t.topic_id)
         return out
 
     async def before_image(self, image: MetadataImage, names: set[str] | None = None) -> None:
@@ -91,8 +94,8 @@ class Replication:
         only topics in `names` changed (None: any may have)."""
         wanted = self._wanted(image, names)
         stop = [(name, i) for name in list(self._following if names is None else names)
-                for i, (leader, _epoch) in self._following.get(name, {}).items()
-                if wanted.get((name, i), (None, None))[0] != leader]
+                for i, (leader, _epoch, topic_id) in self._following.get(name, {}).items()
+                if wanted.get((name, i), (None, None, None))[::2] != (leader, topic_id)]
         if stop:
             await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
             for name, i in stop:  # (another image may have changed them while unfollow ran)
@@ -120,17 +123,17 @@ class Replication:
         self._image = image
         wanted = self._wanted(image, names)
         by_leader: dict[int, list] = {}
-        for key, (leader, epoch) in wanted.items():
+        for key, (leader, epoch, topic_id) in wanted.items():
             p = self.replicas.partitions.get(key)
-            if p is None or p.deleted or self._following.get(key[0], {}).get(key[1]) == (leader, epoch):
+            if p is None or p.deleted or self._following.get(key[0], {}).get(key[1]) == (leader, epoch, topic_id):
                 continue
             by_leader.setdefault(leader, []).append((key, p, epoch))
         for leader, items in by_leader.items():
             b = image.brokers[leader]
             args = [(p.core, p.topic_id.bytes, epoch) for _k, p, epoch in items]
             await trio.to_thread.run_sync(self.fetchers.follow, leader, b.host, b.port, args)
-            for (name, i), _p, epoch in items:
-                self._following.setdefault(name, {})[i] = (leader, epoch)
+            for (name, i), p, epoch in items:
+                self._following.setdefault(name, {})[i] = (leader, epoch, p.topic_id)
             log.info("following %d partition(s) from broker %d at %s:%d: %s", len(items), leader, b.host, b.port,
                      _names([k for k, _p, _e in items]), extra=fields(peer=leader))
 
