@@ -54,6 +54,11 @@ def table_rows(base: Path, topic: str, name: str = "logbroker") -> dict[tuple[in
         if "locked" in str(e):
             return {}
         raise
+    return rows_of(table, topic)
+
+
+def rows_of(table, topic: str) -> dict[tuple[int, int], tuple]:
+    """table_rows of a table already loaded (from any catalog)."""
     rows: dict[tuple[int, int], tuple] = {}
     arrow = table.scan().to_arrow()
     millis = arrow.column("timestamp").cast("int64").to_pylist()

@@ -6,12 +6,18 @@ Defaults: a SQL catalog in DATA_DIR/__iceberg/catalog.db (SQLite) named
 Iceberg's JDBC catalog layout (tables iceberg_tables and iceberg_namespace_properties), so
 Spark's `org.apache.iceberg.jdbc.JdbcCatalog` with `uri=jdbc:sqlite:<file>` and the same
 catalog name sees the same tables.
+
+A REST catalog (`iceberg.catalog.type=rest`) places new tables itself: `iceberg.warehouse`,
+when set, is sent to it as the warehouse to use, and is otherwise left to the server. The
+broker writes data files where the table's location says (a directory it can reach, or S3
+with the `iceberg.s3.*` keys) and commits them through the catalog.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +41,7 @@ class CatalogSettings:
     catalog_type: str  # sql | rest
     uri: str
     name: str
-    warehouse: str  # a directory path, a file:// URL or s3://BUCKET/PREFIX
+    warehouse: str  # a directory path, a file:// URL or s3://BUCKET/PREFIX; "": the REST catalog's
     namespace: str
     s3_endpoint: str = ""
     s3_region: str = "us-east-1"
@@ -53,10 +59,16 @@ class CatalogSettings:
             if catalog_type != "sql":
                 raise IcebergError("iceberg.catalog.type=rest needs iceberg.catalog.uri (the REST catalog's URL)")
             uri = f"sqlite:///{base / 'catalog.db'}"
-        return cls(catalog_type, uri, get("iceberg.catalog.name", "logbroker"),
-                   get("iceberg.warehouse") or str(base / "warehouse"), get("iceberg.namespace", "logbroker"),
+        warehouse = get("iceberg.warehouse") or (str(base / "warehouse") if catalog_type == "sql" else "")
+        return cls(catalog_type, uri, get("iceberg.catalog.name", "logbroker"), warehouse,
+                   get("iceberg.namespace", "logbroker"),
                    get("iceberg.s3.endpoint"), get("iceberg.s3.region", "us-east-1"),
                    get("iceberg.s3.access.key.id"), get("iceberg.s3.secret.access.key"))
+
+    def label(self) -> str:
+        """The catalog as errors name it: name, type and address (a password in the URL left out)."""
+        uri = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", self.uri)
+        return f"catalog {self.name!r} ({self.catalog_type} at {uri})"
 
     def warehouse_url(self) -> str:
         if "://" in self.warehouse:
@@ -64,8 +76,11 @@ class CatalogSettings:
         return Path(self.warehouse).resolve().as_uri()
 
     def properties(self) -> dict[str, str]:
-        props = {"uri": self.uri, "warehouse": self.warehouse_url()}
-        if self.warehouse.startswith("s3://"):
+        props = {"uri": self.uri}
+        if self.warehouse:
+            props["warehouse"] = self.warehouse_url()
+        # a REST catalog may place tables in S3 whatever warehouse the broker names
+        if self.warehouse.startswith("s3://") or self.s3_endpoint or self.s3_access_key_id:
             props["s3.region"] = self.s3_region or "us-east-1"
             if self.s3_endpoint:
                 props["s3.endpoint"] = self.s3_endpoint
@@ -106,8 +121,7 @@ def open_catalog(settings: CatalogSettings):
     except IcebergError:
         raise
     except Exception as e:  # pyiceberg and SQLAlchemy raise many kinds; name the catalog
-        raise IcebergError(f"opening the Iceberg catalog {settings.name!r} ({settings.catalog_type} at "
-                           f"{settings.uri}): {type(e).__name__}: {e}") from None
+        raise IcebergError(f"opening the Iceberg {settings.label()}: {type(e).__name__}: {e}") from None
 
 
 def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_struct=None):
@@ -133,7 +147,7 @@ def load_or_create_table(catalog, settings: CatalogSettings, topic: str, value_s
     except IcebergError:
         raise
     except Exception as e:
-        raise IcebergError(f"loading table {ident} of topic {topic} from catalog {settings.name!r}: "
+        raise IcebergError(f"loading table {ident} of topic {topic} from {settings.label()}: "
                            f"{type(e).__name__}: {e}") from None
     want = column_names(table_schema(value_struct))
     have = column_names(table.schema())

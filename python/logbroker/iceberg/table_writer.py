@@ -134,7 +134,7 @@ class TableWriter:
                      "again", ident, topic, sorted(advanced), e, extra={"topic": topic})
             return CommitOutcome(ident, _positions(position, topic_id), lost_race=True)
         except Exception as e:
-            raise IcebergError(f"table {ident}: committing {topic} partitions "
+            raise IcebergError(f"table {ident} in {self.settings.label()}: committing {topic} partitions "
                                f"{ {p: (position.next_offset(topic_id, p), o) for p, o in advanced.items()} }: "
                                f"{type(e).__name__}: {e}") from None
         snapshot = table.current_snapshot()
