@@ -88,8 +88,8 @@ def kafka_batch(values: list[bytes | None]):
 
 
 def test_values_of_two_versions_decode_into_the_grown_struct() -> None:
-    schemas = [(2, json.dumps(V2_WITH_PLACE)), (1, json.dumps(V1))]
-    struct_type = vs.value_struct([s for _, s in schemas])
+    schemas = [vs.ValueSchema(2, json.dumps(V2_WITH_PLACE)), vs.ValueSchema(1, json.dumps(V1))]
+    struct_type = vs.value_struct(schemas)
     names = [n for n, _ in struct_type[1]]
     assert names == ["user", "count", "kind", "at", "day", "tags", "where", "blob", "ok", "ratio", "referrer"]
     assert dict(struct_type[1])["count"] == "long" and dict(struct_type[1])["at"] == "timestamp"
@@ -120,15 +120,16 @@ def test_types_without_columns_are_skipped_and_recursion_is_refused() -> None:
         {"name": "m", "type": {"type": "map", "values": "string"}},
         {"name": "u", "type": ["int", "string"]},
         {"name": "x", "type": "int"}]}
-    struct_type = vs.value_struct([json.dumps(schema)])
+    struct_type = vs.value_struct([vs.ValueSchema(3, json.dumps(schema))])
     assert struct_type == ("struct", [("x", "int")])
-    dec = ValueDecoding("t", struct_type, [(3, json.dumps(schema))])
+    dec = ValueDecoding("t", struct_type, [vs.ValueSchema(3, json.dumps(schema))])
     out_schema = dec.arrow_schema(kafka_arrow_schema(include_headers=True))
     v = encode(schema, 3, {"m": {"k": "v"}, "u": "s", "x": 5})
     assert dec.decode(kafka_batch([v]), out_schema, "ns.t").to_pylist()[0]["value"] == {"x": 5}
     linked = {"type": "record", "name": "Node", "fields": [
         {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
-    dec = ValueDecoding("t", vs.value_struct([json.dumps(linked)]), [(4, json.dumps(linked))])
+    linked_v = vs.ValueSchema(4, json.dumps(linked))
+    dec = ValueDecoding("t", vs.value_struct([linked_v]), [linked_v])
     assert dec.programs == []  # not compiled: its values go to value_raw, named in the log
 
 
@@ -179,4 +180,115 @@ def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -
         assert sorted(r["value"]["referrer"] for r in decoded if r["value"]["referrer"]) == \
             sorted(f"r{i}" for i in range(50) if i % 2)
         assert [r["value_raw"] for r in got if r["value"] is None] == [b"raw bytes"]
+        sr.close()
+
+
+J1 = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+      "definitions": {"Line": {"type": "object", "properties": {"sku": {"type": "string"},
+                                                                "qty": {"type": "integer"}}}},
+      "properties": {
+          "id": {"type": "integer"},
+          "customer": {"type": ["string", "null"]},
+          "total": {"type": "number"},
+          "paid": {"type": "boolean"},
+          "lines": {"type": "array", "items": {"$ref": "#/definitions/Line"}},
+          "note": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+          "attrs": {"type": "object", "additionalProperties": {"type": "string"}},  # a map: no column
+          "any": {}}}
+J2 = {**J1, "properties": {**J1["properties"], "total": {"type": "integer"},
+                           "ship": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def order(i: int, v2: bool = False) -> dict:
+    o = {"id": i, "customer": None if i % 4 == 0 else f"c{i}", "total": i * 2 if v2 else i + 0.5,
+         "paid": i % 2 == 0, "lines": [{"sku": f"s{j}", "qty": j} for j in range(i % 3)],
+         "attrs": {"k": "v"}, "any": [i]}
+    if i % 5:
+        o["note"] = f"n{i}"
+    if v2:
+        o["ship"] = {"city": f"city{i}"}
+    return o
+
+
+def json_framed(schema_id: int, obj) -> bytes:
+    return b"\x00" + struct.pack(">i", schema_id) + json.dumps(obj).encode()
+
+
+def test_json_schema_values_decode_by_name_across_versions() -> None:
+    """JSON Schema versions: their properties become the value struct (integer long, number
+    double, $ref and oneOf-with-null followed, maps and untyped members left out); values
+    written by json.dumps (the model) decode member by member, and what does not fit (a
+    string for the long `id`, an array for the object) stays raw."""
+    schemas = [vs.ValueSchema(6, json.dumps(J2), "JSON"), vs.ValueSchema(5, json.dumps(J1), "JSON")]
+    struct_type = vs.value_struct(schemas)
+    # v2 narrows `total` to integer: the table keeps v1's wider double
+    assert struct_type == ("struct", [
+        ("id", "long"), ("customer", "string"), ("total", "double"), ("paid", "boolean"),
+        ("lines", ("list", ("struct", [("sku", "string"), ("qty", "long")]))), ("note", "string"),
+        ("ship", ("struct", [("city", "string")]))])
+    dec = ValueDecoding("t", struct_type, schemas)
+    objs = [order(i) for i in range(7)] + [order(i, True) for i in range(7, 12)]
+    values = [json_framed(5 if i < 7 else 6, o) for i, o in enumerate(objs)]
+    values += [json_framed(5, {"id": "seven"}), json_framed(5, [1, 2]), b"\x00\x00\x00\x00\x05{bad", None]
+    batch = dec.decode(kafka_batch(values), dec.arrow_schema(kafka_arrow_schema(include_headers=True)), "ns.t")
+    rows = batch.to_pylist()
+
+    def expected(o: dict) -> dict:
+        return {"id": o["id"], "customer": o["customer"], "total": float(o["total"]), "paid": o["paid"],
+                "lines": o["lines"], "note": o.get("note"), "ship": o.get("ship")}
+
+    assert [r["value"] for r in rows[:12]] == [expected(o) for o in objs]
+    assert all(r["value_raw"] is None for r in rows[:12])
+    assert [r["value"] for r in rows[12:]] == [None] * 4
+    assert [r["value_raw"] for r in rows[12:15]] == values[12:15]
+    assert [r["value_schema_id"] for r in rows[12:]] == [5, 5, 5, None]
+
+
+def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    import logbroker
+    from logbroker import Admin, NewTopic
+    from test_iceberg_topics import catalog, wait_for
+
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    with logbroker.Broker(data_dir=data, schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200) as b:
+        host, port = b.server.schema_registry_address
+        sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("orders", 2, 1, {"iceberg.enable": "true",
+                                                           "iceberg.mode": "value_schema_id_prefix"})])
+        sr.set_compatibility("orders-value", "NONE")  # v2 narrows `total` to integer
+        ctx = SerializationContext("orders", MessageField.VALUE)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+        ser1 = JSONSerializer(json.dumps(J1), sr)
+        for i in range(40):
+            p.produce("orders", ser1(order(i), ctx), partition=i % 2)
+        assert p.flush(30) == 0
+
+        def rows():
+            try:
+                return catalog(base).load_table("logbroker.orders").scan().to_arrow().to_pylist()
+            except Exception:
+                return []
+
+        wait_for(lambda: len(rows()) == 40, what="the first version's records")
+        ser2 = JSONSerializer(json.dumps(J2), sr)
+        for i in range(40, 80):
+            p.produce("orders", ser2(order(i, True), ctx), partition=i % 2)
+        assert p.flush(30) == 0
+        got = wait_for(lambda: len(r := rows()) == 80 and r, what="the second version's records")
+        table = catalog(base).load_table("logbroker.orders")
+        assert [f.name for f in table.schema().find_field("value").field_type.fields] == \
+            ["id", "customer", "total", "paid", "lines", "note", "ship"]
+        by_id = {r["value"]["id"]: r["value"] for r in got}
+        assert sorted(by_id) == list(range(80))
+        assert by_id[5]["lines"] == [{"sku": "s0", "qty": 0}, {"sku": "s1", "qty": 1}] and by_id[3]["lines"] == []
+        assert by_id[41]["total"] == 82.0 and by_id[41]["ship"] == {"city": "city41"}
+        assert by_id[1]["ship"] is None and by_id[1]["total"] == 1.5 and by_id[0]["customer"] is None
+        assert all(r["value_raw"] is None for r in got)
         sr.close()

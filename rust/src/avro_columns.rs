@@ -1,5 +1,7 @@
 //! Avro record values (Confluent's framing) decoded into Arrow-layout columns, for Iceberg
 //! topics whose table has the value schema's columns (python/logbroker/iceberg/value_schema.py).
+//! JSON Schema values go through the same rows and columns with programs of their own
+//! (`Program::JsonObject` and the like, rust/src/json_columns.rs).
 //!
 //! Input: a binary column of record values (Arrow layout: validity bitmap, i32 offsets,
 //! data, as `columnar::decode_columns` makes it), the reader schema as a tree of [`Column`]s
@@ -60,6 +62,12 @@ pub enum Program {
     Record { target: Option<usize>, fields: Vec<Program>, missing: Vec<usize> },
     Union { branches: Vec<Program> },
     Array { target: Option<usize>, items: Box<Program> },
+    /// A JSON object filling struct column `target`, its members by name (json_columns.rs).
+    JsonObject { target: usize, fields: Vec<(String, Program)> },
+    /// A JSON array filling list column `target`.
+    JsonArray { target: usize, items: Box<Program> },
+    /// A JSON boolean, number or string filling the primitive column `target`.
+    JsonValue { target: usize },
 }
 
 #[derive(Debug, Default)]
@@ -82,7 +90,7 @@ impl Built {
         b
     }
 
-    fn valid(&mut self, yes: bool) {
+    pub(crate) fn valid(&mut self, yes: bool) {
         if self.len.is_multiple_of(8) {
             self.validity.push(0);
         }
@@ -95,7 +103,7 @@ impl Built {
         self.len += 1;
     }
 
-    fn bit(&mut self, yes: bool) {
+    pub(crate) fn bit(&mut self, yes: bool) {
         if self.bits.is_multiple_of(8) {
             self.values.push(0);
         }
@@ -106,7 +114,7 @@ impl Built {
         self.bits += 1;
     }
 
-    fn end_offset(&mut self, end: usize) -> Result<()> {
+    pub(crate) fn end_offset(&mut self, end: usize) -> Result<()> {
         let end = i32::try_from(end).map_err(|_| LogError::invalid(0, format!("column exceeds 2 GiB ({end})")))?;
         self.offsets.extend_from_slice(&end.to_le_bytes());
         Ok(())
@@ -126,14 +134,14 @@ pub struct AvroColumns {
     pub first_failure: Option<(usize, String)>,
 }
 
-struct Decoder<'a> {
-    tree: &'a [Column],
-    out: Vec<Built>,
+pub(crate) struct Decoder<'a> {
+    pub(crate) tree: &'a [Column],
+    pub(crate) out: Vec<Built>,
     /// rows in each list column's child so far (list offsets)
-    child_rows: Vec<usize>,
+    pub(crate) child_rows: Vec<usize>,
 }
 
-fn bad(what: &str) -> LogError {
+pub(crate) fn bad(what: &str) -> LogError {
     LogError::invalid(0, what.to_string())
 }
 
@@ -167,7 +175,7 @@ fn length(buf: &[u8], pos: &mut usize) -> Result<usize> {
 }
 
 impl Decoder<'_> {
-    fn null(&mut self, id: usize) -> Result<()> {
+    pub(crate) fn null(&mut self, id: usize) -> Result<()> {
         let kind = self.tree[id].kind;
         self.out[id].valid(false);
         match kind {
@@ -191,7 +199,7 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    fn number(&mut self, id: usize, int: Option<i64>, float: Option<f64>) -> Result<()> {
+    pub(crate) fn number(&mut self, id: usize, int: Option<i64>, float: Option<f64>) -> Result<()> {
         let b = &mut self.out[id];
         match (self.tree[id].kind, int, float) {
             (Kind::Int, Some(v), _) => {
@@ -211,7 +219,7 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    fn bytes(&mut self, id: usize, v: &[u8]) -> Result<()> {
+    pub(crate) fn bytes(&mut self, id: usize, v: &[u8]) -> Result<()> {
         if !matches!(self.tree[id].kind, Kind::Binary | Kind::String) {
             return Err(bad("bytes for a column that is not binary or string"));
         }
@@ -313,6 +321,9 @@ impl Decoder<'_> {
                 let b = branches.get(i).ok_or_else(|| bad("a union index past its branches"))?;
                 self.datum(b, buf, pos, write)?;
             }
+            Program::JsonObject { .. } | Program::JsonArray { .. } | Program::JsonValue { .. } => {
+                return Err(bad("a JSON program inside an Avro one"));
+            }
             Program::Array { target, items } => {
                 let mut n_items = 0usize;
                 loop {
@@ -338,6 +349,12 @@ impl Decoder<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Program {
+    fn is_json(&self) -> bool {
+        matches!(self, Program::JsonObject { .. } | Program::JsonArray { .. } | Program::JsonValue { .. })
     }
 }
 
@@ -378,7 +395,8 @@ pub fn decode_avro_columns(
             let id = i32::from_be_bytes([value[1], value[2], value[3], value[4]]);
             schema_id = Some(id);
             match programs.iter().find(|(pid, _)| *pid == id) {
-                None => Err(format!("schema id {id} is not an Avro schema of the value's subject")),
+                None => Err(format!("schema id {id} is not an Avro or JSON schema of the value's subject")),
+                Some((_, program)) if program.is_json() => d.json_value(program, &value[5..], id)?,
                 Some((_, program)) => {
                     let mut pos = 5;
                     match d.datum(program, value, &mut pos, false) {

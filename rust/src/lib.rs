@@ -5,6 +5,7 @@
 
 // Engine: record batches.
 pub mod avro_columns;
+pub mod json_columns;
 pub mod batch;
 pub mod builder;
 pub mod columnar;

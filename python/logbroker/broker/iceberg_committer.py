@@ -36,6 +36,7 @@ from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import SETTING_KEYS, CatalogSettings
 from logbroker.iceberg.table_maintenance import compact_small_files, expire_snapshots
 from logbroker.iceberg.table_writer import CommitOutcome, PartitionSource, TableWriter
+from logbroker.iceberg.value_schema import ValueSchema
 
 log = logging.getLogger("logbroker.iceberg")
 
@@ -88,21 +89,21 @@ class IcebergCommitter:
             else:
                 self._errors.pop(topic, None)
 
-    def _value_schemas(self, topic: str) -> list[tuple[int, str]] | None:
-        """(id, text) of every Avro version under <topic>-value, newest first, soft-deleted
-        ones too (records may still carry their ids); read on the trio thread, where the
-        registry's state changes. None while the registry has not read `_schemas` yet."""
+    def _value_schemas(self, topic: str) -> list[ValueSchema] | None:
+        """Every version under <topic>-value, newest first, soft-deleted ones too (records
+        may still carry their ids); read on the trio thread, where the registry's state
+        changes. None while the registry has not read `_schemas` yet."""
         if self.registry is None:
             raise IcebergError(f"topic {topic} has iceberg.mode=value_schema_id_prefix, which needs the schema "
                                f"registry on this broker (schema.registry.listen)")
         if not self.registry.store.ready.is_set():
             return None
         versions = self.registry.state.versions(f"{topic}-value", deleted=True)
-        return [(v.id, v.schema) for v in sorted(versions, key=lambda v: v.version, reverse=True)
-                if v.schema_type == "AVRO"]
+        return [ValueSchema(v.id, v.schema, v.schema_type)
+                for v in sorted(versions, key=lambda v: v.version, reverse=True)]
 
     def commit_topic(self, topic: str, parts: list[Partition],
-                     value_schemas: list[tuple[int, str]] | None = None) -> CommitOutcome | None:
+                     value_schemas: list[ValueSchema] | None = None) -> CommitOutcome | None:
         """Commit until the led partitions are in the table up to their last stable offset
         (blocking)."""
         parts = [p for p in parts if p.is_leader and not p.deleted]
@@ -130,7 +131,7 @@ class IcebergCommitter:
             self.maintain(topic, value_schemas)
         return outcome
 
-    def maintain(self, topic: str, value_schemas: list[tuple[int, str]] | None = None) -> None:
+    def maintain(self, topic: str, value_schemas: list[ValueSchema] | None = None) -> None:
         """Compaction and expiry of the topic's table, when due (blocking)."""
         now = now_ms()
         if now - self._maintained.get(topic, 0) < MAINTENANCE_EVERY_MS:

@@ -9,7 +9,7 @@ append the rows and the moved position in one snapshot, conditional on the snaps
 With value schemas (iceberg.mode=value_schema_id_prefix), the table's value struct first
 grows to hold every registered version's fields, and each batch's values are decoded into it
 (value_schema.py). Decoding is Rust's (`arrow_records.log_batches`,
-`_core.decode_avro_columns`); Python handles Arrow batches and buffers, never records.
+`_core.decode_avro_columns`, for Avro and JSON values); Python handles Arrow batches and buffers, never records.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from logbroker.iceberg import IcebergError
 from logbroker.iceberg.catalog import CatalogSettings, load_or_create_table, open_catalog
 from logbroker.iceberg.table_offsets import TablePosition, read_position, table_ident
 from logbroker.iceberg.table_schema import TABLE_PROPERTIES
+from logbroker.iceberg.value_schema import ValueSchema
 
 log = logging.getLogger("logbroker.iceberg")
 
@@ -71,7 +72,7 @@ class TableWriter:
         return table
 
     def commit(self, topic: str, topic_id: str, sources: Sequence[PartitionSource], *,
-               max_bytes: int = MAX_COMMIT_BYTES, value_schemas: list[tuple[int, str]] | None = None) -> CommitOutcome:
+               max_bytes: int = MAX_COMMIT_BYTES, value_schemas: list[ValueSchema] | None = None) -> CommitOutcome:
         """Append what each source's log holds past the table's position, up to its last
         stable offset, in one conditional snapshot. `value_schemas`: (id, Avro schema text)
         of every version under `<topic>-value`, newest first, for value_schema_id_prefix."""
@@ -142,7 +143,7 @@ class TableWriter:
         after.update(advanced)
         return CommitOutcome(ident, after, rows.num_rows, snapshot.snapshot_id if snapshot else None, more)
 
-    def value_table(self, topic: str, value_schemas: list[tuple[int, str]]):
+    def value_table(self, topic: str, value_schemas: list[ValueSchema]):
         """The table with its value struct grown to every registered version's fields, and
         the decoding of values into it."""
         from pyiceberg.schema import Schema
@@ -150,10 +151,10 @@ class TableWriter:
 
         from logbroker.iceberg import value_schema as vs
 
-        if not value_schemas:
-            raise IcebergError(f"iceberg.mode=value_schema_id_prefix: no Avro schema is registered under "
+        if not any(v.schema_type in vs.COLUMN_TYPES for v in value_schemas):
+            raise IcebergError(f"iceberg.mode=value_schema_id_prefix: no Avro or JSON schema is registered under "
                                f"{topic}-value yet")
-        struct = vs.value_struct([text for _, text in value_schemas])
+        struct = vs.value_struct(value_schemas)
         table = self.table(topic, struct)
         current = vs.from_iceberg(table.schema().find_field("value").field_type)
         grown = vs.merge_types(current, struct)
@@ -172,18 +173,24 @@ class TableWriter:
 class ValueDecoding:
     """Decodes the value column of Kafka-schema batches into the table's value struct."""
 
-    def __init__(self, topic: str, struct, value_schemas: list[tuple[int, str]]) -> None:
+    def __init__(self, topic: str, struct, value_schemas: list[ValueSchema]) -> None:
         from logbroker.iceberg import value_schema as vs
 
         self.topic = topic
         self.tree = vs.ReaderTree(struct)
         self.programs: list[tuple[int, tuple]] = []
-        for schema_id, text in value_schemas:
+        json_program = vs.json_program(self.tree)
+        for v in value_schemas:
             try:
-                self.programs.append((schema_id, vs.compile_program(text, self.tree)))
+                if v.schema_type == "JSON":
+                    self.programs.append((v.id, json_program))
+                elif v.schema_type == "AVRO":
+                    self.programs.append((v.id, vs.compile_program(v.text, self.tree)))
+                else:
+                    raise IcebergError(f"{v.schema_type} values have no columns")
             except (IcebergError, ValueError, KeyError, TypeError) as e:
                 log.warning("topic %s: schema id %d of %s-value cannot be read into the table (%s); its values go "
-                            "to value_raw", topic, schema_id, topic, e, extra={"topic": topic})
+                            "to value_raw", topic, v.id, topic, e, extra={"topic": topic})
 
     def arrow_schema(self, kafka_schema):
         import pyarrow as pa

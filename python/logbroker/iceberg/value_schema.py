@@ -1,9 +1,10 @@
 """Columns from the registered value schema (`iceberg.mode=value_schema_id_prefix`): the
-table's `value` column is a struct of the Avro record's fields, decoded in Rust
-(`_core.decode_avro_columns`, rust/src/avro_columns.rs) from Confluent-framed values.
+table's `value` column is a struct of the Avro record's fields, or of the JSON Schema
+object's properties, decoded in Rust (`_core.decode_avro_columns`, rust/src/avro_columns.rs
+and rust/src/json_columns.rs) from Confluent-framed values.
 
-The table's value struct is the union, by field name, of every Avro version registered
-under `<topic>-value` (newest first: a field keeps its newest type, widened where an older
+The table's value struct is the union, by field name, of every Avro and JSON Schema version
+registered under `<topic>-value` (newest first: a field keeps its newest type, widened where an older
 version's is wider by Avro's promotions: int < long < float < double). A new version
 registered later adds its new fields to the table (Iceberg schema evolution: new optional
 columns; rows written before read them as null). Every field is optional.
@@ -19,6 +20,19 @@ Avro types and the table's:
     union of null and one type               that type, optional
     map, other unions, null                  not in the table (the field is skipped)
 
+JSON Schema types and the table's (a value's members are matched by name; see
+rust/src/json_columns.rs for which JSON values fill which columns):
+
+    boolean, string                          the same
+    integer                                  long
+    number                                   double
+    object with properties                   struct        array with items  list
+    ["T", "null"], oneOf/anyOf of null and one type   T, optional
+    $ref to "#/..." in the same document     the type it names (a recursive one is skipped)
+    anything else (no type, maps, unions, external $refs)   not in the table
+
+Protobuf versions have no columns: their values go to `value_raw`.
+
 A value that is not framed, names an id that is not an Avro version of the subject, or does
 not decode, gets a null `value`, its `value_schema_id` when framed, and its bytes in
 `value_raw`: nothing is lost, and such rows are found with `value_raw IS NOT NULL`.
@@ -32,13 +46,24 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbroker.iceberg import IcebergError
 
 log = logging.getLogger("logbroker.iceberg")
 
 _PRIMITIVE_RANK = {"int": 0, "long": 1, "float": 2, "double": 3}
+
+
+class ValueSchema(NamedTuple):
+    """A version registered under `<topic>-value`, as the registry holds it."""
+
+    id: int
+    text: str
+    schema_type: str = "AVRO"  # the registry's schemaType: AVRO, JSON or PROTOBUF
+
+
+COLUMN_TYPES = ("AVRO", "JSON")  # the schema types whose values have columns
 
 
 # --- Avro schema to an abstract column type ------------------------------------------
@@ -115,6 +140,49 @@ def column_type(schema: Any, names: dict[str, Any] | None = None, namespace: str
     return None
 
 
+_JSON_PRIMITIVE = {"boolean": "boolean", "integer": "long", "number": "double", "string": "string"}
+
+
+def json_column_type(schema: Any, root: Any = None, refs: tuple[str, ...] = (), depth: int = 0) -> Any:
+    """The table type of a JSON Schema (parsed), or None when it has none; `root` is the
+    document `$ref`s point into."""
+    root = schema if root is None else root
+    if depth > MAX_DEPTH or not isinstance(schema, dict):
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#") or ref in refs:
+            return None  # another document's, or a recursive one
+        target: Any = root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part) if isinstance(target, dict) else None
+        return json_column_type(target, root, refs + (ref,), depth + 1)
+    for key in ("oneOf", "anyOf"):
+        if isinstance(schema.get(key), list):
+            branches = [b for b in schema[key] if not (isinstance(b, dict) and b.get("type") == "null")]
+            return json_column_type(branches[0], root, refs, depth + 1) if len(branches) == 1 else None
+    t = schema.get("type")
+    if isinstance(t, list):
+        kinds = [k for k in t if k != "null"]
+        t = kinds[0] if len(kinds) == 1 else None
+    if t is None and isinstance(schema.get("properties"), dict):
+        t = "object"
+    if t in _JSON_PRIMITIVE:
+        return _JSON_PRIMITIVE[t]
+    if t == "object" and isinstance(schema.get("properties"), dict):
+        fields = []
+        for name, sub in schema["properties"].items():
+            ft = json_column_type(sub, root, refs, depth + 1)
+            if ft is not None:
+                fields.append((name, ft))
+        return ("struct", fields)
+    if t == "array" and isinstance(schema.get("items"), dict):
+        item = json_column_type(schema["items"], root, refs, depth + 1)
+        return ("list", item) if item is not None else None
+    return None
+
+
 def merge_types(newer: Any, older: Any) -> Any:
     """The union of two column types (newer wins where they disagree, except widening)."""
     if isinstance(newer, tuple) and isinstance(older, tuple) and newer[0] == older[0] == "struct":
@@ -134,16 +202,19 @@ def merge_types(newer: Any, older: Any) -> Any:
     return newer
 
 
-def value_struct(schemas: list[str]) -> Any:
-    """The table's value struct from the subject's Avro versions (schema texts, newest
-    first); IcebergError when the newest is not a record."""
+def value_struct(schemas: list[ValueSchema]) -> Any:
+    """The table's value struct from the subject's Avro and JSON Schema versions (newest
+    first); IcebergError when the newest is neither a record nor an object."""
     merged = None
-    for text in schemas:
-        t = column_type(json.loads(text))
+    for v in schemas:
+        if v.schema_type not in COLUMN_TYPES:
+            continue
+        parsed = json.loads(v.text)
+        t = column_type(parsed) if v.schema_type == "AVRO" else json_column_type(parsed)
         if not (isinstance(t, tuple) and t[0] == "struct"):
             if merged is None:
-                raise IcebergError("the value schema is not an Avro record, so it has no columns: use "
-                                   "iceberg.mode=key_value for this topic")
+                raise IcebergError(f"the value schema (id {v.id}) is not an Avro record or a JSON Schema object, "
+                                   f"so it has no columns: use iceberg.mode=key_value for this topic")
             continue
         merged = t if merged is None else merge_types(merged, t)
     return merged
@@ -250,6 +321,17 @@ def _fits(writer: Any, reader: Any) -> bool:
     if isinstance(writer, tuple) and isinstance(reader, tuple) and writer[0] == reader[0]:
         return True  # struct/list: matched part by part
     return False
+
+
+def json_program(tree: ReaderTree, i: int = 0) -> tuple:
+    """The program decoding JSON values into `tree` by member name (one for every JSON
+    version: JSON values carry their names)."""
+    kind, children = tree.nodes[i]
+    if kind == "struct":
+        return ("json_object", i, [(name, json_program(tree, c)) for (name, _), c in zip(tree.types[i][1], children)])
+    if kind == "list":
+        return ("json_array", i, json_program(tree, children[0]))
+    return ("json_value", i)
 
 
 def compile_program(schema_text: str, tree: ReaderTree) -> tuple:

@@ -1,5 +1,6 @@
 //! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`);
-//! `decode_avro_columns`: Avro values to Arrow-layout columns (see `crate::avro_columns`).
+//! `decode_avro_columns`: Avro and JSON values to Arrow-layout columns (see
+//! `crate::avro_columns`, `crate::json_columns`).
 use pyo3::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -76,8 +77,23 @@ fn program(obj: &Bound<'_, PyAny>) -> PyResult<Program> {
             Program::Union { branches }
         }
         "array" => Program::Array { target: t()?, items: Box::new(program(&obj.get_item(2)?)?) },
-        other => return Err(PyValueError::new_err(format!("unknown Avro program kind {other:?}"))),
+        "json_object" => {
+            let fields = obj.get_item(2)?;
+            let fields = fields
+                .cast::<PyList>()?
+                .iter()
+                .map(|f| Ok((f.get_item(0)?.extract()?, program(&f.get_item(1)?)?)))
+                .collect::<PyResult<Vec<_>>>()?;
+            Program::JsonObject { target: json_target(t()?)?, fields }
+        }
+        "json_array" => Program::JsonArray { target: json_target(t()?)?, items: Box::new(program(&obj.get_item(2)?)?) },
+        "json_value" => Program::JsonValue { target: json_target(t()?)? },
+        other => return Err(PyValueError::new_err(format!("unknown value program kind {other:?}"))),
     })
+}
+
+fn json_target(t: Option<usize>) -> PyResult<usize> {
+    t.ok_or_else(|| PyValueError::new_err("a JSON program part names no column"))
 }
 
 fn column(kind: &str, children: Vec<usize>) -> PyResult<Column> {
@@ -107,7 +123,7 @@ fn built<'py>(py: Python<'py>, b: &Built) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// Decodes `count` Confluent-framed Avro values (a binary column's validity, offsets and
+/// Decodes `count` Confluent-framed Avro or JSON values (a binary column's validity, offsets and
 /// data, as `decode_columns` gives them) into the columns of the reader `tree` (pre-order
 /// `(kind, children)`), one `(schema id, program)` per writer schema; returns a dict (see
 /// `python/logbroker/_core.pyi`).
