@@ -15,6 +15,7 @@ import pytest
 import logbroker
 from logbroker import Admin, NewTopic, Producer
 
+from logbroker.iceberg.table_maintenance import expire_snapshots
 from test_archive import produce_model
 from test_archive import wait_for as archive_wait_for
 
@@ -113,7 +114,7 @@ def test_topic_is_a_table_exactly_once_through_retention_and_restart(tmp_path: P
         assert catalog_tables == [("logbroker", "logbroker", "ice")]
 
 
-def test_small_files_are_compacted_and_rows_stay(tmp_path: Path) -> None:
+def test_small_files_are_compacted_and_rows_stay_and_expiry_deletes_only_unreachable_files(tmp_path: Path) -> None:
     """A commit every 200 ms makes a small file each; the partition-0 leader compacts them
     (an overwrite snapshot) and the table's rows and position stay the same."""
     from pyiceberg.table.snapshots import Operation
@@ -136,6 +137,44 @@ def test_small_files_are_compacted_and_rows_stay(tmp_path: Path) -> None:
         assert len(list(table.scan().plan_files())) < appends
         assert table_rows(base, "small") == model
         assert summary_offsets(base, "small") == {0: end_offset(b.bootstrap_servers, "small", 0)}
+        position = summary_offsets(base, "small")
+
+    # Expiry (the broker runs it hourly; here at once, as if 6 days had passed): every snapshot
+    # but the head and the position's goes, and so do the files only they reached. The model:
+    # the files on disk are exactly those the kept snapshots reach, read the long way.
+    table = catalog(base).load_table("logbroker.small")
+    before = files_under(table.location())
+    expired = expire_snapshots(table, int(time.time() * 1000) + 6 * 24 * 3600 * 1000)
+    assert expired > 0
+    table = table.refresh()
+    after = files_under(table.location())
+    data_and_manifests = {f for f in after if not f.endswith(".metadata.json")}
+    assert data_and_manifests == reachable_files(table)
+    assert len(after) < len(before)
+    assert table_rows(base, "small") == model and summary_offsets(base, "small") == position
+    for s in table.snapshots():  # every kept snapshot still reads
+        table.scan(snapshot_id=s.snapshot_id).to_arrow()
+
+
+def local_path(location: str) -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(location).path if location.startswith("file:") else location
+
+
+def files_under(location: str) -> set[str]:
+    return {str(p) for p in Path(local_path(location)).rglob("*") if p.is_file()}
+
+
+def reachable_files(table) -> set[str]:
+    """Manifest lists, manifests and live data files of every snapshot the table keeps."""
+    out = set()
+    for s in table.snapshots():
+        out.add(s.manifest_list)
+        for m in s.manifests(table.io):
+            out.add(m.manifest_path)
+            out.update(e.data_file.file_path for e in m.fetch_manifest_entry(table.io, discard_deleted=True))
+    return {local_path(f) for f in out}
 
 
 def test_table_with_other_columns_is_left_alone(tmp_path: Path, caplog) -> None:

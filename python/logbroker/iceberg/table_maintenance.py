@@ -12,7 +12,15 @@ commit of the broker's: losing a race to a commit changes nothing, the next roun
 
 Expiry. Snapshots older than the table's `history.expire.max-snapshot-age-ms` (Iceberg's
 property; default 5 days) are removed from the metadata, except the main branch's head and
-the snapshot holding the position. Time travel reaches back that far.
+the snapshot holding the position. Time travel reaches back that far. Then the files only
+the expired snapshots reached are deleted, as Iceberg's own ExpireSnapshots does: their
+manifest lists, the manifests no kept snapshot lists, and the data files compactions
+replaced. The broker's tables have one line of history (main, each snapshot the child of the
+one before), and expiry takes its oldest part, so what the expired snapshots reached and the
+oldest kept one does not is reached by no kept snapshot: files are checked against the
+oldest kept snapshot's manifests and live data files, not every kept one's. A table with
+other branches or tags is left to Iceberg's tools (nothing is deleted), and nothing outside
+the table's location is ever deleted.
 """
 
 from __future__ import annotations
@@ -110,7 +118,63 @@ def expire_snapshots(table, now_ms: int) -> int:
            if s.timestamp_ms < now_ms - max_age and s.snapshot_id not in keep]
     if not old:
         return 0
+    expired = [s for s in table.snapshots() if s.snapshot_id in set(old)]
     table.maintenance.expire_snapshots().by_ids(old).commit()
-    log.info("table %s: expired %d snapshots older than %s", table_ident(table), len(old),
-             datetime.datetime.fromtimestamp((now_ms - max_age) / 1000, datetime.timezone.utc).isoformat())
+    table = table.refresh()
+    deleted = delete_unreachable_files(table, expired)
+    log.info("table %s: expired %d snapshots older than %s and deleted %d files only they reached",
+             table_ident(table), len(old),
+             datetime.datetime.fromtimestamp((now_ms - max_age) / 1000, datetime.timezone.utc).isoformat(), deleted)
     return len(old)
+
+
+def delete_unreachable_files(table, expired: list) -> int:
+    """Delete the files only the `expired` snapshots (already gone from `table`) reached;
+    returns how many (see the module doc)."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    kept = table.snapshots()
+    if not kept or not expired:
+        return 0
+    if set(table.metadata.refs) != {"main"} or not _one_line(table, kept):
+        log.info("table %s has branches, tags or snapshots off the main line: the files of expired snapshots are "
+                 "left to Iceberg's tools", table_ident(table))
+        return 0
+    io = table.io
+    oldest = min(kept, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+    kept_manifests = oldest.manifests(io)
+    kept_paths = {m.manifest_path for m in kept_manifests} | {s.manifest_list for s in kept}
+    live = {e.data_file.file_path for m in kept_manifests for e in m.fetch_manifest_entry(io, discard_deleted=True)}
+    doomed: set[str] = set()
+    for snapshot in [*expired, oldest]:
+        for m in snapshot.manifests(io):
+            if snapshot is not oldest:
+                doomed.add(m.manifest_path)
+            if m.added_snapshot_id == snapshot.snapshot_id and (m.deleted_files_count or 0) > 0:
+                # the files this snapshot removed (a compaction's replaced ones)
+                doomed.update(e.data_file.file_path for e in m.fetch_manifest_entry(io, discard_deleted=False)
+                              if e.status == ManifestEntryStatus.DELETED)
+        if snapshot is not oldest:
+            doomed.add(snapshot.manifest_list)
+    location = table.location().rstrip("/") + "/"
+    deleted = 0
+    for path in sorted(doomed - kept_paths - live):
+        if not path.startswith(location):
+            continue
+        try:
+            io.delete(path)
+            deleted += 1
+        except FileNotFoundError:
+            pass  # deleted by an earlier round that stopped halfway
+    return deleted
+
+
+def _one_line(table, kept: list) -> bool:
+    """Every kept snapshot is an ancestor of the head (one line of history)."""
+    ids = {s.snapshot_id for s in kept}
+    snapshot = table.current_snapshot()
+    seen = set()
+    while snapshot is not None and snapshot.snapshot_id in ids:
+        seen.add(snapshot.snapshot_id)
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return seen == ids
