@@ -292,3 +292,150 @@ def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Pa
         assert by_id[1]["ship"] is None and by_id[1]["total"] == 1.5 and by_id[0]["customer"] is None
         assert all(r["value_raw"] is None for r in got)
         sr.close()
+
+
+ORDER_PROTO = '''syntax = "proto3";
+package lb.iceberg;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  repeated sint32 deltas = 2;
+  Kind kind = 3;
+  optional string note = 4;
+  repeated Line lines = 5;
+  map<string, string> attrs = 6;
+  google.protobuf.Timestamp at = 7;
+  double total = 8;
+  bool paid = 9;
+  bytes blob = 10;
+  oneof pay {
+    string card = 11;
+    uint64 cash = 12;
+  }
+  message Line {
+    string sku = 1;
+    int32 qty = 2;
+  }
+  enum Kind {
+    VIEW = 0;
+    BUY = 1;
+  }
+}
+message Other {
+  string x = 1;
+}
+'''
+ORDER_PROTO_V2 = ORDER_PROTO.replace("  bytes blob = 10;\n", "  bytes blob = 10;\n  string referrer = 13;\n")
+
+
+def order_class(text: str, name: str = "Order"):
+    """The message class of a schema, as the registry stores it (its descriptor, built here)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
+
+    from logbroker.schema_registry import protobuf_type
+
+    fd = protobuf_type.parse_stored(protobuf_type.stored_form(text))
+    fd.name = f"order{abs(hash(text))}.proto"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
+    pool.Add(fd)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"lb.iceberg.{name}"))
+
+
+def proto_order(cls, i: int, v2: bool = False):
+    m = cls(id=i, deltas=[i, -i, 3], kind=i % 2, total=i / 4, paid=i % 3 == 0, blob=bytes([i]) * (i % 2))
+    if i % 4:
+        m.note = f"n{i}"
+    for j in range(i % 3):
+        m.lines.add(sku=f"s{j}", qty=j - 1)
+    m.attrs["k"] = "v"
+    if i % 5:
+        m.at.seconds, m.at.nanos = 1_700_000_000 + i, i
+    if i % 2:
+        m.card = f"card{i}"
+    elif i % 4 == 0:
+        m.cash = 2**63 + i  # past 2^63: wraps, as documented
+    if v2:
+        m.referrer = f"r{i}"
+    return m
+
+
+def expected_order(m, v2: bool) -> dict:
+    kind = m.DESCRIPTOR.enum_types_by_name["Kind"].values_by_number[m.kind].name
+    which = m.WhichOneof("pay")
+    return {"id": m.id, "deltas": list(m.deltas), "kind": kind, "note": m.note if m.HasField("note") else None,
+            "lines": [{"sku": ln.sku, "qty": ln.qty} for ln in m.lines],
+            "at": {"seconds": m.at.seconds, "nanos": m.at.nanos} if m.HasField("at") else None,
+            "total": m.total, "paid": m.paid, "blob": m.blob, "card": m.card if which == "card" else None,
+            "cash": (m.cash - 2**64 if m.cash >= 2**63 else m.cash) if which == "cash" else None,
+            "referrer": m.referrer if v2 else None}
+
+
+def test_protobuf_values_decode_by_field_number_across_versions() -> None:
+    """Protobuf versions: the first message's fields become the value struct (maps left out,
+    a well-known Timestamp a struct); values serialized by the protobuf runtime (the model)
+    decode field for field, with proto3's defaults for absent scalars and null for absent
+    fields with presence; another message of the file and a truncated value stay raw."""
+    from logbroker.schema_registry import protobuf_type
+
+    v1, v2 = protobuf_type.stored_form(ORDER_PROTO), protobuf_type.stored_form(ORDER_PROTO_V2)
+    schemas = [vs.ValueSchema(9, v2, "PROTOBUF"), vs.ValueSchema(8, v1, "PROTOBUF")]
+    struct_type = vs.value_struct(schemas)
+    assert sorted(n for n, _ in struct_type[1]) == sorted(
+        ["id", "deltas", "kind", "note", "lines", "at", "total", "paid", "blob", "card", "cash", "referrer"])
+    assert dict(struct_type[1])["at"] == ("struct", [("seconds", "long"), ("nanos", "int")])
+    dec = ValueDecoding("t", struct_type, schemas)
+    c1, c2 = order_class(ORDER_PROTO), order_class(ORDER_PROTO_V2)
+    msgs = [(proto_order(c1, i), False) for i in range(8)] + [(proto_order(c2, i, True), True) for i in range(8, 12)]
+    values = [b"\x00" + struct.pack(">i", 8 if not v else 9) + b"\x00" + m.SerializeToString() for m, v in msgs]
+    other = order_class(ORDER_PROTO, "Other")(x="y").SerializeToString()
+    values += [b"\x00" + struct.pack(">i", 8) + b"\x02\x02" + other, values[3][:-2]]
+    batch = dec.decode(kafka_batch(values), dec.arrow_schema(kafka_arrow_schema(include_headers=True)), "ns.t")
+    rows = batch.to_pylist()
+    assert [r["value"] for r in rows[:12]] == [expected_order(m, v) for m, v in msgs]
+    assert [r["value"] for r in rows[12:]] == [None, None]
+    assert [r["value_raw"] for r in rows[12:]] == values[12:]
+
+
+def test_broker_writes_protobuf_values_with_confluent_serializer(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    import logbroker
+    from logbroker import Admin, NewTopic
+    from test_iceberg_topics import catalog, wait_for
+
+    data = tmp_path / "d"
+    base = data / "__iceberg"
+    with logbroker.Broker(data_dir=data, schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200) as b:
+        host, port = b.server.schema_registry_address
+        sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
+        with Admin(b.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("porders", 2, 1, {"iceberg.enable": "true",
+                                                            "iceberg.mode": "value_schema_id_prefix"})])
+        ctx = SerializationContext("porders", MessageField.VALUE)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+        sent = []
+        for text, v2, ids in ((ORDER_PROTO, False, range(30)), (ORDER_PROTO_V2, True, range(30, 60))):
+            cls = order_class(text)
+            ser = ProtobufSerializer(cls, sr, {"use.deprecated.format": False})
+            for i in ids:
+                m = proto_order(cls, i, v2)
+                sent.append(expected_order(m, v2))
+                p.produce("porders", ser(m, ctx), partition=i % 2)
+            assert p.flush(30) == 0
+
+        def rows():
+            try:
+                return catalog(base).load_table("logbroker.porders").scan().to_arrow().to_pylist()
+            except Exception:
+                return []
+
+        got = wait_for(lambda: len(r := rows()) == 60 and all(x["value"] is not None for x in r) and r,
+                       what="both versions' records decoded")
+        assert sorted(got, key=lambda r: r["value"]["id"]) and \
+            [r["value"] for r in sorted(got, key=lambda r: r["value"]["id"])] == sent
+        assert sr.get_versions("porders-value") == [1, 2]
+        sr.close()

@@ -318,11 +318,11 @@ def decode_avro_columns(
     count: int, validity: Buffer, offsets: Buffer, data: Buffer, tree: list[tuple[str, list[int]]],
     programs: list[tuple[int, Any]],
 ) -> dict[str, Any]:
-    """Decodes `count` Confluent-framed Avro or JSON values (a binary column: bitmap, i32
+    """Decodes `count` Confluent-framed Avro, JSON or Protobuf values (a binary column: bitmap, i32
     offsets, data) into Arrow-layout columns of the reader `tree` (pre-order (kind, children);
     kind boolean, int, long, float, double, binary, string, struct or list; node 0 the value's
     struct), with one (schema id, program) per writer schema (nested tuples, see
-    rust/src/avro_columns.rs; JSON programs: rust/src/json_columns.rs). Keys: count, failures, first_failure ((row, why) or None),
+    rust/src/avro_columns.rs, json_columns.rs, proto_columns.rs). Keys: count, failures, first_failure ((row, why) or None),
     columns (per tree node: len, nulls, validity, values, offsets, data), schema_id (an int
     column), raw (a binary column: the values that did not decode, else null). Releases
     the GIL."""

@@ -1,7 +1,8 @@
 //! Avro record values (Confluent's framing) decoded into Arrow-layout columns, for Iceberg
 //! topics whose table has the value schema's columns (python/logbroker/iceberg/value_schema.py).
-//! JSON Schema values go through the same rows and columns with programs of their own
-//! (`Program::JsonObject` and the like, rust/src/json_columns.rs).
+//! JSON Schema and Protobuf values go through the same rows and columns with programs of
+//! their own (`Program::JsonObject` and the like, rust/src/json_columns.rs;
+//! `Program::ProtoMessage`, rust/src/proto_columns.rs).
 //!
 //! Input: a binary column of record values (Arrow layout: validity bitmap, i32 offsets,
 //! data, as `columnar::decode_columns` makes it), the reader schema as a tree of [`Column`]s
@@ -24,6 +25,7 @@
 //! column, a long a float or double, a float a double, string and bytes each other; an enum
 //! fills a string column with its symbol, a fixed a binary column.
 use crate::error::{LogError, Result};
+use crate::proto_columns::ProtoField;
 
 /// A reader (table) column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +70,9 @@ pub enum Program {
     JsonArray { target: usize, items: Box<Program> },
     /// A JSON boolean, number or string filling the primitive column `target`.
     JsonValue { target: usize },
+    /// A Protobuf message filling struct column `target` (proto_columns.rs); `missing`: the
+    /// struct's children no field fills.
+    ProtoMessage { target: Option<usize>, fields: Vec<ProtoField>, missing: Vec<usize> },
 }
 
 #[derive(Debug, Default)]
@@ -290,6 +295,11 @@ impl Decoder<'_> {
                 let v = take(buf, pos, n)?;
                 if let Some(id) = w(target) {
                     self.bytes(id, v)?;
+                } else if let Some(id) = *target {
+                    // bytes promoted to a string column: checked here, so the write cannot fail
+                    if self.tree[id].kind == Kind::String && std::str::from_utf8(v).is_err() {
+                        return Err(bad("bytes for a string column that are not UTF-8"));
+                    }
                 }
             }
             Program::Enum { target, symbols } => {
@@ -321,8 +331,8 @@ impl Decoder<'_> {
                 let b = branches.get(i).ok_or_else(|| bad("a union index past its branches"))?;
                 self.datum(b, buf, pos, write)?;
             }
-            Program::JsonObject { .. } | Program::JsonArray { .. } | Program::JsonValue { .. } => {
-                return Err(bad("a JSON program inside an Avro one"));
+            Program::JsonObject { .. } | Program::JsonArray { .. } | Program::JsonValue { .. } | Program::ProtoMessage { .. } => {
+                return Err(bad("a JSON or Protobuf program inside an Avro one"));
             }
             Program::Array { target, items } => {
                 let mut n_items = 0usize;
@@ -395,8 +405,9 @@ pub fn decode_avro_columns(
             let id = i32::from_be_bytes([value[1], value[2], value[3], value[4]]);
             schema_id = Some(id);
             match programs.iter().find(|(pid, _)| *pid == id) {
-                None => Err(format!("schema id {id} is not an Avro or JSON schema of the value's subject")),
+                None => Err(format!("schema id {id} is not an Avro, JSON or Protobuf schema of the value's subject")),
                 Some((_, program)) if program.is_json() => d.json_value(program, &value[5..], id)?,
+                Some((_, program @ Program::ProtoMessage { .. })) => d.proto_value(program, &value[5..], id)?,
                 Some((_, program)) => {
                     let mut pos = 5;
                     match d.datum(program, value, &mut pos, false) {
@@ -552,6 +563,21 @@ mod tests {
             assert_eq!(col.len, 5, "every column but the list's child has a row per value");
         }
         assert_eq!(c.columns[4].len, 2, "the list's child has a row per item");
+    }
+
+    #[test]
+    fn bytes_promoted_to_a_string_column_that_are_not_utf8_are_a_failure_not_an_error() {
+        let p = Program::Record { target: Some(0), fields: vec![Program::Bytes { target: Some(1) }], missing: vec![2, 3] };
+        let mut bad_utf8 = zig(2);
+        bad_utf8.extend_from_slice(&[0xff, 0xfe]);
+        let mut ok = zig(2);
+        ok.extend_from_slice(b"ok");
+        let values = vec![framed(1, &bad_utf8), framed(1, &ok)];
+        let (validity, offsets, data) = column(&values);
+        let c = decode_avro_columns(2, &validity, &offsets, &data, &tree(), &[(1, p)]).unwrap();
+        assert_eq!(c.failures, 1);
+        assert_eq!(c.columns[1].data, b"ok");
+        assert_eq!(c.columns[1].validity, vec![0b10]);
     }
 
     #[test]

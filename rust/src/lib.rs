@@ -6,6 +6,7 @@
 // Engine: record batches.
 pub mod avro_columns;
 pub mod json_columns;
+pub mod proto_columns;
 pub mod batch;
 pub mod builder;
 pub mod columnar;

@@ -9,8 +9,8 @@ broker reads the same:
     4 partition int         8 headers list<9: struct<10: key string, 11: value binary>>
 
 With `iceberg.mode=value_schema_id_prefix` (logbroker/iceberg/value_schema.py), `value` is
-a struct of the registered Avro record's fields or JSON Schema object's properties (nested ids
-from 100), and two columns follow:
+a struct of the registered Avro record's fields, JSON Schema object's properties or Protobuf
+message's fields (nested ids from 100), and two columns follow:
 
     12 value_schema_id int  (the id in the value's framing)
     13 value_raw binary     (the value, when it did not decode; else null)

@@ -9,7 +9,7 @@ append the rows and the moved position in one snapshot, conditional on the snaps
 With value schemas (iceberg.mode=value_schema_id_prefix), the table's value struct first
 grows to hold every registered version's fields, and each batch's values are decoded into it
 (value_schema.py). Decoding is Rust's (`arrow_records.log_batches`,
-`_core.decode_avro_columns`, for Avro and JSON values); Python handles Arrow batches and buffers, never records.
+`_core.decode_avro_columns`, for Avro, JSON and Protobuf values); Python handles Arrow batches and buffers, never records.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class TableWriter:
         from logbroker.iceberg import value_schema as vs
 
         if not any(v.schema_type in vs.COLUMN_TYPES for v in value_schemas):
-            raise IcebergError(f"iceberg.mode=value_schema_id_prefix: no Avro or JSON schema is registered under "
+            raise IcebergError(f"iceberg.mode=value_schema_id_prefix: no Avro, JSON or Protobuf schema is registered under "
                                f"{topic}-value yet")
         struct = vs.value_struct(value_schemas)
         table = self.table(topic, struct)
@@ -186,6 +186,8 @@ class ValueDecoding:
                     self.programs.append((v.id, json_program))
                 elif v.schema_type == "AVRO":
                     self.programs.append((v.id, vs.compile_program(v.text, self.tree)))
+                elif v.schema_type == "PROTOBUF":
+                    self.programs.append((v.id, vs.proto_program(v.text, self.tree)))
                 else:
                     raise IcebergError(f"{v.schema_type} values have no columns")
             except (IcebergError, ValueError, KeyError, TypeError) as e:

@@ -1,9 +1,9 @@
 """Columns from the registered value schema (`iceberg.mode=value_schema_id_prefix`): the
-table's `value` column is a struct of the Avro record's fields, or of the JSON Schema
-object's properties, decoded in Rust (`_core.decode_avro_columns`, rust/src/avro_columns.rs
-and rust/src/json_columns.rs) from Confluent-framed values.
+table's `value` column is a struct of the Avro record's fields, the JSON Schema object's
+properties or the Protobuf message's fields, decoded in Rust (`_core.decode_avro_columns`,
+rust/src/avro_columns.rs, json_columns.rs and proto_columns.rs) from Confluent-framed values.
 
-The table's value struct is the union, by field name, of every Avro and JSON Schema version
+The table's value struct is the union, by field name, of every Avro, JSON Schema and Protobuf version
 registered under `<topic>-value` (newest first: a field keeps its newest type, widened where an older
 version's is wider by Avro's promotions: int < long < float < double). A new version
 registered later adds its new fields to the table (Iceberg schema evolution: new optional
@@ -31,7 +31,16 @@ rust/src/json_columns.rs for which JSON values fill which columns):
     $ref to "#/..." in the same document     the type it names (a recursive one is skipped)
     anything else (no type, maps, unions, external $refs)   not in the table
 
-Protobuf versions have no columns: their values go to `value_raw`.
+Protobuf types and the table's (the table's message is the schema's first, message index
+[0]; rust/src/proto_columns.rs reads the wire format):
+
+    double, float, bool, string, bytes       double, float, boolean, string, binary
+    int32, sint32, sfixed32                  int
+    int64, sint64, sfixed64, uint32, fixed32, uint64, fixed64   long (uint64 and fixed64
+                                             past 2^63 wrap, as Spark's from_protobuf reads them)
+    enum                                     string (the value's name; an unnamed one its number)
+    message                                  struct        repeated  list
+    map, group, a message inside itself      not in the table
 
 A value that is not framed, names an id that is not an Avro version of the subject, or does
 not decode, gets a null `value`, its `value_schema_id` when framed, and its bytes in
@@ -63,7 +72,7 @@ class ValueSchema(NamedTuple):
     schema_type: str = "AVRO"  # the registry's schemaType: AVRO, JSON or PROTOBUF
 
 
-COLUMN_TYPES = ("AVRO", "JSON")  # the schema types whose values have columns
+COLUMN_TYPES = ("AVRO", "JSON", "PROTOBUF")  # the schema types whose values have columns
 
 
 # --- Avro schema to an abstract column type ------------------------------------------
@@ -183,6 +192,59 @@ def json_column_type(schema: Any, root: Any = None, refs: tuple[str, ...] = (), 
     return None
 
 
+# --- Protobuf schema to an abstract column type ------------------------------------------
+
+def _proto_kinds() -> dict[int, tuple[str, str]]:
+    """Field type -> (the wire program's name, the column type)."""
+    from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+
+    return {F.TYPE_DOUBLE: ("double", "double"), F.TYPE_FLOAT: ("float", "float"), F.TYPE_INT32: ("int32", "int"),
+            F.TYPE_INT64: ("int64", "long"), F.TYPE_UINT32: ("uint32", "long"), F.TYPE_UINT64: ("uint64", "long"),
+            F.TYPE_SINT32: ("sint32", "int"), F.TYPE_SINT64: ("sint64", "long"), F.TYPE_FIXED32: ("fixed32", "long"),
+            F.TYPE_FIXED64: ("fixed64", "long"), F.TYPE_SFIXED32: ("sfixed32", "int"),
+            F.TYPE_SFIXED64: ("sfixed64", "long"), F.TYPE_BOOL: ("bool", "boolean"),
+            F.TYPE_STRING: ("string", "string"), F.TYPE_BYTES: ("bytes", "binary"), F.TYPE_ENUM: ("enum", "string"),
+            F.TYPE_MESSAGE: ("message", "")}
+
+
+class ProtoFile:
+    """A stored Protobuf schema: its messages and enums by full name, and its first message."""
+
+    def __init__(self, text: str) -> None:
+        from logbroker.schema_registry import protobuf_type
+        from logbroker.schema_registry.errors import InvalidSchema
+
+        try:
+            fd = protobuf_type.parse_stored(text)
+        except InvalidSchema as e:
+            raise IcebergError(f"the Protobuf schema cannot be read on its own: {e}") from None
+        if not fd.message_type:
+            raise IcebergError("the Protobuf schema has no message, so it has no columns")
+        self.messages, self.enums = protobuf_type.messages_of(fd)
+        self.proto3 = fd.syntax == "proto3"
+        self.root = f".{fd.package}.{fd.message_type[0].name}" if fd.package else f".{fd.message_type[0].name}"
+
+    def message_type(self, name: str, stack: tuple[str, ...] = ()) -> Any:
+        m = self.messages.get(name)
+        if m is None or m.options.map_entry or name in stack or len(stack) > MAX_DEPTH:
+            return None
+        fields = []
+        for f in m.field:
+            t = self.field_type(f, stack + (name,))
+            if t is not None:
+                fields.append((f.name, t))
+        return ("struct", fields)
+
+    def field_type(self, f, stack: tuple[str, ...]) -> Any:
+        kind = _proto_kinds().get(f.type)
+        if kind is None:
+            return None  # a group
+        t = self.message_type(f.type_name, stack) if kind[0] == "message" else kind[1]
+        if t is None:
+            return None
+        return ("list", t) if f.label == f.LABEL_REPEATED else t
+
+
 def merge_types(newer: Any, older: Any) -> Any:
     """The union of two column types (newer wins where they disagree, except widening)."""
     if isinstance(newer, tuple) and isinstance(older, tuple) and newer[0] == older[0] == "struct":
@@ -209,12 +271,16 @@ def value_struct(schemas: list[ValueSchema]) -> Any:
     for v in schemas:
         if v.schema_type not in COLUMN_TYPES:
             continue
-        parsed = json.loads(v.text)
-        t = column_type(parsed) if v.schema_type == "AVRO" else json_column_type(parsed)
+        if v.schema_type == "PROTOBUF":
+            proto = ProtoFile(v.text)
+            t = proto.message_type(proto.root)
+        else:
+            parsed = json.loads(v.text)
+            t = column_type(parsed) if v.schema_type == "AVRO" else json_column_type(parsed)
         if not (isinstance(t, tuple) and t[0] == "struct"):
             if merged is None:
-                raise IcebergError(f"the value schema (id {v.id}) is not an Avro record or a JSON Schema object, "
-                                   f"so it has no columns: use iceberg.mode=key_value for this topic")
+                raise IcebergError(f"the value schema (id {v.id}) is not an Avro record, a JSON Schema object or a "
+                                   f"Protobuf message, so it has no columns: use iceberg.mode=key_value for this topic")
             continue
         merged = t if merged is None else merge_types(merged, t)
     return merged
@@ -332,6 +398,52 @@ def json_program(tree: ReaderTree, i: int = 0) -> tuple:
     if kind == "list":
         return ("json_array", i, json_program(tree, children[0]))
     return ("json_value", i)
+
+
+def _proto_fits(writer: Any, reader: Any) -> bool:
+    """Whether a Protobuf field's column type fills a reader column: as `_fits`, but bytes
+    never fill a string column (they need not be UTF-8, and the wire says nothing)."""
+    if isinstance(writer, tuple) and isinstance(reader, tuple) and writer[0] == reader[0] == "list":
+        return _proto_fits(writer[1], reader[1])
+    return _fits(writer, reader) and not (writer == "binary" and reader == "string")
+
+
+def proto_program(schema_text: str, tree: ReaderTree) -> tuple:
+    """The program decoding one Protobuf version's first message into `tree`."""
+    proto = ProtoFile(schema_text)
+    return _proto_message(proto, proto.root, 0, tree, ())
+
+
+def _proto_message(proto: ProtoFile, name: str, target: int, tree: ReaderTree, stack: tuple[str, ...]) -> tuple:
+    m = proto.messages[name]
+    reader = tree.types[target] if target >= 0 else None
+    reader_fields = dict(zip((n for n, _ in reader[1]), tree.nodes[target][1])) if target >= 0 else {}
+    fields, covered = [], set()
+    for f in m.field:
+        kind = _proto_kinds().get(f.type)
+        if kind is None:
+            continue  # a group: its field is skipped by its wire type
+        repeated = f.label == f.LABEL_REPEATED
+        column = reader_fields.get(f.name, -1)
+        wtype = proto.field_type(f, stack + (name,))
+        if column >= 0 and (wtype is None or not _proto_fits(wtype, tree.types[column])):
+            column = -1
+        covered.add(column)
+        presence = (not proto.proto3) or f.proto3_optional or f.HasField("oneof_index") or kind[0] == "message"
+        extra: Any = None
+        wire = kind[0]
+        if wire == "enum":
+            e = proto.enums.get(f.type_name)
+            extra = [(v.number, v.name) for v in e.value] if e is not None else []
+        elif wire == "message":
+            if wtype is None:  # a map, or a message inside itself: read past as bytes
+                wire = "bytes"
+            else:
+                item = tree.nodes[column][1][0] if repeated and column >= 0 else column
+                extra = _proto_message(proto, f.type_name, item, tree, stack + (name,))
+        fields.append((f.number, wire, repeated, presence, column, extra))
+    missing = [c for c in (tree.nodes[target][1] if target >= 0 else []) if c not in covered]
+    return ("proto_message", target, fields, missing)
 
 
 def compile_program(schema_text: str, tree: ReaderTree) -> tuple:

@@ -109,6 +109,32 @@ def parse(text: str, references: tuple[Reference, ...], resolve: Resolve) -> Par
     return Parsed(fd, imports)
 
 
+def parse_stored(text: str) -> pb.FileDescriptorProto:
+    """A stored schema (`canonical` text) as a file, its well-known imports resolved; types
+    from other subjects (references) are not looked up: InvalidSchema names them."""
+    fd = proto_text.parse(text)
+    imports = [k for k in (_well_known(path) for path in fd.dependency) if k is not None]
+    proto_text.resolve(fd, imports)
+    return fd
+
+
+def messages_of(fd: pb.FileDescriptorProto) -> tuple[dict[str, pb.DescriptorProto], dict[str, pb.EnumDescriptorProto]]:
+    """Every message and enum of `fd` and of the well-known files it imports, by full name
+    (with the leading dot, as resolved type names are written)."""
+    messages: dict[str, pb.DescriptorProto] = {}
+    enums: dict[str, pb.EnumDescriptorProto] = {}
+    files = [fd] + [k for k in (_well_known(path) for path in fd.dependency) if k is not None]
+    for f in files:
+        def walk(scope: str, ms, es) -> None:
+            for e in es:
+                enums[f"{scope}.{e.name}"] = e
+            for m in ms:
+                messages[f"{scope}.{m.name}"] = m
+                walk(f"{scope}.{m.name}", m.nested_type, m.enum_type)
+        walk("." + f.package if f.package else "", f.message_type, f.enum_type)
+    return messages, enums
+
+
 def canonical(parsed: Parsed) -> str:
     """The stored form: the text of the resolved file (every type name fully qualified), so a
     schema written with relative names and its descriptor are the same schema."""

@@ -1,6 +1,6 @@
 //! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`);
-//! `decode_avro_columns`: Avro and JSON values to Arrow-layout columns (see
-//! `crate::avro_columns`, `crate::json_columns`).
+//! `decode_avro_columns`: Avro, JSON and Protobuf values to Arrow-layout columns (see
+//! `crate::avro_columns`, `crate::json_columns`, `crate::proto_columns`).
 use pyo3::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -10,6 +10,7 @@ use super::log::extract_bytes;
 use crate::client::records::AbortedTxn;
 use crate::avro_columns::{self, Built, Column, Kind, Program};
 use crate::columnar;
+use crate::proto_columns::{ProtoField, ProtoType};
 
 /// Decodes the whole batches in `records` into Arrow-layout buffers for records with offsets
 /// in `[start_offset, end_offset)`; returns a dict (see `python/logbroker/_core.pyi`).
@@ -88,7 +89,46 @@ fn program(obj: &Bound<'_, PyAny>) -> PyResult<Program> {
         }
         "json_array" => Program::JsonArray { target: json_target(t()?)?, items: Box::new(program(&obj.get_item(2)?)?) },
         "json_value" => Program::JsonValue { target: json_target(t()?)? },
+        "proto_message" => {
+            let fields = obj.get_item(2)?;
+            let fields = fields.cast::<PyList>()?.iter().map(|f| proto_field(&f)).collect::<PyResult<Vec<_>>>()?;
+            Program::ProtoMessage { target: t()?, fields, missing: obj.get_item(3)?.extract()? }
+        }
         other => return Err(PyValueError::new_err(format!("unknown value program kind {other:?}"))),
+    })
+}
+
+/// `(number, type, repeated, presence, column, extra)`: extra is the enum's (number, name)
+/// pairs or the message's program, else None; see `crate::proto_columns::ProtoField`.
+fn proto_field(f: &Bound<'_, PyAny>) -> PyResult<ProtoField> {
+    let ty: String = f.get_item(1)?.extract()?;
+    let extra = f.get_item(5)?;
+    let ty = match ty.as_str() {
+        "double" => ProtoType::Double,
+        "float" => ProtoType::Float,
+        "int32" => ProtoType::Int32,
+        "int64" => ProtoType::Int64,
+        "uint32" => ProtoType::UInt32,
+        "uint64" => ProtoType::UInt64,
+        "sint32" => ProtoType::SInt32,
+        "sint64" => ProtoType::SInt64,
+        "fixed32" => ProtoType::Fixed32,
+        "fixed64" => ProtoType::Fixed64,
+        "sfixed32" => ProtoType::SFixed32,
+        "sfixed64" => ProtoType::SFixed64,
+        "bool" => ProtoType::Bool,
+        "string" => ProtoType::String,
+        "bytes" => ProtoType::Bytes,
+        "enum" => ProtoType::Enum(extra.extract()?),
+        "message" => ProtoType::Message(Box::new(program(&extra)?)),
+        other => return Err(PyValueError::new_err(format!("unknown Protobuf type {other:?}"))),
+    };
+    Ok(ProtoField {
+        number: f.get_item(0)?.extract()?,
+        ty,
+        repeated: f.get_item(2)?.extract()?,
+        presence: f.get_item(3)?.extract()?,
+        column: target(f.get_item(4)?.extract()?),
     })
 }
 
@@ -123,7 +163,7 @@ fn built<'py>(py: Python<'py>, b: &Built) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// Decodes `count` Confluent-framed Avro or JSON values (a binary column's validity, offsets and
+/// Decodes `count` Confluent-framed Avro, JSON or Protobuf values (a binary column's validity, offsets and
 /// data, as `decode_columns` gives them) into the columns of the reader `tree` (pre-order
 /// `(kind, children)`), one `(schema id, program)` per writer schema; returns a dict (see
 /// `python/logbroker/_core.pyi`).
