@@ -98,3 +98,65 @@ class RestCatalogServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class RecordingProxy:
+    """An HTTP proxy on loopback in front of the REST catalog server: each request is passed
+    on unchanged and recorded (method, path, Authorization header, body, and the answer's
+    body), so a test sees what the broker sent the catalog."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.requests: list[dict] = []
+
+    def start(self) -> RecordingProxy:
+        import http.server
+        import threading
+        import urllib.error
+
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "accept-encoding")}  # answers unzipped
+                req = urllib.request.Request(proxy.upstream + self.path, data=body or None, method=self.command,
+                                             headers=headers)
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        status, answer, answer_headers = r.status, r.read(), r.headers
+                except urllib.error.HTTPError as e:
+                    status, answer, answer_headers = e.code, e.read(), e.headers
+                proxy.requests.append({"method": self.command, "path": self.path,
+                                       "auth": self.headers.get("Authorization"), "body": body.decode(errors="replace"),
+                                       "answer": answer.decode(errors="replace")})
+                self.send_response(status)
+                for k, v in answer_headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_GET = do_POST = do_DELETE = do_HEAD = do_PUT = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> RecordingProxy:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

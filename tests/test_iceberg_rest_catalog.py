@@ -12,7 +12,7 @@ from pathlib import Path
 import logbroker
 from logbroker import Admin, NewTopic
 
-from iceberg_rest_catalog import RestCatalogServer
+from iceberg_rest_catalog import RecordingProxy, RestCatalogServer
 from test_archive import produce_model
 from test_iceberg_topics import FAST, rows_of, wait_for
 
@@ -58,3 +58,41 @@ def test_rest_catalog_exactly_once_through_a_catalog_outage_and_a_restart(tmp_pa
         assert not (data / "__iceberg").exists()  # the REST catalog placed the table, not the broker
     finally:
         server.stop()
+
+
+def test_rest_catalog_credentials_and_tokens_reach_the_catalog(tmp_path: Path) -> None:
+    """iceberg.catalog.credential: the broker exchanges it for a token at the catalog's
+    v1/oauth/tokens (with iceberg.catalog.scope) and sends that token with every request;
+    iceberg.catalog.token: sent as it is. Seen by a recording proxy in front of the server;
+    DescribeConfigs hides both."""
+    import json
+    from urllib.parse import parse_qs
+
+    with RestCatalogServer(tmp_path / "rest") as server, RecordingProxy(server.uri) as proxy:
+        keys = {"iceberg.catalog.type": "rest", "iceberg.catalog.uri": proxy.uri,
+                "iceberg.catalog.credential": "lb-client:s3cret", "iceberg.catalog.scope": "PRINCIPAL_ROLE:ALL"}
+        with logbroker.Broker(data_dir=tmp_path / "d1", config=keys, **FAST) as b:
+            with Admin(b.bootstrap_servers) as admin:
+                admin.create_topics([NewTopic("auth1", 1, 1, {"iceberg.enable": "true"})])
+                shown = admin.describe_configs([("broker", "1")])[("broker", "1")]
+                assert shown["iceberg.catalog.credential"] is None
+            model = produce_model(b.bootstrap_servers, "auth1", 1, 20)
+            wait_for(lambda: rest_rows(server.uri, "auth1") == model, what="the records through the proxy")
+        exchanges = [r for r in proxy.requests if r["path"].endswith("/oauth/tokens")]
+        assert exchanges, [r["path"] for r in proxy.requests]
+        form = parse_qs(exchanges[0]["body"])
+        assert (form["grant_type"], form["client_id"], form["client_secret"], form["scope"]) == \
+            (["client_credentials"], ["lb-client"], ["s3cret"], ["PRINCIPAL_ROLE:ALL"])
+        issued = json.loads(exchanges[0]["answer"])["access_token"]
+        table_calls = [r for r in proxy.requests if "/tables" in r["path"]]
+        assert table_calls and {r["auth"] for r in table_calls} == {f"Bearer {issued}"}
+
+        proxy.requests.clear()
+        keys = {"iceberg.catalog.type": "rest", "iceberg.catalog.uri": proxy.uri, "iceberg.catalog.token": "tok-123"}
+        with logbroker.Broker(data_dir=tmp_path / "d2", config=keys, **FAST) as b:
+            with Admin(b.bootstrap_servers) as admin:
+                admin.create_topics([NewTopic("auth2", 1, 1, {"iceberg.enable": "true"})])
+            model = produce_model(b.bootstrap_servers, "auth2", 1, 20)
+            wait_for(lambda: rest_rows(server.uri, "auth2") == model, what="the records with a token")
+        table_calls = [r for r in proxy.requests if "/tables" in r["path"]]
+        assert table_calls and {r["auth"] for r in table_calls} == {"Bearer tok-123"}

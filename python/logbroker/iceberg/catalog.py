@@ -27,7 +27,11 @@ from logbroker.iceberg.table_schema import TABLE_PROPERTIES, column_names, parti
 DEFAULT_DIR = "__iceberg"  # under the data directory; the log-directory scan skips "__" names
 SETTING_KEYS = ("iceberg.catalog.type", "iceberg.catalog.uri", "iceberg.catalog.name", "iceberg.warehouse",
                 "iceberg.namespace", "iceberg.s3.endpoint", "iceberg.s3.region", "iceberg.s3.access.key.id",
-                "iceberg.s3.secret.access.key")
+                "iceberg.s3.secret.access.key", "iceberg.catalog.credential", "iceberg.catalog.token",
+                "iceberg.catalog.oauth2.server.uri", "iceberg.catalog.scope")
+# a rest catalog's authentication: broker key -> pyiceberg's RestCatalog property
+REST_AUTH = {"iceberg.catalog.credential": "credential", "iceberg.catalog.token": "token",
+             "iceberg.catalog.oauth2.server.uri": "oauth2-server-uri", "iceberg.catalog.scope": "scope"}
 
 
 def require_pyiceberg() -> None:
@@ -47,6 +51,7 @@ class CatalogSettings:
     s3_region: str = "us-east-1"
     s3_access_key_id: str = ""
     s3_secret_access_key: str = ""
+    rest_auth: tuple[tuple[str, str], ...] = ()  # (pyiceberg property, value) of the keys set
 
     @classmethod
     def from_keys(cls, keys: dict[str, Any], data_dir: Path | None = None) -> CatalogSettings:
@@ -63,7 +68,8 @@ class CatalogSettings:
         return cls(catalog_type, uri, get("iceberg.catalog.name", "logbroker"), warehouse,
                    get("iceberg.namespace", "logbroker"),
                    get("iceberg.s3.endpoint"), get("iceberg.s3.region", "us-east-1"),
-                   get("iceberg.s3.access.key.id"), get("iceberg.s3.secret.access.key"))
+                   get("iceberg.s3.access.key.id"), get("iceberg.s3.secret.access.key"),
+                   tuple((prop, get(key)) for key, prop in REST_AUTH.items() if get(key)))
 
     def label(self) -> str:
         """The catalog as errors name it: name, type and address (a password in the URL left out)."""
@@ -77,6 +83,11 @@ class CatalogSettings:
 
     def properties(self) -> dict[str, str]:
         props = {"uri": self.uri}
+        if self.catalog_type == "rest":
+            props.update(self.rest_auth)
+            if "credential" in props and "oauth2-server-uri" not in props:
+                # the REST spec's token endpoint, named (pyiceberg's implicit fallback is deprecated)
+                props["oauth2-server-uri"] = f"{self.uri.rstrip('/')}/v1/oauth/tokens"
         if self.warehouse:
             props["warehouse"] = self.warehouse_url()
         # a REST catalog may place tables in S3 whatever warehouse the broker names
