@@ -402,3 +402,46 @@ def test_protobuf_text_and_serialized(broker, clients):
     status, body = http("POST", f"{url}/subjects/bad-proto/versions",
                         {"schemaType": "PROTOBUF", "schema": "syntax = \"proto3\"; message M { Missing m = 1; }"})
     assert status == 422 and "Missing" in body["message"]
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+def test_registry_over_a_tls_listener(tmp_path, clients, protocol):
+    """The registry's own clients reach a TLS-only broker: on SSL with client certificates
+    required (they present the broker's keystore, trust its truststore file), on SASL_SSL as
+    the node's SASL user (the truststore given inline: written to a private file). A schema
+    registered through the REST API lands in `_schemas`, read back over TLS by librdkafka."""
+    from test_tls import Pki
+
+    (tmp_path / "pki").mkdir()
+    pki = Pki(tmp_path / "pki")
+    config = {"schema.registry.listen": "127.0.0.1:0"}
+    if protocol == "SSL":
+        config.update({"ssl.client.auth": "required", "ssl.truststore.location": str(pki.ca_pem)})
+        kafka = {"security.protocol": "SSL", "ssl.certificate.location": str(pki.client_cert),
+                 "ssl.key.location": str(pki.client_key)}
+    else:
+        config.update({"ssl.truststore.certificates": pki.ca_pem.read_text(),
+                       "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                           'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+                           'password="admin-secret" user_admin="admin-secret";'})
+        kafka = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                 "sasl.password": "admin-secret"}
+    with Broker(data_dir=tmp_path / "d", listener=protocol, ssl_keystore_location=str(pki.keystore),
+                config=config) as b:
+        sr = clients(registry_url(b))
+        sid = sr.register_schema("tls-value", Schema(V1, "AVRO"))
+        assert sr.get_latest_version("tls-value").schema_id == sid
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "tls-check", "ssl.ca.location": str(pki.ca_pem),
+                      "auto.offset.reset": "earliest", **kafka})
+        c.subscribe(["_schemas"])
+        keys = []
+        deadline = __import__("time").monotonic() + 30
+        while not any(b"tls-value" in k for k in keys) and __import__("time").monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                keys.append(m.key() or b"")
+        c.close()
+        assert any(b"tls-value" in k for k in keys), keys
+    if protocol == "SASL_SSL":
+        written = tmp_path / "d" / "__schema_registry_tls" / "truststore.pem"
+        assert written.read_text().strip() == pki.ca_pem.read_text().strip() and written.stat().st_mode & 0o077 == 0
