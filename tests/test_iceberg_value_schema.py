@@ -6,6 +6,7 @@ registry, confluent-kafka's AvroSerializer and pyiceberg reading the table."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import json
@@ -133,45 +134,59 @@ def test_types_without_columns_are_skipped_and_recursion_is_refused() -> None:
     assert dec.programs == []  # not compiled: its values go to value_raw, named in the log
 
 
-def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def value_topic(tmp_path: Path, topic: str, compatibility: str | None = None):
+    """A broker with its schema registry and a 2-partition `iceberg.mode=value_schema_id_prefix`
+    topic: yields (registry client, producer, value serialization context, rows), `rows()`
+    being the table's rows as pyiceberg reads them ([] until the table exists)."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     import logbroker
     from logbroker import Admin, NewTopic
-    from test_iceberg_topics import catalog, wait_for
+    from test_iceberg_topics import catalog
 
-    data = tmp_path / "d"
-    base = data / "__iceberg"
-    with logbroker.Broker(data_dir=data, schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200) as b:
+    base = tmp_path / "d" / "__iceberg"
+    with logbroker.Broker(data_dir=tmp_path / "d", schema_registry_listen="127.0.0.1:0",
+                          iceberg_commit_interval_ms=200) as b:
         host, port = b.server.schema_registry_address
         sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
         with Admin(b.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic("clicks", 2, 1, {"iceberg.enable": "true",
-                                                           "iceberg.mode": "value_schema_id_prefix"})])
-        ctx = SerializationContext("clicks", MessageField.VALUE)
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+            admin.create_topics([NewTopic(topic, 2, 1, {"iceberg.enable": "true",
+                                                        "iceberg.mode": "value_schema_id_prefix"})])
+        if compatibility is not None:
+            sr.set_compatibility(f"{topic}-value", compatibility)
+
+        def rows():
+            try:
+                return catalog(base).load_table(f"logbroker.{topic}").scan().to_arrow().to_pylist()
+            except Exception:
+                return []
+
+        yield sr, Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5}), \
+            SerializationContext(topic, MessageField.VALUE), rows
+        sr.close()
+
+
+def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -> None:
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    from test_iceberg_topics import catalog, wait_for
+
+    with value_topic(tmp_path, "clicks") as (sr, p, ctx, rows):
         ser1 = AvroSerializer(sr, json.dumps(V1))
         for i in range(50):
             p.produce("clicks", ser1(click(i), ctx), partition=i % 2)
         p.produce("clicks", b"raw bytes", partition=0)
         assert p.flush(30) == 0
-
-        def rows():
-            try:
-                return catalog(base).load_table("logbroker.clicks").scan().to_arrow().to_pylist()
-            except Exception:
-                return []
-
         wait_for(lambda: len(rows()) == 51, what="the first version's records")
         ser2 = AvroSerializer(sr, json.dumps(V2_WITH_PLACE))
         for i in range(50):
             p.produce("clicks", ser2(click(i, True), ctx), partition=i % 2)
         assert p.flush(30) == 0
         got = wait_for(lambda: len(r := rows()) == 101 and r, what="the second version's records")
-        table = catalog(base).load_table("logbroker.clicks")
+        table = catalog(tmp_path / "d" / "__iceberg").load_table("logbroker.clicks")
         value_fields = [f.name for f in table.schema().find_field("value").field_type.fields]
         assert "referrer" in value_fields and "props" not in value_fields
         decoded = [r for r in got if r["value"] is not None]
@@ -180,7 +195,6 @@ def test_broker_writes_value_columns_with_confluent_serializer(tmp_path: Path) -
         assert sorted(r["value"]["referrer"] for r in decoded if r["value"]["referrer"]) == \
             sorted(f"r{i}" for i in range(50) if i % 2)
         assert [r["value_raw"] for r in got if r["value"] is None] == [b"raw bytes"]
-        sr.close()
 
 
 J1 = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
@@ -245,44 +259,23 @@ def test_json_schema_values_decode_by_name_across_versions() -> None:
 
 
 def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Path) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
 
-    import logbroker
-    from logbroker import Admin, NewTopic
     from test_iceberg_topics import catalog, wait_for
 
-    data = tmp_path / "d"
-    base = data / "__iceberg"
-    with logbroker.Broker(data_dir=data, schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200) as b:
-        host, port = b.server.schema_registry_address
-        sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
-        with Admin(b.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic("orders", 2, 1, {"iceberg.enable": "true",
-                                                           "iceberg.mode": "value_schema_id_prefix"})])
-        sr.set_compatibility("orders-value", "NONE")  # v2 narrows `total` to integer
-        ctx = SerializationContext("orders", MessageField.VALUE)
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+    # v2 narrows `total` to integer: compatibility NONE
+    with value_topic(tmp_path, "orders", compatibility="NONE") as (sr, p, ctx, rows):
         ser1 = JSONSerializer(json.dumps(J1), sr)
         for i in range(40):
             p.produce("orders", ser1(order(i), ctx), partition=i % 2)
         assert p.flush(30) == 0
-
-        def rows():
-            try:
-                return catalog(base).load_table("logbroker.orders").scan().to_arrow().to_pylist()
-            except Exception:
-                return []
-
         wait_for(lambda: len(rows()) == 40, what="the first version's records")
         ser2 = JSONSerializer(json.dumps(J2), sr)
         for i in range(40, 80):
             p.produce("orders", ser2(order(i, True), ctx), partition=i % 2)
         assert p.flush(30) == 0
         got = wait_for(lambda: len(r := rows()) == 80 and r, what="the second version's records")
-        table = catalog(base).load_table("logbroker.orders")
+        table = catalog(tmp_path / "d" / "__iceberg").load_table("logbroker.orders")
         assert [f.name for f in table.schema().find_field("value").field_type.fields] == \
             ["id", "customer", "total", "paid", "lines", "note", "ship"]
         by_id = {r["value"]["id"]: r["value"] for r in got}
@@ -291,7 +284,6 @@ def test_broker_writes_json_schema_values_with_confluent_serializer(tmp_path: Pa
         assert by_id[41]["total"] == 82.0 and by_id[41]["ship"] == {"city": "city41"}
         assert by_id[1]["ship"] is None and by_id[1]["total"] == 1.5 and by_id[0]["customer"] is None
         assert all(r["value_raw"] is None for r in got)
-        sr.close()
 
 
 ORDER_PROTO = '''syntax = "proto3";
@@ -398,25 +390,11 @@ def test_protobuf_values_decode_by_field_number_across_versions() -> None:
 
 
 def test_broker_writes_protobuf_values_with_confluent_serializer(tmp_path: Path) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
 
-    import logbroker
-    from logbroker import Admin, NewTopic
-    from test_iceberg_topics import catalog, wait_for
+    from test_iceberg_topics import wait_for
 
-    data = tmp_path / "d"
-    base = data / "__iceberg"
-    with logbroker.Broker(data_dir=data, schema_registry_listen="127.0.0.1:0", iceberg_commit_interval_ms=200) as b:
-        host, port = b.server.schema_registry_address
-        sr = SchemaRegistryClient({"url": f"http://{host}:{port}"})
-        with Admin(b.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic("porders", 2, 1, {"iceberg.enable": "true",
-                                                            "iceberg.mode": "value_schema_id_prefix"})])
-        ctx = SerializationContext("porders", MessageField.VALUE)
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+    with value_topic(tmp_path, "porders") as (sr, p, ctx, rows):
         sent = []
         for text, v2, ids in ((ORDER_PROTO, False, range(30)), (ORDER_PROTO_V2, True, range(30, 60))):
             cls = order_class(text)
@@ -427,15 +405,7 @@ def test_broker_writes_protobuf_values_with_confluent_serializer(tmp_path: Path)
                 p.produce("porders", ser(m, ctx), partition=i % 2)
             assert p.flush(30) == 0
 
-        def rows():
-            try:
-                return catalog(base).load_table("logbroker.porders").scan().to_arrow().to_pylist()
-            except Exception:
-                return []
-
         got = wait_for(lambda: len(r := rows()) == 60 and all(x["value"] is not None for x in r) and r,
                        what="both versions' records decoded")
-        assert sorted(got, key=lambda r: r["value"]["id"]) and \
-            [r["value"] for r in sorted(got, key=lambda r: r["value"]["id"])] == sent
+        assert [r["value"] for r in sorted(got, key=lambda r: r["value"]["id"])] == sent
         assert sr.get_versions("porders-value") == [1, 2]
-        sr.close()

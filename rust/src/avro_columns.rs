@@ -462,8 +462,34 @@ pub fn decode_avro_columns(
     Ok(AvroColumns { count, columns: d.out, schema_id: ids, raw, failures, first_failure })
 }
 
+/// Value columns for the tests of the decoders (this module's, json_columns', proto_columns').
+#[cfg(test)]
+pub(crate) mod test_values {
+    /// `0x00`, the big-endian schema id, then `rest` (Confluent's framing).
+    pub(crate) fn framed(id: i32, rest: &[u8]) -> Vec<u8> {
+        let mut v = vec![0];
+        v.extend_from_slice(&id.to_be_bytes());
+        v.extend_from_slice(rest);
+        v
+    }
+
+    /// Values as decode_columns lays them out (all present).
+    pub(crate) fn column(values: &[Vec<u8>]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let mut validity = vec![0u8; values.len().div_ceil(8)];
+        let mut offsets = 0i32.to_le_bytes().to_vec();
+        let mut data = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            validity[i / 8] |= 1 << (i % 8);
+            data.extend_from_slice(v);
+            offsets.extend_from_slice(&i32::try_from(data.len()).unwrap().to_le_bytes());
+        }
+        (validity, offsets, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_values::{column, framed};
     use super::*;
 
     fn zig(v: i64) -> Vec<u8> {
@@ -480,25 +506,6 @@ mod tests {
         }
     }
 
-    fn framed(id: i32, datum: &[u8]) -> Vec<u8> {
-        let mut v = vec![0];
-        v.extend_from_slice(&id.to_be_bytes());
-        v.extend_from_slice(datum);
-        v
-    }
-
-    /// Values as decode_columns lays them out (all present).
-    fn column(values: &[Vec<u8>]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-        let mut validity = vec![0u8; values.len().div_ceil(8)];
-        let mut offsets = 0i32.to_le_bytes().to_vec();
-        let mut data = Vec::new();
-        for (i, v) in values.iter().enumerate() {
-            validity[i / 8] |= 1 << (i % 8);
-            data.extend_from_slice(v);
-            offsets.extend_from_slice(&i32::try_from(data.len()).unwrap().to_le_bytes());
-        }
-        (validity, offsets, data)
-    }
 
     // Reader: struct{0} <- name string {1}, age long {2}, tags list {3} of string {4}
     fn tree() -> Vec<Column> {

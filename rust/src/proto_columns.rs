@@ -283,6 +283,7 @@ impl Decoder<'_> {
 #[cfg(test)]
 mod tests {
     use super::{ProtoField, ProtoType};
+    use crate::avro_columns::test_values::{self, column};
     use crate::avro_columns::{decode_avro_columns, Column, Kind, Program};
 
     fn var(mut v: u64, out: &mut Vec<u8>) {
@@ -298,23 +299,7 @@ mod tests {
     }
 
     fn framed(id: i32, indexes: &[u8], msg: &[u8]) -> Vec<u8> {
-        let mut v = vec![0];
-        v.extend_from_slice(&id.to_be_bytes());
-        v.extend_from_slice(indexes);
-        v.extend_from_slice(msg);
-        v
-    }
-
-    fn column(values: &[Vec<u8>]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-        let mut validity = vec![0u8; values.len().div_ceil(8)];
-        let mut offsets = 0i32.to_le_bytes().to_vec();
-        let mut data = Vec::new();
-        for (i, v) in values.iter().enumerate() {
-            validity[i / 8] |= 1 << (i % 8);
-            data.extend_from_slice(v);
-            offsets.extend_from_slice(&i32::try_from(data.len()).unwrap().to_le_bytes());
-        }
-        (validity, offsets, data)
+        test_values::framed(id, &[indexes, msg].concat())
     }
 
     #[test]
