@@ -72,14 +72,14 @@ class Broker:
         """The Prometheus endpoint (`metrics.listen` set, e.g. `Broker(metrics_listen="127.0.0.1:0")`)."""
         assert self.server is not None and self.server.metrics_address is not None, "metrics.listen is not set"
         host, port = self.server.metrics_address
-        return f"http://{host}:{port}/metrics"
+        return f"{'https' if self.server.metrics.http.tls else 'http'}://{host}:{port}/metrics"
 
     @property
     def console_url(self) -> str:
         """The web console (`console.listen` set, e.g. `Broker(console_listen="127.0.0.1:0")`)."""
         assert self.server is not None and self.server.console_address is not None, "console.listen is not set"
         host, port = self.server.console_address
-        return f"http://{host}:{port}/"
+        return f"{'https' if self.server.console.http.tls else 'http'}://{host}:{port}/"
 
     def bootstrap(self, listener: str) -> str:
         """HOST:PORT of the listener named `listener` (of several; `bootstrap_servers` is the

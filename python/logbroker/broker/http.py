@@ -1,5 +1,6 @@
-"""A small HTTP/1.1 server on trio, shared by the metrics endpoint (`metrics.listen`) and the
-web console (`console.listen`).
+"""A small HTTP/1.1 server on trio, shared by the metrics endpoint (`metrics.listen`), the
+web console (`console.listen`) and the schema registry; over TLS when given a context
+(`https://` endpoints, broker/http_tls.py).
 
 What it does: reads the request line and headers (at most `MAX_HEAD_BYTES`), the path (left
 percent-encoded: a router splits it into segments first), the query string (`?a=1&b=2`,
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -103,7 +105,7 @@ class _Refused(Exception):
 class _Reader:
     """Reads requests from one connection; bytes past one request stay for the next."""
 
-    def __init__(self, stream: trio.SocketStream, max_body: int) -> None:
+    def __init__(self, stream: trio.abc.Stream, max_body: int) -> None:
         self.stream = stream
         self.max_body = max_body
         self.buf = bytearray()
@@ -176,12 +178,14 @@ class HttpServer:
     refusals (default: plain text); `keep_alive=False` answers one request per connection."""
 
     def __init__(self, handler: Handler, name: str, *, max_body: int = 1 << 20,
-                 error: Callable[[int, str], Response] = text_error, keep_alive: bool = True) -> None:
+                 error: Callable[[int, str], Response] = text_error, keep_alive: bool = True,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.name = name
         self.max_body = max_body
         self.error = error
         self.keep_alive = keep_alive
+        self.tls = tls  # https (broker/http_tls.py): each connection's handshake first
         self.address: tuple[str, int] | None = None
 
     async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
@@ -190,13 +194,24 @@ class HttpServer:
         task_status.started(self.address)
         await trio.serve_listeners(self._connection, listeners)
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
-        reader = _Reader(stream, self.max_body)
+    async def _connection(self, tcp: trio.SocketStream) -> None:
         try:
-            host, port = stream.socket.getpeername()[:2]
+            host, port = tcp.socket.getpeername()[:2]
             peer = f"{host}:{port}"
         except OSError:
             peer = ""
+        stream: trio.abc.Stream = tcp
+        if self.tls is not None:
+            stream = trio.SSLStream(tcp, self.tls, server_side=True)
+            try:
+                with trio.fail_after(HEAD_TIMEOUT_S):
+                    await stream.do_handshake()
+            except (trio.BrokenResourceError, trio.TooSlowError, OSError) as e:
+                log.info("%s: TLS handshake with %s failed: %s", self.name, peer or "a client",
+                         e.__cause__ or e or type(e).__name__)
+                await tcp.aclose()
+                return
+        reader = _Reader(stream, self.max_body)
         try:
             while True:
                 got = None

@@ -19,7 +19,7 @@ from logbroker import _core
 from logbroker.common.sasl import jaas_users
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.quotas import ClientQuotaPublisher
-from logbroker.common.config import BrokerConfig, split_host_port
+from logbroker.common.config import BrokerConfig
 from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
 from logbroker.coord.controller_channel import serve_kafka_connection
@@ -33,6 +33,7 @@ from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
 from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
+from logbroker.broker import http_tls
 from logbroker.broker.metrics import MetricsServer
 from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.share_persister import SharePersister
@@ -181,25 +182,27 @@ class BrokerServer:
             self.replicas.replication.alter_isr = self.lifecycle.alter_partition
             await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
-            metrics_listen = self.config.get_str("metrics.listen")
+            metrics_listen = self.config.http_endpoint("metrics.listen")
             if metrics_listen:
-                host, port = split_host_port(metrics_listen)
+                host, port, _tls = metrics_listen
                 self.metrics = MetricsServer(self)
+                self.metrics.http.tls = http_tls.server_context(self.config, "metrics.listen")
                 self.metrics_address = await nursery.start(self.metrics.serve, host, port)
-            console_listen = self.config.get_str("console.listen")
+            console_listen = self.config.http_endpoint("console.listen")
             if console_listen:
                 from logbroker.console import ConsoleServer  # its client and CLI modules load only when asked for
 
-                host, port = split_host_port(console_listen)
+                host, port, _tls = console_listen
                 self.console = ConsoleServer("%s:%d" % self.advertised, self.node_id)
+                self.console.http.tls = http_tls.server_context(self.config, "console.listen")
                 self.console_address = await nursery.start(self.console.serve, host, port)
-            registry_listen = self.config.get_str("schema.registry.listen")
+            registry_listen = self.config.http_endpoint("schema.registry.listen")
             if registry_listen:
                 # loads avro and jsonschema only when asked for
                 from logbroker.schema_registry.auth import RegistryAuth
                 from logbroker.schema_registry.server import SchemaRegistryServer, client_config
 
-                host, port = split_host_port(registry_listen)
+                host, port, _tls = registry_listen
                 cfg = self.config
                 auth = RegistryAuth(
                     cfg.get_str("schema.registry.authentication.method"),
@@ -210,6 +213,7 @@ class BrokerServer:
                 self.schema_registry = SchemaRegistryServer(
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
                     client_config(cfg), auth, self.replicas.table)
+                self.schema_registry.http.tls = http_tls.server_context(cfg, "schema.registry.listen")
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
                 self.replicas.iceberg.registry = self.schema_registry
             log.info(

@@ -131,6 +131,19 @@ def _parse_replica_selector(text: str) -> str:
     return t
 
 
+def _parse_http_endpoint(text: str) -> str:
+    """Empty, HOST:PORT or http://HOST:PORT (plain HTTP), or https://HOST:PORT (TLS with the
+    broker's keystore: broker/http_tls.py); port 0: any free port."""
+    text = str(text).strip()
+    if not text:
+        return ""
+    scheme = text.split("://", 1)[0].lower() if "://" in text else "http"
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"expected HOST:PORT, http://HOST:PORT or https://HOST:PORT, got {text!r}")
+    host, port = split_host_port(text)
+    return f"https://{host}:{port}" if scheme == "https" else f"{host}:{port}"
+
+
 def _parse_optional_hostport(text: str) -> str:
     """Empty, or HOST:PORT (port 0: any free port)."""
     text = str(text).strip()
@@ -286,6 +299,7 @@ def split_host_port(text: str) -> tuple[str, int]:
 _PARSERS: dict[str, Callable[[str], object]] = {
     # Named parsers the table refers to (`parser = "..."`) for values its types cannot check.
     "host_port_or_empty": _parse_optional_hostport,
+    "http_endpoint": _parse_http_endpoint,
     "listeners": _parse_listener,
     "advertised_listeners": _parse_advertised,
     "process_roles": _parse_roles,
@@ -679,6 +693,16 @@ class BrokerConfig:
         protocol = self.security_protocol(listener)
         if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
             return None
+        keystore, key, trust = self.tls_material(f"listener {listener} is {protocol}")
+        auth = self.ssl_client_auth(listener)
+        if auth != "none" and trust is None:
+            raise ConfigError(f"ssl.client.auth={auth} needs ssl.truststore.location (the CAs of client certificates)")
+        return keystore, key, trust, auth
+
+    def tls_material(self, why: str) -> tuple[bytes, bytes, bytes | None]:
+        """(certificate chain PEM, key PEM, truststore PEM or None) from the ssl.keystore.* and
+        ssl.truststore.* keys; `why` (what needs them) begins the error of a missing keystore.
+        ConfigError naming the key, file and problem."""
         if self.get_str("ssl.key.password"):
             raise ConfigError("ssl.key.password: encrypted private keys are not supported; give the key unencrypted "
                               "(openssl pkey -in key.pem -out plain.pem) and keep the file private")
@@ -699,13 +723,18 @@ class BrokerConfig:
         keystore = pem("ssl.keystore.location", "ssl.keystore.certificate.chain")
         key = keystore if self.get_str("ssl.keystore.location") else (self.get_str("ssl.keystore.key").encode() or None)
         if keystore is None or key is None:
-            raise ConfigError(f"listener {listener} is {protocol}: set ssl.keystore.location (a PEM file with the key and "
-                              "certificate chain), or ssl.keystore.certificate.chain and ssl.keystore.key")
-        trust = pem("ssl.truststore.location", "ssl.truststore.certificates")
-        auth = self.ssl_client_auth(listener)
-        if auth != "none" and trust is None:
-            raise ConfigError(f"ssl.client.auth={auth} needs ssl.truststore.location (the CAs of client certificates)")
-        return keystore, key, trust, auth
+            raise ConfigError(f"{why}: set ssl.keystore.location (a PEM file with the key and certificate chain), "
+                              "or ssl.keystore.certificate.chain and ssl.keystore.key")
+        return keystore, key, pem("ssl.truststore.location", "ssl.truststore.certificates")
+
+    def http_endpoint(self, key: str) -> tuple[str, int, bool] | None:
+        """(host, port, TLS) of an HTTP endpoint's `*.listen` key (HOST:PORT, http:// or
+        https://HOST:PORT), None when empty."""
+        value = self.get_str(key)
+        if not value:
+            return None
+        host, port = split_host_port(value)
+        return host, port, value.startswith("https://")
 
     @property
     def controller_listen(self) -> tuple[str, int] | None:

@@ -59,7 +59,7 @@ def _tls_files(config: BrokerConfig, listener: str) -> tuple[bytes, bytes, bytes
     return tls
 
 
-def _load_identity(context: ssl.SSLContext, config: BrokerConfig, chain: bytes, key: bytes) -> None:
+def load_identity(context: ssl.SSLContext, config: BrokerConfig, chain: bytes, key: bytes) -> None:
     """The keystore into `context` (Python's ssl reads files: an inline keystore goes
     through a private temporary file, removed at once)."""
     location = config.get_str("ssl.keystore.location")
@@ -78,7 +78,7 @@ def _load_identity(context: ssl.SSLContext, config: BrokerConfig, chain: bytes, 
         raise ConfigError(f"ssl.keystore: the key and certificate chain cannot be loaded: {e}") from None
 
 
-def _load_trust(context: ssl.SSLContext, trust: bytes, why: str) -> None:
+def load_trust(context: ssl.SSLContext, trust: bytes, why: str) -> None:
     try:
         context.load_verify_locations(cadata=trust.decode("ascii", "replace"))
     except (ssl.SSLError, ValueError) as e:
@@ -119,8 +119,8 @@ class PeerSecurity:
             # a single node only dials itself (share groups' dead letters): it trusts its own certificate
             trust = chain
             context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
-        _load_trust(context, trust, f"connections to listener {listener}")
-        _load_identity(context, config, chain, key)
+        load_trust(context, trust, f"connections to listener {listener}")
+        load_identity(context, config, chain, key)
         return cls(listener, context, sasl, config.node_id)
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
@@ -177,10 +177,10 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None
         return None
     chain, key, trust, auth = _tls_files(config, listener)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load_identity(context, config, chain, key)
+    load_identity(context, config, chain, key)
     if auth != "none":
         assert trust is not None  # listener_tls insists
-        _load_trust(context, trust, f"client certificates on listener {listener}")
+        load_trust(context, trust, f"client certificates on listener {listener}")
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
     return context
 

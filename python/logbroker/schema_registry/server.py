@@ -94,7 +94,7 @@ class SchemaRegistryServer:
             if self.table is not None:
                 nursery.start_soon(self._activate)
             address = await nursery.start(self.http.serve, host, port)
-            log.info("schema registry serving on http://%s:%d", *address)
+            log.info("schema registry serving on %s://%s:%d", "https" if self.http.tls else "http", *address)
             task_status.started(address)
 
     async def _activate(self) -> None:
