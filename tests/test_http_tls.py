@@ -80,3 +80,53 @@ def test_bad_https_settings_stop_the_start_with_a_clear_error(tmp_path: Path, pk
     with pytest.raises(Exception, match=message.replace(".", r"\.").replace("?", r"\?")):
         with logbroker.Broker(data_dir=tmp_path / "d", **settings):
             pass
+
+
+def test_metrics_scrape_with_basic_authentication(tmp_path: Path) -> None:
+    """metrics.authentication.method=BASIC: no or a wrong password is 401 with
+    WWW-Authenticate; a SCRAM user and a PLAIN user of the listener log in; with an
+    authorizer, a user without DESCRIBE on the cluster is 403, and one given it scrapes."""
+    import base64
+
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_prom="prom-secret";')
+    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas, "metrics.authentication.method": "BASIC",
+              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "super.users": "User:admin", "metrics.listen": "127.0.0.1:0"}
+    with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
+
+        def scrape(user: str | None, password: str = "") -> int:
+            req = urllib.request.Request(b.metrics_url)
+            if user is not None:
+                req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+            try:
+                return get_request(req)
+            except urllib.error.HTTPError as e:
+                if e.code == 401:
+                    assert e.headers["WWW-Authenticate"].startswith("Basic")
+                return e.code
+
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"})
+        for fut in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "grafana", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"g-secret")]).values():
+            fut.result(30)
+        assert scrape(None) == 401
+        assert scrape("admin", "wrong") == 401
+        assert scrape("admin", "admin-secret") == 200  # a super user
+        assert scrape("prom", "prom-secret") == 403  # authenticated, not allowed
+        assert scrape("grafana", "g-secret") == 403
+        binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:grafana", "*",
+                             AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        for fut in admin.create_acls([binding]).values():
+            fut.result(30)
+        assert scrape("grafana", "g-secret") == 200
+
+
+def get_request(req: urllib.request.Request) -> int:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        r.read()
+        return r.status

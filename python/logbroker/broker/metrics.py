@@ -31,6 +31,8 @@ import trio
 
 from logbroker._core import NetworkServer
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, text_response
+from logbroker.broker.http_basic_auth import BasicAuth, Unauthenticated
+from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel
 from logbroker.coord.peer_security import inter_broker_security
@@ -91,6 +93,10 @@ class MetricsServer:
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.http = HttpServer(self._handle, "metrics", max_body=MAX_BODY_BYTES, keep_alive=False)
+        # metrics.authentication.method=BASIC: the scraper's user (None: anyone), and with an
+        # authorizer authorize(principal, host, resource type, name, operation)
+        self.auth: BasicAuth | None = None
+        self.authorize = None
 
     # --- collecting ----------------------------------------------------------------------
 
@@ -279,6 +285,14 @@ class MetricsServer:
     async def _handle(self, request: Request) -> Response:
         if request.method != "GET":
             raise HttpError(405, "GET only")
+        if self.auth is not None:
+            try:
+                principal = self.auth.principal(request.headers)
+            except Unauthenticated as e:
+                return Response(401, f"{e}\n".encode(), headers={"WWW-Authenticate": 'Basic realm="metrics"'})
+            if self.authorize is not None and not self.authorize(principal, request.peer, Res.CLUSTER, CLUSTER_NAME,
+                                                                 Op.DESCRIBE):
+                return Response(403, f"{principal} may not DESCRIBE the cluster, which reading metrics needs\n".encode())
         if request.path == "/metrics":
             return Response(200, (await self.collect()).encode(), CONTENT_TYPE)
         if request.path == "/":

@@ -34,6 +34,7 @@ from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
 from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
 from logbroker.broker import http_tls
+from logbroker.broker.http_basic_auth import BasicAuth
 from logbroker.broker.metrics import MetricsServer
 from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.share_persister import SharePersister
@@ -90,6 +91,15 @@ class BrokerServer:
         coord/broker_lifecycle.py. A single node has no one to hand them to."""
         if self.lifecycle is not None:
             await self.lifecycle.controlled_shutdown()
+
+    def _basic_auth(self, method: str) -> BasicAuth:
+        """HTTP Basic with this broker's users: the listeners' PLAIN users and the SCRAM
+        credentials of the metadata image (broker/http_basic_auth.py)."""
+        cfg = self.config
+        return BasicAuth(method,
+                         lambda: {u: pw for name, _h, _p in cfg.client_listeners
+                                  for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()},
+                         lambda user, mechanism: self.controller.image.scram_credential(user, mechanism))
 
     @property
     def cluster_id(self) -> str:
@@ -187,6 +197,9 @@ class BrokerServer:
                 host, port, _tls = metrics_listen
                 self.metrics = MetricsServer(self)
                 self.metrics.http.tls = http_tls.server_context(self.config, "metrics.listen")
+                if self.config.get_str("metrics.authentication.method") == "BASIC":
+                    self.metrics.auth = self._basic_auth("BASIC")
+                    self.metrics.authorize = self.authorizer.authorize if self.authorizer.enabled else None
                 self.metrics_address = await nursery.start(self.metrics.serve, host, port)
             console_listen = self.config.http_endpoint("console.listen")
             if console_listen:
@@ -204,12 +217,8 @@ class BrokerServer:
 
                 host, port, _tls = registry_listen
                 cfg = self.config
-                auth = RegistryAuth(
-                    cfg.get_str("schema.registry.authentication.method"),
-                    lambda: {u: pw for name, _h, _p in cfg.client_listeners
-                             for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()},
-                    lambda user, mechanism: self.controller.image.scram_credential(user, mechanism),
-                    self.authorizer.authorize if self.authorizer.enabled else None)
+                auth = RegistryAuth(self._basic_auth(cfg.get_str("schema.registry.authentication.method")),
+                                    self.authorizer.authorize if self.authorizer.enabled else None)
                 self.schema_registry = SchemaRegistryServer(
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
                     client_config(cfg), auth, self.replicas.table)

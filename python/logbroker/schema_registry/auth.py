@@ -1,10 +1,8 @@
 """Who a registry request comes from, and what it may do.
 
 Authentication (`schema.registry.authentication.method`, Confluent's `authentication.method`):
-NONE (every request is User:ANONYMOUS) or BASIC (HTTP Basic: a user of the broker, its
-password checked against the broker's SCRAM credentials, any mechanism, or the PLAIN users of
-the broker's listeners' JAAS configs). A missing or wrong password answers 401 with
-`WWW-Authenticate: Basic`, Confluent's error 40101, never saying which of the two was wrong.
+NONE or BASIC, the broker's users (broker/http_basic_auth.py). A missing or wrong password
+answers 401 with `WWW-Authenticate: Basic`, Confluent's error 40101.
 
 Authorization, when the broker has an authorizer (`authorizer.class.name`): the broker's own
 ACLs decide, for the principal and the client's host. A subject named by Confluent's default
@@ -22,22 +20,12 @@ subjects shows the readable ones only. A refusal is 403, Confluent's error 40301
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 from collections.abc import Callable
 
-from logbroker import scram
+from logbroker.broker.http_basic_auth import ANONYMOUS, METHODS, BasicAuth, Unauthenticated
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.common.sasl_scram import ScramCredential
 
-ANONYMOUS = "User:ANONYMOUS"
-METHODS = ("NONE", "BASIC")
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-class Unauthenticated(Exception):
-    """No user, or a wrong password (the message never says which)."""
+__all__ = ["ANONYMOUS", "METHODS", "RegistryAuth", "Unauthenticated", "resource_of"]
 
 
 def resource_of(subject: str | None) -> tuple[int, str]:
@@ -50,43 +38,14 @@ def resource_of(subject: str | None) -> tuple[int, str]:
 
 
 class RegistryAuth:
-    def __init__(self, method: str, plain_users: Callable[[], dict[str, str]],
-                 scram_credential: Callable[[str, str], ScramCredential | None],
-                 authorize: Callable[[str, str, int, str, int], bool] | None) -> None:
+    def __init__(self, basic: BasicAuth, authorize: Callable[[str, str, int, str, int], bool] | None) -> None:
         """`authorize(principal, peer, resource type, name, operation)`, None when the broker
         has no authorizer (everything is allowed)."""
-        self.method = method
-        self._plain_users = plain_users
-        self._scram_credential = scram_credential
+        self.basic = basic
         self._authorize = authorize
 
     def principal(self, headers: dict[str, str]) -> str:
-        if self.method == "NONE":
-            return ANONYMOUS
-        auth = headers.get("authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "basic" or not token:
-            raise Unauthenticated("Unauthorized: HTTP Basic authentication is required")
-        try:
-            user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            raise Unauthenticated("Unauthorized: the Authorization header is not Basic base64(user:password)") from None
-        if not sep or not self._password_ok(user, password):
-            raise Unauthenticated("Unauthorized")
-        return f"User:{user}"
-
-    def _password_ok(self, user: str, password: str) -> bool:
-        plain = self._plain_users().get(user)
-        if plain is not None and hmac.compare_digest(plain.encode(), password.encode()):
-            return True
-        for mechanism in SCRAM_MECHANISMS:
-            cred = self._scram_credential(user, mechanism)
-            if cred is None:
-                continue
-            salted = scram.salted_password(mechanism, password.encode(), cred.salt, cred.iterations)
-            if hmac.compare_digest(scram.stored_key(mechanism, salted), cred.stored_key):
-                return True
-        return False
+        return self.basic.principal(headers)
 
     def may(self, principal: str, peer: str, operation: int, subject: str | None) -> bool:
         if self._authorize is None:

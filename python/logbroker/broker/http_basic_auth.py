@@ -1,0 +1,66 @@
+"""HTTP Basic authentication with the broker's users, for its HTTP endpoints (the schema
+registry's `schema.registry.authentication.method`, the metrics endpoint's
+`metrics.authentication.method`): NONE (every request is User:ANONYMOUS) or BASIC (a user of
+the broker, its password checked against the broker's SCRAM credentials, any mechanism, or
+the PLAIN users of the broker's listeners' JAAS configs). A missing or wrong password raises
+`Unauthenticated`, never saying which of the two was wrong; the endpoint answers 401 with
+`WWW-Authenticate: Basic`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from collections.abc import Callable
+
+from logbroker import scram
+from logbroker.common.sasl_scram import ScramCredential
+
+ANONYMOUS = "User:ANONYMOUS"
+METHODS = ("NONE", "BASIC")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class Unauthenticated(Exception):
+    """No user, or a wrong password (the message never says which)."""
+
+
+class BasicAuth:
+    def __init__(self, method: str, plain_users: Callable[[], dict[str, str]],
+                 scram_credential: Callable[[str, str], ScramCredential | None]) -> None:
+        """`plain_users()`: the listeners' PLAIN users and passwords; `scram_credential(user,
+        mechanism)`: the user's SCRAM credential in the metadata image, or None."""
+        self.method = method
+        self._plain_users = plain_users
+        self._scram_credential = scram_credential
+
+    def principal(self, headers: dict[str, str]) -> str:
+        """The request's principal (`User:<name>`); Unauthenticated when BASIC and the
+        Authorization header is missing, malformed or wrong."""
+        if self.method == "NONE":
+            return ANONYMOUS
+        auth = headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "basic" or not token:
+            raise Unauthenticated("Unauthorized: HTTP Basic authentication is required")
+        try:
+            user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            raise Unauthenticated("Unauthorized: the Authorization header is not Basic base64(user:password)") from None
+        if not sep or not self._password_ok(user, password):
+            raise Unauthenticated("Unauthorized")
+        return f"User:{user}"
+
+    def _password_ok(self, user: str, password: str) -> bool:
+        plain = self._plain_users().get(user)
+        if plain is not None and hmac.compare_digest(plain.encode(), password.encode()):
+            return True
+        for mechanism in SCRAM_MECHANISMS:
+            cred = self._scram_credential(user, mechanism)
+            if cred is None:
+                continue
+            salted = scram.salted_password(mechanism, password.encode(), cred.salt, cred.iterations)
+            if hmac.compare_digest(scram.stored_key(mechanism, salted), cred.stored_key):
+                return True
+        return False
