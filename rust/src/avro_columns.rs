@@ -25,7 +25,6 @@
 //! column, a long a float or double, a float a double, string and bytes each other; an enum
 //! fills a string column with its symbol, a fixed a binary column.
 use crate::error::{LogError, Result};
-use crate::proto_columns::ProtoField;
 
 /// A reader (table) column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +72,42 @@ pub enum Program {
     /// A Protobuf message filling struct column `target` (proto_columns.rs); `missing`: the
     /// struct's children no field fills.
     ProtoMessage { target: Option<usize>, fields: Vec<ProtoField>, missing: Vec<usize> },
+}
+
+/// A Protobuf field's type (a `Program::ProtoMessage` field; read by proto_columns.rs).
+#[derive(Debug, Clone)]
+pub enum ProtoType {
+    Double,
+    Float,
+    Int32,
+    Int64,
+    UInt32,
+    UInt64,
+    SInt32,
+    SInt64,
+    Fixed32,
+    Fixed64,
+    SFixed32,
+    SFixed64,
+    Bool,
+    String,
+    Bytes,
+    /// (number, name) of each value; the first is the default.
+    Enum(Vec<(i32, String)>),
+    /// A `Program::ProtoMessage` whose target is the field's struct column (the list's
+    /// element for a repeated field).
+    Message(Box<Program>),
+}
+
+#[derive(Debug, Clone)]
+pub struct ProtoField {
+    pub number: u32,
+    pub ty: ProtoType,
+    pub repeated: bool,
+    /// Absent means null (else the type's default).
+    pub presence: bool,
+    /// The column filled (the list column of a repeated field), or None to skip the field.
+    pub column: Option<usize>,
 }
 
 #[derive(Debug, Default)]

@@ -14,44 +14,9 @@
 //! null when it has presence (messages, `optional`, oneof members, proto2), else its
 //! default: 0, false, "", the enum's first value; an absent repeated field is an empty list.
 //! An enum value with no name (an open enum) is written as its number.
+pub use crate::avro_columns::{ProtoField, ProtoType};
 use crate::avro_columns::{bad, Decoder, Kind, Program};
 use crate::error::Result;
-
-/// A field's Protobuf type.
-#[derive(Debug, Clone)]
-pub enum ProtoType {
-    Double,
-    Float,
-    Int32,
-    Int64,
-    UInt32,
-    UInt64,
-    SInt32,
-    SInt64,
-    Fixed32,
-    Fixed64,
-    SFixed32,
-    SFixed64,
-    Bool,
-    String,
-    Bytes,
-    /// (number, name) of each value; the first is the default.
-    Enum(Vec<(i32, String)>),
-    /// A `Program::ProtoMessage` whose target is the field's struct column (the list's
-    /// element for a repeated field).
-    Message(Box<Program>),
-}
-
-#[derive(Debug, Clone)]
-pub struct ProtoField {
-    pub number: u32,
-    pub ty: ProtoType,
-    pub repeated: bool,
-    /// Absent means null (else the type's default).
-    pub presence: bool,
-    /// The column filled (the list column of a repeated field), or None to skip the field.
-    pub column: Option<usize>,
-}
 
 /// One wire value of a field.
 enum Wire<'a> {
