@@ -16,13 +16,9 @@ from __future__ import annotations
 import ssl
 
 from logbroker.common.config import BrokerConfig, ConfigError
-from logbroker.coord.peer_security import load_identity, load_trust
+from logbroker.coord.peer_security import tls_server_context
 
 ENDPOINTS = {"console.listen": "console", "metrics.listen": "metrics", "schema.registry.listen": "schema_registry"}
-
-
-def client_auth(config: BrokerConfig, key: str) -> str:
-    return config.explicit.get(f"listener.name.{ENDPOINTS[key]}.ssl.client.auth", "none")
 
 
 def server_context(config: BrokerConfig, key: str) -> ssl.SSLContext | None:
@@ -31,14 +27,10 @@ def server_context(config: BrokerConfig, key: str) -> ssl.SSLContext | None:
     if endpoint is None or not endpoint[2]:
         return None
     chain, private_key, trust = config.tls_material(f"{key} is https")
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    auth = config.explicit.get(f"listener.name.{ENDPOINTS[key]}.ssl.client.auth", "none")
+    if auth != "none" and trust is None:
+        raise ConfigError(f"listener.name.{ENDPOINTS[key]}.ssl.client.auth={auth} needs ssl.truststore.location "
+                          f"(the CAs of client certificates)")
+    context = tls_server_context(config, chain, private_key, trust, auth, key)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    load_identity(context, config, chain, private_key)
-    auth = client_auth(config, key)
-    if auth != "none":
-        if trust is None:
-            raise ConfigError(f"listener.name.{ENDPOINTS[key]}.ssl.client.auth={auth} needs ssl.truststore.location "
-                              f"(the CAs of client certificates)")
-        load_trust(context, trust, f"client certificates on {key}")
-        context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
     return context

@@ -48,6 +48,12 @@ NO_LEADER = -1
 AlterIsr = Callable[[object, int, int, int, list[int]], Awaitable[tuple[int, str]]]
 
 
+def _leader_and_topic(followed: tuple[int, int, uuid.UUID] | None) -> tuple[int, uuid.UUID] | None:
+    """The part of a followed state whose change stops the fetching: the leader, or the topic
+    id (deleted and created again). A new leader epoch does not: following again moves it on."""
+    return None if followed is None else (followed[0], followed[2])
+
+
 class Replication:
     def __init__(self, config: BrokerConfig, replicas) -> None:
         self.config = config
@@ -95,7 +101,7 @@ class Replication:
         wanted = self._wanted(image, names)
         stop = [(name, i) for name in list(self._following if names is None else names)
                 for i, (leader, _epoch, topic_id) in self._following.get(name, {}).items()
-                if wanted.get((name, i), (None, None, None))[::2] != (leader, topic_id)]
+                if _leader_and_topic(wanted.get((name, i))) != (leader, topic_id)]
         if stop:
             await trio.to_thread.run_sync(self.fetchers.unfollow, stop)
             for name, i in stop:  # (another image may have changed them while unfollow ran)

@@ -176,11 +176,19 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None
     if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
     chain, key, trust, auth = _tls_files(config, listener)
+    return tls_server_context(config, chain, key, trust, auth, f"listener {listener}")
+
+
+def tls_server_context(config: BrokerConfig, chain: bytes, key: bytes, trust: bytes | None, auth: str,
+                       what: str) -> ssl.SSLContext:
+    """A TLS server context with the broker's keystore; client certificates checked against
+    `trust` when `auth` (ssl.client.auth) is `required` or `requested` (callers insist on a
+    truststore then). `what` names the listener or endpoint in errors."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     load_identity(context, config, chain, key)
     if auth != "none":
-        assert trust is not None  # listener_tls insists
-        load_trust(context, trust, f"client certificates on listener {listener}")
+        assert trust is not None
+        load_trust(context, trust, f"client certificates on {what}")
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
     return context
 

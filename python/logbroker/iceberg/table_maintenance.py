@@ -114,12 +114,12 @@ def expire_snapshots(table, now_ms: int) -> int:
         if "logbroker.offsets" in props:
             break
         snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    old = [s.snapshot_id for s in table.snapshots()
-           if s.timestamp_ms < now_ms - max_age and s.snapshot_id not in keep]
+    old = {s.snapshot_id for s in table.snapshots()
+           if s.timestamp_ms < now_ms - max_age and s.snapshot_id not in keep}
     if not old:
         return 0
-    expired = [s for s in table.snapshots() if s.snapshot_id in set(old)]
-    table.maintenance.expire_snapshots().by_ids(old).commit()
+    expired = [s for s in table.snapshots() if s.snapshot_id in old]
+    table.maintenance.expire_snapshots().by_ids(sorted(old)).commit()
     table = table.refresh()
     deleted = delete_unreachable_files(table, expired)
     log.info("table %s: expired %d snapshots older than %s and deleted %d files only they reached",

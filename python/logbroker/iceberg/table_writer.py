@@ -151,7 +151,7 @@ class TableWriter:
 
         from logbroker.iceberg import value_schema as vs
 
-        if not any(v.schema_type in vs.COLUMN_TYPES for v in value_schemas):
+        if not value_schemas:
             raise IcebergError(f"iceberg.mode=value_schema_id_prefix: no Avro, JSON or Protobuf schema is registered under "
                                f"{topic}-value yet")
         struct = vs.value_struct(value_schemas)
@@ -179,17 +179,9 @@ class ValueDecoding:
         self.topic = topic
         self.tree = vs.ReaderTree(struct)
         self.programs: list[tuple[int, tuple]] = []
-        json_program = vs.json_program(self.tree)
         for v in value_schemas:
             try:
-                if v.schema_type == "JSON":
-                    self.programs.append((v.id, json_program))
-                elif v.schema_type == "AVRO":
-                    self.programs.append((v.id, vs.compile_program(v.text, self.tree)))
-                elif v.schema_type == "PROTOBUF":
-                    self.programs.append((v.id, vs.proto_program(v.text, self.tree)))
-                else:
-                    raise IcebergError(f"{v.schema_type} values have no columns")
+                self.programs.append((v.id, vs.program(v, self.tree)))
             except (IcebergError, ValueError, KeyError, TypeError) as e:
                 log.warning("topic %s: schema id %d of %s-value cannot be read into the table (%s); its values go "
                             "to value_raw", topic, v.id, topic, e, extra={"topic": topic})

@@ -72,8 +72,6 @@ class ValueSchema(NamedTuple):
     schema_type: str = "AVRO"  # the registry's schemaType: AVRO, JSON or PROTOBUF
 
 
-COLUMN_TYPES = ("AVRO", "JSON", "PROTOBUF")  # the schema types whose values have columns
-
 
 # --- Avro schema to an abstract column type ------------------------------------------
 # An abstract type: ("boolean"|"int"|"long"|"float"|"double"|"string"|"binary"|"date"|
@@ -264,19 +262,21 @@ def merge_types(newer: Any, older: Any) -> Any:
     return newer
 
 
+def schema_type(v: ValueSchema) -> Any:
+    """The column type of one registered version, by its schema type."""
+    if v.schema_type == "PROTOBUF":
+        proto = ProtoFile(v.text)
+        return proto.message_type(proto.root)
+    parsed = json.loads(v.text)
+    return column_type(parsed) if v.schema_type == "AVRO" else json_column_type(parsed)
+
+
 def value_struct(schemas: list[ValueSchema]) -> Any:
-    """The table's value struct from the subject's Avro and JSON Schema versions (newest
-    first); IcebergError when the newest is neither a record nor an object."""
+    """The table's value struct from the subject's versions (newest first); IcebergError
+    when the newest is not a record, an object or a message."""
     merged = None
     for v in schemas:
-        if v.schema_type not in COLUMN_TYPES:
-            continue
-        if v.schema_type == "PROTOBUF":
-            proto = ProtoFile(v.text)
-            t = proto.message_type(proto.root)
-        else:
-            parsed = json.loads(v.text)
-            t = column_type(parsed) if v.schema_type == "AVRO" else json_column_type(parsed)
+        t = schema_type(v)
         if not (isinstance(t, tuple) and t[0] == "struct"):
             if merged is None:
                 raise IcebergError(f"the value schema (id {v.id}) is not an Avro record, a JSON Schema object or a "
@@ -446,8 +446,17 @@ def _proto_message(proto: ProtoFile, name: str, target: int, tree: ReaderTree, s
     return ("proto_message", target, fields, missing)
 
 
-def compile_program(schema_text: str, tree: ReaderTree) -> tuple:
-    """The program decoding one writer schema into `tree` (the root: node 0)."""
+def program(v: ValueSchema, tree: ReaderTree) -> tuple:
+    """The program decoding the values of one registered version into `tree`."""
+    if v.schema_type == "JSON":
+        return json_program(tree)
+    if v.schema_type == "PROTOBUF":
+        return proto_program(v.text, tree)
+    return avro_program(v.text, tree)
+
+
+def avro_program(schema_text: str, tree: ReaderTree) -> tuple:
+    """The program decoding one Avro writer schema into `tree` (the root: node 0)."""
     names: dict[str, Any] = {}
     return _compile(json.loads(schema_text), 0, tree, names, None)
 
