@@ -51,8 +51,10 @@ class FaultProxy:
         return value
 
     def front(self, node_id: int, kind: str, bound_port: int) -> int:
-        """`Cluster(front=proxy.front)`: a proxy port for `node_id`'s `kind` listener."""
-        return self._call("front", node_id, kind, bound_port)
+        """`Cluster(front=proxy.front)`: a proxy port for `node_id`'s `kind` listener. The port is
+        chosen here, in the test's process, so it is never one that process has handed to a node
+        not yet started (the proxy process choosing its own could take such a port first)."""
+        return self._call("front", node_id, kind, bound_port, free_port())
 
     def partition(self, groups: list[set[int]]) -> None:
         """Nodes in different groups stop reaching each other (nodes in no group are
@@ -116,8 +118,7 @@ class _ProxyServer:
 
     # --- set-up ----------------------------------------------------------------------
 
-    def front(self, node_id: int, kind: str, bound_port: int) -> int:
-        port = free_port()
+    def front(self, node_id: int, kind: str, bound_port: int, port: int) -> int:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
