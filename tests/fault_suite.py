@@ -465,6 +465,13 @@ def run(root: Path, cfg: RunConfig) -> RunResult:
     notes = []
     if "disk" in cfg.faults and not disks:
         notes.append("disk fault skipped: tmpfs cannot be mounted here")
+    try:
+        return _run(root, cfg, rng, disks, notes)
+    finally:
+        _unmount(disks)  # also when the run fails: a mount left behind outlives the test's directory
+
+
+def _run(root: Path, cfg: RunConfig, rng: random.Random, disks: dict[int, Path], notes: list[str]) -> RunResult:
     proxy = FaultProxy()
     cluster = Cluster(3, data_dir=root, config=CLUSTER_CONFIG, front=proxy.front)
     try:
@@ -497,7 +504,6 @@ def run(root: Path, cfg: RunConfig) -> RunResult:
         cluster.stop()
         proxy.close()
     divergent = compare_replicas(root, [1, 2, 3], cfg.partitions)
-    _unmount(disks)
     anomalies = check(workload.history)
     return RunResult(cfg, nemesis.log, summary(workload.history, anomalies), anomalies, divergent, notes)
 

@@ -130,3 +130,26 @@ def get_request(req: urllib.request.Request) -> int:
     with urllib.request.urlopen(req, timeout=10) as r:
         r.read()
         return r.status
+
+
+def test_console_login_over_https_sets_a_secure_cookie(tmp_path: Path, pki: Pki) -> None:
+    """A SASL broker's console on https://: the login's cookie is Secure (never sent over plain
+    HTTP), and the session works over TLS."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret";')
+    config = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas, "console.listen": "https://127.0.0.1:0"}
+    with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", ssl_keystore_location=str(pki.keystore),
+                          config=config) as b:
+        trusting = ssl.create_default_context(cafile=str(pki.ca_pem))
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get(b.console_url + "api/topics", trusting)
+        assert e.value.code == 401
+        login = urllib.request.Request(b.console_url + "api/login", method="POST",
+                                       data=json.dumps({"username": "admin", "password": "admin-secret"}).encode(),
+                                       headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(login, timeout=10, context=trusting) as r:
+            cookie = r.headers["Set-Cookie"]
+        assert cookie.endswith("; Secure") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        topics = urllib.request.Request(b.console_url + "api/topics", headers={"Cookie": cookie.split(";")[0]})
+        with urllib.request.urlopen(topics, timeout=10, context=trusting) as r:
+            assert r.status == 200 and json.loads(r.read()) == []

@@ -443,5 +443,5 @@ def test_registry_over_a_tls_listener(tmp_path, clients, protocol):
         c.close()
         assert any(b"tls-value" in k for k in keys), keys
     if protocol == "SASL_SSL":
-        written = tmp_path / "d" / "__schema_registry_tls" / "truststore.pem"
+        written = tmp_path / "d" / "__own_clients_tls" / "truststore.pem"
         assert written.read_text().strip() == pki.ca_pem.read_text().strip() and written.stat().st_mode & 0o077 == 0

@@ -53,14 +53,26 @@ class BasicAuth:
         return f"User:{user}"
 
     def _password_ok(self, user: str, password: str) -> bool:
+        return bool(self.mechanisms(user, password, first=True))
+
+    def mechanisms(self, user: str, password: str, first: bool = False) -> list[str]:
+        """The SASL mechanisms `password` is right for `user` in: "PLAIN" (a PLAIN user of the
+        listeners) and each SCRAM mechanism whose credential it matches; [] when none (an
+        unknown user or a wrong password). `first`: stop at the first match. Blocks for the
+        SCRAM iterations (milliseconds): callers on an event loop run it in a thread."""
+        out = []
         plain = self._plain_users().get(user)
         if plain is not None and hmac.compare_digest(plain.encode(), password.encode()):
-            return True
+            out.append("PLAIN")
+            if first:
+                return out
         for mechanism in SCRAM_MECHANISMS:
             cred = self._scram_credential(user, mechanism)
             if cred is None:
                 continue
             salted = scram.salted_password(mechanism, password.encode(), cred.salt, cred.iterations)
             if hmac.compare_digest(scram.stored_key(mechanism, salted), cred.stored_key):
-                return True
-        return False
+                out.append(mechanism)
+                if first:
+                    return out
+        return out

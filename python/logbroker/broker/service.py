@@ -19,7 +19,7 @@ from logbroker import _core
 from logbroker.common.sasl import jaas_users
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.quotas import ClientQuotaPublisher
-from logbroker.common.config import BrokerConfig
+from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.coord.broker_lifecycle import BrokerLifecycle
 from logbroker.coord.controller import Controller
 from logbroker.coord.controller_channel import serve_kafka_connection
@@ -33,7 +33,7 @@ from logbroker.broker.replica_manager import ReplicaManager
 from logbroker.broker.share_dead_letters import DeadLetterWriter
 from logbroker.broker.share_fetch import ShareFetchManager
 from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
-from logbroker.broker import http_tls
+from logbroker.broker import http_tls, own_clients
 from logbroker.broker.http_basic_auth import BasicAuth
 from logbroker.broker.metrics import MetricsServer
 from logbroker.broker.client_telemetry import ClientTelemetryManager
@@ -100,6 +100,27 @@ class BrokerServer:
                          lambda: {u: pw for name, _h, _p in cfg.client_listeners
                                   for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()},
                          lambda user, mechanism: self.controller.image.scram_credential(user, mechanism))
+
+    def _console_server(self):
+        """The web console: on a SASL primary listener with logins (console/sessions.py), each
+        user's requests made as that user, its own clients (throughput) as this node's user if
+        it has one there; else a client of the listener with no login."""
+        from logbroker.console import ConsoleServer
+        from logbroker.console.sessions import Sessions
+
+        cfg = self.config
+        bootstrap = "%s:%d" % self.advertised
+        if not cfg.security_protocol(cfg.client_listener_name).startswith("SASL_"):
+            return ConsoleServer(bootstrap, self.node_id, own_clients.client_config(cfg, "console.listen"))
+        sessions = Sessions(self._basic_auth("BASIC").mechanisms, cfg.get_str("sasl.enabled.mechanisms").split(","),
+                            cfg.get_int("console.session.timeout.ms") / 1000)
+        try:
+            own: dict[str, str] | None = own_clients.client_config(cfg, "console.listen")
+        except ConfigError as e:
+            log.info("console: throughput is not sampled: %s", e)
+            own = None
+        return ConsoleServer(bootstrap, self.node_id, own, sessions,
+                             lambda login: own_clients.client_config(cfg, "console.listen", login))
 
     @property
     def cluster_id(self) -> str:
@@ -206,14 +227,14 @@ class BrokerServer:
                 from logbroker.console import ConsoleServer  # its client and CLI modules load only when asked for
 
                 host, port, _tls = console_listen
-                self.console = ConsoleServer("%s:%d" % self.advertised, self.node_id)
+                self.console = self._console_server()
                 self.console.http.tls = http_tls.server_context(self.config, "console.listen")
                 self.console_address = await nursery.start(self.console.serve, host, port)
             registry_listen = self.config.http_endpoint("schema.registry.listen")
             if registry_listen:
                 # loads avro and jsonschema only when asked for
                 from logbroker.schema_registry.auth import RegistryAuth
-                from logbroker.schema_registry.server import SchemaRegistryServer, client_config
+                from logbroker.schema_registry.server import SchemaRegistryServer
 
                 host, port, _tls = registry_listen
                 cfg = self.config
@@ -221,7 +242,8 @@ class BrokerServer:
                                     self.authorizer.authorize if self.authorizer.enabled else None)
                 self.schema_registry = SchemaRegistryServer(
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),
-                    client_config(cfg), auth, self.replicas.table)
+                    own_clients.client_config(cfg, "schema.registry.listen"), auth,
+                    self.replicas.table)
                 self.schema_registry.http.tls = http_tls.server_context(cfg, "schema.registry.listen")
                 self.schema_registry_address = await nursery.start(self.schema_registry.serve, host, port)
                 self.replicas.iceberg.registry = self.schema_registry

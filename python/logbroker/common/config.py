@@ -673,10 +673,11 @@ class BrokerConfig:
         if self.in_cluster:
             self.node_sasl(primary)  # checks mechanism and credentials of a SASL inter-broker listener
             self.node_sasl(self.get_str("controller.listener.names").upper())
-        if protocol != "PLAINTEXT" and self.get_str("console.listen"):
-            raise ConfigError(f"console.listen with a {protocol} primary listener ({primary}): the console is a Kafka "
-                              "client of its broker and needs a PLAINTEXT listener; add one (e.g. "
-                              "INTERNAL://127.0.0.1:9091 with INTERNAL:PLAINTEXT and inter.broker.listener.name=INTERNAL)")
+        if protocol == "SSL" and self.get_str("console.listen"):
+            raise ConfigError(f"console.listen with an SSL primary listener ({primary}): the console is a Kafka client "
+                              "of its broker and acts as the user logged in to it, which needs a SASL_SSL or "
+                              "SASL_PLAINTEXT primary listener (or a PLAINTEXT one, with no login); an SSL listener "
+                              "knows users only by their certificates")
 
     def ssl_client_auth(self, listener: str) -> str:
         """A listener's `ssl.client.auth`: `listener.name.<l>.ssl.client.auth` if set, else

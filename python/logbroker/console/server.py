@@ -21,6 +21,7 @@ from logbroker.admin_views import RESET_TO, reset_offsets
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, json_response
 from logbroker.client import Admin, Consumer, KafkaError, KafkaTimeoutError, NewTopic
 from logbroker.client.errors import BrokerResponseError, KafkaConnectionError
+from logbroker.console.sessions import SAFE_METHODS, Session, SessionError, Sessions, clear_cookie, set_cookie
 from logbroker.console.throughput import SAMPLE_INTERVAL_S, Throughput, sample
 from logbroker.console_cli import render_bytes
 
@@ -33,6 +34,7 @@ THREADS = 4  # client calls in flight at once (the broker's own disk work has tr
 TIMEOUT_S = 10.0  # each Kafka call the console makes
 MAX_BODY = 64 * 1024
 MAX_RECORDS = 500
+LOGIN_FAILURE_DELAY_S = 1.0  # before a refused login is answered
 FORMATS = ("text", "json", "hex")
 # How a Kafka error answers over HTTP; a code not named here is 502 (the cluster refused).
 STATUS_BY_ERROR = {
@@ -126,11 +128,11 @@ def _reachable(host: str, port: int) -> bool:
         return False
 
 
-def cluster_view(bootstrap: str) -> dict[str, Any]:
+def cluster_view(bootstrap: str, client_config: dict[str, str]) -> dict[str, Any]:
     from logbroker.cluster_cli import StatusError, collect
 
     try:
-        status = collect(bootstrap)
+        status = collect(bootstrap, client_config)
     except StatusError as e:
         raise KafkaConnectionError(str(e)) from None
     for n in status["nodes"]:
@@ -158,6 +160,11 @@ def topics_view(admin: Admin, internal: bool) -> list[dict[str, Any]]:
                     "offline": sum(p["state"] == "offline" for p in parts),
                     "records": sum(records), "size_bytes": sum(sizes)})
     return out
+
+
+def visible_topics(admin: Admin) -> set[str]:
+    """The topics the admin's user may describe (the broker leaves the others out)."""
+    return set(admin.describe_topics(None, timeout=TIMEOUT_S))
 
 
 def topic_view(admin: Admin, name: str) -> dict[str, Any]:
@@ -263,8 +270,8 @@ def _record(r: Any, fmt: str) -> dict[str, Any]:
     return out
 
 
-def read_messages(admin: Admin, bootstrap: str, topic: str, partition: int, offset: int | None,
-                  timestamp: int | None, limit: int, fmt: str) -> dict[str, Any]:
+def read_messages(admin: Admin, bootstrap: str, client_config: dict[str, str], topic: str, partition: int,
+                  offset: int | None, timestamp: int | None, limit: int, fmt: str) -> dict[str, Any]:
     found = admin.describe_topics([topic], timeout=TIMEOUT_S)
     leaders = {k: v for k, v in leaders_of(found).items() if k == (topic, partition)}
     if not leaders:
@@ -285,7 +292,7 @@ def read_messages(admin: Admin, bootstrap: str, topic: str, partition: int, offs
     records: list[dict[str, Any]] = []
     if start < latest:
         with Consumer(bootstrap, client_id="logbroker-console", auto_offset_reset="earliest",
-                      enable_auto_commit=False) as consumer:
+                      enable_auto_commit=False, **client_config) as consumer:
             consumer.assign([key])
             consumer.seek(key, start)
             deadline = time.monotonic() + TIMEOUT_S / 2
@@ -303,18 +310,30 @@ def read_messages(admin: Admin, bootstrap: str, topic: str, partition: int, offs
 
 
 class ConsoleServer:
-    """Serves the console on `serve(host, port)`; `bootstrap` is the broker's own listener."""
+    """Serves the console on `serve(host, port)`; `bootstrap` is the broker's own listener.
 
-    def __init__(self, bootstrap: str, node_id: int) -> None:
+    `client_config`: the settings of the console's own clients (broker/own_clients.py), or
+    None when it has no identity of its own. `sessions`: logins (console/sessions.py), when
+    the primary listener is SASL; each logged-in user's requests are then made by clients
+    set up by `login_config(session.login)`, and the console's own clients only sample
+    throughput (each user is shown the topics they may describe)."""
+
+    def __init__(self, bootstrap: str, node_id: int, client_config: dict[str, str] | None = None,
+                 sessions: Sessions | None = None,
+                 login_config: Callable[[tuple[str, str, str]], dict[str, str]] | None = None) -> None:
         self.bootstrap = bootstrap
         self.node_id = node_id
+        self.client_config = client_config
+        self.sessions = sessions
+        self.login_config = login_config
         self.admin: Admin | None = None
         self.limiter = trio.CapacityLimiter(THREADS)
         self.throughput = Throughput()
         self.address: tuple[str, int] | None = None
         self.http = HttpServer(self._handle, "console", max_body=MAX_BODY, error=json_error)
         self.static = {p.name: p for p in STATIC.iterdir() if p.suffix in CONTENT_TYPES} if STATIC.is_dir() else {}
-        # (method, pattern over the percent-encoded path, handler(request, *decoded groups))
+        self._stopping = False
+        # (method, pattern over the percent-encoded path, handler(request, session, *decoded groups))
         self.routes: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
             (m, re.compile(p), h) for m, p, h in [
                 ("GET", r"/api/cluster", self._cluster),
@@ -329,23 +348,35 @@ class ConsoleServer:
                 ("DELETE", r"/api/groups/([^/]+)", self._delete_group),
                 ("POST", r"/api/groups/([^/]+)/reset-offsets", self._reset_group),
                 ("GET", r"/api/throughput", self._throughput),
+                ("GET", r"/api/session", self._session),
+                ("POST", r"/api/logout", self._logout),
                 ("GET", r"/", self._page),
                 ("GET", r"/static/([^/]+)", self._static),
             ]]
 
     async def serve(self, host: str, port: int, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        self.admin = Admin(self.bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
-                           metadata_max_age_ms=5000)
+        if self.client_config is not None:
+            self.admin = Admin(self.bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
+                               metadata_max_age_ms=5000, **self.client_config)
         try:
             async with trio.open_nursery() as nursery:
                 self.address = await nursery.start(self.http.serve, host, port)
-                log.info("console on http://%s:%d/", *self.address)
-                nursery.start_soon(self._sample_throughput)
+                log.info("console on %s://%s:%d/%s", "https" if self.http.tls else "http", *self.address,
+                         " (login required)" if self.sessions is not None else "")
+                if self.admin is not None:
+                    nursery.start_soon(self._sample_throughput)
+                if self.sessions is not None:
+                    nursery.start_soon(self._forget_expired)
                 task_status.started(self.address)
         finally:
+            self._stopping = True
             admin, self.admin = self.admin, None
+            closing = [admin] if admin is not None else []
+            if self.sessions is not None:
+                closing += [c for s in self.sessions.expired_all() for c in s.clients.values()]
             with trio.CancelScope(shield=True), trio.move_on_after(10):
-                await trio.to_thread.run_sync(admin.close, abandon_on_cancel=True)
+                for client in closing:
+                    await trio.to_thread.run_sync(client.close, abandon_on_cancel=True)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in a worker thread; a Kafka error becomes the HTTP error it means."""
@@ -358,10 +389,30 @@ class ConsoleServer:
             status, message, name = _http_error(e)
             raise _KafkaHttpError(status, message, name) from None
 
-    async def _admin_call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self.admin is None:
+    def _config_for(self, session: Session | None) -> dict[str, str]:
+        if session is None:
+            return self.client_config or {}
+        assert self.login_config is not None
+        return self.login_config(session.login)
+
+    def _admin_of(self, session: Session | None) -> Admin:
+        """The admin client a request's Kafka calls go through: the logged-in user's, or the
+        console's own."""
+        if self._stopping:
             raise HttpError(503, "the console is shutting down")
-        return await self._run(fn, self.admin, *args)
+        if session is None:
+            if self.admin is None:
+                raise HttpError(503, "the console is shutting down")
+            return self.admin
+        admin = session.clients.get("admin")
+        if admin is None:
+            admin = session.clients["admin"] = Admin(
+                self.bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
+                metadata_max_age_ms=5000, **self._config_for(session))
+        return admin
+
+    async def _admin_call(self, session: Session | None, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self._run(fn, self._admin_of(session), *args)
 
     async def _sample_throughput(self) -> None:
         while True:
@@ -378,10 +429,30 @@ class ConsoleServer:
                     self.throughput.last_error = None
             await trio.sleep_until(started + SAMPLE_INTERVAL_S)
 
+    async def _forget_expired(self) -> None:
+        """Closes the clients of sessions past their time (a request finds them expired anyway)."""
+        assert self.sessions is not None
+        while True:
+            await trio.sleep(min(60.0, self.sessions.idle_s))
+            for session in self.sessions.expired():
+                log.info("console: the session of %s expired", session.principal)
+                await self._close_clients(session)
+
+    async def _close_clients(self, session: Session) -> None:
+        clients, session.clients = list(session.clients.values()), {}
+        for client in clients:
+            await trio.to_thread.run_sync(client.close, abandon_on_cancel=True)
+
     # --- routing -------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
         path = request.path.rstrip("/") or "/"
+        if self.sessions is not None and path == "/api/login":
+            if request.method != "POST":
+                response = json_error(405, f"{request.method} is not served on {request.path}; use POST")
+                response.headers["Allow"] = "POST"
+                return response
+            return await self._login(request)
         allowed = []
         for method, pattern, handler in self.routes:
             m = pattern.fullmatch(path)
@@ -390,8 +461,19 @@ class ConsoleServer:
             if method != request.method:
                 allowed.append(method)
                 continue
+            session = None
+            if self.sessions is not None and path.startswith("/api/"):
+                try:
+                    session = self.sessions.session_of(request.headers.get("cookie"))
+                    self.sessions.check_change(session, request.method, request.headers, self._own_origins(request))
+                except SessionError as e:
+                    return json_error(e.status, e.message)
+            elif path.startswith("/api/") and request.method not in SAFE_METHODS:
+                origin = request.headers.get("origin")
+                if origin is not None and origin not in self._own_origins(request):
+                    return json_error(403, f"refused: a {request.method} from another origin ({origin[:100]})")
             try:
-                return await handler(request, *(unquote(g) for g in m.groups()))
+                return await handler(request, session, *(unquote(g) for g in m.groups()))
             except _KafkaHttpError as e:
                 return json_error(e.status, e.message, e.kafka_error)
         if allowed:
@@ -400,36 +482,88 @@ class ConsoleServer:
             return response
         raise HttpError(404, f"no such page or route: {request.method} {request.path}")
 
-    async def _page(self, request: Request) -> Response:
-        return await self._static(request, "index.html")
+    def _own_origins(self, request: Request) -> set[str]:
+        """The origins of the console's own pages: its scheme and the Host the browser asked for."""
+        scheme = "https" if self.http.tls else "http"
+        return {f"{scheme}://{request.headers.get('host', '')}"}
 
-    async def _static(self, request: Request, name: str) -> Response:
+    # --- login ---------------------------------------------------------------------------
+
+    async def _login(self, request: Request) -> Response:
+        assert self.sessions is not None
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in self._own_origins(request):
+            return json_error(403, f"refused: a login from another origin ({origin[:100]})")
+        body = _object(request)
+        user, password = body.get("username"), body.get("password")
+        if not isinstance(user, str) or not isinstance(password, str):
+            raise HttpError(400, "'username' and 'password' (strings) are required")
+        mechanism = await trio.to_thread.run_sync(self.sessions.check_password, user, password, limiter=self.limiter)
+        if mechanism is None:
+            log.info("console: login refused for User:%s from %s", user[:100], request.peer or "?")
+            await trio.sleep(LOGIN_FAILURE_DELAY_S)  # slows guessing; other requests go on
+            return json_error(401, "login refused: unknown user or wrong password")
+        session, evicted = self.sessions.create(user, mechanism, password)
+        for old in evicted:
+            await self._close_clients(old)
+        log.info("console: %s logged in from %s (%s)", session.principal, request.peer or "?", mechanism)
+        response = json_response(self._session_doc(session))
+        response.headers["Set-Cookie"] = set_cookie(session.id, secure=self.http.tls is not None)
+        return response
+
+    @staticmethod
+    def _session_doc(session: Session) -> dict[str, Any]:
+        return {"user": session.user, "principal": session.principal, "mechanism": session.mechanism,
+                "csrf_token": session.csrf_token}
+
+    async def _session(self, request: Request, session: Session | None) -> Response:
+        if session is None:
+            return json_response({"user": None, "login_required": False})
+        return json_response({**self._session_doc(session), "login_required": True})
+
+    async def _logout(self, request: Request, session: Session | None) -> Response:
+        if session is None:
+            raise HttpError(400, "this console has no logins (its broker's primary listener is not SASL)")
+        assert self.sessions is not None
+        self.sessions.forget(session)
+        await self._close_clients(session)
+        log.info("console: %s logged out", session.principal)
+        response = json_response({"logged_out": session.user})
+        response.headers["Set-Cookie"] = clear_cookie(secure=self.http.tls is not None)
+        return response
+
+    # --- pages and routes ----------------------------------------------------------------
+
+    async def _page(self, request: Request, session: Session | None) -> Response:
+        return await self._static(request, session, "index.html")
+
+    async def _static(self, request: Request, session: Session | None, name: str) -> Response:
         path = self.static.get(name)
         if path is None:
             raise HttpError(404, f"no such file: {name}")
         body = await trio.Path(path).read_bytes()
         return Response(200, body, CONTENT_TYPES[path.suffix], {"Cache-Control": "no-cache"})
 
-    async def _cluster(self, request: Request) -> Response:
-        return json_response(await self._run(cluster_view, self.bootstrap))
+    async def _cluster(self, request: Request, session: Session | None) -> Response:
+        return json_response(await self._run(cluster_view, self.bootstrap, self._config_for(session)))
 
-    async def _topics(self, request: Request) -> Response:
+    async def _topics(self, request: Request, session: Session | None) -> Response:
         internal = request.query.get("internal", "") not in ("", "0", "false")
-        return json_response(await self._admin_call(topics_view, internal))
+        return json_response(await self._admin_call(session, topics_view, internal))
 
-    async def _topic(self, request: Request, name: str) -> Response:
-        return json_response(await self._admin_call(topic_view, name))
+    async def _topic(self, request: Request, session: Session | None, name: str) -> Response:
+        return json_response(await self._admin_call(session, topic_view, name))
 
-    async def _create_topic(self, request: Request) -> Response:
-        return json_response(await self._admin_call(create_topic, _object(request)), 201)
+    async def _create_topic(self, request: Request, session: Session | None) -> Response:
+        return json_response(await self._admin_call(session, create_topic, _object(request)), 201)
 
-    async def _alter_config(self, request: Request, name: str) -> Response:
-        return json_response(await self._admin_call(alter_config, name, _object(request)))
+    async def _alter_config(self, request: Request, session: Session | None, name: str) -> Response:
+        return json_response(await self._admin_call(session, alter_config, name, _object(request)))
 
-    async def _delete_topic(self, request: Request, name: str) -> Response:
-        return json_response(await self._admin_call(delete_topic, name))
+    async def _delete_topic(self, request: Request, session: Session | None, name: str) -> Response:
+        return json_response(await self._admin_call(session, delete_topic, name))
 
-    async def _messages(self, request: Request, name: str) -> Response:
+    async def _messages(self, request: Request, session: Session | None, name: str) -> Response:
         q = request.query
         partition = _int(q.get("partition"), "partition", default=0, lo=0, hi=2**31 - 1)
         offset = _int(q.get("offset"), "offset", lo=0, hi=2**63 - 1)
@@ -440,23 +574,28 @@ class ConsoleServer:
         fmt = q.get("format") or "text"
         if fmt not in FORMATS:
             raise HttpError(400, f"format must be one of {', '.join(FORMATS)}, not {fmt[:20]!r}")
-        return json_response(await self._admin_call(read_messages, self.bootstrap, name, partition, offset,
-                                                    timestamp, limit, fmt))
+        return json_response(await self._admin_call(session, read_messages, self.bootstrap, self._config_for(session),
+                                                    name, partition, offset, timestamp, limit, fmt))
 
-    async def _groups(self, request: Request) -> Response:
-        return json_response(await self._admin_call(groups_view))
+    async def _groups(self, request: Request, session: Session | None) -> Response:
+        return json_response(await self._admin_call(session, groups_view))
 
-    async def _group(self, request: Request, group: str) -> Response:
-        return json_response(await self._admin_call(group_view, group))
+    async def _group(self, request: Request, session: Session | None, group: str) -> Response:
+        return json_response(await self._admin_call(session, group_view, group))
 
-    async def _reset_group(self, request: Request, group: str) -> Response:
-        return json_response(await self._admin_call(reset_group, group, _object(request)))
+    async def _reset_group(self, request: Request, session: Session | None, group: str) -> Response:
+        return json_response(await self._admin_call(session, reset_group, group, _object(request)))
 
-    async def _delete_group(self, request: Request, group: str) -> Response:
-        return json_response(await self._admin_call(delete_group, group))
+    async def _delete_group(self, request: Request, session: Session | None, group: str) -> Response:
+        return json_response(await self._admin_call(session, delete_group, group))
 
-    async def _throughput(self, request: Request) -> Response:
-        return json_response(self.throughput.rates())
+    async def _throughput(self, request: Request, session: Session | None) -> Response:
+        visible = None if session is None else await self._admin_call(session, visible_topics)
+        rates = self.throughput.rates(visible)
+        if self.admin is None and rates["error"] is None:
+            rates["error"] = ("not sampled: the console has no Kafka user of its own (set this node's SASL user in "
+                              "the primary listener's JAAS config)")
+        return json_response(rates)
 
 
 class _KafkaHttpError(HttpError):

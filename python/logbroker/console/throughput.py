@@ -56,7 +56,9 @@ class Throughput:
     def add(self, totals: Totals, at: float | None = None) -> None:
         self.samples.append((time.time() if at is None else at, totals))
 
-    def rates(self) -> dict[str, Any]:
+    def rates(self, visible: set[str] | None = None) -> dict[str, Any]:
+        """The rates between samples and the latest totals; `visible`: only these topics (a
+        logged-in user's, those they may describe)."""
         points = []
         topics: set[str] = set()
         pairs = list(self.samples)
@@ -66,11 +68,14 @@ class Throughput:
                 continue
             records, bytes_ = {}, {}
             for name in a.keys() & b.keys():
+                if visible is not None and name not in visible:
+                    continue
                 records[name] = round(max(0, b[name][0] - a[name][0]) / dt, 3)
                 bytes_[name] = round(max(0, b[name][1] - a[name][1]) / dt, 3)
             topics |= records.keys()
             points.append({"time": int(t1 * 1000), "records_per_s": records, "bytes_per_s": bytes_})
         latest = pairs[-1][1] if pairs else {}
         return {"interval_s": self.interval_s, "window_s": self.window_s, "topics": sorted(topics),
-                "totals": {n: {"records": r, "bytes": s} for n, (r, s) in sorted(latest.items())},
+                "totals": {n: {"records": r, "bytes": s} for n, (r, s) in sorted(latest.items())
+                           if visible is None or n in visible},
                 "samples": points, "error": self.last_error}

@@ -5,12 +5,10 @@
 from __future__ import annotations
 
 import logging
-import os
 
 import trio
 
 from logbroker.broker.http import HttpServer, Response
-from logbroker.common.config import BrokerConfig, ConfigError
 from logbroker.schema_registry.auth import RegistryAuth
 from logbroker.schema_registry.kafka_store import KafkaStore
 from logbroker.schema_registry.rest import RegistryApi, error_response
@@ -23,57 +21,6 @@ MAX_BODY = 4 << 20  # a schema with its JSON envelope
 
 def _error(status: int, message: str) -> Response:
     return error_response(status, message)
-
-
-def client_config(config: BrokerConfig) -> dict[str, str]:
-    """How the registry's own clients reach the broker's client listener: on SASL, as this
-    node reaches the others (BrokerConfig.node_sasl); on TLS, trusting the broker's
-    truststore (ssl.truststore.*; none set: the system's CAs, as a Kafka client does),
-    checking host names as ssl.endpoint.identification.algorithm says, and presenting the
-    broker's keystore where the listener requires client certificates. With an authorizer
-    that principal needs to create, read and write `_schemas` (a super user, as the nodes'
-    users are)."""
-    listener = config.client_listener_name
-    protocol = config.security_protocol(listener)
-    out: dict[str, str] = {}
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        creds = config.node_sasl(listener)
-        if creds is None:
-            raise ConfigError(f"schema.registry.listen: the registry reads and writes _schemas through the broker's "
-                              f"client listener {listener} ({protocol}), and no SASL user is set for this node there")
-        mechanism, user, password = creds
-        out.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
-    if protocol in ("SSL", "SASL_SSL"):
-        out.update(_tls_files(config, listener))
-    if protocol != "PLAINTEXT":
-        out["security.protocol"] = protocol
-    return out
-
-
-def _tls_files(config: BrokerConfig, listener: str) -> dict[str, str]:
-    """The client's TLS keys from the broker's; inline PEM (ssl.truststore.certificates,
-    ssl.keystore.certificate.chain and .key) is written to files the client reads, under
-    DATA_DIR/__schema_registry_tls, readable by this user only."""
-    tls = config.listener_tls(listener)
-    assert tls is not None
-    chain, key, trust, client_auth = tls
-    out = {"ssl.endpoint.identification.algorithm": config.get_str("ssl.endpoint.identification.algorithm")}
-    folder = config.data_dir / "__schema_registry_tls"
-
-    def written(name: str, data: bytes) -> str:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = folder / name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return str(path)
-
-    if trust is not None:
-        out["ssl.truststore.location"] = config.get_str("ssl.truststore.location") or written("truststore.pem", trust)
-    if client_auth == "required":
-        out["ssl.keystore.location"] = config.get_str("ssl.keystore.location") or \
-            written("keystore.pem", key + b"\n" + chain)
-    return out
 
 
 class SchemaRegistryServer:

@@ -8,15 +8,19 @@ const REFRESH_MS = { cluster: 2000, topics: 5000, topic: 3000, groups: 5000, gro
 const COLORS = ["#2f6fdb", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#0b7285", "#e67700", "#5c940d", "#364fc7", "#a61e4d"];
 
 // What the page shows now; tests read `window.logbrokerConsole.throughput` (the chart data).
-const state = { page: null, arg: null, view: 0, timer: null, busy: null, pending: null, throughput: null, cluster: null };
+// `csrf`: the session's CSRF token, sent with every request that changes something (a console
+// with logins; python/logbroker/console/sessions.py); `loggedOut`: the login form is shown.
+const state = { page: null, arg: null, view: 0, timer: null, busy: null, pending: null, throughput: null, cluster: null,
+                csrf: null, user: null, loggedOut: false };
 window.logbrokerConsole = state;
 
 async function api(method, path, body) {
-  const options = { method, headers: {} };
+  const options = { method, headers: {}, credentials: "same-origin" };
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
+  if (state.csrf && method !== "GET") options.headers["X-CSRF-Token"] = state.csrf;
   const response = await fetch(path, options);
   let data = null;
   try {
@@ -26,10 +30,59 @@ async function api(method, path, body) {
   }
   if (!response.ok) {
     const message = data && data.error ? data.error : `HTTP ${response.status}`;
+    if (response.status === 401 && path !== "/api/login") showLogin(message);
     throw new Error(message);
   }
   return data;
 }
+
+// --- login -------------------------------------------------------------------------------
+
+function showWho() {
+  $("who").textContent = state.user ? `logged in as ${state.user}` : "";
+  $("who").hidden = !state.user;
+  $("logout").hidden = !state.user;
+}
+
+function showLogin(message) {
+  const first = !state.loggedOut;
+  state.loggedOut = true;
+  state.csrf = null;
+  state.user = null;
+  showWho();
+  if (state.timer) clearInterval(state.timer);
+  state.timer = null;
+  for (const section of document.querySelectorAll("section.page")) section.hidden = section.id !== "page-login";
+  if (first && message) notice(message, true);
+}
+
+$("login").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  try {
+    const s = await api("POST", "/api/login", { username: form.get("username"), password: form.get("password") });
+    state.csrf = s.csrf_token;
+    state.user = s.user;
+    state.loggedOut = false;
+    event.target.reset();
+    showWho();
+    clearNotice();
+    state.page = null;
+    route();
+  } catch (e) {
+    notice(e.message, true);
+  }
+});
+
+$("logout").addEventListener("click", async () => {
+  try {
+    await api("POST", "/api/logout");
+  } catch (e) {
+    // the session may already be gone: the login form is what follows either way
+  }
+  showLogin();
+  notice("logged out");
+});
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -116,6 +169,7 @@ async function refresh() {
 }
 
 function route() {
+  if (state.loggedOut) return;
   const { page, arg, query } = parseHash();
   const known = LOADERS[page] || page === "messages" ? page : "cluster";
   if (state.timer) clearInterval(state.timer);
@@ -412,4 +466,17 @@ LOADERS.throughput = async () => {
 };
 
 window.addEventListener("hashchange", route);
-route();
+
+// A console with logins says who is logged in, or answers 401 (the login form); one without says
+// login_required false.
+(async () => {
+  try {
+    const s = await api("GET", "/api/session");
+    state.csrf = s.csrf_token || null;
+    state.user = s.user;
+    showWho();
+  } catch (e) {
+    return;
+  }
+  route();
+})();
