@@ -143,6 +143,7 @@ def test_console_login_over_https_sets_a_secure_cookie(tmp_path: Path, pki: Pki)
         trusting = ssl.create_default_context(cafile=str(pki.ca_pem))
         with pytest.raises(urllib.error.HTTPError) as e:
             get(b.console_url + "api/topics", trusting)
+        e.value.close()
         assert e.value.code == 401
         login = urllib.request.Request(b.console_url + "api/login", method="POST",
                                        data=json.dumps({"username": "admin", "password": "admin-secret"}).encode(),

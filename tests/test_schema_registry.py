@@ -419,7 +419,8 @@ def test_registry_over_a_tls_listener(tmp_path, clients, protocol):
         config.update({"ssl.client.auth": "required", "ssl.truststore.location": str(pki.ca_pem)})
         kafka = {"security.protocol": "SSL", "ssl.certificate.location": str(pki.client_cert),
                  "ssl.key.location": str(pki.client_key)}
-    else:
+    else:  # this test is about the TLS listener: its REST API without a login (on a SASL broker, BASIC by default)
+        config["schema.registry.authentication.method"] = "NONE"
         config.update({"ssl.truststore.certificates": pki.ca_pem.read_text(),
                        "listener.name.sasl_ssl.plain.sasl.jaas.config":
                            'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -218,7 +218,7 @@ class BrokerServer:
                 host, port, _tls = metrics_listen
                 self.metrics = MetricsServer(self)
                 self.metrics.http.tls = http_tls.server_context(self.config, "metrics.listen")
-                if self.config.get_str("metrics.authentication.method") == "BASIC":
+                if self.config.http_authentication("metrics.authentication.method") == "BASIC":
                     self.metrics.auth = self._basic_auth("BASIC")
                     self.metrics.authorize = self.authorizer.authorize if self.authorizer.enabled else None
                 self.metrics_address = await nursery.start(self.metrics.serve, host, port)
@@ -238,7 +238,7 @@ class BrokerServer:
 
                 host, port, _tls = registry_listen
                 cfg = self.config
-                auth = RegistryAuth(self._basic_auth(cfg.get_str("schema.registry.authentication.method")),
+                auth = RegistryAuth(self._basic_auth(cfg.http_authentication("schema.registry.authentication.method")),
                                     self.authorizer.authorize if self.authorizer.enabled else None)
                 self.schema_registry = SchemaRegistryServer(
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),

@@ -627,6 +627,12 @@ class BrokerConfig:
         """Whether any client listener authenticates with SASL (SASL_PLAINTEXT, SASL_SSL)."""
         return any(self.security_protocol(name).startswith("SASL_") for name, _, _ in self.client_listeners)
 
+    def http_authentication(self, key: str) -> str:
+        """An HTTP endpoint's authentication method (`metrics.authentication.method`,
+        `schema.registry.authentication.method`): as set, else BASIC on a broker with a SASL
+        listener (its users then log in everywhere) and NONE on one without."""
+        return self.get_str(key) or ("BASIC" if self.client_sasl else "NONE")
+
     def jaas_config(self, mechanism: str, listener: str) -> str:
         """`listener.name.<listener>.<mechanism>.sasl.jaas.config` ('' when unset)."""
         return self.explicit.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config", "")

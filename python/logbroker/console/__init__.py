@@ -6,8 +6,10 @@ It is a client of the cluster like any other: every figure and every action is a
 request made with logbroker's own admin client and consumer (`logbroker.client`), bootstrapped
 at the broker's own listener, through the same functions as `logbroker topic`, `group` and
 `cluster status` (`logbroker.admin_views`, `logbroker.cluster_cli.collect`). So it is behind
-the same authorization as the Kafka API: it sees and changes what its Kafka credentials may
-(once the broker authenticates, the console's requests carry the console's user). The
+the same authorization as the Kafka API: it sees and changes what its Kafka credentials may.
+On a SASL primary listener it asks for a login (console/sessions.py: the broker's users,
+sessions in cookies, a CSRF token on every change) and each user's requests are made as that
+user; on a PLAINTEXT one it has no login, as the listener has none. The
 client calls block, so each runs in a worker thread (`trio.to_thread.run_sync`, at most
 `THREADS` at once on the console's own limiter) and the broker's event loop never waits.
 
@@ -36,6 +38,14 @@ or 5xx status, the message naming the topic or group and the Kafka error):
     DELETE /api/groups/{id}                     delete an empty group
     GET    /api/throughput                      records/s and bytes/s in per topic, sampled
                                                 every SAMPLE_INTERVAL_S, the last WINDOW_S
+    POST   /api/login                           {"username", "password"}: the session cookie
+                                                and {"user", "principal", "mechanism",
+                                                "csrf_token"} (a console with logins)
+    GET    /api/session                         the same for the session of the cookie
+    POST   /api/logout                          forgets the session, clears the cookie
+
+With logins, every /api/ route but /api/login answers 401 without a live session, and every
+POST and DELETE 403 without the session's X-CSRF-Token (or from another Origin).
 
 `/` is the page (static/index.html, console.js, console.css: plain JavaScript, no build step,
 nothing fetched from elsewhere).
