@@ -50,6 +50,7 @@ __all__ = [
     "decode_avro_columns",
     "decode_records",
     "decompress",
+    "jws_verify",
     "encode_batch",
     "murmur2",
     "partition_for_key",
@@ -291,6 +292,10 @@ def write_offset_checkpoint(path: str, entries: list[tuple[str, int, int]]) -> N
 def read_offset_checkpoint(path: str) -> list[tuple[str, int, int]]: ...
 def crc32c(data: Buffer) -> int: ...
 def decompress(codec: str, data: Buffer, limit: int) -> bytes: ...
+def jws_verify(alg: str, a: bytes, b: bytes, signing_input: bytes, signature: bytes) -> bool:
+    """Whether `signature` is JWS algorithm `alg`'s signature of `signing_input` by the key
+    (RSA n, e; EC x, y; Ed25519 x, b""): RS/PS 256/384/512, ES256, ES384, EdDSA. ValueError
+    for any other algorithm (including "none"). Releases the GIL."""
 def validate_batches(records: Buffer) -> list[tuple[int, int, int, int, int]]: ...
 def encode_batch(
     records: list[tuple[bytes | None, bytes | None, int, list[tuple[bytes, bytes | None]]]],

@@ -35,6 +35,9 @@ pub mod protocol;
 // The controller quorum: raft-rs over a durable Raft log (sans I/O, driven from trio).
 pub mod raft;
 
+// JWS signatures of OAUTHBEARER tokens (ring).
+pub mod jws;
+
 // The broker's network layer: listener, connections, frames, responses.
 pub mod server;
 

@@ -24,6 +24,7 @@ does); ApiVersions at an unknown version gets the KIP-511 v0 error reply.
 
 from __future__ import annotations
 
+import functools
 import logging
 import trio
 
@@ -31,7 +32,9 @@ from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
 from logbroker.common.config import ConfigError
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
-from logbroker.common.sasl import SaslSession, jaas_users
+from logbroker.broker.jwks import JwksError, JwksKeys, fetch, parse_jwks
+from logbroker.common.oauthbearer import JwksValidator, UnsecuredValidator, validator_from_config
+from logbroker.common.sasl import SaslSession, jaas_options, jaas_users
 from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
 from logbroker.protocol import (
@@ -62,12 +65,16 @@ class KafkaServer:
         self.sasl = [cfg.security_protocol(name).startswith("SASL_") for name in self.listeners]
         self.sessions: dict[int, SaslSession] = {}  # SASL listeners: each connection's exchange
         self.connections: dict[int, dict] = {}  # each open connection's state (RequestContext.connection)
+        self.jwks: JwksKeys | None = None  # OAUTHBEARER's key set (sasl.oauthbearer.jwks.endpoint.url)
+        self._oauth_validators: dict[str, UnsecuredValidator | JwksValidator] = {}
 
     def bind(self, partitions: _core.PartitionTable) -> dict[str, tuple[str, int]]:
         """Binds every listener and starts the network thread, which serves Produce and Fetch
         from `partitions`; returns each listener's bound address by name."""
         cfg = self.broker.config
         cfg.check_listeners()
+        if "OAUTHBEARER" in cfg.get_str("sasl.enabled.mechanisms").split(","):
+            self._check_oauthbearer()
         specs = [(name, host, port, cfg.listener_tls(name), sasl)
                  for (name, host, port), sasl in zip(cfg.listeners_primary_first(), self.sasl)]
         try:
@@ -127,9 +134,45 @@ class KafkaServer:
 
             session = SaslSession(peer, cfg.get_str("sasl.enabled.mechanisms").split(","),
                                   jaas_users(cfg.jaas_config("PLAIN", listener)), credential,
-                                  cfg.get_int("connections.max.reauth.ms"))
+                                  cfg.get_int("connections.max.reauth.ms"),
+                                  functools.partial(self._oauthbearer_validator, listener))
             self.sessions[conn] = session
         return session
+
+    def _check_oauthbearer(self) -> None:
+        """OAUTHBEARER's settings, checked at start: each SASL listener's validator, and a
+        file:// JWKS read (an http(s) one is fetched at the first token). ConfigError."""
+        for name, sasl in zip(self.listeners, self.sasl):
+            if sasl:
+                try:
+                    self._oauthbearer_validator(name)
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
+        url = self.broker.config.get_str("sasl.oauthbearer.jwks.endpoint.url")
+        if url and not url.startswith(("file:", "http://", "https://")):
+            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url={url!r}: a file:// path or an http(s):// URL "
+                              "is needed")
+        if url.startswith("file:"):
+            try:
+                parse_jwks(fetch(url), url)
+            except JwksError as e:
+                raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: {e}") from None
+
+    def _oauthbearer_validator(self, listener: str) -> UnsecuredValidator | JwksValidator:
+        """The listener's OAUTHBEARER validator (common/oauthbearer.py), made once; the JWKS is
+        the broker's one (broker/jwks.py)."""
+        validator = self._oauth_validators.get(listener)
+        if validator is None:
+            cfg = self.broker.config
+            if self.jwks is None and cfg.get_str("sasl.oauthbearer.jwks.endpoint.url"):
+                self.jwks = JwksKeys(cfg.get_str("sasl.oauthbearer.jwks.endpoint.url"),
+                                     cfg.get_int("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+                                     cfg.get_int("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
+                                     cfg.get_int("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"))
+            validator = validator_from_config(cfg, listener, self.jwks,
+                                              jaas_options(cfg.jaas_config("OAUTHBEARER", listener)))
+            self._oauth_validators[listener] = validator
+        return validator
 
     async def _serve_request(self, net: _core.NetworkServer, conn: int, frame: bytes, peer: str,
                              principal: str | None, listener: int) -> None:
@@ -159,7 +202,7 @@ class KafkaServer:
             return
         if session is not None and session.completed is not None:
             who, session.completed = session.completed, None
-            lifetime = session.reauth_ms or None
+            lifetime = session.granted_ms or None
             net.authenticated(conn, who, lifetime)
             log.debug("%s authenticated as %s%s", peer, who, f" for {lifetime} ms" if lifetime else "",
                       extra=fields(peer=peer))

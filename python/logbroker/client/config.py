@@ -54,6 +54,16 @@ COMMON: dict[str, Any] = {
     "sasl.username": None,
     "sasl.password": None,
     "sasl.jaas.config": None,
+    # OAUTHBEARER's tokens: see client/oauthbearer.py
+    "sasl.oauthbearer.method": "default",
+    "sasl.oauthbearer.token.endpoint.url": None,
+    "sasl.oauthbearer.client.id": None,
+    "sasl.oauthbearer.client.secret": None,
+    "sasl.oauthbearer.scope": None,
+    "sasl.oauthbearer.extensions": None,
+    "sasl.oauthbearer.config": None,
+    "enable.sasl.oauthbearer.unsecure.jwt": False,
+    "oauth.cb": None,
 }
 
 PRODUCER: dict[str, Any] = {
@@ -117,7 +127,16 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         return v
     if key == "sasl.mechanism":
         return sasl.check_mechanism(value)
-    if key in ("sasl.password", "sasl.jaas.config"):
+    if key == "sasl.oauthbearer.method":
+        v = str(value).lower()
+        if v not in sasl.OAUTH_METHODS:
+            raise ConfigError(f"sasl.oauthbearer.method={value!r}: use default or oidc")
+        return v
+    if key == "oauth.cb":
+        if value is not None and not callable(value):
+            raise ConfigError("oauth_cb must be a callable(config) -> (token, expiry)")
+        return value
+    if key in ("sasl.password", "sasl.jaas.config", "sasl.oauthbearer.client.secret"):
         # secrets: kept as Password, whose repr does not show them
         return value if value is None or isinstance(value, sasl.Password) else sasl.Password(str(value))
     if key == "sasl.username":

@@ -1,14 +1,14 @@
 """SASL authentication of the client's connections (`security.protocol` SASL_PLAINTEXT or
-SASL_SSL), Kafka's protocol (KIP-43, KIP-152, KIP-368), mechanisms PLAIN and
-SCRAM-SHA-256/512. This module holds the configuration and the mechanisms' state machines,
+SASL_SSL), Kafka's protocol (KIP-43, KIP-152, KIP-368), mechanisms PLAIN,
+SCRAM-SHA-256/512 and OAUTHBEARER (its tokens: client/oauthbearer.py). This module holds the configuration and the mechanisms' state machines,
 sans-I/O (bytes in, bytes out); `Connection` (client/network.py) and `BrokerConnection`
 (client/connection.py) carry their bytes.
 
 # Configuration (the Java client's and librdkafka's key names)
 
     security.protocol   SASL_PLAINTEXT, or SASL_SSL (TLS first, with the ssl.* keys: client/tls.py)
-    sasl.mechanism      PLAIN (default), SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI and
-                        OAUTHBEARER are refused)
+    sasl.mechanism      PLAIN (default), SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER
+                        (sasl.oauthbearer.*: client/oauthbearer.py); GSSAPI is refused
     sasl.username       the user (librdkafka's key)
     sasl.password       its password (librdkafka's key)
     sasl.jaas.config    Java's form: `org.apache.kafka.common.security.scram.ScramLoginModule
@@ -69,14 +69,16 @@ from typing import Any
 
 from logbroker import scram
 from logbroker.client.errors import ConfigError
+from logbroker.client.oauthbearer import METHODS as OAUTH_METHODS
+from logbroker.client.oauthbearer import OAuthBearerClient, TokenSource, token_source
 
 __all__ = ["MECHANISMS", "SASL_PROTOCOLS", "Password", "Plain", "SaslConfig", "ScramClient", "from_config",
            "parse_jaas"]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's mechanisms this client does not implement.
-REFUSED = ("GSSAPI", "OAUTHBEARER")
+REFUSED = ("GSSAPI",)
 
 
 class Password:
@@ -107,7 +109,7 @@ def check_mechanism(value: Any) -> str:
     """`sasl.mechanism`, upper-cased; ConfigError for those this client does not speak."""
     m = str(value).strip().upper()
     if m in REFUSED:
-        raise ConfigError(f"sasl.mechanism={m}: this client does not do GSSAPI or OAUTHBEARER; "
+        raise ConfigError(f"sasl.mechanism={m}: this client does not do GSSAPI (Kerberos); "
                           f"use one of {', '.join(MECHANISMS)}")
     if m not in MECHANISMS:
         raise ConfigError(f"sasl.mechanism={value!r} is not one of {', '.join(MECHANISMS)}")
@@ -176,6 +178,12 @@ def from_config(config: dict[str, Any]) -> SaslConfig | None:
     username = config.get("sasl.username")
     password = _secret(config.get("sasl.password"))
     jaas = _secret(config.get("sasl.jaas.config"))
+    if mechanism == "OAUTHBEARER":
+        try:
+            source = token_source(config, parse_jaas(jaas) if jaas else {})
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        return OAuthSaslConfig(source)
     if jaas:
         options = parse_jaas(jaas)
         if username is None:
@@ -186,6 +194,28 @@ def from_config(config: dict[str, Any]) -> SaslConfig | None:
         raise ConfigError(f"security.protocol={protocol} needs a user and a password: set sasl.username and "
                           f"sasl.password, or sasl.jaas.config with username=\"...\" password=\"...\"")
     return SaslConfig(mechanism, str(username), Password(password))
+
+
+class OAuthSaslConfig:
+    """OAUTHBEARER's settings: where its tokens come from (client/oauthbearer.py)."""
+
+    __slots__ = ("source",)
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, source: TokenSource) -> None:
+        self.source = source
+
+    @property
+    def username(self) -> str:
+        return f"(a token from {self.source.what})"
+
+    def __repr__(self) -> str:
+        return f"OAuthSaslConfig({self.source.what})"
+
+    def client(self) -> OAuthBearerClient:
+        """A new exchange with a current token (fetched now if the last is past 80% of its
+        life); ValueError when none can be had."""
+        return OAuthBearerClient(self.source.token(), self.source.extensions)
 
 
 class Plain:

@@ -176,10 +176,18 @@ def _parse_protocol_map(text: str) -> str:
     return ",".join(f"{n}:{p}" for n, p in parse_protocol_map(text).items())
 
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+NODE_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # how nodes log in to each other
 # Per-listener SASL settings, Kafka's form: listener.name.<listener, lower case>.<mechanism,
 # lower case>.sasl.jaas.config (PLAIN's user_<name>="<password>" entries; common/sasl.py).
-LISTENER_JAAS_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$")
+LISTENER_JAAS_KEY = re.compile(
+    r"^listener\.name\.([a-z0-9_]+)\.(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config$")
+# Which OAUTHBEARER validator a listener uses (Kafka's key and class names; common/oauthbearer.py).
+LISTENER_OAUTH_HANDLER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.oauthbearer\.sasl\.server\.callback\.handler\.class$")
+OAUTH_JWKS_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                       "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
+OAUTH_UNSECURED_HANDLER = \
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
 # One listener's ssl.client.auth (Kafka's listener prefix); on a SASL_SSL listener only this
 # form applies (KIP-684), so SASL clients need no certificate when SSL listeners require one.
 LISTENER_CLIENT_AUTH_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.ssl\.client\.auth$")
@@ -189,7 +197,7 @@ def _parse_mechanisms(text: str) -> str:
     names = [m.strip().upper() for m in str(text).split(",") if m.strip()]
     for m in names:
         if m not in SASL_MECHANISMS:
-            raise ConfigError(f"SASL mechanism {m!r} is not served (GSSAPI and OAUTHBEARER are not); "
+            raise ConfigError(f"SASL mechanism {m!r} is not served (GSSAPI is not); "
                               f"choose from {', '.join(SASL_MECHANISMS)}")
     if not names:
         raise ConfigError("sasl.enabled.mechanisms is empty")
@@ -199,9 +207,9 @@ def _parse_mechanisms(text: str) -> str:
 def _parse_node_mechanism(text: str) -> str:
     """sasl.mechanism.inter.broker.protocol, sasl.mechanism.controller.protocol: one mechanism."""
     m = str(text).strip().upper()
-    if m not in SASL_MECHANISMS:
+    if m not in NODE_SASL_MECHANISMS:
         raise ConfigError(f"SASL mechanism {text!r} is not one nodes authenticate with (GSSAPI and OAUTHBEARER are "
-                          f"not served); choose from {', '.join(SASL_MECHANISMS)}")
+                          f"not); choose from {', '.join(NODE_SASL_MECHANISMS)}")
     return m
 
 
@@ -480,6 +488,13 @@ class BrokerConfig:
             if spec is None and LISTENER_JAAS_KEY.match(canonical):
                 self.explicit[canonical] = str(text)  # a secret: never in DescribeConfigs
                 continue
+            if spec is None and LISTENER_OAUTH_HANDLER_KEY.match(canonical):
+                if str(text).strip() not in (*OAUTH_JWKS_HANDLERS, OAUTH_UNSECURED_HANDLER):
+                    raise ConfigError(f"configuration key {key!r} = {text!r}: the OAUTHBEARER validators served are "
+                                      f"{OAUTH_JWKS_HANDLERS[0]} (JWTs checked against "
+                                      f"sasl.oauthbearer.jwks.endpoint.url) and {OAUTH_UNSECURED_HANDLER} (tests)")
+                self.explicit[canonical] = str(text).strip()
+                continue
             if spec is None:
                 raise ConfigError(f"unknown configuration key {key!r} (value {text!r})")
             try:
@@ -632,6 +647,19 @@ class BrokerConfig:
         `schema.registry.authentication.method`): as set, else BASIC on a broker with a SASL
         listener (its users then log in everywhere) and NONE on one without."""
         return self.get_str(key) or ("BASIC" if self.client_sasl else "NONE")
+
+    def oauthbearer_jwks(self, listener: str) -> bool:
+        """Whether `listener` checks OAUTHBEARER tokens against the JWKS (KIP-768) rather than
+        with Kafka's unsecured validator: its callback handler class when set, else whether
+        sasl.oauthbearer.jwks.endpoint.url is. ConfigError when the JWKS validator has no URL."""
+        key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+        handler = self.explicit.get(key)
+        url = self.get_str("sasl.oauthbearer.jwks.endpoint.url")
+        if handler is None:
+            return bool(url)
+        if handler in OAUTH_JWKS_HANDLERS and not url:
+            raise ConfigError(f"{key}={handler} checks tokens against a JWKS: set sasl.oauthbearer.jwks.endpoint.url")
+        return handler in OAUTH_JWKS_HANDLERS
 
     def jaas_config(self, mechanism: str, listener: str) -> str:
         """`listener.name.<listener>.<mechanism>.sasl.jaas.config` ('' when unset)."""

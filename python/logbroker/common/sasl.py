@@ -32,10 +32,12 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import time
 
 import trio
 
 from logbroker import scram
+from logbroker.common.oauthbearer import OAuthBearerServer, TokenRefused
 from logbroker.common.sasl_scram import AuthenticationFailed, ScramServer
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -49,20 +51,20 @@ SCRAM_FAILED = "Authentication failed during authentication due to invalid crede
 _JAAS_ENTRY = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-def _jaas_options(jaas: str) -> dict[str, str]:
+def jaas_options(jaas: str) -> dict[str, str]:
     return {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _JAAS_ENTRY.findall(jaas)}
 
 
 def jaas_users(jaas: str) -> dict[str, str]:
     """The `user_<name>="<password>"` entries of a PlainLoginModule JAAS config."""
-    return {k[len("user_"):]: v for k, v in _jaas_options(jaas).items() if k.startswith("user_")}
+    return {k[len("user_"):]: v for k, v in jaas_options(jaas).items() if k.startswith("user_")}
 
 
 def node_credentials(jaas: str) -> tuple[str, str]:
     """The client side of a listener's JAAS config, as Kafka reads it for connections
     between nodes: its `username="..."` and `password="..."` options. ValueError (never
     quoting the password) when either is missing."""
-    options = _jaas_options(jaas)
+    options = jaas_options(jaas)
     user, password = options.get("username"), options.get("password")
     if not user:
         raise ValueError('has no username="..." (the user this node authenticates as to the other nodes)')
@@ -75,8 +77,16 @@ class SaslSession:
     """One connection's SASL state (created at its first request on a SASL listener)."""
 
     def __init__(self, peer: str, mechanisms: list[str], plain_users: dict[str, str],
-                 credential, reauth_ms: int) -> None:
+                 credential, reauth_ms: int, oauthbearer=None) -> None:
+        """`oauthbearer()`: the listener's OAUTHBEARER validator (common/oauthbearer.py), made
+        when a client first asks for the mechanism."""
         self.peer = peer
+        self._oauthbearer = oauthbearer
+        self._oauth: OAuthBearerServer | None = None
+        self.expires_ms: int | None = None  # an OAUTHBEARER session: its token's exp
+        self.scopes: list[str] = []  # an OAUTHBEARER session: its token's scopes
+        self.granted_ms = 0  # the session lifetime the last exchange was given (0: none)
+        self._refusal: AuthenticationFailed | None = None
         self.mechanisms = mechanisms
         self._plain_users = plain_users
         self._credential = credential  # (user, mechanism) -> ScramCredential | None
@@ -100,6 +110,7 @@ class SaslSession:
             return False  # KIP-368: re-authentication keeps the mechanism
         self.mechanism = mechanism
         self._scram = None
+        self._oauth = None
         return True
 
     # --- SaslAuthenticate ------------------------------------------------------------
@@ -116,6 +127,19 @@ class SaslSession:
                 self.mechanism = None
                 user = await self._plain(token)
                 return b"", self._done(user, mechanism)
+            if mechanism == "OAUTHBEARER":
+                if self._oauth is None:
+                    if self._oauthbearer is None:
+                        raise AuthenticationFailed("OAUTHBEARER is not set up on this listener")
+                    self._oauth = OAuthBearerServer(self._oauthbearer())
+                reply, validated = await self._oauth.respond(token)
+                if validated is None:
+                    return reply, None  # the error JSON; the client's 0x01 ends the exchange
+                self._oauth, self.mechanism = None, None
+                principal = self._done(validated.principal_name, mechanism)
+                self.expires_ms = validated.expires_ms
+                self.scopes = validated.scopes
+                return reply, principal
             if self._scram is None:
                 self._scram = ScramServer(mechanism, self._credential)
                 return self._scram.first(token), None
@@ -123,12 +147,24 @@ class SaslSession:
             reply = scram_server.final(token)
             assert scram_server.user is not None
             return reply, self._done(scram_server.user, mechanism)
-        except AuthenticationFailed:
-            self.mechanism, self._scram = None, None
+        except AuthenticationFailed as e:
+            self.mechanism, self._scram, self._oauth = None, None, None
+            self._refusal = e
             raise
 
     def failure_message(self, mechanism: str | None) -> str:
+        if mechanism == "OAUTHBEARER":  # Kafka sends the RFC 7628 error JSON back
+            refusal = self._refusal
+            return refusal.error_json() if isinstance(refusal, TokenRefused) else '{"status":"invalid_token"}'
         return PLAIN_FAILED if mechanism == "PLAIN" else SCRAM_FAILED.format(mechanism)
+
+    def lifetime_ms(self, now_ms: int) -> int:
+        """The session's lifetime to send back (SaslAuthenticate v1+; 0: none): connections.max.reauth.ms,
+        and for OAUTHBEARER no later than the token's exp (KIP-368), at least 1 ms."""
+        lifetimes = [self.reauth_ms] if self.reauth_ms > 0 else []
+        if self.expires_ms is not None and self._authenticated_mechanism == "OAUTHBEARER":
+            lifetimes.append(max(1, self.expires_ms - now_ms))
+        return min(lifetimes, default=0)
 
     def _done(self, user: str, mechanism: str) -> str:
         principal = f"User:{user}"
@@ -215,5 +251,5 @@ async def handle_authenticate(ctx, request):
     lifetime = 0
     if principal is not None:
         session.completed = principal
-        lifetime = session.reauth_ms
+        lifetime = session.granted_ms = session.lifetime_ms(int(time.time() * 1000))
     return response(error_code=ErrorCode.NONE, auth_bytes=reply, session_lifetime_ms=lifetime)

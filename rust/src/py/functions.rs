@@ -46,6 +46,15 @@ pub fn decompress<'py>(py: Python<'py>, codec: &str, data: &Bound<'py, PyAny>, l
     Ok(PyBytes::new(py, &out))
 }
 
+/// Whether `signature` is the JWS algorithm `alg`'s signature of `signing_input` by the key
+/// (`a`, `b`): RSA `n`, `e`; EC `x`, `y`; Ed25519 `x`, `b""` (jws.rs). ValueError for an
+/// algorithm not accepted. Releases the GIL.
+#[pyfunction]
+pub fn jws_verify(py: Python<'_>, alg: &str, a: &[u8], b: &[u8], signing_input: &[u8], signature: &[u8]) -> PyResult<bool> {
+    py.detach(|| crate::jws::verify(alg, a, b, signing_input, signature))
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// `(base_offset, last_offset_delta, record_count, producer_id, base_sequence)`.
 type BatchSummaryTuple = (i64, i32, i32, i64, i32);
 

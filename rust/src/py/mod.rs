@@ -4,7 +4,7 @@
 //! - `gil.rs`: the single GIL-release helper (`enter_core`);
 //! - `log.rs`: `Log`, `AppendResult`, `CompactionResult`, `FileRegion`;
 //! - `client.rs`: the Python client's accumulator, futures, fetch decoder and records;
-//! - `functions.rs`: checkpoint files, `crc32c`, `validate_batches`, `encode_batch`;
+//! - `functions.rs`: checkpoint files, `crc32c`, `jws_verify`, `validate_batches`, `encode_batch`;
 //! - `columnar.rs`: `decode_columns` (record batches to Arrow-layout buffers) and
 //!   `decode_avro_columns` (Avro values to Arrow-layout columns);
 //! - `protocol.rs`: the Kafka codec for Python (`protocol_decode`, `protocol_encode`,
@@ -42,6 +42,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::write_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::read_offset_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::jws_verify, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(functions::encode_batch, m)?)?;
