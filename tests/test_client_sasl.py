@@ -187,10 +187,58 @@ def test_config_sasl_protocols_and_defaults():
     assert sasl.from_config(c).username == "a"
 
 
-@pytest.mark.parametrize("mechanism", ["GSSAPI", "oauthbearer"])
-def test_config_refuses_gssapi_and_oauthbearer(mechanism):
-    with pytest.raises(ConfigError, match="GSSAPI or OAUTHBEARER"):
-        build(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism, sasl_username="a", sasl_password="b")
+def test_config_refuses_gssapi():
+    with pytest.raises(ConfigError, match="does not do GSSAPI"):
+        build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI", sasl_username="a", sasl_password="b")
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({}, "needs sasl.oauthbearer.method=oidc"),
+    ({"sasl_oauthbearer_config": "principal=a"}, "enable.sasl.oauthbearer.unsecure.jwt=true"),
+    ({"sasl_oauthbearer_config": "scope=x", "enable_sasl_oauthbearer_unsecure_jwt": True}, "principal=<name>"),
+    ({"sasl_oauthbearer_method": "oidc"}, "token.endpoint.url"),
+    ({"sasl_oauthbearer_method": "saml"}, "use default or oidc"),
+    ({"oauth_cb": "not callable"}, "oauth_cb must be a callable"),
+    ({"sasl_oauthbearer_extensions": "a b", "oauth_cb": lambda c: ("t", 1)}, "is not key=value"),
+])
+def test_oauthbearer_config_names_what_is_missing(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        build(security_protocol="SASL_PLAINTEXT", sasl_mechanism="oauthbearer", **settings)
+
+
+def test_oauthbearer_tokens_are_fetched_again_after_80_percent_of_their_life():
+    from logbroker.client.oauthbearer import TokenSource, unsecured_token
+
+    now = [1000.0]
+    fetched = []
+
+    def fetch():
+        fetched.append(now[0])
+        return f"token-{len(fetched)}", now[0] + 100
+
+    source = TokenSource(fetch, {}, "test", clock=lambda: now[0])
+    assert source.token() == "token-1"
+    now[0] += 79
+    assert source.token() == "token-1"
+    now[0] += 2  # past 80 s of 100
+    assert source.token() == "token-2" and fetched == [1000.0, 1081.0]
+
+    def failing():
+        raise ValueError("the endpoint is down")
+
+    source._fetch = failing
+    now[0] += 81  # past the refresh point, the token still valid: kept
+    assert source.token() == "token-2"
+    now[0] += 20  # expired: the failure surfaces
+    with pytest.raises(ValueError, match="the endpoint is down"):
+        source.token()
+    token, expiry = unsecured_token("principal=bob scope=a,b lifeSeconds=60", 5000.0)
+    header, claims, sig = token.split(".")
+    assert sig == "" and expiry == 5060.0
+    import base64
+    import json
+    assert json.loads(base64.urlsafe_b64decode(claims + "==")) == {"sub": "bob", "iat": 5000, "exp": 5060,
+                                                                   "scope": ["a", "b"]}
 
 
 def test_config_refuses_unknown_mechanism_and_protocol():

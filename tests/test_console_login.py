@@ -209,3 +209,42 @@ def test_console_login_page_in_chromium(tmp_path, browser):  # noqa: F811 - the 
         status = page.evaluate("fetch('/api/topics').then(r => r.status)")
         assert status == 401
         assert errors == []
+
+
+def test_console_login_with_an_oauth_token(tmp_path):
+    """A broker that takes OAUTHBEARER: an access token from the identity provider logs in to
+    the console (checked by the broker's validator against the JWKS), the console acts as the
+    token's subject under the ACLs, and the session ends when the token expires."""
+    from oidc_provider import OidcProvider, SigningKey
+
+    with OidcProvider({}) as idp:
+        config = {**CONFIG, "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,OAUTHBEARER",
+                  "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url, "sasl.oauthbearer.expected.audience": "kafka",
+                  "sasl.oauthbearer.clock.skew.seconds": "0"}
+        with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
+            setup_users(b.bootstrap_servers)  # alice may describe and read `orders`
+            admin = Http(b.console_url)
+            admin.login("admin", "admin-secret")
+            for name in ("orders", "secret"):
+                assert admin.call("POST", "/api/topics", {"name": name, "partitions": 1, "replication_factor": 1})[0] == 201
+
+            alice = Http(b.console_url)
+            status, doc = alice.call("POST", "/api/login", {"token": idp.token("alice")})
+            assert status == 200 and (doc["user"], doc["mechanism"]) == ("alice", "OAUTHBEARER"), doc
+            alice.csrf = doc["csrf_token"]
+            assert [t["topic"] for t in alice.call("GET", "/api/topics")[1]] == ["orders"]
+            status, doc = alice.call("DELETE", "/api/topics/orders")
+            assert status == 403 and doc["kafka_error"] == "TOPIC_AUTHORIZATION_FAILED"
+
+            for bad in (idp.token("alice", key=SigningKey("key-1")), idp.token("alice", aud="other"), "x.y.z"):
+                status, doc = Http(b.console_url).call("POST", "/api/login", {"token": bad})
+                assert status == 401 and doc["error"] == "login refused: the token is not valid here"
+
+            short = Http(b.console_url)
+            now = int(time.time())
+            status, doc = short.call("POST", "/api/login", {"token": idp.token("alice", exp=now + 3)})
+            assert status == 200
+            assert short.call("GET", "/api/topics")[0] == 200
+            time.sleep(3.5)
+            status, doc = short.call("GET", "/api/topics")
+            assert status == 401 and "expired" in doc["error"]

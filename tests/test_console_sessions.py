@@ -108,3 +108,14 @@ def test_cookie_flags():
     assert s.set_cookie("abc", secure=True).endswith("; Secure")
     assert "Max-Age=0" in s.clear_cookie(True) and s.clear_cookie(True).endswith("; Secure")
     assert s.cookie_value(f"a=1; {s.COOKIE}=xyz", s.COOKIE) == "xyz" and s.cookie_value("a=1", s.COOKIE) is None
+
+
+def test_a_token_session_ends_with_its_token():
+    clock = Clock()
+    sessions = store(clock)
+    t, _ = sessions.create("alice", "OAUTHBEARER", "jwt", lifetime_s=30)
+    clock.now += 29
+    assert sessions.session_of(cookie(t)) is t
+    clock.now += 1
+    with pytest.raises(s.SessionError, match="expired"):
+        sessions.session_of(cookie(t))

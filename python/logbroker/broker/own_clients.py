@@ -16,26 +16,33 @@ the broker's primary listener (`BrokerConfig.client_listener_name`).
 from __future__ import annotations
 
 import os
+from typing import Any
 
+from logbroker.client.oauthbearer import token_expiry
 from logbroker.common.config import BrokerConfig, ConfigError
 
 TLS_FOLDER = "__own_clients_tls"
 
 
 def client_config(config: BrokerConfig, service: str,
-                  login: tuple[str, str, str] | None = None) -> dict[str, str]:
+                  login: tuple[str, str, str] | None = None) -> dict[str, Any]:
     """The settings for `service`'s clients (named in errors: "schema.registry.listen");
-    `login`: (mechanism, user, password) on a SASL listener instead of this node's user."""
+    `login`: (mechanism, user, password) on a SASL listener instead of this node's user (for
+    OAUTHBEARER, the password is the user's token, presented through `oauth_cb`)."""
     listener = config.client_listener_name
     protocol = config.security_protocol(listener)
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         creds = login if login is not None else config.node_sasl(listener)
         if creds is None:
             raise ConfigError(f"{service}: its clients reach the broker's client listener {listener} ({protocol}), "
                               f"and no SASL user is set for this node there")
         mechanism, user, password = creds
-        out.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+        if mechanism == "OAUTHBEARER":  # a console login with a token: its clients present it
+            token, expiry_s = password, token_expiry(password) or 0.0
+            out.update({"sasl.mechanism": mechanism, "oauth.cb": lambda _config: (token, expiry_s)})
+        else:
+            out.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
     if protocol in ("SSL", "SASL_SSL"):
         out.update(_tls_files(config, listener))
     if protocol != "PLAINTEXT":

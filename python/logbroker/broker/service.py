@@ -119,8 +119,12 @@ class BrokerServer:
         except ConfigError as e:
             log.info("console: throughput is not sampled: %s", e)
             own = None
+        token_login = None
+        if "OAUTHBEARER" in cfg.get_str("sasl.enabled.mechanisms").split(","):
+            validator = self.server._oauthbearer_validator(cfg.client_listener_name)
+            token_login = validator.validate
         return ConsoleServer(bootstrap, self.node_id, own, sessions,
-                             lambda login: own_clients.client_config(cfg, "console.listen", login))
+                             lambda login: own_clients.client_config(cfg, "console.listen", login), token_login)
 
     @property
     def cluster_id(self) -> str:

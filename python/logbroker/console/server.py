@@ -9,7 +9,7 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -21,6 +21,7 @@ from logbroker.admin_views import RESET_TO, reset_offsets
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, json_response
 from logbroker.client import Admin, Consumer, KafkaError, KafkaTimeoutError, NewTopic
 from logbroker.client.errors import BrokerResponseError, KafkaConnectionError
+from logbroker.common.sasl_scram import AuthenticationFailed
 from logbroker.console.sessions import SAFE_METHODS, Session, SessionError, Sessions, clear_cookie, set_cookie
 from logbroker.console.throughput import SAMPLE_INTERVAL_S, Throughput, sample
 from logbroker.console_cli import render_bytes
@@ -320,12 +321,14 @@ class ConsoleServer:
 
     def __init__(self, bootstrap: str, node_id: int, client_config: dict[str, str] | None = None,
                  sessions: Sessions | None = None,
-                 login_config: Callable[[tuple[str, str, str]], dict[str, str]] | None = None) -> None:
+                 login_config: Callable[[tuple[str, str, str]], dict[str, Any]] | None = None,
+                 token_login: Callable[[str], Awaitable[Any]] | None = None) -> None:
         self.bootstrap = bootstrap
         self.node_id = node_id
         self.client_config = client_config
         self.sessions = sessions
         self.login_config = login_config
+        self.token_login = token_login  # the broker's OAUTHBEARER validator's validate(token), if it takes tokens
         self.admin: Admin | None = None
         self.limiter = trio.CapacityLimiter(THREADS)
         self.throughput = Throughput()
@@ -495,15 +498,38 @@ class ConsoleServer:
         if origin is not None and origin not in self._own_origins(request):
             return json_error(403, f"refused: a login from another origin ({origin[:100]})")
         body = _object(request)
+        if "token" in body:
+            return await self._token_login(request, body.get("token"))
         user, password = body.get("username"), body.get("password")
         if not isinstance(user, str) or not isinstance(password, str):
-            raise HttpError(400, "'username' and 'password' (strings) are required")
+            raise HttpError(400, "'username' and 'password' (strings), or 'token', are required")
         mechanism = await trio.to_thread.run_sync(self.sessions.check_password, user, password, limiter=self.limiter)
         if mechanism is None:
             log.info("console: login refused for User:%s from %s", user[:100], request.peer or "?")
             await trio.sleep(LOGIN_FAILURE_DELAY_S)  # slows guessing; other requests go on
             return json_error(401, "login refused: unknown user or wrong password")
-        session, evicted = self.sessions.create(user, mechanism, password)
+        return await self._start_session(request, user, mechanism, password)
+
+    async def _token_login(self, request: Request, token: Any) -> Response:
+        """A login with an OAuth access token, checked by the broker's OAUTHBEARER validator."""
+        assert self.sessions is not None
+        if self.token_login is None:
+            raise HttpError(400, "this broker does not take OAuth tokens (OAUTHBEARER is not in sasl.enabled.mechanisms)")
+        if not isinstance(token, str) or not token:
+            raise HttpError(400, "'token' must be the access token (a string)")
+        try:
+            validated = await self.token_login(token)
+        except AuthenticationFailed as e:
+            log.info("console: token login refused from %s: %s", request.peer or "?", e)
+            await trio.sleep(LOGIN_FAILURE_DELAY_S)
+            return json_error(401, "login refused: the token is not valid here")
+        lifetime_s = validated.expires_ms / 1000 - time.time()
+        return await self._start_session(request, validated.principal_name, "OAUTHBEARER", token, lifetime_s)
+
+    async def _start_session(self, request: Request, user: str, mechanism: str, password: str,
+                             lifetime_s: float | None = None) -> Response:
+        assert self.sessions is not None
+        session, evicted = self.sessions.create(user, mechanism, password, lifetime_s)
         for old in evicted:
             await self._close_clients(old)
         log.info("console: %s logged in from %s (%s)", session.principal, request.peer or "?", mechanism)

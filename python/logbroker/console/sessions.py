@@ -2,8 +2,9 @@
 listener is SASL (SASL_PLAINTEXT, SASL_SSL) and so the console has no identity of its own.
 
 A login is a user of the broker and its password (broker/http_basic_auth.py: the SCRAM
-credentials of the metadata image, the PLAIN users of the listeners' JAAS configs). It
-makes a session: a random id (32 bytes, URL-safe base64) sent as the cookie
+credentials of the metadata image, the PLAIN users of the listeners' JAAS configs), or, when
+the broker takes OAUTHBEARER, an OAuth access token its validator accepts (the principal is
+the token's subject; the session ends when the token expires). It makes a session: a random id (32 bytes, URL-safe base64) sent as the cookie
 
     logbroker_console=<id>; Path=/; HttpOnly; SameSite=Strict[; Secure on https]
 
@@ -13,7 +14,7 @@ something (any method but GET and HEAD). The session keeps the user's password, 
 process's memory only, because every Kafka request the console makes for the user is made
 as that user: its clients log in to the primary listener with the user's SASL mechanism
 (SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN: the first of those the listener enables that the
-password is right for), so the broker's ACLs decide what the user sees and may do.
+password is right for), or the token through OAUTHBEARER), so the broker's ACLs decide what the user sees and may do.
 
 Invariants:
 - a session is forgotten on logout, after `console.session.timeout.ms` without a request,
@@ -62,6 +63,12 @@ class Session:
     created: float
     last_used: float
     clients: dict[str, Any] = dataclasses.field(default_factory=dict)  # the console's clients for this user
+    ends: float | None = None  # a token login: when its token expires (clock time)
+
+    def over(self, now: float, idle_s: float) -> bool:
+        """Past its idle time, MAX_AGE_S, or its token's expiry."""
+        return now - self.last_used > idle_s or now - self.created > MAX_AGE_S or \
+            (self.ends is not None and now >= self.ends)
 
     @property
     def principal(self) -> str:
@@ -96,10 +103,14 @@ class Sessions:
         right = self._mechanisms(user, password)
         return next((m for m in self.enabled if m in right), None)
 
-    def create(self, user: str, mechanism: str, password: str) -> tuple[Session, list[Session]]:
-        """A new session, and the sessions it pushed out (over MAX_SESSIONS), to close."""
+    def create(self, user: str, mechanism: str, password: str,
+               lifetime_s: float | None = None) -> tuple[Session, list[Session]]:
+        """A new session, and the sessions it pushed out (over MAX_SESSIONS), to close;
+        `lifetime_s`: a token login's, which ends the session with the token."""
         now = self.clock()
         session = Session(secrets.token_urlsafe(32), user, mechanism, password, secrets.token_urlsafe(32), now, now)
+        if lifetime_s is not None:
+            session.ends = now + min(lifetime_s, MAX_AGE_S)
         self._by_id[session.id] = session
         evicted = []
         while len(self._by_id) > MAX_SESSIONS:
@@ -115,7 +126,7 @@ class Sessions:
         if session is None or not hmac.compare_digest(session.id, sid):
             raise SessionError(401, "not logged in: the session is unknown, expired or logged out; log in again")
         now = self.clock()
-        if now - session.last_used > self.idle_s or now - session.created > MAX_AGE_S:
+        if session.over(now, self.idle_s):
             del self._by_id[sid]
             raise SessionError(401, "the session expired; log in again")
         session.last_used = now
@@ -147,7 +158,7 @@ class Sessions:
     def expired(self) -> list[Session]:
         """Forgets and returns the sessions past their time, to close."""
         now = self.clock()
-        gone = [s for s in self._by_id.values() if now - s.last_used > self.idle_s or now - s.created > MAX_AGE_S]
+        gone = [s for s in self._by_id.values() if s.over(now, self.idle_s)]
         for s in gone:
             del self._by_id[s.id]
         return gone
