@@ -63,7 +63,8 @@ def test_table_is_what_python_serves():
     assert LOG_ENGINE_KEYS == tuple(k.topic_key for k in keys if k.engine)
     assert {k.name for k in keys if k.sensitive} == {
         "ssl.keystore.key", "ssl.key.password", "archive.s3.secret.access.key",
-        "iceberg.s3.secret.access.key", "iceberg.catalog.credential", "iceberg.catalog.token"}
+        "iceberg.s3.secret.access.key", "iceberg.catalog.credential", "iceberg.catalog.token",
+        "delegation.token.secret.key"}
     # the Rust side reads the same engine keys, with the same bounds
     engine, others = _gen().load_engine_keys(TABLE)
     assert [row["topic"] for row in engine] == list(LOG_ENGINE_KEYS)

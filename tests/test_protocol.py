@@ -48,7 +48,7 @@ def frame(chunks) -> bytes:
 
 def test_registry():
     assert set(REQUESTS) == set(RESPONSES) == set(API_NAMES)
-    assert len(REQUESTS) == 73
+    assert len(REQUESTS) == 77  # + CreateDelegationToken .. DescribeDelegationToken (38-41)
     assert API_NAMES[34] == "AlterReplicaLogDirs"  # JBOD moves
     assert API_NAMES[0] == "Produce" and API_NAMES[18] == "ApiVersions" and API_NAMES[42] == "DeleteGroups"
     assert API_NAMES[55] == "DescribeQuorum" and API_NAMES[63] == "BrokerHeartbeat"  # the cluster's own

@@ -50,11 +50,12 @@ def test_vendored_specs_unchanged():
         sums[name] = digest
     on_disk = {p.name for p in SPECS.glob("*.json")}
     assert on_disk == set(sums)
-    assert len(on_disk) == 148  # 70 vendored from Kafka 4.1.1 + DeleteGroups, DescribeQuorum, BrokerHeartbeat, AlterPartition,
+    assert len(on_disk) == 156  # 70 vendored from Kafka 4.1.1 + DeleteGroups, DescribeQuorum, BrokerHeartbeat, AlterPartition,
     # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DescribeLogDirs, DescribeTransactions,
     # ListTransactions pairs + 7 share-group and 5 share-state API pairs + 7 security API pairs + UpdateFeatures,
     # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter, OffsetDelete, DescribeTopicPartitions,
-    # ListConfigResources, GetTelemetrySubscriptions, PushTelemetry, AlterReplicaLogDirs pairs (kafka-clients 4.4.0)
+    # ListConfigResources, GetTelemetrySubscriptions, PushTelemetry, AlterReplicaLogDirs pairs and the four
+    # delegation-token API pairs (kafka-clients 4.4.0)
     for name, digest in sums.items():
         assert hashlib.sha256((SPECS / name).read_bytes()).hexdigest() == digest, name
 

@@ -60,7 +60,9 @@ LATER = {"DescribeTransactionsRequest", "DescribeTransactionsResponse", "ListTra
                                       "AlterClientQuotas", "DescribeUserScramCredentials", "AlterUserScramCredentials",
                                       "UpdateFeatures", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
                                       "OffsetDelete", "DescribeTopicPartitions", "ListConfigResources",
-                                      "GetTelemetrySubscriptions", "PushTelemetry", "AlterReplicaLogDirs")
+                                      "GetTelemetrySubscriptions", "PushTelemetry", "AlterReplicaLogDirs",
+                                      "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken",
+                                      "DescribeDelegationToken")
            for kind in ("Request", "Response"))}
 # (the security APIs are checked on the wire by Kafka's own tools and librdkafka: tests/test_acls.py,
 # tests/test_scram_credentials.py)
@@ -70,12 +72,12 @@ def test_golden_file_covers_every_case():
     older = [c for c in CASES if c.values[0].name not in LATER]
     assert len(GOLDEN_CASES) == 2 * len(older) == 804
     assert len(CASES) - len(older) == 3 + 3 + 2 + 2 + 4 + 4 + 3 + 3 + 2 + 2 + 1 + 1 + 5 + 5 + 1 + 1 + 2 + 2 + 2 * 10 + 2 * 7 + (
-        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1) + 2 * (3 + 2 + 1 + 1) + 2 * (1 + 1) + 2 * (2 + 1 + 1) + 2 * 2  # the security APIs: Acls v1-3, ClientQuotas v0-1,
+        2 * 3 * 3 + 2 * 2 * 2 + 2 * 2 * 1) + 2 * (3 + 2 + 1 + 1) + 2 * (1 + 1) + 2 * (2 + 1 + 1) + 2 * 2 + 2 * (3 + 2 + 2 + 3)  # the security APIs: Acls v1-3, ClientQuotas v0-1,
     # UserScramCredentials v0; UpdateFeatures v0-2, AddRaftVoter v0-1, RemoveRaftVoter v0, UpdateRaftVoter v0
     # ... + the share-group APIs: 76 v1, 77 v1, 78 v1-2, 79 v1-2, 90 v0-1, 91 v0, 92 v0, and the share-state
     # APIs: 83 v0, 84 v0, 85 v0-1, 86 v0, 87 v0-1, request and response; OffsetDelete (47) v0 and
     # DescribeTopicPartitions (75) v0; ListConfigResources (74) v0-1, GetTelemetrySubscriptions (71) v0 and
-    # PushTelemetry (72) v0; AlterReplicaLogDirs (34) v1-2
+    # PushTelemetry (72) v0; AlterReplicaLogDirs (34) v1-2; the delegation-token APIs (38-41)
 
 
 @pytest.mark.parametrize(("cls", "version", "which", "raw"), GOLDEN_CASES)

@@ -111,10 +111,13 @@ def unescape_username(name: str) -> str:
 
 
 def parse_attributes(message: str) -> dict[str, str]:
-    """`a=1,b=2` -> {"a": "1", "b": "2"} (values may contain '='); ValueError when malformed."""
+    """`a=1,b=2` -> {"a": "1", "b": "2"} (values may contain '='); ValueError when malformed.
+    RFC 5802's attributes are one letter; Kafka's SCRAM extensions (KIP-84: `tokenauth=true`)
+    are longer alphanumeric keys."""
     out: dict[str, str] = {}
     for part in message.split(","):
-        if len(part) < 2 or part[1] != "=":
+        key, eq, value = part.partition("=")
+        if not eq or not key.isalnum() or not key.isascii():
             raise ValueError(f"malformed SCRAM attribute {part[:20]!r}")
-        out.setdefault(part[0], part[2:])
+        out.setdefault(key, value)
     return out

@@ -25,7 +25,8 @@ everything. Every broker has two log directories (LOG_DIRS, Kafka's JBOD), so
 kafka-log-dirs describes both and kafka-reassign-partitions can move a replica between them.
 
 Not configured: SASL. kafka-delegation-tokens needs a SASL listener (and a token secret) to
-create a token; the suite's case shows the refusal a PLAINTEXT listener gives instead.
+create a token; the suite's case shows the refusal a PLAINTEXT listener gives instead (the
+token itself: tests/test_delegation_tokens.py).
 
 Sizes: every case declares the cluster sizes it runs on; the full form runs one node and three
 nodes (leader election, reassignment and the quorum's followers need three), the short form
@@ -88,13 +89,6 @@ DIFFERENCES: dict[str, str] = {
         "it would not enforce by name with INVALID_REQUEST ('quota request_percentage is not enforced "
         "by logbroker', python/logbroker/coord/client_quotas.py validate_value) rather than accept a "
         "quota that has no effect. A deliberate difference: the operator learns at once."),
-    "kafka-delegation-tokens --create (PLAINTEXT listener)": (
-        "Not applicable in this suite: delegation tokens need a SASL listener and "
-        "delegation.token.secret.key, and the suite runs PLAINTEXT. On PLAINTEXT Kafka refuses with "
-        "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED ('Delegation Token requests are not allowed on "
-        "PLAINTEXT/1-way SSL channels'); logbroker does not implement delegation tokens at all (APIs "
-        "38-41 are not advertised), so the tool stops earlier with UnsupportedVersionException 'The "
-        "node does not support CREATE_DELEGATION_TOKEN'. Both refuse; the words differ."),
     "kafka-dump-log --cluster-metadata-decoder": (
         "Kafka's metadata log __cluster_metadata-0 is a KRaft partition of record-batch segments "
         "(00000000000000000000.log) that kafka-dump-log decodes. logbroker's controller quorum keeps its "

@@ -92,6 +92,7 @@ class ControllerServer:
             await self.authorizer.apply_metadata(self.controller.image)
             self.controller.add_listener(self.authorizer.apply_metadata)
             await nursery.start(self.controller.sessions.run)
+            await nursery.start(self.controller.expire_delegation_tokens)
             log.info("controller %d serving its controller listener on %s:%d, data dir %s, cluster %s",
                      self.node_id, *listen, config.data_dir, self.cluster_id)
             task_status.started(listen)

@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import trio
 
 from logbroker import _core
 from logbroker.broker.add_partitions_to_txn import for_produce
+from logbroker.broker.audit_log import AuditLog, claimed_user
 from logbroker.common.config import ConfigError
 from logbroker.broker.handlers import CONTROLLER_HANDLERS, HANDLERS, BrokerView, RequestContext
 from logbroker.broker.jwks import JwksError, JwksKeys, fetch, parse_jwks
 from logbroker.common.oauthbearer import JwksValidator, UnsecuredValidator, validator_from_config
+from logbroker.common.delegation_tokens import token_credential
 from logbroker.common.sasl import SaslSession, jaas_options, jaas_users
 from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
@@ -67,6 +70,8 @@ class KafkaServer:
         self.connections: dict[int, dict] = {}  # each open connection's state (RequestContext.connection)
         self.jwks: JwksKeys | None = None  # OAUTHBEARER's key set (sasl.oauthbearer.jwks.endpoint.url)
         self._oauth_validators: dict[str, UnsecuredValidator | JwksValidator] = {}
+        # logins and data-path denials go to the broker's audit log (broker/audit_log.py), if any
+        self.audit: AuditLog | None = getattr(broker, "audit", None)
 
     def bind(self, partitions: _core.PartitionTable) -> dict[str, tuple[str, int]]:
         """Binds every listener and starts the network thread, which serves Produce and Fetch
@@ -101,6 +106,8 @@ class KafkaServer:
                         nursery.start_soon(self._serve_request, net, conn, frame, peer, message, listener)
                     elif conn == -2:
                         datapath_log.log(level, "%s", message, extra=parse_fields(message, DATAPATH_LINES))
+                        if self.audit is not None:  # a denied Produce or Fetch (audit_log.DENIAL_LINE)
+                            self.audit.datapath_line(message, self.listeners)
                     elif conn == -3:  # the HW of a watched partition moved: peer is its topic, level its index
                         if self.broker.replicas is not None:
                             self.broker.replicas.high_watermark_moved(peer, level)
@@ -135,9 +142,21 @@ class KafkaServer:
             session = SaslSession(peer, cfg.get_str("sasl.enabled.mechanisms").split(","),
                                   jaas_users(cfg.jaas_config("PLAIN", listener)), credential,
                                   cfg.get_int("connections.max.reauth.ms"),
-                                  functools.partial(self._oauthbearer_validator, listener))
+                                  functools.partial(self._oauthbearer_validator, listener), self._token_credential)
             self.sessions[conn] = session
         return session
+
+    def _token_credential(self, token_id: str, mechanism: str):
+        """(the SCRAM credential, the owner) of a live delegation token, or None
+        (common/delegation_tokens.py)."""
+        secret = self.broker.config.get_str("delegation.token.secret.key")
+        controller = self.broker.controller
+        if not secret or controller is None:
+            return None
+        token = controller.image.delegation_tokens.get(token_id)
+        if token is None or token.expiry_ms < time.time() * 1000:
+            return None
+        return token_credential(secret, token_id, mechanism), token.owner
 
     def _check_oauthbearer(self) -> None:
         """OAUTHBEARER's settings, checked at start: each SASL listener's validator, and a
@@ -181,6 +200,7 @@ class KafkaServer:
         state = self.connections.get(conn)
         if state is None:
             state = self.connections[conn] = {"id": conn}
+        mechanism = session.mechanism if session is not None else None  # the exchange under way, if any
         try:
             chunks = await self.handle_frame(frame, peer, principal, session, name, state)
         except ProtocolError as e:
@@ -196,6 +216,10 @@ class KafkaServer:
         if session is not None and session.failed is not None:
             reason, session.failed = session.failed, None
             self._forget(conn)
+            if self.audit is not None:
+                claimed = claimed_user(reason)
+                self.audit.authentication("failure", session.principal or (f"User:{claimed}" if claimed else ""),
+                                          peer, name, mechanism, reason)
             # connection.failed.authentication.delay.ms: a password guesser waits for each answer
             await trio.sleep(self.broker.config.get_int("connection.failed.authentication.delay.ms") / 1000)
             net.respond_and_close(conn, chunks or [], reason)
@@ -203,7 +227,11 @@ class KafkaServer:
         if session is not None and session.completed is not None:
             who, session.completed = session.completed, None
             lifetime = session.granted_ms or None
+            if session.token_authenticated:
+                state["token_authenticated"] = True
             net.authenticated(conn, who, lifetime)
+            if self.audit is not None:
+                self.audit.authentication("success", who, peer, name, session._authenticated_mechanism)
             log.debug("%s authenticated as %s%s", peer, who, f" for {lifetime} ms" if lifetime else "",
                       extra=fields(peer=peer))
         net.respond(conn, chunks)

@@ -17,6 +17,7 @@ import trio
 
 from logbroker import _core
 from logbroker.common.sasl import jaas_users
+from logbroker.broker.audit_log import AuditLog
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.quotas import ClientQuotaPublisher
 from logbroker.common.config import BrokerConfig, ConfigError
@@ -78,6 +79,8 @@ class BrokerServer:
         self.client_quotas = ClientQuotaPublisher(config, self.partition_table.client_quotas)
         # KIP-714: the clients' metrics subscriptions and what they push (shown on metrics.listen)
         self.client_telemetry = ClientTelemetryManager(config.get_int("telemetry.max.bytes"))
+        # audit.log.file / audit.log.topic (broker/audit_log.py); None when neither is set
+        self.audit: AuditLog | None = AuditLog.from_config(config)
         self.server = KafkaServer(self)
         self.address: tuple[str, int] | None = None  # the primary (inter-broker) listener's
         self.listener_addresses: dict[str, tuple[str, int]] = {}  # every listener's bound address
@@ -156,6 +159,8 @@ class BrokerServer:
             self.advertised = (adv_host, bound[1])
         data_dir = self.config.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
+        if self.audit is not None:
+            await self.audit.open()  # an unusable audit.log.file stops the start here
         local = BrokerRegistration(self.node_id, self.advertised[0], self.advertised[1],
                                    self.config.get_str("broker.rack") or None)
         if len(self.listener_addresses) > 1:  # clients of each listener are told its address
@@ -212,11 +217,14 @@ class BrokerServer:
             await nursery.start(self.groups.run)
             self.lifecycle = BrokerLifecycle(self.controller, quorum, self.config.get_int("broker.heartbeat.interval.ms"))
             await nursery.start(self.controller.sessions.run)
+            await nursery.start(self.controller.expire_delegation_tokens)
             await nursery.start(self.lifecycle.run)
             self.replicas.replication.quorum = quorum
             self.replicas.replication.alter_isr = self.lifecycle.alter_partition
             await nursery.start(self.replicas.replication.run)
             await nursery.start(self.server.serve)
+            if self.audit is not None:  # lines recorded before this wait in memory
+                await nursery.start(self.audit.run, "%s:%d" % self.advertised)
             metrics_listen = self.config.http_endpoint("metrics.listen")
             if metrics_listen:
                 host, port, _tls = metrics_listen

@@ -34,7 +34,9 @@ PLAIN (RFC 4616) sends one message, `\\0username\\0password` (no authorization i
 
 SCRAM (RFC 5802, RFC 7677; the arithmetic is logbroker.scram's):
 
-    client-first   n,,n=<user, ',' '=' escaped>,r=<client nonce>
+    client-first   n,,n=<user, ',' '=' escaped>,r=<client nonce>[,tokenauth=true]
+                   (tokenauth: a delegation token, KIP-48: user = its id, password =
+                   its HMAC in base64; sasl.jaas.config's tokenauth="true" asks for it)
     server-first   r=<client nonce + server nonce>,s=<salt, base64>,i=<iterations>
                    (checked: the nonce extends ours, iterations >= 4096)
     client-final   c=biws,r=<nonce>,p=<ClientProof, base64>
@@ -144,12 +146,13 @@ def parse_jaas(text: str) -> dict[str, str]:
 class SaslConfig:
     """What a connection needs to authenticate: mechanism, user and password."""
 
-    __slots__ = ("mechanism", "password", "username")
+    __slots__ = ("mechanism", "password", "token_auth", "username")
 
-    def __init__(self, mechanism: str, username: str, password: Password) -> None:
+    def __init__(self, mechanism: str, username: str, password: Password, token_auth: bool = False) -> None:
         self.mechanism = mechanism
         self.username = username
         self.password = password
+        self.token_auth = token_auth  # a delegation token: username its id, password its HMAC (base64)
 
     def __repr__(self) -> str:
         return f"SaslConfig(mechanism={self.mechanism!r}, username={self.username!r}, password=[hidden])"
@@ -158,7 +161,7 @@ class SaslConfig:
         """A new state machine for one exchange (the first authentication or a re-authentication)."""
         if self.mechanism == "PLAIN":
             return Plain(self.username, self.password)
-        return ScramClient(self.mechanism, self.username, self.password)
+        return ScramClient(self.mechanism, self.username, self.password, token_auth=self.token_auth)
 
 
 def _secret(value: Any) -> str | None:
@@ -178,6 +181,7 @@ def from_config(config: dict[str, Any]) -> SaslConfig | None:
     username = config.get("sasl.username")
     password = _secret(config.get("sasl.password"))
     jaas = _secret(config.get("sasl.jaas.config"))
+    token_auth = False
     if mechanism == "OAUTHBEARER":
         try:
             source = token_source(config, parse_jaas(jaas) if jaas else {})
@@ -186,6 +190,10 @@ def from_config(config: dict[str, Any]) -> SaslConfig | None:
         return OAuthSaslConfig(source)
     if jaas:
         options = parse_jaas(jaas)
+        token_auth = options.get("tokenauth", "").lower() == "true"
+        if token_auth and not mechanism.startswith("SCRAM-"):
+            raise ConfigError("sasl.jaas.config tokenauth=true (a delegation token) needs sasl.mechanism "
+                              "SCRAM-SHA-256 or SCRAM-SHA-512")
         if username is None:
             username = options.get("username")
         if password is None:
@@ -193,7 +201,7 @@ def from_config(config: dict[str, Any]) -> SaslConfig | None:
     if not username or password is None:
         raise ConfigError(f"security.protocol={protocol} needs a user and a password: set sasl.username and "
                           f"sasl.password, or sasl.jaas.config with username=\"...\" password=\"...\"")
-    return SaslConfig(mechanism, str(username), Password(password))
+    return SaslConfig(mechanism, str(username), Password(password), token_auth)
 
 
 class OAuthSaslConfig:
@@ -250,7 +258,8 @@ class ScramClient:
     `respond(server-final)` checks the server's signature and returns None (complete);
     ValueError, with a message meant for the user, when the server's messages are wrong."""
 
-    def __init__(self, mechanism: str, username: str, password: Password, nonce: str | None = None) -> None:
+    def __init__(self, mechanism: str, username: str, password: Password, nonce: str | None = None,
+                 token_auth: bool = False) -> None:
         if mechanism not in scram.MECHANISMS:
             raise ValueError(f"unknown SCRAM mechanism {mechanism!r}")
         self.mechanism = mechanism
@@ -258,7 +267,9 @@ class ScramClient:
         self._password: Password | None = password
         # printable, no ','; 32 random bytes as Java's client
         self.nonce = nonce or secrets.token_urlsafe(32)
-        self._client_first_bare = f"n={scram.escape_username(username)},r={self.nonce}"
+        # a delegation token (KIP-48): the extension tells the broker the user is a token id
+        self._client_first_bare = f"n={scram.escape_username(username)},r={self.nonce}" + \
+            (",tokenauth=true" if token_auth else "")
         self._auth_message: bytes | None = None
         self._salted: bytes | None = None
         self.state = "new"  # -> sent-first -> sent-final -> complete

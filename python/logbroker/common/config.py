@@ -432,6 +432,7 @@ _ALIASES = {
     "log.roll.hours": "log.roll.ms",
     "log.retention.hours": "log.retention.ms",
     "log.retention.minutes": "log.retention.ms",
+    "delegation.token.master.key": "delegation.token.secret.key",
 }
 _ALIAS_SCALE = {"log.roll.hours": 3_600_000, "log.retention.hours": 3_600_000, "log.retention.minutes": 60_000}
 

@@ -77,11 +77,13 @@ class SaslSession:
     """One connection's SASL state (created at its first request on a SASL listener)."""
 
     def __init__(self, peer: str, mechanisms: list[str], plain_users: dict[str, str],
-                 credential, reauth_ms: int, oauthbearer=None) -> None:
+                 credential, reauth_ms: int, oauthbearer=None, token_credential=None) -> None:
         """`oauthbearer()`: the listener's OAUTHBEARER validator (common/oauthbearer.py), made
         when a client first asks for the mechanism."""
         self.peer = peer
         self._oauthbearer = oauthbearer
+        self._token_credential = token_credential  # delegation tokens (ScramServer)
+        self.token_authenticated = False  # the session logged in with a delegation token
         self._oauth: OAuthBearerServer | None = None
         self.expires_ms: int | None = None  # an OAUTHBEARER session: its token's exp
         self.scopes: list[str] = []  # an OAUTHBEARER session: its token's scopes
@@ -141,11 +143,20 @@ class SaslSession:
                 self.scopes = validated.scopes
                 return reply, principal
             if self._scram is None:
-                self._scram = ScramServer(mechanism, self._credential)
+                self._scram = ScramServer(mechanism, self._credential, self._token_credential)
+                if b"tokenauth=" in bytes(token) and self._token_credential is not None:
+                    # a delegation token's credential takes a PBKDF2 the first time: off the event loop
+                    user = ScramServer.user_of(token)
+                    if user is not None:
+                        await trio.to_thread.run_sync(self._token_credential, user, mechanism)
                 return self._scram.first(token), None
             scram_server, self._scram, self.mechanism = self._scram, None, None
             reply = scram_server.final(token)
             assert scram_server.user is not None
+            if scram_server.token_owner is not None:  # a delegation token acts as its owner
+                principal = self._done(scram_server.token_owner.partition(":")[2], mechanism)
+                self.token_authenticated = True
+                return reply, principal
             return reply, self._done(scram_server.user, mechanism)
         except AuthenticationFailed as e:
             self.mechanism, self._scram, self._oauth = None, None, None

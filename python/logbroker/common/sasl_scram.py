@@ -1,8 +1,11 @@
 """The broker's side of a SCRAM-SHA-256/512 exchange (RFC 5802, RFC 7677), as Kafka runs
 it inside SaslAuthenticate (two round trips):
 
-    client-first   n,,n=<user>,r=<client nonce>           (gs2 header "n,," or "y,,";
-                                                            "p=" channel binding refused)
+    client-first   n,,n=<user>,r=<client nonce>[,tokenauth=true]
+                                                           (gs2 header "n,," or "y,,";
+                                                            "p=" channel binding refused;
+                                                            tokenauth: the user is a delegation
+                                                            token's id, the principal its owner)
     server-first   r=<client nonce><server nonce>,s=<salt base64>,i=<iterations>
     client-final   c=<base64 of the gs2 header>,r=<nonce>,p=<proof base64>
     server-final   v=<server signature base64>
@@ -71,15 +74,29 @@ class AuthenticationFailed(Exception):
 class ScramServer:
     """One SCRAM exchange on one connection: `first` then `final`."""
 
-    def __init__(self, mechanism: str, credential: Callable[[str, str], ScramCredential | None]) -> None:
+    def __init__(self, mechanism: str, credential: Callable[[str, str], ScramCredential | None],
+                 token_credential: Callable[[str, str], tuple[ScramCredential, str] | None] | None = None) -> None:
         self.mechanism = mechanism
         self._credential = credential  # (user, mechanism) -> the stored credential
+        # (token id, mechanism) -> (the token's credential, its owner), for a client-first
+        # message with tokenauth=true (a delegation token, common/delegation_tokens.py)
+        self._token_credential = token_credential
         self.user: str | None = None
+        self.token_owner: str | None = None  # set when the exchange is a delegation token's
         self._cred: ScramCredential | None = None
         self._gs2_header = ""
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+
+    @staticmethod
+    def user_of(message: bytes) -> str | None:
+        """The user a client-first message names, or None when it does not parse."""
+        try:
+            bare = bytes(message).decode("utf-8").split(",", 2)[2]
+            return scram.unescape_username(scram.parse_attributes(bare)["n"])
+        except (UnicodeDecodeError, IndexError, KeyError, ValueError):
+            return None
 
     def first(self, message: bytes) -> bytes:
         """The client-first message; returns the server-first message."""
@@ -102,13 +119,17 @@ class ScramServer:
         if authzid and authzid != f"a={attrs['n']}":
             raise AuthenticationFailed(f"{self.mechanism}: user {user!r} asked to act as {authzid[2:]!r}, which is "
                                        "not allowed (the authorization id must be the user)")
-        if attrs.get("tokenauth", "").lower() == "true":
-            raise AuthenticationFailed(f"{self.mechanism}: user {user!r} presented a delegation token, which this "
-                                       "broker does not issue")
         self.user = user
-        cred = self._credential(user, self.mechanism)
-        if cred is None:
-            raise AuthenticationFailed(f"{self.mechanism}: user {user!r} has no {self.mechanism} credential")
+        if attrs.get("tokenauth", "").lower() == "true":
+            found = None if self._token_credential is None else self._token_credential(user, self.mechanism)
+            if found is None:
+                raise AuthenticationFailed(f"{self.mechanism}: delegation token {user!r} is unknown, expired, or "
+                                           "delegation tokens are off (delegation.token.secret.key)")
+            cred, self.token_owner = found
+        else:
+            cred = self._credential(user, self.mechanism)
+            if cred is None:
+                raise AuthenticationFailed(f"{self.mechanism}: user {user!r} has no {self.mechanism} credential")
         self._cred = cred
         self._gs2_header = f"{gs2_flag},{authzid},"
         self._client_first_bare = bare

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, TypeVar
 
 import trio
 
 from logbroker.common.config import BrokerConfig, ConfigError
+from logbroker.common.delegation_tokens import new_token_id
 from logbroker.coord import elections
 from logbroker.coord.acl_control import AclControlManager
 from logbroker.coord.client_quota_control import ClientQuotaControlManager
@@ -41,6 +43,7 @@ from logbroker.coord.metadata import (
     AclBinding,
     AclBindingFilter,
     BrokerRegistration,
+    DelegationToken,
     MetadataImage,
     MetadataStore,
     PartitionState,
@@ -52,6 +55,7 @@ from logbroker.coord.quorum import QuorumTimeout
 from logbroker.coord.reconcile_scope import ReconcileScope
 from logbroker.coord.replication_control import NewTopicSpec, ReplicationControlManager
 from logbroker.coord.scram_control import ScramControlManager
+from logbroker.coord.delegation_token_control import DelegationTokenControlManager
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 
@@ -64,6 +68,10 @@ __all__ = ["Controller", "ControllerError"]
 log = logging.getLogger("logbroker.controller")
 
 T = TypeVar("T")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 # (new image, what changed: None when anything may have, e.g. after a snapshot load)
 Listener = Callable[[MetadataImage, "MetadataDelta | None"], Awaitable[None]]
 
@@ -89,6 +97,8 @@ class Controller:
         self.configs = ConfigurationControlManager()
         self.client_quotas = ClientQuotaControlManager()
         self.scram = ScramControlManager()
+        self.delegation_tokens = DelegationTokenControlManager(config.get_int("delegation.token.max.lifetime.ms"),
+                                                               config.get_int("delegation.token.expiry.time.ms"))
         self.acls = AclControlManager()
         self.features = FeatureControlManager(config)
         self.sessions = BrokerSessions(self, config.get_int("broker.session.timeout.ms"))
@@ -323,6 +333,45 @@ class Controller:
             return await self.forwarder.alter_scram_credentials(deletions, upsertions)
         async with self._lock:
             return await self._run(self.scram.alter(self.image, deletions, upsertions))
+
+    # --- delegation tokens (delegation_token_control.py) ----------------------------------
+
+    async def create_delegation_token(self, owner: str, requester: str, renewers: list[str],
+                                      max_lifetime_ms: int) -> DelegationToken:
+        """CreateDelegationToken: the new token, once in this node's image. ControllerError."""
+        if self._forward():
+            return await self.forwarder.create_delegation_token(owner, renewers, max_lifetime_ms)
+        async with self._lock:
+            return await self._run(self.delegation_tokens.create(new_token_id(), owner, requester, renewers,
+                                                                 max_lifetime_ms, _now_ms()))
+
+    async def renew_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
+        """RenewDelegationToken: the new expiry (epoch ms). ControllerError."""
+        if self._forward():
+            return await self.forwarder.renew_delegation_token(token_id, hmac, period_ms)
+        async with self._lock:
+            return await self._run(self.delegation_tokens.renew(self.image, token_id, period_ms, _now_ms()))
+
+    async def expire_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
+        """ExpireDelegationToken: the new expiry (now, when removed). ControllerError."""
+        if self._forward():
+            return await self.forwarder.expire_delegation_token(token_id, hmac, period_ms)
+        async with self._lock:
+            return await self._run(self.delegation_tokens.expire(self.image, token_id, period_ms, _now_ms()))
+
+    async def expire_delegation_tokens(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The active controller removes expired tokens every
+        `delegation.token.expiry.check.interval.ms` (runs on every node; acts on the leader)."""
+        task_status.started()
+        while True:
+            await trio.sleep(self.config.get_int("delegation.token.expiry.check.interval.ms") / 1000)
+            if not self.quorum.is_active or not self.image.delegation_tokens:
+                continue
+            try:
+                async with self._lock:
+                    await self._run(self.delegation_tokens.expire_due(self.image, _now_ms()))
+            except ControllerError as e:
+                log.info("removing expired delegation tokens failed (tried again in an interval): %s", e.message)
 
     async def alter_client_quotas(self, entries: list[tuple[list[tuple[str, str | None]],
                                                             list[tuple[str, float, bool]]]],

@@ -10,7 +10,8 @@ at a time per connection, with the controller's table of APIs (`CONTROLLER_APIS`
     AlterConfigs, IncrementalAlterConfigs, DescribeCluster, DescribeQuorum, BrokerHeartbeat,
     AlterPartition, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
     AlterUserScramCredentials, CreateAcls, DeleteAcls, AlterClientQuotas, UpdateFeatures,
-    AddRaftVoter, RemoveRaftVoter
+    AddRaftVoter, RemoveRaftVoter, CreateDelegationToken, RenewDelegationToken,
+    ExpireDelegationToken
 
 A request served here runs with `serving_controller_listener` set, so a controller method
 that finds this node is no longer the active controller answers NOT_CONTROLLER instead of
@@ -44,7 +45,8 @@ log = logging.getLogger("logbroker.controller")
 __all__ = ["CONTROLLER_APIS", "ControllerClient", "ControllerUnavailable", "serve_kafka_connection",
            "serving_controller_listener"]
 
-CONTROLLER_APIS = frozenset({18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81})
+CONTROLLER_APIS = frozenset({18, 19, 20, 37, 32, 33, 44, 60, 55, 63, 56, 43, 45, 46, 51, 30, 31, 49, 57, 80, 81,
+                             38, 39, 40})
 
 serving_controller_listener: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "serving_controller_listener", default=False)

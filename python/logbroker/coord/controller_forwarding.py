@@ -20,6 +20,9 @@ image shows the change, so the client's next Metadata on this broker sees it.
     alter_scram_credentials  AlterUserScramCredentials v0 (per-user results returned as they come)
     alter_client_quotas   AlterClientQuotas v1 (per-entity results returned as they come)
     create_acls           CreateAcls v3 (per-ACL results returned as they come)
+    create_delegation_token  CreateDelegationToken v3, the owner named (KIP-373)
+    renew_delegation_token   RenewDelegationToken v2
+    expire_delegation_token  ExpireDelegationToken v2
     delete_acls           DeleteAcls v3 (per-filter results, with the ACLs each deleted)
 """
 
@@ -295,6 +298,37 @@ class Forwarder:
         if done:
             await self._caught_up(applied, f"the SCRAM credentials of user(s) {sorted(done)}")
         return results
+
+    async def create_delegation_token(self, owner: str, renewers: list[str], max_lifetime_ms: int):
+        req = REQUESTS[38]
+        kind, _, name = owner.partition(":")
+        body = req(owner_principal_type=kind, owner_principal_name=name, max_lifetime_ms=max_lifetime_ms,
+                   renewers=[req.CreatableRenewers(principal_type=r.partition(":")[0],
+                                                   principal_name=r.partition(":")[2]) for r in renewers])
+        r = await self._send(38, 3, body, lambda r: r)
+        token_id = r.token_id
+        await self._caught_up(lambda im: token_id in im.delegation_tokens, f"delegation token {token_id}")
+        token = self.controller.image.delegation_tokens.get(token_id)
+        if token is None:
+            raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, f"delegation token {token_id} was created but has not "
+                                                               "reached this node yet; describe it in a moment")
+        return token
+
+    async def renew_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
+        req = REQUESTS[39]
+        r = await self._send(39, 2, req(hmac=hmac, renew_period_ms=period_ms), lambda r: r)
+        expiry = r.expiry_timestamp_ms
+        await self._caught_up(lambda im: token_id not in im.delegation_tokens
+                              or im.delegation_tokens[token_id].expiry_ms == expiry, f"delegation token {token_id}")
+        return expiry
+
+    async def expire_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
+        req = REQUESTS[40]
+        r = await self._send(40, 2, req(hmac=hmac, expiry_time_period_ms=period_ms), lambda r: r)
+        expiry = r.expiry_timestamp_ms
+        await self._caught_up(lambda im: token_id not in im.delegation_tokens
+                              or im.delegation_tokens[token_id].expiry_ms == expiry, f"delegation token {token_id}")
+        return expiry
 
     async def alter_client_quotas(self, entries: list[tuple[list[tuple[str, str | None]],
                                                             list[tuple[str, float, bool]]]],

@@ -196,6 +196,36 @@ class AclBindingFilter:
         return acl.pattern_type == PATTERN_PREFIXED and self.resource_name.startswith(acl.resource_name)
 
 
+@dataclasses.dataclass(frozen=True)
+class DelegationToken:
+    """A delegation token (KIP-48; Kafka's DelegationTokenRecord), never its HMAC: any node
+    derives that from `delegation.token.secret.key` and the token id
+    (common/delegation_tokens.py). Principals are "User:<name>"; times in epoch ms."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_ms: int
+    max_ms: int
+    expiry_ms: int
+
+    def to_json(self) -> dict:
+        return {"token_id": self.token_id, "owner": self.owner, "requester": self.requester,
+                "renewers": list(self.renewers), "issue_ms": self.issue_ms, "max_ms": self.max_ms,
+                "expiry_ms": self.expiry_ms}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> DelegationToken:
+        """The inverse of `to_json`; KeyError or ValueError for a missing or bad field."""
+        token = cls(str(doc["token_id"]), str(doc["owner"]), str(doc["requester"]),
+                    tuple(str(r) for r in doc["renewers"]), int(doc["issue_ms"]), int(doc["max_ms"]),
+                    int(doc["expiry_ms"]))
+        if not token.token_id or not token.owner.startswith("User:"):
+            raise ValueError(f"token {token.token_id!r}: an id and an owner User:<name> are needed")
+        return token
+
+
 @dataclasses.dataclass
 class MetadataImage:
     cluster_id: str
@@ -228,6 +258,8 @@ class MetadataImage:
     voters: dict[int, list] = dataclasses.field(default_factory=dict)
     # client-metrics subscriptions (KIP-714, CLIENT_METRICS config resources): name -> {key: value}
     client_metrics: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # delegation tokens (KIP-48): token id -> token, until the controller removes it once expired
+    delegation_tokens: dict[str, DelegationToken] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.topics and not self.topic_ids:
@@ -270,6 +302,7 @@ class MetadataImage:
             "controllers": {str(n): list(e) for n, e in sorted(self.controllers.items())},
             "voters": {str(n): list(e) for n, e in sorted(self.voters.items())},
             "features_epoch": self.features_epoch,
+            "delegation_tokens": {i: t.to_json() for i, t in sorted(self.delegation_tokens.items())},
         }
 
     @classmethod
@@ -288,10 +321,11 @@ class MetadataImage:
         controllers = {int(n): list(e) for n, e in doc.get("controllers", {}).items()}
         voters = {int(n): list(e) for n, e in doc.get("voters", {}).items()}
         client_metrics = {str(n): dict(c) for n, c in doc.get("client_metrics", {}).items()}
+        tokens = {str(i): DelegationToken.from_json(t) for i, t in doc.get("delegation_tokens", {}).items()}
         return cls(doc["cluster_id"], controller_id, brokers, topics, int(doc.get("next_producer_id", 0)), groups,
                    scram, acls, quotas, features=features, features_epoch=int(doc.get("features_epoch", 0)),
                    broker_configs=broker_configs, controllers=controllers, voters=voters,
-                   client_metrics=client_metrics)
+                   client_metrics=client_metrics, delegation_tokens=tokens)
 
 
 class MetadataStore:

@@ -44,6 +44,7 @@ class MetadataDelta:
         self.features_changed = False
         self.broker_configs_changed = False
         self.client_metrics_changed = False
+        self.delegation_tokens_changed = False
         self.voters_changed = False
         self._copied: set[str] = set()  # containers of the image already copied
         self._topics_copied: set[str] = set()
@@ -127,6 +128,10 @@ class MetadataDelta:
     def scram_credentials(self) -> dict:
         self.scram_changed = True
         return self._own("scram_credentials", deep=True)
+
+    def delegation_tokens(self) -> dict:
+        self.delegation_tokens_changed = True
+        return self._own("delegation_tokens")
 
     def acls(self) -> dict:
         self.acls_changed = True

@@ -35,6 +35,10 @@ all or nothing. JSON keeps the log readable with standard tools; records are sma
                                a user's credential for that mechanism (Kafka's
                                UserScramCredentialRecord, KIP-554)
     RemoveUserScramCredential  name, mechanism: the credential must exist
+    DelegationToken  token_id, owner, requester, renewers [principal...], issue_ms, max_ms,
+                     expiry_ms: create or renew a delegation token (Kafka's
+                     DelegationTokenRecord, KIP-48; no HMAC: nodes derive it)
+    RemoveDelegationToken  token_id: the token must exist (expired, or expired by its owner)
     Acl              id (uuid hex), resource_type, resource_name, pattern_type (3 LITERAL | 4
                      PREFIXED), principal, host, operation, permission_type (2 DENY | 3 ALLOW):
                      add (or replace) the ACL with that id (Kafka's AccessControlEntryRecord)
@@ -70,6 +74,7 @@ from logbroker.coord.metadata import (
     BrokerRegistration,
     MetadataImage,
     PartitionState,
+    DelegationToken,
     ScramCredential,
     TopicState,
 )
@@ -323,6 +328,24 @@ def _acl_id(rec: dict) -> str:
     return acl_id
 
 
+def _delegation_token(delta: MetadataDelta, rec: dict) -> None:
+    try:
+        token = DelegationToken.from_json(rec)
+    except (KeyError, TypeError, ValueError) as e:
+        raise MetadataRecordError(f"DelegationToken record {str(rec.get('token_id'))[:40]!r}: {e}") from None
+    if not token.issue_ms <= token.expiry_ms <= token.max_ms:
+        raise MetadataRecordError(f"DelegationToken record {token.token_id!r}: issue {token.issue_ms} <= expiry "
+                                  f"{token.expiry_ms} <= max {token.max_ms} does not hold")
+    delta.delegation_tokens()[token.token_id] = token
+
+
+def _remove_delegation_token(delta: MetadataDelta, rec: dict) -> None:
+    token_id = rec.get("token_id")
+    if token_id not in delta.image.delegation_tokens:
+        raise MetadataRecordError(f"RemoveDelegationToken for token {str(token_id)[:40]!r}, which does not exist")
+    del delta.delegation_tokens()[token_id]
+
+
 def _acl(delta: MetadataDelta, rec: dict) -> None:
     acl_id = _acl_id(rec)
     try:
@@ -417,6 +440,8 @@ _APPLY = {
     "RemoveUserScramCredential": _remove_user_scram_credential,
     "Acl": _acl,
     "RemoveAcl": _remove_acl,
+    "DelegationToken": _delegation_token,
+    "RemoveDelegationToken": _remove_delegation_token,
     "ClientQuota": _client_quota,
     "FeatureLevel": _feature_level,
     "RegisterController": _register_controller,
@@ -520,6 +545,11 @@ def diff_records(old: MetadataImage, new: MetadataImage) -> list[bytes]:
                 out.append(encode_record("RemoveUserScramCredential", name=u, mechanism=m))
             elif was_c.get(m) != now_c[m]:
                 out.append(encode_record("UserScramCredential", name=u, mechanism=m, **now_c[m].to_json()))
+    for i in sorted(set(old.delegation_tokens) - set(new.delegation_tokens)):
+        out.append(encode_record("RemoveDelegationToken", token_id=i))
+    for i, token in sorted(new.delegation_tokens.items()):
+        if old.delegation_tokens.get(i) != token:
+            out.append(encode_record("DelegationToken", **token.to_json()))
     for i in sorted(set(old.acls) - set(new.acls)):
         out.append(encode_record("RemoveAcl", id=i))
     for i, acl in sorted(new.acls.items()):

@@ -34,13 +34,15 @@ def _bootstrap(servers: str) -> str:
 class Cluster:
     """Driver-side lookups over one short-lived connection."""
 
-    def __init__(self, bootstrap_servers: str, read_committed: bool = False) -> None:
+    def __init__(self, bootstrap_servers: str, read_committed: bool = False, config: dict | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.read_committed = read_committed  # latest offsets are then last stable offsets
+        self.config = config or None  # the client's security settings (spark/security.py)
 
     def __enter__(self) -> Cluster:
         try:
-            self.conn = BrokerConnection(_bootstrap(self.bootstrap_servers), client_id="logbroker-spark")
+            self.conn = BrokerConnection(_bootstrap(self.bootstrap_servers), client_id="logbroker-spark",
+                                         config=self.config)
         except ClientError as e:
             raise SparkSourceError(str(e)) from None
         return self
@@ -113,7 +115,7 @@ class Cluster:
 
 def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int, arrow_schema,
                include_headers: bool, fail_on_data_loss: bool, max_bytes: int = 8 << 20,
-               read_committed: bool = False, archive: dict | None = None) -> Iterator:
+               read_committed: bool = False, archive: dict | None = None, config: dict | None = None) -> Iterator:
     """Executor side: fetch [start, end) of one partition from its leader, yielding
     RecordBatches. Offsets missing because compaction removed them are skipped; offsets
     below the log start (deleted by retention) are read from the archive when `archive`
@@ -121,7 +123,7 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
     is false."""
     if start >= end:
         return
-    with Cluster(bootstrap_servers) as cluster:
+    with Cluster(bootstrap_servers, config=config) as cluster:
         leaders = cluster.partitions(assign={topic: [partition]})
         topic_id = cluster.topic_ids([topic]).get(topic) if archive is not None else None
     if (topic, partition) not in leaders:
@@ -129,7 +131,7 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
     host, port = leaders[(topic, partition)]
     Fetch = REQUESTS[1]
     try:
-        conn = BrokerConnection(f"{host}:{port}", client_id="logbroker-spark-executor")
+        conn = BrokerConnection(f"{host}:{port}", client_id="logbroker-spark-executor", config=config or None)
     except ClientError as e:
         raise SparkSourceError(f"{topic}-{partition}: {e}") from None
     version = min(FETCH_MAX_VERSION, conn.version_for(1))

@@ -37,6 +37,9 @@ class SinkCommit(WriterCommitMessage):
         self.producer_epoch = producer_epoch
 
 
+from logbroker.spark.security import SECURITY_PREFIXES, connection_settings  # noqa: E402
+
+
 def _bytes(v) -> bytes | None:
     if v is None:
         return None
@@ -53,6 +56,13 @@ class _Writing:
             raise ValueError("option bootstrap.servers (or kafka.bootstrap.servers) is required")
         self.topic = o.get("topic")
         self.producer_config = {k[len("kafka."):]: v for k, v in o.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        # delegationToken=true: a token made here, on the driver; the executors get it in place of
+        # the user's security settings (spark/security.py)
+        self.client, self.token = connection_settings(o, self.bootstrap)
+        if self.token is not None:
+            self.producer_config = {k: v for k, v in self.producer_config.items()
+                                    if not k.startswith(SECURITY_PREFIXES)}
+            self.producer_config.update(self.client)
         self.txn_prefix = o.get("transactional.id.prefix")
         names = set(schema.fieldNames())
         if "value" not in names:
@@ -100,7 +110,7 @@ class _Writing:
             if batch is not None:
                 if self.topic is None:
                     raise ValueError("an exactly-once stream (transactional.id.prefix) needs the topic option")
-                with Consumer(self.bootstrap, group_id=txn_id, isolation_level="read_committed") as c:
+                with Consumer(self.bootstrap, group_id=txn_id, isolation_level="read_committed", **self.client) as c:
                     done = c.committed([(self.topic, 0)]).get((self.topic, 0))
                 if done is not None and done > int(batch):
                     return SinkCommit(0)  # this task's share of the batch is already committed

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from logbroker.archive import STORE_KEYS, ArchiveStore  # noqa: E402
 from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
+from logbroker.spark.security import connection_settings
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int")
@@ -72,6 +73,16 @@ class Options:
         self.archive = {k: str(o[k]) for k in STORE_KEYS if o.get(k)} if o.get("archive.location") else None
         self.starting = self._spec(o, "starting", "latest" if streaming else "earliest")
         self.ending = self._spec(o, "ending", "latest")
+        # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*; with delegationToken=true a
+        # token made here, on the driver, and only it shipped to the executors (spark/security.py)
+        self.client, self.token = connection_settings(o, self.bootstrap)
+
+    def cluster(self) -> Cluster:
+        """A driver-side connection; a streaming reader's token is renewed first when due."""
+        if self.token is not None and self.token.due():
+            self.token.refresh()
+            self.client = self.token.settings
+        return Cluster(self.bootstrap, self.read_committed, self.client)
 
     @staticmethod
     def _spec(o: dict, which: str, default: str):
@@ -171,7 +182,8 @@ class _Reading:
             return  # no range to read: Spark hands one placeholder partition when partitions() is empty
         yield from read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start, partition.end,
                               _arrow_schema(self.schema), self.opts.include_headers, self.opts.fail_on_data_loss,
-                              read_committed=self.opts.read_committed, archive=self.opts.archive)
+                              read_committed=self.opts.read_committed, archive=self.opts.archive,
+                              config=self.opts.client)
 
 
 class LogbrokerBatchReader(_Reading, DataSourceReader):
@@ -181,7 +193,7 @@ class LogbrokerBatchReader(_Reading, DataSourceReader):
 
     def partitions(self):
         o = self.opts
-        with Cluster(o.bootstrap, o.read_committed) as cluster:
+        with o.cluster() as cluster:
             parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
             starts = o.resolve(cluster, o.starting, parts)
             ends = o.resolve(cluster, o.ending, parts)
@@ -223,13 +235,13 @@ class LogbrokerStreamReader(_Reading, DataSourceStreamReader, _AvailableNow):
 
     def initialOffset(self) -> dict:
         o = self.opts
-        with Cluster(o.bootstrap, o.read_committed) as cluster:
+        with o.cluster() as cluster:
             parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
             return self._to_json(o.resolve(cluster, o.starting, parts))
 
     def _latest(self) -> dict[tuple[str, int], int]:
         o = self.opts
-        with Cluster(o.bootstrap, o.read_committed) as cluster:
+        with o.cluster() as cluster:
             parts = sorted(cluster.partitions(o.subscribe, o.pattern, o.assign))
             return cluster.list_offsets({tp: LATEST for tp in parts})
 

@@ -13,7 +13,7 @@ use super::protocol::{field, Cx, FromPy, ToPy};
 use crate::protocol::messages as rs;
 use crate::protocol::{Reader, Writer};
 
-pub const CLASS_COUNT: usize = 379;
+pub const CLASS_COUNT: usize = 391;
 
 fn unknown_class(id: usize) -> PyErr {
     KafkaProtocolError::new_err(format!("no message class with id {id}"))
@@ -98,309 +98,321 @@ pub fn decode<'py>(cx: &Cx<'py>, id: usize, r: &mut Reader, version: i16) -> PyR
         73 => rs::create_acls_request::AclCreation::decode(r, version)?.to_py(cx),
         74 => rs::create_acls_response::CreateAclsResponse::decode(r, version)?.to_py(cx),
         75 => rs::create_acls_response::AclCreationResult::decode(r, version)?.to_py(cx),
-        76 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
-        77 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
-        78 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
-        79 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
-        80 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
-        81 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
-        82 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
-        83 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
-        84 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
-        85 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
-        86 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
-        87 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
-        88 => rs::delete_acls_request::DeleteAclsRequest::decode(r, version)?.to_py(cx),
-        89 => rs::delete_acls_request::DeleteAclsFilter::decode(r, version)?.to_py(cx),
-        90 => rs::delete_acls_response::DeleteAclsResponse::decode(r, version)?.to_py(cx),
-        91 => rs::delete_acls_response::DeleteAclsFilterResult::decode(r, version)?.to_py(cx),
-        92 => rs::delete_acls_response::DeleteAclsMatchingAcl::decode(r, version)?.to_py(cx),
-        93 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
-        94 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
-        95 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
-        96 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
-        97 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
-        98 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
-        99 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
-        100 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
-        101 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
-        102 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
-        103 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
-        104 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
-        105 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
-        106 => rs::delete_share_group_state_request::DeleteShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        107 => rs::delete_share_group_state_request::DeleteStateData::decode(r, version)?.to_py(cx),
-        108 => rs::delete_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        109 => rs::delete_share_group_state_response::DeleteShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        110 => rs::delete_share_group_state_response::DeleteStateResult::decode(r, version)?.to_py(cx),
-        111 => rs::delete_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        112 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
-        113 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
-        114 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
-        115 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
-        116 => rs::describe_acls_request::DescribeAclsRequest::decode(r, version)?.to_py(cx),
-        117 => rs::describe_acls_response::DescribeAclsResponse::decode(r, version)?.to_py(cx),
-        118 => rs::describe_acls_response::DescribeAclsResource::decode(r, version)?.to_py(cx),
-        119 => rs::describe_acls_response::AclDescription::decode(r, version)?.to_py(cx),
-        120 => rs::describe_client_quotas_request::DescribeClientQuotasRequest::decode(r, version)?.to_py(cx),
-        121 => rs::describe_client_quotas_request::ComponentData::decode(r, version)?.to_py(cx),
-        122 => rs::describe_client_quotas_response::DescribeClientQuotasResponse::decode(r, version)?.to_py(cx),
-        123 => rs::describe_client_quotas_response::EntryData::decode(r, version)?.to_py(cx),
-        124 => rs::describe_client_quotas_response::EntityData::decode(r, version)?.to_py(cx),
-        125 => rs::describe_client_quotas_response::ValueData::decode(r, version)?.to_py(cx),
-        126 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
-        127 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
-        128 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
-        129 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
-        130 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
-        131 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
-        132 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
-        133 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
-        134 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
-        135 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
-        136 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
-        137 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        138 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
-        139 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
-        140 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
-        141 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
-        142 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
-        143 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
-        144 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
-        145 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
-        146 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
-        147 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
-        148 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
-        149 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
-        150 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
-        151 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
-        152 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
-        153 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
-        154 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
-        155 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
-        156 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
-        157 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
-        158 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
-        159 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
-        160 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
-        161 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::decode(r, version)?.to_py(cx),
-        162 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
-        163 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
-        164 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::decode(r, version)?.to_py(cx),
-        165 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
-        166 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition::decode(r, version)?.to_py(cx),
-        167 => rs::describe_topic_partitions_request::DescribeTopicPartitionsRequest::decode(r, version)?.to_py(cx),
-        168 => rs::describe_topic_partitions_request::TopicRequest::decode(r, version)?.to_py(cx),
-        169 => rs::describe_topic_partitions_request::Cursor::decode(r, version)?.to_py(cx),
-        170 => rs::describe_topic_partitions_response::DescribeTopicPartitionsResponse::decode(r, version)?.to_py(cx),
-        171 => rs::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::decode(r, version)?.to_py(cx),
-        172 => rs::describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition::decode(r, version)?.to_py(cx),
-        173 => rs::describe_topic_partitions_response::Cursor::decode(r, version)?.to_py(cx),
-        174 => rs::describe_transactions_request::DescribeTransactionsRequest::decode(r, version)?.to_py(cx),
-        175 => rs::describe_transactions_response::DescribeTransactionsResponse::decode(r, version)?.to_py(cx),
-        176 => rs::describe_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        177 => rs::describe_transactions_response::TopicData::decode(r, version)?.to_py(cx),
-        178 => rs::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest::decode(r, version)?.to_py(cx),
-        179 => rs::describe_user_scram_credentials_request::UserName::decode(r, version)?.to_py(cx),
-        180 => rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse::decode(r, version)?.to_py(cx),
-        181 => rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult::decode(r, version)?.to_py(cx),
-        182 => rs::describe_user_scram_credentials_response::CredentialInfo::decode(r, version)?.to_py(cx),
-        183 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
-        184 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
-        185 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
-        186 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
-        187 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
-        188 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
-        189 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
-        190 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
-        191 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
-        192 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        193 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        194 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        195 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
-        196 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
-        197 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        198 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        199 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        200 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
-        201 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
-        202 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        203 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
-        204 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
-        205 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
-        206 => rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest::decode(r, version)?.to_py(cx),
-        207 => rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse::decode(r, version)?.to_py(cx),
-        208 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
-        209 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
-        210 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
-        211 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
-        212 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
-        213 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
-        214 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
-        215 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
-        216 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
-        217 => rs::initialize_share_group_state_request::InitializeShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        218 => rs::initialize_share_group_state_request::InitializeStateData::decode(r, version)?.to_py(cx),
-        219 => rs::initialize_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        220 => rs::initialize_share_group_state_response::InitializeShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        221 => rs::initialize_share_group_state_response::InitializeStateResult::decode(r, version)?.to_py(cx),
-        222 => rs::initialize_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        223 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
-        224 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
-        225 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
-        226 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
-        227 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
-        228 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
-        229 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
-        230 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
-        231 => rs::list_config_resources_request::ListConfigResourcesRequest::decode(r, version)?.to_py(cx),
-        232 => rs::list_config_resources_response::ListConfigResourcesResponse::decode(r, version)?.to_py(cx),
-        233 => rs::list_config_resources_response::ConfigResource::decode(r, version)?.to_py(cx),
-        234 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
-        235 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
-        236 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
-        237 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
-        238 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
-        239 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
-        240 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
-        241 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
-        242 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
-        243 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
-        244 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
-        245 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
-        246 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
-        247 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
-        248 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
-        249 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
-        250 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
-        251 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
-        252 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
-        253 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
-        254 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
-        255 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
-        256 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
-        257 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
-        258 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        259 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        260 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
-        261 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        262 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        263 => rs::offset_delete_request::OffsetDeleteRequest::decode(r, version)?.to_py(cx),
-        264 => rs::offset_delete_request::OffsetDeleteRequestTopic::decode(r, version)?.to_py(cx),
-        265 => rs::offset_delete_request::OffsetDeleteRequestPartition::decode(r, version)?.to_py(cx),
-        266 => rs::offset_delete_response::OffsetDeleteResponse::decode(r, version)?.to_py(cx),
-        267 => rs::offset_delete_response::OffsetDeleteResponseTopic::decode(r, version)?.to_py(cx),
-        268 => rs::offset_delete_response::OffsetDeleteResponsePartition::decode(r, version)?.to_py(cx),
-        269 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
-        270 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
-        271 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
-        272 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
-        273 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
-        274 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
-        275 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
-        276 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
-        277 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
-        278 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
-        279 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
-        280 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
-        281 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
-        282 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
-        283 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
-        284 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
-        285 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
-        286 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
-        287 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
-        288 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
-        289 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
-        290 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
-        291 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
-        292 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        293 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        294 => rs::push_telemetry_request::PushTelemetryRequest::decode(r, version)?.to_py(cx),
-        295 => rs::push_telemetry_response::PushTelemetryResponse::decode(r, version)?.to_py(cx),
-        296 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        297 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
-        298 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        299 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        300 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
-        301 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        302 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
-        303 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
-        304 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
-        305 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
-        306 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
-        307 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
-        308 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
-        309 => rs::remove_raft_voter_request::RemoveRaftVoterRequest::decode(r, version)?.to_py(cx),
-        310 => rs::remove_raft_voter_response::RemoveRaftVoterResponse::decode(r, version)?.to_py(cx),
-        311 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
-        312 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
-        313 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
-        314 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
-        315 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
-        316 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
-        317 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
-        318 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
-        319 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
-        320 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        321 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
-        322 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
-        323 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
-        324 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        325 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        326 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
-        327 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
-        328 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
-        329 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
-        330 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
-        331 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
-        332 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
-        333 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
-        334 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
-        335 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
-        336 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
-        337 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
-        338 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
-        339 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
-        340 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
-        341 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        342 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
-        343 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
-        344 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
-        345 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
-        346 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
-        347 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
-        348 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
-        349 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
-        350 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
-        351 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
-        352 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
-        353 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
-        354 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
-        355 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
-        356 => rs::update_features_request::UpdateFeaturesRequest::decode(r, version)?.to_py(cx),
-        357 => rs::update_features_request::FeatureUpdateKey::decode(r, version)?.to_py(cx),
-        358 => rs::update_features_response::UpdateFeaturesResponse::decode(r, version)?.to_py(cx),
-        359 => rs::update_features_response::UpdatableFeatureResult::decode(r, version)?.to_py(cx),
-        360 => rs::update_raft_voter_request::UpdateRaftVoterRequest::decode(r, version)?.to_py(cx),
-        361 => rs::update_raft_voter_request::Listener::decode(r, version)?.to_py(cx),
-        362 => rs::update_raft_voter_request::KRaftVersionFeature::decode(r, version)?.to_py(cx),
-        363 => rs::update_raft_voter_response::UpdateRaftVoterResponse::decode(r, version)?.to_py(cx),
-        364 => rs::update_raft_voter_response::CurrentLeader::decode(r, version)?.to_py(cx),
-        365 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
-        366 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
-        367 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
-        368 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
-        369 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
-        370 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
-        371 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
-        372 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
-        373 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
-        374 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
-        375 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
-        376 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
-        377 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
-        378 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
+        76 => rs::create_delegation_token_request::CreateDelegationTokenRequest::decode(r, version)?.to_py(cx),
+        77 => rs::create_delegation_token_request::CreatableRenewers::decode(r, version)?.to_py(cx),
+        78 => rs::create_delegation_token_response::CreateDelegationTokenResponse::decode(r, version)?.to_py(cx),
+        79 => rs::create_partitions_request::CreatePartitionsRequest::decode(r, version)?.to_py(cx),
+        80 => rs::create_partitions_request::CreatePartitionsTopic::decode(r, version)?.to_py(cx),
+        81 => rs::create_partitions_request::CreatePartitionsAssignment::decode(r, version)?.to_py(cx),
+        82 => rs::create_partitions_response::CreatePartitionsResponse::decode(r, version)?.to_py(cx),
+        83 => rs::create_partitions_response::CreatePartitionsTopicResult::decode(r, version)?.to_py(cx),
+        84 => rs::create_topics_request::CreateTopicsRequest::decode(r, version)?.to_py(cx),
+        85 => rs::create_topics_request::CreatableTopic::decode(r, version)?.to_py(cx),
+        86 => rs::create_topics_request::CreatableReplicaAssignment::decode(r, version)?.to_py(cx),
+        87 => rs::create_topics_request::CreatableTopicConfig::decode(r, version)?.to_py(cx),
+        88 => rs::create_topics_response::CreateTopicsResponse::decode(r, version)?.to_py(cx),
+        89 => rs::create_topics_response::CreatableTopicResult::decode(r, version)?.to_py(cx),
+        90 => rs::create_topics_response::CreatableTopicConfigs::decode(r, version)?.to_py(cx),
+        91 => rs::delete_acls_request::DeleteAclsRequest::decode(r, version)?.to_py(cx),
+        92 => rs::delete_acls_request::DeleteAclsFilter::decode(r, version)?.to_py(cx),
+        93 => rs::delete_acls_response::DeleteAclsResponse::decode(r, version)?.to_py(cx),
+        94 => rs::delete_acls_response::DeleteAclsFilterResult::decode(r, version)?.to_py(cx),
+        95 => rs::delete_acls_response::DeleteAclsMatchingAcl::decode(r, version)?.to_py(cx),
+        96 => rs::delete_groups_request::DeleteGroupsRequest::decode(r, version)?.to_py(cx),
+        97 => rs::delete_groups_response::DeleteGroupsResponse::decode(r, version)?.to_py(cx),
+        98 => rs::delete_groups_response::DeletableGroupResult::decode(r, version)?.to_py(cx),
+        99 => rs::delete_records_request::DeleteRecordsRequest::decode(r, version)?.to_py(cx),
+        100 => rs::delete_records_request::DeleteRecordsTopic::decode(r, version)?.to_py(cx),
+        101 => rs::delete_records_request::DeleteRecordsPartition::decode(r, version)?.to_py(cx),
+        102 => rs::delete_records_response::DeleteRecordsResponse::decode(r, version)?.to_py(cx),
+        103 => rs::delete_records_response::DeleteRecordsTopicResult::decode(r, version)?.to_py(cx),
+        104 => rs::delete_records_response::DeleteRecordsPartitionResult::decode(r, version)?.to_py(cx),
+        105 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
+        106 => rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
+        107 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
+        108 => rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
+        109 => rs::delete_share_group_state_request::DeleteShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        110 => rs::delete_share_group_state_request::DeleteStateData::decode(r, version)?.to_py(cx),
+        111 => rs::delete_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        112 => rs::delete_share_group_state_response::DeleteShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        113 => rs::delete_share_group_state_response::DeleteStateResult::decode(r, version)?.to_py(cx),
+        114 => rs::delete_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        115 => rs::delete_topics_request::DeleteTopicsRequest::decode(r, version)?.to_py(cx),
+        116 => rs::delete_topics_request::DeleteTopicState::decode(r, version)?.to_py(cx),
+        117 => rs::delete_topics_response::DeleteTopicsResponse::decode(r, version)?.to_py(cx),
+        118 => rs::delete_topics_response::DeletableTopicResult::decode(r, version)?.to_py(cx),
+        119 => rs::describe_acls_request::DescribeAclsRequest::decode(r, version)?.to_py(cx),
+        120 => rs::describe_acls_response::DescribeAclsResponse::decode(r, version)?.to_py(cx),
+        121 => rs::describe_acls_response::DescribeAclsResource::decode(r, version)?.to_py(cx),
+        122 => rs::describe_acls_response::AclDescription::decode(r, version)?.to_py(cx),
+        123 => rs::describe_client_quotas_request::DescribeClientQuotasRequest::decode(r, version)?.to_py(cx),
+        124 => rs::describe_client_quotas_request::ComponentData::decode(r, version)?.to_py(cx),
+        125 => rs::describe_client_quotas_response::DescribeClientQuotasResponse::decode(r, version)?.to_py(cx),
+        126 => rs::describe_client_quotas_response::EntryData::decode(r, version)?.to_py(cx),
+        127 => rs::describe_client_quotas_response::EntityData::decode(r, version)?.to_py(cx),
+        128 => rs::describe_client_quotas_response::ValueData::decode(r, version)?.to_py(cx),
+        129 => rs::describe_cluster_request::DescribeClusterRequest::decode(r, version)?.to_py(cx),
+        130 => rs::describe_cluster_response::DescribeClusterResponse::decode(r, version)?.to_py(cx),
+        131 => rs::describe_cluster_response::DescribeClusterBroker::decode(r, version)?.to_py(cx),
+        132 => rs::describe_configs_request::DescribeConfigsRequest::decode(r, version)?.to_py(cx),
+        133 => rs::describe_configs_request::DescribeConfigsResource::decode(r, version)?.to_py(cx),
+        134 => rs::describe_configs_response::DescribeConfigsResponse::decode(r, version)?.to_py(cx),
+        135 => rs::describe_configs_response::DescribeConfigsResult::decode(r, version)?.to_py(cx),
+        136 => rs::describe_configs_response::DescribeConfigsResourceResult::decode(r, version)?.to_py(cx),
+        137 => rs::describe_configs_response::DescribeConfigsSynonym::decode(r, version)?.to_py(cx),
+        138 => rs::describe_delegation_token_request::DescribeDelegationTokenRequest::decode(r, version)?.to_py(cx),
+        139 => rs::describe_delegation_token_request::DescribeDelegationTokenOwner::decode(r, version)?.to_py(cx),
+        140 => rs::describe_delegation_token_response::DescribeDelegationTokenResponse::decode(r, version)?.to_py(cx),
+        141 => rs::describe_delegation_token_response::DescribedDelegationToken::decode(r, version)?.to_py(cx),
+        142 => rs::describe_delegation_token_response::DescribedDelegationTokenRenewer::decode(r, version)?.to_py(cx),
+        143 => rs::describe_groups_request::DescribeGroupsRequest::decode(r, version)?.to_py(cx),
+        144 => rs::describe_groups_response::DescribeGroupsResponse::decode(r, version)?.to_py(cx),
+        145 => rs::describe_groups_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        146 => rs::describe_groups_response::DescribedGroupMember::decode(r, version)?.to_py(cx),
+        147 => rs::describe_log_dirs_request::DescribeLogDirsRequest::decode(r, version)?.to_py(cx),
+        148 => rs::describe_log_dirs_request::DescribableLogDirTopic::decode(r, version)?.to_py(cx),
+        149 => rs::describe_log_dirs_response::DescribeLogDirsResponse::decode(r, version)?.to_py(cx),
+        150 => rs::describe_log_dirs_response::DescribeLogDirsResult::decode(r, version)?.to_py(cx),
+        151 => rs::describe_log_dirs_response::DescribeLogDirsTopic::decode(r, version)?.to_py(cx),
+        152 => rs::describe_log_dirs_response::DescribeLogDirsPartition::decode(r, version)?.to_py(cx),
+        153 => rs::describe_producers_request::DescribeProducersRequest::decode(r, version)?.to_py(cx),
+        154 => rs::describe_producers_request::TopicRequest::decode(r, version)?.to_py(cx),
+        155 => rs::describe_producers_response::DescribeProducersResponse::decode(r, version)?.to_py(cx),
+        156 => rs::describe_producers_response::TopicResponse::decode(r, version)?.to_py(cx),
+        157 => rs::describe_producers_response::PartitionResponse::decode(r, version)?.to_py(cx),
+        158 => rs::describe_producers_response::ProducerState::decode(r, version)?.to_py(cx),
+        159 => rs::describe_quorum_request::DescribeQuorumRequest::decode(r, version)?.to_py(cx),
+        160 => rs::describe_quorum_request::TopicData::decode(r, version)?.to_py(cx),
+        161 => rs::describe_quorum_request::PartitionData::decode(r, version)?.to_py(cx),
+        162 => rs::describe_quorum_response::DescribeQuorumResponse::decode(r, version)?.to_py(cx),
+        163 => rs::describe_quorum_response::TopicData::decode(r, version)?.to_py(cx),
+        164 => rs::describe_quorum_response::PartitionData::decode(r, version)?.to_py(cx),
+        165 => rs::describe_quorum_response::Node::decode(r, version)?.to_py(cx),
+        166 => rs::describe_quorum_response::Listener::decode(r, version)?.to_py(cx),
+        167 => rs::describe_quorum_response::ReplicaState::decode(r, version)?.to_py(cx),
+        168 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest::decode(r, version)?.to_py(cx),
+        169 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::decode(r, version)?.to_py(cx),
+        170 => rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::decode(r, version)?.to_py(cx),
+        171 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse::decode(r, version)?.to_py(cx),
+        172 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::decode(r, version)?.to_py(cx),
+        173 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::decode(r, version)?.to_py(cx),
+        174 => rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition::decode(r, version)?.to_py(cx),
+        175 => rs::describe_topic_partitions_request::DescribeTopicPartitionsRequest::decode(r, version)?.to_py(cx),
+        176 => rs::describe_topic_partitions_request::TopicRequest::decode(r, version)?.to_py(cx),
+        177 => rs::describe_topic_partitions_request::Cursor::decode(r, version)?.to_py(cx),
+        178 => rs::describe_topic_partitions_response::DescribeTopicPartitionsResponse::decode(r, version)?.to_py(cx),
+        179 => rs::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::decode(r, version)?.to_py(cx),
+        180 => rs::describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition::decode(r, version)?.to_py(cx),
+        181 => rs::describe_topic_partitions_response::Cursor::decode(r, version)?.to_py(cx),
+        182 => rs::describe_transactions_request::DescribeTransactionsRequest::decode(r, version)?.to_py(cx),
+        183 => rs::describe_transactions_response::DescribeTransactionsResponse::decode(r, version)?.to_py(cx),
+        184 => rs::describe_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        185 => rs::describe_transactions_response::TopicData::decode(r, version)?.to_py(cx),
+        186 => rs::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest::decode(r, version)?.to_py(cx),
+        187 => rs::describe_user_scram_credentials_request::UserName::decode(r, version)?.to_py(cx),
+        188 => rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse::decode(r, version)?.to_py(cx),
+        189 => rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult::decode(r, version)?.to_py(cx),
+        190 => rs::describe_user_scram_credentials_response::CredentialInfo::decode(r, version)?.to_py(cx),
+        191 => rs::elect_leaders_request::ElectLeadersRequest::decode(r, version)?.to_py(cx),
+        192 => rs::elect_leaders_request::TopicPartitions::decode(r, version)?.to_py(cx),
+        193 => rs::elect_leaders_response::ElectLeadersResponse::decode(r, version)?.to_py(cx),
+        194 => rs::elect_leaders_response::ReplicaElectionResult::decode(r, version)?.to_py(cx),
+        195 => rs::elect_leaders_response::PartitionResult::decode(r, version)?.to_py(cx),
+        196 => rs::end_txn_request::EndTxnRequest::decode(r, version)?.to_py(cx),
+        197 => rs::end_txn_response::EndTxnResponse::decode(r, version)?.to_py(cx),
+        198 => rs::expire_delegation_token_request::ExpireDelegationTokenRequest::decode(r, version)?.to_py(cx),
+        199 => rs::expire_delegation_token_response::ExpireDelegationTokenResponse::decode(r, version)?.to_py(cx),
+        200 => rs::fetch_request::FetchRequest::decode(r, version)?.to_py(cx),
+        201 => rs::fetch_request::ReplicaState::decode(r, version)?.to_py(cx),
+        202 => rs::fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        203 => rs::fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        204 => rs::fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        205 => rs::fetch_response::FetchResponse::decode(r, version)?.to_py(cx),
+        206 => rs::fetch_response::FetchableTopicResponse::decode(r, version)?.to_py(cx),
+        207 => rs::fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        208 => rs::fetch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        209 => rs::fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        210 => rs::fetch_response::SnapshotId::decode(r, version)?.to_py(cx),
+        211 => rs::fetch_response::AbortedTransaction::decode(r, version)?.to_py(cx),
+        212 => rs::fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        213 => rs::find_coordinator_request::FindCoordinatorRequest::decode(r, version)?.to_py(cx),
+        214 => rs::find_coordinator_response::FindCoordinatorResponse::decode(r, version)?.to_py(cx),
+        215 => rs::find_coordinator_response::Coordinator::decode(r, version)?.to_py(cx),
+        216 => rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest::decode(r, version)?.to_py(cx),
+        217 => rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse::decode(r, version)?.to_py(cx),
+        218 => rs::heartbeat_request::HeartbeatRequest::decode(r, version)?.to_py(cx),
+        219 => rs::heartbeat_response::HeartbeatResponse::decode(r, version)?.to_py(cx),
+        220 => rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest::decode(r, version)?.to_py(cx),
+        221 => rs::incremental_alter_configs_request::AlterConfigsResource::decode(r, version)?.to_py(cx),
+        222 => rs::incremental_alter_configs_request::AlterableConfig::decode(r, version)?.to_py(cx),
+        223 => rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse::decode(r, version)?.to_py(cx),
+        224 => rs::incremental_alter_configs_response::AlterConfigsResourceResponse::decode(r, version)?.to_py(cx),
+        225 => rs::init_producer_id_request::InitProducerIdRequest::decode(r, version)?.to_py(cx),
+        226 => rs::init_producer_id_response::InitProducerIdResponse::decode(r, version)?.to_py(cx),
+        227 => rs::initialize_share_group_state_request::InitializeShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        228 => rs::initialize_share_group_state_request::InitializeStateData::decode(r, version)?.to_py(cx),
+        229 => rs::initialize_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        230 => rs::initialize_share_group_state_response::InitializeShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        231 => rs::initialize_share_group_state_response::InitializeStateResult::decode(r, version)?.to_py(cx),
+        232 => rs::initialize_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        233 => rs::join_group_request::JoinGroupRequest::decode(r, version)?.to_py(cx),
+        234 => rs::join_group_request::JoinGroupRequestProtocol::decode(r, version)?.to_py(cx),
+        235 => rs::join_group_response::JoinGroupResponse::decode(r, version)?.to_py(cx),
+        236 => rs::join_group_response::JoinGroupResponseMember::decode(r, version)?.to_py(cx),
+        237 => rs::leave_group_request::LeaveGroupRequest::decode(r, version)?.to_py(cx),
+        238 => rs::leave_group_request::MemberIdentity::decode(r, version)?.to_py(cx),
+        239 => rs::leave_group_response::LeaveGroupResponse::decode(r, version)?.to_py(cx),
+        240 => rs::leave_group_response::MemberResponse::decode(r, version)?.to_py(cx),
+        241 => rs::list_config_resources_request::ListConfigResourcesRequest::decode(r, version)?.to_py(cx),
+        242 => rs::list_config_resources_response::ListConfigResourcesResponse::decode(r, version)?.to_py(cx),
+        243 => rs::list_config_resources_response::ConfigResource::decode(r, version)?.to_py(cx),
+        244 => rs::list_groups_request::ListGroupsRequest::decode(r, version)?.to_py(cx),
+        245 => rs::list_groups_response::ListGroupsResponse::decode(r, version)?.to_py(cx),
+        246 => rs::list_groups_response::ListedGroup::decode(r, version)?.to_py(cx),
+        247 => rs::list_offsets_request::ListOffsetsRequest::decode(r, version)?.to_py(cx),
+        248 => rs::list_offsets_request::ListOffsetsTopic::decode(r, version)?.to_py(cx),
+        249 => rs::list_offsets_request::ListOffsetsPartition::decode(r, version)?.to_py(cx),
+        250 => rs::list_offsets_response::ListOffsetsResponse::decode(r, version)?.to_py(cx),
+        251 => rs::list_offsets_response::ListOffsetsTopicResponse::decode(r, version)?.to_py(cx),
+        252 => rs::list_offsets_response::ListOffsetsPartitionResponse::decode(r, version)?.to_py(cx),
+        253 => rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest::decode(r, version)?.to_py(cx),
+        254 => rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics::decode(r, version)?.to_py(cx),
+        255 => rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse::decode(r, version)?.to_py(cx),
+        256 => rs::list_partition_reassignments_response::OngoingTopicReassignment::decode(r, version)?.to_py(cx),
+        257 => rs::list_partition_reassignments_response::OngoingPartitionReassignment::decode(r, version)?.to_py(cx),
+        258 => rs::list_transactions_request::ListTransactionsRequest::decode(r, version)?.to_py(cx),
+        259 => rs::list_transactions_response::ListTransactionsResponse::decode(r, version)?.to_py(cx),
+        260 => rs::list_transactions_response::TransactionState::decode(r, version)?.to_py(cx),
+        261 => rs::metadata_request::MetadataRequest::decode(r, version)?.to_py(cx),
+        262 => rs::metadata_request::MetadataRequestTopic::decode(r, version)?.to_py(cx),
+        263 => rs::metadata_response::MetadataResponse::decode(r, version)?.to_py(cx),
+        264 => rs::metadata_response::MetadataResponseBroker::decode(r, version)?.to_py(cx),
+        265 => rs::metadata_response::MetadataResponseTopic::decode(r, version)?.to_py(cx),
+        266 => rs::metadata_response::MetadataResponsePartition::decode(r, version)?.to_py(cx),
+        267 => rs::offset_commit_request::OffsetCommitRequest::decode(r, version)?.to_py(cx),
+        268 => rs::offset_commit_request::OffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        269 => rs::offset_commit_request::OffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        270 => rs::offset_commit_response::OffsetCommitResponse::decode(r, version)?.to_py(cx),
+        271 => rs::offset_commit_response::OffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        272 => rs::offset_commit_response::OffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        273 => rs::offset_delete_request::OffsetDeleteRequest::decode(r, version)?.to_py(cx),
+        274 => rs::offset_delete_request::OffsetDeleteRequestTopic::decode(r, version)?.to_py(cx),
+        275 => rs::offset_delete_request::OffsetDeleteRequestPartition::decode(r, version)?.to_py(cx),
+        276 => rs::offset_delete_response::OffsetDeleteResponse::decode(r, version)?.to_py(cx),
+        277 => rs::offset_delete_response::OffsetDeleteResponseTopic::decode(r, version)?.to_py(cx),
+        278 => rs::offset_delete_response::OffsetDeleteResponsePartition::decode(r, version)?.to_py(cx),
+        279 => rs::offset_fetch_request::OffsetFetchRequest::decode(r, version)?.to_py(cx),
+        280 => rs::offset_fetch_request::OffsetFetchRequestTopic::decode(r, version)?.to_py(cx),
+        281 => rs::offset_fetch_request::OffsetFetchRequestGroup::decode(r, version)?.to_py(cx),
+        282 => rs::offset_fetch_request::OffsetFetchRequestTopics::decode(r, version)?.to_py(cx),
+        283 => rs::offset_fetch_response::OffsetFetchResponse::decode(r, version)?.to_py(cx),
+        284 => rs::offset_fetch_response::OffsetFetchResponseTopic::decode(r, version)?.to_py(cx),
+        285 => rs::offset_fetch_response::OffsetFetchResponsePartition::decode(r, version)?.to_py(cx),
+        286 => rs::offset_fetch_response::OffsetFetchResponseGroup::decode(r, version)?.to_py(cx),
+        287 => rs::offset_fetch_response::OffsetFetchResponseTopics::decode(r, version)?.to_py(cx),
+        288 => rs::offset_fetch_response::OffsetFetchResponsePartitions::decode(r, version)?.to_py(cx),
+        289 => rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest::decode(r, version)?.to_py(cx),
+        290 => rs::offset_for_leader_epoch_request::OffsetForLeaderTopic::decode(r, version)?.to_py(cx),
+        291 => rs::offset_for_leader_epoch_request::OffsetForLeaderPartition::decode(r, version)?.to_py(cx),
+        292 => rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse::decode(r, version)?.to_py(cx),
+        293 => rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::decode(r, version)?.to_py(cx),
+        294 => rs::offset_for_leader_epoch_response::EpochEndOffset::decode(r, version)?.to_py(cx),
+        295 => rs::produce_request::ProduceRequest::decode(r, version)?.to_py(cx),
+        296 => rs::produce_request::TopicProduceData::decode(r, version)?.to_py(cx),
+        297 => rs::produce_request::PartitionProduceData::decode(r, version)?.to_py(cx),
+        298 => rs::produce_response::ProduceResponse::decode(r, version)?.to_py(cx),
+        299 => rs::produce_response::TopicProduceResponse::decode(r, version)?.to_py(cx),
+        300 => rs::produce_response::PartitionProduceResponse::decode(r, version)?.to_py(cx),
+        301 => rs::produce_response::BatchIndexAndErrorMessage::decode(r, version)?.to_py(cx),
+        302 => rs::produce_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        303 => rs::produce_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        304 => rs::push_telemetry_request::PushTelemetryRequest::decode(r, version)?.to_py(cx),
+        305 => rs::push_telemetry_response::PushTelemetryResponse::decode(r, version)?.to_py(cx),
+        306 => rs::read_share_group_state_request::ReadShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        307 => rs::read_share_group_state_request::ReadStateData::decode(r, version)?.to_py(cx),
+        308 => rs::read_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        309 => rs::read_share_group_state_response::ReadShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        310 => rs::read_share_group_state_response::ReadStateResult::decode(r, version)?.to_py(cx),
+        311 => rs::read_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        312 => rs::read_share_group_state_response::StateBatch::decode(r, version)?.to_py(cx),
+        313 => rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest::decode(r, version)?.to_py(cx),
+        314 => rs::read_share_group_state_summary_request::ReadStateSummaryData::decode(r, version)?.to_py(cx),
+        315 => rs::read_share_group_state_summary_request::PartitionData::decode(r, version)?.to_py(cx),
+        316 => rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse::decode(r, version)?.to_py(cx),
+        317 => rs::read_share_group_state_summary_response::ReadStateSummaryResult::decode(r, version)?.to_py(cx),
+        318 => rs::read_share_group_state_summary_response::PartitionResult::decode(r, version)?.to_py(cx),
+        319 => rs::remove_raft_voter_request::RemoveRaftVoterRequest::decode(r, version)?.to_py(cx),
+        320 => rs::remove_raft_voter_response::RemoveRaftVoterResponse::decode(r, version)?.to_py(cx),
+        321 => rs::renew_delegation_token_request::RenewDelegationTokenRequest::decode(r, version)?.to_py(cx),
+        322 => rs::renew_delegation_token_response::RenewDelegationTokenResponse::decode(r, version)?.to_py(cx),
+        323 => rs::request_header::RequestHeader::decode(r, version)?.to_py(cx),
+        324 => rs::response_header::ResponseHeader::decode(r, version)?.to_py(cx),
+        325 => rs::sasl_authenticate_request::SaslAuthenticateRequest::decode(r, version)?.to_py(cx),
+        326 => rs::sasl_authenticate_response::SaslAuthenticateResponse::decode(r, version)?.to_py(cx),
+        327 => rs::sasl_handshake_request::SaslHandshakeRequest::decode(r, version)?.to_py(cx),
+        328 => rs::sasl_handshake_response::SaslHandshakeResponse::decode(r, version)?.to_py(cx),
+        329 => rs::share_acknowledge_request::ShareAcknowledgeRequest::decode(r, version)?.to_py(cx),
+        330 => rs::share_acknowledge_request::AcknowledgeTopic::decode(r, version)?.to_py(cx),
+        331 => rs::share_acknowledge_request::AcknowledgePartition::decode(r, version)?.to_py(cx),
+        332 => rs::share_acknowledge_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        333 => rs::share_acknowledge_response::ShareAcknowledgeResponse::decode(r, version)?.to_py(cx),
+        334 => rs::share_acknowledge_response::ShareAcknowledgeTopicResponse::decode(r, version)?.to_py(cx),
+        335 => rs::share_acknowledge_response::PartitionData::decode(r, version)?.to_py(cx),
+        336 => rs::share_acknowledge_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        337 => rs::share_acknowledge_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        338 => rs::share_fetch_request::ShareFetchRequest::decode(r, version)?.to_py(cx),
+        339 => rs::share_fetch_request::FetchTopic::decode(r, version)?.to_py(cx),
+        340 => rs::share_fetch_request::FetchPartition::decode(r, version)?.to_py(cx),
+        341 => rs::share_fetch_request::AcknowledgementBatch::decode(r, version)?.to_py(cx),
+        342 => rs::share_fetch_request::ForgottenTopic::decode(r, version)?.to_py(cx),
+        343 => rs::share_fetch_response::ShareFetchResponse::decode(r, version)?.to_py(cx),
+        344 => rs::share_fetch_response::ShareFetchableTopicResponse::decode(r, version)?.to_py(cx),
+        345 => rs::share_fetch_response::PartitionData::decode(r, version)?.to_py(cx),
+        346 => rs::share_fetch_response::LeaderIdAndEpoch::decode(r, version)?.to_py(cx),
+        347 => rs::share_fetch_response::AcquiredRecords::decode(r, version)?.to_py(cx),
+        348 => rs::share_fetch_response::NodeEndpoint::decode(r, version)?.to_py(cx),
+        349 => rs::share_group_describe_request::ShareGroupDescribeRequest::decode(r, version)?.to_py(cx),
+        350 => rs::share_group_describe_response::ShareGroupDescribeResponse::decode(r, version)?.to_py(cx),
+        351 => rs::share_group_describe_response::DescribedGroup::decode(r, version)?.to_py(cx),
+        352 => rs::share_group_describe_response::Member::decode(r, version)?.to_py(cx),
+        353 => rs::share_group_describe_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        354 => rs::share_group_describe_response::Assignment::decode(r, version)?.to_py(cx),
+        355 => rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest::decode(r, version)?.to_py(cx),
+        356 => rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse::decode(r, version)?.to_py(cx),
+        357 => rs::share_group_heartbeat_response::Assignment::decode(r, version)?.to_py(cx),
+        358 => rs::share_group_heartbeat_response::TopicPartitions::decode(r, version)?.to_py(cx),
+        359 => rs::sync_group_request::SyncGroupRequest::decode(r, version)?.to_py(cx),
+        360 => rs::sync_group_request::SyncGroupRequestAssignment::decode(r, version)?.to_py(cx),
+        361 => rs::sync_group_response::SyncGroupResponse::decode(r, version)?.to_py(cx),
+        362 => rs::txn_offset_commit_request::TxnOffsetCommitRequest::decode(r, version)?.to_py(cx),
+        363 => rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic::decode(r, version)?.to_py(cx),
+        364 => rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition::decode(r, version)?.to_py(cx),
+        365 => rs::txn_offset_commit_response::TxnOffsetCommitResponse::decode(r, version)?.to_py(cx),
+        366 => rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic::decode(r, version)?.to_py(cx),
+        367 => rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition::decode(r, version)?.to_py(cx),
+        368 => rs::update_features_request::UpdateFeaturesRequest::decode(r, version)?.to_py(cx),
+        369 => rs::update_features_request::FeatureUpdateKey::decode(r, version)?.to_py(cx),
+        370 => rs::update_features_response::UpdateFeaturesResponse::decode(r, version)?.to_py(cx),
+        371 => rs::update_features_response::UpdatableFeatureResult::decode(r, version)?.to_py(cx),
+        372 => rs::update_raft_voter_request::UpdateRaftVoterRequest::decode(r, version)?.to_py(cx),
+        373 => rs::update_raft_voter_request::Listener::decode(r, version)?.to_py(cx),
+        374 => rs::update_raft_voter_request::KRaftVersionFeature::decode(r, version)?.to_py(cx),
+        375 => rs::update_raft_voter_response::UpdateRaftVoterResponse::decode(r, version)?.to_py(cx),
+        376 => rs::update_raft_voter_response::CurrentLeader::decode(r, version)?.to_py(cx),
+        377 => rs::write_share_group_state_request::WriteShareGroupStateRequest::decode(r, version)?.to_py(cx),
+        378 => rs::write_share_group_state_request::WriteStateData::decode(r, version)?.to_py(cx),
+        379 => rs::write_share_group_state_request::PartitionData::decode(r, version)?.to_py(cx),
+        380 => rs::write_share_group_state_request::StateBatch::decode(r, version)?.to_py(cx),
+        381 => rs::write_share_group_state_response::WriteShareGroupStateResponse::decode(r, version)?.to_py(cx),
+        382 => rs::write_share_group_state_response::WriteStateResult::decode(r, version)?.to_py(cx),
+        383 => rs::write_share_group_state_response::PartitionResult::decode(r, version)?.to_py(cx),
+        384 => rs::write_txn_markers_request::WriteTxnMarkersRequest::decode(r, version)?.to_py(cx),
+        385 => rs::write_txn_markers_request::WritableTxnMarker::decode(r, version)?.to_py(cx),
+        386 => rs::write_txn_markers_request::WritableTxnMarkerTopic::decode(r, version)?.to_py(cx),
+        387 => rs::write_txn_markers_response::WriteTxnMarkersResponse::decode(r, version)?.to_py(cx),
+        388 => rs::write_txn_markers_response::WritableTxnMarkerResult::decode(r, version)?.to_py(cx),
+        389 => rs::write_txn_markers_response::WritableTxnMarkerTopicResult::decode(r, version)?.to_py(cx),
+        390 => rs::write_txn_markers_response::WritableTxnMarkerPartitionResult::decode(r, version)?.to_py(cx),
         _ => Err(unknown_class(id)),
     }
 }
@@ -484,309 +496,321 @@ pub fn encode(id: usize, o: &Bound<'_, PyAny>, w: &mut Writer, version: i16) -> 
         73 => Ok(<rs::create_acls_request::AclCreation as FromPy>::from_py(o)?.encode(w, version)?),
         74 => Ok(<rs::create_acls_response::CreateAclsResponse as FromPy>::from_py(o)?.encode(w, version)?),
         75 => Ok(<rs::create_acls_response::AclCreationResult as FromPy>::from_py(o)?.encode(w, version)?),
-        76 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        77 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        78 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        79 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        80 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        81 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        82 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        83 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        84 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        85 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        86 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        87 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
-        88 => Ok(<rs::delete_acls_request::DeleteAclsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        89 => Ok(<rs::delete_acls_request::DeleteAclsFilter as FromPy>::from_py(o)?.encode(w, version)?),
-        90 => Ok(<rs::delete_acls_response::DeleteAclsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        91 => Ok(<rs::delete_acls_response::DeleteAclsFilterResult as FromPy>::from_py(o)?.encode(w, version)?),
-        92 => Ok(<rs::delete_acls_response::DeleteAclsMatchingAcl as FromPy>::from_py(o)?.encode(w, version)?),
-        93 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        94 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        95 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
-        96 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        97 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        98 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        99 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        100 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        101 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        102 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        103 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        104 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        105 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        106 => Ok(<rs::delete_share_group_state_request::DeleteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        107 => Ok(<rs::delete_share_group_state_request::DeleteStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        108 => Ok(<rs::delete_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        109 => Ok(<rs::delete_share_group_state_response::DeleteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        110 => Ok(<rs::delete_share_group_state_response::DeleteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        111 => Ok(<rs::delete_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        112 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        113 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
-        114 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        115 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        116 => Ok(<rs::describe_acls_request::DescribeAclsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        117 => Ok(<rs::describe_acls_response::DescribeAclsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        118 => Ok(<rs::describe_acls_response::DescribeAclsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        119 => Ok(<rs::describe_acls_response::AclDescription as FromPy>::from_py(o)?.encode(w, version)?),
-        120 => Ok(<rs::describe_client_quotas_request::DescribeClientQuotasRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        121 => Ok(<rs::describe_client_quotas_request::ComponentData as FromPy>::from_py(o)?.encode(w, version)?),
-        122 => Ok(<rs::describe_client_quotas_response::DescribeClientQuotasResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        123 => Ok(<rs::describe_client_quotas_response::EntryData as FromPy>::from_py(o)?.encode(w, version)?),
-        124 => Ok(<rs::describe_client_quotas_response::EntityData as FromPy>::from_py(o)?.encode(w, version)?),
-        125 => Ok(<rs::describe_client_quotas_response::ValueData as FromPy>::from_py(o)?.encode(w, version)?),
-        126 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        127 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        128 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        129 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        130 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        131 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        132 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        133 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
-        134 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
-        135 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        136 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        137 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        138 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
-        139 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        140 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        141 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        142 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        143 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        144 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        145 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        146 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        147 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        148 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        149 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        150 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
-        151 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        152 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        153 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        154 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        155 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        156 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        157 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
-        158 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        159 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        160 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        161 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        162 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        163 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        164 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        165 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        166 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        167 => Ok(<rs::describe_topic_partitions_request::DescribeTopicPartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        168 => Ok(<rs::describe_topic_partitions_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        169 => Ok(<rs::describe_topic_partitions_request::Cursor as FromPy>::from_py(o)?.encode(w, version)?),
-        170 => Ok(<rs::describe_topic_partitions_response::DescribeTopicPartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        171 => Ok(<rs::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        172 => Ok(<rs::describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        173 => Ok(<rs::describe_topic_partitions_response::Cursor as FromPy>::from_py(o)?.encode(w, version)?),
-        174 => Ok(<rs::describe_transactions_request::DescribeTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        175 => Ok(<rs::describe_transactions_response::DescribeTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        176 => Ok(<rs::describe_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        177 => Ok(<rs::describe_transactions_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
-        178 => Ok(<rs::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        179 => Ok(<rs::describe_user_scram_credentials_request::UserName as FromPy>::from_py(o)?.encode(w, version)?),
-        180 => Ok(<rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        181 => Ok(<rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult as FromPy>::from_py(o)?.encode(w, version)?),
-        182 => Ok(<rs::describe_user_scram_credentials_response::CredentialInfo as FromPy>::from_py(o)?.encode(w, version)?),
-        183 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        184 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        185 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        186 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        187 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        188 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        189 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        190 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        191 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
-        192 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        193 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        194 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        195 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        196 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        197 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        198 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        199 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        200 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
-        201 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
-        202 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        203 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        204 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        205 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
-        206 => Ok(<rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        207 => Ok(<rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        208 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        209 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        210 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        211 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
-        212 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
-        213 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        214 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        215 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        216 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        217 => Ok(<rs::initialize_share_group_state_request::InitializeShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        218 => Ok(<rs::initialize_share_group_state_request::InitializeStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        219 => Ok(<rs::initialize_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        220 => Ok(<rs::initialize_share_group_state_response::InitializeShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        221 => Ok(<rs::initialize_share_group_state_response::InitializeStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        222 => Ok(<rs::initialize_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        223 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        224 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
-        225 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        226 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
-        227 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        228 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
-        229 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        230 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        231 => Ok(<rs::list_config_resources_request::ListConfigResourcesRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        232 => Ok(<rs::list_config_resources_response::ListConfigResourcesResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        233 => Ok(<rs::list_config_resources_response::ConfigResource as FromPy>::from_py(o)?.encode(w, version)?),
-        234 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        235 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        236 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        237 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        238 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        239 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        240 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        241 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        242 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        243 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        244 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        245 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        246 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        247 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
-        248 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        249 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        250 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
-        251 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        252 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        253 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        254 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
-        255 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        256 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        257 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        258 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        259 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        260 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        261 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        262 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        263 => Ok(<rs::offset_delete_request::OffsetDeleteRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        264 => Ok(<rs::offset_delete_request::OffsetDeleteRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        265 => Ok(<rs::offset_delete_request::OffsetDeleteRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        266 => Ok(<rs::offset_delete_response::OffsetDeleteResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        267 => Ok(<rs::offset_delete_response::OffsetDeleteResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        268 => Ok(<rs::offset_delete_response::OffsetDeleteResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        269 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        270 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        271 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        272 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        273 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        274 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        275 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        276 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        277 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
-        278 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        279 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        280 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        281 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        282 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        283 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        284 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
-        285 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        286 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        287 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
-        288 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        289 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        290 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        291 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
-        292 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        293 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        294 => Ok(<rs::push_telemetry_request::PushTelemetryRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        295 => Ok(<rs::push_telemetry_response::PushTelemetryResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        296 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        297 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        298 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        299 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        300 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        301 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        302 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        303 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        304 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
-        305 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        306 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        307 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
-        308 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        309 => Ok(<rs::remove_raft_voter_request::RemoveRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        310 => Ok(<rs::remove_raft_voter_response::RemoveRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        311 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        312 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
-        313 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        314 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        315 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        316 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        317 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        318 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        319 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        320 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        321 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        322 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        323 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        324 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        325 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        326 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        327 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        328 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        329 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        330 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        331 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        332 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        333 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        334 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
-        335 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
-        336 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
-        337 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        338 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        339 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
-        340 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
-        341 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        342 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        343 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        344 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        345 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
-        346 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
-        347 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        348 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
-        349 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        350 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        351 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        352 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
-        353 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        354 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        355 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
-        356 => Ok(<rs::update_features_request::UpdateFeaturesRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        357 => Ok(<rs::update_features_request::FeatureUpdateKey as FromPy>::from_py(o)?.encode(w, version)?),
-        358 => Ok(<rs::update_features_response::UpdateFeaturesResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        359 => Ok(<rs::update_features_response::UpdatableFeatureResult as FromPy>::from_py(o)?.encode(w, version)?),
-        360 => Ok(<rs::update_raft_voter_request::UpdateRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        361 => Ok(<rs::update_raft_voter_request::Listener as FromPy>::from_py(o)?.encode(w, version)?),
-        362 => Ok(<rs::update_raft_voter_request::KRaftVersionFeature as FromPy>::from_py(o)?.encode(w, version)?),
-        363 => Ok(<rs::update_raft_voter_response::UpdateRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        364 => Ok(<rs::update_raft_voter_response::CurrentLeader as FromPy>::from_py(o)?.encode(w, version)?),
-        365 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        366 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
-        367 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
-        368 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
-        369 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        370 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
-        371 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
-        372 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
-        373 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
-        374 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
-        375 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
-        376 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
-        377 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
-        378 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        76 => Ok(<rs::create_delegation_token_request::CreateDelegationTokenRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        77 => Ok(<rs::create_delegation_token_request::CreatableRenewers as FromPy>::from_py(o)?.encode(w, version)?),
+        78 => Ok(<rs::create_delegation_token_response::CreateDelegationTokenResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        79 => Ok(<rs::create_partitions_request::CreatePartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        80 => Ok(<rs::create_partitions_request::CreatePartitionsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        81 => Ok(<rs::create_partitions_request::CreatePartitionsAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        82 => Ok(<rs::create_partitions_response::CreatePartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        83 => Ok(<rs::create_partitions_response::CreatePartitionsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        84 => Ok(<rs::create_topics_request::CreateTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        85 => Ok(<rs::create_topics_request::CreatableTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        86 => Ok(<rs::create_topics_request::CreatableReplicaAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        87 => Ok(<rs::create_topics_request::CreatableTopicConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        88 => Ok(<rs::create_topics_response::CreateTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        89 => Ok(<rs::create_topics_response::CreatableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        90 => Ok(<rs::create_topics_response::CreatableTopicConfigs as FromPy>::from_py(o)?.encode(w, version)?),
+        91 => Ok(<rs::delete_acls_request::DeleteAclsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        92 => Ok(<rs::delete_acls_request::DeleteAclsFilter as FromPy>::from_py(o)?.encode(w, version)?),
+        93 => Ok(<rs::delete_acls_response::DeleteAclsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        94 => Ok(<rs::delete_acls_response::DeleteAclsFilterResult as FromPy>::from_py(o)?.encode(w, version)?),
+        95 => Ok(<rs::delete_acls_response::DeleteAclsMatchingAcl as FromPy>::from_py(o)?.encode(w, version)?),
+        96 => Ok(<rs::delete_groups_request::DeleteGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        97 => Ok(<rs::delete_groups_response::DeleteGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        98 => Ok(<rs::delete_groups_response::DeletableGroupResult as FromPy>::from_py(o)?.encode(w, version)?),
+        99 => Ok(<rs::delete_records_request::DeleteRecordsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        100 => Ok(<rs::delete_records_request::DeleteRecordsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        101 => Ok(<rs::delete_records_request::DeleteRecordsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        102 => Ok(<rs::delete_records_response::DeleteRecordsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        103 => Ok(<rs::delete_records_response::DeleteRecordsTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        104 => Ok(<rs::delete_records_response::DeleteRecordsPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        105 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        106 => Ok(<rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        107 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        108 => Ok(<rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        109 => Ok(<rs::delete_share_group_state_request::DeleteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        110 => Ok(<rs::delete_share_group_state_request::DeleteStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        111 => Ok(<rs::delete_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        112 => Ok(<rs::delete_share_group_state_response::DeleteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        113 => Ok(<rs::delete_share_group_state_response::DeleteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        114 => Ok(<rs::delete_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        115 => Ok(<rs::delete_topics_request::DeleteTopicsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        116 => Ok(<rs::delete_topics_request::DeleteTopicState as FromPy>::from_py(o)?.encode(w, version)?),
+        117 => Ok(<rs::delete_topics_response::DeleteTopicsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        118 => Ok(<rs::delete_topics_response::DeletableTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        119 => Ok(<rs::describe_acls_request::DescribeAclsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        120 => Ok(<rs::describe_acls_response::DescribeAclsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        121 => Ok(<rs::describe_acls_response::DescribeAclsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        122 => Ok(<rs::describe_acls_response::AclDescription as FromPy>::from_py(o)?.encode(w, version)?),
+        123 => Ok(<rs::describe_client_quotas_request::DescribeClientQuotasRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        124 => Ok(<rs::describe_client_quotas_request::ComponentData as FromPy>::from_py(o)?.encode(w, version)?),
+        125 => Ok(<rs::describe_client_quotas_response::DescribeClientQuotasResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        126 => Ok(<rs::describe_client_quotas_response::EntryData as FromPy>::from_py(o)?.encode(w, version)?),
+        127 => Ok(<rs::describe_client_quotas_response::EntityData as FromPy>::from_py(o)?.encode(w, version)?),
+        128 => Ok(<rs::describe_client_quotas_response::ValueData as FromPy>::from_py(o)?.encode(w, version)?),
+        129 => Ok(<rs::describe_cluster_request::DescribeClusterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        130 => Ok(<rs::describe_cluster_response::DescribeClusterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        131 => Ok(<rs::describe_cluster_response::DescribeClusterBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        132 => Ok(<rs::describe_configs_request::DescribeConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        133 => Ok(<rs::describe_configs_request::DescribeConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        134 => Ok(<rs::describe_configs_response::DescribeConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        135 => Ok(<rs::describe_configs_response::DescribeConfigsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        136 => Ok(<rs::describe_configs_response::DescribeConfigsResourceResult as FromPy>::from_py(o)?.encode(w, version)?),
+        137 => Ok(<rs::describe_configs_response::DescribeConfigsSynonym as FromPy>::from_py(o)?.encode(w, version)?),
+        138 => Ok(<rs::describe_delegation_token_request::DescribeDelegationTokenRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        139 => Ok(<rs::describe_delegation_token_request::DescribeDelegationTokenOwner as FromPy>::from_py(o)?.encode(w, version)?),
+        140 => Ok(<rs::describe_delegation_token_response::DescribeDelegationTokenResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        141 => Ok(<rs::describe_delegation_token_response::DescribedDelegationToken as FromPy>::from_py(o)?.encode(w, version)?),
+        142 => Ok(<rs::describe_delegation_token_response::DescribedDelegationTokenRenewer as FromPy>::from_py(o)?.encode(w, version)?),
+        143 => Ok(<rs::describe_groups_request::DescribeGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        144 => Ok(<rs::describe_groups_response::DescribeGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        145 => Ok(<rs::describe_groups_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        146 => Ok(<rs::describe_groups_response::DescribedGroupMember as FromPy>::from_py(o)?.encode(w, version)?),
+        147 => Ok(<rs::describe_log_dirs_request::DescribeLogDirsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        148 => Ok(<rs::describe_log_dirs_request::DescribableLogDirTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        149 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        150 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        151 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        152 => Ok(<rs::describe_log_dirs_response::DescribeLogDirsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        153 => Ok(<rs::describe_producers_request::DescribeProducersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        154 => Ok(<rs::describe_producers_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        155 => Ok(<rs::describe_producers_response::DescribeProducersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        156 => Ok(<rs::describe_producers_response::TopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        157 => Ok(<rs::describe_producers_response::PartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        158 => Ok(<rs::describe_producers_response::ProducerState as FromPy>::from_py(o)?.encode(w, version)?),
+        159 => Ok(<rs::describe_quorum_request::DescribeQuorumRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        160 => Ok(<rs::describe_quorum_request::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        161 => Ok(<rs::describe_quorum_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        162 => Ok(<rs::describe_quorum_response::DescribeQuorumResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        163 => Ok(<rs::describe_quorum_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        164 => Ok(<rs::describe_quorum_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        165 => Ok(<rs::describe_quorum_response::Node as FromPy>::from_py(o)?.encode(w, version)?),
+        166 => Ok(<rs::describe_quorum_response::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        167 => Ok(<rs::describe_quorum_response::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        168 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        169 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        170 => Ok(<rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        171 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        172 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        173 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        174 => Ok(<rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        175 => Ok(<rs::describe_topic_partitions_request::DescribeTopicPartitionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        176 => Ok(<rs::describe_topic_partitions_request::TopicRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        177 => Ok(<rs::describe_topic_partitions_request::Cursor as FromPy>::from_py(o)?.encode(w, version)?),
+        178 => Ok(<rs::describe_topic_partitions_response::DescribeTopicPartitionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        179 => Ok(<rs::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        180 => Ok(<rs::describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        181 => Ok(<rs::describe_topic_partitions_response::Cursor as FromPy>::from_py(o)?.encode(w, version)?),
+        182 => Ok(<rs::describe_transactions_request::DescribeTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        183 => Ok(<rs::describe_transactions_response::DescribeTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        184 => Ok(<rs::describe_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        185 => Ok(<rs::describe_transactions_response::TopicData as FromPy>::from_py(o)?.encode(w, version)?),
+        186 => Ok(<rs::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        187 => Ok(<rs::describe_user_scram_credentials_request::UserName as FromPy>::from_py(o)?.encode(w, version)?),
+        188 => Ok(<rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        189 => Ok(<rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult as FromPy>::from_py(o)?.encode(w, version)?),
+        190 => Ok(<rs::describe_user_scram_credentials_response::CredentialInfo as FromPy>::from_py(o)?.encode(w, version)?),
+        191 => Ok(<rs::elect_leaders_request::ElectLeadersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        192 => Ok(<rs::elect_leaders_request::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        193 => Ok(<rs::elect_leaders_response::ElectLeadersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        194 => Ok(<rs::elect_leaders_response::ReplicaElectionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        195 => Ok(<rs::elect_leaders_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        196 => Ok(<rs::end_txn_request::EndTxnRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        197 => Ok(<rs::end_txn_response::EndTxnResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        198 => Ok(<rs::expire_delegation_token_request::ExpireDelegationTokenRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        199 => Ok(<rs::expire_delegation_token_response::ExpireDelegationTokenResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        200 => Ok(<rs::fetch_request::FetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        201 => Ok(<rs::fetch_request::ReplicaState as FromPy>::from_py(o)?.encode(w, version)?),
+        202 => Ok(<rs::fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        203 => Ok(<rs::fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        204 => Ok(<rs::fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        205 => Ok(<rs::fetch_response::FetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        206 => Ok(<rs::fetch_response::FetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        207 => Ok(<rs::fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        208 => Ok(<rs::fetch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        209 => Ok(<rs::fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        210 => Ok(<rs::fetch_response::SnapshotId as FromPy>::from_py(o)?.encode(w, version)?),
+        211 => Ok(<rs::fetch_response::AbortedTransaction as FromPy>::from_py(o)?.encode(w, version)?),
+        212 => Ok(<rs::fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        213 => Ok(<rs::find_coordinator_request::FindCoordinatorRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        214 => Ok(<rs::find_coordinator_response::FindCoordinatorResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        215 => Ok(<rs::find_coordinator_response::Coordinator as FromPy>::from_py(o)?.encode(w, version)?),
+        216 => Ok(<rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        217 => Ok(<rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        218 => Ok(<rs::heartbeat_request::HeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        219 => Ok(<rs::heartbeat_response::HeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        220 => Ok(<rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        221 => Ok(<rs::incremental_alter_configs_request::AlterConfigsResource as FromPy>::from_py(o)?.encode(w, version)?),
+        222 => Ok(<rs::incremental_alter_configs_request::AlterableConfig as FromPy>::from_py(o)?.encode(w, version)?),
+        223 => Ok(<rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        224 => Ok(<rs::incremental_alter_configs_response::AlterConfigsResourceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        225 => Ok(<rs::init_producer_id_request::InitProducerIdRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        226 => Ok(<rs::init_producer_id_response::InitProducerIdResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        227 => Ok(<rs::initialize_share_group_state_request::InitializeShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        228 => Ok(<rs::initialize_share_group_state_request::InitializeStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        229 => Ok(<rs::initialize_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        230 => Ok(<rs::initialize_share_group_state_response::InitializeShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        231 => Ok(<rs::initialize_share_group_state_response::InitializeStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        232 => Ok(<rs::initialize_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        233 => Ok(<rs::join_group_request::JoinGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        234 => Ok(<rs::join_group_request::JoinGroupRequestProtocol as FromPy>::from_py(o)?.encode(w, version)?),
+        235 => Ok(<rs::join_group_response::JoinGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        236 => Ok(<rs::join_group_response::JoinGroupResponseMember as FromPy>::from_py(o)?.encode(w, version)?),
+        237 => Ok(<rs::leave_group_request::LeaveGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        238 => Ok(<rs::leave_group_request::MemberIdentity as FromPy>::from_py(o)?.encode(w, version)?),
+        239 => Ok(<rs::leave_group_response::LeaveGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        240 => Ok(<rs::leave_group_response::MemberResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        241 => Ok(<rs::list_config_resources_request::ListConfigResourcesRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        242 => Ok(<rs::list_config_resources_response::ListConfigResourcesResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        243 => Ok(<rs::list_config_resources_response::ConfigResource as FromPy>::from_py(o)?.encode(w, version)?),
+        244 => Ok(<rs::list_groups_request::ListGroupsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        245 => Ok(<rs::list_groups_response::ListGroupsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        246 => Ok(<rs::list_groups_response::ListedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        247 => Ok(<rs::list_offsets_request::ListOffsetsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        248 => Ok(<rs::list_offsets_request::ListOffsetsTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        249 => Ok(<rs::list_offsets_request::ListOffsetsPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        250 => Ok(<rs::list_offsets_response::ListOffsetsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        251 => Ok(<rs::list_offsets_response::ListOffsetsTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        252 => Ok(<rs::list_offsets_response::ListOffsetsPartitionResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        253 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        254 => Ok(<rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        255 => Ok(<rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        256 => Ok(<rs::list_partition_reassignments_response::OngoingTopicReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        257 => Ok(<rs::list_partition_reassignments_response::OngoingPartitionReassignment as FromPy>::from_py(o)?.encode(w, version)?),
+        258 => Ok(<rs::list_transactions_request::ListTransactionsRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        259 => Ok(<rs::list_transactions_response::ListTransactionsResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        260 => Ok(<rs::list_transactions_response::TransactionState as FromPy>::from_py(o)?.encode(w, version)?),
+        261 => Ok(<rs::metadata_request::MetadataRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        262 => Ok(<rs::metadata_request::MetadataRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        263 => Ok(<rs::metadata_response::MetadataResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        264 => Ok(<rs::metadata_response::MetadataResponseBroker as FromPy>::from_py(o)?.encode(w, version)?),
+        265 => Ok(<rs::metadata_response::MetadataResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        266 => Ok(<rs::metadata_response::MetadataResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        267 => Ok(<rs::offset_commit_request::OffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        268 => Ok(<rs::offset_commit_request::OffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        269 => Ok(<rs::offset_commit_request::OffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        270 => Ok(<rs::offset_commit_response::OffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        271 => Ok(<rs::offset_commit_response::OffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        272 => Ok(<rs::offset_commit_response::OffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        273 => Ok(<rs::offset_delete_request::OffsetDeleteRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        274 => Ok(<rs::offset_delete_request::OffsetDeleteRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        275 => Ok(<rs::offset_delete_request::OffsetDeleteRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        276 => Ok(<rs::offset_delete_response::OffsetDeleteResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        277 => Ok(<rs::offset_delete_response::OffsetDeleteResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        278 => Ok(<rs::offset_delete_response::OffsetDeleteResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        279 => Ok(<rs::offset_fetch_request::OffsetFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        280 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        281 => Ok(<rs::offset_fetch_request::OffsetFetchRequestGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        282 => Ok(<rs::offset_fetch_request::OffsetFetchRequestTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        283 => Ok(<rs::offset_fetch_response::OffsetFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        284 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        285 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        286 => Ok(<rs::offset_fetch_response::OffsetFetchResponseGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        287 => Ok(<rs::offset_fetch_response::OffsetFetchResponseTopics as FromPy>::from_py(o)?.encode(w, version)?),
+        288 => Ok(<rs::offset_fetch_response::OffsetFetchResponsePartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        289 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        290 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        291 => Ok(<rs::offset_for_leader_epoch_request::OffsetForLeaderPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        292 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        293 => Ok(<rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        294 => Ok(<rs::offset_for_leader_epoch_response::EpochEndOffset as FromPy>::from_py(o)?.encode(w, version)?),
+        295 => Ok(<rs::produce_request::ProduceRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        296 => Ok(<rs::produce_request::TopicProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        297 => Ok(<rs::produce_request::PartitionProduceData as FromPy>::from_py(o)?.encode(w, version)?),
+        298 => Ok(<rs::produce_response::ProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        299 => Ok(<rs::produce_response::TopicProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        300 => Ok(<rs::produce_response::PartitionProduceResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        301 => Ok(<rs::produce_response::BatchIndexAndErrorMessage as FromPy>::from_py(o)?.encode(w, version)?),
+        302 => Ok(<rs::produce_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        303 => Ok(<rs::produce_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        304 => Ok(<rs::push_telemetry_request::PushTelemetryRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        305 => Ok(<rs::push_telemetry_response::PushTelemetryResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        306 => Ok(<rs::read_share_group_state_request::ReadShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        307 => Ok(<rs::read_share_group_state_request::ReadStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        308 => Ok(<rs::read_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        309 => Ok(<rs::read_share_group_state_response::ReadShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        310 => Ok(<rs::read_share_group_state_response::ReadStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        311 => Ok(<rs::read_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        312 => Ok(<rs::read_share_group_state_response::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        313 => Ok(<rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        314 => Ok(<rs::read_share_group_state_summary_request::ReadStateSummaryData as FromPy>::from_py(o)?.encode(w, version)?),
+        315 => Ok(<rs::read_share_group_state_summary_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        316 => Ok(<rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        317 => Ok(<rs::read_share_group_state_summary_response::ReadStateSummaryResult as FromPy>::from_py(o)?.encode(w, version)?),
+        318 => Ok(<rs::read_share_group_state_summary_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        319 => Ok(<rs::remove_raft_voter_request::RemoveRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        320 => Ok(<rs::remove_raft_voter_response::RemoveRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        321 => Ok(<rs::renew_delegation_token_request::RenewDelegationTokenRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        322 => Ok(<rs::renew_delegation_token_response::RenewDelegationTokenResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        323 => Ok(<rs::request_header::RequestHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        324 => Ok(<rs::response_header::ResponseHeader as FromPy>::from_py(o)?.encode(w, version)?),
+        325 => Ok(<rs::sasl_authenticate_request::SaslAuthenticateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        326 => Ok(<rs::sasl_authenticate_response::SaslAuthenticateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        327 => Ok(<rs::sasl_handshake_request::SaslHandshakeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        328 => Ok(<rs::sasl_handshake_response::SaslHandshakeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        329 => Ok(<rs::share_acknowledge_request::ShareAcknowledgeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        330 => Ok(<rs::share_acknowledge_request::AcknowledgeTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        331 => Ok(<rs::share_acknowledge_request::AcknowledgePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        332 => Ok(<rs::share_acknowledge_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        333 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        334 => Ok(<rs::share_acknowledge_response::ShareAcknowledgeTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        335 => Ok(<rs::share_acknowledge_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        336 => Ok(<rs::share_acknowledge_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        337 => Ok(<rs::share_acknowledge_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        338 => Ok(<rs::share_fetch_request::ShareFetchRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        339 => Ok(<rs::share_fetch_request::FetchTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        340 => Ok(<rs::share_fetch_request::FetchPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        341 => Ok(<rs::share_fetch_request::AcknowledgementBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        342 => Ok(<rs::share_fetch_request::ForgottenTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        343 => Ok(<rs::share_fetch_response::ShareFetchResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        344 => Ok(<rs::share_fetch_response::ShareFetchableTopicResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        345 => Ok(<rs::share_fetch_response::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        346 => Ok(<rs::share_fetch_response::LeaderIdAndEpoch as FromPy>::from_py(o)?.encode(w, version)?),
+        347 => Ok(<rs::share_fetch_response::AcquiredRecords as FromPy>::from_py(o)?.encode(w, version)?),
+        348 => Ok(<rs::share_fetch_response::NodeEndpoint as FromPy>::from_py(o)?.encode(w, version)?),
+        349 => Ok(<rs::share_group_describe_request::ShareGroupDescribeRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        350 => Ok(<rs::share_group_describe_response::ShareGroupDescribeResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        351 => Ok(<rs::share_group_describe_response::DescribedGroup as FromPy>::from_py(o)?.encode(w, version)?),
+        352 => Ok(<rs::share_group_describe_response::Member as FromPy>::from_py(o)?.encode(w, version)?),
+        353 => Ok(<rs::share_group_describe_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        354 => Ok(<rs::share_group_describe_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        355 => Ok(<rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        356 => Ok(<rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        357 => Ok(<rs::share_group_heartbeat_response::Assignment as FromPy>::from_py(o)?.encode(w, version)?),
+        358 => Ok(<rs::share_group_heartbeat_response::TopicPartitions as FromPy>::from_py(o)?.encode(w, version)?),
+        359 => Ok(<rs::sync_group_request::SyncGroupRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        360 => Ok(<rs::sync_group_request::SyncGroupRequestAssignment as FromPy>::from_py(o)?.encode(w, version)?),
+        361 => Ok(<rs::sync_group_response::SyncGroupResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        362 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        363 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        364 => Ok(<rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition as FromPy>::from_py(o)?.encode(w, version)?),
+        365 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        366 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        367 => Ok(<rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition as FromPy>::from_py(o)?.encode(w, version)?),
+        368 => Ok(<rs::update_features_request::UpdateFeaturesRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        369 => Ok(<rs::update_features_request::FeatureUpdateKey as FromPy>::from_py(o)?.encode(w, version)?),
+        370 => Ok(<rs::update_features_response::UpdateFeaturesResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        371 => Ok(<rs::update_features_response::UpdatableFeatureResult as FromPy>::from_py(o)?.encode(w, version)?),
+        372 => Ok(<rs::update_raft_voter_request::UpdateRaftVoterRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        373 => Ok(<rs::update_raft_voter_request::Listener as FromPy>::from_py(o)?.encode(w, version)?),
+        374 => Ok(<rs::update_raft_voter_request::KRaftVersionFeature as FromPy>::from_py(o)?.encode(w, version)?),
+        375 => Ok(<rs::update_raft_voter_response::UpdateRaftVoterResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        376 => Ok(<rs::update_raft_voter_response::CurrentLeader as FromPy>::from_py(o)?.encode(w, version)?),
+        377 => Ok(<rs::write_share_group_state_request::WriteShareGroupStateRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        378 => Ok(<rs::write_share_group_state_request::WriteStateData as FromPy>::from_py(o)?.encode(w, version)?),
+        379 => Ok(<rs::write_share_group_state_request::PartitionData as FromPy>::from_py(o)?.encode(w, version)?),
+        380 => Ok(<rs::write_share_group_state_request::StateBatch as FromPy>::from_py(o)?.encode(w, version)?),
+        381 => Ok(<rs::write_share_group_state_response::WriteShareGroupStateResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        382 => Ok(<rs::write_share_group_state_response::WriteStateResult as FromPy>::from_py(o)?.encode(w, version)?),
+        383 => Ok(<rs::write_share_group_state_response::PartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
+        384 => Ok(<rs::write_txn_markers_request::WriteTxnMarkersRequest as FromPy>::from_py(o)?.encode(w, version)?),
+        385 => Ok(<rs::write_txn_markers_request::WritableTxnMarker as FromPy>::from_py(o)?.encode(w, version)?),
+        386 => Ok(<rs::write_txn_markers_request::WritableTxnMarkerTopic as FromPy>::from_py(o)?.encode(w, version)?),
+        387 => Ok(<rs::write_txn_markers_response::WriteTxnMarkersResponse as FromPy>::from_py(o)?.encode(w, version)?),
+        388 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerResult as FromPy>::from_py(o)?.encode(w, version)?),
+        389 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerTopicResult as FromPy>::from_py(o)?.encode(w, version)?),
+        390 => Ok(<rs::write_txn_markers_response::WritableTxnMarkerPartitionResult as FromPy>::from_py(o)?.encode(w, version)?),
         _ => Err(unknown_class(id)),
     }
 }
@@ -2649,10 +2673,98 @@ impl FromPy for rs::create_acls_response::AclCreationResult {
     }
 }
 
-impl ToPy for rs::create_partitions_request::CreatePartitionsRequest {
+impl ToPy for rs::create_delegation_token_request::CreateDelegationTokenRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
         let o = cx.instance(76)?;
+        o.setattr(intern!(py, "owner_principal_type"), self.owner_principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "owner_principal_name"), self.owner_principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "renewers"), self.renewers.to_py(cx)?)?;
+        o.setattr(intern!(py, "max_lifetime_ms"), self.max_lifetime_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::create_delegation_token_request::CreateDelegationTokenRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            owner_principal_type: field(o, intern!(py, "owner_principal_type"), "CreateDelegationTokenRequest.OwnerPrincipalType")?,
+            owner_principal_name: field(o, intern!(py, "owner_principal_name"), "CreateDelegationTokenRequest.OwnerPrincipalName")?,
+            renewers: field(o, intern!(py, "renewers"), "CreateDelegationTokenRequest.Renewers")?,
+            max_lifetime_ms: field(o, intern!(py, "max_lifetime_ms"), "CreateDelegationTokenRequest.MaxLifetimeMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "CreateDelegationTokenRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::create_delegation_token_request::CreatableRenewers {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(77)?;
+        o.setattr(intern!(py, "principal_type"), self.principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "principal_name"), self.principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::create_delegation_token_request::CreatableRenewers {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            principal_type: field(o, intern!(py, "principal_type"), "CreatableRenewers.PrincipalType")?,
+            principal_name: field(o, intern!(py, "principal_name"), "CreatableRenewers.PrincipalName")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "CreatableRenewers.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::create_delegation_token_response::CreateDelegationTokenResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(78)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "principal_type"), self.principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "principal_name"), self.principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "token_requester_principal_type"), self.token_requester_principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "token_requester_principal_name"), self.token_requester_principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "issue_timestamp_ms"), self.issue_timestamp_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "expiry_timestamp_ms"), self.expiry_timestamp_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "max_timestamp_ms"), self.max_timestamp_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "token_id"), self.token_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "hmac"), self.hmac.to_py(cx)?)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::create_delegation_token_response::CreateDelegationTokenResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "CreateDelegationTokenResponse.ErrorCode")?,
+            principal_type: field(o, intern!(py, "principal_type"), "CreateDelegationTokenResponse.PrincipalType")?,
+            principal_name: field(o, intern!(py, "principal_name"), "CreateDelegationTokenResponse.PrincipalName")?,
+            token_requester_principal_type: field(o, intern!(py, "token_requester_principal_type"), "CreateDelegationTokenResponse.TokenRequesterPrincipalType")?,
+            token_requester_principal_name: field(o, intern!(py, "token_requester_principal_name"), "CreateDelegationTokenResponse.TokenRequesterPrincipalName")?,
+            issue_timestamp_ms: field(o, intern!(py, "issue_timestamp_ms"), "CreateDelegationTokenResponse.IssueTimestampMs")?,
+            expiry_timestamp_ms: field(o, intern!(py, "expiry_timestamp_ms"), "CreateDelegationTokenResponse.ExpiryTimestampMs")?,
+            max_timestamp_ms: field(o, intern!(py, "max_timestamp_ms"), "CreateDelegationTokenResponse.MaxTimestampMs")?,
+            token_id: field(o, intern!(py, "token_id"), "CreateDelegationTokenResponse.TokenId")?,
+            hmac: field(o, intern!(py, "hmac"), "CreateDelegationTokenResponse.Hmac")?,
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "CreateDelegationTokenResponse.ThrottleTimeMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "CreateDelegationTokenResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::create_partitions_request::CreatePartitionsRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(79)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -2676,7 +2788,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsRequest {
 impl ToPy for rs::create_partitions_request::CreatePartitionsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(77)?;
+        let o = cx.instance(80)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "count"), self.count.to_py(cx)?)?;
         o.setattr(intern!(py, "assignments"), self.assignments.to_py(cx)?)?;
@@ -2700,7 +2812,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsTopic {
 impl ToPy for rs::create_partitions_request::CreatePartitionsAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(78)?;
+        let o = cx.instance(81)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2720,7 +2832,7 @@ impl FromPy for rs::create_partitions_request::CreatePartitionsAssignment {
 impl ToPy for rs::create_partitions_response::CreatePartitionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(79)?;
+        let o = cx.instance(82)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2742,7 +2854,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsResponse {
 impl ToPy for rs::create_partitions_response::CreatePartitionsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(80)?;
+        let o = cx.instance(83)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -2766,7 +2878,7 @@ impl FromPy for rs::create_partitions_response::CreatePartitionsTopicResult {
 impl ToPy for rs::create_topics_request::CreateTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(81)?;
+        let o = cx.instance(84)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -2790,7 +2902,7 @@ impl FromPy for rs::create_topics_request::CreateTopicsRequest {
 impl ToPy for rs::create_topics_request::CreatableTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(82)?;
+        let o = cx.instance(85)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "num_partitions"), self.num_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "replication_factor"), self.replication_factor.to_py(cx)?)?;
@@ -2818,7 +2930,7 @@ impl FromPy for rs::create_topics_request::CreatableTopic {
 impl ToPy for rs::create_topics_request::CreatableReplicaAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(83)?;
+        let o = cx.instance(86)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "broker_ids"), self.broker_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2840,7 +2952,7 @@ impl FromPy for rs::create_topics_request::CreatableReplicaAssignment {
 impl ToPy for rs::create_topics_request::CreatableTopicConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(84)?;
+        let o = cx.instance(87)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2862,7 +2974,7 @@ impl FromPy for rs::create_topics_request::CreatableTopicConfig {
 impl ToPy for rs::create_topics_response::CreateTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(85)?;
+        let o = cx.instance(88)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -2884,7 +2996,7 @@ impl FromPy for rs::create_topics_response::CreateTopicsResponse {
 impl ToPy for rs::create_topics_response::CreatableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(86)?;
+        let o = cx.instance(89)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -2918,7 +3030,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicResult {
 impl ToPy for rs::create_topics_response::CreatableTopicConfigs {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(87)?;
+        let o = cx.instance(90)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -2946,7 +3058,7 @@ impl FromPy for rs::create_topics_response::CreatableTopicConfigs {
 impl ToPy for rs::delete_acls_request::DeleteAclsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(88)?;
+        let o = cx.instance(91)?;
         o.setattr(intern!(py, "filters"), self.filters.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -2966,7 +3078,7 @@ impl FromPy for rs::delete_acls_request::DeleteAclsRequest {
 impl ToPy for rs::delete_acls_request::DeleteAclsFilter {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(89)?;
+        let o = cx.instance(92)?;
         o.setattr(intern!(py, "resource_type_filter"), self.resource_type_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name_filter"), self.resource_name_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "pattern_type_filter"), self.pattern_type_filter.to_py(cx)?)?;
@@ -2998,7 +3110,7 @@ impl FromPy for rs::delete_acls_request::DeleteAclsFilter {
 impl ToPy for rs::delete_acls_response::DeleteAclsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(90)?;
+        let o = cx.instance(93)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "filter_results"), self.filter_results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3020,7 +3132,7 @@ impl FromPy for rs::delete_acls_response::DeleteAclsResponse {
 impl ToPy for rs::delete_acls_response::DeleteAclsFilterResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(91)?;
+        let o = cx.instance(94)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "matching_acls"), self.matching_acls.to_py(cx)?)?;
@@ -3044,7 +3156,7 @@ impl FromPy for rs::delete_acls_response::DeleteAclsFilterResult {
 impl ToPy for rs::delete_acls_response::DeleteAclsMatchingAcl {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(92)?;
+        let o = cx.instance(95)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -3080,7 +3192,7 @@ impl FromPy for rs::delete_acls_response::DeleteAclsMatchingAcl {
 impl ToPy for rs::delete_groups_request::DeleteGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(93)?;
+        let o = cx.instance(96)?;
         o.setattr(intern!(py, "groups_names"), self.groups_names.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3100,7 +3212,7 @@ impl FromPy for rs::delete_groups_request::DeleteGroupsRequest {
 impl ToPy for rs::delete_groups_response::DeleteGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(94)?;
+        let o = cx.instance(97)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3122,7 +3234,7 @@ impl FromPy for rs::delete_groups_response::DeleteGroupsResponse {
 impl ToPy for rs::delete_groups_response::DeletableGroupResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(95)?;
+        let o = cx.instance(98)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3144,7 +3256,7 @@ impl FromPy for rs::delete_groups_response::DeletableGroupResult {
 impl ToPy for rs::delete_records_request::DeleteRecordsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(96)?;
+        let o = cx.instance(99)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3166,7 +3278,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsRequest {
 impl ToPy for rs::delete_records_request::DeleteRecordsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(97)?;
+        let o = cx.instance(100)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3188,7 +3300,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsTopic {
 impl ToPy for rs::delete_records_request::DeleteRecordsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(98)?;
+        let o = cx.instance(101)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "offset"), self.offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3210,7 +3322,7 @@ impl FromPy for rs::delete_records_request::DeleteRecordsPartition {
 impl ToPy for rs::delete_records_response::DeleteRecordsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(99)?;
+        let o = cx.instance(102)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3232,7 +3344,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsResponse {
 impl ToPy for rs::delete_records_response::DeleteRecordsTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(100)?;
+        let o = cx.instance(103)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3254,7 +3366,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsTopicResult {
 impl ToPy for rs::delete_records_response::DeleteRecordsPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(101)?;
+        let o = cx.instance(104)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "low_watermark"), self.low_watermark.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -3278,7 +3390,7 @@ impl FromPy for rs::delete_records_response::DeleteRecordsPartitionResult {
 impl ToPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(102)?;
+        let o = cx.instance(105)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3300,7 +3412,7 @@ impl FromPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsR
 impl ToPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(103)?;
+        let o = cx.instance(106)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3320,7 +3432,7 @@ impl FromPy for rs::delete_share_group_offsets_request::DeleteShareGroupOffsetsR
 impl ToPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(104)?;
+        let o = cx.instance(107)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3346,7 +3458,7 @@ impl FromPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsets
 impl ToPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(105)?;
+        let o = cx.instance(108)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -3372,7 +3484,7 @@ impl FromPy for rs::delete_share_group_offsets_response::DeleteShareGroupOffsets
 impl ToPy for rs::delete_share_group_state_request::DeleteShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(106)?;
+        let o = cx.instance(109)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3394,7 +3506,7 @@ impl FromPy for rs::delete_share_group_state_request::DeleteShareGroupStateReque
 impl ToPy for rs::delete_share_group_state_request::DeleteStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(107)?;
+        let o = cx.instance(110)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3416,7 +3528,7 @@ impl FromPy for rs::delete_share_group_state_request::DeleteStateData {
 impl ToPy for rs::delete_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(108)?;
+        let o = cx.instance(111)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3436,7 +3548,7 @@ impl FromPy for rs::delete_share_group_state_request::PartitionData {
 impl ToPy for rs::delete_share_group_state_response::DeleteShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(109)?;
+        let o = cx.instance(112)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -3456,7 +3568,7 @@ impl FromPy for rs::delete_share_group_state_response::DeleteShareGroupStateResp
 impl ToPy for rs::delete_share_group_state_response::DeleteStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(110)?;
+        let o = cx.instance(113)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3478,7 +3590,7 @@ impl FromPy for rs::delete_share_group_state_response::DeleteStateResult {
 impl ToPy for rs::delete_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(111)?;
+        let o = cx.instance(114)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3502,7 +3614,7 @@ impl FromPy for rs::delete_share_group_state_response::PartitionResult {
 impl ToPy for rs::delete_topics_request::DeleteTopicsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(112)?;
+        let o = cx.instance(115)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_names"), self.topic_names.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -3526,7 +3638,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicsRequest {
 impl ToPy for rs::delete_topics_request::DeleteTopicState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(113)?;
+        let o = cx.instance(116)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3548,7 +3660,7 @@ impl FromPy for rs::delete_topics_request::DeleteTopicState {
 impl ToPy for rs::delete_topics_response::DeleteTopicsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(114)?;
+        let o = cx.instance(117)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3570,7 +3682,7 @@ impl FromPy for rs::delete_topics_response::DeleteTopicsResponse {
 impl ToPy for rs::delete_topics_response::DeletableTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(115)?;
+        let o = cx.instance(118)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -3596,7 +3708,7 @@ impl FromPy for rs::delete_topics_response::DeletableTopicResult {
 impl ToPy for rs::describe_acls_request::DescribeAclsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(116)?;
+        let o = cx.instance(119)?;
         o.setattr(intern!(py, "resource_type_filter"), self.resource_type_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name_filter"), self.resource_name_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "pattern_type_filter"), self.pattern_type_filter.to_py(cx)?)?;
@@ -3628,7 +3740,7 @@ impl FromPy for rs::describe_acls_request::DescribeAclsRequest {
 impl ToPy for rs::describe_acls_response::DescribeAclsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(117)?;
+        let o = cx.instance(120)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3654,7 +3766,7 @@ impl FromPy for rs::describe_acls_response::DescribeAclsResponse {
 impl ToPy for rs::describe_acls_response::DescribeAclsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(118)?;
+        let o = cx.instance(121)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "pattern_type"), self.pattern_type.to_py(cx)?)?;
@@ -3680,7 +3792,7 @@ impl FromPy for rs::describe_acls_response::DescribeAclsResource {
 impl ToPy for rs::describe_acls_response::AclDescription {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(119)?;
+        let o = cx.instance(122)?;
         o.setattr(intern!(py, "principal"), self.principal.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "operation"), self.operation.to_py(cx)?)?;
@@ -3706,7 +3818,7 @@ impl FromPy for rs::describe_acls_response::AclDescription {
 impl ToPy for rs::describe_client_quotas_request::DescribeClientQuotasRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(120)?;
+        let o = cx.instance(123)?;
         o.setattr(intern!(py, "components"), self.components.to_py(cx)?)?;
         o.setattr(intern!(py, "strict"), self.strict.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3728,7 +3840,7 @@ impl FromPy for rs::describe_client_quotas_request::DescribeClientQuotasRequest 
 impl ToPy for rs::describe_client_quotas_request::ComponentData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(121)?;
+        let o = cx.instance(124)?;
         o.setattr(intern!(py, "entity_type"), self.entity_type.to_py(cx)?)?;
         o.setattr(intern!(py, "match_type"), self.match_type.to_py(cx)?)?;
         o.setattr(intern!(py, "match"), self.match_.to_py(cx)?)?;
@@ -3752,7 +3864,7 @@ impl FromPy for rs::describe_client_quotas_request::ComponentData {
 impl ToPy for rs::describe_client_quotas_response::DescribeClientQuotasResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(122)?;
+        let o = cx.instance(125)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3778,7 +3890,7 @@ impl FromPy for rs::describe_client_quotas_response::DescribeClientQuotasRespons
 impl ToPy for rs::describe_client_quotas_response::EntryData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(123)?;
+        let o = cx.instance(126)?;
         o.setattr(intern!(py, "entity"), self.entity.to_py(cx)?)?;
         o.setattr(intern!(py, "values"), self.values.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3800,7 +3912,7 @@ impl FromPy for rs::describe_client_quotas_response::EntryData {
 impl ToPy for rs::describe_client_quotas_response::EntityData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(124)?;
+        let o = cx.instance(127)?;
         o.setattr(intern!(py, "entity_type"), self.entity_type.to_py(cx)?)?;
         o.setattr(intern!(py, "entity_name"), self.entity_name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3822,7 +3934,7 @@ impl FromPy for rs::describe_client_quotas_response::EntityData {
 impl ToPy for rs::describe_client_quotas_response::ValueData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(125)?;
+        let o = cx.instance(128)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -3844,7 +3956,7 @@ impl FromPy for rs::describe_client_quotas_response::ValueData {
 impl ToPy for rs::describe_cluster_request::DescribeClusterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(126)?;
+        let o = cx.instance(129)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "endpoint_type"), self.endpoint_type.to_py(cx)?)?;
         o.setattr(intern!(py, "include_fenced_brokers"), self.include_fenced_brokers.to_py(cx)?)?;
@@ -3868,7 +3980,7 @@ impl FromPy for rs::describe_cluster_request::DescribeClusterRequest {
 impl ToPy for rs::describe_cluster_response::DescribeClusterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(127)?;
+        let o = cx.instance(130)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -3902,7 +4014,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterResponse {
 impl ToPy for rs::describe_cluster_response::DescribeClusterBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(128)?;
+        let o = cx.instance(131)?;
         o.setattr(intern!(py, "broker_id"), self.broker_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -3930,7 +4042,7 @@ impl FromPy for rs::describe_cluster_response::DescribeClusterBroker {
 impl ToPy for rs::describe_configs_request::DescribeConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(129)?;
+        let o = cx.instance(132)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "include_synonyms"), self.include_synonyms.to_py(cx)?)?;
         o.setattr(intern!(py, "include_documentation"), self.include_documentation.to_py(cx)?)?;
@@ -3954,7 +4066,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsRequest {
 impl ToPy for rs::describe_configs_request::DescribeConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(130)?;
+        let o = cx.instance(133)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configuration_keys"), self.configuration_keys.to_py(cx)?)?;
@@ -3978,7 +4090,7 @@ impl FromPy for rs::describe_configs_request::DescribeConfigsResource {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(131)?;
+        let o = cx.instance(134)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4000,7 +4112,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResponse {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(132)?;
+        let o = cx.instance(135)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -4028,7 +4140,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsResourceResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(133)?;
+        let o = cx.instance(136)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "read_only"), self.read_only.to_py(cx)?)?;
@@ -4062,7 +4174,7 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsResourceResult {
 impl ToPy for rs::describe_configs_response::DescribeConfigsSynonym {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(134)?;
+        let o = cx.instance(137)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
         o.setattr(intern!(py, "source"), self.source.to_py(cx)?)?;
@@ -4083,10 +4195,136 @@ impl FromPy for rs::describe_configs_response::DescribeConfigsSynonym {
     }
 }
 
+impl ToPy for rs::describe_delegation_token_request::DescribeDelegationTokenRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(138)?;
+        o.setattr(intern!(py, "owners"), self.owners.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_delegation_token_request::DescribeDelegationTokenRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            owners: field(o, intern!(py, "owners"), "DescribeDelegationTokenRequest.Owners")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeDelegationTokenRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_delegation_token_request::DescribeDelegationTokenOwner {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(139)?;
+        o.setattr(intern!(py, "principal_type"), self.principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "principal_name"), self.principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_delegation_token_request::DescribeDelegationTokenOwner {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            principal_type: field(o, intern!(py, "principal_type"), "DescribeDelegationTokenOwner.PrincipalType")?,
+            principal_name: field(o, intern!(py, "principal_name"), "DescribeDelegationTokenOwner.PrincipalName")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeDelegationTokenOwner.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_delegation_token_response::DescribeDelegationTokenResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(140)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "tokens"), self.tokens.to_py(cx)?)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_delegation_token_response::DescribeDelegationTokenResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "DescribeDelegationTokenResponse.ErrorCode")?,
+            tokens: field(o, intern!(py, "tokens"), "DescribeDelegationTokenResponse.Tokens")?,
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "DescribeDelegationTokenResponse.ThrottleTimeMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribeDelegationTokenResponse.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_delegation_token_response::DescribedDelegationToken {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(141)?;
+        o.setattr(intern!(py, "principal_type"), self.principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "principal_name"), self.principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "token_requester_principal_type"), self.token_requester_principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "token_requester_principal_name"), self.token_requester_principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "issue_timestamp"), self.issue_timestamp.to_py(cx)?)?;
+        o.setattr(intern!(py, "expiry_timestamp"), self.expiry_timestamp.to_py(cx)?)?;
+        o.setattr(intern!(py, "max_timestamp"), self.max_timestamp.to_py(cx)?)?;
+        o.setattr(intern!(py, "token_id"), self.token_id.to_py(cx)?)?;
+        o.setattr(intern!(py, "hmac"), self.hmac.to_py(cx)?)?;
+        o.setattr(intern!(py, "renewers"), self.renewers.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_delegation_token_response::DescribedDelegationToken {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            principal_type: field(o, intern!(py, "principal_type"), "DescribedDelegationToken.PrincipalType")?,
+            principal_name: field(o, intern!(py, "principal_name"), "DescribedDelegationToken.PrincipalName")?,
+            token_requester_principal_type: field(o, intern!(py, "token_requester_principal_type"), "DescribedDelegationToken.TokenRequesterPrincipalType")?,
+            token_requester_principal_name: field(o, intern!(py, "token_requester_principal_name"), "DescribedDelegationToken.TokenRequesterPrincipalName")?,
+            issue_timestamp: field(o, intern!(py, "issue_timestamp"), "DescribedDelegationToken.IssueTimestamp")?,
+            expiry_timestamp: field(o, intern!(py, "expiry_timestamp"), "DescribedDelegationToken.ExpiryTimestamp")?,
+            max_timestamp: field(o, intern!(py, "max_timestamp"), "DescribedDelegationToken.MaxTimestamp")?,
+            token_id: field(o, intern!(py, "token_id"), "DescribedDelegationToken.TokenId")?,
+            hmac: field(o, intern!(py, "hmac"), "DescribedDelegationToken.Hmac")?,
+            renewers: field(o, intern!(py, "renewers"), "DescribedDelegationToken.Renewers")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribedDelegationToken.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::describe_delegation_token_response::DescribedDelegationTokenRenewer {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(142)?;
+        o.setattr(intern!(py, "principal_type"), self.principal_type.to_py(cx)?)?;
+        o.setattr(intern!(py, "principal_name"), self.principal_name.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::describe_delegation_token_response::DescribedDelegationTokenRenewer {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            principal_type: field(o, intern!(py, "principal_type"), "DescribedDelegationTokenRenewer.PrincipalType")?,
+            principal_name: field(o, intern!(py, "principal_name"), "DescribedDelegationTokenRenewer.PrincipalName")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "DescribedDelegationTokenRenewer.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::describe_groups_request::DescribeGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(135)?;
+        let o = cx.instance(143)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4108,7 +4346,7 @@ impl FromPy for rs::describe_groups_request::DescribeGroupsRequest {
 impl ToPy for rs::describe_groups_response::DescribeGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(136)?;
+        let o = cx.instance(144)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4130,7 +4368,7 @@ impl FromPy for rs::describe_groups_response::DescribeGroupsResponse {
 impl ToPy for rs::describe_groups_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(137)?;
+        let o = cx.instance(145)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -4164,7 +4402,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroup {
 impl ToPy for rs::describe_groups_response::DescribedGroupMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(138)?;
+        let o = cx.instance(146)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "client_id"), self.client_id.to_py(cx)?)?;
@@ -4194,7 +4432,7 @@ impl FromPy for rs::describe_groups_response::DescribedGroupMember {
 impl ToPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(139)?;
+        let o = cx.instance(147)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4214,7 +4452,7 @@ impl FromPy for rs::describe_log_dirs_request::DescribeLogDirsRequest {
 impl ToPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(140)?;
+        let o = cx.instance(148)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4236,7 +4474,7 @@ impl FromPy for rs::describe_log_dirs_request::DescribableLogDirTopic {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(141)?;
+        let o = cx.instance(149)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
@@ -4260,7 +4498,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResponse {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(142)?;
+        let o = cx.instance(150)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "log_dir"), self.log_dir.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -4288,7 +4526,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsResult {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(143)?;
+        let o = cx.instance(151)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4310,7 +4548,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsTopic {
 impl ToPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(144)?;
+        let o = cx.instance(152)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_size"), self.partition_size.to_py(cx)?)?;
         o.setattr(intern!(py, "offset_lag"), self.offset_lag.to_py(cx)?)?;
@@ -4336,7 +4574,7 @@ impl FromPy for rs::describe_log_dirs_response::DescribeLogDirsPartition {
 impl ToPy for rs::describe_producers_request::DescribeProducersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(145)?;
+        let o = cx.instance(153)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4356,7 +4594,7 @@ impl FromPy for rs::describe_producers_request::DescribeProducersRequest {
 impl ToPy for rs::describe_producers_request::TopicRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(146)?;
+        let o = cx.instance(154)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4378,7 +4616,7 @@ impl FromPy for rs::describe_producers_request::TopicRequest {
 impl ToPy for rs::describe_producers_response::DescribeProducersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(147)?;
+        let o = cx.instance(155)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4400,7 +4638,7 @@ impl FromPy for rs::describe_producers_response::DescribeProducersResponse {
 impl ToPy for rs::describe_producers_response::TopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(148)?;
+        let o = cx.instance(156)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4422,7 +4660,7 @@ impl FromPy for rs::describe_producers_response::TopicResponse {
 impl ToPy for rs::describe_producers_response::PartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(149)?;
+        let o = cx.instance(157)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -4448,7 +4686,7 @@ impl FromPy for rs::describe_producers_response::PartitionResponse {
 impl ToPy for rs::describe_producers_response::ProducerState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(150)?;
+        let o = cx.instance(158)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "last_sequence"), self.last_sequence.to_py(cx)?)?;
@@ -4478,7 +4716,7 @@ impl FromPy for rs::describe_producers_response::ProducerState {
 impl ToPy for rs::describe_quorum_request::DescribeQuorumRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(151)?;
+        let o = cx.instance(159)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4498,7 +4736,7 @@ impl FromPy for rs::describe_quorum_request::DescribeQuorumRequest {
 impl ToPy for rs::describe_quorum_request::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(152)?;
+        let o = cx.instance(160)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4520,7 +4758,7 @@ impl FromPy for rs::describe_quorum_request::TopicData {
 impl ToPy for rs::describe_quorum_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(153)?;
+        let o = cx.instance(161)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4540,7 +4778,7 @@ impl FromPy for rs::describe_quorum_request::PartitionData {
 impl ToPy for rs::describe_quorum_response::DescribeQuorumResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(154)?;
+        let o = cx.instance(162)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -4566,7 +4804,7 @@ impl FromPy for rs::describe_quorum_response::DescribeQuorumResponse {
 impl ToPy for rs::describe_quorum_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(155)?;
+        let o = cx.instance(163)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4588,7 +4826,7 @@ impl FromPy for rs::describe_quorum_response::TopicData {
 impl ToPy for rs::describe_quorum_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(156)?;
+        let o = cx.instance(164)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -4622,7 +4860,7 @@ impl FromPy for rs::describe_quorum_response::PartitionData {
 impl ToPy for rs::describe_quorum_response::Node {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(157)?;
+        let o = cx.instance(165)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "listeners"), self.listeners.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4644,7 +4882,7 @@ impl FromPy for rs::describe_quorum_response::Node {
 impl ToPy for rs::describe_quorum_response::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(158)?;
+        let o = cx.instance(166)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -4668,7 +4906,7 @@ impl FromPy for rs::describe_quorum_response::Listener {
 impl ToPy for rs::describe_quorum_response::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(159)?;
+        let o = cx.instance(167)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_directory_id"), self.replica_directory_id.to_py(cx)?)?;
         o.setattr(intern!(py, "log_end_offset"), self.log_end_offset.to_py(cx)?)?;
@@ -4696,7 +4934,7 @@ impl FromPy for rs::describe_quorum_response::ReplicaState {
 impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(160)?;
+        let o = cx.instance(168)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4716,7 +4954,7 @@ impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffs
 impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(161)?;
+        let o = cx.instance(169)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4738,7 +4976,7 @@ impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffs
 impl ToPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(162)?;
+        let o = cx.instance(170)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4760,7 +4998,7 @@ impl FromPy for rs::describe_share_group_offsets_request::DescribeShareGroupOffs
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(163)?;
+        let o = cx.instance(171)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4782,7 +5020,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(164)?;
+        let o = cx.instance(172)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -4808,7 +5046,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(165)?;
+        let o = cx.instance(173)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -4832,7 +5070,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(166)?;
+        let o = cx.instance(174)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -4862,7 +5100,7 @@ impl FromPy for rs::describe_share_group_offsets_response::DescribeShareGroupOff
 impl ToPy for rs::describe_topic_partitions_request::DescribeTopicPartitionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(167)?;
+        let o = cx.instance(175)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "response_partition_limit"), self.response_partition_limit.to_py(cx)?)?;
         o.setattr(intern!(py, "cursor"), self.cursor.to_py(cx)?)?;
@@ -4886,7 +5124,7 @@ impl FromPy for rs::describe_topic_partitions_request::DescribeTopicPartitionsRe
 impl ToPy for rs::describe_topic_partitions_request::TopicRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(168)?;
+        let o = cx.instance(176)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -4906,7 +5144,7 @@ impl FromPy for rs::describe_topic_partitions_request::TopicRequest {
 impl ToPy for rs::describe_topic_partitions_request::Cursor {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(169)?;
+        let o = cx.instance(177)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -4928,7 +5166,7 @@ impl FromPy for rs::describe_topic_partitions_request::Cursor {
 impl ToPy for rs::describe_topic_partitions_response::DescribeTopicPartitionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(170)?;
+        let o = cx.instance(178)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "next_cursor"), self.next_cursor.to_py(cx)?)?;
@@ -4952,7 +5190,7 @@ impl FromPy for rs::describe_topic_partitions_response::DescribeTopicPartitionsR
 impl ToPy for rs::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(171)?;
+        let o = cx.instance(179)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -4982,7 +5220,7 @@ impl FromPy for rs::describe_topic_partitions_response::DescribeTopicPartitionsR
 impl ToPy for rs::describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(172)?;
+        let o = cx.instance(180)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -5018,7 +5256,7 @@ impl FromPy for rs::describe_topic_partitions_response::DescribeTopicPartitionsR
 impl ToPy for rs::describe_topic_partitions_response::Cursor {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(173)?;
+        let o = cx.instance(181)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5040,7 +5278,7 @@ impl FromPy for rs::describe_topic_partitions_response::Cursor {
 impl ToPy for rs::describe_transactions_request::DescribeTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(174)?;
+        let o = cx.instance(182)?;
         o.setattr(intern!(py, "transactional_ids"), self.transactional_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5060,7 +5298,7 @@ impl FromPy for rs::describe_transactions_request::DescribeTransactionsRequest {
 impl ToPy for rs::describe_transactions_response::DescribeTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(175)?;
+        let o = cx.instance(183)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_states"), self.transaction_states.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5082,7 +5320,7 @@ impl FromPy for rs::describe_transactions_response::DescribeTransactionsResponse
 impl ToPy for rs::describe_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(176)?;
+        let o = cx.instance(184)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -5116,7 +5354,7 @@ impl FromPy for rs::describe_transactions_response::TransactionState {
 impl ToPy for rs::describe_transactions_response::TopicData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(177)?;
+        let o = cx.instance(185)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5138,7 +5376,7 @@ impl FromPy for rs::describe_transactions_response::TopicData {
 impl ToPy for rs::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(178)?;
+        let o = cx.instance(186)?;
         o.setattr(intern!(py, "users"), self.users.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5158,7 +5396,7 @@ impl FromPy for rs::describe_user_scram_credentials_request::DescribeUserScramCr
 impl ToPy for rs::describe_user_scram_credentials_request::UserName {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(179)?;
+        let o = cx.instance(187)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5178,7 +5416,7 @@ impl FromPy for rs::describe_user_scram_credentials_request::UserName {
 impl ToPy for rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(180)?;
+        let o = cx.instance(188)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -5204,7 +5442,7 @@ impl FromPy for rs::describe_user_scram_credentials_response::DescribeUserScramC
 impl ToPy for rs::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(181)?;
+        let o = cx.instance(189)?;
         o.setattr(intern!(py, "user"), self.user.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -5230,7 +5468,7 @@ impl FromPy for rs::describe_user_scram_credentials_response::DescribeUserScramC
 impl ToPy for rs::describe_user_scram_credentials_response::CredentialInfo {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(182)?;
+        let o = cx.instance(190)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "iterations"), self.iterations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5252,7 +5490,7 @@ impl FromPy for rs::describe_user_scram_credentials_response::CredentialInfo {
 impl ToPy for rs::elect_leaders_request::ElectLeadersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(183)?;
+        let o = cx.instance(191)?;
         o.setattr(intern!(py, "election_type"), self.election_type.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -5276,7 +5514,7 @@ impl FromPy for rs::elect_leaders_request::ElectLeadersRequest {
 impl ToPy for rs::elect_leaders_request::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(184)?;
+        let o = cx.instance(192)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5298,7 +5536,7 @@ impl FromPy for rs::elect_leaders_request::TopicPartitions {
 impl ToPy for rs::elect_leaders_response::ElectLeadersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(185)?;
+        let o = cx.instance(193)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_election_results"), self.replica_election_results.to_py(cx)?)?;
@@ -5322,7 +5560,7 @@ impl FromPy for rs::elect_leaders_response::ElectLeadersResponse {
 impl ToPy for rs::elect_leaders_response::ReplicaElectionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(186)?;
+        let o = cx.instance(194)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_result"), self.partition_result.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5344,7 +5582,7 @@ impl FromPy for rs::elect_leaders_response::ReplicaElectionResult {
 impl ToPy for rs::elect_leaders_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(187)?;
+        let o = cx.instance(195)?;
         o.setattr(intern!(py, "partition_id"), self.partition_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -5368,7 +5606,7 @@ impl FromPy for rs::elect_leaders_response::PartitionResult {
 impl ToPy for rs::end_txn_request::EndTxnRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(188)?;
+        let o = cx.instance(196)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
@@ -5394,7 +5632,7 @@ impl FromPy for rs::end_txn_request::EndTxnRequest {
 impl ToPy for rs::end_txn_response::EndTxnResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(189)?;
+        let o = cx.instance(197)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -5417,10 +5655,56 @@ impl FromPy for rs::end_txn_response::EndTxnResponse {
     }
 }
 
+impl ToPy for rs::expire_delegation_token_request::ExpireDelegationTokenRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(198)?;
+        o.setattr(intern!(py, "hmac"), self.hmac.to_py(cx)?)?;
+        o.setattr(intern!(py, "expiry_time_period_ms"), self.expiry_time_period_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::expire_delegation_token_request::ExpireDelegationTokenRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            hmac: field(o, intern!(py, "hmac"), "ExpireDelegationTokenRequest.Hmac")?,
+            expiry_time_period_ms: field(o, intern!(py, "expiry_time_period_ms"), "ExpireDelegationTokenRequest.ExpiryTimePeriodMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ExpireDelegationTokenRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::expire_delegation_token_response::ExpireDelegationTokenResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(199)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "expiry_timestamp_ms"), self.expiry_timestamp_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::expire_delegation_token_response::ExpireDelegationTokenResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "ExpireDelegationTokenResponse.ErrorCode")?,
+            expiry_timestamp_ms: field(o, intern!(py, "expiry_timestamp_ms"), "ExpireDelegationTokenResponse.ExpiryTimestampMs")?,
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "ExpireDelegationTokenResponse.ThrottleTimeMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "ExpireDelegationTokenResponse.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::fetch_request::FetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(190)?;
+        let o = cx.instance(200)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_state"), self.replica_state.to_py(cx)?)?;
@@ -5462,7 +5746,7 @@ impl FromPy for rs::fetch_request::FetchRequest {
 impl ToPy for rs::fetch_request::ReplicaState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(191)?;
+        let o = cx.instance(201)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "replica_epoch"), self.replica_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5484,7 +5768,7 @@ impl FromPy for rs::fetch_request::ReplicaState {
 impl ToPy for rs::fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(192)?;
+        let o = cx.instance(202)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5508,7 +5792,7 @@ impl FromPy for rs::fetch_request::FetchTopic {
 impl ToPy for rs::fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(193)?;
+        let o = cx.instance(203)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "fetch_offset"), self.fetch_offset.to_py(cx)?)?;
@@ -5542,7 +5826,7 @@ impl FromPy for rs::fetch_request::FetchPartition {
 impl ToPy for rs::fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(194)?;
+        let o = cx.instance(204)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5566,7 +5850,7 @@ impl FromPy for rs::fetch_request::ForgottenTopic {
 impl ToPy for rs::fetch_response::FetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(195)?;
+        let o = cx.instance(205)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "session_id"), self.session_id.to_py(cx)?)?;
@@ -5594,7 +5878,7 @@ impl FromPy for rs::fetch_response::FetchResponse {
 impl ToPy for rs::fetch_response::FetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(196)?;
+        let o = cx.instance(206)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -5618,7 +5902,7 @@ impl FromPy for rs::fetch_response::FetchableTopicResponse {
 impl ToPy for rs::fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(197)?;
+        let o = cx.instance(207)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "high_watermark"), self.high_watermark.to_py(cx)?)?;
@@ -5658,7 +5942,7 @@ impl FromPy for rs::fetch_response::PartitionData {
 impl ToPy for rs::fetch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(198)?;
+        let o = cx.instance(208)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5680,7 +5964,7 @@ impl FromPy for rs::fetch_response::EpochEndOffset {
 impl ToPy for rs::fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(199)?;
+        let o = cx.instance(209)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5702,7 +5986,7 @@ impl FromPy for rs::fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::fetch_response::SnapshotId {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(200)?;
+        let o = cx.instance(210)?;
         o.setattr(intern!(py, "end_offset"), self.end_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "epoch"), self.epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5724,7 +6008,7 @@ impl FromPy for rs::fetch_response::SnapshotId {
 impl ToPy for rs::fetch_response::AbortedTransaction {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(201)?;
+        let o = cx.instance(211)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5746,7 +6030,7 @@ impl FromPy for rs::fetch_response::AbortedTransaction {
 impl ToPy for rs::fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(202)?;
+        let o = cx.instance(212)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -5772,7 +6056,7 @@ impl FromPy for rs::fetch_response::NodeEndpoint {
 impl ToPy for rs::find_coordinator_request::FindCoordinatorRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(203)?;
+        let o = cx.instance(213)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "key_type"), self.key_type.to_py(cx)?)?;
         o.setattr(intern!(py, "coordinator_keys"), self.coordinator_keys.to_py(cx)?)?;
@@ -5796,7 +6080,7 @@ impl FromPy for rs::find_coordinator_request::FindCoordinatorRequest {
 impl ToPy for rs::find_coordinator_response::FindCoordinatorResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(204)?;
+        let o = cx.instance(214)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -5828,7 +6112,7 @@ impl FromPy for rs::find_coordinator_response::FindCoordinatorResponse {
 impl ToPy for rs::find_coordinator_response::Coordinator {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(205)?;
+        let o = cx.instance(215)?;
         o.setattr(intern!(py, "key"), self.key.to_py(cx)?)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -5858,7 +6142,7 @@ impl FromPy for rs::find_coordinator_response::Coordinator {
 impl ToPy for rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(206)?;
+        let o = cx.instance(216)?;
         o.setattr(intern!(py, "client_instance_id"), self.client_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -5878,7 +6162,7 @@ impl FromPy for rs::get_telemetry_subscriptions_request::GetTelemetrySubscriptio
 impl ToPy for rs::get_telemetry_subscriptions_response::GetTelemetrySubscriptionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(207)?;
+        let o = cx.instance(217)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "client_instance_id"), self.client_instance_id.to_py(cx)?)?;
@@ -5914,7 +6198,7 @@ impl FromPy for rs::get_telemetry_subscriptions_response::GetTelemetrySubscripti
 impl ToPy for rs::heartbeat_request::HeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(208)?;
+        let o = cx.instance(218)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -5940,7 +6224,7 @@ impl FromPy for rs::heartbeat_request::HeartbeatRequest {
 impl ToPy for rs::heartbeat_response::HeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(209)?;
+        let o = cx.instance(219)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5962,7 +6246,7 @@ impl FromPy for rs::heartbeat_response::HeartbeatResponse {
 impl ToPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(210)?;
+        let o = cx.instance(220)?;
         o.setattr(intern!(py, "resources"), self.resources.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -5984,7 +6268,7 @@ impl FromPy for rs::incremental_alter_configs_request::IncrementalAlterConfigsRe
 impl ToPy for rs::incremental_alter_configs_request::AlterConfigsResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(211)?;
+        let o = cx.instance(221)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "configs"), self.configs.to_py(cx)?)?;
@@ -6008,7 +6292,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterConfigsResource {
 impl ToPy for rs::incremental_alter_configs_request::AlterableConfig {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(212)?;
+        let o = cx.instance(222)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "config_operation"), self.config_operation.to_py(cx)?)?;
         o.setattr(intern!(py, "value"), self.value.to_py(cx)?)?;
@@ -6032,7 +6316,7 @@ impl FromPy for rs::incremental_alter_configs_request::AlterableConfig {
 impl ToPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(213)?;
+        let o = cx.instance(223)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6054,7 +6338,7 @@ impl FromPy for rs::incremental_alter_configs_response::IncrementalAlterConfigsR
 impl ToPy for rs::incremental_alter_configs_response::AlterConfigsResourceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(214)?;
+        let o = cx.instance(224)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
@@ -6080,7 +6364,7 @@ impl FromPy for rs::incremental_alter_configs_response::AlterConfigsResourceResp
 impl ToPy for rs::init_producer_id_request::InitProducerIdRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(215)?;
+        let o = cx.instance(225)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_timeout_ms"), self.transaction_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -6110,7 +6394,7 @@ impl FromPy for rs::init_producer_id_request::InitProducerIdRequest {
 impl ToPy for rs::init_producer_id_response::InitProducerIdResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(216)?;
+        let o = cx.instance(226)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -6140,7 +6424,7 @@ impl FromPy for rs::init_producer_id_response::InitProducerIdResponse {
 impl ToPy for rs::initialize_share_group_state_request::InitializeShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(217)?;
+        let o = cx.instance(227)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6162,7 +6446,7 @@ impl FromPy for rs::initialize_share_group_state_request::InitializeShareGroupSt
 impl ToPy for rs::initialize_share_group_state_request::InitializeStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(218)?;
+        let o = cx.instance(228)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6184,7 +6468,7 @@ impl FromPy for rs::initialize_share_group_state_request::InitializeStateData {
 impl ToPy for rs::initialize_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(219)?;
+        let o = cx.instance(229)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "start_offset"), self.start_offset.to_py(cx)?)?;
@@ -6208,7 +6492,7 @@ impl FromPy for rs::initialize_share_group_state_request::PartitionData {
 impl ToPy for rs::initialize_share_group_state_response::InitializeShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(220)?;
+        let o = cx.instance(230)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6228,7 +6512,7 @@ impl FromPy for rs::initialize_share_group_state_response::InitializeShareGroupS
 impl ToPy for rs::initialize_share_group_state_response::InitializeStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(221)?;
+        let o = cx.instance(231)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6250,7 +6534,7 @@ impl FromPy for rs::initialize_share_group_state_response::InitializeStateResult
 impl ToPy for rs::initialize_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(222)?;
+        let o = cx.instance(232)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6274,7 +6558,7 @@ impl FromPy for rs::initialize_share_group_state_response::PartitionResult {
 impl ToPy for rs::join_group_request::JoinGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(223)?;
+        let o = cx.instance(233)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "session_timeout_ms"), self.session_timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "rebalance_timeout_ms"), self.rebalance_timeout_ms.to_py(cx)?)?;
@@ -6308,7 +6592,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequest {
 impl ToPy for rs::join_group_request::JoinGroupRequestProtocol {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(224)?;
+        let o = cx.instance(234)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6330,7 +6614,7 @@ impl FromPy for rs::join_group_request::JoinGroupRequestProtocol {
 impl ToPy for rs::join_group_response::JoinGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(225)?;
+        let o = cx.instance(235)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
@@ -6366,7 +6650,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponse {
 impl ToPy for rs::join_group_response::JoinGroupResponseMember {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(226)?;
+        let o = cx.instance(236)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "metadata"), self.metadata.to_py(cx)?)?;
@@ -6390,7 +6674,7 @@ impl FromPy for rs::join_group_response::JoinGroupResponseMember {
 impl ToPy for rs::leave_group_request::LeaveGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(227)?;
+        let o = cx.instance(237)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -6414,7 +6698,7 @@ impl FromPy for rs::leave_group_request::LeaveGroupRequest {
 impl ToPy for rs::leave_group_request::MemberIdentity {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(228)?;
+        let o = cx.instance(238)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "reason"), self.reason.to_py(cx)?)?;
@@ -6438,7 +6722,7 @@ impl FromPy for rs::leave_group_request::MemberIdentity {
 impl ToPy for rs::leave_group_response::LeaveGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(229)?;
+        let o = cx.instance(239)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "members"), self.members.to_py(cx)?)?;
@@ -6462,7 +6746,7 @@ impl FromPy for rs::leave_group_response::LeaveGroupResponse {
 impl ToPy for rs::leave_group_response::MemberResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(230)?;
+        let o = cx.instance(240)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_instance_id"), self.group_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -6486,7 +6770,7 @@ impl FromPy for rs::leave_group_response::MemberResponse {
 impl ToPy for rs::list_config_resources_request::ListConfigResourcesRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(231)?;
+        let o = cx.instance(241)?;
         o.setattr(intern!(py, "resource_types"), self.resource_types.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -6506,7 +6790,7 @@ impl FromPy for rs::list_config_resources_request::ListConfigResourcesRequest {
 impl ToPy for rs::list_config_resources_response::ListConfigResourcesResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(232)?;
+        let o = cx.instance(242)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "config_resources"), self.config_resources.to_py(cx)?)?;
@@ -6530,7 +6814,7 @@ impl FromPy for rs::list_config_resources_response::ListConfigResourcesResponse 
 impl ToPy for rs::list_config_resources_response::ConfigResource {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(233)?;
+        let o = cx.instance(243)?;
         o.setattr(intern!(py, "resource_name"), self.resource_name.to_py(cx)?)?;
         o.setattr(intern!(py, "resource_type"), self.resource_type.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6552,7 +6836,7 @@ impl FromPy for rs::list_config_resources_response::ConfigResource {
 impl ToPy for rs::list_groups_request::ListGroupsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(234)?;
+        let o = cx.instance(244)?;
         o.setattr(intern!(py, "states_filter"), self.states_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "types_filter"), self.types_filter.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6574,7 +6858,7 @@ impl FromPy for rs::list_groups_request::ListGroupsRequest {
 impl ToPy for rs::list_groups_response::ListGroupsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(235)?;
+        let o = cx.instance(245)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -6598,7 +6882,7 @@ impl FromPy for rs::list_groups_response::ListGroupsResponse {
 impl ToPy for rs::list_groups_response::ListedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(236)?;
+        let o = cx.instance(246)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
         o.setattr(intern!(py, "group_state"), self.group_state.to_py(cx)?)?;
@@ -6624,7 +6908,7 @@ impl FromPy for rs::list_groups_response::ListedGroup {
 impl ToPy for rs::list_offsets_request::ListOffsetsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(237)?;
+        let o = cx.instance(247)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "isolation_level"), self.isolation_level.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -6650,7 +6934,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsRequest {
 impl ToPy for rs::list_offsets_request::ListOffsetsTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(238)?;
+        let o = cx.instance(248)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6672,7 +6956,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsTopic {
 impl ToPy for rs::list_offsets_request::ListOffsetsPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(239)?;
+        let o = cx.instance(249)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -6696,7 +6980,7 @@ impl FromPy for rs::list_offsets_request::ListOffsetsPartition {
 impl ToPy for rs::list_offsets_response::ListOffsetsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(240)?;
+        let o = cx.instance(250)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6718,7 +7002,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(241)?;
+        let o = cx.instance(251)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6740,7 +7024,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsTopicResponse {
 impl ToPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(242)?;
+        let o = cx.instance(252)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "timestamp"), self.timestamp.to_py(cx)?)?;
@@ -6768,7 +7052,7 @@ impl FromPy for rs::list_offsets_response::ListOffsetsPartitionResponse {
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(243)?;
+        let o = cx.instance(253)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6790,7 +7074,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_request::ListPartitionReassignmentsTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(244)?;
+        let o = cx.instance(254)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6812,7 +7096,7 @@ impl FromPy for rs::list_partition_reassignments_request::ListPartitionReassignm
 impl ToPy for rs::list_partition_reassignments_response::ListPartitionReassignmentsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(245)?;
+        let o = cx.instance(255)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -6838,7 +7122,7 @@ impl FromPy for rs::list_partition_reassignments_response::ListPartitionReassign
 impl ToPy for rs::list_partition_reassignments_response::OngoingTopicReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(246)?;
+        let o = cx.instance(256)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -6860,7 +7144,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingTopicReassignm
 impl ToPy for rs::list_partition_reassignments_response::OngoingPartitionReassignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(247)?;
+        let o = cx.instance(257)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "replicas"), self.replicas.to_py(cx)?)?;
         o.setattr(intern!(py, "adding_replicas"), self.adding_replicas.to_py(cx)?)?;
@@ -6886,7 +7170,7 @@ impl FromPy for rs::list_partition_reassignments_response::OngoingPartitionReass
 impl ToPy for rs::list_transactions_request::ListTransactionsRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(248)?;
+        let o = cx.instance(258)?;
         o.setattr(intern!(py, "state_filters"), self.state_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id_filters"), self.producer_id_filters.to_py(cx)?)?;
         o.setattr(intern!(py, "duration_filter"), self.duration_filter.to_py(cx)?)?;
@@ -6910,7 +7194,7 @@ impl FromPy for rs::list_transactions_request::ListTransactionsRequest {
 impl ToPy for rs::list_transactions_response::ListTransactionsResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(249)?;
+        let o = cx.instance(259)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_state_filters"), self.unknown_state_filters.to_py(cx)?)?;
@@ -6936,7 +7220,7 @@ impl FromPy for rs::list_transactions_response::ListTransactionsResponse {
 impl ToPy for rs::list_transactions_response::TransactionState {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(250)?;
+        let o = cx.instance(260)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_state"), self.transaction_state.to_py(cx)?)?;
@@ -6960,7 +7244,7 @@ impl FromPy for rs::list_transactions_response::TransactionState {
 impl ToPy for rs::metadata_request::MetadataRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(251)?;
+        let o = cx.instance(261)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_auto_topic_creation"), self.allow_auto_topic_creation.to_py(cx)?)?;
         o.setattr(intern!(py, "include_cluster_authorized_operations"), self.include_cluster_authorized_operations.to_py(cx)?)?;
@@ -6986,7 +7270,7 @@ impl FromPy for rs::metadata_request::MetadataRequest {
 impl ToPy for rs::metadata_request::MetadataRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(252)?;
+        let o = cx.instance(262)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7008,7 +7292,7 @@ impl FromPy for rs::metadata_request::MetadataRequestTopic {
 impl ToPy for rs::metadata_response::MetadataResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(253)?;
+        let o = cx.instance(263)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "brokers"), self.brokers.to_py(cx)?)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
@@ -7040,7 +7324,7 @@ impl FromPy for rs::metadata_response::MetadataResponse {
 impl ToPy for rs::metadata_response::MetadataResponseBroker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(254)?;
+        let o = cx.instance(264)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -7066,7 +7350,7 @@ impl FromPy for rs::metadata_response::MetadataResponseBroker {
 impl ToPy for rs::metadata_response::MetadataResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(255)?;
+        let o = cx.instance(265)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
@@ -7096,7 +7380,7 @@ impl FromPy for rs::metadata_response::MetadataResponseTopic {
 impl ToPy for rs::metadata_response::MetadataResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(256)?;
+        let o = cx.instance(266)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
@@ -7128,7 +7412,7 @@ impl FromPy for rs::metadata_response::MetadataResponsePartition {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(257)?;
+        let o = cx.instance(267)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id_or_member_epoch"), self.generation_id_or_member_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -7158,7 +7442,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequest {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(258)?;
+        let o = cx.instance(268)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -7182,7 +7466,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestTopic {
 impl ToPy for rs::offset_commit_request::OffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(259)?;
+        let o = cx.instance(269)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7208,7 +7492,7 @@ impl FromPy for rs::offset_commit_request::OffsetCommitRequestPartition {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(260)?;
+        let o = cx.instance(270)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7230,7 +7514,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponse {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(261)?;
+        let o = cx.instance(271)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -7254,7 +7538,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponseTopic {
 impl ToPy for rs::offset_commit_response::OffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(262)?;
+        let o = cx.instance(272)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7276,7 +7560,7 @@ impl FromPy for rs::offset_commit_response::OffsetCommitResponsePartition {
 impl ToPy for rs::offset_delete_request::OffsetDeleteRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(263)?;
+        let o = cx.instance(273)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7298,7 +7582,7 @@ impl FromPy for rs::offset_delete_request::OffsetDeleteRequest {
 impl ToPy for rs::offset_delete_request::OffsetDeleteRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(264)?;
+        let o = cx.instance(274)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7320,7 +7604,7 @@ impl FromPy for rs::offset_delete_request::OffsetDeleteRequestTopic {
 impl ToPy for rs::offset_delete_request::OffsetDeleteRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(265)?;
+        let o = cx.instance(275)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -7340,7 +7624,7 @@ impl FromPy for rs::offset_delete_request::OffsetDeleteRequestPartition {
 impl ToPy for rs::offset_delete_response::OffsetDeleteResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(266)?;
+        let o = cx.instance(276)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
@@ -7364,7 +7648,7 @@ impl FromPy for rs::offset_delete_response::OffsetDeleteResponse {
 impl ToPy for rs::offset_delete_response::OffsetDeleteResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(267)?;
+        let o = cx.instance(277)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7386,7 +7670,7 @@ impl FromPy for rs::offset_delete_response::OffsetDeleteResponseTopic {
 impl ToPy for rs::offset_delete_response::OffsetDeleteResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(268)?;
+        let o = cx.instance(278)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7408,7 +7692,7 @@ impl FromPy for rs::offset_delete_response::OffsetDeleteResponsePartition {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(269)?;
+        let o = cx.instance(279)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
@@ -7434,7 +7718,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequest {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(270)?;
+        let o = cx.instance(280)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7456,7 +7740,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopic {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(271)?;
+        let o = cx.instance(281)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -7482,7 +7766,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestGroup {
 impl ToPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(272)?;
+        let o = cx.instance(282)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
@@ -7506,7 +7790,7 @@ impl FromPy for rs::offset_fetch_request::OffsetFetchRequestTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(273)?;
+        let o = cx.instance(283)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -7532,7 +7816,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponse {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(274)?;
+        let o = cx.instance(284)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7554,7 +7838,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopic {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(275)?;
+        let o = cx.instance(285)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7582,7 +7866,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartition {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(276)?;
+        let o = cx.instance(286)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
@@ -7606,7 +7890,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseGroup {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(277)?;
+        let o = cx.instance(287)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -7630,7 +7914,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponseTopics {
 impl ToPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(278)?;
+        let o = cx.instance(288)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -7658,7 +7942,7 @@ impl FromPy for rs::offset_fetch_response::OffsetFetchResponsePartitions {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(279)?;
+        let o = cx.instance(289)?;
         o.setattr(intern!(py, "replica_id"), self.replica_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7680,7 +7964,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(280)?;
+        let o = cx.instance(290)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7702,7 +7986,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderTopic {
 impl ToPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(281)?;
+        let o = cx.instance(291)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -7726,7 +8010,7 @@ impl FromPy for rs::offset_for_leader_epoch_request::OffsetForLeaderPartition {
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(282)?;
+        let o = cx.instance(292)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7748,7 +8032,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderEpochRespon
 impl ToPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(283)?;
+        let o = cx.instance(293)?;
         o.setattr(intern!(py, "topic"), self.topic.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7770,7 +8054,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::OffsetForLeaderTopicResult
 impl ToPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(284)?;
+        let o = cx.instance(294)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -7796,7 +8080,7 @@ impl FromPy for rs::offset_for_leader_epoch_response::EpochEndOffset {
 impl ToPy for rs::produce_request::ProduceRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(285)?;
+        let o = cx.instance(295)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "acks"), self.acks.to_py(cx)?)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
@@ -7822,7 +8106,7 @@ impl FromPy for rs::produce_request::ProduceRequest {
 impl ToPy for rs::produce_request::TopicProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(286)?;
+        let o = cx.instance(296)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_data"), self.partition_data.to_py(cx)?)?;
@@ -7846,7 +8130,7 @@ impl FromPy for rs::produce_request::TopicProduceData {
 impl ToPy for rs::produce_request::PartitionProduceData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(287)?;
+        let o = cx.instance(297)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "records"), self.records.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7868,7 +8152,7 @@ impl FromPy for rs::produce_request::PartitionProduceData {
 impl ToPy for rs::produce_response::ProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(288)?;
+        let o = cx.instance(298)?;
         o.setattr(intern!(py, "responses"), self.responses.to_py(cx)?)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "node_endpoints"), self.node_endpoints.to_py(cx)?)?;
@@ -7892,7 +8176,7 @@ impl FromPy for rs::produce_response::ProduceResponse {
 impl ToPy for rs::produce_response::TopicProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(289)?;
+        let o = cx.instance(299)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_responses"), self.partition_responses.to_py(cx)?)?;
@@ -7916,7 +8200,7 @@ impl FromPy for rs::produce_response::TopicProduceResponse {
 impl ToPy for rs::produce_response::PartitionProduceResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(290)?;
+        let o = cx.instance(300)?;
         o.setattr(intern!(py, "index"), self.index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "base_offset"), self.base_offset.to_py(cx)?)?;
@@ -7950,7 +8234,7 @@ impl FromPy for rs::produce_response::PartitionProduceResponse {
 impl ToPy for rs::produce_response::BatchIndexAndErrorMessage {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(291)?;
+        let o = cx.instance(301)?;
         o.setattr(intern!(py, "batch_index"), self.batch_index.to_py(cx)?)?;
         o.setattr(intern!(py, "batch_index_error_message"), self.batch_index_error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7972,7 +8256,7 @@ impl FromPy for rs::produce_response::BatchIndexAndErrorMessage {
 impl ToPy for rs::produce_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(292)?;
+        let o = cx.instance(302)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -7994,7 +8278,7 @@ impl FromPy for rs::produce_response::LeaderIdAndEpoch {
 impl ToPy for rs::produce_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(293)?;
+        let o = cx.instance(303)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -8020,7 +8304,7 @@ impl FromPy for rs::produce_response::NodeEndpoint {
 impl ToPy for rs::push_telemetry_request::PushTelemetryRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(294)?;
+        let o = cx.instance(304)?;
         o.setattr(intern!(py, "client_instance_id"), self.client_instance_id.to_py(cx)?)?;
         o.setattr(intern!(py, "subscription_id"), self.subscription_id.to_py(cx)?)?;
         o.setattr(intern!(py, "terminating"), self.terminating.to_py(cx)?)?;
@@ -8048,7 +8332,7 @@ impl FromPy for rs::push_telemetry_request::PushTelemetryRequest {
 impl ToPy for rs::push_telemetry_response::PushTelemetryResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(295)?;
+        let o = cx.instance(305)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8070,7 +8354,7 @@ impl FromPy for rs::push_telemetry_response::PushTelemetryResponse {
 impl ToPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(296)?;
+        let o = cx.instance(306)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8092,7 +8376,7 @@ impl FromPy for rs::read_share_group_state_request::ReadShareGroupStateRequest {
 impl ToPy for rs::read_share_group_state_request::ReadStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(297)?;
+        let o = cx.instance(307)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8114,7 +8398,7 @@ impl FromPy for rs::read_share_group_state_request::ReadStateData {
 impl ToPy for rs::read_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(298)?;
+        let o = cx.instance(308)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8136,7 +8420,7 @@ impl FromPy for rs::read_share_group_state_request::PartitionData {
 impl ToPy for rs::read_share_group_state_response::ReadShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(299)?;
+        let o = cx.instance(309)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8156,7 +8440,7 @@ impl FromPy for rs::read_share_group_state_response::ReadShareGroupStateResponse
 impl ToPy for rs::read_share_group_state_response::ReadStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(300)?;
+        let o = cx.instance(310)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8178,7 +8462,7 @@ impl FromPy for rs::read_share_group_state_response::ReadStateResult {
 impl ToPy for rs::read_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(301)?;
+        let o = cx.instance(311)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8208,7 +8492,7 @@ impl FromPy for rs::read_share_group_state_response::PartitionResult {
 impl ToPy for rs::read_share_group_state_response::StateBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(302)?;
+        let o = cx.instance(312)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
@@ -8234,7 +8518,7 @@ impl FromPy for rs::read_share_group_state_response::StateBatch {
 impl ToPy for rs::read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(303)?;
+        let o = cx.instance(313)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8256,7 +8540,7 @@ impl FromPy for rs::read_share_group_state_summary_request::ReadShareGroupStateS
 impl ToPy for rs::read_share_group_state_summary_request::ReadStateSummaryData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(304)?;
+        let o = cx.instance(314)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8278,7 +8562,7 @@ impl FromPy for rs::read_share_group_state_summary_request::ReadStateSummaryData
 impl ToPy for rs::read_share_group_state_summary_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(305)?;
+        let o = cx.instance(315)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8300,7 +8584,7 @@ impl FromPy for rs::read_share_group_state_summary_request::PartitionData {
 impl ToPy for rs::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(306)?;
+        let o = cx.instance(316)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8320,7 +8604,7 @@ impl FromPy for rs::read_share_group_state_summary_response::ReadShareGroupState
 impl ToPy for rs::read_share_group_state_summary_response::ReadStateSummaryResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(307)?;
+        let o = cx.instance(317)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8342,7 +8626,7 @@ impl FromPy for rs::read_share_group_state_summary_response::ReadStateSummaryRes
 impl ToPy for rs::read_share_group_state_summary_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(308)?;
+        let o = cx.instance(318)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8374,7 +8658,7 @@ impl FromPy for rs::read_share_group_state_summary_response::PartitionResult {
 impl ToPy for rs::remove_raft_voter_request::RemoveRaftVoterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(309)?;
+        let o = cx.instance(319)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_id"), self.voter_id.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_directory_id"), self.voter_directory_id.to_py(cx)?)?;
@@ -8398,7 +8682,7 @@ impl FromPy for rs::remove_raft_voter_request::RemoveRaftVoterRequest {
 impl ToPy for rs::remove_raft_voter_response::RemoveRaftVoterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(310)?;
+        let o = cx.instance(320)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8419,10 +8703,56 @@ impl FromPy for rs::remove_raft_voter_response::RemoveRaftVoterResponse {
     }
 }
 
+impl ToPy for rs::renew_delegation_token_request::RenewDelegationTokenRequest {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(321)?;
+        o.setattr(intern!(py, "hmac"), self.hmac.to_py(cx)?)?;
+        o.setattr(intern!(py, "renew_period_ms"), self.renew_period_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::renew_delegation_token_request::RenewDelegationTokenRequest {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            hmac: field(o, intern!(py, "hmac"), "RenewDelegationTokenRequest.Hmac")?,
+            renew_period_ms: field(o, intern!(py, "renew_period_ms"), "RenewDelegationTokenRequest.RenewPeriodMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "RenewDelegationTokenRequest.<tagged fields>")?,
+        })
+    }
+}
+
+impl ToPy for rs::renew_delegation_token_response::RenewDelegationTokenResponse {
+    fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let py = cx.py;
+        let o = cx.instance(322)?;
+        o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
+        o.setattr(intern!(py, "expiry_timestamp_ms"), self.expiry_timestamp_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
+        o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
+        Ok(o)
+    }
+}
+
+impl FromPy for rs::renew_delegation_token_response::RenewDelegationTokenResponse {
+    fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = o.py();
+        Ok(Self {
+            error_code: field(o, intern!(py, "error_code"), "RenewDelegationTokenResponse.ErrorCode")?,
+            expiry_timestamp_ms: field(o, intern!(py, "expiry_timestamp_ms"), "RenewDelegationTokenResponse.ExpiryTimestampMs")?,
+            throttle_time_ms: field(o, intern!(py, "throttle_time_ms"), "RenewDelegationTokenResponse.ThrottleTimeMs")?,
+            unknown_tagged_fields: field(o, intern!(py, "unknown_tagged_fields"), "RenewDelegationTokenResponse.<tagged fields>")?,
+        })
+    }
+}
+
 impl ToPy for rs::request_header::RequestHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(311)?;
+        let o = cx.instance(323)?;
         o.setattr(intern!(py, "request_api_key"), self.request_api_key.to_py(cx)?)?;
         o.setattr(intern!(py, "request_api_version"), self.request_api_version.to_py(cx)?)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
@@ -8448,7 +8778,7 @@ impl FromPy for rs::request_header::RequestHeader {
 impl ToPy for rs::response_header::ResponseHeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(312)?;
+        let o = cx.instance(324)?;
         o.setattr(intern!(py, "correlation_id"), self.correlation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8468,7 +8798,7 @@ impl FromPy for rs::response_header::ResponseHeader {
 impl ToPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(313)?;
+        let o = cx.instance(325)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8488,7 +8818,7 @@ impl FromPy for rs::sasl_authenticate_request::SaslAuthenticateRequest {
 impl ToPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(314)?;
+        let o = cx.instance(326)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "auth_bytes"), self.auth_bytes.to_py(cx)?)?;
@@ -8514,7 +8844,7 @@ impl FromPy for rs::sasl_authenticate_response::SaslAuthenticateResponse {
 impl ToPy for rs::sasl_handshake_request::SaslHandshakeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(315)?;
+        let o = cx.instance(327)?;
         o.setattr(intern!(py, "mechanism"), self.mechanism.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -8534,7 +8864,7 @@ impl FromPy for rs::sasl_handshake_request::SaslHandshakeRequest {
 impl ToPy for rs::sasl_handshake_response::SaslHandshakeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(316)?;
+        let o = cx.instance(328)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "mechanisms"), self.mechanisms.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8556,7 +8886,7 @@ impl FromPy for rs::sasl_handshake_response::SaslHandshakeResponse {
 impl ToPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(317)?;
+        let o = cx.instance(329)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -8584,7 +8914,7 @@ impl FromPy for rs::share_acknowledge_request::ShareAcknowledgeRequest {
 impl ToPy for rs::share_acknowledge_request::AcknowledgeTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(318)?;
+        let o = cx.instance(330)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8606,7 +8936,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgeTopic {
 impl ToPy for rs::share_acknowledge_request::AcknowledgePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(319)?;
+        let o = cx.instance(331)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8628,7 +8958,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgePartition {
 impl ToPy for rs::share_acknowledge_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(320)?;
+        let o = cx.instance(332)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -8652,7 +8982,7 @@ impl FromPy for rs::share_acknowledge_request::AcknowledgementBatch {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(321)?;
+        let o = cx.instance(333)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8682,7 +9012,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeResponse {
 impl ToPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(322)?;
+        let o = cx.instance(334)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8704,7 +9034,7 @@ impl FromPy for rs::share_acknowledge_response::ShareAcknowledgeTopicResponse {
 impl ToPy for rs::share_acknowledge_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(323)?;
+        let o = cx.instance(335)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8730,7 +9060,7 @@ impl FromPy for rs::share_acknowledge_response::PartitionData {
 impl ToPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(324)?;
+        let o = cx.instance(336)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8752,7 +9082,7 @@ impl FromPy for rs::share_acknowledge_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_acknowledge_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(325)?;
+        let o = cx.instance(337)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -8778,7 +9108,7 @@ impl FromPy for rs::share_acknowledge_response::NodeEndpoint {
 impl ToPy for rs::share_fetch_request::ShareFetchRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(326)?;
+        let o = cx.instance(338)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "share_session_epoch"), self.share_session_epoch.to_py(cx)?)?;
@@ -8820,7 +9150,7 @@ impl FromPy for rs::share_fetch_request::ShareFetchRequest {
 impl ToPy for rs::share_fetch_request::FetchTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(327)?;
+        let o = cx.instance(339)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8842,7 +9172,7 @@ impl FromPy for rs::share_fetch_request::FetchTopic {
 impl ToPy for rs::share_fetch_request::FetchPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(328)?;
+        let o = cx.instance(340)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_max_bytes"), self.partition_max_bytes.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledgement_batches"), self.acknowledgement_batches.to_py(cx)?)?;
@@ -8866,7 +9196,7 @@ impl FromPy for rs::share_fetch_request::FetchPartition {
 impl ToPy for rs::share_fetch_request::AcknowledgementBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(329)?;
+        let o = cx.instance(341)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "acknowledge_types"), self.acknowledge_types.to_py(cx)?)?;
@@ -8890,7 +9220,7 @@ impl FromPy for rs::share_fetch_request::AcknowledgementBatch {
 impl ToPy for rs::share_fetch_request::ForgottenTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(330)?;
+        let o = cx.instance(342)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8912,7 +9242,7 @@ impl FromPy for rs::share_fetch_request::ForgottenTopic {
 impl ToPy for rs::share_fetch_response::ShareFetchResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(331)?;
+        let o = cx.instance(343)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8942,7 +9272,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchResponse {
 impl ToPy for rs::share_fetch_response::ShareFetchableTopicResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(332)?;
+        let o = cx.instance(344)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -8964,7 +9294,7 @@ impl FromPy for rs::share_fetch_response::ShareFetchableTopicResponse {
 impl ToPy for rs::share_fetch_response::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(333)?;
+        let o = cx.instance(345)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -8998,7 +9328,7 @@ impl FromPy for rs::share_fetch_response::PartitionData {
 impl ToPy for rs::share_fetch_response::LeaderIdAndEpoch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(334)?;
+        let o = cx.instance(346)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9020,7 +9350,7 @@ impl FromPy for rs::share_fetch_response::LeaderIdAndEpoch {
 impl ToPy for rs::share_fetch_response::AcquiredRecords {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(335)?;
+        let o = cx.instance(347)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_count"), self.delivery_count.to_py(cx)?)?;
@@ -9044,7 +9374,7 @@ impl FromPy for rs::share_fetch_response::AcquiredRecords {
 impl ToPy for rs::share_fetch_response::NodeEndpoint {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(336)?;
+        let o = cx.instance(348)?;
         o.setattr(intern!(py, "node_id"), self.node_id.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -9070,7 +9400,7 @@ impl FromPy for rs::share_fetch_response::NodeEndpoint {
 impl ToPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(337)?;
+        let o = cx.instance(349)?;
         o.setattr(intern!(py, "group_ids"), self.group_ids.to_py(cx)?)?;
         o.setattr(intern!(py, "include_authorized_operations"), self.include_authorized_operations.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9092,7 +9422,7 @@ impl FromPy for rs::share_group_describe_request::ShareGroupDescribeRequest {
 impl ToPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(338)?;
+        let o = cx.instance(350)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "groups"), self.groups.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9114,7 +9444,7 @@ impl FromPy for rs::share_group_describe_response::ShareGroupDescribeResponse {
 impl ToPy for rs::share_group_describe_response::DescribedGroup {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(339)?;
+        let o = cx.instance(351)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
@@ -9150,7 +9480,7 @@ impl FromPy for rs::share_group_describe_response::DescribedGroup {
 impl ToPy for rs::share_group_describe_response::Member {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(340)?;
+        let o = cx.instance(352)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "rack_id"), self.rack_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -9182,7 +9512,7 @@ impl FromPy for rs::share_group_describe_response::Member {
 impl ToPy for rs::share_group_describe_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(341)?;
+        let o = cx.instance(353)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topic_name"), self.topic_name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
@@ -9206,7 +9536,7 @@ impl FromPy for rs::share_group_describe_response::TopicPartitions {
 impl ToPy for rs::share_group_describe_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(342)?;
+        let o = cx.instance(354)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9226,7 +9556,7 @@ impl FromPy for rs::share_group_describe_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(343)?;
+        let o = cx.instance(355)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_epoch"), self.member_epoch.to_py(cx)?)?;
@@ -9254,7 +9584,7 @@ impl FromPy for rs::share_group_heartbeat_request::ShareGroupHeartbeatRequest {
 impl ToPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(344)?;
+        let o = cx.instance(356)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9286,7 +9616,7 @@ impl FromPy for rs::share_group_heartbeat_response::ShareGroupHeartbeatResponse 
 impl ToPy for rs::share_group_heartbeat_response::Assignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(345)?;
+        let o = cx.instance(357)?;
         o.setattr(intern!(py, "topic_partitions"), self.topic_partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9306,7 +9636,7 @@ impl FromPy for rs::share_group_heartbeat_response::Assignment {
 impl ToPy for rs::share_group_heartbeat_response::TopicPartitions {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(346)?;
+        let o = cx.instance(358)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9328,7 +9658,7 @@ impl FromPy for rs::share_group_heartbeat_response::TopicPartitions {
 impl ToPy for rs::sync_group_request::SyncGroupRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(347)?;
+        let o = cx.instance(359)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "generation_id"), self.generation_id.to_py(cx)?)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
@@ -9360,7 +9690,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequest {
 impl ToPy for rs::sync_group_request::SyncGroupRequestAssignment {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(348)?;
+        let o = cx.instance(360)?;
         o.setattr(intern!(py, "member_id"), self.member_id.to_py(cx)?)?;
         o.setattr(intern!(py, "assignment"), self.assignment.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9382,7 +9712,7 @@ impl FromPy for rs::sync_group_request::SyncGroupRequestAssignment {
 impl ToPy for rs::sync_group_response::SyncGroupResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(349)?;
+        let o = cx.instance(361)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "protocol_type"), self.protocol_type.to_py(cx)?)?;
@@ -9410,7 +9740,7 @@ impl FromPy for rs::sync_group_response::SyncGroupResponse {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(350)?;
+        let o = cx.instance(362)?;
         o.setattr(intern!(py, "transactional_id"), self.transactional_id.to_py(cx)?)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
@@ -9444,7 +9774,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequest {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(351)?;
+        let o = cx.instance(363)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9466,7 +9796,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestTopic {
 impl ToPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(352)?;
+        let o = cx.instance(364)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_offset"), self.committed_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "committed_leader_epoch"), self.committed_leader_epoch.to_py(cx)?)?;
@@ -9492,7 +9822,7 @@ impl FromPy for rs::txn_offset_commit_request::TxnOffsetCommitRequestPartition {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(353)?;
+        let o = cx.instance(365)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9514,7 +9844,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponse {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(354)?;
+        let o = cx.instance(366)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9536,7 +9866,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponseTopic {
 impl ToPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(355)?;
+        let o = cx.instance(367)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9558,7 +9888,7 @@ impl FromPy for rs::txn_offset_commit_response::TxnOffsetCommitResponsePartition
 impl ToPy for rs::update_features_request::UpdateFeaturesRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(356)?;
+        let o = cx.instance(368)?;
         o.setattr(intern!(py, "timeout_ms"), self.timeout_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "feature_updates"), self.feature_updates.to_py(cx)?)?;
         o.setattr(intern!(py, "validate_only"), self.validate_only.to_py(cx)?)?;
@@ -9582,7 +9912,7 @@ impl FromPy for rs::update_features_request::UpdateFeaturesRequest {
 impl ToPy for rs::update_features_request::FeatureUpdateKey {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(357)?;
+        let o = cx.instance(369)?;
         o.setattr(intern!(py, "feature"), self.feature.to_py(cx)?)?;
         o.setattr(intern!(py, "max_version_level"), self.max_version_level.to_py(cx)?)?;
         o.setattr(intern!(py, "allow_downgrade"), self.allow_downgrade.to_py(cx)?)?;
@@ -9608,7 +9938,7 @@ impl FromPy for rs::update_features_request::FeatureUpdateKey {
 impl ToPy for rs::update_features_response::UpdateFeaturesResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(358)?;
+        let o = cx.instance(370)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9634,7 +9964,7 @@ impl FromPy for rs::update_features_response::UpdateFeaturesResponse {
 impl ToPy for rs::update_features_response::UpdatableFeatureResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(359)?;
+        let o = cx.instance(371)?;
         o.setattr(intern!(py, "feature"), self.feature.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9658,7 +9988,7 @@ impl FromPy for rs::update_features_response::UpdatableFeatureResult {
 impl ToPy for rs::update_raft_voter_request::UpdateRaftVoterRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(360)?;
+        let o = cx.instance(372)?;
         o.setattr(intern!(py, "cluster_id"), self.cluster_id.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader_epoch"), self.current_leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "voter_id"), self.voter_id.to_py(cx)?)?;
@@ -9688,7 +10018,7 @@ impl FromPy for rs::update_raft_voter_request::UpdateRaftVoterRequest {
 impl ToPy for rs::update_raft_voter_request::Listener {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(361)?;
+        let o = cx.instance(373)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
         o.setattr(intern!(py, "port"), self.port.to_py(cx)?)?;
@@ -9712,7 +10042,7 @@ impl FromPy for rs::update_raft_voter_request::Listener {
 impl ToPy for rs::update_raft_voter_request::KRaftVersionFeature {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(362)?;
+        let o = cx.instance(374)?;
         o.setattr(intern!(py, "min_supported_version"), self.min_supported_version.to_py(cx)?)?;
         o.setattr(intern!(py, "max_supported_version"), self.max_supported_version.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9734,7 +10064,7 @@ impl FromPy for rs::update_raft_voter_request::KRaftVersionFeature {
 impl ToPy for rs::update_raft_voter_response::UpdateRaftVoterResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(363)?;
+        let o = cx.instance(375)?;
         o.setattr(intern!(py, "throttle_time_ms"), self.throttle_time_ms.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "current_leader"), self.current_leader.to_py(cx)?)?;
@@ -9758,7 +10088,7 @@ impl FromPy for rs::update_raft_voter_response::UpdateRaftVoterResponse {
 impl ToPy for rs::update_raft_voter_response::CurrentLeader {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(364)?;
+        let o = cx.instance(376)?;
         o.setattr(intern!(py, "leader_id"), self.leader_id.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "host"), self.host.to_py(cx)?)?;
@@ -9784,7 +10114,7 @@ impl FromPy for rs::update_raft_voter_response::CurrentLeader {
 impl ToPy for rs::write_share_group_state_request::WriteShareGroupStateRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(365)?;
+        let o = cx.instance(377)?;
         o.setattr(intern!(py, "group_id"), self.group_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9806,7 +10136,7 @@ impl FromPy for rs::write_share_group_state_request::WriteShareGroupStateRequest
 impl ToPy for rs::write_share_group_state_request::WriteStateData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(366)?;
+        let o = cx.instance(378)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9828,7 +10158,7 @@ impl FromPy for rs::write_share_group_state_request::WriteStateData {
 impl ToPy for rs::write_share_group_state_request::PartitionData {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(367)?;
+        let o = cx.instance(379)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "state_epoch"), self.state_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "leader_epoch"), self.leader_epoch.to_py(cx)?)?;
@@ -9858,7 +10188,7 @@ impl FromPy for rs::write_share_group_state_request::PartitionData {
 impl ToPy for rs::write_share_group_state_request::StateBatch {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(368)?;
+        let o = cx.instance(380)?;
         o.setattr(intern!(py, "first_offset"), self.first_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "last_offset"), self.last_offset.to_py(cx)?)?;
         o.setattr(intern!(py, "delivery_state"), self.delivery_state.to_py(cx)?)?;
@@ -9884,7 +10214,7 @@ impl FromPy for rs::write_share_group_state_request::StateBatch {
 impl ToPy for rs::write_share_group_state_response::WriteShareGroupStateResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(369)?;
+        let o = cx.instance(381)?;
         o.setattr(intern!(py, "results"), self.results.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9904,7 +10234,7 @@ impl FromPy for rs::write_share_group_state_response::WriteShareGroupStateRespon
 impl ToPy for rs::write_share_group_state_response::WriteStateResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(370)?;
+        let o = cx.instance(382)?;
         o.setattr(intern!(py, "topic_id"), self.topic_id.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -9926,7 +10256,7 @@ impl FromPy for rs::write_share_group_state_response::WriteStateResult {
 impl ToPy for rs::write_share_group_state_response::PartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(371)?;
+        let o = cx.instance(383)?;
         o.setattr(intern!(py, "partition"), self.partition.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "error_message"), self.error_message.to_py(cx)?)?;
@@ -9950,7 +10280,7 @@ impl FromPy for rs::write_share_group_state_response::PartitionResult {
 impl ToPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(372)?;
+        let o = cx.instance(384)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -9970,7 +10300,7 @@ impl FromPy for rs::write_txn_markers_request::WriteTxnMarkersRequest {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarker {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(373)?;
+        let o = cx.instance(385)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "producer_epoch"), self.producer_epoch.to_py(cx)?)?;
         o.setattr(intern!(py, "transaction_result"), self.transaction_result.to_py(cx)?)?;
@@ -9998,7 +10328,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarker {
 impl ToPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(374)?;
+        let o = cx.instance(386)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partition_indexes"), self.partition_indexes.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -10020,7 +10350,7 @@ impl FromPy for rs::write_txn_markers_request::WritableTxnMarkerTopic {
 impl ToPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(375)?;
+        let o = cx.instance(387)?;
         o.setattr(intern!(py, "markers"), self.markers.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
         Ok(o)
@@ -10040,7 +10370,7 @@ impl FromPy for rs::write_txn_markers_response::WriteTxnMarkersResponse {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(376)?;
+        let o = cx.instance(388)?;
         o.setattr(intern!(py, "producer_id"), self.producer_id.to_py(cx)?)?;
         o.setattr(intern!(py, "topics"), self.topics.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -10062,7 +10392,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(377)?;
+        let o = cx.instance(389)?;
         o.setattr(intern!(py, "name"), self.name.to_py(cx)?)?;
         o.setattr(intern!(py, "partitions"), self.partitions.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;
@@ -10084,7 +10414,7 @@ impl FromPy for rs::write_txn_markers_response::WritableTxnMarkerTopicResult {
 impl ToPy for rs::write_txn_markers_response::WritableTxnMarkerPartitionResult {
     fn to_py<'py>(&self, cx: &Cx<'py>) -> PyResult<Bound<'py, PyAny>> {
         let py = cx.py;
-        let o = cx.instance(378)?;
+        let o = cx.instance(390)?;
         o.setattr(intern!(py, "partition_index"), self.partition_index.to_py(cx)?)?;
         o.setattr(intern!(py, "error_code"), self.error_code.to_py(cx)?)?;
         o.setattr(intern!(py, "unknown_tagged_fields"), self.unknown_tagged_fields.to_py(cx)?)?;

@@ -22,6 +22,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
+use super::LogLine;
+
 /// Kafka's resource type codes.
 pub mod resource {
     pub const TOPIC: i8 = 2;
@@ -30,6 +32,19 @@ pub mod resource {
     pub const TRANSACTIONAL_ID: i8 = 5;
     pub const DELEGATION_TOKEN: i8 = 6;
     pub const USER: i8 = 7;
+
+    /// Kafka's name of a resource type (`ResourceType`).
+    pub fn name(resource_type: i8) -> &'static str {
+        match resource_type {
+            TOPIC => "TOPIC",
+            GROUP => "GROUP",
+            CLUSTER => "CLUSTER",
+            TRANSACTIONAL_ID => "TRANSACTIONAL_ID",
+            DELEGATION_TOKEN => "DELEGATION_TOKEN",
+            USER => "USER",
+            _ => "UNKNOWN",
+        }
+    }
 }
 
 /// Kafka's ACL operation codes.
@@ -45,6 +60,24 @@ pub mod op {
     pub const DESCRIBE_CONFIGS: i8 = 10;
     pub const ALTER_CONFIGS: i8 = 11;
     pub const IDEMPOTENT_WRITE: i8 = 12;
+
+    /// Kafka's name of an operation (`AclOperation`).
+    pub fn name(operation: i8) -> &'static str {
+        match operation {
+            ALL => "ALL",
+            READ => "READ",
+            WRITE => "WRITE",
+            CREATE => "CREATE",
+            DELETE => "DELETE",
+            ALTER => "ALTER",
+            DESCRIBE => "DESCRIBE",
+            CLUSTER_ACTION => "CLUSTER_ACTION",
+            DESCRIBE_CONFIGS => "DESCRIBE_CONFIGS",
+            ALTER_CONFIGS => "ALTER_CONFIGS",
+            IDEMPOTENT_WRITE => "IDEMPOTENT_WRITE",
+            _ => "UNKNOWN",
+        }
+    }
 }
 
 pub const LITERAL: i8 = 3;
@@ -186,6 +219,23 @@ impl<'a> Caller<'a> {
     pub fn may(&self, authorizer: &Authorizer, resource_type: i8, name: &str, operation: i8) -> bool {
         authorizer.authorize(self.principal, self.host(), resource_type, name, operation)
     }
+
+    /// The DEBUG line for a request of `api` denied `operation` on the resource, which the
+    /// control plane's audit log reads (Python's `log_format.DENIAL_LINE`):
+    /// `User:bob from 127.0.0.1:5000 denied WRITE on TOPIC "orders" (Produce, listener 1)`.
+    pub fn denial(&self, operation: i8, resource_type: i8, name: &str, api: &str) -> LogLine {
+        LogLine::new(
+            LogLine::DEBUG,
+            format!(
+                "{} from {} denied {} on {} {name:?} ({api}, listener {})",
+                self.principal,
+                self.peer,
+                op::name(operation),
+                resource::name(resource_type),
+                self.listener
+            ),
+        )
+    }
 }
 
 /// The host part of a peer address ("127.0.0.1:5000" -> "127.0.0.1", "[::1]:5000" -> "::1").
@@ -235,6 +285,16 @@ mod tests {
         a.configure(vec![], true);
         assert!(a.authorize("User:x", "h", resource::GROUP, "g", op::READ), "no ACL on the group: allowed");
         assert!(!a.authorize("User:x", "h", resource::TOPIC, "orders", op::READ), "ACLs on it: not for x");
+    }
+
+    #[test]
+    fn denial_lines() {
+        let caller = Caller { peer: "127.0.0.1:5000", principal: "User:bob", listener: 1, client_id: "c", conn: 7 };
+        let line = caller.denial(op::WRITE, resource::TOPIC, "orders", "Produce");
+        assert_eq!(line.level, LogLine::DEBUG);
+        assert_eq!(line.message, r#"User:bob from 127.0.0.1:5000 denied WRITE on TOPIC "orders" (Produce, listener 1)"#);
+        let line = caller.denial(op::CLUSTER_ACTION, resource::CLUSTER, CLUSTER_NAME, "Fetch");
+        assert_eq!(line.message, r#"User:bob from 127.0.0.1:5000 denied CLUSTER_ACTION on CLUSTER "kafka-cluster" (Fetch, listener 1)"#);
     }
 
     #[test]

@@ -259,12 +259,24 @@ pub fn handle(
     let mut denied = false;
     if authorizer.enabled() {
         // ACLs: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic.
+        // Each denial is a line for the audit log (`Caller::denial`): once per topic.
         let cluster_ok = replica_id < 0 || caller.may(authorizer, resource::CLUSTER, CLUSTER_NAME, op::CLUSTER_ACTION);
         denied = !cluster_ok;
+        if !cluster_ok {
+            logs.push(caller.denial(op::CLUSTER_ACTION, resource::CLUSTER, CLUSTER_NAME, "Fetch"));
+        }
+        let mut reported: Vec<String> = Vec::new();
         for t in &mut targets {
             t.denied = !cluster_ok
                 || (replica_id < 0
-                    && topic_name(table, t, version).is_some_and(|name| !caller.may(authorizer, resource::TOPIC, &name, op::READ)));
+                    && topic_name(table, t, version).is_some_and(|name| {
+                        let refused = !caller.may(authorizer, resource::TOPIC, &name, op::READ);
+                        if refused && !reported.iter().any(|r| *r == *name) {
+                            logs.push(caller.denial(op::READ, resource::TOPIC, &name, "Fetch"));
+                            reported.push(name.into_owned());
+                        }
+                        refused
+                    }));
         }
     }
     let mut changes = None;

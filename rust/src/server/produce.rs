@@ -245,7 +245,8 @@ pub fn handle(
 ) -> Result<Outcome, ProtocolError> {
     let mut req = ProduceRequest::decode(r, version)?;
     let peer = caller.peer;
-    let refusals = refuse_unauthorized(table, &mut req, caller);
+    // the denials are logged once, on the first pass (not again when a verified request comes back)
+    let refusals = refuse_unauthorized(table, &mut req, caller, verdicts.is_none().then_some(&mut *logs));
     if verdicts.is_none() {
         if let Some(v) = to_verify(table, &req, version) {
             return Ok(Outcome::Verify(v));
@@ -314,19 +315,31 @@ pub fn handle(
 /// ACLs: WRITE on the transactional id, then on each topic, checked before the topic's
 /// existence as Kafka does (a denied caller learns nothing about it). The denied topics
 /// leave the request; their answers (TRANSACTIONAL_ID_AUTHORIZATION_FAILED or
-/// TOPIC_AUTHORIZATION_FAILED per partition) are returned.
-fn refuse_unauthorized(table: &PartitionTable, req: &mut ProduceRequest, caller: &Caller) -> Vec<TopicProduceResponse> {
+/// TOPIC_AUTHORIZATION_FAILED per partition) are returned. Each denial is a line in `logs`
+/// when given (`Caller::denial`, which the audit log reads).
+fn refuse_unauthorized(
+    table: &PartitionTable,
+    req: &mut ProduceRequest,
+    caller: &Caller,
+    mut logs: Option<&mut Vec<LogLine>>,
+) -> Vec<TopicProduceResponse> {
     let authorizer = table.authorizer();
     if !authorizer.enabled() {
         return Vec::new();
     }
     let txn = req.transactional_id.as_deref().filter(|t| !t.is_empty());
     let txn_denied = txn.is_some_and(|t| !caller.may(authorizer, resource::TRANSACTIONAL_ID, t, op::WRITE));
+    if let (true, Some(logs), Some(t)) = (txn_denied, logs.as_deref_mut(), txn) {
+        logs.push(caller.denial(op::WRITE, resource::TRANSACTIONAL_ID, t, "Produce"));
+    }
     let mut refusals = Vec::new();
     req.topic_data.retain(|topic| {
         let (c, why) = if txn_denied {
             (code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, format!("{} may not write transactional id {:?}", caller.principal, txn.unwrap_or("")))
         } else if !caller.may(authorizer, resource::TOPIC, &topic.name, op::WRITE) {
+            if let Some(logs) = logs.as_deref_mut() {
+                logs.push(caller.denial(op::WRITE, resource::TOPIC, &topic.name, "Produce"));
+            }
             (code::TOPIC_AUTHORIZATION_FAILED, format!("{} may not write topic {:?}", caller.principal, topic.name))
         } else {
             return true;

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 from logbroker import _core
 from logbroker.common.acl import AclOperation, ResourceType
 from logbroker.coord.feature_control import bootstrap_levels, finalized
-from logbroker.protocol import API_NAMES, REQUESTS, RequestHeader
+from logbroker.protocol import API_NAMES, REQUESTS, ErrorCode, RequestHeader
 
 if TYPE_CHECKING:
     from logbroker.broker.add_partitions_to_txn import AddPartitionsToTxnManager
@@ -93,7 +93,7 @@ class RequestContext:
     def version(self) -> int:
         return self.header.request_api_version
 
-    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+    def authorize(self, operation: int, resource_type: int, name: str, audit: bool = True) -> bool:
         """Whether this request's principal may perform `operation` (AclOperation) on the
         resource (ResourceType, name; the cluster is `CLUSTER_NAME`), by the ACLs
         (broker/authorizer.py); always true without an authorizer.
@@ -101,7 +101,12 @@ class RequestContext:
         On the CONTROLLER listener every request is allowed: its connections come from the
         cluster's own nodes (admin requests a broker forwards after authorizing them itself,
         heartbeats, AlterPartition; coord/controller_channel.py), unauthenticated, and carry no
-        client principal (Kafka's Envelope would), so there is nothing to check them against."""
+        client principal (Kafka's Envelope would), so there is nothing to check them against.
+
+        A denial goes to the audit log (broker/audit_log.py) unless `audit` is false: a check
+        whose denial refuses nothing by itself (Kafka's logIfDenied=false), such as CREATE on
+        the cluster before CREATE on the topic, or the topics a Metadata request for all of
+        them leaves out."""
         authorizer = self.broker.authorizer
         if authorizer is None or not authorizer.enabled or self.handlers is CONTROLLER_HANDLERS:
             return True
@@ -109,7 +114,26 @@ class RequestContext:
         if not allowed:
             _auth_log.debug("%s from %s denied %s on %s %r (%s)", self.principal, self.peer, _op_name(operation),
                             _type_name(resource_type), name, _api_name(self.header.request_api_key))
+            audit_log = getattr(self.broker, "audit", None)
+            if audit and audit_log is not None:
+                audit_log.denied(self.principal, self.peer, self.listener, _api_name(self.header.request_api_key),
+                                 _op_name(operation), _type_name(resource_type), name)
         return allowed
+
+    def audit_change(self, change: str, resource_type: str, resource: str, error: int | None = None,
+                     message: str | None = None, **details) -> None:
+        """A metadata change this request asked of the controller, done (`error` None or
+        NONE) or refused (an ErrorCode), for the audit log (broker/audit_log.py), if any: once,
+        by the node the client asked, not again on the controller listener a broker forwards
+        the request to."""
+        audit_log = getattr(self.broker, "audit", None)
+        if audit_log is None or self.handlers is CONTROLLER_HANDLERS:
+            return
+        error_name = None
+        if error:
+            error_name = ErrorCode(error).name if error in ErrorCode._value2member_map_ else str(error)
+        audit_log.metadata(self.principal, self.peer, self.listener, _api_name(self.header.request_api_key),
+                           change, resource_type, resource, error_name, message, **details)
 
     def authorized(self, operation: int, resource_type: int, names) -> set[str]:
         """Those of `names` on which this principal may perform `operation` (one check each)."""
@@ -119,7 +143,8 @@ class RequestContext:
         """Kafka's bit field of the operations (bit `1 << AclOperation`) this principal may
         perform on the resource, of those its type supports (Metadata, DescribeCluster and
         the group describes fill it in when asked)."""
-        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type] if self.authorize(op, resource_type, name))
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+                   if self.authorize(op, resource_type, name, audit=False))
 
     @property
     def replicas(self):
@@ -190,6 +215,7 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
         raft_voters,
         sasl,
         scram_credentials,
+        delegation_tokens,
         share_groups,
         share_state,
         transactions,
@@ -216,6 +242,8 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     for key, lo, hi, fn in sasl.ENTRIES:
         table[key] = HandlerEntry(key, lo, hi, fn, sasl_only=True)
     for key, lo, hi, fn in scram_credentials.ENTRIES:  # DescribeUserScramCredentials (50), AlterUser... (51)
+        table[key] = HandlerEntry(key, lo, hi, fn)
+    for key, lo, hi, fn in delegation_tokens.ENTRIES:  # Create (38), Renew (39), Expire (40), Describe (41)
         table[key] = HandlerEntry(key, lo, hi, fn)
     for key, lo, hi, fn in acls.ENTRIES:  # DescribeAcls (29), CreateAcls (30), DeleteAcls (31)
         table[key] = HandlerEntry(key, lo, hi, fn)

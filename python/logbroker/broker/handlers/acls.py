@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from logbroker.common.acl import CLUSTER_NAME, AclOperation, ResourceType
+from logbroker.common.acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
 from logbroker.coord.acl_control import acl_filter_error
 from logbroker.coord.control import ControllerError
 from logbroker.coord.metadata import AclBinding, AclBindingFilter
@@ -51,6 +51,19 @@ def _refusal(ctx, operation: AclOperation) -> tuple[ErrorCode, str] | None:
 def _filter(resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
             operation: int, permission_type: int) -> AclBindingFilter:
     return AclBindingFilter(resource_type, name, pattern_type, principal, host, operation, permission_type)
+
+
+def _type_name(code: int) -> str:
+    return ResourceType(code).name if code in ResourceType._value2member_map_ else str(code)
+
+
+def _shown(b: AclBinding | AclBindingFilter) -> dict:
+    """An ACL or filter as the audit log writes it (broker/audit_log.py), with Kafka's names."""
+    def name(enum, code: int) -> str:
+        return enum(code).name if code in enum._value2member_map_ else str(code)
+
+    return {"pattern_type": name(PatternType, b.pattern_type), "principal": b.principal, "host": b.host,
+            "operation": name(AclOperation, b.operation), "permission": name(AclPermissionType, b.permission_type)}
 
 
 def _order(b: AclBinding) -> tuple:
@@ -89,7 +102,9 @@ async def create(ctx, request):
             results = await ctx.controller.create_acls(bindings)
         except ControllerError as e:  # no controller reached: every ACL fails alike
             results = [(e.code, e.message)] * len(bindings)
-        for code, message in results:
+        for binding, (code, message) in zip(bindings, results):
+            ctx.audit_change("create_acl", _type_name(binding.resource_type), binding.resource_name, code, message,
+                             acl=_shown(binding))
             if code != ErrorCode.NONE:
                 log.info("creating an ACL for %s from %s refused (%s): %s", ctx.principal, ctx.peer,
                          ErrorCode(code).name, message, extra=fields(peer=ctx.peer))
@@ -108,6 +123,12 @@ async def delete(ctx, request):
             results = await ctx.controller.delete_acls(filters)
         except ControllerError as e:
             results = [(e.code, e.message, [])] * len(filters)
+        for f, (code, message, matched) in zip(filters, results):
+            for b in matched if code == ErrorCode.NONE else []:
+                ctx.audit_change("delete_acl", _type_name(b.resource_type), b.resource_name, acl=_shown(b))
+            if code != ErrorCode.NONE:
+                ctx.audit_change("delete_acl", _type_name(f.resource_type), f.resource_name or "", code, message,
+                                 filter=_shown(f))
     return DeleteResponse(throttle_time_ms=0, filter_results=[
         DeleteResponse.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[
             DeleteResponse.DeleteAclsMatchingAcl(

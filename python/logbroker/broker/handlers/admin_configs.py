@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 
+from logbroker.broker.audit_log import shown_value
 from logbroker.common import client_metrics
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
@@ -278,13 +279,27 @@ async def _alter(ctx, resource, changes: dict[str, Change], replace: bool, valid
         kind, alter = "client-metrics subscription", ctx.controller.alter_client_metrics_configs
     else:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
+    # the audit log (broker/audit_log.py): the keys and their new values (None: deleted; a
+    # list operation as [op, value]), a sensitive key's value hidden
+    shown = {k: shown_value(k, list(v) if isinstance(v, tuple) else v) for k, v in changes.items()}
+    audited = _CONFIG_RESOURCE_NAMES.get(resource.resource_type, str(resource.resource_type))
+    change = "replace_configs" if replace else "alter_configs"
     try:
         await alter(resource.resource_name, changes, replace, validate_only)
     except ControllerError as e:
         log.info("altering configs of %s %s from %s refused (%s): %s", kind, resource.resource_name, ctx.peer,
                  ErrorCode(e.code).name, e.message, extra=named)
+        if not validate_only:
+            ctx.audit_change(change, audited, resource.resource_name, e.code, e.message, configs=shown)
         return e.code, e.message
+    if not validate_only:
+        ctx.audit_change(change, audited, resource.resource_name, configs=shown)
     return ErrorCode.NONE, None
+
+
+# Kafka's ConfigResource.Type names, for the audit log
+_CONFIG_RESOURCE_NAMES = {TOPIC: "TOPIC", GROUP: "GROUP", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
+                          CLIENT_METRICS: "CLIENT_METRICS"}
 
 
 async def alter_configs(ctx, request):

@@ -64,7 +64,12 @@ async def alter(ctx, request):
         results = await ctx.controller.alter_client_quotas(entries, request.validate_only)
     except ControllerError as e:  # no controller reached: every entry fails alike
         results = [(comps, e.code, e.message) for comps, _ops in entries]
+    ops = {client_quotas.entity_name(comps): ops for comps, ops in entries}
     for comps, code, message in results:
+        if not request.validate_only:  # the audit log (broker/audit_log.py)
+            name = client_quotas.entity_name(comps)
+            ctx.audit_change("alter_client_quotas", "CLIENT_QUOTA", name, code, message,
+                             quotas={k: None if remove else v for k, v, remove in ops.get(name, [])})
         if code != ErrorCode.NONE:
             log.info("altering the client quotas of %s from %s refused (%s): %s",
                      client_quotas.entity_name(comps), ctx.peer, ErrorCode(code).name, message,

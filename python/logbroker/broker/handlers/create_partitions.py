@@ -27,7 +27,11 @@ async def handle(ctx, request):
         try:
             with client_timeout(request.timeout_ms):
                 await ctx.controller.create_partitions(t.name, t.count, assignments, request.validate_only)
+            if not request.validate_only:
+                ctx.audit_change("create_partitions", "TOPIC", t.name, count=t.count)
         except ControllerError as e:
             res.error_code = e.code
             res.error_message = e.message
+            if not request.validate_only:
+                ctx.audit_change("create_partitions", "TOPIC", t.name, e.code, e.message, count=t.count)
     return Response(throttle_time_ms=0, results=results)

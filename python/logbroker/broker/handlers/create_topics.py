@@ -15,6 +15,7 @@ from logbroker.coord.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.coord.controller_forwarding import client_timeout
 from logbroker.coord.replication_control import NewTopicSpec
+from logbroker.broker.audit_log import shown_value
 from logbroker.log_format import fields
 
 API_KEY = 19
@@ -44,7 +45,8 @@ def config_entries(ctx, overrides: dict[str, str]) -> list:
 async def handle(ctx, request):
     results = []
     seen: set[str] = set()
-    cluster_create = ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)  # CREATE on the cluster: any topic
+    # CREATE on the cluster: any topic (its denial refuses nothing by itself: not audited)
+    cluster_create = ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME, audit=False)
     wanted: list[tuple[object, NewTopicSpec]] = []  # (result, spec) of the topics asked of the controller
     for t in request.topics:
         res = Response.CreatableTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
@@ -72,6 +74,14 @@ async def handle(ctx, request):
     except ControllerError as e:
         created = [e] * len(wanted)
     for (res, spec), topic in zip(wanted, created):
+        if not request.validate_only:  # the audit log (broker/audit_log.py): who created what
+            shown = {k: shown_value(k, v) for k, v in spec.configs.items()}
+            if isinstance(topic, ControllerError):
+                ctx.audit_change("create_topic", "TOPIC", spec.name, topic.code, topic.message, configs=shown)
+            else:
+                ctx.audit_change("create_topic", "TOPIC", spec.name, partitions=len(topic.partitions),
+                                 replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1,
+                                 configs=shown)
         if isinstance(topic, ControllerError):
             res.error_code, res.error_message = topic.code, topic.message
             if topic.code != ErrorCode.TOPIC_ALREADY_EXISTS:

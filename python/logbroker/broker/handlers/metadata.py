@@ -80,7 +80,7 @@ async def handle(ctx, request):
     if request.topics is None or (version == 0 and not request.topics):
         # all topics: those the principal may not describe are left out
         topics_out = [cached_topic_entry(ctx, t) for _, t in sorted(image.topics.items())
-                      if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name)]
+                      if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name, audit=False)]
     else:
         auto_create = ctx.broker.config.get_bool("auto.create.topics.enable") and (
             version < 4 or request.allow_auto_topic_creation
@@ -104,7 +104,7 @@ async def handle(ctx, request):
             if t is not None:
                 topics_out.append(cached_topic_entry(ctx, t))
                 continue
-            if auto_create and not (ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
+            if auto_create and not (ctx.authorize(Op.CREATE, Res.CLUSTER, CLUSTER_NAME, audit=False)
                                     or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
                 topics_out.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
@@ -118,6 +118,7 @@ async def handle(ctx, request):
                 t = await controller.create_topic(name)
                 log.info("auto-created topic %s for Metadata request from %s", name, ctx.peer,
                          extra=fields(topic=name, peer=ctx.peer))
+                ctx.audit_change("create_topic", "TOPIC", name, partitions=len(t.partitions), auto_created=True)
                 topics_out.append(topic_entry(t))
             except ControllerError as e:
                 if e.code == ErrorCode.TOPIC_ALREADY_EXISTS and name in controller.image.topics:
@@ -125,6 +126,7 @@ async def handle(ctx, request):
                 else:
                     log.info("auto-creating topic %s for %s refused (%s): %s", name, ctx.peer, ErrorCode(e.code).name,
                              e.message, extra=fields(topic=name, peer=ctx.peer))
+                    ctx.audit_change("create_topic", "TOPIC", name, e.code, e.message, auto_created=True)
                     topics_out.append(error_entry(name, e.code))
             image = controller.image
     cluster_ops = NO_OPERATIONS

@@ -79,7 +79,10 @@ async def alter(ctx, request):
     except ControllerError as e:  # no controller reached (or this one stopped leading): every user fails alike
         users = dict.fromkeys([d[0] for d in deletions] + [u[0] for u in upsertions])
         results = [(user, e.code, e.message) for user in users]
-    for user, code, message in results:
+    for user, code, message in results:  # the audit log: which mechanisms, never a salt or a password
+        ctx.audit_change("alter_scram_credentials", "USER", user, code, message,
+                         upserted=[m for u, m, *_rest in upsertions if u == user],
+                         deleted=[m for u, m in deletions if u == user])
         if code != ErrorCode.NONE:
             log.info("altering the SCRAM credentials of user %s from %s refused (%s): %s", user, ctx.peer,
                      ErrorCode(code).name, message, extra=fields(peer=ctx.peer))

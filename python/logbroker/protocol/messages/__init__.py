@@ -33,6 +33,8 @@ from logbroker.protocol.messages.consumer_group_heartbeat_request import Consume
 from logbroker.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from logbroker.protocol.messages.create_acls_request import CreateAclsRequest
 from logbroker.protocol.messages.create_acls_response import CreateAclsResponse
+from logbroker.protocol.messages.create_delegation_token_request import CreateDelegationTokenRequest
+from logbroker.protocol.messages.create_delegation_token_response import CreateDelegationTokenResponse
 from logbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from logbroker.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from logbroker.protocol.messages.create_topics_request import CreateTopicsRequest
@@ -57,6 +59,8 @@ from logbroker.protocol.messages.describe_cluster_request import DescribeCluster
 from logbroker.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from logbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest
 from logbroker.protocol.messages.describe_configs_response import DescribeConfigsResponse
+from logbroker.protocol.messages.describe_delegation_token_request import DescribeDelegationTokenRequest
+from logbroker.protocol.messages.describe_delegation_token_response import DescribeDelegationTokenResponse
 from logbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from logbroker.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from logbroker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
@@ -77,6 +81,8 @@ from logbroker.protocol.messages.elect_leaders_request import ElectLeadersReques
 from logbroker.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from logbroker.protocol.messages.end_txn_request import EndTxnRequest
 from logbroker.protocol.messages.end_txn_response import EndTxnResponse
+from logbroker.protocol.messages.expire_delegation_token_request import ExpireDelegationTokenRequest
+from logbroker.protocol.messages.expire_delegation_token_response import ExpireDelegationTokenResponse
 from logbroker.protocol.messages.fetch_request import FetchRequest
 from logbroker.protocol.messages.fetch_response import FetchResponse
 from logbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -125,6 +131,8 @@ from logbroker.protocol.messages.read_share_group_state_summary_request import R
 from logbroker.protocol.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
 from logbroker.protocol.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 from logbroker.protocol.messages.remove_raft_voter_response import RemoveRaftVoterResponse
+from logbroker.protocol.messages.renew_delegation_token_request import RenewDelegationTokenRequest
+from logbroker.protocol.messages.renew_delegation_token_response import RenewDelegationTokenResponse
 from logbroker.protocol.messages.request_header import RequestHeader
 from logbroker.protocol.messages.response_header import ResponseHeader
 from logbroker.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
@@ -187,6 +195,10 @@ REQUESTS: dict[int, type[Message]] = {
     35: DescribeLogDirsRequest,
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
+    38: CreateDelegationTokenRequest,
+    39: RenewDelegationTokenRequest,
+    40: ExpireDelegationTokenRequest,
+    41: DescribeDelegationTokenRequest,
     42: DeleteGroupsRequest,
     43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
@@ -262,6 +274,10 @@ RESPONSES: dict[int, type[Message]] = {
     35: DescribeLogDirsResponse,
     36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
+    38: CreateDelegationTokenResponse,
+    39: RenewDelegationTokenResponse,
+    40: ExpireDelegationTokenResponse,
+    41: DescribeDelegationTokenResponse,
     42: DeleteGroupsResponse,
     43: ElectLeadersResponse,
     44: IncrementalAlterConfigsResponse,
@@ -337,6 +353,10 @@ API_NAMES = {
     35: 'DescribeLogDirs',
     36: 'SaslAuthenticate',
     37: 'CreatePartitions',
+    38: 'CreateDelegationToken',
+    39: 'RenewDelegationToken',
+    40: 'ExpireDelegationToken',
+    41: 'DescribeDelegationToken',
     42: 'DeleteGroups',
     43: 'ElectLeaders',
     44: 'IncrementalAlterConfigs',
@@ -456,6 +476,9 @@ CLASSES = (
     CreateAclsRequest.AclCreation,
     CreateAclsResponse,
     CreateAclsResponse.AclCreationResult,
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenRequest.CreatableRenewers,
+    CreateDelegationTokenResponse,
     CreatePartitionsRequest,
     CreatePartitionsRequest.CreatePartitionsTopic,
     CreatePartitionsRequest.CreatePartitionsAssignment,
@@ -515,6 +538,11 @@ CLASSES = (
     DescribeConfigsResponse.DescribeConfigsResult,
     DescribeConfigsResponse.DescribeConfigsResourceResult,
     DescribeConfigsResponse.DescribeConfigsSynonym,
+    DescribeDelegationTokenRequest,
+    DescribeDelegationTokenRequest.DescribeDelegationTokenOwner,
+    DescribeDelegationTokenResponse,
+    DescribeDelegationTokenResponse.DescribedDelegationToken,
+    DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     DescribeGroupsResponse.DescribedGroup,
@@ -570,6 +598,8 @@ CLASSES = (
     ElectLeadersResponse.PartitionResult,
     EndTxnRequest,
     EndTxnResponse,
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
     FetchRequest,
     FetchRequest.ReplicaState,
     FetchRequest.FetchTopic,
@@ -691,6 +721,8 @@ CLASSES = (
     ReadShareGroupStateSummaryResponse.PartitionResult,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
     RequestHeader,
     ResponseHeader,
     SaslAuthenticateRequest,
@@ -796,6 +828,8 @@ __all__ = [
     'ConsumerGroupHeartbeatResponse',
     'CreateAclsRequest',
     'CreateAclsResponse',
+    'CreateDelegationTokenRequest',
+    'CreateDelegationTokenResponse',
     'CreatePartitionsRequest',
     'CreatePartitionsResponse',
     'CreateTopicsRequest',
@@ -820,6 +854,8 @@ __all__ = [
     'DescribeClusterResponse',
     'DescribeConfigsRequest',
     'DescribeConfigsResponse',
+    'DescribeDelegationTokenRequest',
+    'DescribeDelegationTokenResponse',
     'DescribeGroupsRequest',
     'DescribeGroupsResponse',
     'DescribeLogDirsRequest',
@@ -840,6 +876,8 @@ __all__ = [
     'ElectLeadersResponse',
     'EndTxnRequest',
     'EndTxnResponse',
+    'ExpireDelegationTokenRequest',
+    'ExpireDelegationTokenResponse',
     'FetchRequest',
     'FetchResponse',
     'FindCoordinatorRequest',
@@ -888,6 +926,8 @@ __all__ = [
     'ReadShareGroupStateSummaryResponse',
     'RemoveRaftVoterRequest',
     'RemoveRaftVoterResponse',
+    'RenewDelegationTokenRequest',
+    'RenewDelegationTokenResponse',
     'RequestHeader',
     'ResponseHeader',
     'SaslAuthenticateRequest',

@@ -16,7 +16,7 @@ class CreatePartitionsRequest(Message):
     valid_versions = (0, 3)
     flexible_versions_min = 2
     _msg = 'CreatePartitionsRequest'
-    _rs = 76
+    _rs = 79
     _lo, _hi = 0, 3
     __slots__ = (
         # Each topic that we want to create new partitions inside.
@@ -32,7 +32,7 @@ class CreatePartitionsRequest(Message):
         """Struct CreatePartitionsTopic of CreatePartitionsRequest."""
 
         _msg = 'CreatePartitionsRequest'
-        _rs = 77
+        _rs = 80
         _lo, _hi = 0, 3
         __slots__ = (
             # The topic name.
@@ -61,7 +61,7 @@ class CreatePartitionsRequest(Message):
         """Struct CreatePartitionsAssignment of CreatePartitionsRequest."""
 
         _msg = 'CreatePartitionsRequest'
-        _rs = 78
+        _rs = 81
         _lo, _hi = 0, 3
         __slots__ = (
             # The assigned broker IDs.

@@ -16,7 +16,7 @@ class CreatePartitionsResponse(Message):
     valid_versions = (0, 3)
     flexible_versions_min = 2
     _msg = 'CreatePartitionsResponse'
-    _rs = 79
+    _rs = 82
     _lo, _hi = 0, 3
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class CreatePartitionsResponse(Message):
         """Struct CreatePartitionsTopicResult of CreatePartitionsResponse."""
 
         _msg = 'CreatePartitionsResponse'
-        _rs = 80
+        _rs = 83
         _lo, _hi = 0, 3
         __slots__ = (
             # The topic name.

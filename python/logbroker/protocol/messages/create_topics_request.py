@@ -16,7 +16,7 @@ class CreateTopicsRequest(Message):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsRequest'
-    _rs = 81
+    _rs = 84
     _lo, _hi = 2, 7
     __slots__ = (
         # The topics to create.
@@ -32,7 +32,7 @@ class CreateTopicsRequest(Message):
         """Struct CreatableTopic of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 82
+        _rs = 85
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -69,7 +69,7 @@ class CreateTopicsRequest(Message):
         """Struct CreatableReplicaAssignment of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 83
+        _rs = 86
         _lo, _hi = 2, 7
         __slots__ = (
             # The partition index.
@@ -94,7 +94,7 @@ class CreateTopicsRequest(Message):
         """Struct CreatableTopicConfig of CreateTopicsRequest."""
 
         _msg = 'CreateTopicsRequest'
-        _rs = 84
+        _rs = 87
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

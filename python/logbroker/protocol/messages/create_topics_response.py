@@ -16,7 +16,7 @@ class CreateTopicsResponse(Message):
     valid_versions = (2, 7)
     flexible_versions_min = 5
     _msg = 'CreateTopicsResponse'
-    _rs = 85
+    _rs = 88
     _lo, _hi = 2, 7
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class CreateTopicsResponse(Message):
         """Struct CreatableTopicResult of CreateTopicsResponse."""
 
         _msg = 'CreateTopicsResponse'
-        _rs = 86
+        _rs = 89
         _lo, _hi = 2, 7
         __slots__ = (
             # The topic name.
@@ -79,7 +79,7 @@ class CreateTopicsResponse(Message):
         """Struct CreatableTopicConfigs of CreateTopicsResponse."""
 
         _msg = 'CreateTopicsResponse'
-        _rs = 87
+        _rs = 90
         _lo, _hi = 2, 7
         __slots__ = (
             # The configuration name.

@@ -16,7 +16,7 @@ class DeleteAclsRequest(Message):
     valid_versions = (1, 3)
     flexible_versions_min = 2
     _msg = 'DeleteAclsRequest'
-    _rs = 88
+    _rs = 91
     _lo, _hi = 1, 3
     __slots__ = (
         # The filters to use when deleting ACLs.
@@ -28,7 +28,7 @@ class DeleteAclsRequest(Message):
         """Struct DeleteAclsFilter of DeleteAclsRequest."""
 
         _msg = 'DeleteAclsRequest'
-        _rs = 89
+        _rs = 92
         _lo, _hi = 1, 3
         __slots__ = (
             # The resource type.

@@ -16,7 +16,7 @@ class DeleteAclsResponse(Message):
     valid_versions = (1, 3)
     flexible_versions_min = 2
     _msg = 'DeleteAclsResponse'
-    _rs = 90
+    _rs = 93
     _lo, _hi = 1, 3
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DeleteAclsResponse(Message):
         """Struct DeleteAclsFilterResult of DeleteAclsResponse."""
 
         _msg = 'DeleteAclsResponse'
-        _rs = 91
+        _rs = 94
         _lo, _hi = 1, 3
         __slots__ = (
             # The error code, or 0 if the filter succeeded.
@@ -59,7 +59,7 @@ class DeleteAclsResponse(Message):
         """Struct DeleteAclsMatchingAcl of DeleteAclsResponse."""
 
         _msg = 'DeleteAclsResponse'
-        _rs = 92
+        _rs = 95
         _lo, _hi = 1, 3
         __slots__ = (
             # The deletion error code, or 0 if the deletion succeeded.

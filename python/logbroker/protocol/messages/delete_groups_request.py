@@ -16,7 +16,7 @@ class DeleteGroupsRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteGroupsRequest'
-    _rs = 93
+    _rs = 96
     _lo, _hi = 0, 2
     __slots__ = (
         # The group names to delete.

@@ -16,7 +16,7 @@ class DeleteGroupsResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteGroupsResponse'
-    _rs = 94
+    _rs = 97
     _lo, _hi = 0, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DeleteGroupsResponse(Message):
         """Struct DeletableGroupResult of DeleteGroupsResponse."""
 
         _msg = 'DeleteGroupsResponse'
-        _rs = 95
+        _rs = 98
         _lo, _hi = 0, 2
         __slots__ = (
             # The group id.

@@ -16,7 +16,7 @@ class DeleteRecordsRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsRequest'
-    _rs = 96
+    _rs = 99
     _lo, _hi = 0, 2
     __slots__ = (
         # Each topic that we want to delete records from.
@@ -30,7 +30,7 @@ class DeleteRecordsRequest(Message):
         """Struct DeleteRecordsTopic of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 97
+        _rs = 100
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsRequest(Message):
         """Struct DeleteRecordsPartition of DeleteRecordsRequest."""
 
         _msg = 'DeleteRecordsRequest'
-        _rs = 98
+        _rs = 101
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

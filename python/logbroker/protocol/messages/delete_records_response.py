@@ -16,7 +16,7 @@ class DeleteRecordsResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'DeleteRecordsResponse'
-    _rs = 99
+    _rs = 102
     _lo, _hi = 0, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DeleteRecordsResponse(Message):
         """Struct DeleteRecordsTopicResult of DeleteRecordsResponse."""
 
         _msg = 'DeleteRecordsResponse'
-        _rs = 100
+        _rs = 103
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DeleteRecordsResponse(Message):
         """Struct DeleteRecordsPartitionResult of DeleteRecordsResponse."""
 
         _msg = 'DeleteRecordsResponse'
-        _rs = 101
+        _rs = 104
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

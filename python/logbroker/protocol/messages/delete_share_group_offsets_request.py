@@ -16,7 +16,7 @@ class DeleteShareGroupOffsetsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupOffsetsRequest'
-    _rs = 102
+    _rs = 105
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class DeleteShareGroupOffsetsRequest(Message):
         """Struct DeleteShareGroupOffsetsRequestTopic of DeleteShareGroupOffsetsRequest."""
 
         _msg = 'DeleteShareGroupOffsetsRequest'
-        _rs = 103
+        _rs = 106
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.

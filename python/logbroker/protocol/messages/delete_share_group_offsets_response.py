@@ -16,7 +16,7 @@ class DeleteShareGroupOffsetsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupOffsetsResponse'
-    _rs = 104
+    _rs = 107
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class DeleteShareGroupOffsetsResponse(Message):
         """Struct DeleteShareGroupOffsetsResponseTopic of DeleteShareGroupOffsetsResponse."""
 
         _msg = 'DeleteShareGroupOffsetsResponse'
-        _rs = 105
+        _rs = 108
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.

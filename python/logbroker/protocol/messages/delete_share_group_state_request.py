@@ -16,7 +16,7 @@ class DeleteShareGroupStateRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupStateRequest'
-    _rs = 106
+    _rs = 109
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class DeleteShareGroupStateRequest(Message):
         """Struct DeleteStateData of DeleteShareGroupStateRequest."""
 
         _msg = 'DeleteShareGroupStateRequest'
-        _rs = 107
+        _rs = 110
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class DeleteShareGroupStateRequest(Message):
         """Struct PartitionData of DeleteShareGroupStateRequest."""
 
         _msg = 'DeleteShareGroupStateRequest'
-        _rs = 108
+        _rs = 111
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

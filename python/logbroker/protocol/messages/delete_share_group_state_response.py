@@ -16,7 +16,7 @@ class DeleteShareGroupStateResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DeleteShareGroupStateResponse'
-    _rs = 109
+    _rs = 112
     _lo, _hi = 0, 0
     __slots__ = (
         # The delete results.
@@ -28,7 +28,7 @@ class DeleteShareGroupStateResponse(Message):
         """Struct DeleteStateResult of DeleteShareGroupStateResponse."""
 
         _msg = 'DeleteShareGroupStateResponse'
-        _rs = 110
+        _rs = 113
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class DeleteShareGroupStateResponse(Message):
         """Struct PartitionResult of DeleteShareGroupStateResponse."""
 
         _msg = 'DeleteShareGroupStateResponse'
-        _rs = 111
+        _rs = 114
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DeleteTopicsRequest(Message):
     valid_versions = (1, 6)
     flexible_versions_min = 4
     _msg = 'DeleteTopicsRequest'
-    _rs = 112
+    _rs = 115
     _lo, _hi = 1, 6
     __slots__ = (
         # The name or topic ID of the topic.
@@ -32,7 +32,7 @@ class DeleteTopicsRequest(Message):
         """Struct DeleteTopicState of DeleteTopicsRequest."""
 
         _msg = 'DeleteTopicsRequest'
-        _rs = 113
+        _rs = 116
         _lo, _hi = 1, 6
         __slots__ = (
             # The topic name.

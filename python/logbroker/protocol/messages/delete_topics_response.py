@@ -16,7 +16,7 @@ class DeleteTopicsResponse(Message):
     valid_versions = (1, 6)
     flexible_versions_min = 4
     _msg = 'DeleteTopicsResponse'
-    _rs = 114
+    _rs = 117
     _lo, _hi = 1, 6
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DeleteTopicsResponse(Message):
         """Struct DeletableTopicResult of DeleteTopicsResponse."""
 
         _msg = 'DeleteTopicsResponse'
-        _rs = 115
+        _rs = 118
         _lo, _hi = 1, 6
         __slots__ = (
             # The topic name.

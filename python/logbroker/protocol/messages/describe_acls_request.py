@@ -16,7 +16,7 @@ class DescribeAclsRequest(Message):
     valid_versions = (1, 3)
     flexible_versions_min = 2
     _msg = 'DescribeAclsRequest'
-    _rs = 116
+    _rs = 119
     _lo, _hi = 1, 3
     __slots__ = (
         # The resource type.

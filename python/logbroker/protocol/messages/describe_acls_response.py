@@ -16,7 +16,7 @@ class DescribeAclsResponse(Message):
     valid_versions = (1, 3)
     flexible_versions_min = 2
     _msg = 'DescribeAclsResponse'
-    _rs = 117
+    _rs = 120
     _lo, _hi = 1, 3
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class DescribeAclsResponse(Message):
         """Struct DescribeAclsResource of DescribeAclsResponse."""
 
         _msg = 'DescribeAclsResponse'
-        _rs = 118
+        _rs = 121
         _lo, _hi = 1, 3
         __slots__ = (
             # The resource type.
@@ -67,7 +67,7 @@ class DescribeAclsResponse(Message):
         """Struct AclDescription of DescribeAclsResponse."""
 
         _msg = 'DescribeAclsResponse'
-        _rs = 119
+        _rs = 122
         _lo, _hi = 1, 3
         __slots__ = (
             # The ACL principal.

@@ -16,7 +16,7 @@ class DescribeClientQuotasRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'DescribeClientQuotasRequest'
-    _rs = 120
+    _rs = 123
     _lo, _hi = 0, 1
     __slots__ = (
         # Filter components to apply to quota entities.
@@ -30,7 +30,7 @@ class DescribeClientQuotasRequest(Message):
         """Struct ComponentData of DescribeClientQuotasRequest."""
 
         _msg = 'DescribeClientQuotasRequest'
-        _rs = 121
+        _rs = 124
         _lo, _hi = 0, 1
         __slots__ = (
             # The entity type that the filter component applies to.

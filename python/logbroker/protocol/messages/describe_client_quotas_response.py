@@ -16,7 +16,7 @@ class DescribeClientQuotasResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'DescribeClientQuotasResponse'
-    _rs = 122
+    _rs = 125
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class DescribeClientQuotasResponse(Message):
         """Struct EntryData of DescribeClientQuotasResponse."""
 
         _msg = 'DescribeClientQuotasResponse'
-        _rs = 123
+        _rs = 126
         _lo, _hi = 0, 1
         __slots__ = (
             # The quota entity description.
@@ -59,7 +59,7 @@ class DescribeClientQuotasResponse(Message):
         """Struct EntityData of DescribeClientQuotasResponse."""
 
         _msg = 'DescribeClientQuotasResponse'
-        _rs = 124
+        _rs = 127
         _lo, _hi = 0, 1
         __slots__ = (
             # The entity type.
@@ -84,7 +84,7 @@ class DescribeClientQuotasResponse(Message):
         """Struct ValueData of DescribeClientQuotasResponse."""
 
         _msg = 'DescribeClientQuotasResponse'
-        _rs = 125
+        _rs = 128
         _lo, _hi = 0, 1
         __slots__ = (
             # The quota configuration key.

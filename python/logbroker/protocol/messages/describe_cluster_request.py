@@ -16,7 +16,7 @@ class DescribeClusterRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeClusterRequest'
-    _rs = 126
+    _rs = 129
     _lo, _hi = 0, 2
     __slots__ = (
         # Whether to include cluster authorized operations.

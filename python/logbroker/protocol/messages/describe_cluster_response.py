@@ -16,7 +16,7 @@ class DescribeClusterResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeClusterResponse'
-    _rs = 127
+    _rs = 130
     _lo, _hi = 0, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -42,7 +42,7 @@ class DescribeClusterResponse(Message):
         """Struct DescribeClusterBroker of DescribeClusterResponse."""
 
         _msg = 'DescribeClusterResponse'
-        _rs = 128
+        _rs = 131
         _lo, _hi = 0, 2
         __slots__ = (
             # The broker ID.

@@ -16,7 +16,7 @@ class DescribeConfigsRequest(Message):
     valid_versions = (1, 4)
     flexible_versions_min = 4
     _msg = 'DescribeConfigsRequest'
-    _rs = 129
+    _rs = 132
     _lo, _hi = 1, 4
     __slots__ = (
         # The resources whose configurations we want to describe.
@@ -32,7 +32,7 @@ class DescribeConfigsRequest(Message):
         """Struct DescribeConfigsResource of DescribeConfigsRequest."""
 
         _msg = 'DescribeConfigsRequest'
-        _rs = 130
+        _rs = 133
         _lo, _hi = 1, 4
         __slots__ = (
             # The resource type.

@@ -16,7 +16,7 @@ class DescribeConfigsResponse(Message):
     valid_versions = (1, 4)
     flexible_versions_min = 4
     _msg = 'DescribeConfigsResponse'
-    _rs = 131
+    _rs = 134
     _lo, _hi = 1, 4
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DescribeConfigsResponse(Message):
         """Struct DescribeConfigsResult of DescribeConfigsResponse."""
 
         _msg = 'DescribeConfigsResponse'
-        _rs = 132
+        _rs = 135
         _lo, _hi = 1, 4
         __slots__ = (
             # The error code, or 0 if we were able to successfully describe the configurations.
@@ -67,7 +67,7 @@ class DescribeConfigsResponse(Message):
         """Struct DescribeConfigsResourceResult of DescribeConfigsResponse."""
 
         _msg = 'DescribeConfigsResponse'
-        _rs = 133
+        _rs = 136
         _lo, _hi = 1, 4
         __slots__ = (
             # The configuration name.
@@ -116,7 +116,7 @@ class DescribeConfigsResponse(Message):
         """Struct DescribeConfigsSynonym of DescribeConfigsResponse."""
 
         _msg = 'DescribeConfigsResponse'
-        _rs = 134
+        _rs = 137
         _lo, _hi = 1, 4
         __slots__ = (
             # The synonym name.

@@ -16,7 +16,7 @@ class DescribeGroupsRequest(Message):
     valid_versions = (0, 6)
     flexible_versions_min = 5
     _msg = 'DescribeGroupsRequest'
-    _rs = 135
+    _rs = 143
     _lo, _hi = 0, 6
     __slots__ = (
         # The names of the groups to describe.

@@ -16,7 +16,7 @@ class DescribeGroupsResponse(Message):
     valid_versions = (0, 6)
     flexible_versions_min = 5
     _msg = 'DescribeGroupsResponse'
-    _rs = 136
+    _rs = 144
     _lo, _hi = 0, 6
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DescribeGroupsResponse(Message):
         """Struct DescribedGroup of DescribeGroupsResponse."""
 
         _msg = 'DescribeGroupsResponse'
-        _rs = 137
+        _rs = 145
         _lo, _hi = 0, 6
         __slots__ = (
             # The describe error, or 0 if there was no error.
@@ -79,7 +79,7 @@ class DescribeGroupsResponse(Message):
         """Struct DescribedGroupMember of DescribeGroupsResponse."""
 
         _msg = 'DescribeGroupsResponse'
-        _rs = 138
+        _rs = 146
         _lo, _hi = 0, 6
         __slots__ = (
             # The member id.

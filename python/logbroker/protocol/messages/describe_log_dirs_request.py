@@ -16,7 +16,7 @@ class DescribeLogDirsRequest(Message):
     valid_versions = (0, 4)
     flexible_versions_min = 2
     _msg = 'DescribeLogDirsRequest'
-    _rs = 139
+    _rs = 147
     _lo, _hi = 0, 4
     __slots__ = (
         # Each topic that we want to describe log directories for, or null for all topics.
@@ -28,7 +28,7 @@ class DescribeLogDirsRequest(Message):
         """Struct DescribableLogDirTopic of DescribeLogDirsRequest."""
 
         _msg = 'DescribeLogDirsRequest'
-        _rs = 140
+        _rs = 148
         _lo, _hi = 0, 4
         __slots__ = (
             # The topic name

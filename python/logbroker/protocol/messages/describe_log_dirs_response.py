@@ -16,7 +16,7 @@ class DescribeLogDirsResponse(Message):
     valid_versions = (0, 4)
     flexible_versions_min = 2
     _msg = 'DescribeLogDirsResponse'
-    _rs = 141
+    _rs = 149
     _lo, _hi = 0, 4
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class DescribeLogDirsResponse(Message):
         """Struct DescribeLogDirsResult of DescribeLogDirsResponse."""
 
         _msg = 'DescribeLogDirsResponse'
-        _rs = 142
+        _rs = 150
         _lo, _hi = 0, 4
         __slots__ = (
             # The error code, or 0 if there was no error.
@@ -69,7 +69,7 @@ class DescribeLogDirsResponse(Message):
         """Struct DescribeLogDirsTopic of DescribeLogDirsResponse."""
 
         _msg = 'DescribeLogDirsResponse'
-        _rs = 143
+        _rs = 151
         _lo, _hi = 0, 4
         __slots__ = (
             # The topic name.
@@ -93,7 +93,7 @@ class DescribeLogDirsResponse(Message):
         """Struct DescribeLogDirsPartition of DescribeLogDirsResponse."""
 
         _msg = 'DescribeLogDirsResponse'
-        _rs = 144
+        _rs = 152
         _lo, _hi = 0, 4
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DescribeProducersRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeProducersRequest'
-    _rs = 145
+    _rs = 153
     _lo, _hi = 0, 0
     __slots__ = (
         # The topics to list producers for.
@@ -28,7 +28,7 @@ class DescribeProducersRequest(Message):
         """Struct TopicRequest of DescribeProducersRequest."""
 
         _msg = 'DescribeProducersRequest'
-        _rs = 146
+        _rs = 154
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.

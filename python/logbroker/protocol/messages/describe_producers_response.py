@@ -16,7 +16,7 @@ class DescribeProducersResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeProducersResponse'
-    _rs = 147
+    _rs = 155
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DescribeProducersResponse(Message):
         """Struct TopicResponse of DescribeProducersResponse."""
 
         _msg = 'DescribeProducersResponse'
-        _rs = 148
+        _rs = 156
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class DescribeProducersResponse(Message):
         """Struct PartitionResponse of DescribeProducersResponse."""
 
         _msg = 'DescribeProducersResponse'
-        _rs = 149
+        _rs = 157
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.
@@ -88,7 +88,7 @@ class DescribeProducersResponse(Message):
         """Struct ProducerState of DescribeProducersResponse."""
 
         _msg = 'DescribeProducersResponse'
-        _rs = 150
+        _rs = 158
         _lo, _hi = 0, 0
         __slots__ = (
             # The producer id.

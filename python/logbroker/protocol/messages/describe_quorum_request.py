@@ -16,7 +16,7 @@ class DescribeQuorumRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumRequest'
-    _rs = 151
+    _rs = 159
     _lo, _hi = 0, 2
     __slots__ = (
         'topics',  # []TopicData; versions 0-2
@@ -27,7 +27,7 @@ class DescribeQuorumRequest(Message):
         """Struct TopicData of DescribeQuorumRequest."""
 
         _msg = 'DescribeQuorumRequest'
-        _rs = 152
+        _rs = 160
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -51,7 +51,7 @@ class DescribeQuorumRequest(Message):
         """Struct PartitionData of DescribeQuorumRequest."""
 
         _msg = 'DescribeQuorumRequest'
-        _rs = 153
+        _rs = 161
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.

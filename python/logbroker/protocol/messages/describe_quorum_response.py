@@ -16,7 +16,7 @@ class DescribeQuorumResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'DescribeQuorumResponse'
-    _rs = 154
+    _rs = 162
     _lo, _hi = 0, 2
     __slots__ = (
         # The top level error code.
@@ -32,7 +32,7 @@ class DescribeQuorumResponse(Message):
         """Struct TopicData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 155
+        _rs = 163
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name.
@@ -56,7 +56,7 @@ class DescribeQuorumResponse(Message):
         """Struct PartitionData of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 156
+        _rs = 164
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition index.
@@ -101,7 +101,7 @@ class DescribeQuorumResponse(Message):
         """Struct Node of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 157
+        _rs = 165
         _lo, _hi = 0, 2
         __slots__ = (
             # The ID of the associated node
@@ -126,7 +126,7 @@ class DescribeQuorumResponse(Message):
         """Struct Listener of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 158
+        _rs = 166
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the endpoint
@@ -155,7 +155,7 @@ class DescribeQuorumResponse(Message):
         """Struct ReplicaState of DescribeQuorumResponse."""
 
         _msg = 'DescribeQuorumResponse'
-        _rs = 159
+        _rs = 167
         _lo, _hi = 0, 2
         __slots__ = (
             'replica_id',  # int32; versions 0-2

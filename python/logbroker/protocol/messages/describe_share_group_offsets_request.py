@@ -16,7 +16,7 @@ class DescribeShareGroupOffsetsRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'DescribeShareGroupOffsetsRequest'
-    _rs = 160
+    _rs = 168
     _lo, _hi = 0, 1
     __slots__ = (
         # The groups to describe offsets for.
@@ -28,7 +28,7 @@ class DescribeShareGroupOffsetsRequest(Message):
         """Struct DescribeShareGroupOffsetsRequestGroup of DescribeShareGroupOffsetsRequest."""
 
         _msg = 'DescribeShareGroupOffsetsRequest'
-        _rs = 161
+        _rs = 169
         _lo, _hi = 0, 1
         __slots__ = (
             # The group identifier.
@@ -53,7 +53,7 @@ class DescribeShareGroupOffsetsRequest(Message):
         """Struct DescribeShareGroupOffsetsRequestTopic of DescribeShareGroupOffsetsRequest."""
 
         _msg = 'DescribeShareGroupOffsetsRequest'
-        _rs = 162
+        _rs = 170
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic name.

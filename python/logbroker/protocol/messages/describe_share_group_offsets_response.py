@@ -16,7 +16,7 @@ class DescribeShareGroupOffsetsResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'DescribeShareGroupOffsetsResponse'
-    _rs = 163
+    _rs = 171
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class DescribeShareGroupOffsetsResponse(Message):
         """Struct DescribeShareGroupOffsetsResponseGroup of DescribeShareGroupOffsetsResponse."""
 
         _msg = 'DescribeShareGroupOffsetsResponse'
-        _rs = 164
+        _rs = 172
         _lo, _hi = 0, 1
         __slots__ = (
             # The group identifier.
@@ -63,7 +63,7 @@ class DescribeShareGroupOffsetsResponse(Message):
         """Struct DescribeShareGroupOffsetsResponseTopic of DescribeShareGroupOffsetsResponse."""
 
         _msg = 'DescribeShareGroupOffsetsResponse'
-        _rs = 165
+        _rs = 173
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic name.
@@ -91,7 +91,7 @@ class DescribeShareGroupOffsetsResponse(Message):
         """Struct DescribeShareGroupOffsetsResponsePartition of DescribeShareGroupOffsetsResponse."""
 
         _msg = 'DescribeShareGroupOffsetsResponse'
-        _rs = 166
+        _rs = 174
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class DescribeTopicPartitionsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeTopicPartitionsRequest'
-    _rs = 167
+    _rs = 175
     _lo, _hi = 0, 0
     __slots__ = (
         # The topics to fetch details for.
@@ -32,7 +32,7 @@ class DescribeTopicPartitionsRequest(Message):
         """Struct TopicRequest of DescribeTopicPartitionsRequest."""
 
         _msg = 'DescribeTopicPartitionsRequest'
-        _rs = 168
+        _rs = 176
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -53,7 +53,7 @@ class DescribeTopicPartitionsRequest(Message):
         """Struct Cursor of DescribeTopicPartitionsRequest."""
 
         _msg = 'DescribeTopicPartitionsRequest'
-        _rs = 169
+        _rs = 177
         _lo, _hi = 0, 0
         __slots__ = (
             # The name for the first topic to process.

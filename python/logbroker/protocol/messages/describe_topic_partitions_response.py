@@ -16,7 +16,7 @@ class DescribeTopicPartitionsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeTopicPartitionsResponse'
-    _rs = 170
+    _rs = 178
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class DescribeTopicPartitionsResponse(Message):
         """Struct DescribeTopicPartitionsResponseTopic of DescribeTopicPartitionsResponse."""
 
         _msg = 'DescribeTopicPartitionsResponse'
-        _rs = 171
+        _rs = 179
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic error, or 0 if there was no error.
@@ -73,7 +73,7 @@ class DescribeTopicPartitionsResponse(Message):
         """Struct DescribeTopicPartitionsResponsePartition of DescribeTopicPartitionsResponse."""
 
         _msg = 'DescribeTopicPartitionsResponse'
-        _rs = 172
+        _rs = 180
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition error, or 0 if there was no error.
@@ -126,7 +126,7 @@ class DescribeTopicPartitionsResponse(Message):
         """Struct Cursor of DescribeTopicPartitionsResponse."""
 
         _msg = 'DescribeTopicPartitionsResponse'
-        _rs = 173
+        _rs = 181
         _lo, _hi = 0, 0
         __slots__ = (
             # The name for the first topic to process.

@@ -16,7 +16,7 @@ class DescribeTransactionsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeTransactionsRequest'
-    _rs = 174
+    _rs = 182
     _lo, _hi = 0, 0
     __slots__ = (
         # Array of transactionalIds to include in describe results. If empty, then no results will be returned.

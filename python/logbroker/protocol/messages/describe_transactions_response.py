@@ -16,7 +16,7 @@ class DescribeTransactionsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeTransactionsResponse'
-    _rs = 175
+    _rs = 183
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -29,7 +29,7 @@ class DescribeTransactionsResponse(Message):
         """Struct TransactionState of DescribeTransactionsResponse."""
 
         _msg = 'DescribeTransactionsResponse'
-        _rs = 176
+        _rs = 184
         _lo, _hi = 0, 0
         __slots__ = (
             'error_code',  # int16; versions 0
@@ -71,7 +71,7 @@ class DescribeTransactionsResponse(Message):
         """Struct TopicData of DescribeTransactionsResponse."""
 
         _msg = 'DescribeTransactionsResponse'
-        _rs = 177
+        _rs = 185
         _lo, _hi = 0, 0
         __slots__ = (
             'topic',  # string; versions 0

@@ -16,7 +16,7 @@ class DescribeUserScramCredentialsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeUserScramCredentialsRequest'
-    _rs = 178
+    _rs = 186
     _lo, _hi = 0, 0
     __slots__ = (
         # The users to describe, or null/empty to describe all users.
@@ -28,7 +28,7 @@ class DescribeUserScramCredentialsRequest(Message):
         """Struct UserName of DescribeUserScramCredentialsRequest."""
 
         _msg = 'DescribeUserScramCredentialsRequest'
-        _rs = 179
+        _rs = 187
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.

@@ -16,7 +16,7 @@ class DescribeUserScramCredentialsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'DescribeUserScramCredentialsResponse'
-    _rs = 180
+    _rs = 188
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class DescribeUserScramCredentialsResponse(Message):
         """Struct DescribeUserScramCredentialsResult of DescribeUserScramCredentialsResponse."""
 
         _msg = 'DescribeUserScramCredentialsResponse'
-        _rs = 181
+        _rs = 189
         _lo, _hi = 0, 0
         __slots__ = (
             # The user name.
@@ -67,7 +67,7 @@ class DescribeUserScramCredentialsResponse(Message):
         """Struct CredentialInfo of DescribeUserScramCredentialsResponse."""
 
         _msg = 'DescribeUserScramCredentialsResponse'
-        _rs = 182
+        _rs = 190
         _lo, _hi = 0, 0
         __slots__ = (
             # The SCRAM mechanism.

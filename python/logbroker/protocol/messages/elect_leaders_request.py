@@ -16,7 +16,7 @@ class ElectLeadersRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'ElectLeadersRequest'
-    _rs = 183
+    _rs = 191
     _lo, _hi = 0, 2
     __slots__ = (
         # Type of elections to conduct for the partition. A value of '0' elects the preferred replica. A value of '1' elects the first live replica if there are no in-sync replica.
@@ -32,7 +32,7 @@ class ElectLeadersRequest(Message):
         """Struct TopicPartitions of ElectLeadersRequest."""
 
         _msg = 'ElectLeadersRequest'
-        _rs = 184
+        _rs = 192
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of a topic.

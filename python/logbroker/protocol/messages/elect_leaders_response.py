@@ -16,7 +16,7 @@ class ElectLeadersResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'ElectLeadersResponse'
-    _rs = 185
+    _rs = 193
     _lo, _hi = 0, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class ElectLeadersResponse(Message):
         """Struct ReplicaElectionResult of ElectLeadersResponse."""
 
         _msg = 'ElectLeadersResponse'
-        _rs = 186
+        _rs = 194
         _lo, _hi = 0, 2
         __slots__ = (
             # The topic name
@@ -57,7 +57,7 @@ class ElectLeadersResponse(Message):
         """Struct PartitionResult of ElectLeadersResponse."""
 
         _msg = 'ElectLeadersResponse'
-        _rs = 187
+        _rs = 195
         _lo, _hi = 0, 2
         __slots__ = (
             # The partition id

@@ -16,7 +16,7 @@ class EndTxnRequest(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 3
     _msg = 'EndTxnRequest'
-    _rs = 188
+    _rs = 196
     _lo, _hi = 0, 5
     __slots__ = (
         # The ID of the transaction to end.

@@ -16,7 +16,7 @@ class EndTxnResponse(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 3
     _msg = 'EndTxnResponse'
-    _rs = 189
+    _rs = 197
     _lo, _hi = 0, 5
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

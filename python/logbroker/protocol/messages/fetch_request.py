@@ -16,7 +16,7 @@ class FetchRequest(Message):
     valid_versions = (4, 18)
     flexible_versions_min = 12
     _msg = 'FetchRequest'
-    _rs = 190
+    _rs = 200
     _lo, _hi = 4, 18
     __slots__ = (
         # The clusterId if known. This is used to validate metadata fetches prior to broker registration.
@@ -50,7 +50,7 @@ class FetchRequest(Message):
         """Struct ReplicaState of FetchRequest."""
 
         _msg = 'FetchRequest'
-        _rs = 191
+        _rs = 201
         _lo, _hi = 4, 18
         __slots__ = (
             # The replica ID of the follower, or -1 if this request is from a consumer.
@@ -75,7 +75,7 @@ class FetchRequest(Message):
         """Struct FetchTopic of FetchRequest."""
 
         _msg = 'FetchRequest'
-        _rs = 192
+        _rs = 202
         _lo, _hi = 4, 18
         __slots__ = (
             # The name of the topic to fetch.
@@ -104,7 +104,7 @@ class FetchRequest(Message):
         """Struct FetchPartition of FetchRequest."""
 
         _msg = 'FetchRequest'
-        _rs = 193
+        _rs = 203
         _lo, _hi = 4, 18
         __slots__ = (
             # The partition index.
@@ -153,7 +153,7 @@ class FetchRequest(Message):
         """Struct ForgottenTopic of FetchRequest."""
 
         _msg = 'FetchRequest'
-        _rs = 194
+        _rs = 204
         _lo, _hi = 4, 18
         __slots__ = (
             # The topic name.

@@ -16,7 +16,7 @@ class FetchResponse(Message):
     valid_versions = (4, 18)
     flexible_versions_min = 12
     _msg = 'FetchResponse'
-    _rs = 195
+    _rs = 205
     _lo, _hi = 4, 18
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -36,7 +36,7 @@ class FetchResponse(Message):
         """Struct FetchableTopicResponse of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 196
+        _rs = 206
         _lo, _hi = 4, 18
         __slots__ = (
             # The topic name.
@@ -65,7 +65,7 @@ class FetchResponse(Message):
         """Struct PartitionData of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 197
+        _rs = 207
         _lo, _hi = 4, 18
         __slots__ = (
             # The partition index.
@@ -126,7 +126,7 @@ class FetchResponse(Message):
         """Struct EpochEndOffset of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 198
+        _rs = 208
         _lo, _hi = 4, 18
         __slots__ = (
             # The largest epoch.
@@ -151,7 +151,7 @@ class FetchResponse(Message):
         """Struct LeaderIdAndEpoch of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 199
+        _rs = 209
         _lo, _hi = 4, 18
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -176,7 +176,7 @@ class FetchResponse(Message):
         """Struct SnapshotId of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 200
+        _rs = 210
         _lo, _hi = 4, 18
         __slots__ = (
             # The end offset of the epoch.
@@ -201,7 +201,7 @@ class FetchResponse(Message):
         """Struct AbortedTransaction of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 201
+        _rs = 211
         _lo, _hi = 4, 18
         __slots__ = (
             # The producer id associated with the aborted transaction.
@@ -226,7 +226,7 @@ class FetchResponse(Message):
         """Struct NodeEndpoint of FetchResponse."""
 
         _msg = 'FetchResponse'
-        _rs = 202
+        _rs = 212
         _lo, _hi = 4, 18
         __slots__ = (
             # The ID of the associated node.

@@ -16,7 +16,7 @@ class FindCoordinatorRequest(Message):
     valid_versions = (0, 6)
     flexible_versions_min = 3
     _msg = 'FindCoordinatorRequest'
-    _rs = 203
+    _rs = 213
     _lo, _hi = 0, 6
     __slots__ = (
         # The coordinator key.

@@ -16,7 +16,7 @@ class FindCoordinatorResponse(Message):
     valid_versions = (0, 6)
     flexible_versions_min = 3
     _msg = 'FindCoordinatorResponse'
-    _rs = 204
+    _rs = 214
     _lo, _hi = 0, 6
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -40,7 +40,7 @@ class FindCoordinatorResponse(Message):
         """Struct Coordinator of FindCoordinatorResponse."""
 
         _msg = 'FindCoordinatorResponse'
-        _rs = 205
+        _rs = 215
         _lo, _hi = 0, 6
         __slots__ = (
             # The coordinator key.

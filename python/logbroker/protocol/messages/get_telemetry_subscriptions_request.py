@@ -16,7 +16,7 @@ class GetTelemetrySubscriptionsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'GetTelemetrySubscriptionsRequest'
-    _rs = 206
+    _rs = 216
     _lo, _hi = 0, 0
     __slots__ = (
         # Unique id for this client instance, must be set to 0 on the first request.

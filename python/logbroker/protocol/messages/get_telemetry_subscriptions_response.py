@@ -16,7 +16,7 @@ class GetTelemetrySubscriptionsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'GetTelemetrySubscriptionsResponse'
-    _rs = 207
+    _rs = 217
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

@@ -16,7 +16,7 @@ class HeartbeatRequest(Message):
     valid_versions = (0, 4)
     flexible_versions_min = 4
     _msg = 'HeartbeatRequest'
-    _rs = 208
+    _rs = 218
     _lo, _hi = 0, 4
     __slots__ = (
         # The group id.

@@ -16,7 +16,7 @@ class HeartbeatResponse(Message):
     valid_versions = (0, 4)
     flexible_versions_min = 4
     _msg = 'HeartbeatResponse'
-    _rs = 209
+    _rs = 219
     _lo, _hi = 0, 4
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

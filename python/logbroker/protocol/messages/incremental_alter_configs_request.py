@@ -16,7 +16,7 @@ class IncrementalAlterConfigsRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'IncrementalAlterConfigsRequest'
-    _rs = 210
+    _rs = 220
     _lo, _hi = 0, 1
     __slots__ = (
         # The incremental updates for each resource.
@@ -30,7 +30,7 @@ class IncrementalAlterConfigsRequest(Message):
         """Struct AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 211
+        _rs = 221
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource type.
@@ -59,7 +59,7 @@ class IncrementalAlterConfigsRequest(Message):
         """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
         _msg = 'IncrementalAlterConfigsRequest'
-        _rs = 212
+        _rs = 222
         _lo, _hi = 0, 1
         __slots__ = (
             # The configuration key name.

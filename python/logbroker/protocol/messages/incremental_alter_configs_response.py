@@ -16,7 +16,7 @@ class IncrementalAlterConfigsResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'IncrementalAlterConfigsResponse'
-    _rs = 213
+    _rs = 223
     _lo, _hi = 0, 1
     __slots__ = (
         # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class IncrementalAlterConfigsResponse(Message):
         """Struct AlterConfigsResourceResponse of IncrementalAlterConfigsResponse."""
 
         _msg = 'IncrementalAlterConfigsResponse'
-        _rs = 214
+        _rs = 224
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource error code.

@@ -17,7 +17,7 @@ class InitProducerIdRequest(Message):
     flexible_versions_min = 2
     latest_version_unstable = True
     _msg = 'InitProducerIdRequest'
-    _rs = 215
+    _rs = 225
     _lo, _hi = 0, 6
     __slots__ = (
         # The transactional id, or null if the producer is not transactional.

@@ -16,7 +16,7 @@ class InitProducerIdResponse(Message):
     valid_versions = (0, 6)
     flexible_versions_min = 2
     _msg = 'InitProducerIdResponse'
-    _rs = 216
+    _rs = 226
     _lo, _hi = 0, 6
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

@@ -16,7 +16,7 @@ class InitializeShareGroupStateRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'InitializeShareGroupStateRequest'
-    _rs = 217
+    _rs = 227
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class InitializeShareGroupStateRequest(Message):
         """Struct InitializeStateData of InitializeShareGroupStateRequest."""
 
         _msg = 'InitializeShareGroupStateRequest'
-        _rs = 218
+        _rs = 228
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class InitializeShareGroupStateRequest(Message):
         """Struct PartitionData of InitializeShareGroupStateRequest."""
 
         _msg = 'InitializeShareGroupStateRequest'
-        _rs = 219
+        _rs = 229
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

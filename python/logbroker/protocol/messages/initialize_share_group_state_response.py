@@ -16,7 +16,7 @@ class InitializeShareGroupStateResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'InitializeShareGroupStateResponse'
-    _rs = 220
+    _rs = 230
     _lo, _hi = 0, 0
     __slots__ = (
         # The initialization results.
@@ -28,7 +28,7 @@ class InitializeShareGroupStateResponse(Message):
         """Struct InitializeStateResult of InitializeShareGroupStateResponse."""
 
         _msg = 'InitializeShareGroupStateResponse'
-        _rs = 221
+        _rs = 231
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class InitializeShareGroupStateResponse(Message):
         """Struct PartitionResult of InitializeShareGroupStateResponse."""
 
         _msg = 'InitializeShareGroupStateResponse'
-        _rs = 222
+        _rs = 232
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

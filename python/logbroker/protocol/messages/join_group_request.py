@@ -16,7 +16,7 @@ class JoinGroupRequest(Message):
     valid_versions = (0, 9)
     flexible_versions_min = 6
     _msg = 'JoinGroupRequest'
-    _rs = 223
+    _rs = 233
     _lo, _hi = 0, 9
     __slots__ = (
         # The group identifier.
@@ -42,7 +42,7 @@ class JoinGroupRequest(Message):
         """Struct JoinGroupRequestProtocol of JoinGroupRequest."""
 
         _msg = 'JoinGroupRequest'
-        _rs = 224
+        _rs = 234
         _lo, _hi = 0, 9
         __slots__ = (
             # The protocol name.

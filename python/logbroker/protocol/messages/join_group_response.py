@@ -16,7 +16,7 @@ class JoinGroupResponse(Message):
     valid_versions = (0, 9)
     flexible_versions_min = 6
     _msg = 'JoinGroupResponse'
-    _rs = 225
+    _rs = 235
     _lo, _hi = 0, 9
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -44,7 +44,7 @@ class JoinGroupResponse(Message):
         """Struct JoinGroupResponseMember of JoinGroupResponse."""
 
         _msg = 'JoinGroupResponse'
-        _rs = 226
+        _rs = 236
         _lo, _hi = 0, 9
         __slots__ = (
             # The group member ID.

@@ -16,7 +16,7 @@ class LeaveGroupRequest(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 4
     _msg = 'LeaveGroupRequest'
-    _rs = 227
+    _rs = 237
     _lo, _hi = 0, 5
     __slots__ = (
         # The ID of the group to leave.
@@ -32,7 +32,7 @@ class LeaveGroupRequest(Message):
         """Struct MemberIdentity of LeaveGroupRequest."""
 
         _msg = 'LeaveGroupRequest'
-        _rs = 228
+        _rs = 238
         _lo, _hi = 0, 5
         __slots__ = (
             # The member ID to remove from the group.

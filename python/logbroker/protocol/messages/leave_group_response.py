@@ -16,7 +16,7 @@ class LeaveGroupResponse(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 4
     _msg = 'LeaveGroupResponse'
-    _rs = 229
+    _rs = 239
     _lo, _hi = 0, 5
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class LeaveGroupResponse(Message):
         """Struct MemberResponse of LeaveGroupResponse."""
 
         _msg = 'LeaveGroupResponse'
-        _rs = 230
+        _rs = 240
         _lo, _hi = 0, 5
         __slots__ = (
             # The member ID to remove from the group.

@@ -16,7 +16,7 @@ class ListConfigResourcesRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ListConfigResourcesRequest'
-    _rs = 231
+    _rs = 241
     _lo, _hi = 0, 1
     __slots__ = (
         # The list of resource type. If the list is empty, it uses default supported config resource types.

@@ -16,7 +16,7 @@ class ListConfigResourcesResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ListConfigResourcesResponse'
-    _rs = 232
+    _rs = 242
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class ListConfigResourcesResponse(Message):
         """Struct ConfigResource of ListConfigResourcesResponse."""
 
         _msg = 'ListConfigResourcesResponse'
-        _rs = 233
+        _rs = 243
         _lo, _hi = 0, 1
         __slots__ = (
             # The resource name.

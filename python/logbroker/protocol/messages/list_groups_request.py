@@ -16,7 +16,7 @@ class ListGroupsRequest(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 3
     _msg = 'ListGroupsRequest'
-    _rs = 234
+    _rs = 244
     _lo, _hi = 0, 5
     __slots__ = (
         # The states of the groups we want to list. If empty, all groups are returned with their state.

@@ -16,7 +16,7 @@ class ListGroupsResponse(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 3
     _msg = 'ListGroupsResponse'
-    _rs = 235
+    _rs = 245
     _lo, _hi = 0, 5
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class ListGroupsResponse(Message):
         """Struct ListedGroup of ListGroupsResponse."""
 
         _msg = 'ListGroupsResponse'
-        _rs = 236
+        _rs = 246
         _lo, _hi = 0, 5
         __slots__ = (
             # The group ID.

@@ -16,7 +16,7 @@ class ListOffsetsRequest(Message):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'ListOffsetsRequest'
-    _rs = 237
+    _rs = 247
     _lo, _hi = 1, 10
     __slots__ = (
         # The broker ID of the requester, or -1 if this request is being made by a normal consumer.
@@ -34,7 +34,7 @@ class ListOffsetsRequest(Message):
         """Struct ListOffsetsTopic of ListOffsetsRequest."""
 
         _msg = 'ListOffsetsRequest'
-        _rs = 238
+        _rs = 248
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class ListOffsetsRequest(Message):
         """Struct ListOffsetsPartition of ListOffsetsRequest."""
 
         _msg = 'ListOffsetsRequest'
-        _rs = 239
+        _rs = 249
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class ListOffsetsResponse(Message):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'ListOffsetsResponse'
-    _rs = 240
+    _rs = 250
     _lo, _hi = 1, 10
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class ListOffsetsResponse(Message):
         """Struct ListOffsetsTopicResponse of ListOffsetsResponse."""
 
         _msg = 'ListOffsetsResponse'
-        _rs = 241
+        _rs = 251
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class ListOffsetsResponse(Message):
         """Struct ListOffsetsPartitionResponse of ListOffsetsResponse."""
 
         _msg = 'ListOffsetsResponse'
-        _rs = 242
+        _rs = 252
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class ListPartitionReassignmentsRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ListPartitionReassignmentsRequest'
-    _rs = 243
+    _rs = 253
     _lo, _hi = 0, 0
     __slots__ = (
         # The time in ms to wait for the request to complete.
@@ -30,7 +30,7 @@ class ListPartitionReassignmentsRequest(Message):
         """Struct ListPartitionReassignmentsTopics of ListPartitionReassignmentsRequest."""
 
         _msg = 'ListPartitionReassignmentsRequest'
-        _rs = 244
+        _rs = 254
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name

@@ -16,7 +16,7 @@ class ListPartitionReassignmentsResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ListPartitionReassignmentsResponse'
-    _rs = 245
+    _rs = 255
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class ListPartitionReassignmentsResponse(Message):
         """Struct OngoingTopicReassignment of ListPartitionReassignmentsResponse."""
 
         _msg = 'ListPartitionReassignmentsResponse'
-        _rs = 246
+        _rs = 256
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class ListPartitionReassignmentsResponse(Message):
         """Struct OngoingPartitionReassignment of ListPartitionReassignmentsResponse."""
 
         _msg = 'ListPartitionReassignmentsResponse'
-        _rs = 247
+        _rs = 257
         _lo, _hi = 0, 0
         __slots__ = (
             # The index of the partition.

@@ -16,7 +16,7 @@ class ListTransactionsRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ListTransactionsRequest'
-    _rs = 248
+    _rs = 258
     _lo, _hi = 0, 1
     __slots__ = (
         # The transaction states to filter by: if empty, all transactions are returned; if non-empty, then only transactions matching one of the filtered states will be returned

@@ -16,7 +16,7 @@ class ListTransactionsResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ListTransactionsResponse'
-    _rs = 249
+    _rs = 259
     _lo, _hi = 0, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class ListTransactionsResponse(Message):
         """Struct TransactionState of ListTransactionsResponse."""
 
         _msg = 'ListTransactionsResponse'
-        _rs = 250
+        _rs = 260
         _lo, _hi = 0, 1
         __slots__ = (
             'transactional_id',  # string; versions 0-1

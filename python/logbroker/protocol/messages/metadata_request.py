@@ -16,7 +16,7 @@ class MetadataRequest(Message):
     valid_versions = (0, 13)
     flexible_versions_min = 9
     _msg = 'MetadataRequest'
-    _rs = 251
+    _rs = 261
     _lo, _hi = 0, 13
     __slots__ = (
         # The topics to fetch metadata for.
@@ -34,7 +34,7 @@ class MetadataRequest(Message):
         """Struct MetadataRequestTopic of MetadataRequest."""
 
         _msg = 'MetadataRequest'
-        _rs = 252
+        _rs = 262
         _lo, _hi = 0, 13
         __slots__ = (
             # The topic id.

@@ -16,7 +16,7 @@ class MetadataResponse(Message):
     valid_versions = (0, 13)
     flexible_versions_min = 9
     _msg = 'MetadataResponse'
-    _rs = 253
+    _rs = 263
     _lo, _hi = 0, 13
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -40,7 +40,7 @@ class MetadataResponse(Message):
         """Struct MetadataResponseBroker of MetadataResponse."""
 
         _msg = 'MetadataResponse'
-        _rs = 254
+        _rs = 264
         _lo, _hi = 0, 13
         __slots__ = (
             # The broker ID.
@@ -73,7 +73,7 @@ class MetadataResponse(Message):
         """Struct MetadataResponseTopic of MetadataResponse."""
 
         _msg = 'MetadataResponse'
-        _rs = 255
+        _rs = 265
         _lo, _hi = 0, 13
         __slots__ = (
             # The topic error, or 0 if there was no error.
@@ -114,7 +114,7 @@ class MetadataResponse(Message):
         """Struct MetadataResponsePartition of MetadataResponse."""
 
         _msg = 'MetadataResponse'
-        _rs = 256
+        _rs = 266
         _lo, _hi = 0, 13
         __slots__ = (
             # The partition error, or 0 if there was no error.

@@ -17,7 +17,7 @@ class OffsetCommitRequest(Message):
     flexible_versions_min = 8
     latest_version_unstable = True
     _msg = 'OffsetCommitRequest'
-    _rs = 257
+    _rs = 267
     _lo, _hi = 2, 10
     __slots__ = (
         # The unique group identifier.
@@ -39,7 +39,7 @@ class OffsetCommitRequest(Message):
         """Struct OffsetCommitRequestTopic of OffsetCommitRequest."""
 
         _msg = 'OffsetCommitRequest'
-        _rs = 258
+        _rs = 268
         _lo, _hi = 2, 10
         __slots__ = (
             # The topic name.
@@ -68,7 +68,7 @@ class OffsetCommitRequest(Message):
         """Struct OffsetCommitRequestPartition of OffsetCommitRequest."""
 
         _msg = 'OffsetCommitRequest'
-        _rs = 259
+        _rs = 269
         _lo, _hi = 2, 10
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class OffsetCommitResponse(Message):
     valid_versions = (2, 10)
     flexible_versions_min = 8
     _msg = 'OffsetCommitResponse'
-    _rs = 260
+    _rs = 270
     _lo, _hi = 2, 10
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class OffsetCommitResponse(Message):
         """Struct OffsetCommitResponseTopic of OffsetCommitResponse."""
 
         _msg = 'OffsetCommitResponse'
-        _rs = 261
+        _rs = 271
         _lo, _hi = 2, 10
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class OffsetCommitResponse(Message):
         """Struct OffsetCommitResponsePartition of OffsetCommitResponse."""
 
         _msg = 'OffsetCommitResponse'
-        _rs = 262
+        _rs = 272
         _lo, _hi = 2, 10
         __slots__ = (
             # The partition index.

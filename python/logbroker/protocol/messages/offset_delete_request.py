@@ -16,7 +16,7 @@ class OffsetDeleteRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = None
     _msg = 'OffsetDeleteRequest'
-    _rs = 263
+    _rs = 273
     _lo, _hi = 0, 0
     __slots__ = (
         # The unique group identifier.
@@ -30,7 +30,7 @@ class OffsetDeleteRequest(Message):
         """Struct OffsetDeleteRequestTopic of OffsetDeleteRequest."""
 
         _msg = 'OffsetDeleteRequest'
-        _rs = 264
+        _rs = 274
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class OffsetDeleteRequest(Message):
         """Struct OffsetDeleteRequestPartition of OffsetDeleteRequest."""
 
         _msg = 'OffsetDeleteRequest'
-        _rs = 265
+        _rs = 275
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class OffsetDeleteResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = None
     _msg = 'OffsetDeleteResponse'
-    _rs = 266
+    _rs = 276
     _lo, _hi = 0, 0
     __slots__ = (
         # The top-level error code, or 0 if there was no error.
@@ -32,7 +32,7 @@ class OffsetDeleteResponse(Message):
         """Struct OffsetDeleteResponseTopic of OffsetDeleteResponse."""
 
         _msg = 'OffsetDeleteResponse'
-        _rs = 267
+        _rs = 277
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic name.
@@ -57,7 +57,7 @@ class OffsetDeleteResponse(Message):
         """Struct OffsetDeleteResponsePartition of OffsetDeleteResponse."""
 
         _msg = 'OffsetDeleteResponse'
-        _rs = 268
+        _rs = 278
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

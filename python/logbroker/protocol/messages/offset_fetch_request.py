@@ -17,7 +17,7 @@ class OffsetFetchRequest(Message):
     flexible_versions_min = 6
     latest_version_unstable = True
     _msg = 'OffsetFetchRequest'
-    _rs = 269
+    _rs = 279
     _lo, _hi = 1, 10
     __slots__ = (
         # The group to fetch offsets for.
@@ -35,7 +35,7 @@ class OffsetFetchRequest(Message):
         """Struct OffsetFetchRequestTopic of OffsetFetchRequest."""
 
         _msg = 'OffsetFetchRequest'
-        _rs = 270
+        _rs = 280
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -60,7 +60,7 @@ class OffsetFetchRequest(Message):
         """Struct OffsetFetchRequestGroup of OffsetFetchRequest."""
 
         _msg = 'OffsetFetchRequest'
-        _rs = 271
+        _rs = 281
         _lo, _hi = 1, 10
         __slots__ = (
             # The group ID.
@@ -93,7 +93,7 @@ class OffsetFetchRequest(Message):
         """Struct OffsetFetchRequestTopics of OffsetFetchRequest."""
 
         _msg = 'OffsetFetchRequest'
-        _rs = 272
+        _rs = 282
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.

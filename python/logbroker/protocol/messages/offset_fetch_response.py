@@ -16,7 +16,7 @@ class OffsetFetchResponse(Message):
     valid_versions = (1, 10)
     flexible_versions_min = 6
     _msg = 'OffsetFetchResponse'
-    _rs = 273
+    _rs = 283
     _lo, _hi = 1, 10
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class OffsetFetchResponse(Message):
         """Struct OffsetFetchResponseTopic of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 274
+        _rs = 284
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -59,7 +59,7 @@ class OffsetFetchResponse(Message):
         """Struct OffsetFetchResponsePartition of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 275
+        _rs = 285
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class OffsetFetchResponse(Message):
         """Struct OffsetFetchResponseGroup of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 276
+        _rs = 286
         _lo, _hi = 1, 10
         __slots__ = (
             # The group ID.
@@ -125,7 +125,7 @@ class OffsetFetchResponse(Message):
         """Struct OffsetFetchResponseTopics of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 277
+        _rs = 287
         _lo, _hi = 1, 10
         __slots__ = (
             # The topic name.
@@ -154,7 +154,7 @@ class OffsetFetchResponse(Message):
         """Struct OffsetFetchResponsePartitions of OffsetFetchResponse."""
 
         _msg = 'OffsetFetchResponse'
-        _rs = 278
+        _rs = 288
         _lo, _hi = 1, 10
         __slots__ = (
             # The partition index.

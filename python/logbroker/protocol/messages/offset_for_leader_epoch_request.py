@@ -16,7 +16,7 @@ class OffsetForLeaderEpochRequest(Message):
     valid_versions = (2, 4)
     flexible_versions_min = 4
     _msg = 'OffsetForLeaderEpochRequest'
-    _rs = 279
+    _rs = 289
     _lo, _hi = 2, 4
     __slots__ = (
         # The broker ID of the follower, of -1 if this request is from a consumer.
@@ -30,7 +30,7 @@ class OffsetForLeaderEpochRequest(Message):
         """Struct OffsetForLeaderTopic of OffsetForLeaderEpochRequest."""
 
         _msg = 'OffsetForLeaderEpochRequest'
-        _rs = 280
+        _rs = 290
         _lo, _hi = 2, 4
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class OffsetForLeaderEpochRequest(Message):
         """Struct OffsetForLeaderPartition of OffsetForLeaderEpochRequest."""
 
         _msg = 'OffsetForLeaderEpochRequest'
-        _rs = 281
+        _rs = 291
         _lo, _hi = 2, 4
         __slots__ = (
             # The partition index.

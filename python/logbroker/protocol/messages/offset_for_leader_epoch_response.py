@@ -16,7 +16,7 @@ class OffsetForLeaderEpochResponse(Message):
     valid_versions = (2, 4)
     flexible_versions_min = 4
     _msg = 'OffsetForLeaderEpochResponse'
-    _rs = 282
+    _rs = 292
     _lo, _hi = 2, 4
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class OffsetForLeaderEpochResponse(Message):
         """Struct OffsetForLeaderTopicResult of OffsetForLeaderEpochResponse."""
 
         _msg = 'OffsetForLeaderEpochResponse'
-        _rs = 283
+        _rs = 293
         _lo, _hi = 2, 4
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class OffsetForLeaderEpochResponse(Message):
         """Struct EpochEndOffset of OffsetForLeaderEpochResponse."""
 
         _msg = 'OffsetForLeaderEpochResponse'
-        _rs = 284
+        _rs = 294
         _lo, _hi = 2, 4
         __slots__ = (
             # The error code 0, or if there was no error.

@@ -16,7 +16,7 @@ class ProduceRequest(Message):
     valid_versions = (3, 13)
     flexible_versions_min = 9
     _msg = 'ProduceRequest'
-    _rs = 285
+    _rs = 295
     _lo, _hi = 3, 13
     __slots__ = (
         # The transactional ID, or null if the producer is not transactional.
@@ -34,7 +34,7 @@ class ProduceRequest(Message):
         """Struct TopicProduceData of ProduceRequest."""
 
         _msg = 'ProduceRequest'
-        _rs = 286
+        _rs = 296
         _lo, _hi = 3, 13
         __slots__ = (
             # The topic name.
@@ -63,7 +63,7 @@ class ProduceRequest(Message):
         """Struct PartitionProduceData of ProduceRequest."""
 
         _msg = 'ProduceRequest'
-        _rs = 287
+        _rs = 297
         _lo, _hi = 3, 13
         __slots__ = (
             # The partition index.

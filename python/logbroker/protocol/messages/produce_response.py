@@ -16,7 +16,7 @@ class ProduceResponse(Message):
     valid_versions = (3, 13)
     flexible_versions_min = 9
     _msg = 'ProduceResponse'
-    _rs = 288
+    _rs = 298
     _lo, _hi = 3, 13
     __slots__ = (
         # Each produce response.
@@ -32,7 +32,7 @@ class ProduceResponse(Message):
         """Struct TopicProduceResponse of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 289
+        _rs = 299
         _lo, _hi = 3, 13
         __slots__ = (
             # The topic name.
@@ -61,7 +61,7 @@ class ProduceResponse(Message):
         """Struct PartitionProduceResponse of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 290
+        _rs = 300
         _lo, _hi = 3, 13
         __slots__ = (
             # The partition index.
@@ -110,7 +110,7 @@ class ProduceResponse(Message):
         """Struct BatchIndexAndErrorMessage of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 291
+        _rs = 301
         _lo, _hi = 3, 13
         __slots__ = (
             # The batch index of the record that caused the batch to be dropped.
@@ -135,7 +135,7 @@ class ProduceResponse(Message):
         """Struct LeaderIdAndEpoch of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 292
+        _rs = 302
         _lo, _hi = 3, 13
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -160,7 +160,7 @@ class ProduceResponse(Message):
         """Struct NodeEndpoint of ProduceResponse."""
 
         _msg = 'ProduceResponse'
-        _rs = 293
+        _rs = 303
         _lo, _hi = 3, 13
         __slots__ = (
             # The ID of the associated node.

@@ -16,7 +16,7 @@ class PushTelemetryRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'PushTelemetryRequest'
-    _rs = 294
+    _rs = 304
     _lo, _hi = 0, 0
     __slots__ = (
         # Unique id for this client instance.

@@ -16,7 +16,7 @@ class PushTelemetryResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'PushTelemetryResponse'
-    _rs = 295
+    _rs = 305
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

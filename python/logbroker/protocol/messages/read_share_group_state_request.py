@@ -16,7 +16,7 @@ class ReadShareGroupStateRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateRequest'
-    _rs = 296
+    _rs = 306
     _lo, _hi = 0, 0
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class ReadShareGroupStateRequest(Message):
         """Struct ReadStateData of ReadShareGroupStateRequest."""
 
         _msg = 'ReadShareGroupStateRequest'
-        _rs = 297
+        _rs = 307
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class ReadShareGroupStateRequest(Message):
         """Struct PartitionData of ReadShareGroupStateRequest."""
 
         _msg = 'ReadShareGroupStateRequest'
-        _rs = 298
+        _rs = 308
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.

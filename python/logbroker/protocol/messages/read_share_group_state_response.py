@@ -16,7 +16,7 @@ class ReadShareGroupStateResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateResponse'
-    _rs = 299
+    _rs = 309
     _lo, _hi = 0, 0
     __slots__ = (
         # The read results.
@@ -28,7 +28,7 @@ class ReadShareGroupStateResponse(Message):
         """Struct ReadStateResult of ReadShareGroupStateResponse."""
 
         _msg = 'ReadShareGroupStateResponse'
-        _rs = 300
+        _rs = 310
         _lo, _hi = 0, 0
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class ReadShareGroupStateResponse(Message):
         """Struct PartitionResult of ReadShareGroupStateResponse."""
 
         _msg = 'ReadShareGroupStateResponse'
-        _rs = 301
+        _rs = 311
         _lo, _hi = 0, 0
         __slots__ = (
             # The partition index.
@@ -94,7 +94,7 @@ class ReadShareGroupStateResponse(Message):
         """Struct StateBatch of ReadShareGroupStateResponse."""
 
         _msg = 'ReadShareGroupStateResponse'
-        _rs = 302
+        _rs = 312
         _lo, _hi = 0, 0
         __slots__ = (
             # The first offset of this state batch.

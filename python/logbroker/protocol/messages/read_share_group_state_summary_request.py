@@ -16,7 +16,7 @@ class ReadShareGroupStateSummaryRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateSummaryRequest'
-    _rs = 303
+    _rs = 313
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class ReadShareGroupStateSummaryRequest(Message):
         """Struct ReadStateSummaryData of ReadShareGroupStateSummaryRequest."""
 
         _msg = 'ReadShareGroupStateSummaryRequest'
-        _rs = 304
+        _rs = 314
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class ReadShareGroupStateSummaryRequest(Message):
         """Struct PartitionData of ReadShareGroupStateSummaryRequest."""
 
         _msg = 'ReadShareGroupStateSummaryRequest'
-        _rs = 305
+        _rs = 315
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

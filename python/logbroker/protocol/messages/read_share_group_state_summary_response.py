@@ -16,7 +16,7 @@ class ReadShareGroupStateSummaryResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'ReadShareGroupStateSummaryResponse'
-    _rs = 306
+    _rs = 316
     _lo, _hi = 0, 1
     __slots__ = (
         # The read results.
@@ -28,7 +28,7 @@ class ReadShareGroupStateSummaryResponse(Message):
         """Struct ReadStateSummaryResult of ReadShareGroupStateSummaryResponse."""
 
         _msg = 'ReadShareGroupStateSummaryResponse'
-        _rs = 307
+        _rs = 317
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class ReadShareGroupStateSummaryResponse(Message):
         """Struct PartitionResult of ReadShareGroupStateSummaryResponse."""
 
         _msg = 'ReadShareGroupStateSummaryResponse'
-        _rs = 308
+        _rs = 318
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

@@ -16,7 +16,7 @@ class RemoveRaftVoterRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'RemoveRaftVoterRequest'
-    _rs = 309
+    _rs = 319
     _lo, _hi = 0, 0
     __slots__ = (
         # The cluster id of the request.

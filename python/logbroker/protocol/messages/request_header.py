@@ -16,7 +16,7 @@ class RequestHeader(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 2
     _msg = 'RequestHeader'
-    _rs = 311
+    _rs = 323
     _lo, _hi = 1, 2
     __slots__ = (
         # The API key of this request.

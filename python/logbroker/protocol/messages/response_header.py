@@ -16,7 +16,7 @@ class ResponseHeader(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 1
     _msg = 'ResponseHeader'
-    _rs = 312
+    _rs = 324
     _lo, _hi = 0, 1
     __slots__ = (
         # The correlation ID of this response.

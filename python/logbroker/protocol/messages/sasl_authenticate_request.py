@@ -16,7 +16,7 @@ class SaslAuthenticateRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'SaslAuthenticateRequest'
-    _rs = 313
+    _rs = 325
     _lo, _hi = 0, 2
     __slots__ = (
         # The SASL authentication bytes from the client, as defined by the SASL mechanism.

@@ -16,7 +16,7 @@ class SaslAuthenticateResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 2
     _msg = 'SaslAuthenticateResponse'
-    _rs = 314
+    _rs = 326
     _lo, _hi = 0, 2
     __slots__ = (
         # The error code, or 0 if there was no error.

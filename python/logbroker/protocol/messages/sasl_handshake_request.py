@@ -16,7 +16,7 @@ class SaslHandshakeRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = None
     _msg = 'SaslHandshakeRequest'
-    _rs = 315
+    _rs = 327
     _lo, _hi = 0, 1
     __slots__ = (
         # The SASL mechanism chosen by the client.

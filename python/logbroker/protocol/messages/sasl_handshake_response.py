@@ -16,7 +16,7 @@ class SaslHandshakeResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = None
     _msg = 'SaslHandshakeResponse'
-    _rs = 316
+    _rs = 328
     _lo, _hi = 0, 1
     __slots__ = (
         # The error code, or 0 if there was no error.

@@ -16,7 +16,7 @@ class ShareAcknowledgeRequest(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareAcknowledgeRequest'
-    _rs = 317
+    _rs = 329
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -36,7 +36,7 @@ class ShareAcknowledgeRequest(Message):
         """Struct AcknowledgeTopic of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 318
+        _rs = 330
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -61,7 +61,7 @@ class ShareAcknowledgeRequest(Message):
         """Struct AcknowledgePartition of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 319
+        _rs = 331
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -86,7 +86,7 @@ class ShareAcknowledgeRequest(Message):
         """Struct AcknowledgementBatch of ShareAcknowledgeRequest."""
 
         _msg = 'ShareAcknowledgeRequest'
-        _rs = 320
+        _rs = 332
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.

@@ -16,7 +16,7 @@ class ShareAcknowledgeResponse(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareAcknowledgeResponse'
-    _rs = 321
+    _rs = 333
     _lo, _hi = 1, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -38,7 +38,7 @@ class ShareAcknowledgeResponse(Message):
         """Struct ShareAcknowledgeTopicResponse of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 322
+        _rs = 334
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -63,7 +63,7 @@ class ShareAcknowledgeResponse(Message):
         """Struct PartitionData of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 323
+        _rs = 335
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class ShareAcknowledgeResponse(Message):
         """Struct LeaderIdAndEpoch of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 324
+        _rs = 336
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -121,7 +121,7 @@ class ShareAcknowledgeResponse(Message):
         """Struct NodeEndpoint of ShareAcknowledgeResponse."""
 
         _msg = 'ShareAcknowledgeResponse'
-        _rs = 325
+        _rs = 337
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the associated node.

@@ -16,7 +16,7 @@ class ShareFetchRequest(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareFetchRequest'
-    _rs = 326
+    _rs = 338
     _lo, _hi = 1, 2
     __slots__ = (
         # The group identifier.
@@ -50,7 +50,7 @@ class ShareFetchRequest(Message):
         """Struct FetchTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 327
+        _rs = 339
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -75,7 +75,7 @@ class ShareFetchRequest(Message):
         """Struct FetchPartition of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 328
+        _rs = 340
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -104,7 +104,7 @@ class ShareFetchRequest(Message):
         """Struct AcknowledgementBatch of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 329
+        _rs = 341
         _lo, _hi = 1, 2
         __slots__ = (
             # First offset of batch of records to acknowledge.
@@ -133,7 +133,7 @@ class ShareFetchRequest(Message):
         """Struct ForgottenTopic of ShareFetchRequest."""
 
         _msg = 'ShareFetchRequest'
-        _rs = 330
+        _rs = 342
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.

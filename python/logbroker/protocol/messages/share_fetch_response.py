@@ -16,7 +16,7 @@ class ShareFetchResponse(Message):
     valid_versions = (1, 2)
     flexible_versions_min = 0
     _msg = 'ShareFetchResponse'
-    _rs = 331
+    _rs = 343
     _lo, _hi = 1, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -38,7 +38,7 @@ class ShareFetchResponse(Message):
         """Struct ShareFetchableTopicResponse of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 332
+        _rs = 344
         _lo, _hi = 1, 2
         __slots__ = (
             # The unique topic ID.
@@ -63,7 +63,7 @@ class ShareFetchResponse(Message):
         """Struct PartitionData of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 333
+        _rs = 345
         _lo, _hi = 1, 2
         __slots__ = (
             # The partition index.
@@ -112,7 +112,7 @@ class ShareFetchResponse(Message):
         """Struct LeaderIdAndEpoch of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 334
+        _rs = 346
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the current leader or -1 if the leader is unknown.
@@ -137,7 +137,7 @@ class ShareFetchResponse(Message):
         """Struct AcquiredRecords of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 335
+        _rs = 347
         _lo, _hi = 1, 2
         __slots__ = (
             # The earliest offset in this batch of acquired records.
@@ -166,7 +166,7 @@ class ShareFetchResponse(Message):
         """Struct NodeEndpoint of ShareFetchResponse."""
 
         _msg = 'ShareFetchResponse'
-        _rs = 336
+        _rs = 348
         _lo, _hi = 1, 2
         __slots__ = (
             # The ID of the associated node.

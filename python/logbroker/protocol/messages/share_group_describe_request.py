@@ -16,7 +16,7 @@ class ShareGroupDescribeRequest(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 0
     _msg = 'ShareGroupDescribeRequest'
-    _rs = 337
+    _rs = 349
     _lo, _hi = 1, 1
     __slots__ = (
         # The ids of the groups to describe.

@@ -16,7 +16,7 @@ class ShareGroupDescribeResponse(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 0
     _msg = 'ShareGroupDescribeResponse'
-    _rs = 338
+    _rs = 350
     _lo, _hi = 1, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class ShareGroupDescribeResponse(Message):
         """Struct DescribedGroup of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 339
+        _rs = 351
         _lo, _hi = 1, 1
         __slots__ = (
             # The describe error, or 0 if there was no error.
@@ -83,7 +83,7 @@ class ShareGroupDescribeResponse(Message):
         """Struct Member of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 340
+        _rs = 352
         _lo, _hi = 1, 1
         __slots__ = (
             # The member ID.
@@ -128,7 +128,7 @@ class ShareGroupDescribeResponse(Message):
         """Struct TopicPartitions of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 341
+        _rs = 353
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic ID.
@@ -157,7 +157,7 @@ class ShareGroupDescribeResponse(Message):
         """Struct Assignment of ShareGroupDescribeResponse."""
 
         _msg = 'ShareGroupDescribeResponse'
-        _rs = 342
+        _rs = 354
         _lo, _hi = 1, 1
         __slots__ = (
             # The assigned topic-partitions to the member.

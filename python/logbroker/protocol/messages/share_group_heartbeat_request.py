@@ -16,7 +16,7 @@ class ShareGroupHeartbeatRequest(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 0
     _msg = 'ShareGroupHeartbeatRequest'
-    _rs = 343
+    _rs = 355
     _lo, _hi = 1, 1
     __slots__ = (
         # The group identifier.

@@ -16,7 +16,7 @@ class ShareGroupHeartbeatResponse(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 0
     _msg = 'ShareGroupHeartbeatResponse'
-    _rs = 344
+    _rs = 356
     _lo, _hi = 1, 1
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -40,7 +40,7 @@ class ShareGroupHeartbeatResponse(Message):
         """Struct Assignment of ShareGroupHeartbeatResponse."""
 
         _msg = 'ShareGroupHeartbeatResponse'
-        _rs = 345
+        _rs = 357
         _lo, _hi = 1, 1
         __slots__ = (
             # The partitions assigned to the member.
@@ -61,7 +61,7 @@ class ShareGroupHeartbeatResponse(Message):
         """Struct TopicPartitions of ShareGroupHeartbeatResponse."""
 
         _msg = 'ShareGroupHeartbeatResponse'
-        _rs = 346
+        _rs = 358
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic ID.

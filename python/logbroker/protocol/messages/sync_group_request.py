@@ -16,7 +16,7 @@ class SyncGroupRequest(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 4
     _msg = 'SyncGroupRequest'
-    _rs = 347
+    _rs = 359
     _lo, _hi = 0, 5
     __slots__ = (
         # The unique group identifier.
@@ -40,7 +40,7 @@ class SyncGroupRequest(Message):
         """Struct SyncGroupRequestAssignment of SyncGroupRequest."""
 
         _msg = 'SyncGroupRequest'
-        _rs = 348
+        _rs = 360
         _lo, _hi = 0, 5
         __slots__ = (
             # The ID of the member to assign.

@@ -16,7 +16,7 @@ class SyncGroupResponse(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 4
     _msg = 'SyncGroupResponse'
-    _rs = 349
+    _rs = 361
     _lo, _hi = 0, 5
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.

@@ -16,7 +16,7 @@ class TxnOffsetCommitRequest(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 3
     _msg = 'TxnOffsetCommitRequest'
-    _rs = 350
+    _rs = 362
     _lo, _hi = 0, 5
     __slots__ = (
         # The ID of the transaction.
@@ -42,7 +42,7 @@ class TxnOffsetCommitRequest(Message):
         """Struct TxnOffsetCommitRequestTopic of TxnOffsetCommitRequest."""
 
         _msg = 'TxnOffsetCommitRequest'
-        _rs = 351
+        _rs = 363
         _lo, _hi = 0, 5
         __slots__ = (
             # The topic name.
@@ -67,7 +67,7 @@ class TxnOffsetCommitRequest(Message):
         """Struct TxnOffsetCommitRequestPartition of TxnOffsetCommitRequest."""
 
         _msg = 'TxnOffsetCommitRequest'
-        _rs = 352
+        _rs = 364
         _lo, _hi = 0, 5
         __slots__ = (
             # The index of the partition within the topic.

@@ -16,7 +16,7 @@ class TxnOffsetCommitResponse(Message):
     valid_versions = (0, 5)
     flexible_versions_min = 3
     _msg = 'TxnOffsetCommitResponse'
-    _rs = 353
+    _rs = 365
     _lo, _hi = 0, 5
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -30,7 +30,7 @@ class TxnOffsetCommitResponse(Message):
         """Struct TxnOffsetCommitResponseTopic of TxnOffsetCommitResponse."""
 
         _msg = 'TxnOffsetCommitResponse'
-        _rs = 354
+        _rs = 366
         _lo, _hi = 0, 5
         __slots__ = (
             # The topic name.
@@ -55,7 +55,7 @@ class TxnOffsetCommitResponse(Message):
         """Struct TxnOffsetCommitResponsePartition of TxnOffsetCommitResponse."""
 
         _msg = 'TxnOffsetCommitResponse'
-        _rs = 355
+        _rs = 367
         _lo, _hi = 0, 5
         __slots__ = (
             # The partition index.

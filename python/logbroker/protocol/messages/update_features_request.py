@@ -16,7 +16,7 @@ class UpdateFeaturesRequest(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'UpdateFeaturesRequest'
-    _rs = 356
+    _rs = 368
     _lo, _hi = 0, 2
     __slots__ = (
         # How long to wait in milliseconds before timing out the request.
@@ -32,7 +32,7 @@ class UpdateFeaturesRequest(Message):
         """Struct FeatureUpdateKey of UpdateFeaturesRequest."""
 
         _msg = 'UpdateFeaturesRequest'
-        _rs = 357
+        _rs = 369
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the finalized feature to be updated.

@@ -16,7 +16,7 @@ class UpdateFeaturesResponse(Message):
     valid_versions = (0, 2)
     flexible_versions_min = 0
     _msg = 'UpdateFeaturesResponse'
-    _rs = 358
+    _rs = 370
     _lo, _hi = 0, 2
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -34,7 +34,7 @@ class UpdateFeaturesResponse(Message):
         """Struct UpdatableFeatureResult of UpdateFeaturesResponse."""
 
         _msg = 'UpdateFeaturesResponse'
-        _rs = 359
+        _rs = 371
         _lo, _hi = 0, 2
         __slots__ = (
             # The name of the finalized feature.

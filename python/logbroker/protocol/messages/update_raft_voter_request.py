@@ -16,7 +16,7 @@ class UpdateRaftVoterRequest(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'UpdateRaftVoterRequest'
-    _rs = 360
+    _rs = 372
     _lo, _hi = 0, 0
     __slots__ = (
         # The cluster id.
@@ -38,7 +38,7 @@ class UpdateRaftVoterRequest(Message):
         """Struct Listener of UpdateRaftVoterRequest."""
 
         _msg = 'UpdateRaftVoterRequest'
-        _rs = 361
+        _rs = 373
         _lo, _hi = 0, 0
         __slots__ = (
             # The name of the endpoint.
@@ -67,7 +67,7 @@ class UpdateRaftVoterRequest(Message):
         """Struct KRaftVersionFeature of UpdateRaftVoterRequest."""
 
         _msg = 'UpdateRaftVoterRequest'
-        _rs = 362
+        _rs = 374
         _lo, _hi = 0, 0
         __slots__ = (
             # The minimum supported KRaft protocol version.

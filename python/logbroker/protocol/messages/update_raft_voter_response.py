@@ -16,7 +16,7 @@ class UpdateRaftVoterResponse(Message):
     valid_versions = (0, 0)
     flexible_versions_min = 0
     _msg = 'UpdateRaftVoterResponse'
-    _rs = 363
+    _rs = 375
     _lo, _hi = 0, 0
     __slots__ = (
         # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -32,7 +32,7 @@ class UpdateRaftVoterResponse(Message):
         """Struct CurrentLeader of UpdateRaftVoterResponse."""
 
         _msg = 'UpdateRaftVoterResponse'
-        _rs = 364
+        _rs = 376
         _lo, _hi = 0, 0
         __slots__ = (
             # The replica id of the current leader or -1 if the leader is unknown.

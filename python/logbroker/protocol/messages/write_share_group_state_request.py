@@ -16,7 +16,7 @@ class WriteShareGroupStateRequest(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'WriteShareGroupStateRequest'
-    _rs = 365
+    _rs = 377
     _lo, _hi = 0, 1
     __slots__ = (
         # The group identifier.
@@ -30,7 +30,7 @@ class WriteShareGroupStateRequest(Message):
         """Struct WriteStateData of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 366
+        _rs = 378
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -55,7 +55,7 @@ class WriteShareGroupStateRequest(Message):
         """Struct PartitionData of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 367
+        _rs = 379
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.
@@ -96,7 +96,7 @@ class WriteShareGroupStateRequest(Message):
         """Struct StateBatch of WriteShareGroupStateRequest."""
 
         _msg = 'WriteShareGroupStateRequest'
-        _rs = 368
+        _rs = 380
         _lo, _hi = 0, 1
         __slots__ = (
             # The first offset of this state batch.

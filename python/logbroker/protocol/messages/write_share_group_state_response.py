@@ -16,7 +16,7 @@ class WriteShareGroupStateResponse(Message):
     valid_versions = (0, 1)
     flexible_versions_min = 0
     _msg = 'WriteShareGroupStateResponse'
-    _rs = 369
+    _rs = 381
     _lo, _hi = 0, 1
     __slots__ = (
         # The write results.
@@ -28,7 +28,7 @@ class WriteShareGroupStateResponse(Message):
         """Struct WriteStateResult of WriteShareGroupStateResponse."""
 
         _msg = 'WriteShareGroupStateResponse'
-        _rs = 370
+        _rs = 382
         _lo, _hi = 0, 1
         __slots__ = (
             # The topic identifier.
@@ -53,7 +53,7 @@ class WriteShareGroupStateResponse(Message):
         """Struct PartitionResult of WriteShareGroupStateResponse."""
 
         _msg = 'WriteShareGroupStateResponse'
-        _rs = 371
+        _rs = 383
         _lo, _hi = 0, 1
         __slots__ = (
             # The partition index.

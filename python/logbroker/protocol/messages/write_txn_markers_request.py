@@ -16,7 +16,7 @@ class WriteTxnMarkersRequest(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 1
     _msg = 'WriteTxnMarkersRequest'
-    _rs = 372
+    _rs = 384
     _lo, _hi = 1, 1
     __slots__ = (
         # The transaction markers to be written.
@@ -28,7 +28,7 @@ class WriteTxnMarkersRequest(Message):
         """Struct WritableTxnMarker of WriteTxnMarkersRequest."""
 
         _msg = 'WriteTxnMarkersRequest'
-        _rs = 373
+        _rs = 385
         _lo, _hi = 1, 1
         __slots__ = (
             # The current producer ID.
@@ -65,7 +65,7 @@ class WriteTxnMarkersRequest(Message):
         """Struct WritableTxnMarkerTopic of WriteTxnMarkersRequest."""
 
         _msg = 'WriteTxnMarkersRequest'
-        _rs = 374
+        _rs = 386
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic name.

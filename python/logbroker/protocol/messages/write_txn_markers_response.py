@@ -16,7 +16,7 @@ class WriteTxnMarkersResponse(Message):
     valid_versions = (1, 1)
     flexible_versions_min = 1
     _msg = 'WriteTxnMarkersResponse'
-    _rs = 375
+    _rs = 387
     _lo, _hi = 1, 1
     __slots__ = (
         # The results for writing makers.
@@ -28,7 +28,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 376
+        _rs = 388
         _lo, _hi = 1, 1
         __slots__ = (
             # The current producer ID in use by the transactional ID.
@@ -53,7 +53,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerTopicResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 377
+        _rs = 389
         _lo, _hi = 1, 1
         __slots__ = (
             # The topic name.
@@ -78,7 +78,7 @@ class WriteTxnMarkersResponse(Message):
         """Struct WritableTxnMarkerPartitionResult of WriteTxnMarkersResponse."""
 
         _msg = 'WriteTxnMarkersResponse'
-        _rs = 378
+        _rs = 390
         _lo, _hi = 1, 1
         __slots__ = (
             # The partition index.

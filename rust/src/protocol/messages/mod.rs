@@ -33,6 +33,8 @@ pub mod consumer_group_heartbeat_request;
 pub mod consumer_group_heartbeat_response;
 pub mod create_acls_request;
 pub mod create_acls_response;
+pub mod create_delegation_token_request;
+pub mod create_delegation_token_response;
 pub mod create_partitions_request;
 pub mod create_partitions_response;
 pub mod create_topics_request;
@@ -57,6 +59,8 @@ pub mod describe_cluster_request;
 pub mod describe_cluster_response;
 pub mod describe_configs_request;
 pub mod describe_configs_response;
+pub mod describe_delegation_token_request;
+pub mod describe_delegation_token_response;
 pub mod describe_groups_request;
 pub mod describe_groups_response;
 pub mod describe_log_dirs_request;
@@ -77,6 +81,8 @@ pub mod elect_leaders_request;
 pub mod elect_leaders_response;
 pub mod end_txn_request;
 pub mod end_txn_response;
+pub mod expire_delegation_token_request;
+pub mod expire_delegation_token_response;
 pub mod fetch_request;
 pub mod fetch_response;
 pub mod find_coordinator_request;
@@ -125,6 +131,8 @@ pub mod read_share_group_state_summary_request;
 pub mod read_share_group_state_summary_response;
 pub mod remove_raft_voter_request;
 pub mod remove_raft_voter_response;
+pub mod renew_delegation_token_request;
+pub mod renew_delegation_token_response;
 pub mod request_header;
 pub mod response_header;
 pub mod sasl_authenticate_request;
@@ -182,6 +190,8 @@ pub use consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 pub use consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse;
 pub use create_acls_request::CreateAclsRequest;
 pub use create_acls_response::CreateAclsResponse;
+pub use create_delegation_token_request::CreateDelegationTokenRequest;
+pub use create_delegation_token_response::CreateDelegationTokenResponse;
 pub use create_partitions_request::CreatePartitionsRequest;
 pub use create_partitions_response::CreatePartitionsResponse;
 pub use create_topics_request::CreateTopicsRequest;
@@ -206,6 +216,8 @@ pub use describe_cluster_request::DescribeClusterRequest;
 pub use describe_cluster_response::DescribeClusterResponse;
 pub use describe_configs_request::DescribeConfigsRequest;
 pub use describe_configs_response::DescribeConfigsResponse;
+pub use describe_delegation_token_request::DescribeDelegationTokenRequest;
+pub use describe_delegation_token_response::DescribeDelegationTokenResponse;
 pub use describe_groups_request::DescribeGroupsRequest;
 pub use describe_groups_response::DescribeGroupsResponse;
 pub use describe_log_dirs_request::DescribeLogDirsRequest;
@@ -226,6 +238,8 @@ pub use elect_leaders_request::ElectLeadersRequest;
 pub use elect_leaders_response::ElectLeadersResponse;
 pub use end_txn_request::EndTxnRequest;
 pub use end_txn_response::EndTxnResponse;
+pub use expire_delegation_token_request::ExpireDelegationTokenRequest;
+pub use expire_delegation_token_response::ExpireDelegationTokenResponse;
 pub use fetch_request::FetchRequest;
 pub use fetch_response::FetchResponse;
 pub use find_coordinator_request::FindCoordinatorRequest;
@@ -274,6 +288,8 @@ pub use read_share_group_state_summary_request::ReadShareGroupStateSummaryReques
 pub use read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse;
 pub use remove_raft_voter_request::RemoveRaftVoterRequest;
 pub use remove_raft_voter_response::RemoveRaftVoterResponse;
+pub use renew_delegation_token_request::RenewDelegationTokenRequest;
+pub use renew_delegation_token_response::RenewDelegationTokenResponse;
 pub use request_header::RequestHeader;
 pub use response_header::ResponseHeader;
 pub use sasl_authenticate_request::SaslAuthenticateRequest;
@@ -337,6 +353,10 @@ pub const APIS: &[(i16, &str, i16, i16, i16)] = &[
     (35, "DescribeLogDirs", 0, 4, 2),
     (36, "SaslAuthenticate", 0, 2, 2),
     (37, "CreatePartitions", 0, 3, 2),
+    (38, "CreateDelegationToken", 1, 3, 2),
+    (39, "RenewDelegationToken", 1, 2, 2),
+    (40, "ExpireDelegationToken", 1, 2, 2),
+    (41, "DescribeDelegationToken", 1, 3, 2),
     (42, "DeleteGroups", 0, 2, 2),
     (43, "ElectLeaders", 0, 2, 2),
     (44, "IncrementalAlterConfigs", 0, 1, 1),
@@ -452,6 +472,14 @@ pub fn reencode(api_key: i16, version: i16, request: bool, body: &crate::protoco
         (36, false) => roundtrip::<SaslAuthenticateResponse>(body, version),
         (37, true) => roundtrip::<CreatePartitionsRequest>(body, version),
         (37, false) => roundtrip::<CreatePartitionsResponse>(body, version),
+        (38, true) => roundtrip::<CreateDelegationTokenRequest>(body, version),
+        (38, false) => roundtrip::<CreateDelegationTokenResponse>(body, version),
+        (39, true) => roundtrip::<RenewDelegationTokenRequest>(body, version),
+        (39, false) => roundtrip::<RenewDelegationTokenResponse>(body, version),
+        (40, true) => roundtrip::<ExpireDelegationTokenRequest>(body, version),
+        (40, false) => roundtrip::<ExpireDelegationTokenResponse>(body, version),
+        (41, true) => roundtrip::<DescribeDelegationTokenRequest>(body, version),
+        (41, false) => roundtrip::<DescribeDelegationTokenResponse>(body, version),
         (42, true) => roundtrip::<DeleteGroupsRequest>(body, version),
         (42, false) => roundtrip::<DeleteGroupsResponse>(body, version),
         (43, true) => roundtrip::<ElectLeadersRequest>(body, version),
