@@ -315,17 +315,15 @@ class Forwarder:
         return token
 
     async def renew_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
-        req = REQUESTS[39]
-        r = await self._send(39, 2, req(hmac=hmac, renew_period_ms=period_ms), lambda r: r)
-        expiry = r.expiry_timestamp_ms
-        await self._caught_up(lambda im: token_id not in im.delegation_tokens
-                              or im.delegation_tokens[token_id].expiry_ms == expiry, f"delegation token {token_id}")
-        return expiry
+        return await self._token_expiry(39, REQUESTS[39](hmac=hmac, renew_period_ms=period_ms), token_id)
 
     async def expire_delegation_token(self, token_id: str, hmac: bytes, period_ms: int) -> int:
-        req = REQUESTS[40]
-        r = await self._send(40, 2, req(hmac=hmac, expiry_time_period_ms=period_ms), lambda r: r)
-        expiry = r.expiry_timestamp_ms
+        return await self._token_expiry(40, REQUESTS[40](hmac=hmac, expiry_time_period_ms=period_ms), token_id)
+
+    async def _token_expiry(self, api_key: int, body, token_id: str) -> int:
+        """Renew (39) or Expire (40) v2: the token's new expiry, once this node's image has it
+        (or no longer has the token)."""
+        expiry = (await self._send(api_key, 2, body, lambda r: r)).expiry_timestamp_ms
         await self._caught_up(lambda im: token_id not in im.delegation_tokens
                               or im.delegation_tokens[token_id].expiry_ms == expiry, f"delegation token {token_id}")
         return expiry
