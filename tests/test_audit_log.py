@@ -261,3 +261,45 @@ def test_the_file_is_reopened_when_moved_away(tmp_path: Path) -> None:
     trio.run(main)
     assert [e["principal"] for e in lines(tmp_path / "audit.log.1")] == ["User:a"]
     assert [e["principal"] for e in lines(path)] == ["User:b", "User:c"]
+
+
+def test_http_logins_are_audited(tmp_path: Path) -> None:
+    """Logins to the broker's HTTP endpoints are authentications too: the console's (a user
+    and password, good and bad) and the metrics endpoint's HTTP Basic (BASIC by default on a
+    SASL broker), each with the endpoint as listener and the browser's or scraper's address."""
+    import base64
+    import http.client
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlparse
+
+    path = tmp_path / "audit.log"
+    config = {**CONFIG, "audit.log.file": str(path), "console.listen": "127.0.0.1:0", "metrics.listen": "127.0.0.1:0"}
+    with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
+        u = urlparse(b.console_url)
+        for password, status in (("wrong", 401), ("bob-secret", 200)):
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+            conn.request("POST", "/api/login", json.dumps({"username": "bob", "password": password}),
+                         {"Content-Type": "application/json"})
+            assert conn.getresponse().status == status
+            conn.close()
+        for password, status in (("nope", 401), ("admin-secret", 200)):
+            req = urllib.request.Request(b.metrics_url, headers={
+                "Authorization": "Basic " + base64.b64encode(f"admin:{password}".encode()).decode()})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    got = r.status
+            except urllib.error.HTTPError as e:
+                with e:
+                    got = e.code
+            assert got == status
+
+        def logins(listener: str) -> list[tuple]:
+            return [(e["outcome"], e["principal"], e["mechanism"]) for e in
+                    matching(path, event="authentication", listener=listener)]
+
+        wait_until(lambda: len(logins("console")) == 2 and len(logins("metrics")) == 2, timeout=10,
+                   what="the audit lines of the HTTP logins")
+        assert logins("console") == [("failure", "User:bob", None), ("success", "User:bob", "PLAIN")]
+        assert logins("metrics") == [("failure", "User:admin", "HTTP-BASIC"), ("success", "User:admin", "HTTP-BASIC")]
+        assert all(e["client"].startswith("127.0.0.1:") for e in matching(path, event="authentication", listener="console"))

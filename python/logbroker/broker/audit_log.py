@@ -10,8 +10,11 @@ One JSON object per line (UTF-8, `\\n`-terminated), written to `audit.log.file` 
 - `time`: ISO-8601 UTC, milliseconds, when the event happened (not when it was written);
   `node`: this broker's node.id; `principal` ("User:name", or "" for a failed login whose
   user is not known), `client` (the peer's host:port) and `listener` (its name) on every line.
-- `event` "authentication": a SASL exchange; `outcome` "success" or "failure", `mechanism`,
-  and on failure `reason` (the principal is the user the client claimed, when it named one).
+- `event` "authentication": a SASL exchange, or a login to an HTTP endpoint (`listener`
+  "console": the web console's logins, `mechanism` the one its clients use, or "metrics" /
+  "schema_registry": HTTP Basic, `mechanism` "HTTP-BASIC"); `outcome` "success" or
+  "failure", `mechanism`, and on failure `reason` (the principal is the user the client
+  claimed, when it named one).
 - `event` "authorization": a denial (allowed requests are not logged); `outcome` "denied",
   `api` (the request's API name), `operation`, `resource_type`, `resource` (Kafka's names:
   WRITE, TOPIC, ...). Denials of Produce and Fetch are decided by the network thread

@@ -28,16 +28,20 @@ class Unauthenticated(Exception):
 
 class BasicAuth:
     def __init__(self, method: str, plain_users: Callable[[], dict[str, str]],
-                 scram_credential: Callable[[str, str], ScramCredential | None]) -> None:
+                 scram_credential: Callable[[str, str], ScramCredential | None],
+                 audit: Callable[[str, str, str, str | None], None] | None = None) -> None:
         """`plain_users()`: the listeners' PLAIN users and passwords; `scram_credential(user,
-        mechanism)`: the user's SCRAM credential in the metadata image, or None."""
+        mechanism)`: the user's SCRAM credential in the metadata image, or None;
+        `audit(outcome, principal, client, reason)`: each BASIC check, for the audit log."""
         self.method = method
         self._plain_users = plain_users
         self._scram_credential = scram_credential
+        self._audit = audit
 
-    def principal(self, headers: dict[str, str]) -> str:
+    def principal(self, headers: dict[str, str], peer: str = "") -> str:
         """The request's principal (`User:<name>`); Unauthenticated when BASIC and the
-        Authorization header is missing, malformed or wrong."""
+        Authorization header is missing, malformed or wrong. A request with no Authorization
+        header at all is not audited (a client's first, unauthenticated try)."""
         if self.method == "NONE":
             return ANONYMOUS
         auth = headers.get("authorization", "")
@@ -47,10 +51,17 @@ class BasicAuth:
         try:
             user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
+            self._audited("failure", "", peer, "the Authorization header is not Basic base64(user:password)")
             raise Unauthenticated("Unauthorized: the Authorization header is not Basic base64(user:password)") from None
         if not sep or not self._password_ok(user, password):
+            self._audited("failure", f"User:{user}", peer, "unknown user or wrong password")
             raise Unauthenticated("Unauthorized")
+        self._audited("success", f"User:{user}", peer, None)
         return f"User:{user}"
+
+    def _audited(self, outcome: str, principal: str, peer: str, reason: str | None) -> None:
+        if self._audit is not None:
+            self._audit(outcome, principal, peer, reason)
 
     def _password_ok(self, user: str, password: str) -> bool:
         return bool(self.mechanisms(user, password, first=True))

@@ -287,7 +287,7 @@ class MetricsServer:
             raise HttpError(405, "GET only")
         if self.auth is not None:
             try:
-                principal = self.auth.principal(request.headers)
+                principal = self.auth.principal(request.headers, request.peer)
             except Unauthenticated as e:
                 return Response(401, f"{e}\n".encode(), headers={"WWW-Authenticate": 'Basic realm="metrics"'})
             if self.authorize is not None and not self.authorize(principal, request.peer, Res.CLUSTER, CLUSTER_NAME,

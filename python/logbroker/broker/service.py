@@ -95,14 +95,19 @@ class BrokerServer:
         if self.lifecycle is not None:
             await self.lifecycle.controlled_shutdown()
 
-    def _basic_auth(self, method: str) -> BasicAuth:
+    def _basic_auth(self, method: str, endpoint: str = "") -> BasicAuth:
         """HTTP Basic with this broker's users: the listeners' PLAIN users and the SCRAM
-        credentials of the metadata image (broker/http_basic_auth.py)."""
+        credentials of the metadata image (broker/http_basic_auth.py); each check of the
+        `endpoint` ("metrics", "schema_registry") goes to the audit log, if any."""
         cfg = self.config
+        audit = self.audit
+        hook = None if audit is None or not endpoint else (
+            lambda outcome, principal, peer, reason: audit.authentication(outcome, principal, peer, endpoint,
+                                                                          "HTTP-BASIC", reason))
         return BasicAuth(method,
                          lambda: {u: pw for name, _h, _p in cfg.client_listeners
                                   for u, pw in jaas_users(cfg.jaas_config("PLAIN", name)).items()},
-                         lambda user, mechanism: self.controller.image.scram_credential(user, mechanism))
+                         lambda user, mechanism: self.controller.image.scram_credential(user, mechanism), hook)
 
     def _console_server(self):
         """The web console: on a SASL primary listener with logins (console/sessions.py), each
@@ -127,7 +132,8 @@ class BrokerServer:
             validator = self.server._oauthbearer_validator(cfg.client_listener_name)
             token_login = validator.validate
         return ConsoleServer(bootstrap, self.node_id, own, sessions,
-                             lambda login: own_clients.client_config(cfg, "console.listen", login), token_login)
+                             lambda login: own_clients.client_config(cfg, "console.listen", login), token_login,
+                             self.audit)
 
     @property
     def cluster_id(self) -> str:
@@ -231,7 +237,7 @@ class BrokerServer:
                 self.metrics = MetricsServer(self)
                 self.metrics.http.tls = http_tls.server_context(self.config, "metrics.listen")
                 if self.config.http_authentication("metrics.authentication.method") == "BASIC":
-                    self.metrics.auth = self._basic_auth("BASIC")
+                    self.metrics.auth = self._basic_auth("BASIC", "metrics")
                     self.metrics.authorize = self.authorizer.authorize if self.authorizer.enabled else None
                 self.metrics_address = await nursery.start(self.metrics.serve, host, port)
             console_listen = self.config.http_endpoint("console.listen")
@@ -250,7 +256,8 @@ class BrokerServer:
 
                 host, port, _tls = registry_listen
                 cfg = self.config
-                auth = RegistryAuth(self._basic_auth(cfg.http_authentication("schema.registry.authentication.method")),
+                auth = RegistryAuth(self._basic_auth(cfg.http_authentication("schema.registry.authentication.method"),
+                                                     "schema_registry"),
                                     self.authorizer.authorize if self.authorizer.enabled else None)
                 self.schema_registry = SchemaRegistryServer(
                     "%s:%d" % self.advertised, cfg.get_int("schema.registry.topic.replication.factor"),

@@ -322,13 +322,14 @@ class ConsoleServer:
     def __init__(self, bootstrap: str, node_id: int, client_config: dict[str, str] | None = None,
                  sessions: Sessions | None = None,
                  login_config: Callable[[tuple[str, str, str]], dict[str, Any]] | None = None,
-                 token_login: Callable[[str], Awaitable[Any]] | None = None) -> None:
+                 token_login: Callable[[str], Awaitable[Any]] | None = None, audit: Any = None) -> None:
         self.bootstrap = bootstrap
         self.node_id = node_id
         self.client_config = client_config
         self.sessions = sessions
         self.login_config = login_config
         self.token_login = token_login  # the broker's OAUTHBEARER validator's validate(token), if it takes tokens
+        self.audit = audit  # the broker's audit log (broker/audit_log.py): logins and logouts, if any
         self.admin: Admin | None = None
         self.limiter = trio.CapacityLimiter(THREADS)
         self.throughput = Throughput()
@@ -506,6 +507,7 @@ class ConsoleServer:
         mechanism = await trio.to_thread.run_sync(self.sessions.check_password, user, password, limiter=self.limiter)
         if mechanism is None:
             log.info("console: login refused for User:%s from %s", user[:100], request.peer or "?")
+            self._audit("failure", f"User:{user[:200]}", request.peer, None, "unknown user or wrong password")
             await trio.sleep(LOGIN_FAILURE_DELAY_S)  # slows guessing; other requests go on
             return json_error(401, "login refused: unknown user or wrong password")
         return await self._start_session(request, user, mechanism, password)
@@ -521,6 +523,7 @@ class ConsoleServer:
             validated = await self.token_login(token)
         except AuthenticationFailed as e:
             log.info("console: token login refused from %s: %s", request.peer or "?", e)
+            self._audit("failure", "", request.peer, "OAUTHBEARER", str(e))
             await trio.sleep(LOGIN_FAILURE_DELAY_S)
             return json_error(401, "login refused: the token is not valid here")
         lifetime_s = validated.expires_ms / 1000 - time.time()
@@ -533,9 +536,15 @@ class ConsoleServer:
         for old in evicted:
             await self._close_clients(old)
         log.info("console: %s logged in from %s (%s)", session.principal, request.peer or "?", mechanism)
+        self._audit("success", session.principal, request.peer, mechanism, None)
         response = json_response(self._session_doc(session))
         response.headers["Set-Cookie"] = set_cookie(session.id, secure=self.http.tls is not None)
         return response
+
+    def _audit(self, outcome: str, principal: str, client: str, mechanism: str | None, reason: str | None) -> None:
+        """A console login for the audit log (listener "console")."""
+        if self.audit is not None:
+            self.audit.authentication(outcome, principal, client, "console", mechanism, reason)
 
     @staticmethod
     def _session_doc(session: Session) -> dict[str, Any]:

@@ -44,8 +44,8 @@ class RegistryAuth:
         self.basic = basic
         self._authorize = authorize
 
-    def principal(self, headers: dict[str, str]) -> str:
-        return self.basic.principal(headers)
+    def principal(self, headers: dict[str, str], peer: str = "") -> str:
+        return self.basic.principal(headers, peer)
 
     def may(self, principal: str, peer: str, operation: int, subject: str | None) -> bool:
         if self._authorize is None:

@@ -76,7 +76,7 @@ class RegistryApi:
 
     async def handle(self, request: Request) -> Response:
         try:
-            principal = self.auth.principal(request.headers) if self.auth is not None else ANONYMOUS
+            principal = self.auth.principal(request.headers, request.peer) if self.auth is not None else ANONYMOUS
         except Unauthenticated as e:
             response = error_response(401, str(e), 40101)
             response.headers["WWW-Authenticate"] = 'Basic realm="logbroker schema registry"'
