@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from logbroker.common.sasl_scram import ScramCredential
 ANONYMOUS = "User:ANONYMOUS"
 METHODS = ("NONE", "BASIC")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+VERIFIED_CACHE = 1024
 
 
 class Unauthenticated(Exception):
@@ -37,6 +39,7 @@ class BasicAuth:
         self._plain_users = plain_users
         self._scram_credential = scram_credential
         self._audit = audit
+        self._verified: dict[tuple, bool] = {}  # passwords found right (see _scram_matches)
 
     def principal(self, headers: dict[str, str], peer: str = "") -> str:
         """The request's principal (`User:<name>`); Unauthenticated when BASIC and the
@@ -81,9 +84,24 @@ class BasicAuth:
             cred = self._scram_credential(user, mechanism)
             if cred is None:
                 continue
-            salted = scram.salted_password(mechanism, password.encode(), cred.salt, cred.iterations)
-            if hmac.compare_digest(scram.stored_key(mechanism, salted), cred.stored_key):
+            if self._scram_matches(mechanism, user, password, cred):
                 out.append(mechanism)
                 if first:
                     return out
         return out
+
+    def _scram_matches(self, mechanism: str, user: str, password: str, cred: ScramCredential) -> bool:
+        """Whether the password salts to the credential's stored key. PBKDF2 takes
+        milliseconds, so a password found right is remembered (by a SHA-256 of it, with the
+        credential's stored key: a new password or credential misses) for every later
+        request of a scraper or a registry client; at most VERIFIED_CACHE entries."""
+        key = (mechanism, user, hashlib.sha256(password.encode()).digest(), cred.stored_key)
+        if key in self._verified:
+            return True
+        salted = scram.salted_password(mechanism, password.encode(), cred.salt, cred.iterations)
+        if not hmac.compare_digest(scram.stored_key(mechanism, salted), cred.stored_key):
+            return False
+        if len(self._verified) >= VERIFIED_CACHE:
+            self._verified.pop(next(iter(self._verified)))
+        self._verified[key] = True
+        return True
