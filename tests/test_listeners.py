@@ -3,11 +3,15 @@ protocols): each listener's clients are told that listener's addresses in Metada
 FindCoordinator and DescribeCluster, so a client that bootstraps on the SASL listener stays
 on it; SASL is asked only where the listener says so; brokers of a cluster reach each other
 on the inter-broker listener (PLAINTEXT) while clients authenticate on another; the web
-console runs beside secured listeners; a restart keeps every listener's port."""
+console runs beside secured listeners (asking for a login, as one is SASL); a restart keeps
+every listener's port."""
 
 from __future__ import annotations
 
+import json
+
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -74,8 +78,18 @@ def test_one_broker_three_listeners(tmp_path: Path):
         p = Producer(sasl(external, **{"sasl.password": "wrong", "error_cb": errors.append}))
         wait_until(lambda: p.poll(0.1) is not None and any(e.code() == KafkaError._AUTHENTICATION for e in errors),
                    timeout=10, what="an authentication error on EXTERNAL")
-        # The console (a PLAINTEXT client of its broker) runs beside the secured listeners.
-        with urllib.request.urlopen(b.console_url + "api/topics", timeout=10) as r:
+        # The console runs beside the secured listeners and, as the broker has a SASL listener,
+        # asks for a login: a user of EXTERNAL, whose requests then go to EXTERNAL as that user.
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(b.console_url + "api/topics", timeout=10)
+        e.value.close()
+        assert e.value.code == 401
+        login = urllib.request.Request(b.console_url + "api/login", method="POST", headers={
+            "Content-Type": "application/json"}, data=json.dumps({"username": "alice", "password": "alice-secret"}).encode())
+        with urllib.request.urlopen(login, timeout=10) as r:
+            cookie = r.headers["Set-Cookie"].split(";")[0]
+        topics = urllib.request.Request(b.console_url + "api/topics", headers={"Cookie": cookie})
+        with urllib.request.urlopen(topics, timeout=10) as r:
             assert b"on-external" in r.read()
         # A restart keeps every listener on its port.
         b.restart()

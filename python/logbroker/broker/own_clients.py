@@ -24,12 +24,13 @@ from logbroker.common.config import BrokerConfig, ConfigError
 TLS_FOLDER = "__own_clients_tls"
 
 
-def client_config(config: BrokerConfig, service: str,
-                  login: tuple[str, str, str] | None = None) -> dict[str, Any]:
+def client_config(config: BrokerConfig, service: str, login: tuple[str, str, str] | None = None,
+                  listener: str | None = None) -> dict[str, Any]:
     """The settings for `service`'s clients (named in errors: "schema.registry.listen");
     `login`: (mechanism, user, password) on a SASL listener instead of this node's user (for
-    OAUTHBEARER, the password is the user's token, presented through `oauth_cb`)."""
-    listener = config.client_listener_name
+    OAUTHBEARER, the password is the user's token, presented through `oauth_cb`); `listener`:
+    another client listener than the primary one (the console's logins use a SASL one)."""
+    listener = listener or config.client_listener_name
     protocol = config.security_protocol(listener)
     out: dict[str, Any] = {}
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):

@@ -110,16 +110,22 @@ class BrokerServer:
                          lambda user, mechanism: self.controller.image.scram_credential(user, mechanism), hook)
 
     def _console_server(self):
-        """The web console: on a SASL primary listener with logins (console/sessions.py), each
-        user's requests made as that user, its own clients (throughput) as this node's user if
-        it has one there; else a client of the listener with no login."""
+        """The web console. On a broker with a SASL client listener it has logins
+        (console/sessions.py): each user's requests are made as that user on a SASL listener
+        (the primary one if it is SASL, else the first), its own clients (throughput) on the
+        primary listener as this node (its user there, if SASL); without one, a client of the
+        primary listener with no login."""
         from logbroker.console import ConsoleServer
         from logbroker.console.sessions import Sessions
 
         cfg = self.config
-        bootstrap = "%s:%d" % self.advertised
-        if not cfg.security_protocol(cfg.client_listener_name).startswith("SASL_"):
-            return ConsoleServer(bootstrap, self.node_id, own_clients.client_config(cfg, "console.listen"))
+        primary = cfg.client_listener_name
+        sasl = [name for name, _h, _p in cfg.listeners_primary_first() if cfg.security_protocol(name).startswith("SASL_")]
+        if not sasl:
+            return ConsoleServer("%s:%d" % self.advertised, self.node_id,
+                                 own_clients.client_config(cfg, "console.listen"))
+        login_listener = sasl[0]
+        host, port = cfg.advertised(login_listener) or self.listener_addresses[login_listener]
         sessions = Sessions(self._basic_auth("BASIC").mechanisms, cfg.get_str("sasl.enabled.mechanisms").split(","),
                             cfg.get_int("console.session.timeout.ms") / 1000)
         try:
@@ -129,11 +135,12 @@ class BrokerServer:
             own = None
         token_login = None
         if "OAUTHBEARER" in cfg.get_str("sasl.enabled.mechanisms").split(","):
-            validator = self.server._oauthbearer_validator(cfg.client_listener_name)
+            validator = self.server._oauthbearer_validator(login_listener)
             token_login = validator.validate
-        return ConsoleServer(bootstrap, self.node_id, own, sessions,
-                             lambda login: own_clients.client_config(cfg, "console.listen", login), token_login,
-                             self.audit)
+        return ConsoleServer("%s:%d" % self.advertised, self.node_id, own, sessions,
+                             lambda login: own_clients.client_config(cfg, "console.listen", login, login_listener),
+                             token_login, self.audit, login_bootstrap=f"{host}:{port}" if login_listener != primary
+                             else None)
 
     @property
     def cluster_id(self) -> str:

@@ -708,10 +708,10 @@ class BrokerConfig:
         if self.in_cluster:
             self.node_sasl(primary)  # checks mechanism and credentials of a SASL inter-broker listener
             self.node_sasl(self.get_str("controller.listener.names").upper())
-        if protocol == "SSL" and self.get_str("console.listen"):
+        if protocol == "SSL" and self.get_str("console.listen") and not self.client_sasl:
             raise ConfigError(f"console.listen with an SSL primary listener ({primary}): the console is a Kafka client "
                               "of its broker and acts as the user logged in to it, which needs a SASL_SSL or "
-                              "SASL_PLAINTEXT primary listener (or a PLAINTEXT one, with no login); an SSL listener "
+                              "SASL_PLAINTEXT listener (or a PLAINTEXT primary one, with no login); an SSL listener "
                               "knows users only by their certificates")
 
     def ssl_client_auth(self, listener: str) -> str:

@@ -7,9 +7,9 @@ request made with logbroker's own admin client and consumer (`logbroker.client`)
 at the broker's own listener, through the same functions as `logbroker topic`, `group` and
 `cluster status` (`logbroker.admin_views`, `logbroker.cluster_cli.collect`). So it is behind
 the same authorization as the Kafka API: it sees and changes what its Kafka credentials may.
-On a SASL primary listener it asks for a login (console/sessions.py: the broker's users,
-sessions in cookies, a CSRF token on every change) and each user's requests are made as that
-user; on a PLAINTEXT one it has no login, as the listener has none. The
+On a broker with a SASL listener it asks for a login (console/sessions.py: the broker's
+users, sessions in cookies, a CSRF token on every change) and each user's requests are made
+as that user on that listener; on one without, it has no login, as the listener has none. The
 client calls block, so each runs in a worker thread (`trio.to_thread.run_sync`, at most
 `THREADS` at once on the console's own limiter) and the broker's event loop never waits.
 

@@ -315,15 +315,18 @@ class ConsoleServer:
 
     `client_config`: the settings of the console's own clients (broker/own_clients.py), or
     None when it has no identity of its own. `sessions`: logins (console/sessions.py), when
-    the primary listener is SASL; each logged-in user's requests are then made by clients
+    the broker has a SASL listener; each logged-in user's requests are then made by clients
     set up by `login_config(session.login)`, and the console's own clients only sample
     throughput (each user is shown the topics they may describe)."""
 
     def __init__(self, bootstrap: str, node_id: int, client_config: dict[str, str] | None = None,
                  sessions: Sessions | None = None,
                  login_config: Callable[[tuple[str, str, str]], dict[str, Any]] | None = None,
-                 token_login: Callable[[str], Awaitable[Any]] | None = None, audit: Any = None) -> None:
+                 token_login: Callable[[str], Awaitable[Any]] | None = None, audit: Any = None,
+                 login_bootstrap: str | None = None) -> None:
         self.bootstrap = bootstrap
+        # where the logged-in users' clients connect: a SASL listener (None: `bootstrap`)
+        self.login_bootstrap = login_bootstrap or bootstrap
         self.node_id = node_id
         self.client_config = client_config
         self.sessions = sessions
@@ -393,6 +396,9 @@ class ConsoleServer:
             status, message, name = _http_error(e)
             raise _KafkaHttpError(status, message, name) from None
 
+    def _bootstrap_for(self, session: Session | None) -> str:
+        return self.bootstrap if session is None else self.login_bootstrap
+
     def _config_for(self, session: Session | None) -> dict[str, str]:
         if session is None:
             return self.client_config or {}
@@ -411,7 +417,7 @@ class ConsoleServer:
         admin = session.clients.get("admin")
         if admin is None:
             admin = session.clients["admin"] = Admin(
-                self.bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
+                self.login_bootstrap, client_id="logbroker-console", request_timeout_ms=int(TIMEOUT_S * 1000),
                 metadata_max_age_ms=5000, **self._config_for(session))
         return admin
 
@@ -558,7 +564,7 @@ class ConsoleServer:
 
     async def _logout(self, request: Request, session: Session | None) -> Response:
         if session is None:
-            raise HttpError(400, "this console has no logins (its broker's primary listener is not SASL)")
+            raise HttpError(400, "this console has no logins (its broker has no SASL listener)")
         assert self.sessions is not None
         self.sessions.forget(session)
         await self._close_clients(session)
@@ -580,7 +586,7 @@ class ConsoleServer:
         return Response(200, body, CONTENT_TYPES[path.suffix], {"Cache-Control": "no-cache"})
 
     async def _cluster(self, request: Request, session: Session | None) -> Response:
-        return json_response(await self._run(cluster_view, self.bootstrap, self._config_for(session)))
+        return json_response(await self._run(cluster_view, self._bootstrap_for(session), self._config_for(session)))
 
     async def _topics(self, request: Request, session: Session | None) -> Response:
         internal = request.query.get("internal", "") not in ("", "0", "false")
@@ -609,7 +615,8 @@ class ConsoleServer:
         fmt = q.get("format") or "text"
         if fmt not in FORMATS:
             raise HttpError(400, f"format must be one of {', '.join(FORMATS)}, not {fmt[:20]!r}")
-        return json_response(await self._admin_call(session, read_messages, self.bootstrap, self._config_for(session),
+        return json_response(await self._admin_call(session, read_messages, self._bootstrap_for(session),
+                                                    self._config_for(session),
                                                     name, partition, offset, timestamp, limit, fmt))
 
     async def _groups(self, request: Request, session: Session | None) -> Response:

@@ -1,5 +1,5 @@
-"""Console logins: who is logged in, and the checks on each request, when the broker's primary
-listener is SASL (SASL_PLAINTEXT, SASL_SSL) and so the console has no identity of its own.
+"""Console logins: who is logged in, and the checks on each request, when the broker has a
+SASL listener (SASL_PLAINTEXT, SASL_SSL), so that no one reaches its data without a login.
 
 A login is a user of the broker and its password (broker/http_basic_auth.py: the SCRAM
 credentials of the metadata image, the PLAIN users of the listeners' JAAS configs), or, when
@@ -12,7 +12,7 @@ and a CSRF token of its own (the same size), which the page reads from the login
 `GET /api/session` and sends back as the `X-CSRF-Token` header of every request that changes
 something (any method but GET and HEAD). The session keeps the user's password, in this
 process's memory only, because every Kafka request the console makes for the user is made
-as that user: its clients log in to the primary listener with the user's SASL mechanism
+as that user: its clients log in to the SASL listener with the user's SASL mechanism
 (SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN: the first of those the listener enables that the
 password is right for), or the token through OAUTHBEARER), so the broker's ACLs decide what the user sees and may do.
 
