@@ -277,12 +277,20 @@ def test_http_logins_are_audited(tmp_path: Path) -> None:
     config = {**CONFIG, "audit.log.file": str(path), "console.listen": "127.0.0.1:0", "metrics.listen": "127.0.0.1:0"}
     with logbroker.Broker(data_dir=tmp_path / "d", listener="SASL_PLAINTEXT", config=config) as b:
         u = urlparse(b.console_url)
+        cookie = ""
         for password, status in (("wrong", 401), ("bob-secret", 200)):
             conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
             conn.request("POST", "/api/login", json.dumps({"username": "bob", "password": password}),
                          {"Content-Type": "application/json"})
-            assert conn.getresponse().status == status
+            r = conn.getresponse()
+            assert r.status == status
+            cookie = (r.headers.get("Set-Cookie") or "").split(";")[0]
             conn.close()
+        # a change with a forged CSRF token: refused, and a denial in the audit log
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        conn.request("DELETE", "/api/topics/x", headers={"Cookie": cookie, "X-CSRF-Token": "forged"})
+        assert conn.getresponse().status == 403
+        conn.close()
         for password, status in (("nope", 401), ("admin-secret", 200)):
             req = urllib.request.Request(b.metrics_url, headers={
                 "Authorization": "Basic " + base64.b64encode(f"admin:{password}".encode()).decode()})
@@ -303,3 +311,7 @@ def test_http_logins_are_audited(tmp_path: Path) -> None:
         assert logins("console") == [("failure", "User:bob", None), ("success", "User:bob", "PLAIN")]
         assert logins("metrics") == [("failure", "User:admin", "HTTP-BASIC"), ("success", "User:admin", "HTTP-BASIC")]
         assert all(e["client"].startswith("127.0.0.1:") for e in matching(path, event="authentication", listener="console"))
+        wait_until(lambda: matching(path, event="authorization", listener="console"), timeout=10,
+                   what="the audit line of the forged CSRF token")
+        [denial] = matching(path, event="authorization", listener="console")
+        assert (denial["principal"], denial["operation"], denial["resource"]) == ("User:bob", "CSRF", "/api/topics/x")

@@ -19,7 +19,10 @@ One JSON object per line (UTF-8, `\\n`-terminated), written to `audit.log.file` 
   `api` (the request's API name), `operation`, `resource_type`, `resource` (Kafka's names:
   WRITE, TOPIC, ...). Denials of Produce and Fetch are decided by the network thread
   (rust/src/server/authorizer.rs, `Caller::denial`) and come here as data-path log lines
-  (`DENIAL_LINE`); the others by `RequestContext.authorize`. At most
+  (`DENIAL_LINE`); the others by `RequestContext.authorize`; and the web console's
+  refusals of a change without its session's CSRF token or from another origin (`listener`
+  "console", `operation` "CSRF" or "ORIGIN", `resource_type` "CONSOLE_ROUTE", `resource`
+  the route). At most
   `audit.log.denials.per.second` lines per second are written for one (principal,
   operation, resource type, resource); the rest are counted, and once that second is over
   one more line for them is written: the last one denied, with `"suppressed": N`.

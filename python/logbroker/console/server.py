@@ -477,6 +477,10 @@ class ConsoleServer:
                     session = self.sessions.session_of(request.headers.get("cookie"))
                     self.sessions.check_change(session, request.method, request.headers, self._own_origins(request))
                 except SessionError as e:
+                    if e.status == 403 and self.audit is not None and session is not None:
+                        # a forged or missing CSRF token, another origin: a denial for the audit log
+                        self.audit.denied(session.principal, request.peer, "console", f"{request.method} {path}",
+                                          "CSRF" if "CSRF" in e.message else "ORIGIN", "CONSOLE_ROUTE", path)
                     return json_error(e.status, e.message)
             elif path.startswith("/api/") and request.method not in SAFE_METHODS:
                 origin = request.headers.get("origin")
