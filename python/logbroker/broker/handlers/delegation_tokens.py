@@ -32,6 +32,7 @@ import logging
 from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.common.delegation_tokens import token_hmac, token_id_of_hmac
 from logbroker.coord.control import ControllerError
+from logbroker.coord.controller_channel import serving_controller_listener
 from logbroker.coord.metadata import DelegationToken
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
@@ -47,9 +48,8 @@ def _secret(ctx) -> str:
 
 
 def _on_controller_listener(ctx) -> bool:
-    from logbroker.broker.handlers import CONTROLLER_HANDLERS
-
-    return ctx.handlers is CONTROLLER_HANDLERS
+    """A request a broker forwarded to this controller (coord/controller_channel.py)."""
+    return serving_controller_listener.get()
 
 
 def _refusal(ctx) -> tuple[ErrorCode, str] | None:
