@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from logbroker.client import sasl
+from logbroker.client import oauthbearer, sasl
 from logbroker.client.errors import ConfigError
 
 COMMON: dict[str, Any] = {
@@ -129,7 +129,7 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         return sasl.check_mechanism(value)
     if key == "sasl.oauthbearer.method":
         v = str(value).lower()
-        if v not in sasl.OAUTH_METHODS:
+        if v not in oauthbearer.METHODS:
             raise ConfigError(f"sasl.oauthbearer.method={value!r}: use default or oidc")
         return v
     if key == "oauth.cb":

@@ -49,7 +49,8 @@ from logbroker.client.errors import (
     SaslAuthenticationError,
     error_for,
 )
-from logbroker.client.sasl import Plain, SaslConfig, ScramClient
+from logbroker.client.oauthbearer import OAuthBearerClient
+from logbroker.client.sasl import OAuthSaslConfig, Plain, SaslConfig, ScramClient
 from logbroker.protocol import REQUESTS, ProtocolError, decode_response, encode_request
 from logbroker.protocol.messages.api_versions_request import _ApiVersionsRequest
 from logbroker.protocol.messages.sasl_authenticate_request import _SaslAuthenticateRequest
@@ -208,7 +209,8 @@ class Connection:
     told how each authentication ended (error None: it succeeded); `auth_timeout` bounds each
     step of the exchange (request.timeout.ms)."""
 
-    def __init__(self, node_id: Hashable, host: str, port: int, client_id: str, sasl: SaslConfig | None = None,
+    def __init__(self, node_id: Hashable, host: str, port: int, client_id: str,
+                 sasl: SaslConfig | OAuthSaslConfig | None = None,
                  on_auth: Callable[[Connection, SaslAuthenticationError | None], object] | None = None,
                  auth_timeout: float = 30.0) -> None:
         self.node_id = node_id
@@ -220,7 +222,7 @@ class Connection:
         self._on_auth = on_auth
         self._auth_timeout = auth_timeout
         self.authenticated = sasl is None
-        self._mech: Plain | ScramClient | None = None  # the SASL exchange under way
+        self._mech: Plain | ScramClient | OAuthBearerClient | None = None  # the SASL exchange under way
         self._auth_version = 0  # of SaslAuthenticate
         self.reauth_at: float | None = None  # KIP-368: when to re-authenticate
         self._reauth_due = False  # new requests wait: re-authentication starts once none is in flight
@@ -540,7 +542,7 @@ class Network:
 
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, request_timeout: float,
                  reconnect_backoff: float = 0.05, reconnect_backoff_max: float = 1.0,
-                 sasl: SaslConfig | None = None) -> None:
+                 sasl: SaslConfig | OAuthSaslConfig | None = None) -> None:
         self.client_id = client_id
         self.sasl = sasl
         # The last authentication failure (cleared by a success), and who is told of each.

@@ -71,7 +71,6 @@ from typing import Any
 
 from logbroker import scram
 from logbroker.client.errors import ConfigError
-from logbroker.client.oauthbearer import METHODS as OAUTH_METHODS
 from logbroker.client.oauthbearer import OAuthBearerClient, TokenSource, token_source
 
 __all__ = ["MECHANISMS", "SASL_PROTOCOLS", "Password", "Plain", "SaslConfig", "ScramClient", "from_config",
@@ -170,7 +169,7 @@ def _secret(value: Any) -> str | None:
     return value.value if isinstance(value, Password) else str(value)
 
 
-def from_config(config: dict[str, Any]) -> SaslConfig | None:
+def from_config(config: dict[str, Any]) -> SaslConfig | OAuthSaslConfig | None:
     """The SASL settings of a built client configuration (client/config.py); None when
     `security.protocol` is not SASL_PLAINTEXT or SASL_SSL. ConfigError when the user or the
     password is missing."""
