@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker import Broker
+from logbroker.broker.log_dirs import LogDirs
 from logbroker.client import Admin
 from logbroker.client.errors import KafkaError
 
@@ -55,6 +56,37 @@ def wait_moved(admin: Admin, node: int, tp: tuple[str, int], dest: Path, timeout
             return
         time.sleep(0.1)
     raise AssertionError(f"{tp} not moved to {dest}: {admin.describe_replica_log_dirs(node)}")
+
+
+def test_placement_matches_a_model_of_counts(tmp_path):
+    """LogDirs keeps per-directory counts as replicas are placed, moved and forgotten (so
+    placing costs O(directories)); checked against counting every replica afresh, and the
+    choice against the model's: the fewest replicas, the first listed on ties."""
+    import random
+
+    rng = random.Random(44)
+    ds = dirs_of(tmp_path, 3)
+    dirs = LogDirs(ds)
+    dirs.scan()
+    model: dict[tuple[str, int], Path] = {}
+    for step in range(3000):
+        key = ("t", rng.randrange(200))
+        op = rng.random()
+        if op < 0.5:
+            fewest = min(dirs.dirs, key=lambda d: sum(1 for x in model.values() if x == d))
+            expected = model.get(key, fewest)
+            assert dirs.place(key) == expected, step
+            model[key] = expected
+        elif op < 0.7 and key in model:
+            dest = rng.choice(dirs.dirs)
+            dirs.moved(key, dest)
+            model[key] = dest
+        else:
+            dirs.forget(key)
+            model.pop(key, None)
+        assert dict(dirs.where) == model
+        for d in dirs.dirs:
+            assert dirs.replica_count(d) == sum(1 for x in model.values() if x == d), (step, d)
 
 
 def test_replicas_spread_over_log_dirs_and_stay_there_across_restarts(tmp_path):

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from logbroker.cluster import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.timeout(1800)
@@ -61,10 +63,6 @@ def without_rust_path(*first: Path) -> str:
     return os.pathsep.join(dirs)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(proc: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:

@@ -4,6 +4,8 @@ metadata work grows with the partitions that exist.
     python -m benches.compare.scale                       # 10,000 partitions, one node, both brokers
     python -m benches.compare.scale --partitions 50000 --nodes 3 --brokers logbroker,kafka
     python -m benches.compare.scale --quick               # 2,000 partitions (the CI smoke)
+    python -m benches.compare.scale --growth --partitions 3000 --nodes 1,3 --brokers logbroker
+                                                          # the growth ratios only (the CI guard)
 
 Per broker and shape (one node; or three with replication factor 3), on a fresh data
 directory:
@@ -58,10 +60,12 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def create_batches(bootstrap: str, total: int, per_topic: int, batch_topics: int, rf: int) -> list[tuple[int, float]]:
-    """Create topics until `total` partitions exist; (topics in the batch, seconds) per batch."""
+def create_batches(bootstrap: str, total: int, per_topic: int, batch_topics: int, rf: int,
+                   made: int = 0) -> list[tuple[int, float]]:
+    """Create topics until `total` partitions exist (`made` already do); (topics in the batch,
+    seconds) per batch."""
     admin = AdminClient({**client_conf(bootstrap), "socket.timeout.ms": 120_000})
-    out, made = [], 0
+    out = []
     while made < total:
         n = min(batch_topics, (total - made) // per_topic) or 1
         base = made // per_topic
@@ -93,8 +97,9 @@ def metadata_seconds(bootstrap: str, topics: int) -> float:
     return statistics.median(times)
 
 
-def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: float) -> None:
-    """One record to every partition, retried until each is acknowledged (acks=1)."""
+def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: float, first: int = 0) -> None:
+    """One record to every partition of topics `first`..`topics`-1, retried until each is
+    acknowledged (acks=1)."""
     p = Producer({**client_conf(bootstrap), "acks": "1", "linger.ms": 5, "message.timeout.ms": 300_000,
                   "queue.buffering.max.messages": 1_000_000})
     failed: list = []
@@ -103,7 +108,7 @@ def produce_everywhere(bootstrap: str, topics: int, per_topic: int, deadline: fl
         if err is not None:
             failed.append((msg.topic(), msg.partition()))
 
-    pending = [(f"scale-{t:06d}", p_) for t in range(topics) for p_ in range(per_topic)]
+    pending = [(f"scale-{t:06d}", p_) for t in range(first, topics) for p_ in range(per_topic)]
     while pending:
         failed.clear()
         for topic, part in pending:
@@ -217,6 +222,73 @@ def new_broker_seconds(peer, topics: int, deadline_s: float = 600) -> tuple[floa
     return caught_up, registered
 
 
+def restart_to_writable(peer, nodes: int, topics: int, per_topic: int, deadline_s: float = 600) -> tuple[float, float]:
+    """SIGTERM every node, start them again on the same data, then one acks=1 record to every
+    partition: (seconds from the first spawn until the last is acknowledged, CPU seconds the
+    node processes used in that time)."""
+    members = peer.nodes if nodes > 1 else [peer]
+    for node in members:  # signal every node first: they shut down together
+        node.proc.terminate()
+    for node in members:
+        node.stop(keep_data=True)
+    t0 = time.monotonic()
+    for node in members:
+        node.t_spawn = time.monotonic()
+        node.proc = node._launch()
+    for node in members:
+        wait_port("127.0.0.1", node.port, t0 + deadline_s, node.proc)
+    produce_everywhere(peer.bootstrap, topics, per_topic, t0 + deadline_s)
+    return time.monotonic() - t0, peer.cpu()
+
+
+def growth(name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: int = 20, edge: int = 5,
+           repeat: int = 3) -> dict:
+    """How the cost of metadata work grows with what exists, as ratios measured within one run
+    (noise on a shared machine moves times, much less ratios of neighbouring times):
+    - create: topics are created in batches until `total` partitions exist; the median time
+      per topic of the last `edge` batches over that of the first `edge`. 1.0: a new topic
+      costs the same whatever exists; a per-partition cost that grows with the partitions
+      that exist (a placement that counts every replica) shows as a ratio well above 1.
+    - restart: restart to every partition writable (`restart_to_writable`) with a tenth, half
+      and all of `total` partitions; the CPU seconds the nodes use per partition from half to
+      all over those from a tenth to half (CPU, not
+      wall time: what a restart costs, unmoved by whatever else the machine runs; `repeat`
+      restarts at each size, the least kept, after one not counted: the first restart after
+      creating topics also replays their metadata records). 1.0: a restart costs a fixed part
+      plus the same per partition.
+    `python -m benches.compare.scale --growth` prints them; tests/test_scale_growth.py, in CI,
+    fails when either exceeds 1.5."""
+    rf = 3 if nodes == 3 else 1
+    peer = PeerCluster(PEERS[name], nodes) if nodes > 1 else PEERS[name]()
+    peer.start()
+    try:
+        batch = per_topic * batch_topics
+        tenth, half = max(total // 10 // batch, 1) * batch, max(total // 2 // batch, 2) * batch
+        restarts = []
+        batches: list[tuple[int, float]] = []
+        for size in (tenth, half, total):
+            batches += create_batches(peer.bootstrap, size, per_topic, batch_topics, rf,
+                                      made=sum(n for n, _ in batches) * per_topic)
+            restart_to_writable(peer, nodes, size // per_topic, per_topic)  # replays the new topics' records
+            runs = [restart_to_writable(peer, nodes, size // per_topic, per_topic) for _ in range(repeat)]
+            restarts.append((size, min(w for w, _ in runs), min(c for _, c in runs)))
+    finally:
+        peer.stop()
+    per_topic_ms = [1000 * s / n for n, s in batches]
+    head, tail = statistics.median(per_topic_ms[:edge]), statistics.median(per_topic_ms[-edge:])
+    (n0, _, c0), (n1, _, c1), (n2, _, c2) = restarts
+    early, late = (c1 - c0) / (n1 - n0), (c2 - c1) / (n2 - n1)
+    return {
+        "broker": name, "nodes": nodes, "partitions": total, "batches": len(batches),
+        "create_first_ms_per_topic": head, "create_last_ms_per_topic": tail, "create_ratio": tail / head,
+        "batches_ms_per_topic": [round(x, 2) for x in per_topic_ms],
+        "restart_seconds": {n: round(w, 3) for n, w, _ in restarts},
+        "restart_cpu_seconds": {n: round(c, 3) for n, _, c in restarts},
+        "restart_cpu_ms_per_partition_early": 1000 * early, "restart_cpu_ms_per_partition_late": 1000 * late,
+        "restart_ratio": late / early if early > 0 else float("inf"),
+    }
+
+
 def run_one(name: str, nodes: int, total: int, per_topic: int, batch_topics: int, settle_s: float = 0,
             idle_s: float = 20, idle_after: float = 15) -> dict:
     rf = 3 if nodes == 3 else 1
@@ -281,8 +353,10 @@ def main() -> None:
     ap.add_argument("--nodes", default="1", help="1, 3 or 1,3")
     ap.add_argument("--brokers", default="logbroker,kafka")
     ap.add_argument("--partitions-per-topic", type=int, default=5)
-    ap.add_argument("--batch-topics", type=int, default=100)
+    ap.add_argument("--batch-topics", type=int, default=None, help="topics per CreateTopics (100; 20 with --growth)")
     ap.add_argument("--quick", action="store_true", help="2,000 partitions, logbroker only unless --brokers")
+    ap.add_argument("--growth", action="store_true",
+                    help="only the growth ratios of creation and restart (growth(); the CI check's measurement)")
     ap.add_argument("--settle-seconds", type=float, default=180,
                     help="before each run, wait up to this long for mkdir to be fast again (0: do not wait)")
     ap.add_argument("--idle-seconds", type=float, default=20, help="the idle CPU window")
@@ -290,10 +364,17 @@ def main() -> None:
     args = ap.parse_args()
     totals = [2000] if args.quick else [int(x) for x in args.partitions.split(",")]
     results = []
+    if args.growth:
+        for nodes in (int(x) for x in args.nodes.split(",")):
+            for total in totals:
+                for name in args.brokers.split(","):
+                    r = growth(name, nodes, total, args.partitions_per_topic, args.batch_topics or 20)
+                    print(json.dumps(r), flush=True)
+        return
     for nodes in (int(x) for x in args.nodes.split(",")):
         for total in totals:
             for name in args.brokers.split(","):
-                r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics,
+                r = run_one(name, nodes, total, args.partitions_per_topic, args.batch_topics or 100,
                             0 if args.quick else args.settle_seconds, args.idle_seconds, args.idle_after)
                 print(json.dumps(r), flush=True)
                 results.append(r)

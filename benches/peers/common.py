@@ -19,14 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from logbroker.cluster import free_port
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_bytes(pid: int) -> int:

@@ -54,12 +54,31 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+def _port_range() -> tuple[int, int]:
+    """The ports `free_port` chooses from: outside the kernel's ephemeral range, and under
+    pytest-xdist (PYTEST_XDIST_WORKER=gw<i> of PYTEST_XDIST_WORKER_COUNT) this worker's own
+    slice of it, so two workers (and the processes they start, which inherit the variables)
+    can never be handed the same port."""
+    lo, hi = _ephemeral_range()
+    first, last = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        count = 1
+    if count > 1 and worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < count:
+        size = (last - first + 1) // count
+        first += int(worker[2:]) * size
+        last = first + size - 1
+    return first, last
+
+
 def free_port() -> int:
     """A loopback port nothing listens on, chosen outside the kernel's ephemeral range: a port
     the kernel hands out for outgoing connections (the brokers' own connections to each other)
-    could be taken between this check and the node binding it ("Address already in use")."""
-    lo, hi = _ephemeral_range()
-    candidates = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
+    could be taken between this check and the node binding it ("Address already in use").
+    Under pytest-xdist each worker chooses from a slice of its own (`_port_range`)."""
+    candidates = _port_range()
     for _ in range(200):
         port = random.randint(*candidates)
         if port in _handed_out:

@@ -13,7 +13,10 @@ __cluster_metadata-0/, topic-id-checkpoint, __archive/; see broker/replica_manag
 
 Placement. A new replica goes to the directory AlterReplicaLogDirs named for it before it
 existed here, else to the directory holding the fewest replicas (Kafka's
-LogManager.nextLogDirs), the first listed on ties. A replica whose directory is found at
+LogManager.nextLogDirs), the first listed on ties. The replicas per directory are counted as
+they are placed, moved and forgotten, so placing one costs O(directories), never
+O(replicas): creating topics must not slow down with the partitions that exist
+(benches/compare/scale.py guards it). A replica whose directory is found at
 startup stays there, and so does a new replica of a topic of the same name (its log is
 created afresh in place of the old one).
 
@@ -35,7 +38,9 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from logbroker.common.files import fsync_dir
 from logbroker.log_format import fields
@@ -77,8 +82,11 @@ class LogDirs:
         if not paths:
             raise LogDirsError("log.dirs names no directory")
         self.dirs = paths
-        # the log directory of each replica directory found or placed here
-        self.where: dict[tuple[str, int], Path] = {}
+        # the log directory of each replica directory found or placed here, and how many
+        # replicas each log directory holds (kept with `_where`: only `_assign` and `forget`
+        # change either)
+        self._where: dict[tuple[str, int], Path] = {}
+        self._counts: dict[Path, int] = dict.fromkeys(paths, 0)
         # AlterReplicaLogDirs for a replica not hosted here yet: where it is to be created
         self.preferred: dict[tuple[str, int], Path] = {}
 
@@ -128,20 +136,38 @@ class LogDirs:
                 shutil.rmtree(path, ignore_errors=True)
             for path in deleted:
                 shutil.rmtree(path, ignore_errors=True)
-        self.where = live
+        self._where = {}
+        self._counts = dict.fromkeys(self.dirs, 0)
+        for key, d in live.items():
+            self._assign(key, d)
+
+    @property
+    def where(self) -> Mapping[tuple[str, int], Path]:
+        """The log directory of every replica found or placed here (read-only)."""
+        return MappingProxyType(self._where)
 
     def place(self, key: tuple[str, int]) -> Path:
         """The log directory for replica `key`: where it is, else where AlterReplicaLogDirs
-        asked, else the one with the fewest replicas. Recorded."""
-        d = self.where.get(key) or self.preferred.pop(key, None)
+        asked, else the one with the fewest replicas. Recorded. O(directories)."""
+        d = self._where.get(key)
+        if d is not None:
+            return d
+        d = self.preferred.pop(key, None)
         if d is None:
-            counts = {x: 0 for x in self.dirs}
-            for x in self.where.values():
-                if x in counts:
-                    counts[x] += 1
-            d = min(self.dirs, key=lambda x: counts[x])  # first listed on ties
-        self.where[key] = d
+            d = min(self.dirs, key=self._counts.__getitem__)  # first listed on ties
+        self._assign(key, d)
         return d
+
+    def moved(self, key: tuple[str, int], d: Path) -> None:
+        """Replica `key` now lives in log directory `d` (a finished AlterReplicaLogDirs move)."""
+        self._assign(key, d)
+
+    def _assign(self, key: tuple[str, int], d: Path) -> None:
+        old = self._where.get(key)
+        if old is not None:
+            self._counts[old] -= 1
+        self._where[key] = d
+        self._counts[d] += 1
 
     def path(self, key: tuple[str, int]) -> Path:
         """The replica directory of `key` (placed first if it has none yet)."""
@@ -149,7 +175,10 @@ class LogDirs:
 
     def forget(self, key: tuple[str, int]) -> None:
         """The replica was deleted."""
-        self.where.pop(key, None)
+        d = self._where.pop(key, None)
+        if d is not None:
+            self._counts[d] -= 1
 
-    def replicas_in(self, d: Path) -> list[tuple[str, int]]:
-        return [k for k, x in self.where.items() if x == d]
+    def replica_count(self, d: Path) -> int:
+        """How many replicas log directory `d` holds."""
+        return self._counts[d]

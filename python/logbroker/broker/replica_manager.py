@@ -463,7 +463,7 @@ class ReplicaManager:
         `where`, or `error` kept it from opening (the partition goes offline here and is
         retried from `where`)."""
         key = (old.topic, old.index)
-        self.log_dirs.where[key] = where.parent
+        self.log_dirs.moved(key, where.parent)
         old.deleted = True
         self._forget(old)
         old.notify()
