@@ -241,21 +241,44 @@ def restart_to_writable(peer, nodes: int, topics: int, per_topic: int, deadline_
     return time.monotonic() - t0, peer.cpu()
 
 
+def rolling_restart_to_in_sync(peer, topics: int, per_topic: int, deadline_s: float = 600) -> tuple[float, float]:
+    """SIGTERM the last node of a cluster, start it again on the same data, and wait until
+    every partition of the `topics` scale topics has it in its ISR again (Metadata from the
+    first node): (seconds from the spawn, CPU seconds of the restarted node in that time)."""
+    node = peer.nodes[-1]
+    node.stop(keep_data=True)
+    admin = AdminClient(client_conf(peer.nodes[0].bootstrap))
+    t0 = time.monotonic()
+    node.t_spawn = t0
+    node.proc = node._launch()
+    while True:
+        cpu = node.cpu()
+        md = admin.list_topics(timeout=60)
+        parts = [p for name, t in md.topics.items() if name.startswith("scale-") for p in t.partitions.values()]
+        if len(parts) == topics * per_topic and all(node.node_id in p.isrs for p in parts):
+            return time.monotonic() - t0, cpu
+        if time.monotonic() - t0 > deadline_s:
+            raise TimeoutError(f"node {node.node_id} not back in every ISR within {deadline_s} s")
+        time.sleep(0.2)
+
+
 def growth(name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: int = 20, edge: int = 5,
-           repeat: int = 3) -> dict:
+           repeat: int = 2) -> dict:
     """How the cost of metadata work grows with what exists, as ratios measured within one run
     (noise on a shared machine moves times, much less ratios of neighbouring times):
     - create: topics are created in batches until `total` partitions exist; the median time
       per topic of the last `edge` batches over that of the first `edge`. 1.0: a new topic
       costs the same whatever exists; a per-partition cost that grows with the partitions
       that exist (a placement that counts every replica) shows as a ratio well above 1.
-    - restart: restart to every partition writable (`restart_to_writable`) with a tenth, half
-      and all of `total` partitions; the CPU seconds the nodes use per partition from half to
-      all over those from a tenth to half (CPU, not
-      wall time: what a restart costs, unmoved by whatever else the machine runs; `repeat`
-      restarts at each size, the least kept, after one not counted: the first restart after
-      creating topics also replays their metadata records). 1.0: a restart costs a fixed part
-      plus the same per partition.
+    - restart: with a tenth, half and all of `total` partitions, the CPU seconds a restart
+      costs: on one node to every partition writable again (`restart_to_writable`; `repeat`
+      restarts, the least kept, after one not counted: the first restart after creating
+      topics also replays their metadata records); on three, a rolling restart of one node
+      until it is back in every ISR (`rolling_restart_to_in_sync`, the restarted node's CPU;
+      a restart of all three at once spends a varying time, and CPU, on elections). The ratio
+      is the CPU per partition from half to all over that from a tenth to half. CPU, not wall
+      time: what a restart costs, unmoved by whatever else the machine runs. 1.0: a restart
+      costs a fixed part plus the same per partition.
     `python -m benches.compare.scale --growth` prints them; tests/test_scale_growth.py, in CI,
     fails when either exceeds 1.5."""
     rf = 3 if nodes == 3 else 1
@@ -269,8 +292,11 @@ def growth(name: str, nodes: int, total: int, per_topic: int = 5, batch_topics: 
         for size in (tenth, half, total):
             batches += create_batches(peer.bootstrap, size, per_topic, batch_topics, rf,
                                       made=sum(n for n, _ in batches) * per_topic)
-            restart_to_writable(peer, nodes, size // per_topic, per_topic)  # replays the new topics' records
-            runs = [restart_to_writable(peer, nodes, size // per_topic, per_topic) for _ in range(repeat)]
+            if nodes == 1:
+                restart_to_writable(peer, nodes, size // per_topic, per_topic)  # replays the new topics' records
+                runs = [restart_to_writable(peer, nodes, size // per_topic, per_topic) for _ in range(repeat)]
+            else:
+                runs = [rolling_restart_to_in_sync(peer, size // per_topic, per_topic) for _ in range(repeat)]
             restarts.append((size, min(w for w, _ in runs), min(c for _, c in runs)))
     finally:
         peer.stop()
