@@ -19,7 +19,7 @@ from __future__ import annotations
 
 
 from logbroker.cli_args import UsageError, add_command_config, run_admin_command
-from logbroker.coord.client_quotas import CLIENT_ID, CONSUMER_BYTE_RATE, KEYS, PRODUCER_BYTE_RATE, USER, entity_name
+from logbroker.coord.metadata.client_quotas import CLIENT_ID, CONSUMER_BYTE_RATE, KEYS, PRODUCER_BYTE_RATE, USER, entity_name
 
 
 def _entity(args) -> dict[str, str | None]:
