@@ -24,12 +24,12 @@ timestamp, key, value, headers; bytes as UTF-8 strings or, when they are not UTF
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import time
 from typing import IO, Any
 
+from logbroker.admin_views import render_bytes
 from logbroker.cli_args import UsageError, add_command_config, client_config, key_values, progress_bar
 from logbroker.client import Consumer, KafkaError, Producer
 
@@ -122,22 +122,6 @@ def run_produce(args) -> int:
 
 
 # --- consume ---------------------------------------------------------------------------
-
-
-def render_bytes(b: bytes | None, fmt: str) -> Any:
-    """A key, value or header value as `fmt` shows it: `text` (UTF-8, undecodable bytes
-    escaped), `hex`, or `json` (a UTF-8 string, or {"base64": ...} when the bytes are not
-    UTF-8); None (no key, a null value) stays None. The web console renders with it too."""
-    if b is None:
-        return None
-    if fmt == "hex":
-        return b.hex()
-    if fmt == "json":
-        try:
-            return b.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"base64": base64.b64encode(b).decode()}
-    return b.decode("utf-8", errors="backslashreplace")
 
 
 def format_record(r, fmt: str, print_key: bool, print_headers: bool, print_offset: bool) -> str:
