@@ -9,7 +9,7 @@ so no partition is ever placed on it.
     process.roles=controller  node.id=1  listeners=CONTROLLER://host:9093
     controller.quorum.voters=1@host:9093,2@host:9093,3@host:9093
 
-`logbroker serve --roles controller` runs it as the main task (cli.py), as `BrokerServer`
+`logbroker serve --roles controller` runs it as the main task (cli/main.py), as `BrokerServer`
 runs a broker; the brokers (process.roles=broker) follow the quorum as observers.
 """
 

@@ -1,6 +1,6 @@
 """`logbroker cluster status`: the state of a cluster as one broker sees it, through the
 Kafka protocol (any broker of the cluster will do); `add-voter` and `remove-voter` change
-the controller quorum's voters (voter_cli.py).
+the controller quorum's voters (voter.py).
 
     logbroker cluster status --bootstrap-server 127.0.0.1:9092 [--json]
 
@@ -24,7 +24,7 @@ import json
 import sys
 
 from logbroker.admin_views import METADATA_TOPIC, StatusError, collect
-from logbroker.cli_args import add_command_config, client_config
+from logbroker.cli.args import add_command_config, client_config
 
 
 def _table(headers: list[str], rows: list[list[object]]) -> str:
@@ -72,7 +72,7 @@ def add_parser(sub) -> None:
                    help="HOST:PORT of any broker (or several, comma-separated; default 127.0.0.1:9092)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_command_config(s)
-    from logbroker.voter_cli import add_parsers as add_voter_parsers
+    from logbroker.cli.voter import add_parsers as add_voter_parsers
 
     add_voter_parsers(cs)
 
@@ -94,7 +94,7 @@ def run(args) -> int:
         print(f"logbroker: {bad}", file=sys.stderr)
         return 2
     if args.cluster_command in ("add-voter", "remove-voter"):
-        from logbroker.voter_cli import run as run_voter
+        from logbroker.cli.voter import run as run_voter
 
         return run_voter(args)
     try:

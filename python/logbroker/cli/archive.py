@@ -19,7 +19,7 @@ import json
 import sys
 from types import SimpleNamespace
 
-from logbroker.cli_args import UsageError, key_values
+from logbroker.cli.args import UsageError, key_values
 
 DEFAULT_LOCATION = "./logbroker-data/__archive"
 
@@ -99,7 +99,7 @@ def _list(store, args) -> int:
 
 
 def _read(store, args) -> int:
-    from logbroker.console_cli import format_record
+    from logbroker.cli.produce_consume import format_record
 
     ids = store.incarnations(args.topic)
     topic_id = args.topic_id or (ids[-1] if ids else None)

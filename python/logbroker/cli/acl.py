@@ -31,7 +31,7 @@ import argparse
 import re
 import sys
 
-from logbroker.cli_args import UsageError, add_command_config, run_admin_command
+from logbroker.cli.args import UsageError, add_command_config, run_admin_command
 
 CLUSTER_NAME = "kafka-cluster"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"

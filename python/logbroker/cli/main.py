@@ -43,34 +43,34 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--log-format", choices=["text", "json"], default="text",
                    help="text lines, or one JSON object per line (docs/operations.md, Log levels)")
     sub.add_parser("config-keys", help="list the broker configuration keys with defaults")
-    from logbroker.group_cli import add_parser as add_group_parser
+    from logbroker.cli.group import add_parser as add_group_parser
 
     add_group_parser(sub)
-    from logbroker.cluster_cli import add_parser as add_cluster_parser
+    from logbroker.cli.cluster import add_parser as add_cluster_parser
 
     add_cluster_parser(sub)
-    from logbroker.topic_cli import add_parser as add_topic_parser
+    from logbroker.cli.topic import add_parser as add_topic_parser
 
     add_topic_parser(sub)
-    from logbroker.console_cli import add_parser as add_console_parser
+    from logbroker.cli.produce_consume import add_parser as add_produce_consume_parser
 
-    add_console_parser(sub)
-    from logbroker.bench_cli import add_parser as add_bench_parser
+    add_produce_consume_parser(sub)
+    from logbroker.cli.bench import add_parser as add_bench_parser
 
     add_bench_parser(sub)
-    from logbroker.mirror_cli import add_parser as add_mirror_parser
+    from logbroker.cli.mirror import add_parser as add_mirror_parser
 
     add_mirror_parser(sub)
-    from logbroker.archive_cli import add_parser as add_archive_parser
+    from logbroker.cli.archive import add_parser as add_archive_parser
 
     add_archive_parser(sub)
-    from logbroker.user_cli import add_parser as add_user_parser
+    from logbroker.cli.user import add_parser as add_user_parser
 
     add_user_parser(sub)
-    from logbroker.acl_cli import add_parser as add_acl_parser
+    from logbroker.cli.acl import add_parser as add_acl_parser
 
     add_acl_parser(sub)
-    from logbroker.quota_cli import add_parser as add_quota_parser
+    from logbroker.cli.quota import add_parser as add_quota_parser
 
     add_quota_parser(sub)
     return p
@@ -110,10 +110,10 @@ async def _cancel_on_signal(signals, scope: trio.CancelScope) -> None:
 
 
 # subcommand -> (module, its entry point taking the parsed arguments)
-SUBCOMMANDS = {"group": ("group_cli", "run"), "topic": ("topic_cli", "run"), "mirror": ("mirror_cli", "run"),
-               "archive": ("archive_cli", "run"), "bench": ("bench_cli", "run"), "cluster": ("cluster_cli", "run"),
-               "produce": ("console_cli", "run_produce"), "consume": ("console_cli", "run_consume"),
-               "user": ("user_cli", "run"), "acl": ("acl_cli", "run"), "quota": ("quota_cli", "run")}
+SUBCOMMANDS = {"group": ("group", "run"), "topic": ("topic", "run"), "mirror": ("mirror", "run"),
+               "archive": ("archive", "run"), "bench": ("bench", "run"), "cluster": ("cluster", "run"),
+               "produce": ("produce_consume", "run_produce"), "consume": ("produce_consume", "run_consume"),
+               "user": ("user", "run"), "acl": ("acl", "run"), "quota": ("quota", "run")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in SUBCOMMANDS:
         import importlib
 
-        from logbroker.cli_args import UsageError
+        from logbroker.cli.args import UsageError
 
         module, function = SUBCOMMANDS[args.command]
         try:
-            return getattr(importlib.import_module(f"logbroker.{module}"), function)(args)
+            return getattr(importlib.import_module(f"logbroker.cli.{module}"), function)(args)
         except UsageError as e:  # bad arguments or a bad --command-config, from any subcommand
             print(f"logbroker: {e}", file=sys.stderr)
             return 2

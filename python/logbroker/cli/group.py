@@ -10,7 +10,7 @@ import datetime as dt
 import sys
 
 from logbroker.admin_views import describe_group, reset_offsets
-from logbroker.cli_args import add_command_config, client_config
+from logbroker.cli.args import add_command_config, client_config
 
 
 def cmd_list(admin, args) -> int:

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 from logbroker.common import directory_id
-from logbroker.cli_args import add_command_config, client_config
+from logbroker.cli.args import add_command_config, client_config
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 

@@ -27,7 +27,7 @@ import json
 import sys
 import time
 
-from logbroker.cli_args import UsageError, add_command_config, client_config, key_values
+from logbroker.cli.args import UsageError, add_command_config, client_config, key_values
 from logbroker.client import BrokerConnection, ClientError
 from logbroker.protocol import REQUESTS, ErrorCode
 

@@ -18,7 +18,7 @@ error from the cluster (the message names the entity and key), 2 bad arguments.
 from __future__ import annotations
 
 
-from logbroker.cli_args import UsageError, add_command_config, run_admin_command
+from logbroker.cli.args import UsageError, add_command_config, run_admin_command
 from logbroker.coord.metadata.client_quotas import CLIENT_ID, CONSUMER_BYTE_RATE, KEYS, PRODUCER_BYTE_RATE, USER, entity_name
 
 

@@ -30,7 +30,7 @@ import time
 from typing import IO, Any
 
 from logbroker.admin_views import render_bytes
-from logbroker.cli_args import UsageError, add_command_config, client_config, key_values, progress_bar
+from logbroker.cli.args import UsageError, add_command_config, client_config, key_values, progress_bar
 from logbroker.client import Consumer, KafkaError, Producer
 
 

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from logbroker.cli_args import add_command_config, client_config, progress_bar
+from logbroker.cli.args import add_command_config, client_config, progress_bar
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from logbroker.cli_args import UsageError, add_command_config, run_admin_command
+from logbroker.cli.args import UsageError, add_command_config, run_admin_command
 from logbroker.scram import MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS
 
 DEFAULT_MECHANISM = "SCRAM-SHA-256"

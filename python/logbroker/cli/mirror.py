@@ -50,7 +50,7 @@ import sys
 import time
 from typing import Any
 
-from logbroker.cli_args import add_command_config, client_config
+from logbroker.cli.args import add_command_config, client_config
 from logbroker.client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 
 DEFAULT_GROUP = "logbroker-mirror"
