@@ -32,8 +32,8 @@ from logbroker.client.errors import (
     InvalidRequestError,
     SecurityDisabledError,
 )
-from logbroker.coord.metadata import AclBinding, AclBindingFilter, MetadataImage
-from logbroker.coord.metadata_records import (
+from logbroker.coord.metadata.metadata import AclBinding, AclBindingFilter, MetadataImage
+from logbroker.coord.metadata.metadata_records import (
     MetadataRecordError,
     apply,
     diff_records,

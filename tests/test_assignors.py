@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from logbroker.coord.assignors import range_assign, uniform_assign
+from logbroker.coord.groups.assignors import range_assign, uniform_assign
 
 
 def check_valid(members, partitions, out):

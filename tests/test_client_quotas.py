@@ -16,9 +16,9 @@ import pytest
 from logbroker import Broker, Cluster
 from logbroker.client import Admin, NewTopic
 from logbroker.client.errors import InvalidRequestError
-from logbroker.coord import client_quotas
-from logbroker.coord.metadata import MetadataImage
-from logbroker.coord.metadata_records import MetadataRecordError, apply, diff_records, encode_record, load_snapshot, \
+from logbroker.coord.metadata import client_quotas
+from logbroker.coord.metadata.metadata import MetadataImage
+from logbroker.coord.metadata.metadata_records import MetadataRecordError, apply, diff_records, encode_record, load_snapshot, \
     snapshot
 from logbroker.protocol import REQUESTS, ErrorCode
 from conftest import kafka_configs, needs_java

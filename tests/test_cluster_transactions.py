@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import wait_until
 from logbroker import Cluster
-from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
+from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from replication_helpers import FAST, create, full_isr, layout
 
 CONFIG = {**FAST, "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,

@@ -20,9 +20,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import require_java, wait_until
 from logbroker import Cluster
-from logbroker.coord.offsets_topic import OFFSETS_TOPIC
-from logbroker.coord.offsets_topic import partition_for as offsets_partition_for
-from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
+from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.groups.offsets_topic import partition_for as offsets_partition_for
+from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from replication_helpers import create, full_isr, layout
 from test_cluster_transactions import CONFIG, read_committed
 

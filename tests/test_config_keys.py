@@ -209,7 +209,7 @@ def test_docs_give_the_tables_defaults():
 
 
 def test_config_keys_command_prints_the_table(capsys):
-    from logbroker.cli import main
+    from logbroker.cli.main import main
 
     assert main(["config-keys"]) == 0
     out = capsys.readouterr().out

@@ -1,7 +1,7 @@
 """KIP-848 consumer groups persisted in __consumer_offsets with Kafka's record types
 (ConsumerGroupMetadata, ConsumerGroupPartitionMetadata, ConsumerGroupMemberMetadata,
 ConsumerGroupTargetAssignmentMetadata/Member, ConsumerGroupCurrentMemberAssignment;
-python/logbroker/coord/offsets_topic.py), so a new coordinator continues the group: members
+python/logbroker/coord/groups/offsets_topic.py), so a new coordinator continues the group: members
 keep heartbeating at their epoch with their assignment, nothing rebalances.
 
 - the records' encoders and decoders round-trip, and decode bytes written by hand from
@@ -31,8 +31,8 @@ import trio
 import trio.testing
 
 from conftest import require_java, wait_until
-from logbroker.coord import offsets_topic as ot
-from logbroker.coord.offsets_topic import (
+from logbroker.coord.groups import offsets_topic as ot
+from logbroker.coord.groups.offsets_topic import (
     CG_CURRENT_ASSIGNMENT,
     CG_MEMBER_METADATA,
     CG_METADATA,
@@ -286,7 +286,7 @@ def test_kafka_dump_log_decodes_the_consumer_group_records(tmp_path):
     sys.path.insert(0, str(HERE.parent))
     from benches.peers.kafka import install
     from logbroker import Broker
-    from logbroker.coord.offsets_topic import partition_for
+    from logbroker.coord.groups.offsets_topic import partition_for
     from replication_helpers import create
 
     with Broker(data_dir=tmp_path / "d") as b:
@@ -450,7 +450,7 @@ def test_members_continue_after_their_coordinator_is_killed(tmp_path, client):
     their side), every record is consumed exactly once, and the committed offsets are the ends.
     Then the killed broker comes back (and may lead the partition again): the same."""
     from logbroker import Cluster
-    from logbroker.coord.offsets_topic import partition_for
+    from logbroker.coord.groups.offsets_topic import partition_for
     from replication_helpers import FAST, create, full_isr, layout
     from test_groups import MemberProc, produce
 

@@ -1,4 +1,4 @@
-"""Leader elections (coord/elections.py) and partition reassignment (coord/reassignment.py)
+"""Leader elections (coord/metadata/elections.py) and partition reassignment (coord/metadata/reassignment.py)
 on metadata images, without a cluster: random sequences of broker fencing, ISR changes,
 elections, reassignments and cancellations, checked after every step against the rules a
 simple model states (leader a live ISR member unless none is, ISR within the replicas,
@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from logbroker.coord import elections, reassignment
-from logbroker.coord.metadata import BrokerRegistration, MetadataImage, TopicState
-from logbroker.coord.metadata_records import (
+from logbroker.coord.metadata import elections, reassignment
+from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataImage, TopicState
+from logbroker.coord.metadata.metadata_records import (
     apply,
     decode_batch,
     decode_record,
@@ -32,7 +32,7 @@ BROKERS = [1, 2, 3, 4, 5]
 
 def image_with(replicas: list[list[int]], unclean: bool = False) -> MetadataImage:
     image = MetadataImage("c", 1, {n: BrokerRegistration(n, "h", 9000 + n) for n in BROKERS}, {}, 0)
-    from logbroker.coord.replication_control import new_partition
+    from logbroker.coord.metadata.replication_control import new_partition
 
     parts = {i: new_partition(i, r, image) for i, r in enumerate(replicas)}
     image.topics["t"] = TopicState("t", uuid.uuid4(), parts,

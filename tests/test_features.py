@@ -1,4 +1,4 @@
-"""Feature levels in the metadata log (coord/feature_control.py): what ApiVersions
+"""Feature levels in the metadata log (coord/metadata/feature_control.py): what ApiVersions
 advertises, UpdateFeatures' rules over the wire, Kafka's own `kafka-features`, the APIs a
 level gates (group.version: KIP-848's consumer groups), and levels surviving a restart."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import needs_java
 from logbroker import Broker
-from logbroker.coord.feature_control import METADATA_VERSION_LATEST, SUPPORTED
+from logbroker.coord.metadata.feature_control import METADATA_VERSION_LATEST, SUPPORTED
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 

@@ -9,11 +9,11 @@ import trio
 import trio.testing
 
 from logbroker.common.config import BrokerConfig
-from logbroker.coord.controller import Controller
-from logbroker.coord.group import GroupState
-from logbroker.coord.group_coordinator import GroupCoordinator
-from logbroker.coord.metadata import BrokerRegistration, MetadataStore
-from logbroker.coord.metadata_quorum import MetadataQuorum, node_cluster_id
+from logbroker.coord.metadata.controller import Controller
+from logbroker.coord.groups.group import GroupState
+from logbroker.coord.groups.group_coordinator import GroupCoordinator
+from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataStore
+from logbroker.coord.metadata.metadata_quorum import MetadataQuorum, node_cluster_id
 from logbroker.protocol import REQUESTS, ErrorCode
 from logbroker.broker.replica_manager import ReplicaManager
 

@@ -1,4 +1,4 @@
-"""Metadata records (logbroker.coord.metadata_records) against a simple model: random
+"""Metadata records (logbroker.coord.metadata.metadata_records) against a simple model: random
 sequences of valid and invalid records are applied to an image and to plain dicts; the two
 agree after every record, an invalid record changes nothing, and a snapshot of the image
 loads back equal."""
@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from logbroker.coord.metadata import MetadataImage
-from logbroker.coord.metadata_delta import MetadataDelta
-from logbroker.coord.metadata_records import (
+from logbroker.coord.metadata.metadata import MetadataImage
+from logbroker.coord.metadata.metadata_delta import MetadataDelta
+from logbroker.coord.metadata.metadata_records import (
     MetadataRecordError,
     diff_records,
     apply,
@@ -290,7 +290,7 @@ def test_the_voter_directory_is_replaced_whole_and_one_endpoint_moves_alone():
     that is in it, with its directory id or the zero one, and is refused otherwise; the
     directory survives a snapshot and diff_records reproduces it."""
     from logbroker.common.directory_id import ZERO
-    from logbroker.coord.metadata_records import voters_record
+    from logbroker.coord.metadata.metadata_records import voters_record
 
     image = new_image()
     apply(image, voters_record({1: ["h1", 9093, ZERO], 2: ["h2", 9093, ZERO], 4: ["h4", 9095, "dir4"]}))

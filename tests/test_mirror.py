@@ -147,7 +147,7 @@ def test_mirror_exactly_once_and_bad_input(two):
 
 
 def test_offset_map_translates_across_gaps():
-    from logbroker.mirror_cli import OffsetMap
+    from logbroker.cli.mirror import OffsetMap
 
     m = OffsetMap()
     assert m.translate(0) is None

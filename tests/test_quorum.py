@@ -1,4 +1,4 @@
-"""The controller quorum (raft-rs in rust/src/raft, driven by logbroker.coord.quorum) under
+"""The controller quorum (raft-rs in rust/src/raft, driven by logbroker.coord.metadata.quorum) under
 trio's MockClock with a simulated network that drops, delays, duplicates and partitions
 messages, and nodes that crash and restart from their metadata-log directory. Three voters
 and one observer (a broker-only node: a learner the leader adds by configuration change).
@@ -21,7 +21,7 @@ import trio
 import trio.testing
 
 from logbroker import _core
-from logbroker.coord.quorum import QuorumDriver, QuorumTimeout
+from logbroker.coord.metadata.quorum import QuorumDriver, QuorumTimeout
 
 VOTERS = [1, 2, 3]
 OBSERVER = 4

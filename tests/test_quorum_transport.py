@@ -1,4 +1,4 @@
-"""The controller quorum over real TCP on loopback (logbroker.coord.quorum_transport): three
+"""The controller quorum over real TCP on loopback (logbroker.coord.metadata.quorum_transport): three
 voters elect a leader, commit records proposed at any of them, survive the loss of the
 leader, and refuse peers from another cluster or speaking something else."""
 
@@ -11,8 +11,8 @@ import trio
 
 from conftest import free_port
 from logbroker import _core
-from logbroker.coord.quorum import QuorumDriver
-from logbroker.coord.quorum_transport import QuorumTransport
+from logbroker.coord.metadata.quorum import QuorumDriver
+from logbroker.coord.metadata.quorum_transport import QuorumTransport
 
 VOTERS = [1, 2, 3]
 
@@ -134,7 +134,7 @@ def test_a_connection_broken_while_writing_does_not_end_the_node(tmp_path, monke
     node must log it, reconnect and carry on. Injected here by failing every third frame
     write (the fault suite found a node that stopped on exactly this: the error escaped as an
     exception group)."""
-    from logbroker.coord import quorum_transport
+    from logbroker.coord.metadata import quorum_transport
 
     real = quorum_transport._write_frames
     calls = {"n": 0}

@@ -1,4 +1,4 @@
-"""The active controller's periodic pass reads only what changed (coord/reconcile_scope.py):
+"""The active controller's periodic pass reads only what changed (coord/metadata/reconcile_scope.py):
 on random histories of metadata changes, applied as records through MetadataDelta as the
 metadata log applies them, a pass over the accumulated scope writes exactly the records a
 pass over every partition writes; and with nothing changed it reads nothing."""
@@ -12,12 +12,12 @@ import uuid
 import pytest
 
 from logbroker.common.config import BrokerConfig
-from logbroker.coord import elections, reassignment
-from logbroker.coord.metadata import BrokerRegistration, MetadataImage, TopicState
-from logbroker.coord.metadata_delta import MetadataDelta
-from logbroker.coord.metadata_records import apply_record, decode_record, diff_records
-from logbroker.coord.reconcile_scope import ReconcileScope, partitions_in
-from logbroker.coord.replication_control import ReplicationControlManager, new_partition
+from logbroker.coord.metadata import elections, reassignment
+from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataImage, TopicState
+from logbroker.coord.metadata.metadata_delta import MetadataDelta
+from logbroker.coord.metadata.metadata_records import apply_record, decode_record, diff_records
+from logbroker.coord.metadata.reconcile_scope import ReconcileScope, partitions_in
+from logbroker.coord.metadata.replication_control import ReplicationControlManager, new_partition
 
 BROKERS = [1, 2, 3, 4]
 

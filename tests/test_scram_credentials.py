@@ -23,8 +23,8 @@ from logbroker.client.errors import (
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
 )
-from logbroker.coord.metadata import MetadataImage, ScramCredential
-from logbroker.coord.metadata_records import (
+from logbroker.coord.metadata.metadata import MetadataImage, ScramCredential
+from logbroker.coord.metadata.metadata_records import (
     MetadataRecordError,
     apply,
     diff_records,

@@ -176,7 +176,7 @@ def test_persisted_state_is_runs_of_the_in_flight_offsets_and_restores_them():
     assert r.acquire("b", 10, 16, now=2, max_records=100) == [(10, 10, 2), (13, 14, 2)]
     # a gap between batches is never-delivered records; a done prefix moves the start
     r = sp(start=0)
-    from logbroker.coord.share_state_log import StateBatch
+    from logbroker.coord.groups.share_state_log import StateBatch
     r.restore([StateBatch(0, 1, 2, 1), StateBatch(5, 5, 4, 3)])
     assert (r.start_offset, r.end_offset) == (2, 6)
     assert r.acquire("c", 0, 6, now=0, max_records=100) == [(2, 4, 1)]

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import wait_until
 from logbroker import Broker, Cluster
-from logbroker.coord.offsets_topic import partition_for
-from logbroker.coord.share_state_log import SHARE_STATE_TOPIC, coordinator_key
+from logbroker.coord.groups.offsets_topic import partition_for
+from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC, coordinator_key
 from logbroker.protocol import REQUESTS, ErrorCode
 from rawclient import RawClient
 from replication_helpers import FAST, create, full_isr, layout

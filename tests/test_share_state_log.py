@@ -1,4 +1,4 @@
-"""`__share_group_state` records (coord/share_state_log.py): Kafka's byte layout, round trips,
+"""`__share_group_state` records (coord/groups/share_state_log.py): Kafka's byte layout, round trips,
 errors on malformed input, and `combine` against a per-offset model."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from logbroker.coord.share_state_log import (
+from logbroker.coord.groups.share_state_log import (
     SNAPSHOT,
     UPDATE,
     ShareState,
@@ -26,7 +26,7 @@ from logbroker.coord.share_state_log import (
     state_key,
     update_value,
 )
-from logbroker.coord.offsets_topic import partition_for
+from logbroker.coord.groups.offsets_topic import partition_for
 
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 

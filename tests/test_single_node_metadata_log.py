@@ -11,7 +11,7 @@ import shutil
 import time
 
 from logbroker import Admin, Broker, Consumer, NewTopic, Producer, TopicPartition
-from logbroker.coord.metadata import MetadataImage
+from logbroker.coord.metadata.metadata import MetadataImage
 
 
 def legacy_layout(broker: Broker) -> MetadataImage:

@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from logbroker.coord import offsets_topic
-from logbroker.coord.transaction_log import (
+from logbroker.coord.groups import offsets_topic
+from logbroker.coord.groups.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     TransactionLogError,
     TxnLogValue,

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  
 
 from jepsen_checker import Poll, Txn, check_transactions, txn_summary  # noqa: E402
 from logbroker import Cluster  # noqa: E402
-from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC, partition_for  # noqa: E402
+from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC, partition_for  # noqa: E402
 from logbroker.protocol import REQUESTS  # noqa: E402
 from rawclient import RawClient  # noqa: E402
 

@@ -161,7 +161,7 @@ def quorum_leader(bootstrap: str) -> int:
     """The metadata quorum's leader (DescribeQuorum, as `logbroker cluster status` asks it;
     a Kafka broker forwards it to the controllers)."""
     from logbroker.client import BrokerConnection
-    from logbroker.cluster_cli import describe_quorum
+    from logbroker.admin_views import describe_quorum
 
     with BrokerConnection(bootstrap.split(",")[0], client_id="scale-bench", timeout=10) as conn:
         return describe_quorum(conn)["leader_id"]

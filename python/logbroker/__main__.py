@@ -1,5 +1,5 @@
 import sys
 
-from logbroker.cli import main
+from logbroker.cli.main import main
 
 sys.exit(main())

@@ -1,7 +1,10 @@
-"""What `logbroker topic` and `logbroker group` show and the web console serves, as JSON-able
-dicts built with the admin client (`logbroker.client.Admin`): topics with their partitions'
-leaders, replicas, ISR, log start and end offsets and sizes; a consumer group's members and
-lag per partition; a group's offsets reset. The CLI prints them, the console answers them.
+"""What `logbroker topic`, `group` and `cluster status` show and the web console serves, as
+JSON-able dicts built with the admin client (`logbroker.client.Admin`): topics with their
+partitions' leaders, replicas, ISR, log start and end offsets and sizes; a consumer group's
+members and lag per partition; a group's offsets reset; the cluster's state as one broker
+sees it (`collect`: nodes, controller quorum, partitions needing attention); and a record's
+key, value or header as text, hex or JSON (`render_bytes`). The CLI prints them, the console
+answers them.
 
 Everything goes through the Kafka API, so what a caller sees is what its credentials let it
 see. A partition whose leader does not answer (a broker just killed, not yet fenced) has its
@@ -11,11 +14,15 @@ own, sizes of each broker on its own.
 
 from __future__ import annotations
 
+import base64
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from logbroker.client import Admin, BrokerResponseError, KafkaError, TopicDescription, TopicPartition
-from logbroker.protocol import ErrorCode
+from logbroker.client import (Admin, BrokerConnection, BrokerResponseError, ClientError, KafkaError, TopicDescription,
+                              TopicPartition)
+from logbroker.common import directory_id
+from logbroker.protocol import REQUESTS, ErrorCode, ProtocolError
 
 Key = tuple[str, int]
 
@@ -195,3 +202,182 @@ def reset_offsets(admin: Admin, group: str, topic: str, to: str, value: int | No
     done = {k: int(o) for k, o in sorted(targets.items()) if o is not None}
     admin.alter_group_offsets(group, done, timeout=timeout)
     return done
+
+
+# --- the cluster's state: `logbroker cluster status`, the console's /api/cluster -------
+
+
+METADATA_TOPIC = "__cluster_metadata"
+TIMEOUT_S = 10.0
+
+
+class StatusError(Exception):
+    """The cluster could not be reached or did not answer DescribeCluster/Metadata."""
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def _brokers(conn: BrokerConnection) -> tuple[str, int, list[dict]]:
+    """(cluster id, active controller, brokers) from DescribeCluster; from Metadata when the
+    broker does not offer DescribeCluster (then fenced brokers are not seen)."""
+    if 60 in conn.versions:
+        version = conn.version_for(60)
+        request = REQUESTS[60](include_fenced_brokers=True) if version >= 2 else REQUESTS[60]()
+        r = conn.send(request, version=version)
+        if r.error_code:
+            raise StatusError(f"DescribeCluster from {conn.bootstrap}: {_error_name(r.error_code)}"
+                              + (f": {r.error_message}" if r.error_message else ""))
+        brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                    "fenced": bool(version >= 2 and b.is_fenced)} for b in r.brokers]
+        return r.cluster_id, r.controller_id, brokers
+    r = conn.send(REQUESTS[3](topics=[], allow_auto_topic_creation=False))
+    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": False}
+               for b in r.brokers]
+    return r.cluster_id, r.controller_id, brokers
+
+
+def _problem_partitions(conn: BrokerConnection) -> list[dict]:
+    """Partitions that are offline (leader -1) or under-replicated (ISR smaller than replicas)."""
+    r = conn.send(REQUESTS[3](topics=None, allow_auto_topic_creation=False))
+    out = []
+    for t in sorted(r.topics, key=lambda t: t.name or ""):
+        if t.error_code:
+            out.append({"topic": t.name, "partition": None, "leader": None, "replicas": [], "isr": [],
+                        "status": _error_name(t.error_code)})
+            continue
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            status = partition_state(p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+            if status == "ok":
+                continue
+            out.append({"topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
+                        "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes), "status": status})
+    return out
+
+
+def describe_quorum(conn: BrokerConnection) -> dict:
+    """DescribeQuorum of __cluster_metadata-0; raises StatusError saying why it cannot be had."""
+    Request = REQUESTS.get(55)
+    if Request is None:
+        raise StatusError("this logbroker has no DescribeQuorum message (API key 55)")
+    if 55 not in conn.versions:
+        raise StatusError(f"broker {conn.bootstrap} does not offer DescribeQuorum (API key 55) in ApiVersions")
+    try:
+        version = conn.version_for(55)
+    except ClientError as e:
+        raise StatusError(str(e)) from None
+    request = Request(topics=[Request.TopicData(topic_name=METADATA_TOPIC,
+                                                partitions=[Request.PartitionData(partition_index=0)])])
+    try:
+        r = conn.send(request, version=version)
+    except Exception as e:  # noqa: BLE001 - whatever went wrong, the other tables are still printed
+        raise StatusError(f"DescribeQuorum v{version} to {conn.bootstrap} failed: "
+                          f"{e or type(e).__name__}") from None
+    if r.error_code:
+        message = getattr(r, "error_message", None)
+        raise StatusError(f"DescribeQuorum: {_error_name(r.error_code)}" + (f": {message}" if message else ""))
+    parts = [p for t in r.topics if t.topic_name == METADATA_TOPIC for p in t.partitions if p.partition_index == 0]
+    if not parts:
+        raise StatusError(f"DescribeQuorum answered without {METADATA_TOPIC}-0")
+    p = parts[0]
+    if p.error_code:
+        message = getattr(p, "error_message", None)
+        raise StatusError(f"DescribeQuorum {METADATA_TOPIC}-0: {_error_name(p.error_code)}"
+                          + (f": {message}" if message else ""))
+    now_ms = int(time.time() * 1000)
+    leader_end = next((v.log_end_offset for v in p.current_voters if v.replica_id == p.leader_id), None)
+
+    def replica(v, status: str) -> dict:
+        directory = getattr(v, "replica_directory_id", None)
+        return {
+            "node_id": v.replica_id,
+            "status": status,
+            "directory_id": None if directory is None or directory.int == 0 else directory_id.text(directory),
+            "log_end_offset": v.log_end_offset,
+            "lag": (leader_end - v.log_end_offset) if leader_end is not None and v.log_end_offset >= 0 else None,
+            "last_fetch_age_ms": max(0, now_ms - v.last_fetch_timestamp) if v.last_fetch_timestamp >= 0 else None,
+            "last_caught_up_age_ms": (max(0, now_ms - v.last_caught_up_timestamp)
+                                      if v.last_caught_up_timestamp >= 0 else None),
+        }
+
+    voters = [replica(v, "leader" if v.replica_id == p.leader_id else "follower")
+              for v in sorted(p.current_voters, key=lambda v: v.replica_id)]
+    observers = [replica(v, "observer") for v in sorted(p.observers, key=lambda v: v.replica_id)]
+    endpoints = {n.node_id: (n.listeners[0].host, n.listeners[0].port)
+                 for n in getattr(r, "nodes", None) or [] if n.listeners}
+    return {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "high_watermark": p.high_watermark,
+            "voters": voters, "observers": observers,
+            "controller_endpoints": {str(k): f"{h}:{port}" for k, (h, port) in sorted(endpoints.items())}}
+
+
+def collect(bootstrap: str, config: dict[str, str] | None = None) -> dict:
+    """Everything `cluster status` shows, as a JSON-able dict. Raises StatusError when no
+    broker of `bootstrap` (HOST:PORT[,HOST:PORT...]) answers. `config`: client properties
+    (TLS)."""
+    errors = []
+    for server in [s.strip() for s in bootstrap.split(",") if s.strip()]:
+        try:
+            conn = BrokerConnection(server, client_id="logbroker-cluster-status", timeout=TIMEOUT_S, config=config)
+        except (ClientError, OSError, ProtocolError) as e:
+            errors.append(_why(server, e))
+            continue
+        with conn:
+            try:
+                cluster_id, controller_id, brokers = _brokers(conn)
+                partitions = _problem_partitions(conn)
+            except (ClientError, OSError, ProtocolError, StatusError) as e:
+                errors.append(_why(server, e))
+                continue
+            try:
+                quorum, quorum_error = describe_quorum(conn), None
+            except StatusError as e:
+                quorum, quorum_error = None, str(e)
+        return {"bootstrap_server": server, "cluster_id": cluster_id, "controller_id": controller_id,
+                "nodes": _nodes(brokers, quorum), "quorum": quorum, "quorum_error": quorum_error,
+                "partitions": partitions}
+    raise StatusError(f"cannot reach the cluster at {bootstrap}: " + "; ".join(errors))
+
+
+def _why(server: str, e: Exception) -> str:
+    message = str(e) or type(e).__name__
+    return message if server in message else f"{server}: {message}"
+
+
+def _nodes(brokers: list[dict], quorum: dict | None) -> list[dict]:
+    """Brokers and quorum voters by node id; a voter is a controller (a voter that is not a
+    registered broker is listed with its controller endpoint)."""
+    voters = {v["node_id"] for v in quorum["voters"]} if quorum else set()
+    endpoints = quorum["controller_endpoints"] if quorum else {}
+    nodes = {}
+    for b in brokers:
+        roles = ["broker", "controller"] if b["node_id"] in voters else ["broker"]
+        nodes[b["node_id"]] = {"node_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"],
+                               "roles": roles, "state": "fenced" if b["fenced"] else "unfenced"}
+    for v in sorted(voters - set(nodes)):
+        host, _, port = endpoints.get(str(v), ":").rpartition(":")
+        nodes[v] = {"node_id": v, "host": host or None, "port": int(port) if port else None, "rack": None,
+                    "roles": ["controller"], "state": None}
+    return [nodes[k] for k in sorted(nodes)]
+
+
+# --- records: `logbroker consume`, the console's message browser -----------------------
+
+
+def render_bytes(b: bytes | None, fmt: str) -> Any:
+    """A key, value or header value as `fmt` shows it: `text` (UTF-8, undecodable bytes
+    escaped), `hex`, or `json` (a UTF-8 string, or {"base64": ...} when the bytes are not
+    UTF-8); None (no key, a null value) stays None."""
+    if b is None:
+        return None
+    if fmt == "hex":
+        return b.hex()
+    if fmt == "json":
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(b).decode()}
+    return b.decode("utf-8", errors="backslashreplace")

@@ -51,7 +51,7 @@ def fields(**values: object) -> dict[str, object]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-# Topic names are [a-zA-Z0-9._-]+ (coord/metadata.py), so a partition's name "orders-3" ends at
+# Topic names are [a-zA-Z0-9._-]+ (coord/metadata/metadata.py), so a partition's name "orders-3" ends at
 # its last "-<digits>" and never holds a space or a colon.
 _NAME = r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)"
 # The replica fetchers (rust/src/server/replica_fetcher.rs): "orders-3: leader 2 answered error 6

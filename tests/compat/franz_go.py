@@ -128,7 +128,7 @@ DIFFERENCES: dict[str, str] = {
         "GroupMetadataManager.refreshRegularExpressions). Kafka assigns __consumer_offsets; "
         "logbroker never does ('__consumer_offsets is not assigned'): its KIP-848 coordinator "
         "leaves every topic whose name starts with '__' out of subscriptions, by name and by regex "
-        "(python/logbroker/coord/consumer_group.py, ConsumerGroupCoordinator._topics). Fixed after "
+        "(python/logbroker/coord/groups/consumer_group.py, ConsumerGroupCoordinator._topics). Fixed after "
         "the run reported here (commit 'Idempotent producers: ... KIP-848 subscriptions resolve "
         "against every topic'): subscriptions now resolve against every topic of the image, and "
         "the test passes on one logbroker node."),

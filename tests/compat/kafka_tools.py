@@ -87,13 +87,13 @@ DIFFERENCES: dict[str, str] = {
         "Kafka stores a request_percentage quota (and throttles request time by it); logbroker enforces "
         "only producer_byte_rate and consumer_byte_rate (rust/src/server/quota.rs) and refuses the keys "
         "it would not enforce by name with INVALID_REQUEST ('quota request_percentage is not enforced "
-        "by logbroker', python/logbroker/coord/client_quotas.py validate_value) rather than accept a "
+        "by logbroker', python/logbroker/coord/metadata/client_quotas.py validate_value) rather than accept a "
         "quota that has no effect. A deliberate difference: the operator learns at once."),
     "kafka-dump-log --cluster-metadata-decoder": (
         "Kafka's metadata log __cluster_metadata-0 is a KRaft partition of record-batch segments "
         "(00000000000000000000.log) that kafka-dump-log decodes. logbroker's controller quorum keeps its "
         "own Raft log there (raft.log of JSON entries, hardstate, voters: "
-        "python/logbroker/coord/quorum.py), not Kafka's segment format, so there is no segment for the "
+        "python/logbroker/coord/metadata/quorum.py), not Kafka's segment format, so there is no segment for the "
         "tool to read. Data partitions, __consumer_offsets and __transaction_state are Kafka's format "
         "(the other kafka-dump-log cases). A right difference of design, stated in docs."),
 }

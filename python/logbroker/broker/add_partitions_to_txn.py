@@ -28,8 +28,8 @@ from collections import defaultdict
 import trio
 
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
-from logbroker.coord.control import ControllerError
-from logbroker.coord.transaction_coordinator import TransactionCoordinator, TxnError
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator, TxnError
 from logbroker.protocol import REQUESTS, ErrorCode
 
 log = logging.getLogger("logbroker.transactions")

@@ -147,7 +147,7 @@ class AuditLog:
                                   f"{e.strerror or e}") from None
         if self.topic:
             from logbroker.broker.own_clients import client_config
-            from logbroker.coord.metadata import topic_name_error
+            from logbroker.coord.metadata.metadata import topic_name_error
 
             error = topic_name_error(self.topic)
             if error:

@@ -2,14 +2,14 @@
 of the controller quorum serving only its CONTROLLER listener. It runs the metadata log,
 the controller (active while its Raft node leads: broker sessions and fencing, elections,
 every admin change the brokers forward) and the Kafka requests of the controller listener
-(coord/controller_channel.py), and nothing of a broker: no client listener, no partitions,
+(coord/metadata/controller_channel.py), and nothing of a broker: no client listener, no partitions,
 no groups. It registers as a controller (a RegisterController record), never as a broker,
 so no partition is ever placed on it.
 
     process.roles=controller  node.id=1  listeners=CONTROLLER://host:9093
     controller.quorum.voters=1@host:9093,2@host:9093,3@host:9093
 
-`logbroker serve --roles controller` runs it as the main task (cli.py), as `BrokerServer`
+`logbroker serve --roles controller` runs it as the main task (cli/main.py), as `BrokerServer`
 runs a broker; the brokers (process.roles=broker) follow the quorum as observers.
 """
 
@@ -25,10 +25,10 @@ from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.fd_limit import raise_open_files_limit
 from logbroker.common.config import BrokerConfig
-from logbroker.coord.controller import Controller
-from logbroker.coord.controller_channel import serve_kafka_connection
-from logbroker.coord.metadata import BrokerRegistration, MetadataStore
-from logbroker.coord.metadata_quorum import MetadataQuorum, node_cluster_id
+from logbroker.coord.metadata.controller import Controller
+from logbroker.coord.metadata.controller_channel import serve_kafka_connection
+from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataStore
+from logbroker.coord.metadata.metadata_quorum import MetadataQuorum, node_cluster_id
 
 log = logging.getLogger("logbroker.controller")
 

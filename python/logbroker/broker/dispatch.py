@@ -38,7 +38,7 @@ from logbroker.broker.jwks import JwksError, JwksKeys, fetch, parse_jwks
 from logbroker.common.oauthbearer import JwksValidator, UnsecuredValidator, validator_from_config
 from logbroker.common.delegation_tokens import token_credential
 from logbroker.common.sasl import SaslSession, jaas_options, jaas_users
-from logbroker.coord.controller_channel import serving_controller_listener
+from logbroker.coord.metadata.controller_channel import serving_controller_listener
 from logbroker.log_format import DATAPATH_LINES, fields, parse_fields
 from logbroker.protocol import (
     API_NAMES,
@@ -267,7 +267,7 @@ class KafkaServer:
                            session: SaslSession | None = None, listener: str | None = None,
                            connection: dict | None = None) -> list | None:
         """Serve one request frame (without its size prefix); on a connection of the
-        controller listener (coord/controller_channel.py) with the controller's table.
+        controller listener (coord/metadata/controller_channel.py) with the controller's table.
         `principal` None: a SASL connection that has not authenticated yet."""
         try:
             header, pos = decode_request_header(memoryview(frame))

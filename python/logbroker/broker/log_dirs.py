@@ -4,7 +4,7 @@ exactly one of them.
 Layout of every log directory (the first one is also the metadata directory: meta.properties,
 __cluster_metadata-0/, topic-id-checkpoint, __archive/; see broker/replica_manager.py):
     meta.properties                          cluster.id, node.id and this directory's own
-                                             directory.id (coord/metadata.py)
+                                             directory.id (coord/metadata/metadata.py)
     <topic>-<partition>/                     a replica's log (rust/src/log.rs)
     <topic>-<partition>.<move id>-future/    the replica being moved here by AlterReplicaLogDirs
                                              (KIP-113; broker/replica_mover.py)

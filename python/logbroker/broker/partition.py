@@ -36,7 +36,7 @@ import uuid
 import trio
 
 from logbroker._core import Log, PartitionTable
-from logbroker.coord.metadata import PartitionState
+from logbroker.coord.metadata.metadata import PartitionState
 
 
 class Partition:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from logbroker import _core
-from logbroker.coord import client_quotas
+from logbroker.coord.metadata import client_quotas
 
 log = logging.getLogger("logbroker.broker.quotas")
 

@@ -2,8 +2,8 @@
 periodic work on them (retention, flush, segment.ms rolls, checkpoints).
 
 Data directory layout: the first of `log.dirs` (the metadata directory) holds
-    meta.properties                       cluster.id, node.id, directory.id (coord/metadata.py)
-    __cluster_metadata-0/                 the metadata log (coord/metadata_quorum.py)
+    meta.properties                       cluster.id, node.id, directory.id (coord/metadata/metadata.py)
+    __cluster_metadata-0/                 the metadata log (coord/metadata/metadata_quorum.py)
     __archive/                            Parquet files of retention.archive topics, unless
                                           archive.location is set (broker/archiver.py)
     __iceberg/                            the Iceberg catalog (catalog.db) and warehouse of
@@ -43,8 +43,8 @@ from logbroker.broker.log_dirs import HW_CHECKPOINT, LogDirs, LogDirsError, part
 from logbroker.broker.replica_mover import ReplicaMover
 from logbroker.common.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
 from logbroker.protocol import ErrorCode
-from logbroker.coord.metadata import MetadataImage
-from logbroker.coord.metadata_delta import MetadataDelta
+from logbroker.coord.metadata.metadata import MetadataImage
+from logbroker.coord.metadata.metadata_delta import MetadataDelta
 from logbroker.log_format import fields
 from logbroker.broker.partition import Partition
 from logbroker.broker.replication import Replication

@@ -36,7 +36,7 @@ import trio
 from logbroker import _core
 from logbroker.common.config import BrokerConfig
 from logbroker.clock import now_ms, run_every
-from logbroker.coord.metadata import MetadataImage
+from logbroker.coord.metadata.metadata import MetadataImage
 from logbroker.coord.peer_security import rust_client_sasl, rust_client_tls
 from logbroker.log_format import FETCHER_LINES, fields, parse_fields
 

@@ -21,13 +21,13 @@ from logbroker.broker.audit_log import AuditLog
 from logbroker.broker.authorizer import AclAuthorizer
 from logbroker.broker.quotas import ClientQuotaPublisher
 from logbroker.common.config import BrokerConfig, ConfigError
-from logbroker.coord.broker_lifecycle import BrokerLifecycle
-from logbroker.coord.controller import Controller
-from logbroker.coord.controller_channel import serve_kafka_connection
-from logbroker.coord.group_coordinator import GroupCoordinator
-from logbroker.coord.transaction_coordinator import TransactionCoordinator
-from logbroker.coord.metadata import BrokerRegistration, MetadataStore
-from logbroker.coord.metadata_quorum import MetadataQuorum, node_cluster_id
+from logbroker.coord.metadata.broker_lifecycle import BrokerLifecycle
+from logbroker.coord.metadata.controller import Controller
+from logbroker.coord.metadata.controller_channel import serve_kafka_connection
+from logbroker.coord.groups.group_coordinator import GroupCoordinator
+from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator
+from logbroker.coord.metadata.metadata import BrokerRegistration, MetadataStore
+from logbroker.coord.metadata.metadata_quorum import MetadataQuorum, node_cluster_id
 from logbroker.broker.dispatch import KafkaServer
 from logbroker.broker.fd_limit import raise_open_files_limit
 from logbroker.broker.replica_manager import ReplicaManager
@@ -39,7 +39,7 @@ from logbroker.broker.http_basic_auth import BasicAuth
 from logbroker.broker.metrics import MetricsServer
 from logbroker.broker.client_telemetry import ClientTelemetryManager
 from logbroker.broker.share_persister import SharePersister
-from logbroker.coord.share_coordinator import ShareCoordinator
+from logbroker.coord.groups.share_coordinator import ShareCoordinator
 
 log = logging.getLogger("logbroker.broker")
 
@@ -91,7 +91,7 @@ class BrokerServer:
     async def controlled_shutdown(self) -> None:
         """Before stopping a cluster node: move its partition leaderships (and, if it is the
         active controller, controller leadership) to other nodes; bounded, see
-        coord/broker_lifecycle.py. A single node has no one to hand them to."""
+        coord/metadata/broker_lifecycle.py. A single node has no one to hand them to."""
         if self.lifecycle is not None:
             await self.lifecycle.controlled_shutdown()
 

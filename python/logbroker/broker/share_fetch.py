@@ -18,7 +18,7 @@ partitions (the data path reports those, `Partition.add_waiter`), a record comin
 the next lock expiry.
 
 Share-partition state is persisted at the share coordinator (share_persister.py,
-coord/share_coordinator.py). A share-partition is read back when it is first used under a
+coord/groups/share_coordinator.py). A share-partition is read back when it is first used under a
 leader epoch (a fresh one starts at the group's share.auto.offset.reset, and that start is
 written at once). Acknowledgements are answered once their state is written; other changes
 (records coming back as locks run out or members leave, the log start moving) are written
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import trio
 
 from logbroker.broker.share_partition import SharePartition, ShareError
-from logbroker.coord.state_topic import StateTopicError
+from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.log_format import fields
 from logbroker.protocol import ErrorCode
 

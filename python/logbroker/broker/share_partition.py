@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import trio
 
-from logbroker.coord.share_state_log import StateBatch
+from logbroker.coord.groups.share_state_log import StateBatch
 from logbroker.protocol import ErrorCode
 
 

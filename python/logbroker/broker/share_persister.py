@@ -2,7 +2,7 @@
 their share coordinators (Kafka's "persister").
 
 The coordinator of (group, topic id, partition) is the leader of its `__share_group_state`
-partition (coord/share_coordinator.py), found in the metadata image; the topic is created
+partition (coord/groups/share_coordinator.py), found in the metadata image; the topic is created
 on first use. When that leader is this broker the coordinator is called directly, otherwise
 over the broker-to-broker channel with Initialize/Read/Write/DeleteShareGroupState (83-86).
 
@@ -24,10 +24,10 @@ import trio
 from logbroker.broker.end_offsets import end_offsets
 from logbroker.coord.broker_channel import BrokerChannel, BrokerUnreachable
 from logbroker.coord.peer_security import inter_broker_security
-from logbroker.coord.control import ControllerError
-from logbroker.coord.share_coordinator import Key, ShareCoordinator
-from logbroker.coord.share_state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, coordinator_key
-from logbroker.coord.state_topic import StateTopicError
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.groups.share_coordinator import Key, ShareCoordinator
+from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, coordinator_key
+from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.protocol import REQUESTS, ErrorCode
 
 log = logging.getLogger("logbroker.share")

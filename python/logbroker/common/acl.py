@@ -1,5 +1,5 @@
 """Kafka's ACL vocabulary, shared by the control plane (ACLs in the metadata log,
-coord/acl_control.py), the broker (broker/authorizer.py, the handlers) and the client: the
+coord/metadata/acl_control.py), the broker (broker/authorizer.py, the handlers) and the client: the
 resource types, operations, pattern and permission types with Kafka's codes, the cluster
 resource's name and the authorizer class names. The decisions themselves are made in Rust
 (rust/src/server/authorizer.rs)."""

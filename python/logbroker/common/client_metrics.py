@@ -2,7 +2,7 @@
 16), their checks, and how a subscription selects clients, as Kafka's ClientMetricsConfigs.
 
 A subscription is a named set of configs kept in the metadata log (Config records of
-resource "client-metrics", coord/config_control.py), changed with IncrementalAlterConfigs or
+resource "client-metrics", coord/metadata/config_control.py), changed with IncrementalAlterConfigs or
 AlterConfigs and shown by DescribeConfigs (`kafka-client-metrics --alter --name N ...`):
 
     metrics      list of metric-name prefixes the matching clients push ("" none, "*" all)

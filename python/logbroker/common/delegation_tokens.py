@@ -1,7 +1,7 @@
 """Delegation tokens (KIP-48): what every node derives from a token and the cluster's secret.
 
 A token is its id (22 characters of URL-safe base64 of 16 random bytes, as Kafka's) and
-its owner, renewers and times, in the metadata log (coord/metadata.py DelegationToken). Its
+its owner, renewers and times, in the metadata log (coord/metadata/metadata.py DelegationToken). Its
 HMAC, the token's password, is never stored:
 
     hmac = HMAC-SHA512(key = UTF-8 of delegation.token.secret.key, message = UTF-8 of the token id)

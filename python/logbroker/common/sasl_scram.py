@@ -10,7 +10,7 @@ it inside SaslAuthenticate (two round trips):
     client-final   c=<base64 of the gs2 header>,r=<nonce>,p=<proof base64>
     server-final   v=<server signature base64>
 
-The broker keeps only the stored key and server key of each credential (coord/metadata.py
+The broker keeps only the stored key and server key of each credential (coord/metadata/metadata.py
 ScramCredential, from the metadata log); logbroker/scram.py has the arithmetic. Any
 mismatch (unknown user, wrong nonce or channel binding, a proof that does not verify)
 raises `AuthenticationFailed` with what the broker logs; the client is told only Kafka's

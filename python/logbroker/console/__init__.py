@@ -5,8 +5,8 @@ operator create, reconfigure and delete topics and reset a group's offsets.
 It is a client of the cluster like any other: every figure and every action is a Kafka
 request made with logbroker's own admin client and consumer (`logbroker.client`), bootstrapped
 at the broker's own listener, through the same functions as `logbroker topic`, `group` and
-`cluster status` (`logbroker.admin_views`, `logbroker.cluster_cli.collect`). So it is behind
-the same authorization as the Kafka API: it sees and changes what its Kafka credentials may.
+`cluster status` (`logbroker.admin_views`). So it is behind the same authorization as the
+Kafka API: it sees and changes what its Kafka credentials may.
 On a broker with a SASL listener it asks for a login (console/sessions.py: the broker's
 users, sessions in cookies, a CSRF token on every change) and each user's requests are made
 as that user on that listener; on one without, it has no login, as the listener has none. The

@@ -17,14 +17,13 @@ from urllib.parse import unquote
 import trio
 
 from logbroker.admin_views import GroupNotEmptyError, describe_group, describe_topics, leaders_of, log_offsets
-from logbroker.admin_views import RESET_TO, reset_offsets
+from logbroker.admin_views import RESET_TO, StatusError, collect, render_bytes, reset_offsets
 from logbroker.broker.http import HttpError, HttpServer, Request, Response, json_response
 from logbroker.client import Admin, Consumer, KafkaError, KafkaTimeoutError, NewTopic
 from logbroker.client.errors import BrokerResponseError, KafkaConnectionError
 from logbroker.common.sasl_scram import AuthenticationFailed
 from logbroker.console.sessions import SAFE_METHODS, Session, SessionError, Sessions, clear_cookie, set_cookie
 from logbroker.console.throughput import SAMPLE_INTERVAL_S, Throughput, sample
-from logbroker.console_cli import render_bytes
 
 log = logging.getLogger("logbroker.console")
 
@@ -130,8 +129,6 @@ def _reachable(host: str, port: int) -> bool:
 
 
 def cluster_view(bootstrap: str, client_config: dict[str, str]) -> dict[str, Any]:
-    from logbroker.cluster_cli import StatusError, collect
-
     try:
         status = collect(bootstrap, client_config)
     except StatusError as e:

@@ -1,6 +1,6 @@
 """Size-prefixed frames between the nodes: a 4-byte big-endian size, then that many bytes.
-Kafka requests to the controller and to other brokers (controller_channel.py,
-broker_channel.py, peer_sasl.py) and the Raft transport (quorum_transport.py) read them
+Kafka requests to the controller and to other brokers (metadata/controller_channel.py,
+broker_channel.py, peer_sasl.py) and the Raft transport (metadata/quorum_transport.py) read them
 with these; a frame above its limit (`MAX_FRAME` between nodes) is a protocol error."""
 
 from __future__ import annotations

@@ -11,19 +11,19 @@ SASL_PLAINTEXT or SASL_SSL listener, and the controller listener's side of it.
                                             re-authenticating in place, and what Kafka's
                                             server accepts too)
     then what the connection is for: Kafka requests (BrokerChannel, ControllerClient), or
-    the controller quorum's hello b"LBRQ" and Raft frames (quorum_transport.py)
+    the controller quorum's hello b"LBRQ" and Raft frames (metadata/quorum_transport.py)
 
 The mechanisms' state machines are the Python client's (client/sasl.py: `Plain`,
 `ScramClient`, whose arithmetic is logbroker/scram.py). The mechanism, user and password come
 from the node's configuration (`BrokerConfig.node_sasl`, Kafka's keys).
 
-The controller listener is served in Python (quorum_transport.py): on a SASL listener every
+The controller listener is served in Python (metadata/quorum_transport.py): on a SASL listener every
 connection, Raft peer or Kafka client, must first complete this exchange, served by
 `serve_authentication` with the broker's own `SaslSession` and SaslHandshake/SaslAuthenticate
 handlers (common/sasl.py, broker/handlers/sasl.py); only these two requests are served before
 it (a client's ApiVersions closes the connection). When `connections.max.reauth.ms` is set
 and a session has lasted that long, the controller listener closes a Raft connection, and a
-Kafka client's at its next request (quorum_transport.py, controller_channel.py).
+Kafka client's at its next request (metadata/quorum_transport.py, metadata/controller_channel.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 //! `RaftNode`: one controller-quorum voter (rust/src/raft) for the trio driver in
-//! `logbroker.coord.quorum`. Calls that write to disk (`ready`, `compact`) release the GIL.
+//! `logbroker.coord.metadata.quorum`. Calls that write to disk (`ready`, `compact`) release the GIL.
 use std::sync::Mutex;
 
 use pyo3::prelude::*;

@@ -2,7 +2,7 @@
 //! over a durable Raft log and hard state of our own (`storage.rs`), exposed as one voter
 //! (`node.rs`) that the control plane drives from trio: the tick timer, the network between
 //! controllers, and applying committed records to the metadata image
-//! (`python/logbroker/coord/quorum.py`). No consensus logic is written here: elections, log
+//! (`python/logbroker/coord/metadata/quorum.py`). No consensus logic is written here: elections, log
 //! matching and commitment are raft-rs's; this module only makes its state durable in the
 //! order Raft requires and moves bytes in and out.
 use std::path::PathBuf;

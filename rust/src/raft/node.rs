@@ -1,6 +1,6 @@
 //! One member of the controller quorum's Raft group: a voter (a controller), or an observer
 //! (a broker-only node: a raft-rs learner, which receives the metadata log but never votes
-//! or campaigns). raft-rs's `RawNode` over `DurableStorage`, driven from outside (sans I/O). The driver (Python, trio: `logbroker.coord.quorum`) calls
+//! or campaigns). raft-rs's `RawNode` over `DurableStorage`, driven from outside (sans I/O). The driver (Python, trio: `logbroker.coord.metadata.quorum`) calls
 //!
 //! - `tick()` every tick interval (election and heartbeat timeouts are counted in ticks);
 //! - `step(bytes)` for every Raft message a peer sent;

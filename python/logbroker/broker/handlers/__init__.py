@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from logbroker import _core
 from logbroker.common.acl import AclOperation, ResourceType
-from logbroker.coord.feature_control import bootstrap_levels, finalized
+from logbroker.coord.metadata.feature_control import bootstrap_levels, finalized
 from logbroker.protocol import API_NAMES, REQUESTS, ErrorCode, RequestHeader
 
 if TYPE_CHECKING:
@@ -25,11 +25,11 @@ if TYPE_CHECKING:
     from logbroker.common.sasl import SaslSession
     from logbroker.broker.replica_manager import ReplicaManager
     from logbroker.broker.share_fetch import ShareFetchManager
-    from logbroker.coord.controller import Controller
-    from logbroker.coord.group_coordinator import GroupCoordinator
-    from logbroker.coord.metadata_quorum import MetadataQuorum
-    from logbroker.coord.share_coordinator import ShareCoordinator
-    from logbroker.coord.transaction_coordinator import TransactionCoordinator
+    from logbroker.coord.metadata.controller import Controller
+    from logbroker.coord.groups.group_coordinator import GroupCoordinator
+    from logbroker.coord.metadata.metadata_quorum import MetadataQuorum
+    from logbroker.coord.groups.share_coordinator import ShareCoordinator
+    from logbroker.coord.groups.transaction_coordinator import TransactionCoordinator
 
 
 class BrokerView(Protocol):
@@ -100,7 +100,7 @@ class RequestContext:
 
         On the CONTROLLER listener every request is allowed: its connections come from the
         cluster's own nodes (admin requests a broker forwards after authorizing them itself,
-        heartbeats, AlterPartition; coord/controller_channel.py), unauthenticated, and carry no
+        heartbeats, AlterPartition; coord/metadata/controller_channel.py), unauthenticated, and carry no
         client principal (Kafka's Envelope would), so there is nothing to check them against.
 
         A denial goes to the audit log (broker/audit_log.py) unless `audit` is false: a check
@@ -162,7 +162,7 @@ class HandlerEntry:
     max_version: int
     handler: Callable[[RequestContext, Any], Awaitable[Any]] | None  # None: served by the network thread
     enabled_by: str | None = None  # a boolean config key that must be true to serve (and advertise) it
-    feature: tuple[str, int] | None = None  # a finalized feature level it needs (coord/feature_control.py)
+    feature: tuple[str, int] | None = None  # a finalized feature level it needs (coord/metadata/feature_control.py)
     sasl_only: bool = False  # served (and advertised) only when some listener is SASL_* (elsewhere ILLEGAL_SASL_STATE)
 
     @property
@@ -258,9 +258,9 @@ def _build() -> tuple[dict[int, HandlerEntry], dict[int, HandlerEntry]]:
     table[quorum.api_key] = quorum
     for key, lo, hi, fn in raft_voters.ENTRIES:  # AddRaftVoter (80), RemoveRaftVoter (81): KIP-853
         table[key] = HandlerEntry(key, lo, hi, fn)
-    # The CONTROLLER listener (coord/controller_channel.py): the admin APIs that change
+    # The CONTROLLER listener (coord/metadata/controller_channel.py): the admin APIs that change
     # metadata, and the controller-only BrokerHeartbeat and AlterPartition.
-    from logbroker.coord.controller_channel import CONTROLLER_APIS
+    from logbroker.coord.metadata.controller_channel import CONTROLLER_APIS
 
     controller = {k: e for k, e in table.items() if k in CONTROLLER_APIS}
     controller[broker_heartbeat.API_KEY] = HandlerEntry(

@@ -1,5 +1,5 @@
 """DescribeAcls (29), CreateAcls (30) and DeleteAcls (31): the ACLs kept in the metadata log
-(coord/metadata.py `AclBinding`, enforced by broker/authorizer.py).
+(coord/metadata/metadata.py `AclBinding`, enforced by broker/authorizer.py).
 
 Without an authorizer (`authorizer.class.name` empty) every one answers SECURITY_DISABLED,
 as Kafka. With one, DescribeAcls needs DESCRIBE on the CLUSTER and the other two ALTER on
@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
-from logbroker.coord.acl_control import acl_filter_error
-from logbroker.coord.control import ControllerError
-from logbroker.coord.metadata import AclBinding, AclBindingFilter
+from logbroker.coord.metadata.acl_control import acl_filter_error
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.metadata import AclBinding, AclBindingFilter
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 

@@ -19,7 +19,7 @@ is all defaults, as Kafka), and deleting its last key deletes it.
 
 IncrementalAlterConfigs' APPEND and SUBTRACT apply to list keys (cleanup.policy,
 log.cleanup.policy): the controller works out the new value from the override it holds, else
-the key's default (coord/config_control.py), and checks it like a set value; on another key
+the key's default (coord/metadata/config_control.py), and checks it like a set value; on another key
 they are INVALID_CONFIG in Kafka's words. As Kafka's ConfigAdminManager, a key twice in a
 resource or a null value (but for DELETE) is INVALID_REQUEST.
 
@@ -41,8 +41,8 @@ from logbroker.broker.audit_log import shown_value
 from logbroker.common import client_metrics
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.common.config import BROKER_KEYS, DYNAMIC_BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS
-from logbroker.coord.config_control import Change, broker_not_list, list_default
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata.config_control import Change, broker_not_list, list_default
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 

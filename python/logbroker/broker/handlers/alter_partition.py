@@ -1,5 +1,5 @@
 """AlterPartition (56), on the controller listener only: a partition leader asks the active
-controller to change its ISR (coord/controller.py `alter_partition` has the checks).
+controller to change its ISR (coord/metadata/controller.py `alter_partition` has the checks).
 Versions 2-3 name topics by id; v3 sends each ISR member with its broker epoch (accepted,
 the ids are used). A node that is not the active controller answers NOT_CONTROLLER."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 

@@ -2,7 +2,7 @@
 listener, CONTROLLER_HANDLERS on the controller listener) that this broker serves (an API
 gated by a feature is listed only while its level is finalized).
 
-Features (v3+, KIP-584; coord/feature_control.py): the ranges this software supports, and
+Features (v3+, KIP-584; coord/metadata/feature_control.py): the ranges this software supports, and
 the levels finalized in the metadata log with the log index of their last change as the
 epoch; `kafka-features describe` shows them and `kafka-features upgrade|downgrade` changes
 them (UpdateFeatures). A Java producer 4.x uses transactions v2 (KIP-890) while
@@ -15,7 +15,7 @@ retries at a version we serve (see server.py).
 
 from __future__ import annotations
 
-from logbroker.coord.feature_control import SUPPORTED, finalized
+from logbroker.coord.metadata.feature_control import SUPPORTED, finalized
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 18

@@ -1,5 +1,5 @@
 """BrokerHeartbeat (63), on the controller listener only: a broker's liveness and its
-controlled shutdown, answered by the active controller (coord/broker_sessions.py)."""
+controlled shutdown, answered by the active controller (coord/metadata/broker_sessions.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49): the client quotas kept in the
-metadata log (KIP-13/55, KIP-546; coord/client_quotas.py has the rules, the Rust network
+metadata log (KIP-13/55, KIP-546; coord/metadata/client_quotas.py has the rules, the Rust network
 thread enforces them: rust/src/server/quota.rs).
 
 Describe answers from this broker's metadata image: every entity the filter matches
@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord import client_quotas
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata import client_quotas
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 

@@ -1,5 +1,5 @@
 """KIP-848 consumer-group APIs: ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69).
-The logic is in coord/consumer_group.py.
+The logic is in coord/groups/consumer_group.py.
 
 Authorization as Kafka's: the heartbeat needs READ on the group and DESCRIBE on every topic
 it subscribes to by name (else TOPIC_AUTHORIZATION_FAILED), and a regex subscription matches

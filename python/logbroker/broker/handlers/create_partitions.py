@@ -4,9 +4,9 @@ TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
 from __future__ import annotations
 
 from logbroker.common.acl import AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
-from logbroker.coord.controller_forwarding import client_timeout
+from logbroker.coord.metadata.controller_forwarding import client_timeout
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -11,10 +11,10 @@ import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from logbroker.common.config import TOPIC_KEYS
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
-from logbroker.coord.controller_forwarding import client_timeout
-from logbroker.coord.replication_control import NewTopicSpec
+from logbroker.coord.metadata.controller_forwarding import client_timeout
+from logbroker.coord.metadata.replication_control import NewTopicSpec
 from logbroker.broker.audit_log import shown_value
 from logbroker.log_format import fields
 

@@ -1,6 +1,6 @@
 """CreateDelegationToken (38), RenewDelegationToken (39), ExpireDelegationToken (40) and
 DescribeDelegationToken (41): delegation tokens (KIP-48, KIP-373), kept in the metadata log
-by the active controller (coord/delegation_token_control.py), their HMACs derived from
+by the active controller (coord/metadata/delegation_token_control.py), their HMACs derived from
 `delegation.token.secret.key` (common/delegation_tokens.py).
 
 Kafka's rules, checked here on the broker that took the client's request:
@@ -31,9 +31,9 @@ import logging
 
 from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.common.delegation_tokens import token_hmac, token_id_of_hmac
-from logbroker.coord.control import ControllerError
-from logbroker.coord.controller_channel import serving_controller_listener
-from logbroker.coord.metadata import DelegationToken
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.controller_channel import serving_controller_listener
+from logbroker.coord.metadata.metadata import DelegationToken
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -48,7 +48,7 @@ def _secret(ctx) -> str:
 
 
 def _on_controller_listener(ctx) -> bool:
-    """A request a broker forwarded to this controller (coord/controller_channel.py)."""
+    """A request a broker forwarded to this controller (coord/metadata/controller_channel.py)."""
     return serving_controller_listener.get()
 
 

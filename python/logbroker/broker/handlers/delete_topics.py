@@ -9,9 +9,9 @@ from __future__ import annotations
 import uuid
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.protocol import RESPONSES, ErrorCode
-from logbroker.coord.controller_forwarding import client_timeout
+from logbroker.coord.metadata.controller_forwarding import client_timeout
 
 API_KEY = 20
 MIN_VERSION = 1

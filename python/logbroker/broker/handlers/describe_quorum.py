@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from logbroker.common import directory_id
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.controller_channel import ControllerUnavailable, serving_controller_listener
+from logbroker.coord.metadata.controller_channel import ControllerUnavailable, serving_controller_listener
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 55

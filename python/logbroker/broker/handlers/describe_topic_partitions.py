@@ -29,7 +29,7 @@ from __future__ import annotations
 import uuid
 
 from logbroker.common.acl import AclOperation as Op, ResourceType as Res
-from logbroker.coord.metadata import topic_name_error
+from logbroker.coord.metadata.metadata import topic_name_error
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 75

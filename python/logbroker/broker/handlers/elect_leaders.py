@@ -1,5 +1,5 @@
 """ElectLeaders (43): preferred (type 0) or unclean (type 1) leader election, decided by the
-active controller (see coord/elections.py). v0 has no election type (preferred) and no
+active controller (see coord/metadata/elections.py). v0 has no election type (preferred) and no
 top-level error code. TopicPartitions null asks for every partition; the answer then lists
 only the partitions an election was tried for (none of ELECTION_NOT_NEEDED), as Kafka's.
 Needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED."""
@@ -7,8 +7,8 @@ Needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
-from logbroker.coord.controller_forwarding import client_timeout
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.controller_forwarding import client_timeout
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 43

@@ -1,6 +1,6 @@
 """Classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
-DeleteGroups (42). The protocol logic lives in coord/group_coordinator.py; these
+DeleteGroups (42). The protocol logic lives in coord/groups/group_coordinator.py; these
 functions translate requests and responses.
 
 Authorization as Kafka's KafkaApis: FindCoordinator DESCRIBE on the group or transactional
@@ -22,11 +22,11 @@ import uuid
 import trio
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
-from logbroker.coord.group import GroupState
-from logbroker.coord.offsets_topic import OFFSETS_TOPIC
-from logbroker.coord.share_state_log import SHARE_STATE_TOPIC
-from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.groups.group import GroupState
+from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC
+from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC
 from logbroker.protocol import RESPONSES, ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2

@@ -5,7 +5,7 @@ even across restarts. A producer that re-initialises with its current id and epo
 (v3+, KIP-360) gets the same id with the epoch bumped, which fences its older self.
 With a transactional id the transaction coordinator answers (its id's producer id, the
 epoch bumped, an open transaction of an older producer aborted first:
-coord/transaction_coordinator.py).
+coord/groups/transaction_coordinator.py).
 
 Authorization as Kafka's: with a transactional id WRITE on it (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without, IDEMPOTENT_WRITE on the cluster or WRITE on
@@ -18,8 +18,8 @@ import logging
 
 from logbroker.common.acl import (
     CLUSTER_NAME, AclOperation as Op, AclPermissionType, PatternType, ResourceType as Res, host_of)
-from logbroker.coord.control import ControllerError
-from logbroker.coord.transaction_coordinator import TxnError
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.groups.transaction_coordinator import TxnError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 

@@ -14,8 +14,8 @@ import logging
 import uuid
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
-from logbroker.coord.metadata import TopicState, topic_name_error
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.metadata import TopicState, topic_name_error
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 
@@ -31,7 +31,7 @@ NO_OPERATIONS = -2147483648  # the authorized-operations bit fields when not ask
 
 # A topic's response entry, built once per version of the topic: a published image never
 # changes, and a topic no record touched is the same object in the next image
-# (coord/metadata_delta.py), so an entry is reused while its TopicState is the same object.
+# (coord/metadata/metadata_delta.py), so an entry is reused while its TopicState is the same object.
 # Keyed by (broker, topic name): the cache holds one entry per topic and broker.
 _ENTRIES: dict[tuple[int, str], tuple[TopicState, object]] = {}
 

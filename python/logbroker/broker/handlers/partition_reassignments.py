@@ -1,13 +1,13 @@
 """AlterPartitionReassignments (45) and ListPartitionReassignments (46): moving partitions'
-replicas between brokers (KIP-455; coord/reassignment.py). Alter goes to the active
+replicas between brokers (KIP-455; coord/metadata/reassignment.py). Alter goes to the active
 controller; List answers from this broker's metadata image. Alter needs ALTER on the
 cluster, List DESCRIBE on it, else CLUSTER_AUTHORIZATION_FAILED, as Kafka."""
 
 from __future__ import annotations
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
-from logbroker.coord.controller_forwarding import client_timeout
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.controller_forwarding import client_timeout
 from logbroker.protocol import RESPONSES, ErrorCode
 
 AlterResponse = RESPONSES[45]

@@ -3,7 +3,7 @@ quorum's voter set (KIP-853;
 `kafka-metadata-quorum add-controller|remove-controller`, the Java Admin's `addRaftVoter`
 and `removeRaftVoter`, `logbroker cluster add-voter|remove-voter`).
 
-The active controller changes the voter set (coord/metadata_quorum.py `add_voter`,
+The active controller changes the voter set (coord/metadata/metadata_quorum.py `add_voter`,
 `remove_voter`): a new voter must be an observer of the metadata log that has caught up (a
 controller started with `controller.quorum.bootstrap.servers`); it is added to the voter
 directory (its endpoint, its directory id), then made a voter by a Raft configuration
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from logbroker.common import directory_id
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.controller_channel import ControllerUnavailable, serving_controller_listener
-from logbroker.coord.metadata_quorum import VoterChangeError
+from logbroker.coord.metadata.controller_channel import ControllerUnavailable, serving_controller_listener
+from logbroker.coord.metadata.metadata_quorum import VoterChangeError
 from logbroker.protocol import RESPONSES, ErrorCode
 
 ADD_RAFT_VOTER = 80

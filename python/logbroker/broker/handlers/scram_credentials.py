@@ -1,5 +1,5 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51): the SCRAM
-credentials kept in the metadata log (KIP-554; coord/metadata.py `ScramCredential`).
+credentials kept in the metadata log (KIP-554; coord/metadata/metadata.py `ScramCredential`).
 
 Describe answers from this broker's metadata image: for each user its mechanisms and
 iteration counts, never a salt or a key (as Kafka). No users (null or empty) means every
@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
+from logbroker.coord.metadata.control import ControllerError
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 from logbroker.scram import MECHANISM_NAMES, MECHANISM_TYPES

@@ -1,7 +1,7 @@
 """Share-group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch
 (78), ShareAcknowledge (79), and the share-group offsets at the group coordinator:
 DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92),
-read and written at the share coordinators (broker/share_persister.py). Membership is in coord/share_group.py, delivery state in
+read and written at the share coordinators (broker/share_persister.py). Membership is in coord/groups/share_group.py, delivery state in
 broker/share_fetch.py and broker/share_partition.py. Served only with group.share.enable.
 
 Authorization as Kafka's: the heartbeat READ on the group and DESCRIBE on its subscribed
@@ -20,7 +20,7 @@ from logbroker.common.acl import AclOperation as Op, ResourceType as Res
 from logbroker.broker.handlers.consumer_groups import partitions_by_topic, undescribable_topics
 from logbroker.broker.share_fetch import PartitionResult
 from logbroker.broker.share_partition import ShareError
-from logbroker.coord.state_topic import StateTopicError
+from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.protocol import RESPONSES, ZERO_UUID, ErrorCode
 
 

@@ -1,14 +1,14 @@
 """The share coordinator's APIs, sent by share-partition leaders (broker to broker, KIP-932):
 InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85),
 DeleteShareGroupState (86), ReadShareGroupStateSummary (87). The logic lives in
-coord/share_coordinator.py; errors are per partition, with a message naming the
+coord/groups/share_coordinator.py; errors are per partition, with a message naming the
 share-partition."""
 
 from __future__ import annotations
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.share_state_log import StateBatch
-from logbroker.coord.state_topic import StateTopicError
+from logbroker.coord.groups.share_state_log import StateBatch
+from logbroker.coord.groups.state_topic import StateTopicError
 from logbroker.protocol import RESPONSES, ErrorCode
 
 

@@ -1,8 +1,8 @@
 """Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
 WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66). InitProducerId with a transactional id is in
 init_producer_id.py, FindCoordinator for transactions in groups.py. The protocol logic
-lives in coord/transaction_coordinator.py (the coordinator), coord/transaction_markers.py
-(markers on this broker's partitions) and coord/group_coordinator.py (offsets); these
+lives in coord/groups/transaction_coordinator.py (the coordinator), coord/groups/transaction_markers.py
+(markers on this broker's partitions) and coord/groups/group_coordinator.py (offsets); these
 functions translate requests and responses.
 
 Versions: Kafka's ranges. KIP-890: AddPartitionsToTxn v4+ is the brokers' batched form
@@ -28,12 +28,12 @@ from __future__ import annotations
 import logging
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
-from logbroker.coord.offsets_topic import OFFSETS_TOPIC
-from logbroker.coord.share_state_log import SHARE_STATE_TOPIC
-from logbroker.coord.transaction_coordinator import TxnError
-from logbroker.coord.transaction_log import TRANSACTION_STATE_TOPIC
-from logbroker.coord.transaction_markers import write_markers
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.groups.offsets_topic import OFFSETS_TOPIC
+from logbroker.coord.groups.share_state_log import SHARE_STATE_TOPIC
+from logbroker.coord.groups.transaction_coordinator import TxnError
+from logbroker.coord.groups.transaction_log import TRANSACTION_STATE_TOPIC
+from logbroker.coord.groups.transaction_markers import write_markers
 from logbroker.log_format import fields
 from logbroker.protocol import RESPONSES, ErrorCode
 

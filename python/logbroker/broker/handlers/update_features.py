@@ -1,5 +1,5 @@
 """UpdateFeatures (57, KIP-584/KIP-778): `kafka-features upgrade|downgrade|disable`, decided
-by the active controller (coord/feature_control.py has the rules; a broker forwards).
+by the active controller (coord/metadata/feature_control.py has the rules; a broker forwards).
 v0 names a downgrade with AllowDowngrade (taken as a safe downgrade), v1+ with UpgradeType;
 v1+ may validate only. v0-1 answer per feature; v2 answers only a top-level error (the
 first refusal, as Kafka's). Needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
@@ -8,9 +8,9 @@ first refusal, as Kafka's). Needs ALTER on the cluster, else CLUSTER_AUTHORIZATI
 from __future__ import annotations
 
 from logbroker.common.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
-from logbroker.coord.control import ControllerError
-from logbroker.coord.controller_forwarding import client_timeout
-from logbroker.coord.feature_control import SAFE_DOWNGRADE, UPGRADE
+from logbroker.coord.metadata.control import ControllerError
+from logbroker.coord.metadata.controller_forwarding import client_timeout
+from logbroker.coord.metadata.feature_control import SAFE_DOWNGRADE, UPGRADE
 from logbroker.protocol import RESPONSES, ErrorCode
 
 API_KEY = 57
