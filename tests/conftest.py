@@ -24,6 +24,24 @@ _STARTED: list[BrokerProcess] = []
 LOG_TAIL_LINES = 60
 
 
+# Parallel runs (pytest-xdist, `--dist loadgroup`: ./scripts/test). Every test is isolated
+# (ports from logbroker.cluster.free_port's per-worker slice, data under tmp_path, caches made
+# by tests/prepare.py behind file locks); these run on one worker, one after another:
+#   spark   the tests on the session's SparkSession (one JVM, started once for them all)
+#   alone   tests that measure the machine or load it whole (see XDIST_ALONE)
+XDIST_ALONE = {
+    "test_scale_growth.py",  # CPU per partition while creating and restarting thousands
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.path.name in XDIST_ALONE:
+            item.add_marker(pytest.mark.xdist_group("alone"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

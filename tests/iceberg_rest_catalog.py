@@ -19,6 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benches.peers.common import one_at_a_time
 from conftest import free_port, require_java
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +29,7 @@ CACHE = Path(os.environ.get("LOGBROKER_SPARK_CACHE", "~/.cache/logbroker-spark")
 MAIN = "org.apache.iceberg.rest.RESTCatalogServer"
 
 
+@one_at_a_time(lambda: CACHE / ".iceberg-rest.lock")
 def classpath() -> str:
     """The server's classpath, resolved by Maven once per version of the pom."""
     require_java()

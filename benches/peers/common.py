@@ -10,6 +10,8 @@ over its processes.
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
 import shutil
 import signal
@@ -20,6 +22,22 @@ import time
 from pathlib import Path
 
 from logbroker.cluster import free_port
+
+def one_at_a_time(lock_path):
+    """Decorator: the function runs under an exclusive file lock (`lock_path()`, a Path), so
+    parallel test workers (pytest-xdist) that all find a cache cold build or download it once:
+    the first does the work, the others wait and then find it done."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def locked(*args, **kwargs):
+            path = lock_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)
+                return fn(*args, **kwargs)
+        return locked
+    return wrap
+
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")

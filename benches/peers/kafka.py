@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benches.peers.common import Peer, run_cli
+from benches.peers.common import Peer, one_at_a_time, run_cli
 
 HERE = Path(__file__).resolve().parent
 POMS = {"broker": HERE / "maven" / "broker" / "pom.xml", "tools": HERE / "maven" / "tools" / "pom.xml"}
@@ -133,6 +133,7 @@ def _write_support_files(home: Path) -> None:
     (home / "log4j2-tools.properties").write_text(TOOLS_LOG4J2)
 
 
+@one_at_a_time(lambda: CACHE / ".install.lock")
 def install(refresh: bool = False, verbose: bool = False) -> KafkaInstall:
     """Install (once) and return the Kafka broker and tools classpaths."""
     marker = CACHE / "kafka-installed.json"

@@ -73,6 +73,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from tests.compat import brokers as _brokers  # noqa: F401  (puts benches/ on sys.path)
+from benches.peers.common import one_at_a_time
 from tests.compat.results import Outcome
 
 MODULE = "github.com/twmb/franz-go"
@@ -299,6 +301,7 @@ def _run(args: list[str], cwd: Path, log: Path, env: dict[str, str], what: str) 
     return r.stdout
 
 
+@one_at_a_time(lambda: cache_dir() / ".prepare.lock")
 def prepare(short: bool) -> dict:
     """Download the pinned module (h1-checked), copy it into the cache and build the kgo test
     binary once; later calls only read the marker (and check the binary lists every test)."""

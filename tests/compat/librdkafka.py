@@ -64,6 +64,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.compat import brokers as _brokers  # noqa: F401  (puts benches/ on sys.path)
+from benches.peers.common import one_at_a_time
 from tests.compat.results import RESULTS, Outcome
 
 VERSION = "2.8.0"
@@ -138,6 +139,7 @@ def _make(args: list[str], cwd: Path, log: Path) -> None:
                            f"log {log}:\n{tail}")
 
 
+@one_at_a_time(lambda: cache_dir() / ".prepare.lock")
 def prepare(short: bool) -> dict:
     """Download (sha256-pinned), configure and build librdkafka and its test-runner once into
     the cache; later calls only read the marker."""

@@ -1,0 +1,80 @@
+"""Everything the tests need that is slow to make, made before pytest starts (./scripts/test
+runs `python -m tests.prepare`), so that no test pays for a cold cache inside its timeout and
+a cold machine passes as a warm one does:
+
+    Apache Kafka's broker and tools jars     benches/peers/kafka.py install() (Maven Central)
+    Spark's Kafka connector jars             spark/jars.py (Maven Central)
+    Iceberg's REST catalog server            tests/iceberg_rest_catalog.py classpath() (Maven Central)
+    librdkafka 2.8.0 and its test runner     tests/compat/librdkafka.py (Debian build packages, a build)
+    franz-go's kgo test binary               tests/compat/franz_go.py (Go modules, a build)
+    Kafka's tools for the operator suite     tests/compat/kafka_tools.py (the jars above)
+
+(The Iceberg Spark job's environment, spark/iceberg_env.py, is made by ./scripts/test just
+before.) Each step is cached (under ~/.cache) and guarded by a file lock, so the tests,
+which call the same functions, find it done; a test run by hand on a cold machine still
+makes what it needs, one worker at a time. A step that fails stops the run naming it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "tests", ROOT / "spark"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+
+def _kafka() -> str:
+    from benches.peers.kafka import install
+
+    return f"Apache Kafka {install().version}"
+
+
+def _spark_jars() -> str:
+    from jars import connector_jars
+
+    return f"{len(connector_jars())} jars"
+
+
+def _iceberg_rest() -> str:
+    from iceberg_rest_catalog import classpath
+
+    return f"{len(classpath().split(':'))} jars on the classpath"
+
+
+def _compat(name: str):
+    def make() -> str:
+        import importlib
+
+        return str(importlib.import_module(f"tests.compat.{name}").prepare(True))
+    return make
+
+
+STEPS = [
+    ("Apache Kafka (broker and tools jars)", _kafka),
+    ("Spark's Kafka connector jars", _spark_jars),
+    ("Iceberg's REST catalog server", _iceberg_rest),
+    ("librdkafka and its test runner", _compat("librdkafka")),
+    ("franz-go's kgo test binary", _compat("franz_go")),
+    ("Kafka's tools suite", _compat("kafka_tools")),
+]
+
+
+def main() -> int:
+    for what, make in STEPS:
+        t0 = time.monotonic()
+        print(f"== prepare: {what} ...", flush=True)
+        try:
+            detail = make()
+        except Exception as e:  # noqa: BLE001 - named and fatal
+            print(f"== prepare: {what} FAILED after {time.monotonic() - t0:.0f} s: {e}", file=sys.stderr, flush=True)
+            return 1
+        print(f"== prepare: {what}: {detail} ({time.monotonic() - t0:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
