@@ -59,6 +59,23 @@ def log_start(bootstrap: str, topic: str, partition: int) -> int:
         return admin.list_offsets({(topic, partition): "earliest"})[logbroker.TopicPartition(topic, partition)][0]
 
 
+def settled_log_start(bootstrap: str, topic: str, partition: int, data_dir: Path, timeout: float = 60.0) -> int:
+    """With retention.bytes=1 (SMALL) retention archives and deletes every segment but the
+    active one: waits for that end state (one segment file left in the partition's directory,
+    and the log start offset at its base offset) and returns the log start offset. A fixed
+    sleep instead once read the log start while a later check was still archiving."""
+    pdir = data_dir / f"{topic}-{partition}"
+
+    def settled():
+        logs = list(pdir.glob("*.log"))
+        if len(logs) != 1:
+            return None
+        base = int(logs[0].stem)
+        return (base,) if log_start(bootstrap, topic, partition) == base else None
+
+    return wait_for(settled, timeout=timeout, what=f"retention of {topic}-{partition} down to its active segment")[0]
+
+
 def archived_rows(store: ArchiveStore, topic: str) -> dict[tuple[int, int], tuple]:
     rows: dict[tuple[int, int], tuple] = {}
     for f in store.files(topic):
@@ -76,9 +93,7 @@ def test_retention_archives_then_deletes(tmp_path: Path) -> None:
             admin.create_topics([NewTopic("arch", 2, 1, dict(SMALL))])
         model = produce_model(b.bootstrap_servers, "arch", 2, 300, aborted_every=50)
         store = ArchiveStore(str(tmp_path / "d" / "__archive"))
-        wait_for(lambda: all(log_start(b.bootstrap_servers, "arch", p) > 0 for p in (0, 1)), what="retention")
-        time.sleep(1.0)  # several more checks: everything inactive is archived by now
-        starts = [log_start(b.bootstrap_servers, "arch", p) for p in (0, 1)]
+        starts = [settled_log_start(b.bootstrap_servers, "arch", p, tmp_path / "d") for p in (0, 1)]
         rows = archived_rows(store, "arch")
         assert starts == [log_start(b.bootstrap_servers, "arch", p) for p in (0, 1)], "settled"
         # Everything below the log start is in the archive, exactly as produced; aborted
@@ -241,9 +256,7 @@ def test_archive_to_s3(tmp_path: Path, s3_server: dict) -> None:
             assert broker_cfg["archive.s3.secret.access.key"] is None
             assert broker_cfg["archive.s3.endpoint"] == s3_server["archive.s3.endpoint"]
         model = produce_model(b.bootstrap_servers, "s3t", 1, 200, aborted_every=40)
-        wait_for(lambda: log_start(b.bootstrap_servers, "s3t", 0) > 0, what="archive to S3")
-        time.sleep(1.0)
-        start = log_start(b.bootstrap_servers, "s3t", 0)
+        start = settled_log_start(b.bootstrap_servers, "s3t", 0, tmp_path / "d")
         store = ArchiveStore.from_keys(keys)
         rows = archived_rows(store, "s3t")
         assert start == log_start(b.bootstrap_servers, "s3t", 0)
@@ -274,9 +287,7 @@ def test_recreated_topic_is_a_new_incarnation(tmp_path: Path) -> None:
             old_rows = archived_rows(store, "again")
             admin.create_topics([NewTopic("again", 1, 1, dict(SMALL))])
         second = produce_model(bs, "again", 1, 100)
-        wait_for(lambda: log_start(bs, "again", 0) > 0, what="archive of the second incarnation")
-        time.sleep(1.0)
-        start = log_start(bs, "again", 0)
+        start = settled_log_start(bs, "again", 0, tmp_path / "d")
     old_id, new_id = store.incarnations("again")
     assert {f.topic_id for f in old_files} == {old_id}
     assert store.files("again", topic_id=old_id) == old_files, "the old incarnation's files are untouched"

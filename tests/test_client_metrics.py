@@ -214,7 +214,10 @@ def test_subscriptions_are_forwarded_and_reach_every_node(tmp_path):
             assert r.error_code == ErrorCode.INVALID_REQUEST and "Invalid value 10 for interval.ms" in r.error_message
         for n in nodes:
             with RawClient(n.bootstrap_servers) as c:
-                assert listed(c) == [("everywhere", CLIENT_METRICS)], n.node_id
+                # each node applies the committed record from its own copy of the metadata log:
+                # the change reaches them all, not at the same instant (Kafka's too)
+                wait_until(lambda: listed(c) == [("everywhere", CLIENT_METRICS)], 30,
+                           f"node {n.node_id} to list the subscription")
                 assert values(c, "everywhere")["interval.ms"] == ("5000", CLIENT_METRICS_CONFIG), n.node_id
                 hello(c)
                 g = c.request(71, 0, GetSubscriptions(client_instance_id=ZERO))

@@ -63,6 +63,24 @@ def test_cluster_of_three(tmp_path):
     assert not any(n.is_running for n in cluster.nodes)
 
 
+def test_a_node_restarted_after_a_controlled_shutdown_is_unfenced(tmp_path):
+    """A broker's session belongs to its registration: a node that shut down cleanly and comes
+    back after its old session would have expired registers anew and is not fenced by the old
+    session (heartbeats 2 s apart leave the controller's 0.75 s sweep time to look at it
+    before its first beat), nor kept fenced by the old controlled shutdown. Both happened under
+    load: the node stayed fenced for good."""
+    cfg = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 2000}
+    with Cluster(3, data_dir=tmp_path, config=cfg) as cluster:
+        controller = cluster.controller_id()
+        other = next(n for n in cluster.nodes if n.node_id != controller)
+        assert other.stop() == 0  # controlled shutdown
+        time.sleep(3.5)  # longer than the session timeout: the old session has run out
+        other.start()
+        cluster.wait_ready(30)
+        time.sleep(3.5)  # and it stays unfenced on its new session's heartbeats
+        cluster.wait_ready(5)
+
+
 def test_logbroker_cluster_fixture(logbroker_cluster):
     assert len(logbroker_cluster.nodes) == 3
     assert all(brokers_and_topics(n)[0] == [1, 2, 3] for n in logbroker_cluster.nodes)

@@ -2,7 +2,13 @@
 each broker's last heartbeat, the answers to BrokerHeartbeat, and the periodic pass that
 fences brokers whose session expired (coord/metadata/broker_lifecycle.py has the broker side and the
 whole story). It sees the controller through `SessionsController`, so the controller
-module does not depend on it the other way round."""
+module does not depend on it the other way round.
+
+A session belongs to one registration (broker epoch), as Kafka's heartbeat state does: when a
+broker registers again (a restart), its session starts afresh at that moment and a
+controlled shutdown asked under the old epoch is forgotten. (Kept across registrations, the
+old session's last heartbeat fenced a restarted broker before its first beat, and the old
+controlled shutdown then kept it fenced for good.)"""
 
 from __future__ import annotations
 
@@ -55,6 +61,7 @@ class BrokerSessions:
         self.session_timeout = session_timeout_ms / 1000
         self.last_seen: dict[int, float] = {}
         self.shutting_down: set[int] = set()
+        self.epochs: dict[int, int] = {}  # broker -> the registration (epoch) its session belongs to
         self._was_active = False
 
     def _active(self) -> bool:
@@ -62,19 +69,31 @@ class BrokerSessions:
         if active and not self._was_active:
             now = time.monotonic()
             self.last_seen = {n: now for n in self.controller.image.brokers}
+            self.epochs = {n: b.epoch for n, b in self.controller.image.brokers.items()}
             self.shutting_down.clear()
             log.info("node %d is the active controller: broker sessions start now (timeout %.1f s)",
                      self.controller.local.node_id, self.session_timeout)
         self._was_active = active
         return active
 
+    def _session(self, node_id: int, reg: BrokerRegistration, now: float) -> None:
+        """Starts a new session when `reg` is a registration this one has not seen."""
+        if self.epochs.get(node_id) != reg.epoch:
+            self.epochs[node_id] = reg.epoch
+            self.last_seen[node_id] = now
+            self.shutting_down.discard(node_id)
+
     def expired(self) -> list[int]:
         """Unfenced brokers whose session ran out (never this node: it is alive)."""
         now = time.monotonic()
         me = self.controller.local.node_id
         self.last_seen[me] = now
-        return sorted(n for n, b in self.controller.image.brokers.items()
-                      if not b.fenced and n != me and now - self.last_seen.setdefault(n, now) > self.session_timeout)
+        out = []
+        for n, b in self.controller.image.brokers.items():
+            self._session(n, b, now)
+            if not b.fenced and n != me and now - self.last_seen[n] > self.session_timeout:
+                out.append(n)
+        return sorted(out)
 
     async def heartbeat(self, broker_id: int, epoch: int, metadata_offset: int, want_fence: bool,
                         want_shut_down: bool) -> tuple[ErrorCode, bool, bool, bool]:
@@ -86,7 +105,9 @@ class BrokerSessions:
             return ErrorCode.BROKER_ID_NOT_REGISTERED, False, True, False
         if reg.epoch != epoch:
             return ErrorCode.STALE_BROKER_EPOCH, False, reg.fenced, False
-        self.last_seen[broker_id] = time.monotonic()
+        now = time.monotonic()
+        self._session(broker_id, reg, now)
+        self.last_seen[broker_id] = now
         caught_up = metadata_offset >= self.controller.quorum.registered_index(broker_id)
         try:
             if want_shut_down:
