@@ -2,10 +2,11 @@
 partition, must cost the same whatever already exists. Measured by the scale harness's
 short form (benches/compare/scale.py `growth`) as ratios within one run, never as times:
 a placement that counted every replica for each new one (LogDirs.place after the JBOD
-change) made the last batches of 3,000 partitions cost 2.8x the first on one node, and
-passed every other test.
+change) made the last batches of 3,000 partitions cost 2.7x the first in CPU on one node,
+and passed every other test.
 
-    python -m benches.compare.scale --growth --partitions 3000 --nodes 1,3 --brokers logbroker
+    python -m benches.compare.scale --growth --partitions 6000 --nodes 1 --brokers logbroker
+    python -m benches.compare.scale --growth --partitions 3000 --nodes 3 --brokers logbroker
 
 prints the same figures; docs/benchmarks.md has them at 10x and 100x this size."""
 
@@ -20,15 +21,18 @@ from benches.compare import scale
 LIMIT = 1.5  # the last part's cost per topic (partition) over the first part's
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("nodes", [1, 3])
-def test_create_and_restart_cost_per_partition_does_not_grow(nodes):
-    r = scale.growth("logbroker", nodes, 3000)
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("nodes", "partitions"), [(1, 6000), (3, 3000)])
+def test_create_and_restart_cost_per_partition_does_not_grow(nodes, partitions):
+    """Partitions: enough that a restart's per-partition CPU stands well above the noise of
+    its fixed part (one node restarts at about 0.45 CPU ms per partition, a node of three
+    rejoins at about 2.3)."""
+    r = scale.growth("logbroker", nodes, partitions, repeat=3 if nodes == 1 else 2)
     shown = json.dumps(r, indent=1)
-    assert r["batches"] == 30, shown
+    assert r["batches"] == partitions // 100, shown
     assert r["create_ratio"] <= LIMIT, (
-        f"CreateTopics on {nodes} node(s): the last batches cost {r['create_last_ms_per_topic']:.2f} ms per topic, "
-        f"the first {r['create_first_ms_per_topic']:.2f} ({r['create_ratio']:.2f}x): the cost of a new topic grows "
+        f"CreateTopics on {nodes} node(s): the last batches cost {r['create_last_cpu_ms_per_topic']:.2f} CPU ms per "
+        f"topic, the first {r['create_first_cpu_ms_per_topic']:.2f} ({r['create_ratio']:.2f}x): the cost of a new topic grows "
         f"with the topics that exist\n{shown}")
     assert r["restart_ratio"] <= LIMIT, (
         f"restart on {nodes} node(s): {r['restart_cpu_ms_per_partition_late']:.3f} CPU ms per partition from half to "
