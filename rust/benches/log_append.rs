@@ -25,11 +25,7 @@ fn request(records: usize, value_size: usize, batches: usize, codec: Codec) -> V
 }
 
 fn report(name: &str, bytes: u64, secs: f64, ops: u64) {
-    println!(
-        "{name:<44} {:>9.1} MB/s {:>10.0} ops/s",
-        bytes as f64 / secs / 1e6,
-        ops as f64 / secs
-    );
+    println!("{name:<44} {:>9.1} MB/s {:>10.0} ops/s", bytes as f64 / secs / 1e6, ops as f64 / secs);
 }
 
 fn main() {

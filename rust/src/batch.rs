@@ -517,7 +517,10 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
         return Err(LogError::invalid(position, format!("unknown compression codec id {}", h.attributes & CODEC_MASK)));
     };
     if check == Check::Stored {
-        if h.last_offset_delta < 0 || h.records_count < 0 || i64::from(h.records_count) > i64::from(h.last_offset_delta) + 1 {
+        if h.last_offset_delta < 0
+            || h.records_count < 0
+            || i64::from(h.records_count) > i64::from(h.last_offset_delta) + 1
+        {
             return Err(LogError::invalid(
                 position,
                 format!(
@@ -527,7 +530,10 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
             ));
         }
     } else if h.records_count <= 0 {
-        return Err(LogError::invalid(position, format!("recordsCount is {}; a batch must hold records", h.records_count)));
+        return Err(LogError::invalid(
+            position,
+            format!("recordsCount is {}; a batch must hold records", h.records_count),
+        ));
     } else if i64::from(h.last_offset_delta) != i64::from(h.records_count) - 1 {
         return Err(LogError::invalid(
             position,
@@ -543,8 +549,9 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
     let summary = if codec == Codec::None {
         walk_records(region, h, position, |_| {})?
     } else {
-        let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT)
-            .map_err(|e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())))?;
+        let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT).map_err(|e| {
+            LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name()))
+        })?;
         walk_records(&plain, h, position, |_| {})?
     };
     Ok((*h, summary))
@@ -568,7 +575,8 @@ pub fn walk_records<'r>(
         let (len, n) = read_varint(&region[p..])
             .ok_or_else(|| LogError::corrupt(position, format!("record {i}: truncated or over-long length varint")))?;
         p += n;
-        let len = usize::try_from(len).map_err(|_| LogError::corrupt(position, format!("record {i}: negative length {len}")))?;
+        let len = usize::try_from(len)
+            .map_err(|_| LogError::corrupt(position, format!("record {i}: negative length {len}")))?;
         if len > region.len() - p {
             return Err(LogError::corrupt(
                 position,
@@ -670,9 +678,9 @@ pub fn records_region(bytes: &[u8], position: u64) -> Result<std::borrow::Cow<'_
     if codec == Codec::None {
         Ok(std::borrow::Cow::Borrowed(&bytes[HEADER_LEN..]))
     } else {
-        compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT)
-            .map(std::borrow::Cow::Owned)
-            .map_err(|e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())))
+        compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT).map(std::borrow::Cow::Owned).map_err(
+            |e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())),
+        )
     }
 }
 
@@ -689,7 +697,11 @@ pub fn recompress(bytes: &[u8], position: u64, target: Codec, level: i32) -> Res
 
 /// Calls `each(offset, timestamp, record)` for every record of a complete batch
 /// (decompressing if needed). Under LogAppendTime every record carries the batch maxTimestamp.
-pub fn for_each_record(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control) -> Result<()> {
+pub fn for_each_record(
+    bytes: &[u8],
+    position: u64,
+    mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control,
+) -> Result<()> {
     let h = BatchHeader::parse(bytes);
     let region = records_region(bytes, position)?;
     let mut stop = false;
@@ -697,7 +709,8 @@ pub fn for_each_record(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i6
         if stop {
             return;
         }
-        let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
+        let ts =
+            if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
         if each(h.base_offset + i64::from(r.offset_delta), ts, r) == Control::Stop {
             stop = true;
         }
@@ -723,7 +736,8 @@ pub fn encode_record(out: &mut Vec<u8>, r: &RecordView<'_>, timestamp_delta: i64
             }
         }
     }
-    let mut body = Vec::with_capacity(16 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len());
+    let mut body =
+        Vec::with_capacity(16 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len());
     #[allow(clippy::cast_sign_loss)]
     body.push(r.attributes as u8);
     write_varlong(&mut body, timestamp_delta);
@@ -767,13 +781,19 @@ pub fn scan<S: BatchSource>(
         };
         match offsets {
             Offsets::Contiguous(exp) if header.base_offset != exp => {
-                let e = LogError::corrupt(pos, format!("batch base offset {} where offset {exp} was expected", header.base_offset));
+                let e = LogError::corrupt(
+                    pos,
+                    format!("batch base offset {} where offset {exp} was expected", header.base_offset),
+                );
                 return stop(pos, batches, e, false);
             }
             Offsets::Increasing(exp) if header.base_offset < exp => {
                 let e = LogError::corrupt(
                     pos,
-                    format!("batch base offset {} goes backwards: offset {exp} or above was expected", header.base_offset),
+                    format!(
+                        "batch base offset {} goes backwards: offset {exp} or above was expected",
+                        header.base_offset
+                    ),
                 );
                 return stop(pos, batches, e, false);
             }
@@ -1086,10 +1106,12 @@ mod tests {
         let mut second = batch(2);
         set_base_offset(&mut second, 7);
         data.extend_from_slice(&second);
-        let end = scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
+        let end =
+            scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
         assert_eq!((end.batches, end.error.is_none()), (2, true));
         set_base_offset(&mut data[..], 8);
-        let end = scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
+        let end =
+            scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
         assert_eq!(end.batches, 1);
         assert!(end.error.unwrap().to_string().contains("backwards"));
     }
@@ -1100,7 +1122,8 @@ mod tests {
         let h = BatchHeader::parse(&b);
         assert_eq!(h.assemble(&b[HEADER_LEN..]), b);
         assert_eq!(h.delete_horizon(), None);
-        let with = BatchHeader { attributes: h.attributes | DELETE_HORIZON_BIT, base_timestamp: 5_000, ..h }.assemble(&[]);
+        let with =
+            BatchHeader { attributes: h.attributes | DELETE_HORIZON_BIT, base_timestamp: 5_000, ..h }.assemble(&[]);
         assert_eq!(BatchHeader::parse(&with).delete_horizon(), Some(5_000));
     }
 

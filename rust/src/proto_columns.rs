@@ -14,8 +14,8 @@
 //! null when it has presence (messages, `optional`, oneof members, proto2), else its
 //! default: 0, false, "", the enum's first value; an absent repeated field is an empty list.
 //! An enum value with no name (an open enum) is written as its number.
-pub use crate::avro_columns::{ProtoField, ProtoType};
 use crate::avro_columns::{bad, Decoder, Kind, Program};
+pub use crate::avro_columns::{ProtoField, ProtoType};
 use crate::error::Result;
 
 /// One wire value of a field.
@@ -135,8 +135,12 @@ fn parse<'a>(p: &Program, buf: &'a [u8], depth: usize) -> Result<Parsed<'a>> {
                 while at < b.len() {
                     let item = match want {
                         0 => Wire::Varint(varint(b, &mut at)?),
-                        1 => Wire::Fixed64(u64::from_le_bytes(take(b, &mut at, 8)?.try_into().map_err(|_| bad("short"))?)),
-                        _ => Wire::Fixed32(u32::from_le_bytes(take(b, &mut at, 4)?.try_into().map_err(|_| bad("short"))?)),
+                        1 => Wire::Fixed64(u64::from_le_bytes(
+                            take(b, &mut at, 8)?.try_into().map_err(|_| bad("short"))?,
+                        )),
+                        _ => Wire::Fixed32(u32::from_le_bytes(
+                            take(b, &mut at, 4)?.try_into().map_err(|_| bad("short"))?,
+                        )),
                     };
                     out.values[i].push(item);
                 }
@@ -153,7 +157,12 @@ fn parse<'a>(p: &Program, buf: &'a [u8], depth: usize) -> Result<Parsed<'a>> {
 impl Decoder<'_> {
     /// One framed value's message bytes (after the indexes): Ok(Ok) when its row was
     /// written, Ok(Err(reason)) when it does not parse (nothing written).
-    pub(crate) fn proto_value(&mut self, program: &Program, bytes: &[u8], id: i32) -> Result<std::result::Result<(), String>> {
+    pub(crate) fn proto_value(
+        &mut self,
+        program: &Program,
+        bytes: &[u8],
+        id: i32,
+    ) -> Result<std::result::Result<(), String>> {
         let start = match first_message(bytes) {
             Ok(n) => n,
             Err(why) => return Ok(Err(format!("schema id {id}: {why}"))),
@@ -283,8 +292,18 @@ mod tests {
             Column { kind: Kind::Struct, children: vec![7] },
             Column { kind: Kind::String, children: vec![] },
         ];
-        let field = |number, ty, repeated, presence, column| ProtoField { number, ty, repeated, presence, column: Some(column) };
-        let line = Program::ProtoMessage { target: Some(6), fields: vec![field(1, ProtoType::String, false, false, 7)], missing: vec![] };
+        let field = |number, ty, repeated, presence, column| ProtoField {
+            number,
+            ty,
+            repeated,
+            presence,
+            column: Some(column),
+        };
+        let line = Program::ProtoMessage {
+            target: Some(6),
+            fields: vec![field(1, ProtoType::String, false, false, 7)],
+            missing: vec![],
+        };
         let order = Program::ProtoMessage {
             target: Some(0),
             fields: vec![
@@ -305,9 +324,9 @@ mod tests {
         let empty: Vec<u8> = vec![]; // every field absent: defaults, nulls, an empty list
         let values = vec![
             framed(3, &[0], &full),
-            framed(3, &[2, 0], &empty), // indexes [0] written long-hand
-            framed(3, &[2, 2], &empty), // message [1]: not the table's
-            framed(3, &[0], &[0x08]),   // truncated
+            framed(3, &[2, 0], &empty),        // indexes [0] written long-hand
+            framed(3, &[2, 2], &empty),        // message [1]: not the table's
+            framed(3, &[0], &[0x08]),          // truncated
             framed(3, &[0], &[0x22, 1, 0xff]), // note not UTF-8
         ];
         let (validity, offsets, data) = column(&values);
@@ -315,7 +334,8 @@ mod tests {
         let ids: Vec<i64> = c.columns[1].values.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(ids, vec![7, 0, 0, 0, 0]);
         assert_eq!(c.columns[1].validity, vec![0b11], "absent id: its default 0, not null");
-        let deltas: Vec<i32> = c.columns[3].values.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+        let deltas: Vec<i32> =
+            c.columns[3].values.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(deltas, vec![-1, 2]);
         assert_eq!(c.columns[2].validity, vec![0b11], "absent repeated: an empty list");
         assert_eq!(c.columns[4].data, b"BUYVIEW");

@@ -222,7 +222,10 @@ fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, no
         if let Some(prev) = segments.last() {
             if prev.next_offset != base {
                 report.first_error.get_or_insert_with(|| {
-                    format!("segment {base} does not continue the previous one, which ends at offset {}", prev.next_offset)
+                    format!(
+                        "segment {base} does not continue the previous one, which ends at offset {}",
+                        prev.next_offset
+                    )
                 });
                 drop_segment_files(dir, base)?;
                 report.segments_dropped += 1;

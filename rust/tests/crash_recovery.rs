@@ -173,7 +173,12 @@ fn index_counts_and_lookups(log: &Log) -> Vec<(usize, usize)> {
     for o in log.log_start_offset()..log.log_end_offset() {
         let r = log.read(o, 1, None, true).unwrap().unwrap();
         let h = _core::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
-        assert!(h.base_offset <= o && o <= h.last_offset(), "offset {o} read batch {}..={}", h.base_offset, h.last_offset());
+        assert!(
+            h.base_offset <= o && o <= h.last_offset(),
+            "offset {o} read batch {}..={}",
+            h.base_offset,
+            h.last_offset()
+        );
     }
     log.index_entry_counts()
 }
@@ -193,7 +198,12 @@ fn active_segment_index_never_written_is_rebuilt() {
                 log.flush().unwrap();
             }
             let v = format!("value {i} {}", "y".repeat(i % 40)).into_bytes();
-            log.append_as_leader(BatchBuilder::new().base_timestamp(i as i64 * 10).record(Rec::value(&v)).build(), 0, i as i64).unwrap();
+            log.append_as_leader(
+                BatchBuilder::new().base_timestamp(i as i64 * 10).record(Rec::value(&v)).build(),
+                0,
+                i as i64,
+            )
+            .unwrap();
             values.push(v);
         }
         let before = index_counts_and_lookups(&log);

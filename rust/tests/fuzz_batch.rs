@@ -38,7 +38,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (any::<usize>(), 1u8..=255).prop_map(|(a, x)| Mutation::Flip(a, x)),
         any::<usize>().prop_map(Mutation::Truncate),
         (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..8)).prop_map(|(a, v)| Mutation::Insert(a, v)),
-        (prop_oneof![Just(8usize), Just(12), Just(17), Just(23), Just(57)], any::<i32>()).prop_map(|(a, v)| Mutation::Field(a, v)),
+        (prop_oneof![Just(8usize), Just(12), Just(17), Just(23), Just(57)], any::<i32>())
+            .prop_map(|(a, v)| Mutation::Field(a, v)),
     ]
 }
 

@@ -246,7 +246,8 @@ impl<T: Clone> Accumulator<T> {
         if let Some(b) = slot {
             let delta = rec.timestamp_ms.wrapping_sub(b.base_timestamp);
             let body = body_size(rec, delta, b.count);
-            if b.records.len() + varint_size(len_i32(body)) + body > batch_size.saturating_sub(crate::batch::HEADER_LEN) {
+            if b.records.len() + varint_size(len_i32(body)) + body > batch_size.saturating_sub(crate::batch::HEADER_LEN)
+            {
                 let full = slot.take().expect("just matched");
                 self.ready.push_back(full);
                 self.open_batches -= 1;
@@ -462,10 +463,19 @@ mod tests {
     #[test]
     fn refusals() {
         let mut a = acc(1000, 0);
-        assert_eq!(a.append("u", None, &rec(None, b"v", 0), 0, |_| 1).unwrap_err(), ClientError::UnknownTopic("u".into()));
-        assert!(matches!(a.append("t", Some(4), &rec(None, b"v", 0), 0, |_| 1), Err(ClientError::UnknownPartition { .. })));
+        assert_eq!(
+            a.append("u", None, &rec(None, b"v", 0), 0, |_| 1).unwrap_err(),
+            ClientError::UnknownTopic("u".into())
+        );
+        assert!(matches!(
+            a.append("t", Some(4), &rec(None, b"v", 0), 0, |_| 1),
+            Err(ClientError::UnknownPartition { .. })
+        ));
         let big = vec![0u8; 2 << 20];
-        assert!(matches!(a.append("t", Some(0), &rec(None, &big, 0), 0, |_| 1), Err(ClientError::RecordTooLarge { .. })));
+        assert!(matches!(
+            a.append("t", Some(0), &rec(None, &big, 0), 0, |_| 1),
+            Err(ClientError::RecordTooLarge { .. })
+        ));
         let half = vec![0u8; 600 << 10];
         a.append("t", Some(0), &rec(None, &half, 0), 0, |_| 1).unwrap();
         assert!(matches!(a.append("t", Some(0), &rec(None, &half, 0), 0, |_| 1), Err(ClientError::BufferFull { .. })));

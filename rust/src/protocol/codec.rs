@@ -191,7 +191,12 @@ impl Reader {
         self.take_bytes(label, n as usize).map(Some)
     }
 
-    pub fn records_opt(&mut self, label: &str, compact: bool, nullable: bool) -> Result<Option<Records>, ProtocolError> {
+    pub fn records_opt(
+        &mut self,
+        label: &str,
+        compact: bool,
+        nullable: bool,
+    ) -> Result<Option<Records>, ProtocolError> {
         Ok(self.bytes_opt(label, compact, nullable)?.map(Records::Bytes))
     }
 
@@ -211,8 +216,13 @@ impl Reader {
     }
 
     /// An array: its count (null is `None`, where allowed), then each element read by `item`.
-    pub fn array<T>(&mut self, label: &str, compact: bool, nullable: bool, mut item: impl FnMut(&mut Reader) -> Result<T, ProtocolError>)
-        -> Result<Option<Vec<T>>, ProtocolError> {
+    pub fn array<T>(
+        &mut self,
+        label: &str,
+        compact: bool,
+        nullable: bool,
+        mut item: impl FnMut(&mut Reader) -> Result<T, ProtocolError>,
+    ) -> Result<Option<Vec<T>>, ProtocolError> {
         let n = self.array_len(label, compact, nullable)?;
         let Ok(n) = usize::try_from(n) else { return Ok(None) };
         let mut items = Vec::with_capacity(n);
@@ -224,8 +234,11 @@ impl Reader {
 
     /// A tagged-field section: `known(tag, payload)` reads a tag it knows and returns true;
     /// every other tag is kept raw in the result.
-    pub fn tagged_fields(&mut self, label: &str, mut known: impl FnMut(u32, &mut Reader) -> Result<bool, ProtocolError>)
-        -> Result<TaggedFields, ProtocolError> {
+    pub fn tagged_fields(
+        &mut self,
+        label: &str,
+        mut known: impl FnMut(u32, &mut Reader) -> Result<bool, ProtocolError>,
+    ) -> Result<TaggedFields, ProtocolError> {
         let count = self.uvarint(label)?;
         let mut unknown = TaggedFields::new();
         for _ in 0..count {
@@ -383,8 +396,15 @@ impl Writer {
     }
 
     /// A length prefix (`None` = null, refused unless `nullable`).
-    fn length(&mut self, label: &str, n: Option<usize>, compact: bool, wide: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    fn length(
+        &mut self,
+        label: &str,
+        n: Option<usize>,
+        compact: bool,
+        wide: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         let Some(n) = n else {
             if !nullable {
                 return Err(ProtocolError::null_value(label, version));
@@ -409,8 +429,14 @@ impl Writer {
         Ok(())
     }
 
-    pub fn string_opt(&mut self, label: &str, v: Option<&String>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn string_opt(
+        &mut self,
+        label: &str,
+        v: Option<&String>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, v.map(String::len), compact, false, nullable, version)?;
         if let Some(s) = v {
             self.buf.extend_from_slice(s.as_bytes());
@@ -418,8 +444,14 @@ impl Writer {
         Ok(())
     }
 
-    pub fn bytes_opt(&mut self, label: &str, v: Option<&Bytes>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn bytes_opt(
+        &mut self,
+        label: &str,
+        v: Option<&Bytes>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, v.map(Bytes::len), compact, true, nullable, version)?;
         if let Some(b) = v {
             self.buf.extend_from_slice(b);
@@ -427,8 +459,14 @@ impl Writer {
         Ok(())
     }
 
-    pub fn records_opt(&mut self, label: &str, v: Option<&Records>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn records_opt(
+        &mut self,
+        label: &str,
+        v: Option<&Records>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, v.map(Records::len), compact, true, nullable, version)?;
         match v {
             Some(Records::Bytes(b)) if b.len() < CHUNK_MIN => self.buf.extend_from_slice(b),
@@ -439,14 +477,27 @@ impl Writer {
         Ok(())
     }
 
-    pub fn array_len(&mut self, label: &str, n: Option<usize>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn array_len(
+        &mut self,
+        label: &str,
+        n: Option<usize>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, n, compact, true, nullable, version)
     }
 
     /// An array: its count (`None` is null, where allowed), then each element written by `item`.
-    pub fn array<T>(&mut self, label: &str, items: Option<&[T]>, compact: bool, nullable: bool, version: i16,
-                    mut item: impl FnMut(&mut Writer, &T) -> Result<(), ProtocolError>) -> Result<(), ProtocolError> {
+    pub fn array<T>(
+        &mut self,
+        label: &str,
+        items: Option<&[T]>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+        mut item: impl FnMut(&mut Writer, &T) -> Result<(), ProtocolError>,
+    ) -> Result<(), ProtocolError> {
         self.array_len(label, items.map(<[T]>::len), compact, nullable, version)?;
         for x in items.into_iter().flatten() {
             item(self, x)?;

@@ -37,7 +37,12 @@ pub fn crc32c(data: &Bound<'_, PyAny>) -> PyResult<u32> {
 /// `limit` bytes (ValueError naming the codec and the cause). Client telemetry pushes
 /// (PushTelemetry, KIP-714) are compressed this way.
 #[pyfunction]
-pub fn decompress<'py>(py: Python<'py>, codec: &str, data: &Bound<'py, PyAny>, limit: usize) -> PyResult<Bound<'py, PyBytes>> {
+pub fn decompress<'py>(
+    py: Python<'py>,
+    codec: &str,
+    data: &Bound<'py, PyAny>,
+    limit: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
     let c = codec_named(codec)?;
     let input = extract_bytes(data)?;
     let out = py
@@ -50,7 +55,14 @@ pub fn decompress<'py>(py: Python<'py>, codec: &str, data: &Bound<'py, PyAny>, l
 /// (`a`, `b`): RSA `n`, `e`; EC `x`, `y`; Ed25519 `x`, `b""` (jws.rs). ValueError for an
 /// algorithm not accepted. Releases the GIL.
 #[pyfunction]
-pub fn jws_verify(py: Python<'_>, alg: &str, a: &[u8], b: &[u8], signing_input: &[u8], signature: &[u8]) -> PyResult<bool> {
+pub fn jws_verify(
+    py: Python<'_>,
+    alg: &str,
+    a: &[u8],
+    b: &[u8],
+    signing_input: &[u8],
+    signature: &[u8],
+) -> PyResult<bool> {
     py.detach(|| crate::jws::verify(alg, a, b, signing_input, signature))
         .map_err(pyo3::exceptions::PyValueError::new_err)
 }

@@ -19,12 +19,13 @@
 
 use pyo3::prelude::*;
 
-mod columnar;
 mod client;
+mod columnar;
 mod errors;
 mod functions;
 mod gil;
 mod log;
+#[rustfmt::skip] // generated (tools/gen_*.py): the generator's layout, checked byte for byte
 mod messages;
 mod protocol;
 mod raft;

@@ -301,7 +301,9 @@ impl ClientQuotas {
 
     /// Per quota type (produce, fetch): throttled responses and their total throttle time (ms).
     pub fn stats(&self) -> [(u64, u64); TYPES] {
-        [PRODUCE, FETCH].map(|k| (self.stats[k].throttled.load(Ordering::Relaxed), self.stats[k].throttle_ms.load(Ordering::Relaxed)))
+        [PRODUCE, FETCH].map(|k| {
+            (self.stats[k].throttled.load(Ordering::Relaxed), self.stats[k].throttle_ms.load(Ordering::Relaxed))
+        })
     }
 }
 

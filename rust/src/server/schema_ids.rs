@@ -60,7 +60,10 @@ impl SchemaIds {
     pub fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Inner>, String> {
         let g = self.inner.read().expect("schema ids lock");
         if !g.active {
-            return Err("this broker does not serve the schema registry (schema.registry.listen), which the check needs".to_owned());
+            return Err(
+                "this broker does not serve the schema registry (schema.registry.listen), which the check needs"
+                    .to_owned(),
+            );
         }
         Ok(g)
     }
