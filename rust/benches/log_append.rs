@@ -1,7 +1,6 @@
 //! Throughput of the engine's hot paths, without Python: batch validation, leader append
 //! (validate + assign offsets + one pwrite per request) and reads (region computation, then a
 //! copy to measure the bytes). Run: `cargo bench --bench log_append`.
-#![allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
 
 use std::time::Instant;
 

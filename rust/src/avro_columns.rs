@@ -288,11 +288,8 @@ impl Decoder<'_> {
                 b.values.extend_from_slice(&i32::try_from(v).map_err(|_| bad("an int out of range"))?.to_le_bytes());
             }
             (Kind::Long, Some(v), _) => b.values.extend_from_slice(&v.to_le_bytes()),
-            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
             (Kind::Float, Some(v), _) => b.values.extend_from_slice(&(v as f32).to_le_bytes()),
-            #[allow(clippy::cast_possible_truncation)]
             (Kind::Float, None, Some(v)) => b.values.extend_from_slice(&(v as f32).to_le_bytes()),
-            #[allow(clippy::cast_precision_loss)]
             (Kind::Double, Some(v), _) => b.values.extend_from_slice(&(v as f64).to_le_bytes()),
             (Kind::Double, None, Some(v)) => b.values.extend_from_slice(&v.to_le_bytes()),
             (k, _, _) => return Err(bad(&format!("a number for a {k:?} column"))),
@@ -505,15 +502,12 @@ pub fn decode_avro_columns(
                 }
             }
         };
-        match schema_id {
-            Some(id) => {
-                ids.values.extend_from_slice(&id.to_le_bytes());
-                ids.valid(true);
-            }
-            None => {
-                ids.values.extend_from_slice(&0i32.to_le_bytes());
-                ids.valid(false);
-            }
+        if let Some(id) = schema_id {
+            ids.values.extend_from_slice(&id.to_le_bytes());
+            ids.valid(true);
+        } else {
+            ids.values.extend_from_slice(&0i32.to_le_bytes());
+            ids.valid(false);
         }
         match outcome {
             Ok(()) => {

@@ -124,7 +124,6 @@ impl BatchHeader {
             base_offset: be_i64(b, BASE_OFFSET_AT),
             batch_length: be_i32(b, LENGTH_AT),
             partition_leader_epoch: be_i32(b, PARTITION_LEADER_EPOCH_AT),
-            #[allow(clippy::cast_possible_wrap)]
             magic: b[MAGIC_AT] as i8,
             crc: be_u32(b, CRC_AT),
             attributes: be_i16(b, ATTRIBUTES_AT),
@@ -185,7 +184,6 @@ impl BatchHeader {
         out.extend_from_slice(&self.base_offset.to_be_bytes());
         out.extend_from_slice(&i32::try_from(total - LOG_OVERHEAD).expect("batch fits i32").to_be_bytes());
         out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
-        #[allow(clippy::cast_sign_loss)]
         out.push(MAGIC_V2 as u8);
         out.extend_from_slice(&[0; 4]); // crc, filled below
         out.extend_from_slice(&self.attributes.to_be_bytes());
@@ -275,7 +273,6 @@ impl EndTxnMarker {
         let mut body = vec![0u8]; // record attributes
         write_varlong(&mut body, 0);
         write_varint(&mut body, 0);
-        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
         {
             write_varint(&mut body, key.len() as i32);
             body.extend_from_slice(&key);
@@ -307,9 +304,7 @@ impl EndTxnMarker {
 /// `seq + delta` in sequence space: wraps from i32::MAX to 0 as Kafka's producers do.
 pub fn add_sequence(seq: i32, delta: i32) -> i32 {
     let s = i64::from(seq) + i64::from(delta);
-    #[allow(clippy::cast_possible_truncation)]
-    let r = (s % (i64::from(i32::MAX) + 1)) as i32;
-    r
+    (s % (i64::from(i32::MAX) + 1)) as i32
 }
 
 /// A batch in wire form: its decoded header plus the untouched bytes (header included).
@@ -425,7 +420,6 @@ impl BatchSource for SliceSource<'_> {
         self.0.len() as u64
     }
     fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
-        #[allow(clippy::cast_possible_truncation)]
         let p = pos as usize;
         Ok(&self.0[p..p + len])
     }
@@ -457,13 +451,11 @@ impl BatchSource for FileSource<'_> {
     fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
         let in_window = pos >= self.window_pos && pos + len as u64 <= self.window_pos + self.window.len() as u64;
         if !in_window {
-            #[allow(clippy::cast_possible_truncation)]
             let want = (len.max(WINDOW) as u64).min(self.len - pos) as usize;
             self.window.resize(want, 0);
             self.file.read_exact_at(&mut self.window, pos).ctx(self.path)?;
             self.window_pos = pos;
         }
-        #[allow(clippy::cast_possible_truncation)]
         let at = (pos - self.window_pos) as usize;
         Ok(&self.window[at..at + len])
     }
@@ -472,7 +464,6 @@ impl BatchSource for FileSource<'_> {
 /// Checks the framing fields of the header at `position` and returns the batch size.
 /// `available` is how many bytes the source has from `position` on.
 fn check_framing(h: &BatchHeader, position: u64, available: u64) -> Result<u64, (LogError, bool)> {
-    #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
     if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
         return Err((
             LogError::corrupt(
@@ -659,7 +650,6 @@ fn parse_record(r: &[u8]) -> Result<RecordView<'_>, String> {
     if p != r.len() {
         return Err(format!("{} bytes left over after the last field", r.len() - p));
     }
-    #[allow(clippy::cast_possible_wrap)]
     Ok(RecordView {
         attributes: attr as i8,
         timestamp_delta,
@@ -738,7 +728,6 @@ pub fn encode_record(out: &mut Vec<u8>, r: &RecordView<'_>, timestamp_delta: i64
     }
     let mut body =
         Vec::with_capacity(16 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len());
-    #[allow(clippy::cast_sign_loss)]
     body.push(r.attributes as u8);
     write_varlong(&mut body, timestamp_delta);
     write_varint(&mut body, r.offset_delta);
@@ -808,7 +797,6 @@ pub fn scan<S: BatchSource>(
                 Visited { position: pos, header, bytes: None, records: None }
             }
             Check::Full | Check::Stored => {
-                #[allow(clippy::cast_possible_truncation)]
                 let bytes = src.read_at(pos, size as usize)?;
                 match validate_body(&header, bytes, pos, check) {
                     Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
@@ -851,7 +839,6 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
 }
 
 #[cfg(test)]
-#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 mod tests {
     use super::*;
     use crate::builder::{BatchBuilder, Rec};

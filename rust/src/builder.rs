@@ -273,7 +273,6 @@ pub fn read_all_values(log: &Log, from: i64) -> Result<Vec<(i64, Vec<u8>)>> {
         let mut pos = 0usize;
         while pos < bytes.len() {
             let h = batch::BatchHeader::parse(&bytes[pos..]);
-            #[allow(clippy::cast_possible_truncation)]
             let size = h.size() as usize;
             let b = &bytes[pos..pos + size];
             let codec = h.codec().expect("stored batches have valid codecs");

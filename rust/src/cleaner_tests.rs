@@ -1,5 +1,4 @@
 //! Unit tests of the log cleaner through `Log::compact`.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -54,6 +54,7 @@ pub enum TimestampType {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::struct_excessive_bools)] // one field per Kafka topic key; its booleans are independent keys
 pub struct LogConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
@@ -259,7 +260,7 @@ impl LogConfig {
                 "segment.ms" => self.segment_ms = int(&keys::SEGMENT_MS, k, value)?,
                 "segment.index.bytes" => self.segment_index_bytes = to_u64(int(&keys::SEGMENT_INDEX_BYTES, k, value)?),
                 "index.interval.bytes" => {
-                    self.index_interval_bytes = to_u64(int(&keys::INDEX_INTERVAL_BYTES, k, value)?)
+                    self.index_interval_bytes = to_u64(int(&keys::INDEX_INTERVAL_BYTES, k, value)?);
                 }
                 "flush.messages" => self.flush_messages = int(&keys::FLUSH_MESSAGES, k, value)?,
                 "flush.ms" => self.flush_ms = int(&keys::FLUSH_MS, k, value)?,
@@ -269,27 +270,27 @@ impl LogConfig {
                     self.max_message_bytes = to_u64(int(&keys::MAX_MESSAGE_BYTES, k, value)?);
                 }
                 "producer.id.expiration.ms" => {
-                    self.producer_id_expiration_ms = int(&keys::PRODUCER_ID_EXPIRATION_MS, k, value)?
+                    self.producer_id_expiration_ms = int(&keys::PRODUCER_ID_EXPIRATION_MS, k, value)?;
                 }
                 "cleanup.policy" => (self.cleanup_delete, self.cleanup_compact) = parse_policy(k, value)?,
                 "delete.retention.ms" => self.delete_retention_ms = int(&keys::DELETE_RETENTION_MS, k, value)?,
                 "min.compaction.lag.ms" => self.min_compaction_lag_ms = int(&keys::MIN_COMPACTION_LAG_MS, k, value)?,
                 "max.compaction.lag.ms" => self.max_compaction_lag_ms = int(&keys::MAX_COMPACTION_LAG_MS, k, value)?,
                 "min.cleanable.dirty.ratio" => {
-                    self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?
+                    self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?;
                 }
                 "retention.archive" => self.retention_archive = boolean(k, value)?,
                 "iceberg.enable" => self.iceberg_enable = boolean(k, value)?,
                 "message.timestamp.type" => self.timestamp_type = parse_timestamp_type(k, value)?,
                 "compression.type" => self.compression = parse_compression(k, value)?,
                 "compression.gzip.level" => {
-                    self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?)
+                    self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?);
                 }
                 "compression.lz4.level" => {
-                    self.compression_lz4_level = to_i32(int(&keys::COMPRESSION_LZ4_LEVEL, k, value)?)
+                    self.compression_lz4_level = to_i32(int(&keys::COMPRESSION_LZ4_LEVEL, k, value)?);
                 }
                 "compression.zstd.level" => {
-                    self.compression_zstd_level = to_i32(int(&keys::COMPRESSION_ZSTD_LEVEL, k, value)?)
+                    self.compression_zstd_level = to_i32(int(&keys::COMPRESSION_ZSTD_LEVEL, k, value)?);
                 }
                 "confluent.key.schema.validation" => self.key_schema_validation = boolean(k, value)?,
                 "confluent.value.schema.validation" => self.value_schema_validation = boolean(k, value)?,

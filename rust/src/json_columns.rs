@@ -24,7 +24,6 @@ fn integral(v: &serde_json::Number) -> Option<i64> {
         return Some(i);
     }
     let f = v.as_f64()?;
-    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
     (f.fract() == 0.0 && f.abs() < 9.2e18).then_some(f as i64)
 }
 
@@ -81,8 +80,9 @@ impl Decoder<'_> {
             (Program::JsonValue { target }, v) => {
                 let kind = self.tree[*target].kind;
                 let fits = match (kind, v) {
-                    (Kind::Boolean, Value::Bool(_)) | (Kind::Float | Kind::Double, Value::Number(_)) => true,
-                    (Kind::String | Kind::Binary, Value::String(_)) => true,
+                    (Kind::Boolean, Value::Bool(_))
+                    | (Kind::Float | Kind::Double, Value::Number(_))
+                    | (Kind::String | Kind::Binary, Value::String(_)) => true,
                     (Kind::Long, Value::Number(n)) => integral(n).is_some(),
                     (Kind::Int, Value::Number(n)) => integral(n).is_some_and(|i| i32::try_from(i).is_ok()),
                     _ => false,
@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(ns, vec![3, 2, 0, 0, 0, 0]);
         let scores: Vec<f64> =
             c.columns[3].values.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
-        assert_eq!(scores[0], 1.0);
+        assert_eq!(scores[0].to_bits(), 1.0f64.to_bits());
         assert_eq!(c.columns[3].validity, vec![0b01], "bob has no score");
         assert_eq!(c.columns[5].data, b"xy");
         assert_eq!(c.columns[4].validity, vec![0b01], "bob's tags are null");

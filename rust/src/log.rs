@@ -609,7 +609,6 @@ impl Log {
         self.append_as_leader_from(batch, leader_epoch, now_ms, AppendOrigin::Coordinator, None)
     }
 
-    #[allow(clippy::too_many_lines)]
     fn append_as_leader_from(
         &self,
         records: Vec<u8>,
@@ -675,7 +674,6 @@ impl Log {
                     timestamp: ts,
                     control: h.is_control(),
                     transactional: h.is_transactional(),
-                    #[allow(clippy::cast_possible_truncation)]
                     marker: if h.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None },
                 };
                 if let Some(dup) = producer_append.check(&g.producers, &pb).map_err(|e| self.err(e))? {
@@ -704,7 +702,6 @@ impl Log {
                 offset_of_max_timestamp: if log_append { first } else { first + i64::from(v.offset_delta_of_max) },
             });
         }
-        #[allow(clippy::cast_possible_truncation)]
         for (v, a) in batches.iter().zip(&appended) {
             let b = &mut records[v.position as usize..(v.position + v.size) as usize];
             batch::set_base_offset(b, a.base_offset);
@@ -766,7 +763,6 @@ impl Log {
         let mut out = Vec::with_capacity(records.len());
         let mut rewritten = Vec::with_capacity(batches.len());
         for v in batches {
-            #[allow(clippy::cast_possible_truncation)]
             let src = &records[v.position as usize..(v.position + v.size) as usize];
             let position = out.len() as u64;
             let Some(target) = target_of(&v) else {
@@ -873,7 +869,6 @@ impl Log {
     /// log: each base offset at or above the LEO / the previous batch's end (a compacted
     /// leader's log has gaps, Kafka's monotonic rule). A partial batch at the end of the data
     /// is ignored (fetch responses may end mid-batch). Empty data appends nothing.
-    #[allow(clippy::needless_pass_by_value)] // same ownership contract as append_as_leader
     pub fn append_as_follower(&self, records: Vec<u8>) -> Result<AppendResult> {
         let (batches, valid_end) = self.validate(&records, u64::MAX, true, false, None)?;
         let mut g = self.lock_open()?;
@@ -922,7 +917,6 @@ impl Log {
                 },
             });
         }
-        #[allow(clippy::cast_possible_truncation)]
         let data = &records[..valid_end as usize];
         // Followers have no clock argument: the batches' own timestamps age the segment.
         let now_ms = max_timestamp.max(0);
@@ -933,7 +927,6 @@ impl Log {
         self.write_locked(&mut g, data, &appended, expected - 1, now_ms, &config)?;
         for v in &batches {
             if v.header.has_producer_id() {
-                #[allow(clippy::cast_possible_truncation)]
                 let marker =
                     if v.header.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None };
                 g.producers.apply(&ProducerBatch::from_header(&v.header, marker));
@@ -1483,7 +1476,6 @@ impl Log {
         let range = &inactive[start..end];
         let total: u64 = range.iter().map(|s| s.size).sum();
         let dirty: u64 = range.iter().filter(|s| s.next_offset > first_dirty).map(|s| s.size).sum();
-        #[allow(clippy::cast_precision_loss)]
         let dirty_ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
         let mut lag_due = false;
         if config.max_compaction_lag_ms < i64::MAX {
@@ -1587,7 +1579,6 @@ impl Log {
                     done = true;
                     return Ok(Control::Stop);
                 }
-                #[allow(clippy::cast_possible_truncation)]
                 let b = &bytes[v.position as usize..(v.position + h.size()) as usize];
                 if !h.is_control() {
                     batch::for_each_record(b, v.position, |offset, timestamp, r| {
@@ -1891,7 +1882,6 @@ impl Drop for Log {
     }
 }
 
-#[allow(dead_code)]
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<Log>();

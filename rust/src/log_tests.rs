@@ -1,6 +1,4 @@
 //! Unit tests of `Log` (the partition log), built on the `LogBuilder` fixture.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
-#![allow(clippy::case_sensitive_file_extension_comparisons)]
 use std::collections::HashMap;
 
 use super::*;
@@ -653,7 +651,10 @@ fn stray_files_removed_on_open() {
     let names: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(
-        names.iter().all(|n| !n.ends_with(".deleted") && !n.ends_with(".cleaned") && !n.ends_with(".swap")),
+        names.iter().all(|n| !matches!(
+            std::path::Path::new(n).extension().and_then(|e| e.to_str()),
+            Some("deleted" | "cleaned" | "swap")
+        )),
         "{names:?}"
     );
     assert!(!names.contains(&"00000000000000000077.index".to_owned()));

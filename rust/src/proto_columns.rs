@@ -52,7 +52,6 @@ fn take<'b>(buf: &'b [u8], pos: &mut usize, n: usize) -> Result<&'b [u8]> {
     Ok(s)
 }
 
-#[allow(clippy::cast_possible_wrap)]
 fn zigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
@@ -120,16 +119,16 @@ fn parse<'a>(p: &Program, buf: &'a [u8], depth: usize) -> Result<Parsed<'a>> {
             w => return Err(bad(&format!("field {number} has wire type {w} (groups are not read)"))),
         };
         let Some(i) = fields.iter().position(|f| u64::from(f.number) == number) else { continue };
-        let f = &fields[i];
-        let want = scalar_wire(&f.ty);
-        match (value, &f.ty) {
+        let field = &fields[i];
+        let want = scalar_wire(&field.ty);
+        match (value, &field.ty) {
             (Wire::Bytes(b), ProtoType::Message(m)) => out.values[i].push(Wire::Message(parse(m, b, depth + 1)?)),
             (Wire::Bytes(b), ProtoType::String) => {
                 std::str::from_utf8(b).map_err(|_| bad(&format!("field {number} is a string that is not UTF-8")))?;
                 out.values[i].push(Wire::Bytes(b));
             }
             (Wire::Bytes(b), ProtoType::Bytes) => out.values[i].push(Wire::Bytes(b)),
-            (Wire::Bytes(b), _) if f.repeated && want != 2 => {
+            (Wire::Bytes(b), _) if field.repeated && want != 2 => {
                 // packed: the items back to back
                 let mut at = 0;
                 while at < b.len() {
@@ -205,7 +204,6 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
     fn proto_item(&mut self, ty: &ProtoType, column: usize, v: &Wire<'_>) -> Result<()> {
         match (ty, v) {
             (ProtoType::Message(m), Wire::Message(parsed)) => self.proto_write(m, parsed),
@@ -226,14 +224,16 @@ impl Decoder<'_> {
                 }
             }
             (ProtoType::Int32, Wire::Varint(x)) => self.number(column, Some(i64::from(*x as i64 as i32)), None),
-            (ProtoType::Int64 | ProtoType::UInt64, Wire::Varint(x)) => self.number(column, Some(*x as i64), None),
+            (ProtoType::Int64 | ProtoType::UInt64, Wire::Varint(x))
+            | (ProtoType::Fixed64 | ProtoType::SFixed64, Wire::Fixed64(x)) => {
+                self.number(column, Some(*x as i64), None)
+            }
             (ProtoType::UInt32, Wire::Varint(x)) => self.number(column, Some(i64::from(*x as u32)), None),
             (ProtoType::SInt32, Wire::Varint(x)) => self.number(column, Some(i64::from(zigzag(*x) as i32)), None),
             (ProtoType::SInt64, Wire::Varint(x)) => self.number(column, Some(zigzag(*x)), None),
             (ProtoType::Fixed32, Wire::Fixed32(x)) => self.number(column, Some(i64::from(*x)), None),
             (ProtoType::SFixed32, Wire::Fixed32(x)) => self.number(column, Some(i64::from(*x as i32)), None),
             (ProtoType::Float, Wire::Fixed32(x)) => self.number(column, None, Some(f64::from(f32::from_bits(*x)))),
-            (ProtoType::Fixed64 | ProtoType::SFixed64, Wire::Fixed64(x)) => self.number(column, Some(*x as i64), None),
             (ProtoType::Double, Wire::Fixed64(x)) => self.number(column, None, Some(f64::from_bits(*x))),
             _ => Err(bad("a Protobuf value of another type than its field's")),
         }

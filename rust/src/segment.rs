@@ -814,7 +814,6 @@ impl Segment {
         batch::scan(&mut src, 0, Check::Framing, None, |v| {
             let h = v.header;
             let marker = if h.is_control() {
-                #[allow(clippy::cast_possible_truncation)]
                 buf.resize(h.size().min(256) as usize, 0);
                 file.read_exact_at(&mut buf, v.position).ctx(&self.log_path)?;
                 EndTxnMarker::parse(&buf)
@@ -847,14 +846,12 @@ impl Segment {
     }
 }
 
-#[allow(dead_code)]
 const _: () = {
     assert!(offset_index::ENTRY_SIZE == 8);
     assert!(time_index::ENTRY_SIZE == 12);
 };
 
 #[cfg(test)]
-#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 mod tests {
     use super::*;
     use crate::builder::{BatchBuilder, Rec};

@@ -12,8 +12,6 @@
 //! recreated by hand from a "before" and an "after" copy of the directory; recovery must
 //! give exactly one of the two logs (or, with groups in different states, a log that keeps
 //! the latest record of every key).
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
-#![allow(clippy::case_sensitive_file_extension_comparisons)]
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -221,7 +219,7 @@ fn records(dir: &Path) -> Vec<LogRecord> {
     let leftovers: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
+        .filter(|n| matches!(std::path::Path::new(n).extension().and_then(|e| e.to_str()), Some("cleaned" | "swap")))
         .collect();
     assert!(leftovers.is_empty(), "recovery leaves no cleaner files: {leftovers:?}");
     let r = log.read_records(0, None, None).unwrap();

@@ -2,7 +2,6 @@
 //! would: cut the `.log` at a random byte, or flip random bytes in its tail; reopen without
 //! the clean-shutdown marker. The recovered log must be a prefix of what was written, its
 //! indexes must serve reads from any offset, and appends must continue from the new LEO.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
 
 use _core::builder::{read_all_values, BatchBuilder, Rec};
 use _core::compression::Codec;
@@ -22,7 +21,7 @@ fn write(dir: &std::path::Path, n: usize, codec_seed: usize, close: bool) -> Vec
     for i in 0..n {
         let codec = Codec::ALL[(codec_seed + i) % Codec::ALL.len()];
         let mut b = BatchBuilder::new().codec(codec).base_timestamp(i as i64 * 100);
-        for j in 0..(1 + (i + codec_seed) % 4) {
+        for j in 0..=((i + codec_seed) % 4) {
             let v = format!("batch {i} record {j} {}", "x".repeat((i * 7 + j) % 50)).into_bytes();
             b = b.record(Rec::kv(format!("{i}").as_bytes(), &v).ts_delta(j as i64));
             values.push(v);

@@ -11,7 +11,6 @@
 //!
 //! `broker_like_descriptor_counts` and `new_empty_log_cost` print the figures for 1,000 logs
 //! (run with `--nocapture`).
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,6 @@
 //! a fuzz target checks: no panic, only `Err`, and anything accepted is really valid (it
 //! survives a round trip through a log). Failing inputs are kept in
 //! `fuzz_batch.proptest-regressions`, committed next to this file.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
 
 use _core::batch::{self, Check, Control, SliceSource};
 use _core::builder::{read_all_values, BatchBuilder, Rec};

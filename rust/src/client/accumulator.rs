@@ -97,7 +97,6 @@ pub struct Accumulator<T> {
 }
 
 fn varlong_size(v: i64) -> usize {
-    #[allow(clippy::cast_sign_loss)]
     let raw = ((v << 1) ^ (v >> 63)) as u64;
     let bits = 64 - raw.leading_zeros() as usize;
     bits.max(1).div_ceil(7)
@@ -164,7 +163,6 @@ impl<T: Clone> Accumulator<T> {
         if n <= 1 {
             return 0;
         }
-        #[allow(clippy::cast_possible_truncation)]
         let mut p = (self.random() % u64::from(n)) as u32;
         if Some(p) == avoid {
             p = (p + 1) % n;
@@ -259,14 +257,12 @@ impl<T: Clone> Accumulator<T> {
             let t = self.topics.get_mut(topic).expect("known topic");
             t.open[p as usize] = Some(ProducerBatch {
                 topic: topic_arc,
-                #[allow(clippy::cast_possible_wrap)]
                 partition: p as i32,
                 created_ms: now_ms,
                 base_timestamp: rec.timestamp_ms,
                 max_timestamp: rec.timestamp_ms,
                 records: Vec::with_capacity(batch_size.min(INITIAL_BATCH_CAPACITY)),
                 count: 0,
-                #[allow(clippy::cast_possible_wrap)]
                 token: new_token(p as i32),
             });
             if self.open_batches == 0 {
@@ -313,7 +309,6 @@ impl<T: Clone> Accumulator<T> {
                 t.sticky_bytes = 0;
             }
         }
-        #[allow(clippy::cast_possible_wrap)]
         Ok(Appended { partition: p as i32, offset_delta, token, wake })
     }
 

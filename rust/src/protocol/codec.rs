@@ -174,7 +174,6 @@ impl Reader {
         if compact && n > 32767 {
             return Err(ProtocolError::bad_length(label, pos, n));
         }
-        #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
         let raw = self.take_slice(label, n as usize)?;
         match std::str::from_utf8(raw) {
             Ok(s) => Ok(Some(s.to_owned())),
@@ -187,7 +186,6 @@ impl Reader {
         if n < 0 {
             return Ok(None);
         }
-        #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
         self.take_bytes(label, n as usize).map(Some)
     }
 
@@ -204,14 +202,12 @@ impl Reader {
     pub fn array_len(&mut self, label: &str, compact: bool, nullable: bool) -> Result<i32, ProtocolError> {
         let pos = self.pos;
         let n = self.length(label, compact, true, nullable)?;
-        #[allow(clippy::cast_possible_wrap)]
         if n > self.remaining() as i64 {
             return Err(ProtocolError(format!(
                 "{label}: array of {n} element(s) at position {pos}, but only {} byte(s) follow",
                 self.remaining()
             )));
         }
-        #[allow(clippy::cast_possible_truncation)]
         Ok(n as i32)
     }
 
@@ -289,7 +285,6 @@ impl Records {
     pub fn len(&self) -> usize {
         match self {
             Records::Bytes(b) => b.len(),
-            #[allow(clippy::cast_possible_truncation)]
             Records::File(r) => r.length as usize,
         }
     }
@@ -387,11 +382,9 @@ impl Writer {
 
     pub fn uvarint(&mut self, mut v: u32) {
         while v >= 0x80 {
-            #[allow(clippy::cast_possible_truncation)]
             self.buf.push((v as u8) | 0x80);
             v >>= 7;
         }
-        #[allow(clippy::cast_possible_truncation)]
         self.buf.push(v as u8);
     }
 
@@ -515,11 +508,9 @@ impl Writer {
         for (t, b) in known {
             all.insert(*t, b);
         }
-        #[allow(clippy::cast_possible_truncation)]
         self.uvarint(all.len() as u32);
         for (t, b) in all {
             self.uvarint(t);
-            #[allow(clippy::cast_possible_truncation)]
             self.uvarint(b.len() as u32);
             self.buf.extend_from_slice(b);
         }
@@ -541,7 +532,6 @@ impl Writer {
         }
         self.len += match &c {
             Chunk::Bytes(b) => b.len(),
-            #[allow(clippy::cast_possible_truncation)]
             Chunk::File(r) => r.length as usize,
         };
         self.chunks.push(c);

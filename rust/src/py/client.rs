@@ -413,7 +413,6 @@ impl RecordAccumulator {
         let codec = codec_named(compression)?;
         let config =
             AccumulatorConfig { batch_size: batch_size.max(1), linger_ms, buffer_memory, max_request_size, codec };
-        #[allow(clippy::cast_sign_loss)]
         let seed = wall_ms() as u64 ^ u64::from(std::process::id()).rotate_left(32);
         Ok(RecordAccumulator {
             state: Mutex::new(AccState { acc: Accumulator::new(config, seed), incomplete: 0, completed_batches: 0 }),
@@ -425,7 +424,7 @@ impl RecordAccumulator {
 
     /// Appends one record; returns its future. `timestamp` None means now.
     #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp=None, headers=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn append(
         &self,
         topic: &str,
@@ -869,7 +868,6 @@ pub fn decode_records(
 /// Kafka's murmur2 of `data`, as the Java client's signed int.
 #[pyfunction]
 pub fn murmur2(data: &Bound<'_, PyAny>) -> PyResult<i32> {
-    #[allow(clippy::cast_possible_wrap)]
     Ok(hash::murmur2(&bytes_of(data)?) as i32)
 }
 

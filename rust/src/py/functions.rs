@@ -96,7 +96,7 @@ pub fn validate_batches(py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<
     signature = (records, base_timestamp=0, compression="none", producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false),
     text_signature = "(records, base_timestamp=0, compression='none', producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False)"
 )]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)] // the Python function's arguments and tuples (_core.pyi)
 pub fn encode_batch<'py>(
     py: Python<'py>,
     records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>, i64, Vec<(Vec<u8>, Option<Vec<u8>>)>)>,

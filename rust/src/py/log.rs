@@ -245,7 +245,7 @@ impl PyLog {
     }
 
     /// Writes a transaction's end marker (COMMIT if `commit`, else ABORT) as the leader.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn append_end_txn_marker(
         &self,
         py: Python<'_>,
@@ -598,7 +598,7 @@ impl PyFileRegion {
     /// Marks this object for the protocol codec's `Writer`: a `records` value that is
     /// sent with sendfile, not copied into the response buffer.
     #[getter]
-    #[allow(clippy::unused_self)]
+    #[allow(clippy::unused_self)] // a Python property: pyo3 getters take &self
     fn is_file_region(&self) -> bool {
         true
     }

@@ -14,8 +14,6 @@
 //! - `server.rs`: `NetworkServer` (the Rust network layer the broker serves requests through).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
-// pyo3 extracts arguments as owned values (String, PathBuf, HashMap, Vec).
-#![allow(clippy::needless_pass_by_value)]
 
 use pyo3::prelude::*;
 

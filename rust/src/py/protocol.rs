@@ -328,7 +328,7 @@ impl FromPy for TaggedFields {
 /// `bytearray` cannot be resized) until the last slice of it is dropped.
 struct Exported(PyBuffer<u8>);
 
-#[allow(unsafe_code)]
+#[allow(unsafe_code)] // reads a Python buffer export in place; SAFETY below
 impl AsRef<[u8]> for Exported {
     fn as_ref(&self) -> &[u8] {
         // SAFETY: the buffer is C-contiguous (checked in `exported`), its memory stays valid
@@ -387,7 +387,7 @@ pub fn protocol_encode<'py>(
 /// A whole frame: the 4-byte size, then `header` (class `header_id`, at `header_version`),
 /// then `body` (class `body_id`, at `version`), as one bytes object.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // the Python function's keyword arguments, one by one (_core.pyi)
 pub fn protocol_encode_frame<'py>(
     py: Python<'py>,
     header_id: usize,

@@ -28,7 +28,7 @@ impl PyReplicaFetcherManager {
     #[new]
     #[pyo3(signature = (node_id, max_wait_ms=500, min_bytes=1, response_max_bytes=10_485_760, partition_max_bytes=1_048_576,
                         backoff_ms=1000, socket_timeout_ms=30_000, tls=None, sasl=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn new(
         node_id: i32,
         max_wait_ms: i32,

@@ -153,7 +153,7 @@ impl PyPartitionTable {
     }
 
     /// Adds (or replaces) a local replica; returns its handle.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn add(
         &self,
         topic: &str,
@@ -210,7 +210,7 @@ impl PyPartitionTable {
     /// Per hosted partition, for the metrics endpoint: `(topic, partition, is leader,
     /// bytes in, records in, bytes out, replication bytes out, log size bytes, segments, log
     /// start offset, LEO, HW)`. The counters are monotonic (see server/metrics.rs).
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity)] // the Python tuples pyo3 converts, spelled out as _core.pyi has them
     fn partition_stats(
         &self,
         py: Python<'_>,
@@ -251,7 +251,7 @@ impl PyPartitionTable {
 
     /// A metadata delta for the cluster view: topics created or changed (name, id, [(partition,
     /// leader, leader epoch)]), topics removed by name, and every broker when they changed.
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity)] // the Python tuples pyo3 converts, spelled out as _core.pyi has them
     #[pyo3(signature = (node_id, topics, removed, brokers=None))]
     fn update_metadata(
         &self,
@@ -373,7 +373,7 @@ impl PyNetworkServer {
     /// they do not parse).
     #[pyo3(signature = (listeners, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, sasl_max_receive=524_288,
                         ssl_principal_mapping_rules="DEFAULT"))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn new(
         py: Python<'_>,
         listeners: Vec<PyListener>,
@@ -458,7 +458,6 @@ impl PyNetworkServer {
         events
             .into_iter()
             .map(|ev| match ev {
-                #[allow(clippy::cast_possible_wrap)]
                 Event::Request { conn, frame, peer, principal, listener } => (
                     conn as i64,
                     Some(PyBytes::new(py, &frame)),
@@ -468,7 +467,6 @@ impl PyNetworkServer {
                     None,
                     i32::try_from(listener).unwrap_or(-1),
                 ),
-                #[allow(clippy::cast_possible_wrap)]
                 Event::Verify { conn, frame, peer, verification: v } => (
                     conn as i64,
                     Some(PyBytes::new(py, &frame)),
@@ -478,7 +476,6 @@ impl PyNetworkServer {
                     Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions, v.verify_only, v.version)),
                     -1,
                 ),
-                #[allow(clippy::cast_possible_wrap)]
                 Event::Closed { conn, peer, reason, fault } => (
                     conn as i64,
                     None,

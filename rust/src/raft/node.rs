@@ -79,7 +79,6 @@ pub struct QuorumNode {
     failed: Option<String>,
 }
 
-#[allow(clippy::needless_pass_by_value)] // used as map_err(raft_err)
 fn raft_err(e: raft::Error) -> RaftError {
     RaftError::Raft(e.to_string())
 }

@@ -151,7 +151,6 @@ impl Connection {
     }
 
     /// Reads until a whole frame is here, the socket is drained, or the pool is full.
-    #[allow(clippy::too_many_lines)]
     /// `max_frame` is the limit and the name of its config key (for the error).
     pub fn read_frame(
         &mut self,
@@ -303,7 +302,6 @@ impl Connection {
         while let Some(front) = self.out.front() {
             let (n, len) = match front {
                 Chunk::Bytes(b) => {
-                    #[allow(clippy::cast_possible_truncation)]
                     let off = self.out_off as usize;
                     match self.transport.write(&b[off..]) {
                         Ok(n) => (n as u64, b.len() as u64),

@@ -1,7 +1,6 @@
 //! The data path (Produce, Fetch, the HW rule, parking) against real logs in a temp dir,
 //! without sockets: requests are encoded with the codec, served by `produce::handle` /
 //! `fetch::handle`, and the response frames decoded again.
-#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 
 use std::sync::Arc;
 

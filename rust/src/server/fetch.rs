@@ -319,7 +319,6 @@ pub fn handle(
         if replica_id < 0 { quotas.max_value_in_window(quota::FETCH, user, caller.client_id) } else { None };
     let mut max_bytes = req.max_bytes;
     if let Some(limit) = quota_max {
-        #[allow(clippy::cast_possible_truncation)]
         let limit = limit.clamp(1.0, f64::from(i32::MAX)) as i32;
         max_bytes = max_bytes.min(limit);
     }
@@ -444,7 +443,6 @@ impl PendingFetch {
 
     /// Reads every partition; the response if there is enough data, an error, nothing to
     /// wait on, or `expired`; otherwise `None` with `waiting_on` set.
-    #[allow(clippy::too_many_lines)]
     pub fn try_complete(
         &mut self,
         table: &PartitionTable,

@@ -93,7 +93,6 @@ impl RequestStats {
                     running
                 })
                 .collect();
-            #[allow(clippy::cast_precision_loss)]
             let total_ms = a.total_us.load(Ordering::Relaxed) as f64 / 1000.0;
             out.push((i16::try_from(k).unwrap_or(i16::MAX), count, total_ms, cumulative));
         }

@@ -172,7 +172,6 @@ impl NetworkLoop {
                     let _ = stream.set_nodelay(true);
                     let id = self.next_id;
                     self.next_id += 1;
-                    #[allow(clippy::cast_possible_truncation)]
                     if let Err(e) = self.poll.registry().register(
                         &mut stream,
                         Token(id as usize),
@@ -345,7 +344,6 @@ impl NetworkLoop {
         let client_id = header.client_id.as_deref().unwrap_or("");
         let caller = Caller { peer, principal: &principal, listener, client_id, conn: id };
         let result: Result<Served, ProtocolError> = if api_key == 0 {
-            #[allow(clippy::cast_possible_truncation)]
             let now_ms =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             // Client quotas: the request's bytes count once (not again when a verified
@@ -624,7 +622,6 @@ impl NetworkLoop {
             .map(|c| c.id)
             .collect();
         for id in stale {
-            #[allow(clippy::cast_possible_truncation)]
             let ms = idle.as_millis() as u64;
             self.close(id, Some((format!("idle for connections.max.idle.ms={ms}"), false)));
         }

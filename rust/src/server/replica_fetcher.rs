@@ -688,16 +688,16 @@ impl Loop {
         let by_id = self.fetch_version >= 13;
         for t in &mut req.topics {
             if by_id {
-                t.topic.clear()
+                t.topic.clear();
             } else {
-                t.topic_id = Uuid::default()
+                t.topic_id = Uuid::default();
             }
         }
         for t in &mut req.forgotten_topics_data {
             if by_id {
-                t.topic.clear()
+                t.topic.clear();
             } else {
-                t.topic_id = Uuid::default()
+                t.topic_id = Uuid::default();
             }
         }
         let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));

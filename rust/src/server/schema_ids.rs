@@ -10,6 +10,7 @@
 //! nothing passes: the refusal says so.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::RwLock;
 
 #[derive(Default)]
@@ -24,7 +25,11 @@ pub struct Inner {
 }
 
 /// Why a record fails the check (None: it passes).
-pub fn check_framed(bytes: Option<&[u8]>, subject: &str, ids: Option<&HashSet<i32>>) -> Option<String> {
+pub fn check_framed<S: BuildHasher>(
+    bytes: Option<&[u8]>,
+    subject: &str,
+    ids: Option<&HashSet<i32, S>>,
+) -> Option<String> {
     let b = bytes?;
     if b.len() < 5 || b[0] != 0 {
         return Some(format!(
