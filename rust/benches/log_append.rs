@@ -1,7 +1,6 @@
 //! Throughput of the engine's hot paths, without Python: batch validation, leader append
 //! (validate + assign offsets + one pwrite per request) and reads (region computation, then a
 //! copy to measure the bytes). Run: `cargo bench --bench log_append`.
-#![allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
 
 use std::time::Instant;
 
@@ -25,11 +24,7 @@ fn request(records: usize, value_size: usize, batches: usize, codec: Codec) -> V
 }
 
 fn report(name: &str, bytes: u64, secs: f64, ops: u64) {
-    println!(
-        "{name:<44} {:>9.1} MB/s {:>10.0} ops/s",
-        bytes as f64 / secs / 1e6,
-        ops as f64 / secs
-    );
+    println!("{name:<44} {:>9.1} MB/s {:>10.0} ops/s", bytes as f64 / secs / 1e6, ops as f64 / secs);
 }
 
 fn main() {

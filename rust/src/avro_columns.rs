@@ -49,29 +49,71 @@ pub struct Column {
 /// A writer schema's encoding; `target` is the reader column filled, or None.
 #[derive(Debug, Clone)]
 pub enum Program {
-    Null { target: Option<usize> },
-    Boolean { target: Option<usize> },
-    Int { target: Option<usize> },
+    Null {
+        target: Option<usize>,
+    },
+    Boolean {
+        target: Option<usize>,
+    },
+    Int {
+        target: Option<usize>,
+    },
     /// `scale`: what each value is multiplied by (1000 for timestamp-millis into microseconds).
-    Long { target: Option<usize>, scale: i64 },
-    Float { target: Option<usize> },
-    Double { target: Option<usize> },
-    Bytes { target: Option<usize> },
-    Enum { target: Option<usize>, symbols: Vec<String> },
-    Fixed { target: Option<usize>, size: usize },
+    Long {
+        target: Option<usize>,
+        scale: i64,
+    },
+    Float {
+        target: Option<usize>,
+    },
+    Double {
+        target: Option<usize>,
+    },
+    Bytes {
+        target: Option<usize>,
+    },
+    Enum {
+        target: Option<usize>,
+        symbols: Vec<String>,
+    },
+    Fixed {
+        target: Option<usize>,
+        size: usize,
+    },
     /// `missing`: the reader struct's children no writer field fills (null in every row).
-    Record { target: Option<usize>, fields: Vec<Program>, missing: Vec<usize> },
-    Union { branches: Vec<Program> },
-    Array { target: Option<usize>, items: Box<Program> },
+    Record {
+        target: Option<usize>,
+        fields: Vec<Program>,
+        missing: Vec<usize>,
+    },
+    Union {
+        branches: Vec<Program>,
+    },
+    Array {
+        target: Option<usize>,
+        items: Box<Program>,
+    },
     /// A JSON object filling struct column `target`, its members by name (json_columns.rs).
-    JsonObject { target: usize, fields: Vec<(String, Program)> },
+    JsonObject {
+        target: usize,
+        fields: Vec<(String, Program)>,
+    },
     /// A JSON array filling list column `target`.
-    JsonArray { target: usize, items: Box<Program> },
+    JsonArray {
+        target: usize,
+        items: Box<Program>,
+    },
     /// A JSON boolean, number or string filling the primitive column `target`.
-    JsonValue { target: usize },
+    JsonValue {
+        target: usize,
+    },
     /// A Protobuf message filling struct column `target` (proto_columns.rs); `missing`: the
     /// struct's children no field fills.
-    ProtoMessage { target: Option<usize>, fields: Vec<ProtoField>, missing: Vec<usize> },
+    ProtoMessage {
+        target: Option<usize>,
+        fields: Vec<ProtoField>,
+        missing: Vec<usize>,
+    },
 }
 
 /// A Protobuf field's type (a `Program::ProtoMessage` field; read by proto_columns.rs).
@@ -246,11 +288,8 @@ impl Decoder<'_> {
                 b.values.extend_from_slice(&i32::try_from(v).map_err(|_| bad("an int out of range"))?.to_le_bytes());
             }
             (Kind::Long, Some(v), _) => b.values.extend_from_slice(&v.to_le_bytes()),
-            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
             (Kind::Float, Some(v), _) => b.values.extend_from_slice(&(v as f32).to_le_bytes()),
-            #[allow(clippy::cast_possible_truncation)]
             (Kind::Float, None, Some(v)) => b.values.extend_from_slice(&(v as f32).to_le_bytes()),
-            #[allow(clippy::cast_precision_loss)]
             (Kind::Double, Some(v), _) => b.values.extend_from_slice(&(v as f64).to_le_bytes()),
             (Kind::Double, None, Some(v)) => b.values.extend_from_slice(&v.to_le_bytes()),
             (k, _, _) => return Err(bad(&format!("a number for a {k:?} column"))),
@@ -366,7 +405,10 @@ impl Decoder<'_> {
                 let b = branches.get(i).ok_or_else(|| bad("a union index past its branches"))?;
                 self.datum(b, buf, pos, write)?;
             }
-            Program::JsonObject { .. } | Program::JsonArray { .. } | Program::JsonValue { .. } | Program::ProtoMessage { .. } => {
+            Program::JsonObject { .. }
+            | Program::JsonArray { .. }
+            | Program::JsonValue { .. }
+            | Program::ProtoMessage { .. } => {
                 return Err(bad("a JSON or Protobuf program inside an Avro one"));
             }
             Program::Array { target, items } => {
@@ -418,7 +460,8 @@ pub fn decode_avro_columns(
     if offsets.len() < (count + 1) * 4 {
         return Err(bad("fewer value offsets than values"));
     }
-    let mut d = Decoder { tree, out: tree.iter().map(|c| Built::new(c.kind)).collect(), child_rows: vec![0; tree.len()] };
+    let mut d =
+        Decoder { tree, out: tree.iter().map(|c| Built::new(c.kind)).collect(), child_rows: vec![0; tree.len()] };
     let mut ids = Built::new(Kind::Int);
     let mut raw = Built::new(Kind::Binary);
     let mut failures = 0;
@@ -459,15 +502,12 @@ pub fn decode_avro_columns(
                 }
             }
         };
-        match schema_id {
-            Some(id) => {
-                ids.values.extend_from_slice(&id.to_le_bytes());
-                ids.valid(true);
-            }
-            None => {
-                ids.values.extend_from_slice(&0i32.to_le_bytes());
-                ids.valid(false);
-            }
+        if let Some(id) = schema_id {
+            ids.values.extend_from_slice(&id.to_le_bytes());
+            ids.valid(true);
+        } else {
+            ids.values.extend_from_slice(&0i32.to_le_bytes());
+            ids.valid(false);
         }
         match outcome {
             Ok(()) => {
@@ -541,7 +581,6 @@ mod tests {
         }
     }
 
-
     // Reader: struct{0} <- name string {1}, age long {2}, tags list {3} of string {4}
     fn tree() -> Vec<Column> {
         vec![
@@ -594,7 +633,8 @@ mod tests {
         assert_eq!(ages, vec![41, 0, 0, 0, 0]);
         assert_eq!(c.columns[2].validity, vec![0b0000_0001]);
         assert_eq!(c.columns[4].data, b"xyz");
-        let list_offsets: Vec<i32> = c.columns[3].offsets.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+        let list_offsets: Vec<i32> =
+            c.columns[3].offsets.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(list_offsets, vec![0, 0, 2, 2, 2, 2]);
         assert_eq!(c.columns[3].validity, vec![0b0000_0010]); // v1 has no tags: null
         assert_eq!(c.failures, 3);
@@ -609,7 +649,8 @@ mod tests {
 
     #[test]
     fn bytes_promoted_to_a_string_column_that_are_not_utf8_are_a_failure_not_an_error() {
-        let p = Program::Record { target: Some(0), fields: vec![Program::Bytes { target: Some(1) }], missing: vec![2, 3] };
+        let p =
+            Program::Record { target: Some(0), fields: vec![Program::Bytes { target: Some(1) }], missing: vec![2, 3] };
         let mut bad_utf8 = zig(2);
         bad_utf8.extend_from_slice(&[0xff, 0xfe]);
         let mut ok = zig(2);
@@ -624,7 +665,8 @@ mod tests {
 
     #[test]
     fn truncated_and_trailing_data_are_failures_not_partial_rows() {
-        let p = Program::Record { target: Some(0), fields: vec![Program::Bytes { target: Some(1) }], missing: vec![2, 3] };
+        let p =
+            Program::Record { target: Some(0), fields: vec![Program::Bytes { target: Some(1) }], missing: vec![2, 3] };
         let mut ok = zig(2);
         ok.extend_from_slice(b"hi");
         let mut trailing = ok.clone();

@@ -124,7 +124,6 @@ impl BatchHeader {
             base_offset: be_i64(b, BASE_OFFSET_AT),
             batch_length: be_i32(b, LENGTH_AT),
             partition_leader_epoch: be_i32(b, PARTITION_LEADER_EPOCH_AT),
-            #[allow(clippy::cast_possible_wrap)]
             magic: b[MAGIC_AT] as i8,
             crc: be_u32(b, CRC_AT),
             attributes: be_i16(b, ATTRIBUTES_AT),
@@ -185,7 +184,6 @@ impl BatchHeader {
         out.extend_from_slice(&self.base_offset.to_be_bytes());
         out.extend_from_slice(&i32::try_from(total - LOG_OVERHEAD).expect("batch fits i32").to_be_bytes());
         out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
-        #[allow(clippy::cast_sign_loss)]
         out.push(MAGIC_V2 as u8);
         out.extend_from_slice(&[0; 4]); // crc, filled below
         out.extend_from_slice(&self.attributes.to_be_bytes());
@@ -275,7 +273,6 @@ impl EndTxnMarker {
         let mut body = vec![0u8]; // record attributes
         write_varlong(&mut body, 0);
         write_varint(&mut body, 0);
-        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
         {
             write_varint(&mut body, key.len() as i32);
             body.extend_from_slice(&key);
@@ -307,9 +304,7 @@ impl EndTxnMarker {
 /// `seq + delta` in sequence space: wraps from i32::MAX to 0 as Kafka's producers do.
 pub fn add_sequence(seq: i32, delta: i32) -> i32 {
     let s = i64::from(seq) + i64::from(delta);
-    #[allow(clippy::cast_possible_truncation)]
-    let r = (s % (i64::from(i32::MAX) + 1)) as i32;
-    r
+    (s % (i64::from(i32::MAX) + 1)) as i32
 }
 
 /// A batch in wire form: its decoded header plus the untouched bytes (header included).
@@ -425,7 +420,6 @@ impl BatchSource for SliceSource<'_> {
         self.0.len() as u64
     }
     fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
-        #[allow(clippy::cast_possible_truncation)]
         let p = pos as usize;
         Ok(&self.0[p..p + len])
     }
@@ -457,13 +451,11 @@ impl BatchSource for FileSource<'_> {
     fn read_at(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
         let in_window = pos >= self.window_pos && pos + len as u64 <= self.window_pos + self.window.len() as u64;
         if !in_window {
-            #[allow(clippy::cast_possible_truncation)]
             let want = (len.max(WINDOW) as u64).min(self.len - pos) as usize;
             self.window.resize(want, 0);
             self.file.read_exact_at(&mut self.window, pos).ctx(self.path)?;
             self.window_pos = pos;
         }
-        #[allow(clippy::cast_possible_truncation)]
         let at = (pos - self.window_pos) as usize;
         Ok(&self.window[at..at + len])
     }
@@ -472,7 +464,6 @@ impl BatchSource for FileSource<'_> {
 /// Checks the framing fields of the header at `position` and returns the batch size.
 /// `available` is how many bytes the source has from `position` on.
 fn check_framing(h: &BatchHeader, position: u64, available: u64) -> Result<u64, (LogError, bool)> {
-    #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
     if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
         return Err((
             LogError::corrupt(
@@ -517,7 +508,10 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
         return Err(LogError::invalid(position, format!("unknown compression codec id {}", h.attributes & CODEC_MASK)));
     };
     if check == Check::Stored {
-        if h.last_offset_delta < 0 || h.records_count < 0 || i64::from(h.records_count) > i64::from(h.last_offset_delta) + 1 {
+        if h.last_offset_delta < 0
+            || h.records_count < 0
+            || i64::from(h.records_count) > i64::from(h.last_offset_delta) + 1
+        {
             return Err(LogError::invalid(
                 position,
                 format!(
@@ -527,7 +521,10 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
             ));
         }
     } else if h.records_count <= 0 {
-        return Err(LogError::invalid(position, format!("recordsCount is {}; a batch must hold records", h.records_count)));
+        return Err(LogError::invalid(
+            position,
+            format!("recordsCount is {}; a batch must hold records", h.records_count),
+        ));
     } else if i64::from(h.last_offset_delta) != i64::from(h.records_count) - 1 {
         return Err(LogError::invalid(
             position,
@@ -543,8 +540,9 @@ fn validate_body(h: &BatchHeader, bytes: &[u8], position: u64, check: Check) -> 
     let summary = if codec == Codec::None {
         walk_records(region, h, position, |_| {})?
     } else {
-        let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT)
-            .map_err(|e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())))?;
+        let plain = compression::decompress(codec, region, DECOMPRESS_LIMIT).map_err(|e| {
+            LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name()))
+        })?;
         walk_records(&plain, h, position, |_| {})?
     };
     Ok((*h, summary))
@@ -568,7 +566,8 @@ pub fn walk_records<'r>(
         let (len, n) = read_varint(&region[p..])
             .ok_or_else(|| LogError::corrupt(position, format!("record {i}: truncated or over-long length varint")))?;
         p += n;
-        let len = usize::try_from(len).map_err(|_| LogError::corrupt(position, format!("record {i}: negative length {len}")))?;
+        let len = usize::try_from(len)
+            .map_err(|_| LogError::corrupt(position, format!("record {i}: negative length {len}")))?;
         if len > region.len() - p {
             return Err(LogError::corrupt(
                 position,
@@ -651,7 +650,6 @@ fn parse_record(r: &[u8]) -> Result<RecordView<'_>, String> {
     if p != r.len() {
         return Err(format!("{} bytes left over after the last field", r.len() - p));
     }
-    #[allow(clippy::cast_possible_wrap)]
     Ok(RecordView {
         attributes: attr as i8,
         timestamp_delta,
@@ -670,9 +668,9 @@ pub fn records_region(bytes: &[u8], position: u64) -> Result<std::borrow::Cow<'_
     if codec == Codec::None {
         Ok(std::borrow::Cow::Borrowed(&bytes[HEADER_LEN..]))
     } else {
-        compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT)
-            .map(std::borrow::Cow::Owned)
-            .map_err(|e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())))
+        compression::decompress(codec, &bytes[HEADER_LEN..], DECOMPRESS_LIMIT).map(std::borrow::Cow::Owned).map_err(
+            |e| LogError::corrupt(position, format!("{} records region does not decompress: {e}", codec.name())),
+        )
     }
 }
 
@@ -689,7 +687,11 @@ pub fn recompress(bytes: &[u8], position: u64, target: Codec, level: i32) -> Res
 
 /// Calls `each(offset, timestamp, record)` for every record of a complete batch
 /// (decompressing if needed). Under LogAppendTime every record carries the batch maxTimestamp.
-pub fn for_each_record(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control) -> Result<()> {
+pub fn for_each_record(
+    bytes: &[u8],
+    position: u64,
+    mut each: impl FnMut(i64, i64, &RecordView<'_>) -> Control,
+) -> Result<()> {
     let h = BatchHeader::parse(bytes);
     let region = records_region(bytes, position)?;
     let mut stop = false;
@@ -697,7 +699,8 @@ pub fn for_each_record(bytes: &[u8], position: u64, mut each: impl FnMut(i64, i6
         if stop {
             return;
         }
-        let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
+        let ts =
+            if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
         if each(h.base_offset + i64::from(r.offset_delta), ts, r) == Control::Stop {
             stop = true;
         }
@@ -723,8 +726,8 @@ pub fn encode_record(out: &mut Vec<u8>, r: &RecordView<'_>, timestamp_delta: i64
             }
         }
     }
-    let mut body = Vec::with_capacity(16 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len());
-    #[allow(clippy::cast_sign_loss)]
+    let mut body =
+        Vec::with_capacity(16 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len) + r.headers.len());
     body.push(r.attributes as u8);
     write_varlong(&mut body, timestamp_delta);
     write_varint(&mut body, r.offset_delta);
@@ -767,13 +770,19 @@ pub fn scan<S: BatchSource>(
         };
         match offsets {
             Offsets::Contiguous(exp) if header.base_offset != exp => {
-                let e = LogError::corrupt(pos, format!("batch base offset {} where offset {exp} was expected", header.base_offset));
+                let e = LogError::corrupt(
+                    pos,
+                    format!("batch base offset {} where offset {exp} was expected", header.base_offset),
+                );
                 return stop(pos, batches, e, false);
             }
             Offsets::Increasing(exp) if header.base_offset < exp => {
                 let e = LogError::corrupt(
                     pos,
-                    format!("batch base offset {} goes backwards: offset {exp} or above was expected", header.base_offset),
+                    format!(
+                        "batch base offset {} goes backwards: offset {exp} or above was expected",
+                        header.base_offset
+                    ),
                 );
                 return stop(pos, batches, e, false);
             }
@@ -788,7 +797,6 @@ pub fn scan<S: BatchSource>(
                 Visited { position: pos, header, bytes: None, records: None }
             }
             Check::Full | Check::Stored => {
-                #[allow(clippy::cast_possible_truncation)]
                 let bytes = src.read_at(pos, size as usize)?;
                 match validate_body(&header, bytes, pos, check) {
                     Ok((_, summary)) => Visited { position: pos, header, bytes: Some(bytes), records: Some(summary) },
@@ -831,7 +839,6 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
 }
 
 #[cfg(test)]
-#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 mod tests {
     use super::*;
     use crate::builder::{BatchBuilder, Rec};
@@ -1086,10 +1093,12 @@ mod tests {
         let mut second = batch(2);
         set_base_offset(&mut second, 7);
         data.extend_from_slice(&second);
-        let end = scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
+        let end =
+            scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
         assert_eq!((end.batches, end.error.is_none()), (2, true));
         set_base_offset(&mut data[..], 8);
-        let end = scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
+        let end =
+            scan(&mut SliceSource(&data), 0, Check::Stored, Offsets::Increasing(0), |_| Ok(Control::Continue)).unwrap();
         assert_eq!(end.batches, 1);
         assert!(end.error.unwrap().to_string().contains("backwards"));
     }
@@ -1100,7 +1109,8 @@ mod tests {
         let h = BatchHeader::parse(&b);
         assert_eq!(h.assemble(&b[HEADER_LEN..]), b);
         assert_eq!(h.delete_horizon(), None);
-        let with = BatchHeader { attributes: h.attributes | DELETE_HORIZON_BIT, base_timestamp: 5_000, ..h }.assemble(&[]);
+        let with =
+            BatchHeader { attributes: h.attributes | DELETE_HORIZON_BIT, base_timestamp: 5_000, ..h }.assemble(&[]);
         assert_eq!(BatchHeader::parse(&with).delete_horizon(), Some(5_000));
     }
 

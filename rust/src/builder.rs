@@ -183,7 +183,8 @@ impl BatchBuilder {
             r.encode_into(i32::try_from(i).expect("index fits i32"), &mut plain, &mut scratch);
         }
         let body = if self.codec == Codec::None { plain } else { compression::compress(self.codec, &plain) };
-        let max_ts = self.records.iter().map(|r| self.base_timestamp + r.timestamp_delta).max().unwrap_or(self.base_timestamp);
+        let max_ts =
+            self.records.iter().map(|r| self.base_timestamp + r.timestamp_delta).max().unwrap_or(self.base_timestamp);
         let mut attributes = self.codec.id();
         if self.transactional {
             attributes |= batch::TRANSACTIONAL_BIT;
@@ -272,11 +273,11 @@ pub fn read_all_values(log: &Log, from: i64) -> Result<Vec<(i64, Vec<u8>)>> {
         let mut pos = 0usize;
         while pos < bytes.len() {
             let h = batch::BatchHeader::parse(&bytes[pos..]);
-            #[allow(clippy::cast_possible_truncation)]
             let size = h.size() as usize;
             let b = &bytes[pos..pos + size];
             let codec = h.codec().expect("stored batches have valid codecs");
-            let plain = compression::decompress(codec, &b[HEADER_LEN..], batch::DECOMPRESS_LIMIT).expect("stored batch decompresses");
+            let plain = compression::decompress(codec, &b[HEADER_LEN..], batch::DECOMPRESS_LIMIT)
+                .expect("stored batch decompresses");
             batch::walk_records(&plain, &h, 0, |r| {
                 let o = h.base_offset + i64::from(r.offset_delta);
                 if o >= next {

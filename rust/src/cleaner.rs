@@ -84,13 +84,16 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{self, BatchHeader, Check, Control, FileSource, RecordView, DELETE_HORIZON_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT};
+use crate::batch::{
+    self, BatchHeader, Check, Control, FileSource, RecordView, DELETE_HORIZON_BIT, TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+};
 use crate::compression::{self, Codec};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::offset_checkpoint::sync_dir;
-use crate::recovery::parse_base;
 use crate::producer_state::AbortedTxn;
+use crate::recovery::parse_base;
 use crate::segment::{AppendedBatch, Segment};
 
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
@@ -168,7 +171,10 @@ impl AbortedRanges {
     pub fn holds(&self, h: &BatchHeader) -> bool {
         h.is_transactional()
             && !h.is_control()
-            && self.0.get(&h.producer_id).is_some_and(|v| v.iter().any(|&(f, l)| f <= h.base_offset && h.base_offset <= l))
+            && self
+                .0
+                .get(&h.producer_id)
+                .is_some_and(|v| v.iter().any(|&(f, l)| f <= h.base_offset && h.base_offset <= l))
     }
 }
 
@@ -255,7 +261,13 @@ enum Outcome {
     Emptied,
 }
 
-fn filter_batch(h: &BatchHeader, bytes: &[u8], position: u64, cx: &CleanContext<'_>, counts: &mut Counts) -> Result<Outcome> {
+fn filter_batch(
+    h: &BatchHeader,
+    bytes: &[u8],
+    position: u64,
+    cx: &CleanContext<'_>,
+    counts: &mut Counts,
+) -> Result<Outcome> {
     if h.is_control() {
         return Ok(Outcome::Verbatim);
     }
@@ -289,7 +301,8 @@ fn filter_batch(h: &BatchHeader, bytes: &[u8], position: u64, cx: &CleanContext<
     })?;
     counts.records_removed += removed;
     counts.tombstones_removed += tombstones_removed;
-    let new_horizon = tombstones_kept.then(|| horizon.unwrap_or_else(|| cx.now_ms.saturating_add(cx.config.delete_retention_ms)));
+    let new_horizon =
+        tombstones_kept.then(|| horizon.unwrap_or_else(|| cx.now_ms.saturating_add(cx.config.delete_retention_ms)));
     if let Some(h) = new_horizon {
         counts.note_horizon(h);
     }
@@ -378,7 +391,11 @@ impl Output {
 }
 
 /// Writes the cleaned replacement of `segments` (one group) as `<base>.*.cleaned`, fsynced.
-pub(crate) fn clean_group(segments: &[SegmentSnapshot], cx: &CleanContext<'_>, counts: &mut Counts) -> Result<CleanedGroup> {
+pub(crate) fn clean_group(
+    segments: &[SegmentSnapshot],
+    cx: &CleanContext<'_>,
+    counts: &mut Counts,
+) -> Result<CleanedGroup> {
     let base = segments[0].base_offset;
     let seg = Segment::create_with_suffix(cx.dir, base, cx.config, CLEANED_SUFFIX)?;
     let mut out = Output { seg, buf: Vec::new(), batches: Vec::new(), written: 0 };
@@ -398,7 +415,8 @@ pub(crate) fn clean_group(segments: &[SegmentSnapshot], cx: &CleanContext<'_>, c
                 }
                 Outcome::Rewritten(b, off_max) => out.push(&b, &h, off_max, cx)?,
                 Outcome::Emptied => {
-                    let producer_last = h.has_producer_id() && cx.producer_last_offsets.get(&h.producer_id) == Some(&h.last_offset());
+                    let producer_last =
+                        h.has_producer_id() && cx.producer_last_offsets.get(&h.producer_id) == Some(&h.last_offset());
                     if producer_last {
                         out.push(&empty_batch(&h), &h, h.base_offset, cx)?;
                     } else {

@@ -1,5 +1,4 @@
 //! Unit tests of the log cleaner through `Log::compact`.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -27,7 +26,14 @@ fn open(dir: &Path, config: LogConfig) -> Log {
 }
 
 fn put(log: &Log, key: &str, value: Option<&str>, now: i64) -> i64 {
-    let r = log.append_records_as_leader(&[(Some(key.as_bytes().to_vec()), value.map(|v| v.as_bytes().to_vec()))], 0, now, Codec::None).unwrap();
+    let r = log
+        .append_records_as_leader(
+            &[(Some(key.as_bytes().to_vec()), value.map(|v| v.as_bytes().to_vec()))],
+            0,
+            now,
+            Codec::None,
+        )
+        .unwrap();
     log.update_high_watermark(log.log_end_offset());
     r.base_offset
 }
@@ -109,7 +115,8 @@ fn log_checkpoint(log: &Log) -> i64 {
 #[test]
 fn policy_decides_between_compaction_and_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let delete_only = LogConfig { cleanup_compact: false, cleanup_delete: true, retention_bytes: 0, ..compact_config(1_000) };
+    let delete_only =
+        LogConfig { cleanup_compact: false, cleanup_delete: true, retention_bytes: 0, ..compact_config(1_000) };
     let log = open(dir.path(), delete_only);
     fill(&log, 3, 20, 100);
     let r = log.compact(200, true).unwrap();
@@ -132,15 +139,30 @@ fn policy_decides_between_compaction_and_retention() {
 fn compacted_topic_refuses_keyless_records() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), compact_config(1 << 20));
-    let e = log.append_records_as_leader(&[(Some(b"k".to_vec()), Some(b"v".to_vec())), (None, Some(b"v".to_vec()))], 0, 0, Codec::Lz4).unwrap_err();
+    let e = log
+        .append_records_as_leader(
+            &[(Some(b"k".to_vec()), Some(b"v".to_vec())), (None, Some(b"v".to_vec()))],
+            0,
+            0,
+            Codec::Lz4,
+        )
+        .unwrap_err();
     assert!(matches!(&e, LogError::InvalidRecord { reason, .. } if reason.contains("key")), "{e}");
     assert!(e.to_string().contains("t-0"), "{e}");
     assert_eq!(log.log_end_offset(), 0, "all-or-nothing");
     // A tombstone has a key: fine. A control batch has no key rule.
     put(&log, "k", None, 0);
-    let marker = BatchBuilder::new().producer(7, 0, -1).transactional(true).control(true).record(Rec::kv(&[0, 0, 0, 1], &[0, 0, 0, 0, 0, 0])).build();
+    let marker = BatchBuilder::new()
+        .producer(7, 0, -1)
+        .transactional(true)
+        .control(true)
+        .record(Rec::kv(&[0, 0, 0, 1], &[0, 0, 0, 0, 0, 0]))
+        .build();
     let e = log.append_as_leader(marker, 0, 0).unwrap_err();
-    assert!(matches!(&e, LogError::InvalidRecord { reason, .. } if reason.contains("coordinator")), "clients may not write markers: {e}");
+    assert!(
+        matches!(&e, LogError::InvalidRecord { reason, .. } if reason.contains("coordinator")),
+        "clients may not write markers: {e}"
+    );
     log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 0).unwrap();
     // Under delete, keyless records are fine.
     let dir = tempfile::tempdir().unwrap();
@@ -156,13 +178,16 @@ fn batch_headers(log: &Log) -> Vec<BatchHeader> {
         let mut pos = 0;
         while pos < bytes.len() {
             let h = BatchHeader::parse(&bytes[pos..]);
-            batch::validate_batch(&bytes[pos..pos + h.size() as usize], 0).map(|_| ()).or_else(|e| {
-                // Cleaned batches are stored batches, not client batches.
-                let mut src = batch::SliceSource(&bytes[pos..pos + h.size() as usize]);
-                let end = batch::scan(&mut src, 0, batch::Check::Stored, None, |_| Ok(batch::Control::Continue)).unwrap();
-                end.error.map_or(Ok(()), |_| Err(e))
-            })
-            .unwrap();
+            batch::validate_batch(&bytes[pos..pos + h.size() as usize], 0)
+                .map(|_| ())
+                .or_else(|e| {
+                    // Cleaned batches are stored batches, not client batches.
+                    let mut src = batch::SliceSource(&bytes[pos..pos + h.size() as usize]);
+                    let end =
+                        batch::scan(&mut src, 0, batch::Check::Stored, None, |_| Ok(batch::Control::Continue)).unwrap();
+                    end.error.map_or(Ok(()), |_| Err(e))
+                })
+                .unwrap();
             next = h.next_offset();
             pos += h.size() as usize;
             out.push(h);
@@ -246,7 +271,9 @@ fn every_codec_is_recompressed_with_its_own_codec() {
         let log = open(dir.path(), compact_config(600));
         let mut model = HashMap::new();
         for i in 0..20i64 {
-            let recs: Vec<_> = (0..4).map(|j| (Some(format!("k{}", (i + j) % 5).into_bytes()), Some(format!("v{i}-{j}").into_bytes()))).collect();
+            let recs: Vec<_> = (0..4)
+                .map(|j| (Some(format!("k{}", (i + j) % 5).into_bytes()), Some(format!("v{i}-{j}").into_bytes())))
+                .collect();
             let r = log.append_records_as_leader(&recs, 0, 50, codec).unwrap();
             for (j, (k, v)) in recs.into_iter().enumerate() {
                 model.insert(k.unwrap(), (r.base_offset + j as i64, v));
@@ -267,7 +294,11 @@ fn a_producers_last_batch_stays_as_an_empty_batch() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), compact_config(300));
     for seq in 0..3 {
-        let b = BatchBuilder::new().producer(42, 0, seq).base_timestamp(5).record(Rec::kv(b"p", format!("{seq}").as_bytes())).build();
+        let b = BatchBuilder::new()
+            .producer(42, 0, seq)
+            .base_timestamp(5)
+            .record(Rec::kv(b"p", format!("{seq}").as_bytes()))
+            .build();
         log.append_as_leader(b, 0, 5).unwrap();
     }
     let last_producer_batch = log.log_end_offset() - 1;
@@ -351,12 +382,16 @@ fn a_follower_replicates_a_compacted_leader() {
 fn read_records_limits_and_control_batches() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), LogConfig::default());
-    log.append_records_as_leader(&[(Some(b"a".to_vec()), Some(b"1".to_vec())), (None, None)], 0, 7, Codec::Zstd).unwrap();
+    log.append_records_as_leader(&[(Some(b"a".to_vec()), Some(b"1".to_vec())), (None, None)], 0, 7, Codec::Zstd)
+        .unwrap();
     log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 0 }, 0, 8).unwrap();
     log.append_records_as_leader(&[(Some(b"b".to_vec()), Some(b"2".to_vec()))], 0, 9, Codec::Gzip).unwrap();
     let got = log.read_records(0, None, None).unwrap();
     let view: Vec<_> = got.iter().map(|r| (r.offset, r.timestamp, r.key.as_deref(), r.value.as_deref())).collect();
-    assert_eq!(view, vec![(0, 7, Some(&b"a"[..]), Some(&b"1"[..])), (1, 7, None, None), (3, 9, Some(&b"b"[..]), Some(&b"2"[..]))]);
+    assert_eq!(
+        view,
+        vec![(0, 7, Some(&b"a"[..]), Some(&b"1"[..])), (1, 7, None, None), (3, 9, Some(&b"b"[..]), Some(&b"2"[..]))]
+    );
     assert_eq!(log.read_records(1, Some(3), None).unwrap().len(), 1);
     assert_eq!(log.read_records(0, None, Some(1)).unwrap().len(), 1);
     assert!(log.read_records(4, None, None).unwrap().is_empty());
@@ -377,7 +412,11 @@ fn a_truncation_during_the_rewrite_discards_the_pass() {
     log.truncate_to(leo / 2).unwrap();
     let r = log.finish_compaction(&plan, rewritten, 200).unwrap();
     assert_eq!(r.segments_cleaned, 0);
-    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".cleaned")));
+    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .contains(".cleaned")));
     assert!(log.compact(300, true).unwrap().segments_cleaned > 0, "the next pass runs");
 }
 
@@ -426,7 +465,9 @@ fn an_open_transaction_is_never_cleaned() {
     fill(&log, 3, 20, 100);
     put(&log, "k", Some("v2"), 2);
     log.compact(1_000, true).unwrap();
-    assert!(log.read_records(0, None, None).unwrap().iter().any(|r| r.offset == first), "the open transaction's batch stays");
+    assert!(
+        log.read_records(0, None, None).unwrap().iter().any(|r| r.offset == first),
+        "the open transaction's batch stays"
+    );
     assert_eq!(log.first_unstable_offset(), Some(first));
 }
-

@@ -219,7 +219,12 @@ mod tests {
     #[test]
     fn read_committed_skips_aborted_transactions() {
         let txn = |base: i64, pid: i64, v: &[u8]| {
-            BatchBuilder::new().base_offset(base).producer(pid, 0, 0).transactional(true).record(Rec::kv(b"k", v)).build()
+            BatchBuilder::new()
+                .base_offset(base)
+                .producer(pid, 0, 0)
+                .transactional(true)
+                .record(Rec::kv(b"k", v))
+                .build()
         };
         let marker = |base: i64, pid: i64, commit: bool| {
             let mut b = batch::EndTxnMarker { commit, coordinator_epoch: 0 }.to_batch(pid, 0, 1_000);
@@ -231,7 +236,8 @@ mod tests {
         buf.extend(marker(2, 5, false));
         buf.extend(marker(3, 6, true));
         buf.extend(txn(4, 5, b"later")); // producer 5's next transaction, not aborted
-        let c = decode_columns(&buf, 0, i64::MAX, false, Some(&[AbortedTxn { producer_id: 5, first_offset: 0 }])).unwrap();
+        let c =
+            decode_columns(&buf, 0, i64::MAX, false, Some(&[AbortedTxn { producer_id: 5, first_offset: 0 }])).unwrap();
         assert_eq!(c.value.data, b"committedlater");
         assert_eq!(c.next_offset, 5);
         let all = decode_columns(&buf, 0, i64::MAX, false, None).unwrap();

@@ -142,7 +142,8 @@ pub fn compress_level(codec: Codec, input: &[u8], level: Option<i32>) -> Vec<u8>
         Codec::Gzip => {
             let level = match level {
                 None => flate2::Compression::fast(),
-                Some(l) => u32::try_from(l).map_or_else(|_| flate2::Compression::default(), |l| flate2::Compression::new(l.min(9))),
+                Some(l) => u32::try_from(l)
+                    .map_or_else(|_| flate2::Compression::default(), |l| flate2::Compression::new(l.min(9))),
             };
             let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
             enc.write_all(input).expect("writing to a Vec cannot fail");
@@ -215,7 +216,9 @@ mod tests {
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
-            assert!(decompress(codec, b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff", 1 << 20).is_err());
+            assert!(
+                decompress(codec, b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff", 1 << 20).is_err()
+            );
             assert!(decompress(codec, &[1, 2, 3, 4, 5], 1 << 20).is_err(), "{}", codec.name());
         }
     }

@@ -54,6 +54,7 @@ pub enum TimestampType {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::struct_excessive_bools)] // one field per Kafka topic key; its booleans are independent keys
 pub struct LogConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
@@ -97,8 +98,8 @@ pub struct LogConfig {
 impl Default for LogConfig {
     /// The table's defaults (`config_keys`).
     fn default() -> Self {
-        let (cleanup_delete, cleanup_compact) =
-            parse_policy(keys::CLEANUP_POLICY.name, keys::CLEANUP_POLICY.default).expect("the table's cleanup.policy default");
+        let (cleanup_delete, cleanup_compact) = parse_policy(keys::CLEANUP_POLICY.name, keys::CLEANUP_POLICY.default)
+            .expect("the table's cleanup.policy default");
         LogConfig {
             segment_bytes: to_u64(keys::SEGMENT_BYTES.default),
             segment_ms: keys::SEGMENT_MS.default,
@@ -109,8 +110,11 @@ impl Default for LogConfig {
             retention_ms: keys::RETENTION_MS.default,
             retention_bytes: keys::RETENTION_BYTES.default,
             max_message_bytes: to_u64(keys::MAX_MESSAGE_BYTES.default),
-            timestamp_type: parse_timestamp_type(keys::MESSAGE_TIMESTAMP_TYPE.name, keys::MESSAGE_TIMESTAMP_TYPE.default)
-                .expect("the table's message.timestamp.type default"),
+            timestamp_type: parse_timestamp_type(
+                keys::MESSAGE_TIMESTAMP_TYPE.name,
+                keys::MESSAGE_TIMESTAMP_TYPE.default,
+            )
+            .expect("the table's message.timestamp.type default"),
             producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.default,
             cleanup_delete,
             cleanup_compact,
@@ -177,17 +181,18 @@ fn boolean(name: &str, value: &str) -> Result<bool> {
 /// The items of a choice key's value (one for a choice, one or more for a list), each one
 /// of the table's values: blank list items are ignored, none may repeat.
 fn choices<'v>(key: &ChoiceKey, name: &str, value: &'v str) -> Result<Vec<&'v str>> {
-    let items: Vec<&str> = if key.list {
-        value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
-    } else {
-        vec![value.trim()]
-    };
+    let items: Vec<&str> =
+        if key.list { value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect() } else { vec![value.trim()] };
     let valid = !items.is_empty()
         && items.iter().all(|i| key.values.contains(i))
         && items.iter().enumerate().all(|(n, i)| !items[..n].contains(i));
     if !valid {
         let what = if key.list { "a comma-separated list of" } else { "one of" };
-        return Err(LogError::config(name, value, format!("must be {what} {} (each at most once)", key.values.join(", "))));
+        return Err(LogError::config(
+            name,
+            value,
+            format!("must be {what} {} (each at most once)", key.values.join(", ")),
+        ));
     }
     Ok(items)
 }
@@ -254,7 +259,9 @@ impl LogConfig {
                 "segment.bytes" => self.segment_bytes = to_u64(int(&keys::SEGMENT_BYTES, k, value)?),
                 "segment.ms" => self.segment_ms = int(&keys::SEGMENT_MS, k, value)?,
                 "segment.index.bytes" => self.segment_index_bytes = to_u64(int(&keys::SEGMENT_INDEX_BYTES, k, value)?),
-                "index.interval.bytes" => self.index_interval_bytes = to_u64(int(&keys::INDEX_INTERVAL_BYTES, k, value)?),
+                "index.interval.bytes" => {
+                    self.index_interval_bytes = to_u64(int(&keys::INDEX_INTERVAL_BYTES, k, value)?);
+                }
                 "flush.messages" => self.flush_messages = int(&keys::FLUSH_MESSAGES, k, value)?,
                 "flush.ms" => self.flush_ms = int(&keys::FLUSH_MS, k, value)?,
                 "retention.ms" => self.retention_ms = int(&keys::RETENTION_MS, k, value)?,
@@ -262,19 +269,29 @@ impl LogConfig {
                 "max.message.bytes" | "message.max.bytes" => {
                     self.max_message_bytes = to_u64(int(&keys::MAX_MESSAGE_BYTES, k, value)?);
                 }
-                "producer.id.expiration.ms" => self.producer_id_expiration_ms = int(&keys::PRODUCER_ID_EXPIRATION_MS, k, value)?,
+                "producer.id.expiration.ms" => {
+                    self.producer_id_expiration_ms = int(&keys::PRODUCER_ID_EXPIRATION_MS, k, value)?;
+                }
                 "cleanup.policy" => (self.cleanup_delete, self.cleanup_compact) = parse_policy(k, value)?,
                 "delete.retention.ms" => self.delete_retention_ms = int(&keys::DELETE_RETENTION_MS, k, value)?,
                 "min.compaction.lag.ms" => self.min_compaction_lag_ms = int(&keys::MIN_COMPACTION_LAG_MS, k, value)?,
                 "max.compaction.lag.ms" => self.max_compaction_lag_ms = int(&keys::MAX_COMPACTION_LAG_MS, k, value)?,
-                "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?,
+                "min.cleanable.dirty.ratio" => {
+                    self.min_cleanable_dirty_ratio = double(&keys::MIN_CLEANABLE_DIRTY_RATIO, k, value)?;
+                }
                 "retention.archive" => self.retention_archive = boolean(k, value)?,
                 "iceberg.enable" => self.iceberg_enable = boolean(k, value)?,
                 "message.timestamp.type" => self.timestamp_type = parse_timestamp_type(k, value)?,
                 "compression.type" => self.compression = parse_compression(k, value)?,
-                "compression.gzip.level" => self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?),
-                "compression.lz4.level" => self.compression_lz4_level = to_i32(int(&keys::COMPRESSION_LZ4_LEVEL, k, value)?),
-                "compression.zstd.level" => self.compression_zstd_level = to_i32(int(&keys::COMPRESSION_ZSTD_LEVEL, k, value)?),
+                "compression.gzip.level" => {
+                    self.compression_gzip_level = to_i32(int(&keys::COMPRESSION_GZIP_LEVEL, k, value)?);
+                }
+                "compression.lz4.level" => {
+                    self.compression_lz4_level = to_i32(int(&keys::COMPRESSION_LZ4_LEVEL, k, value)?);
+                }
+                "compression.zstd.level" => {
+                    self.compression_zstd_level = to_i32(int(&keys::COMPRESSION_ZSTD_LEVEL, k, value)?);
+                }
                 "confluent.key.schema.validation" => self.key_schema_validation = boolean(k, value)?,
                 "confluent.value.schema.validation" => self.value_schema_validation = boolean(k, value)?,
                 _ if keys::OTHER_TOPIC_KEYS.contains(&k) || IGNORED_KEYS.contains(&k) => {}
@@ -415,9 +432,18 @@ mod tests {
     fn cleanup_policy_and_compaction_keys() {
         let c = LogConfig::default();
         assert!(c.cleanup_delete && !c.cleanup_compact);
-        assert_eq!((c.delete_retention_ms, c.min_compaction_lag_ms, c.max_compaction_lag_ms), (86_400_000, 0, i64::MAX));
+        assert_eq!(
+            (c.delete_retention_ms, c.min_compaction_lag_ms, c.max_compaction_lag_ms),
+            (86_400_000, 0, i64::MAX)
+        );
         assert!((c.min_cleanable_dirty_ratio - 0.5).abs() < f64::EPSILON);
-        for (v, d, k) in [("delete", true, false), ("compact", false, true), ("compact,delete", true, true), ("delete, compact", true, true), ("delete,", true, false)] {
+        for (v, d, k) in [
+            ("delete", true, false),
+            ("compact", false, true),
+            ("compact,delete", true, true),
+            ("delete, compact", true, true),
+            ("delete,", true, false),
+        ] {
             let c = LogConfig::from_map(&map(&[("cleanup.policy", v)])).unwrap();
             assert_eq!((c.cleanup_delete, c.cleanup_compact), (d, k), "{v}");
         }
@@ -439,7 +465,9 @@ mod tests {
         assert_eq!(c.roll_ms(), 100);
         let e = LogConfig::from_map(&map(&[("min.cleanable.dirty.ratio", "1.5")])).unwrap_err().to_string();
         assert!(e.contains("outside [0, 1]"), "{e}");
-        let e = LogConfig::from_map(&map(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")])).unwrap_err().to_string();
+        let e = LogConfig::from_map(&map(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("min.compaction.lag.ms") && e.contains("max.compaction.lag.ms"), "{e}");
     }
 

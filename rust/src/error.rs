@@ -202,7 +202,8 @@ mod tests {
     #[test]
     fn descriptor_shortage_names_partition_file_and_limit() {
         for errno in [libc::EMFILE, libc::ENFILE] {
-            let e = LogError::io("/data/orders-3/00000000000000000000.log", io::Error::from_raw_os_error(errno)).in_partition("orders-3");
+            let e = LogError::io("/data/orders-3/00000000000000000000.log", io::Error::from_raw_os_error(errno))
+                .in_partition("orders-3");
             assert!(matches!(e, LogError::TooManyOpenFiles { .. }), "{e:?}");
             let s = e.to_string();
             assert!(s.contains("orders-3") && s.contains("/data/orders-3/00000000000000000000.log"), "{s}");

@@ -66,7 +66,12 @@ impl FileRegion {
         while sent < count {
             let want = usize::try_from(count - sent).unwrap_or(usize::MAX).min(1 << 30);
             match sys::sendfile(sock_fd, &self.file, pos, want) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment file shorter than the region (truncated?)")),
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "segment file shorter than the region (truncated?)",
+                    ))
+                }
                 Ok(n) => {
                     sent += n as u64;
                     pos += n as u64;
@@ -88,7 +93,10 @@ impl FileRegion {
             let want = usize::try_from(count - sent).unwrap_or(usize::MAX).min(buf.len());
             let got = self.file.read_at(&mut buf[..want], pos)?;
             if got == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment file shorter than the region (truncated?)"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "segment file shorter than the region (truncated?)",
+                ));
             }
             let mut done = 0;
             while done < got {

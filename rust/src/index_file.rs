@@ -99,7 +99,15 @@ impl IndexFile {
         file.read_exact_at(&mut buf, 0).ctx(path)?;
         let written = buf.len();
         let max_entries = (usize::try_from(max_bytes).unwrap_or(usize::MAX) / entry_size).max(written / entry_size);
-        Ok(Some(IndexFile { path: path.to_owned(), entry_size, buf, written, on_disk: true, unsynced: false, max_entries }))
+        Ok(Some(IndexFile {
+            path: path.to_owned(),
+            entry_size,
+            buf,
+            written,
+            on_disk: true,
+            unsynced: false,
+            max_entries,
+        }))
     }
 
     /// The file differs from memory or was changed since its last fsync.

@@ -24,7 +24,6 @@ fn integral(v: &serde_json::Number) -> Option<i64> {
         return Some(i);
     }
     let f = v.as_f64()?;
-    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
     (f.fract() == 0.0 && f.abs() < 9.2e18).then_some(f as i64)
 }
 
@@ -42,7 +41,12 @@ fn describe(v: &Value) -> &'static str {
 impl Decoder<'_> {
     /// One framed value's JSON text: Ok(Ok) when its row was written, Ok(Err(reason)) when it
     /// does not fit (nothing written), Err only for a column past 2 GiB.
-    pub(crate) fn json_value(&mut self, program: &Program, text: &[u8], id: i32) -> Result<std::result::Result<(), String>> {
+    pub(crate) fn json_value(
+        &mut self,
+        program: &Program,
+        text: &[u8],
+        id: i32,
+    ) -> Result<std::result::Result<(), String>> {
         let value: Value = match serde_json::from_slice(text) {
             Ok(v) => v,
             Err(e) => return Ok(Err(format!("is not JSON (schema id {id}): {e}"))),
@@ -76,8 +80,9 @@ impl Decoder<'_> {
             (Program::JsonValue { target }, v) => {
                 let kind = self.tree[*target].kind;
                 let fits = match (kind, v) {
-                    (Kind::Boolean, Value::Bool(_)) | (Kind::Float | Kind::Double, Value::Number(_)) => true,
-                    (Kind::String | Kind::Binary, Value::String(_)) => true,
+                    (Kind::Boolean, Value::Bool(_))
+                    | (Kind::Float | Kind::Double, Value::Number(_))
+                    | (Kind::String | Kind::Binary, Value::String(_)) => true,
                     (Kind::Long, Value::Number(n)) => integral(n).is_some(),
                     (Kind::Int, Value::Number(n)) => integral(n).is_some_and(|i| i32::try_from(i).is_ok()),
                     _ => false,
@@ -97,7 +102,9 @@ impl Decoder<'_> {
     /// Writes `v` (checked by `json_fits`) into `p`'s columns.
     fn json_write(&mut self, p: &Program, v: Option<&Value>) -> Result<()> {
         let target = match p {
-            Program::JsonObject { target, .. } | Program::JsonArray { target, .. } | Program::JsonValue { target } => *target,
+            Program::JsonObject { target, .. } | Program::JsonArray { target, .. } | Program::JsonValue { target } => {
+                *target
+            }
             _ => return Err(bad("an Avro program inside a JSON one")),
         };
         let Some(v) = v.filter(|v| !v.is_null()) else { return self.null(target) };
@@ -162,7 +169,10 @@ mod tests {
                 ("n".into(), Program::JsonValue { target: 2 }),
                 ("score".into(), Program::JsonValue { target: 3 }),
                 ("tags".into(), Program::JsonArray { target: 4, items: Box::new(Program::JsonValue { target: 5 }) }),
-                ("at".into(), Program::JsonObject { target: 6, fields: vec![("ok".into(), Program::JsonValue { target: 7 })] }),
+                (
+                    "at".into(),
+                    Program::JsonObject { target: 6, fields: vec![("ok".into(), Program::JsonValue { target: 7 })] },
+                ),
             ],
         };
         let values = vec![
@@ -178,8 +188,9 @@ mod tests {
         assert_eq!(c.columns[1].data, b"annbob");
         let ns: Vec<i64> = c.columns[2].values.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(ns, vec![3, 2, 0, 0, 0, 0]);
-        let scores: Vec<f64> = c.columns[3].values.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
-        assert_eq!(scores[0], 1.0);
+        let scores: Vec<f64> =
+            c.columns[3].values.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(scores[0].to_bits(), 1.0f64.to_bits());
         assert_eq!(c.columns[3].validity, vec![0b01], "bob has no score");
         assert_eq!(c.columns[5].data, b"xy");
         assert_eq!(c.columns[4].validity, vec![0b01], "bob's tags are null");

@@ -40,12 +40,7 @@ pub fn verify(alg: &str, a: &[u8], b: &[u8], signing_input: &[u8], signature: &[
         "EdDSA" => {
             return Ok(UnparsedPublicKey::new(&signature::ED25519, a).verify(signing_input, signature).is_ok());
         }
-        _ => {
-            return Err(format!(
-                "JWS algorithm {alg:?} is not accepted (accepted: {})",
-                ALGORITHMS.join(", ")
-            ))
-        }
+        _ => return Err(format!("JWS algorithm {alg:?} is not accepted (accepted: {})", ALGORITHMS.join(", "))),
     };
     if a.len() != len || b.len() != len {
         return Ok(false);

@@ -55,7 +55,9 @@ impl LeaderEpochCache {
         let path = dir.join(FILE_NAME);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LeaderEpochCache { path, entries: vec![], dirty: false }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(LeaderEpochCache { path, entries: vec![], dirty: false })
+            }
             Err(e) => return Err(LogError::io(&path, e)),
         };
         let corrupt = |reason: String| LogError::CorruptIndex { path: path.clone(), reason };
@@ -63,7 +65,8 @@ impl LeaderEpochCache {
         if lines.next().map(str::trim) != Some("0") {
             return Err(corrupt("unsupported version".into()));
         }
-        let count: usize = lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| corrupt("bad entry count".into()))?;
+        let count: usize =
+            lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| corrupt("bad entry count".into()))?;
         let mut entries = Vec::with_capacity(count);
         for line in lines.filter(|l| !l.trim().is_empty()) {
             let mut it = line.split_whitespace();

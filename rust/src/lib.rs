@@ -5,17 +5,18 @@
 
 // Engine: record batches.
 pub mod avro_columns;
-pub mod json_columns;
-pub mod proto_columns;
 pub mod batch;
 pub mod builder;
 pub mod columnar;
 pub mod compression;
+pub mod json_columns;
+pub mod proto_columns;
 pub mod varint;
 
 // Engine: storage.
 pub mod cleaner;
 pub mod config;
+#[rustfmt::skip] // generated (tools/gen_*.py): the generator's layout, checked byte for byte
 pub mod config_keys;
 pub mod error;
 pub mod file_region;

@@ -92,8 +92,8 @@
 //! - The log start offset is persisted before the segments below it are deleted.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
@@ -345,8 +345,12 @@ impl Inner {
     /// `MAX_OPEN_INACTIVE_SEGMENT_FILES`.
     fn limit_open_files(&mut self) {
         let n = self.segments.len();
-        let mut open: Vec<(u64, usize)> =
-            self.segments[..n - 1].iter().enumerate().filter(|(_, s)| s.is_log_file_open()).map(|(i, s)| (s.last_used, i)).collect();
+        let mut open: Vec<(u64, usize)> = self.segments[..n - 1]
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_log_file_open())
+            .map(|(i, s)| (s.last_used, i))
+            .collect();
         if open.len() > MAX_OPEN_INACTIVE_SEGMENT_FILES {
             open.sort_unstable();
             for &(_, i) in &open[..open.len() - MAX_OPEN_INACTIVE_SEGMENT_FILES] {
@@ -505,15 +509,26 @@ impl Log {
     /// record of a data batch must have a key (compacted topics). `record_check`: a rule each data
     /// record's key and value must pass (schema ids: server/schema_ids.rs). Batch errors carry
     /// the partition; record errors name every record at fault (Produce's RecordErrors).
-    fn validate(&self, records: &[u8], max_batch: u64, follower: bool, require_keys: bool, record_check: Option<&RecordCheck<'_>>)
-        -> Result<(Vec<Validated>, u64)> {
+    fn validate(
+        &self,
+        records: &[u8],
+        max_batch: u64,
+        follower: bool,
+        require_keys: bool,
+        record_check: Option<&RecordCheck<'_>>,
+    ) -> Result<(Vec<Validated>, u64)> {
         let mut out = Vec::new();
         let mut src = SliceSource(records);
         let check = if follower { Check::Stored } else { Check::Full };
         let end = batch::scan(&mut src, 0, check, None, |v| {
             let h = v.header;
             if !follower && h.size() > max_batch {
-                return Err(LogError::RecordTooLarge { tp: Tp::default(), size: h.size(), max: max_batch, limit: "message.max.bytes" });
+                return Err(LogError::RecordTooLarge {
+                    tp: Tp::default(),
+                    size: h.size(),
+                    max: max_batch,
+                    limit: "message.max.bytes",
+                });
             }
             if (require_keys || record_check.is_some()) && !h.is_control() {
                 // Every record at fault is named (Kafka's RecordErrors list each one), by its
@@ -522,7 +537,12 @@ impl Log {
                 let mut index = 0i32;
                 batch::for_each_record(v.bytes.expect("full check reads the batch"), v.position, |_, _, r| {
                     if require_keys && r.key.is_none() {
-                        faults.push((index, format!("record {index} has no key; a compacted topic cannot accept a record without a key")));
+                        faults.push((
+                            index,
+                            format!(
+                                "record {index} has no key; a compacted topic cannot accept a record without a key"
+                            ),
+                        ));
                     } else if let Some(why) = record_check.and_then(|c| c(r.key, r.value)) {
                         faults.push((index, format!("record {index} {why}")));
                     }
@@ -530,12 +550,18 @@ impl Log {
                     Control::Continue
                 })?;
                 if let Some((_, first)) = faults.first() {
-                    let reason = format!("{} of the batch's {index} records are refused; the first: {first}", faults.len());
+                    let reason =
+                        format!("{} of the batch's {index} records are refused; the first: {first}", faults.len());
                     return Err(LogError::invalid_records(v.position, reason, faults));
                 }
             }
             let summary = v.records.expect("full check summarizes records");
-            out.push(Validated { position: v.position, size: h.size(), header: h, offset_delta_of_max: summary.offset_delta_of_max });
+            out.push(Validated {
+                position: v.position,
+                size: h.size(),
+                header: h,
+                offset_delta_of_max: summary.offset_delta_of_max,
+            });
             Ok(Control::Continue)
         })
         .map_err(|e| self.err(e))?;
@@ -557,8 +583,13 @@ impl Log {
 
     /// `append_as_leader` with `check` applied to every data record's key and value first (a
     /// record that fails it refuses the whole request, naming every such record).
-    pub fn append_as_leader_checked(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64, check: &RecordCheck<'_>)
-        -> Result<AppendResult> {
+    pub fn append_as_leader_checked(
+        &self,
+        records: Vec<u8>,
+        leader_epoch: i32,
+        now_ms: i64,
+        check: &RecordCheck<'_>,
+    ) -> Result<AppendResult> {
         self.append_as_leader_from(records, leader_epoch, now_ms, AppendOrigin::Client, Some(check))
     }
 
@@ -578,9 +609,14 @@ impl Log {
         self.append_as_leader_from(batch, leader_epoch, now_ms, AppendOrigin::Coordinator, None)
     }
 
-    #[allow(clippy::too_many_lines)]
-    fn append_as_leader_from(&self, records: Vec<u8>, leader_epoch: i32, now_ms: i64, origin: AppendOrigin,
-                             check: Option<&RecordCheck<'_>>) -> Result<AppendResult> {
+    fn append_as_leader_from(
+        &self,
+        records: Vec<u8>,
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+        check: Option<&RecordCheck<'_>>,
+    ) -> Result<AppendResult> {
         let config = self.config();
         if records.len() as u64 > config.segment_bytes {
             return Err(self.err(LogError::RecordTooLarge {
@@ -605,8 +641,11 @@ impl Log {
                 return Err(self.err(LogError::invalid(v.position, "a transactional batch without a producer id")));
             }
         }
-        let (records, batches) =
-            if origin == AppendOrigin::Client { self.recompress(records, batches, &config)? } else { (records, batches) };
+        let (records, batches) = if origin == AppendOrigin::Client {
+            self.recompress(records, batches, &config)?
+        } else {
+            (records, batches)
+        };
         let mut records = records;
         let log_append = config.timestamp_type == TimestampType::LogAppendTime;
 
@@ -635,7 +674,6 @@ impl Log {
                     timestamp: ts,
                     control: h.is_control(),
                     transactional: h.is_transactional(),
-                    #[allow(clippy::cast_possible_truncation)]
                     marker: if h.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None },
                 };
                 if let Some(dup) = producer_append.check(&g.producers, &pb).map_err(|e| self.err(e))? {
@@ -664,7 +702,6 @@ impl Log {
                 offset_of_max_timestamp: if log_append { first } else { first + i64::from(v.offset_delta_of_max) },
             });
         }
-        #[allow(clippy::cast_possible_truncation)]
         for (v, a) in batches.iter().zip(&appended) {
             let b = &mut records[v.position as usize..(v.position + v.size) as usize];
             batch::set_base_offset(b, a.base_offset);
@@ -705,7 +742,12 @@ impl Log {
     /// `producer`, or when every data batch already has the topic's codec; else a new buffer in
     /// which every other data batch is recompressed (Kafka's LogValidator; control batches stay
     /// as they are). A batch that grows past `max.message.bytes` by it is refused, as Kafka does.
-    fn recompress(&self, records: Vec<u8>, batches: Vec<Validated>, config: &LogConfig) -> Result<(Vec<u8>, Vec<Validated>)> {
+    fn recompress(
+        &self,
+        records: Vec<u8>,
+        batches: Vec<Validated>,
+        config: &LogConfig,
+    ) -> Result<(Vec<u8>, Vec<Validated>)> {
         if config.compression.is_none() {
             return Ok((records, batches)); // `producer`: the common case, no walk of the batches
         }
@@ -721,7 +763,6 @@ impl Log {
         let mut out = Vec::with_capacity(records.len());
         let mut rewritten = Vec::with_capacity(batches.len());
         for v in batches {
-            #[allow(clippy::cast_possible_truncation)]
             let src = &records[v.position as usize..(v.position + v.size) as usize];
             let position = out.len() as u64;
             let Some(target) = target_of(&v) else {
@@ -729,7 +770,8 @@ impl Log {
                 rewritten.push(Validated { position, ..v });
                 continue;
             };
-            let b = batch::recompress(src, v.position, target, config.compression_level(target)).map_err(|e| self.err(e))?;
+            let b = batch::recompress(src, v.position, target, config.compression_level(target))
+                .map_err(|e| self.err(e))?;
             let header = batch::BatchHeader::parse(&b);
             if header.size() > config.max_message_bytes {
                 return Err(self.err(LogError::RecordTooLarge {
@@ -740,10 +782,20 @@ impl Log {
                 }));
             }
             out.extend_from_slice(&b);
-            rewritten.push(Validated { position, size: header.size(), header, offset_delta_of_max: v.offset_delta_of_max });
+            rewritten.push(Validated {
+                position,
+                size: header.size(),
+                header,
+                offset_delta_of_max: v.offset_delta_of_max,
+            });
         }
         if out.len() as u64 > config.segment_bytes {
-            return Err(self.err(LogError::RecordTooLarge { tp: Tp::default(), size: out.len() as u64, max: config.segment_bytes, limit: "segment.bytes" }));
+            return Err(self.err(LogError::RecordTooLarge {
+                tp: Tp::default(),
+                size: out.len() as u64,
+                max: config.segment_bytes,
+                limit: "segment.bytes",
+            }));
         }
         Ok((out, rewritten))
     }
@@ -817,7 +869,6 @@ impl Log {
     /// log: each base offset at or above the LEO / the previous batch's end (a compacted
     /// leader's log has gaps, Kafka's monotonic rule). A partial batch at the end of the data
     /// is ignored (fetch responses may end mid-batch). Empty data appends nothing.
-    #[allow(clippy::needless_pass_by_value)] // same ownership contract as append_as_leader
     pub fn append_as_follower(&self, records: Vec<u8>) -> Result<AppendResult> {
         let (batches, valid_end) = self.validate(&records, u64::MAX, true, false, None)?;
         let mut g = self.lock_open()?;
@@ -844,7 +895,11 @@ impl Log {
         for v in &batches {
             let h = v.header;
             if h.base_offset < expected {
-                return Err(self.err(LogError::NonContiguousAppend { tp: Tp::default(), expected, received: h.base_offset }));
+                return Err(self.err(LogError::NonContiguousAppend {
+                    tp: Tp::default(),
+                    expected,
+                    received: h.base_offset,
+                }));
             }
             expected = h.next_offset();
             record_count += i64::from(h.records_count);
@@ -862,7 +917,6 @@ impl Log {
                 },
             });
         }
-        #[allow(clippy::cast_possible_truncation)]
         let data = &records[..valid_end as usize];
         // Followers have no clock argument: the batches' own timestamps age the segment.
         let now_ms = max_timestamp.max(0);
@@ -873,8 +927,8 @@ impl Log {
         self.write_locked(&mut g, data, &appended, expected - 1, now_ms, &config)?;
         for v in &batches {
             if v.header.has_producer_id() {
-                #[allow(clippy::cast_possible_truncation)]
-                let marker = if v.header.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None };
+                let marker =
+                    if v.header.is_control() { EndTxnMarker::parse(&records[v.position as usize..]) } else { None };
                 g.producers.apply(&ProducerBatch::from_header(&v.header, marker));
             }
         }
@@ -901,7 +955,13 @@ impl Log {
     /// Whole batches from `fetch_offset`: up to `max_bytes` (but the first batch whole if
     /// `min_one_message`), ending below `max_offset` (exclusive; the HW for consumers, the LEO
     /// if `None`). `None` when nothing is available. Out of `[log start, LEO]` is an error.
-    pub fn read(&self, fetch_offset: i64, max_bytes: u64, max_offset: Option<i64>, min_one_message: bool) -> Result<Option<FileRegion>> {
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: u64,
+        max_offset: Option<i64>,
+        min_one_message: bool,
+    ) -> Result<Option<FileRegion>> {
         let mut g = self.lock_open()?;
         let leo = g.leo();
         if fetch_offset < g.log_start_offset || fetch_offset > leo {
@@ -1066,7 +1126,12 @@ impl Log {
     fn truncate_fully_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
         let run = |g: &mut Inner| -> Result<()> {
             if offset < 0 {
-                return Err(LogError::OffsetOutOfRange { tp: Tp::default(), offset, log_start: g.log_start_offset, log_end: g.leo() });
+                return Err(LogError::OffsetOutOfRange {
+                    tp: Tp::default(),
+                    offset,
+                    log_start: g.log_start_offset,
+                    log_end: g.leo(),
+                });
             }
             self.materialize(g)?;
             write_single_offset(&self.dir.join(LOG_START_FILE), offset)?;
@@ -1126,7 +1191,11 @@ impl Log {
 
     /// Deletes segments from the oldest while `pred(segment, next segment's base, running
     /// total size)` holds; never the active one. Returns how many went.
-    fn delete_oldest_while(&self, g: &mut Inner, mut pred: impl FnMut(&Segment, Option<i64>, u64) -> bool) -> Result<usize> {
+    fn delete_oldest_while(
+        &self,
+        g: &mut Inner,
+        mut pred: impl FnMut(&Segment, Option<i64>, u64) -> bool,
+    ) -> Result<usize> {
         let mut total: u64 = g.segments.iter().map(|s| s.size).sum();
         let mut n = 0;
         while n + 1 < g.segments.len() {
@@ -1165,7 +1234,9 @@ impl Log {
         }
         let below_start = n;
         if config.cleanup_delete && config.retention_ms >= 0 {
-            while ends_at_or_below(n, g.high_watermark) && now_ms.saturating_sub(segs[n].largest_timestamp()) > config.retention_ms {
+            while ends_at_or_below(n, g.high_watermark)
+                && now_ms.saturating_sub(segs[n].largest_timestamp()) > config.retention_ms
+            {
                 total -= segs[n].size;
                 n += 1;
             }
@@ -1224,7 +1295,11 @@ impl Log {
             Planned::Run(plan) => plan,
             Planned::Skip { dirty_ratio } => {
                 let g = self.lock();
-                return Ok(CompactionResult { cleaned_up_to: g.cleaner_checkpoint, dirty_ratio, ..CompactionResult::default() });
+                return Ok(CompactionResult {
+                    cleaned_up_to: g.cleaner_checkpoint,
+                    dirty_ratio,
+                    ..CompactionResult::default()
+                });
             }
         };
         let rewritten = self.rewrite_for_compaction(&plan, now_ms);
@@ -1232,7 +1307,11 @@ impl Log {
     }
 
     /// The unlocked middle phase of `compact`: offset map and `.cleaned` segments.
-    pub(crate) fn rewrite_for_compaction(&self, plan: &CompactionPlan, now_ms: i64) -> Result<(Vec<cleaner::CleanedGroup>, cleaner::Counts)> {
+    pub(crate) fn rewrite_for_compaction(
+        &self,
+        plan: &CompactionPlan,
+        now_ms: i64,
+    ) -> Result<(Vec<cleaner::CleanedGroup>, cleaner::Counts)> {
         let aborted = cleaner::AbortedRanges::new(&plan.aborted);
         let map = cleaner::build_offset_map(&plan.segments, &aborted)?;
         let cx = CleanContext {
@@ -1275,7 +1354,9 @@ impl Log {
         let (groups, counts) = match rewritten {
             Ok(r) => r,
             // A truncation or close under the pass explains a failed read: nothing was done.
-            Err(_) if changed => return Ok(CompactionResult { cleaned_up_to: g.cleaner_checkpoint, ..CompactionResult::default() }),
+            Err(_) if changed => {
+                return Ok(CompactionResult { cleaned_up_to: g.cleaner_checkpoint, ..CompactionResult::default() })
+            }
             Err(e) => return Err(self.err(e)),
         };
         let mut result = CompactionResult {
@@ -1332,7 +1413,11 @@ impl Log {
         let at = g.segments.iter().position(|s| s.base_offset == group.base_offset);
         let unchanged = at.is_some_and(|i| {
             i + n < g.segments.len()
-                && group.originals.iter().zip(&g.segments[i..i + n]).all(|(&(b, size), s)| s.base_offset == b && s.size == size)
+                && group
+                    .originals
+                    .iter()
+                    .zip(&g.segments[i..i + n])
+                    .all(|(&(b, size), s)| s.base_offset == b && s.size == size)
         });
         let (Some(i), true) = (at, unchanged) else {
             cleaner::discard(&self.dir, group.base_offset);
@@ -1363,16 +1448,23 @@ impl Log {
             return Ok(Planned::Skip { dirty_ratio: 0.0 });
         }
         let leo = g.leo();
-        let first_dirty = if (g.log_start_offset..=leo).contains(&g.cleaner_checkpoint) { g.cleaner_checkpoint } else { g.log_start_offset };
+        let first_dirty = if (g.log_start_offset..=leo).contains(&g.cleaner_checkpoint) {
+            g.cleaner_checkpoint
+        } else {
+            g.log_start_offset
+        };
         // No open transaction is cleaned: stop at the first unstable offset.
-        let limit = g.high_watermark.min(g.active().base_offset).min(g.producers.first_unstable_offset().unwrap_or(i64::MAX));
+        let limit =
+            g.high_watermark.min(g.active().base_offset).min(g.producers.first_unstable_offset().unwrap_or(i64::MAX));
         let inactive = &g.segments[..g.segments.len() - 1];
         let start = inactive.partition_point(|s| s.next_offset <= g.log_start_offset);
         let mut end = start;
         while end < inactive.len() {
             let s = &inactive[end];
             let dirty = s.next_offset > first_dirty;
-            let too_young = dirty && config.min_compaction_lag_ms > 0 && now_ms.saturating_sub(s.largest_timestamp()) < config.min_compaction_lag_ms;
+            let too_young = dirty
+                && config.min_compaction_lag_ms > 0
+                && now_ms.saturating_sub(s.largest_timestamp()) < config.min_compaction_lag_ms;
             if s.next_offset > limit || too_young {
                 break;
             }
@@ -1384,7 +1476,6 @@ impl Log {
         let range = &inactive[start..end];
         let total: u64 = range.iter().map(|s| s.size).sum();
         let dirty: u64 = range.iter().filter(|s| s.next_offset > first_dirty).map(|s| s.size).sum();
-        #[allow(clippy::cast_precision_loss)]
         let dirty_ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
         let mut lag_due = false;
         if config.max_compaction_lag_ms < i64::MAX {
@@ -1423,7 +1514,8 @@ impl Log {
             });
         }
         let end_offset = g.segments[end - 1].next_offset;
-        let producer_last_offsets = g.producers.entries().into_iter().map(|e| (e.producer_id, e.last_offset())).collect();
+        let producer_last_offsets =
+            g.producers.entries().into_iter().map(|e| (e.producer_id, e.last_offset())).collect();
         let aborted = g.producers.aborted_between(g.log_start_offset, end_offset);
         g.cleaning = true;
         Ok(Planned::Run(CompactionPlan {
@@ -1441,7 +1533,12 @@ impl Log {
     /// `max_records` of them, as `(offset, timestamp, key, value)`, decompressed. Reads whole
     /// batches through [`Log::read`] (the lock is held per 1 MiB chunk, not for the scan).
     /// Offsets in compaction gaps are simply absent.
-    pub fn read_records(&self, start_offset: i64, max_offset: Option<i64>, max_records: Option<usize>) -> Result<Vec<LogRecord>> {
+    pub fn read_records(
+        &self,
+        start_offset: i64,
+        max_offset: Option<i64>,
+        max_records: Option<usize>,
+    ) -> Result<Vec<LogRecord>> {
         self.read_records_with(start_offset, max_offset, max_records, false)
     }
 
@@ -1452,13 +1549,24 @@ impl Log {
         self.read_records_with(start_offset, max_offset, None, true)
     }
 
-    fn read_records_with(&self, start_offset: i64, max_offset: Option<i64>, max_records: Option<usize>, markers: bool) -> Result<Vec<LogRecord>> {
+    fn read_records_with(
+        &self,
+        start_offset: i64,
+        max_offset: Option<i64>,
+        max_records: Option<usize>,
+        markers: bool,
+    ) -> Result<Vec<LogRecord>> {
         let mut out = Vec::new();
         let limit = max_records.unwrap_or(usize::MAX);
         let mut next = start_offset;
         let (log_start, leo) = (self.log_start_offset(), self.log_end_offset());
         if start_offset < log_start || start_offset > leo {
-            return Err(self.err(LogError::OffsetOutOfRange { tp: Tp::default(), offset: start_offset, log_start, log_end: leo }));
+            return Err(self.err(LogError::OffsetOutOfRange {
+                tp: Tp::default(),
+                offset: start_offset,
+                log_start,
+                log_end: leo,
+            }));
         }
         let upper = max_offset.map_or(leo, |m| m.min(leo));
         while next < upper && out.len() < limit {
@@ -1471,7 +1579,6 @@ impl Log {
                     done = true;
                     return Ok(Control::Stop);
                 }
-                #[allow(clippy::cast_possible_truncation)]
                 let b = &bytes[v.position as usize..(v.position + h.size()) as usize];
                 if !h.is_control() {
                     batch::for_each_record(b, v.position, |offset, timestamp, r| {
@@ -1606,7 +1713,10 @@ impl Log {
                         Ok(t) => handles.extend(t),
                         Err(e) => {
                             // An index write failed: what was collected is not flushed.
-                            g.segments[..=i].iter_mut().filter(|s| flushed.contains(&s.base_offset)).for_each(Segment::mark_unflushed);
+                            g.segments[..=i]
+                                .iter_mut()
+                                .filter(|s| flushed.contains(&s.base_offset))
+                                .for_each(Segment::mark_unflushed);
                             return Err(self.err(e));
                         }
                     }
@@ -1772,7 +1882,6 @@ impl Drop for Log {
     }
 }
 
-#[allow(dead_code)]
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<Log>();

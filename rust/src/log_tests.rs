@@ -1,6 +1,4 @@
 //! Unit tests of `Log` (the partition log), built on the `LogBuilder` fixture.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
-#![allow(clippy::case_sensitive_file_extension_comparisons)]
 use std::collections::HashMap;
 
 use super::*;
@@ -188,7 +186,8 @@ fn new_log_in_missing_directory_is_empty_and_keeps_appends() {
     let mut lb = LogBuilder::open(&dir, small(600)).unwrap();
     assert!(!dir.exists());
     lb.append(1, 2, 30).unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, vec![crate::segment::file_name(0, ".log")], "the epoch is written by the first flush");
     for _ in 0..9 {
@@ -252,7 +251,10 @@ fn unclean_reopen_recovers_torn_tail() {
         lb.append(1, 2, 30).unwrap();
     }
     let size = lb.log.size_bytes();
-    drop(std::mem::replace(&mut lb.log, Log::open(&dir.path().join("other"), "x", 0, small(1 << 20), None, 0).unwrap()));
+    drop(std::mem::replace(
+        &mut lb.log,
+        Log::open(&dir.path().join("other"), "x", 0, small(1 << 20), None, 0).unwrap(),
+    ));
     let seg = dir.path().join(crate::segment::file_name(0, ".log"));
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     f.set_len(size - 7).unwrap();
@@ -279,7 +281,10 @@ fn unclean_recovery_restores_leader_epochs_the_checkpoint_lost() {
     }
     assert_eq!(lb.log.epoch_entries(), vec![(2, 0), (5, 6), (9, 12)]);
     // a crash after epoch 9's batch reached the file: the checkpoint does not have it yet
-    drop(std::mem::replace(&mut lb.log, Log::open(&dir.path().join("other"), "x", 0, small(1 << 20), None, 0).unwrap()));
+    drop(std::mem::replace(
+        &mut lb.log,
+        Log::open(&dir.path().join("other"), "x", 0, small(1 << 20), None, 0).unwrap(),
+    ));
     let checkpoint = dir.path().join("leader-epoch-checkpoint");
     assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n2\n2 0\n5 6\n");
     reopen(&mut lb, dir.path(), small(1 << 20));
@@ -520,7 +525,10 @@ fn idempotent_producer_duplicate_and_fencing() {
     assert!(r.duplicate);
     assert_eq!((r.base_offset, r.last_offset, r.size_bytes), (0, 2, 0));
     assert_eq!(lb.log.log_end_offset(), 5, "duplicate wrote nothing");
-    assert!(matches!(lb.log.append_as_leader(batch(0, 9, 1), 0, 0), Err(LogError::OutOfOrderSequence { expected: 5, .. })));
+    assert!(matches!(
+        lb.log.append_as_leader(batch(0, 9, 1), 0, 0),
+        Err(LogError::OutOfOrderSequence { expected: 5, .. })
+    ));
     lb.log.append_as_leader(batch(1, 0, 1), 0, 0).unwrap();
     assert!(matches!(lb.log.append_as_leader(batch(0, 5, 1), 0, 0), Err(LogError::InvalidProducerEpoch { .. })));
     assert_eq!(lb.log.producer_state(42), Some((1, 0, 5)));
@@ -640,8 +648,15 @@ fn stray_files_removed_on_open() {
     std::fs::write(dir.path().join("00000000000000000000.log.swap"), b"x").unwrap();
     std::fs::write(dir.path().join("00000000000000000077.index"), b"").unwrap();
     let _lb = LogBuilder::open(dir.path(), small(1 << 20)).unwrap();
-    let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(names.iter().all(|n| !n.ends_with(".deleted") && !n.ends_with(".cleaned") && !n.ends_with(".swap")), "{names:?}");
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(
+        names.iter().all(|n| !matches!(
+            std::path::Path::new(n).extension().and_then(|e| e.to_str()),
+            Some("deleted" | "cleaned" | "swap")
+        )),
+        "{names:?}"
+    );
     assert!(!names.contains(&"00000000000000000077.index".to_owned()));
 }
 
@@ -694,7 +709,10 @@ fn txn_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
 }
 
 fn plain_batch(n: usize) -> Vec<u8> {
-    BatchBuilder::new().base_timestamp(1_000).records((0..n).map(|i| Rec::value(format!("plain-{i}").as_bytes()))).build()
+    BatchBuilder::new()
+        .base_timestamp(1_000)
+        .records((0..n).map(|i| Rec::value(format!("plain-{i}").as_bytes())))
+        .build()
 }
 
 fn marker(commit: bool) -> EndTxnMarker {
@@ -769,7 +787,8 @@ fn clients_cannot_write_markers_and_a_plain_batch_cannot_enter_an_open_transacti
     assert_eq!(log.log_end_offset(), 1, "nothing written");
     // A stale coordinator's marker is fenced once a newer one wrote.
     log.append_end_txn_marker(7, 0, EndTxnMarker { commit: true, coordinator_epoch: 3 }, 0, 1_000).unwrap();
-    let e = log.append_end_txn_marker(7, 0, EndTxnMarker { commit: false, coordinator_epoch: 2 }, 0, 1_000).unwrap_err();
+    let e =
+        log.append_end_txn_marker(7, 0, EndTxnMarker { commit: false, coordinator_epoch: 2 }, 0, 1_000).unwrap_err();
     assert!(matches!(e, LogError::CoordinatorFenced { current: 3, received: 2, .. }), "{e}");
 }
 
@@ -860,19 +879,23 @@ fn recompression_keeps_producer_fields_and_sequences() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig { compression: Some(Codec::Zstd), compression_zstd_level: 9, ..small(1 << 20) };
     let lb = LogBuilder::open(dir.path(), config).unwrap();
-    let batch = BatchBuilder::new().codec(Codec::Gzip).producer(42, 3, 0).base_timestamp(1_000).records((0..5).map(|i| {
-        let mut r = Rec::default();
-        r.key = Some(vec![i]);
-        r.value = Some(vec![i; 30]);
-        r
-    }));
+    let batch =
+        BatchBuilder::new().codec(Codec::Gzip).producer(42, 3, 0).base_timestamp(1_000).records((0..5).map(|i| {
+            let mut r = Rec::default();
+            r.key = Some(vec![i]);
+            r.value = Some(vec![i; 30]);
+            r
+        }));
     let first = lb.log.append_as_leader(batch.build(), 0, 2_000).unwrap();
     let again = lb.log.append_as_leader(batch.build(), 0, 2_000).unwrap();
     assert!(again.duplicate && again.base_offset == first.base_offset, "{again:?}");
     let stored = stored_batches(&lb);
     assert_eq!(stored.len(), 1);
     let (h, _) = b::validate_batch(&stored[0], 0).unwrap();
-    assert_eq!((h.codec(), h.producer_id, h.producer_epoch, h.base_sequence, h.records_count), (Some(Codec::Zstd), 42, 3, 0, 5));
+    assert_eq!(
+        (h.codec(), h.producer_id, h.producer_epoch, h.base_sequence, h.records_count),
+        (Some(Codec::Zstd), 42, 3, 0, 5)
+    );
     assert_eq!(h.base_timestamp, 1_000);
 }
 
@@ -896,7 +919,12 @@ fn recompression_past_max_message_bytes_is_refused_and_stores_nothing() {
         r
     }));
     let size = plain.build().len() as u64;
-    let config = LogConfig { compression: Some(Codec::Gzip), compression_gzip_level: 0, max_message_bytes: size, ..small(1 << 20) };
+    let config = LogConfig {
+        compression: Some(Codec::Gzip),
+        compression_gzip_level: 0,
+        max_message_bytes: size,
+        ..small(1 << 20)
+    };
     let lb = LogBuilder::open(dir.path(), config).unwrap();
     let e = lb.log.append_as_leader(plain.build(), 0, 1_000).unwrap_err().to_string();
     assert!(e.contains("max.message.bytes") && e.contains("recompression"), "{e}");
@@ -927,7 +955,8 @@ fn index_entries_name_batch_last_offsets_as_kafka_writes_them() {
     let index = std::fs::read(dir.path().join("00000000000000000000.index")).unwrap();
     let time_index = std::fs::read(dir.path().join("00000000000000000000.timeindex")).unwrap();
     let offsets: Vec<u32> = index.chunks(8).map(|e| u32::from_be_bytes(e[..4].try_into().unwrap())).collect();
-    let time_offsets: Vec<u32> = time_index.chunks(12).map(|e| u32::from_be_bytes(e[8..12].try_into().unwrap())).collect();
+    let time_offsets: Vec<u32> =
+        time_index.chunks(12).map(|e| u32::from_be_bytes(e[8..12].try_into().unwrap())).collect();
     assert!(offsets.len() >= 3 && time_offsets.len() >= 3, "{offsets:?} {time_offsets:?}");
     assert!(offsets.iter().chain(&time_offsets).all(|o| (o + 1) % 4 == 0), "{offsets:?} {time_offsets:?}");
     reopen(&mut lb, dir.path(), config);

@@ -21,8 +21,8 @@
 //! fsync the directory. A reader sees the old or the new file, never a mix. A stray `.tmp`
 //! from a crash is ignored (and overwritten next time).
 
-use std::fs::{self, File, OpenOptions};
 use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
@@ -118,10 +118,8 @@ pub fn read_single_offset(path: &Path) -> Result<Option<i64>> {
     if lines.next().map(str::trim) != Some("0") {
         return Err(corrupt(path, "unsupported version"));
     }
-    let offset = lines
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .ok_or_else(|| corrupt(path, "missing or malformed offset"))?;
+    let offset =
+        lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| corrupt(path, "missing or malformed offset"))?;
     Ok(Some(offset))
 }
 

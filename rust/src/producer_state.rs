@@ -247,10 +247,9 @@ impl ProducerAppend {
 
     /// Records the batch in the staged state (no checks).
     pub fn stage(&mut self, m: &ProducerStateManager, b: &ProducerBatch) {
-        let entry = self
-            .staged
-            .entry(b.producer_id)
-            .or_insert_with(|| m.producers.get(&b.producer_id).cloned().unwrap_or_else(|| ProducerEntry::new(b.producer_id, b.epoch)));
+        let entry = self.staged.entry(b.producer_id).or_insert_with(|| {
+            m.producers.get(&b.producer_id).cloned().unwrap_or_else(|| ProducerEntry::new(b.producer_id, b.epoch))
+        });
         if let Some(ev) = update_entry(entry, b) {
             self.events.push(ev);
         }
@@ -329,7 +328,12 @@ impl ProducerStateManager {
                 self.ongoing.remove(&first_offset);
                 if !commit {
                     let last_stable_offset = self.first_unstable_offset().unwrap_or(marker_offset + 1);
-                    self.aborted.push_back(AbortedTxn { producer_id, first_offset, last_offset: marker_offset, last_stable_offset });
+                    self.aborted.push_back(AbortedTxn {
+                        producer_id,
+                        first_offset,
+                        last_offset: marker_offset,
+                        last_stable_offset,
+                    });
                 }
             }
         }
@@ -589,7 +593,10 @@ mod tests {
         let mut m = ProducerStateManager::new();
         append(&mut m, txn(3, 4, 0, 5, 0)).unwrap();
         append(&mut m, marker(3, 5, true, 0, 5)).unwrap();
-        assert!(matches!(append(&mut m, txn(3, 5, 7, 2, 6)), Err(LogError::OutOfOrderSequence { expected: 0, received: 7, .. })));
+        assert!(matches!(
+            append(&mut m, txn(3, 5, 7, 2, 6)),
+            Err(LogError::OutOfOrderSequence { expected: 0, received: 7, .. })
+        ));
         assert_eq!(append(&mut m, txn(3, 5, 0, 2, 6)).unwrap(), None);
     }
 

@@ -14,8 +14,8 @@
 //! null when it has presence (messages, `optional`, oneof members, proto2), else its
 //! default: 0, false, "", the enum's first value; an absent repeated field is an empty list.
 //! An enum value with no name (an open enum) is written as its number.
-pub use crate::avro_columns::{ProtoField, ProtoType};
 use crate::avro_columns::{bad, Decoder, Kind, Program};
+pub use crate::avro_columns::{ProtoField, ProtoType};
 use crate::error::Result;
 
 /// One wire value of a field.
@@ -52,7 +52,6 @@ fn take<'b>(buf: &'b [u8], pos: &mut usize, n: usize) -> Result<&'b [u8]> {
     Ok(s)
 }
 
-#[allow(clippy::cast_possible_wrap)]
 fn zigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
@@ -120,23 +119,27 @@ fn parse<'a>(p: &Program, buf: &'a [u8], depth: usize) -> Result<Parsed<'a>> {
             w => return Err(bad(&format!("field {number} has wire type {w} (groups are not read)"))),
         };
         let Some(i) = fields.iter().position(|f| u64::from(f.number) == number) else { continue };
-        let f = &fields[i];
-        let want = scalar_wire(&f.ty);
-        match (value, &f.ty) {
+        let field = &fields[i];
+        let want = scalar_wire(&field.ty);
+        match (value, &field.ty) {
             (Wire::Bytes(b), ProtoType::Message(m)) => out.values[i].push(Wire::Message(parse(m, b, depth + 1)?)),
             (Wire::Bytes(b), ProtoType::String) => {
                 std::str::from_utf8(b).map_err(|_| bad(&format!("field {number} is a string that is not UTF-8")))?;
                 out.values[i].push(Wire::Bytes(b));
             }
             (Wire::Bytes(b), ProtoType::Bytes) => out.values[i].push(Wire::Bytes(b)),
-            (Wire::Bytes(b), _) if f.repeated && want != 2 => {
+            (Wire::Bytes(b), _) if field.repeated && want != 2 => {
                 // packed: the items back to back
                 let mut at = 0;
                 while at < b.len() {
                     let item = match want {
                         0 => Wire::Varint(varint(b, &mut at)?),
-                        1 => Wire::Fixed64(u64::from_le_bytes(take(b, &mut at, 8)?.try_into().map_err(|_| bad("short"))?)),
-                        _ => Wire::Fixed32(u32::from_le_bytes(take(b, &mut at, 4)?.try_into().map_err(|_| bad("short"))?)),
+                        1 => Wire::Fixed64(u64::from_le_bytes(
+                            take(b, &mut at, 8)?.try_into().map_err(|_| bad("short"))?,
+                        )),
+                        _ => Wire::Fixed32(u32::from_le_bytes(
+                            take(b, &mut at, 4)?.try_into().map_err(|_| bad("short"))?,
+                        )),
                     };
                     out.values[i].push(item);
                 }
@@ -153,7 +156,12 @@ fn parse<'a>(p: &Program, buf: &'a [u8], depth: usize) -> Result<Parsed<'a>> {
 impl Decoder<'_> {
     /// One framed value's message bytes (after the indexes): Ok(Ok) when its row was
     /// written, Ok(Err(reason)) when it does not parse (nothing written).
-    pub(crate) fn proto_value(&mut self, program: &Program, bytes: &[u8], id: i32) -> Result<std::result::Result<(), String>> {
+    pub(crate) fn proto_value(
+        &mut self,
+        program: &Program,
+        bytes: &[u8],
+        id: i32,
+    ) -> Result<std::result::Result<(), String>> {
         let start = match first_message(bytes) {
             Ok(n) => n,
             Err(why) => return Ok(Err(format!("schema id {id}: {why}"))),
@@ -196,7 +204,6 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
     fn proto_item(&mut self, ty: &ProtoType, column: usize, v: &Wire<'_>) -> Result<()> {
         match (ty, v) {
             (ProtoType::Message(m), Wire::Message(parsed)) => self.proto_write(m, parsed),
@@ -217,14 +224,16 @@ impl Decoder<'_> {
                 }
             }
             (ProtoType::Int32, Wire::Varint(x)) => self.number(column, Some(i64::from(*x as i64 as i32)), None),
-            (ProtoType::Int64 | ProtoType::UInt64, Wire::Varint(x)) => self.number(column, Some(*x as i64), None),
+            (ProtoType::Int64 | ProtoType::UInt64, Wire::Varint(x))
+            | (ProtoType::Fixed64 | ProtoType::SFixed64, Wire::Fixed64(x)) => {
+                self.number(column, Some(*x as i64), None)
+            }
             (ProtoType::UInt32, Wire::Varint(x)) => self.number(column, Some(i64::from(*x as u32)), None),
             (ProtoType::SInt32, Wire::Varint(x)) => self.number(column, Some(i64::from(zigzag(*x) as i32)), None),
             (ProtoType::SInt64, Wire::Varint(x)) => self.number(column, Some(zigzag(*x)), None),
             (ProtoType::Fixed32, Wire::Fixed32(x)) => self.number(column, Some(i64::from(*x)), None),
             (ProtoType::SFixed32, Wire::Fixed32(x)) => self.number(column, Some(i64::from(*x as i32)), None),
             (ProtoType::Float, Wire::Fixed32(x)) => self.number(column, None, Some(f64::from(f32::from_bits(*x)))),
-            (ProtoType::Fixed64 | ProtoType::SFixed64, Wire::Fixed64(x)) => self.number(column, Some(*x as i64), None),
             (ProtoType::Double, Wire::Fixed64(x)) => self.number(column, None, Some(f64::from_bits(*x))),
             _ => Err(bad("a Protobuf value of another type than its field's")),
         }
@@ -283,8 +292,18 @@ mod tests {
             Column { kind: Kind::Struct, children: vec![7] },
             Column { kind: Kind::String, children: vec![] },
         ];
-        let field = |number, ty, repeated, presence, column| ProtoField { number, ty, repeated, presence, column: Some(column) };
-        let line = Program::ProtoMessage { target: Some(6), fields: vec![field(1, ProtoType::String, false, false, 7)], missing: vec![] };
+        let field = |number, ty, repeated, presence, column| ProtoField {
+            number,
+            ty,
+            repeated,
+            presence,
+            column: Some(column),
+        };
+        let line = Program::ProtoMessage {
+            target: Some(6),
+            fields: vec![field(1, ProtoType::String, false, false, 7)],
+            missing: vec![],
+        };
         let order = Program::ProtoMessage {
             target: Some(0),
             fields: vec![
@@ -305,9 +324,9 @@ mod tests {
         let empty: Vec<u8> = vec![]; // every field absent: defaults, nulls, an empty list
         let values = vec![
             framed(3, &[0], &full),
-            framed(3, &[2, 0], &empty), // indexes [0] written long-hand
-            framed(3, &[2, 2], &empty), // message [1]: not the table's
-            framed(3, &[0], &[0x08]),   // truncated
+            framed(3, &[2, 0], &empty),        // indexes [0] written long-hand
+            framed(3, &[2, 2], &empty),        // message [1]: not the table's
+            framed(3, &[0], &[0x08]),          // truncated
             framed(3, &[0], &[0x22, 1, 0xff]), // note not UTF-8
         ];
         let (validity, offsets, data) = column(&values);
@@ -315,7 +334,8 @@ mod tests {
         let ids: Vec<i64> = c.columns[1].values.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(ids, vec![7, 0, 0, 0, 0]);
         assert_eq!(c.columns[1].validity, vec![0b11], "absent id: its default 0, not null");
-        let deltas: Vec<i32> = c.columns[3].values.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+        let deltas: Vec<i32> =
+            c.columns[3].values.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(deltas, vec![-1, 2]);
         assert_eq!(c.columns[2].validity, vec![0b11], "absent repeated: an empty list");
         assert_eq!(c.columns[4].data, b"BUYVIEW");

@@ -166,7 +166,6 @@ impl Loaded {
 }
 
 /// Steps 1-6 of the module docs for a directory that existed.
-#[allow(clippy::too_many_lines)] // one linear procedure, the steps of the module docs
 fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, now_ms: i64) -> Result<Loaded> {
     // Something in the directory was removed or created: fsync it at the end.
     let mut dir_changed = false;
@@ -222,7 +221,10 @@ fn load_existing(dir: &Path, config: &LogConfig, recovery_point: Option<i64>, no
         if let Some(prev) = segments.last() {
             if prev.next_offset != base {
                 report.first_error.get_or_insert_with(|| {
-                    format!("segment {base} does not continue the previous one, which ends at offset {}", prev.next_offset)
+                    format!(
+                        "segment {base} does not continue the previous one, which ends at offset {}",
+                        prev.next_offset
+                    )
                 });
                 drop_segment_files(dir, base)?;
                 report.segments_dropped += 1;

@@ -322,14 +322,18 @@ impl Segment {
             if h.last_offset() - self.base_offset > i64::from(i32::MAX) {
                 return Ok(Control::Stop);
             }
-            self.index_batch(&AppendedBatch {
-                rel_position: v.position,
-                size: h.size(),
-                base_offset: h.base_offset,
-                last_offset: h.last_offset(),
-                max_timestamp: h.max_timestamp,
-                offset_of_max_timestamp: off_of_max,
-            }, 0, config)?;
+            self.index_batch(
+                &AppendedBatch {
+                    rel_position: v.position,
+                    size: h.size(),
+                    base_offset: h.base_offset,
+                    last_offset: h.last_offset(),
+                    max_timestamp: h.max_timestamp,
+                    offset_of_max_timestamp: off_of_max,
+                },
+                0,
+                config,
+            )?;
             self.next_offset = h.next_offset();
             Ok(Control::Continue)
         })?;
@@ -455,13 +459,19 @@ impl Segment {
 
     fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
         if pos + HEADER_LEN as u64 > self.size {
-            return Err(LogError::corrupt(pos, format!("no room for a batch header in {} ({} bytes)", self.log_path.display(), self.size)));
+            return Err(LogError::corrupt(
+                pos,
+                format!("no room for a batch header in {} ({} bytes)", self.log_path.display(), self.size),
+            ));
         }
         let mut b = [0u8; HEADER_LEN];
         file.read_exact_at(&mut b, pos).ctx(&self.log_path)?;
         let h = BatchHeader::parse(&b);
         if h.size() < HEADER_LEN as u64 || pos + h.size() > self.size {
-            return Err(LogError::corrupt(pos, format!("bad batch length {} in {}", h.batch_length, self.log_path.display())));
+            return Err(LogError::corrupt(
+                pos,
+                format!("bad batch length {} in {}", h.batch_length, self.log_path.display()),
+            ));
         }
         Ok(h)
     }
@@ -509,7 +519,13 @@ impl Segment {
 
     /// A region of whole batches starting with the one holding `fetch_offset`; see the
     /// module docs. `upper_bound` is an exclusive offset limit. Opens the file if it is closed.
-    pub fn read(&mut self, fetch_offset: i64, max_bytes: u64, upper_bound: i64, min_one_message: bool) -> Result<Option<FileRegion>> {
+    pub fn read(
+        &mut self,
+        fetch_offset: i64,
+        max_bytes: u64,
+        upper_bound: i64,
+        min_one_message: bool,
+    ) -> Result<Option<FileRegion>> {
         if fetch_offset >= self.next_offset {
             return Ok(None);
         }
@@ -685,7 +701,11 @@ impl Segment {
     /// until a flush does. The `.log` stays open until the log closes it (see `log.rs`).
     pub fn on_become_inactive(&mut self) -> Result<()> {
         if self.max_timestamp >= 0 || self.size > 0 {
-            self.time_index.maybe_append(self.max_timestamp, self.shallow_offset_of_max_timestamp.max(self.base_offset), true)?;
+            self.time_index.maybe_append(
+                self.max_timestamp,
+                self.shallow_offset_of_max_timestamp.max(self.base_offset),
+                true,
+            )?;
         }
         self.offset_index.write_pending()?;
         self.time_index.write_pending()?;
@@ -794,7 +814,6 @@ impl Segment {
         batch::scan(&mut src, 0, Check::Framing, None, |v| {
             let h = v.header;
             let marker = if h.is_control() {
-                #[allow(clippy::cast_possible_truncation)]
                 buf.resize(h.size().min(256) as usize, 0);
                 file.read_exact_at(&mut buf, v.position).ctx(&self.log_path)?;
                 EndTxnMarker::parse(&buf)
@@ -827,14 +846,12 @@ impl Segment {
     }
 }
 
-#[allow(dead_code)]
 const _: () = {
     assert!(offset_index::ENTRY_SIZE == 8);
     assert!(time_index::ENTRY_SIZE == 12);
 };
 
 #[cfg(test)]
-#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 mod tests {
     use super::*;
     use crate::builder::{BatchBuilder, Rec};

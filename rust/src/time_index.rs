@@ -129,7 +129,9 @@ impl TimeIndex {
             let (t, o) = self.entry(i);
             let bad = |reason: String| Err(LogError::CorruptIndex { path: self.file.path.clone(), reason });
             if o >= next_offset {
-                return bad(format!("entry {i} names offset {o}, at or beyond the segment's next offset {next_offset}"));
+                return bad(format!(
+                    "entry {i} names offset {o}, at or beyond the segment's next offset {next_offset}"
+                ));
             }
             if let Some((pt, po)) = prev {
                 if t <= pt || o < po {

@@ -19,7 +19,6 @@ pub fn read_varint(buf: &[u8]) -> Option<(i32, usize)> {
         }
         raw |= u32::from(b & 0x7F) << (7 * i);
         if b & 0x80 == 0 {
-            #[allow(clippy::cast_possible_wrap)]
             let v = ((raw >> 1) as i32) ^ -((raw & 1) as i32);
             return Some((v, i + 1));
         }
@@ -37,7 +36,6 @@ pub fn read_varlong(buf: &[u8]) -> Option<(i64, usize)> {
         }
         raw |= u64::from(b & 0x7F) << (7 * i);
         if b & 0x80 == 0 {
-            #[allow(clippy::cast_possible_wrap)]
             let v = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
             return Some((v, i + 1));
         }
@@ -47,33 +45,26 @@ pub fn read_varlong(buf: &[u8]) -> Option<(i64, usize)> {
 
 /// Appends the zigzag varint encoding of `v` to `out`.
 pub fn write_varint(out: &mut Vec<u8>, v: i32) {
-    #[allow(clippy::cast_sign_loss)]
     let mut raw = ((v << 1) ^ (v >> 31)) as u32;
     while raw >= 0x80 {
-        #[allow(clippy::cast_possible_truncation)]
         out.push((raw as u8) | 0x80);
         raw >>= 7;
     }
-    #[allow(clippy::cast_possible_truncation)]
     out.push(raw as u8);
 }
 
 /// Appends the zigzag varlong encoding of `v` to `out`.
 pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
-    #[allow(clippy::cast_sign_loss)]
     let mut raw = ((v << 1) ^ (v >> 63)) as u64;
     while raw >= 0x80 {
-        #[allow(clippy::cast_possible_truncation)]
         out.push((raw as u8) | 0x80);
         raw >>= 7;
     }
-    #[allow(clippy::cast_possible_truncation)]
     out.push(raw as u8);
 }
 
 /// Number of bytes `write_varint(v)` produces.
 pub fn varint_size(v: i32) -> usize {
-    #[allow(clippy::cast_sign_loss)]
     let raw = ((v << 1) ^ (v >> 31)) as u32;
     let bits = 32 - raw.leading_zeros() as usize;
     bits.max(1).div_ceil(7)

@@ -12,8 +12,6 @@
 //! recreated by hand from a "before" and an "after" copy of the directory; recovery must
 //! give exactly one of the two logs (or, with groups in different states, a log that keeps
 //! the latest record of every key).
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
-#![allow(clippy::case_sensitive_file_extension_comparisons)]
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -122,7 +120,9 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Put { key, len, codec } => {
                 let k = vec![b'k', *key];
                 let v = format!("{}:{}", m.next, "v".repeat(*len)).into_bytes();
-                let r = log.append_records_as_leader(&[(Some(k.clone()), Some(v.clone()))], 0, now, Codec::ALL[*codec]).unwrap();
+                let r = log
+                    .append_records_as_leader(&[(Some(k.clone()), Some(v.clone()))], 0, now, Codec::ALL[*codec])
+                    .unwrap();
                 prop_assert_eq!(r.base_offset, m.next);
                 m.written.insert(m.next, (k.clone(), Some(v.clone())));
                 m.latest.insert(k.clone(), (m.next, Some(v)));
@@ -219,7 +219,7 @@ fn records(dir: &Path) -> Vec<LogRecord> {
     let leftovers: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
+        .filter(|n| matches!(std::path::Path::new(n).extension().and_then(|e| e.to_str()), Some("cleaned" | "swap")))
         .collect();
     assert!(leftovers.is_empty(), "recovery leaves no cleaner files: {leftovers:?}");
     let r = log.read_records(0, None, None).unwrap();
@@ -238,7 +238,8 @@ fn before_and_after(root: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec
         for i in 0..40 {
             now += 1;
             let key = format!("k{}", i % 7);
-            let value = if i % 11 == 5 { None } else { Some(format!("r{round} i{i} {}", "p".repeat(i % 40)).into_bytes()) };
+            let value =
+                if i % 11 == 5 { None } else { Some(format!("r{round} i{i} {}", "p".repeat(i % 40)).into_bytes()) };
             log.append_records_as_leader(&[(Some(key.into_bytes()), value)], 0, now, Codec::ALL[i % 5]).unwrap();
             log.update_high_watermark(log.log_end_offset());
         }
@@ -340,7 +341,14 @@ fn every_swap_step_recovers_to_before_or_after() {
         d
     });
     assert!(want_after.len() < want_before.len());
-    let steps = [Step::Cleaned, Step::IndexesSwapped, Step::Committed, Step::OriginalsPartlyDeleted, Step::IndexesInPlace, Step::Done];
+    let steps = [
+        Step::Cleaned,
+        Step::IndexesSwapped,
+        Step::Committed,
+        Step::OriginalsPartlyDeleted,
+        Step::IndexesInPlace,
+        Step::Done,
+    ];
     for (n, step) in steps.iter().enumerate() {
         let state = root.path().join(format!("s{n}"));
         copy_dir(&before, &state);
@@ -353,7 +361,8 @@ fn every_swap_step_recovers_to_before_or_after() {
     }
     // Groups in different states (a crash between two groups' swaps, or within the second):
     // the result keeps every key's latest record at its offset and nothing not written.
-    let latest = |rs: &[LogRecord]| rs.iter().map(|r| (r.key.clone(), (r.offset, r.value.clone()))).collect::<HashMap<_, _>>();
+    let latest =
+        |rs: &[LogRecord]| rs.iter().map(|r| (r.key.clone(), (r.offset, r.value.clone()))).collect::<HashMap<_, _>>();
     for step in steps {
         let state = root.path().join(format!("mixed-{step:?}"));
         copy_dir(&before, &state);

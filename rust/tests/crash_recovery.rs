@@ -2,7 +2,6 @@
 //! would: cut the `.log` at a random byte, or flip random bytes in its tail; reopen without
 //! the clean-shutdown marker. The recovered log must be a prefix of what was written, its
 //! indexes must serve reads from any offset, and appends must continue from the new LEO.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
 
 use _core::builder::{read_all_values, BatchBuilder, Rec};
 use _core::compression::Codec;
@@ -22,7 +21,7 @@ fn write(dir: &std::path::Path, n: usize, codec_seed: usize, close: bool) -> Vec
     for i in 0..n {
         let codec = Codec::ALL[(codec_seed + i) % Codec::ALL.len()];
         let mut b = BatchBuilder::new().codec(codec).base_timestamp(i as i64 * 100);
-        for j in 0..(1 + (i + codec_seed) % 4) {
+        for j in 0..=((i + codec_seed) % 4) {
             let v = format!("batch {i} record {j} {}", "x".repeat((i * 7 + j) % 50)).into_bytes();
             b = b.record(Rec::kv(format!("{i}").as_bytes(), &v).ts_delta(j as i64));
             values.push(v);
@@ -173,7 +172,12 @@ fn index_counts_and_lookups(log: &Log) -> Vec<(usize, usize)> {
     for o in log.log_start_offset()..log.log_end_offset() {
         let r = log.read(o, 1, None, true).unwrap().unwrap();
         let h = _core::batch::BatchHeader::parse(&r.read_to_vec().unwrap());
-        assert!(h.base_offset <= o && o <= h.last_offset(), "offset {o} read batch {}..={}", h.base_offset, h.last_offset());
+        assert!(
+            h.base_offset <= o && o <= h.last_offset(),
+            "offset {o} read batch {}..={}",
+            h.base_offset,
+            h.last_offset()
+        );
     }
     log.index_entry_counts()
 }
@@ -193,7 +197,12 @@ fn active_segment_index_never_written_is_rebuilt() {
                 log.flush().unwrap();
             }
             let v = format!("value {i} {}", "y".repeat(i % 40)).into_bytes();
-            log.append_as_leader(BatchBuilder::new().base_timestamp(i as i64 * 10).record(Rec::value(&v)).build(), 0, i as i64).unwrap();
+            log.append_as_leader(
+                BatchBuilder::new().base_timestamp(i as i64 * 10).record(Rec::value(&v)).build(),
+                0,
+                i as i64,
+            )
+            .unwrap();
             values.push(v);
         }
         let before = index_counts_and_lookups(&log);

@@ -11,7 +11,6 @@
 //!
 //! `broker_like_descriptor_counts` and `new_empty_log_cost` print the figures for 1,000 logs
 //! (run with `--nocapture`).
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,7 +62,8 @@ fn sweep(log: &Log, now: i64) {
 
 /// The file names in `dir`, sorted.
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
@@ -151,7 +151,10 @@ fn retention_and_truncation_work_with_files_closed() {
     assert!(leo <= cut);
     lb.model.truncate((leo - lb.model_start) as usize);
     lb.append(2, 3, 40).unwrap();
-    assert_eq!(read_all_values(&lb.log, start).unwrap().into_iter().map(|(_, v)| v).collect::<Vec<_>>(), lb.model[(start - lb.model_start) as usize..]);
+    assert_eq!(
+        read_all_values(&lb.log, start).unwrap().into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        lb.model[(start - lb.model_start) as usize..]
+    );
     assert!(fds_in(&dir) <= BOUND);
 }
 
@@ -197,7 +200,14 @@ fn compaction_works_with_files_closed() {
     for i in 0..200 {
         let key = format!("k{}", i % 7);
         let value = format!("value {i}");
-        let r = log.append_records_as_leader(&[(Some(key.clone().into_bytes()), Some(value.clone().into_bytes()))], 0, 1, Codec::None).unwrap();
+        let r = log
+            .append_records_as_leader(
+                &[(Some(key.clone().into_bytes()), Some(value.clone().into_bytes()))],
+                0,
+                1,
+                Codec::None,
+            )
+            .unwrap();
         latest.insert(key, (r.base_offset, value));
     }
     log.update_high_watermark(log.log_end_offset());
@@ -210,7 +220,10 @@ fn compaction_works_with_files_closed() {
     let mut seen = HashMap::new();
     let records = log.read_records(0, None, None).unwrap();
     for rec in records.clone() {
-        seen.insert(String::from_utf8(rec.key.unwrap()).unwrap(), (rec.offset, String::from_utf8(rec.value.unwrap()).unwrap()));
+        seen.insert(
+            String::from_utf8(rec.key.unwrap()).unwrap(),
+            (rec.offset, String::from_utf8(rec.value.unwrap()).unwrap()),
+        );
     }
     assert_eq!(seen, latest);
     sweep(&log, 3);
@@ -218,7 +231,14 @@ fn compaction_works_with_files_closed() {
     // The cleaned segments reopen after a restart like any other.
     log.close().unwrap();
     drop(log);
-    let config = LogConfig { segment_bytes: 600, index_interval_bytes: 128, segment_index_bytes: 4096, cleanup_compact: true, cleanup_delete: false, ..LogConfig::default() };
+    let config = LogConfig {
+        segment_bytes: 600,
+        index_interval_bytes: 128,
+        segment_index_bytes: 4096,
+        cleanup_compact: true,
+        cleanup_delete: false,
+        ..LogConfig::default()
+    };
     let log = Log::open(&dir, "t", 0, config, None, 0).unwrap();
     assert_eq!(fds_in(&dir), 0);
     assert_eq!(log.read_records(0, None, None).unwrap(), records);
@@ -244,7 +264,12 @@ fn flush_of_closed_rolled_segments_advances_the_recovery_point() {
 fn broker_like_descriptor_counts() {
     for segments in [1usize, 10] {
         let (_t, dir) = tempdir();
-        let config = LogConfig { segment_bytes: 1000, index_interval_bytes: 256, segment_index_bytes: 1024, ..LogConfig::default() };
+        let config = LogConfig {
+            segment_bytes: 1000,
+            index_interval_bytes: 256,
+            segment_index_bytes: 1024,
+            ..LogConfig::default()
+        };
         let mut logs = Vec::new();
         for p in 0..1000 {
             let mut lb = LogBuilder::open(&dir.join(format!("t-{p}")), config.clone()).unwrap();
@@ -365,7 +390,11 @@ fn active_index_files_are_written_at_flush_roll_and_close() {
     assert!(!dir.join("00000000000000000000.index").exists(), "nothing written before a flush");
     lb.log.flush().unwrap();
     let len = |suffix: &str| std::fs::metadata(dir.join(format!("00000000000000000000{suffix}"))).unwrap().len();
-    assert_eq!((len(".index"), len(".timeindex")), (entries as u64 * 8, time_entries as u64 * 12), "exactly the entries");
+    assert_eq!(
+        (len(".index"), len(".timeindex")),
+        (entries as u64 * 8, time_entries as u64 * 12),
+        "exactly the entries"
+    );
     for _ in 0..10 {
         lb.append(1, 2, 30).unwrap();
     }

@@ -6,7 +6,6 @@
 //! a fuzz target checks: no panic, only `Err`, and anything accepted is really valid (it
 //! survives a round trip through a log). Failing inputs are kept in
 //! `fuzz_batch.proptest-regressions`, committed next to this file.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
 
 use _core::batch::{self, Check, Control, SliceSource};
 use _core::builder::{read_all_values, BatchBuilder, Rec};
@@ -38,7 +37,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (any::<usize>(), 1u8..=255).prop_map(|(a, x)| Mutation::Flip(a, x)),
         any::<usize>().prop_map(Mutation::Truncate),
         (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..8)).prop_map(|(a, v)| Mutation::Insert(a, v)),
-        (prop_oneof![Just(8usize), Just(12), Just(17), Just(23), Just(57)], any::<i32>()).prop_map(|(a, v)| Mutation::Field(a, v)),
+        (prop_oneof![Just(8usize), Just(12), Just(17), Just(23), Just(57)], any::<i32>())
+            .prop_map(|(a, v)| Mutation::Field(a, v)),
     ]
 }
 

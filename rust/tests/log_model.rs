@@ -4,7 +4,6 @@
 //! DeleteRecords, clean and unclean reopens, on tiny segments so rolls and multi-segment
 //! paths happen constantly. After every step: offsets are dense from the log start to the
 //! LEO and a full read returns exactly the model's records.
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap, clippy::cast_sign_loss, clippy::range_plus_one)]
 
 use std::collections::HashMap;
 

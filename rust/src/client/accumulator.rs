@@ -97,7 +97,6 @@ pub struct Accumulator<T> {
 }
 
 fn varlong_size(v: i64) -> usize {
-    #[allow(clippy::cast_sign_loss)]
     let raw = ((v << 1) ^ (v >> 63)) as u64;
     let bits = 64 - raw.leading_zeros() as usize;
     bits.max(1).div_ceil(7)
@@ -164,7 +163,6 @@ impl<T: Clone> Accumulator<T> {
         if n <= 1 {
             return 0;
         }
-        #[allow(clippy::cast_possible_truncation)]
         let mut p = (self.random() % u64::from(n)) as u32;
         if Some(p) == avoid {
             p = (p + 1) % n;
@@ -246,7 +244,8 @@ impl<T: Clone> Accumulator<T> {
         if let Some(b) = slot {
             let delta = rec.timestamp_ms.wrapping_sub(b.base_timestamp);
             let body = body_size(rec, delta, b.count);
-            if b.records.len() + varint_size(len_i32(body)) + body > batch_size.saturating_sub(crate::batch::HEADER_LEN) {
+            if b.records.len() + varint_size(len_i32(body)) + body > batch_size.saturating_sub(crate::batch::HEADER_LEN)
+            {
                 let full = slot.take().expect("just matched");
                 self.ready.push_back(full);
                 self.open_batches -= 1;
@@ -258,14 +257,12 @@ impl<T: Clone> Accumulator<T> {
             let t = self.topics.get_mut(topic).expect("known topic");
             t.open[p as usize] = Some(ProducerBatch {
                 topic: topic_arc,
-                #[allow(clippy::cast_possible_wrap)]
                 partition: p as i32,
                 created_ms: now_ms,
                 base_timestamp: rec.timestamp_ms,
                 max_timestamp: rec.timestamp_ms,
                 records: Vec::with_capacity(batch_size.min(INITIAL_BATCH_CAPACITY)),
                 count: 0,
-                #[allow(clippy::cast_possible_wrap)]
                 token: new_token(p as i32),
             });
             if self.open_batches == 0 {
@@ -312,7 +309,6 @@ impl<T: Clone> Accumulator<T> {
                 t.sticky_bytes = 0;
             }
         }
-        #[allow(clippy::cast_possible_wrap)]
         Ok(Appended { partition: p as i32, offset_delta, token, wake })
     }
 
@@ -462,10 +458,19 @@ mod tests {
     #[test]
     fn refusals() {
         let mut a = acc(1000, 0);
-        assert_eq!(a.append("u", None, &rec(None, b"v", 0), 0, |_| 1).unwrap_err(), ClientError::UnknownTopic("u".into()));
-        assert!(matches!(a.append("t", Some(4), &rec(None, b"v", 0), 0, |_| 1), Err(ClientError::UnknownPartition { .. })));
+        assert_eq!(
+            a.append("u", None, &rec(None, b"v", 0), 0, |_| 1).unwrap_err(),
+            ClientError::UnknownTopic("u".into())
+        );
+        assert!(matches!(
+            a.append("t", Some(4), &rec(None, b"v", 0), 0, |_| 1),
+            Err(ClientError::UnknownPartition { .. })
+        ));
         let big = vec![0u8; 2 << 20];
-        assert!(matches!(a.append("t", Some(0), &rec(None, &big, 0), 0, |_| 1), Err(ClientError::RecordTooLarge { .. })));
+        assert!(matches!(
+            a.append("t", Some(0), &rec(None, &big, 0), 0, |_| 1),
+            Err(ClientError::RecordTooLarge { .. })
+        ));
         let half = vec![0u8; 600 << 10];
         a.append("t", Some(0), &rec(None, &half, 0), 0, |_| 1).unwrap();
         assert!(matches!(a.append("t", Some(0), &rec(None, &half, 0), 0, |_| 1), Err(ClientError::BufferFull { .. })));

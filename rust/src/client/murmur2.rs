@@ -13,7 +13,6 @@ const R: u32 = 24;
 
 /// The 32-bit murmur2 hash of `data`, as Java's `Utils.murmur2` returns it (bits as `u32`).
 pub fn murmur2(data: &[u8]) -> u32 {
-    #[allow(clippy::cast_possible_truncation)]
     let mut h = SEED ^ (data.len() as u32);
     let mut chunks = data.chunks_exact(4);
     for c in &mut chunks {
@@ -63,7 +62,6 @@ mod tests {
             (b"abc", 479_470_107),
         ];
         for (data, want) in cases {
-            #[allow(clippy::cast_possible_wrap)]
             let got = murmur2(data) as i32;
             assert_eq!(got, want, "{:?}", String::from_utf8_lossy(data));
         }

@@ -149,7 +149,12 @@ pub fn decode_fetched(
         if check_crcs {
             let computed = crc32c::crc32c(&b[batch::ATTRIBUTES_AT..]);
             if computed != h.crc {
-                return Err(LogError::CrcMismatch { tp: Tp(tp.to_owned()), position: pos as u64, expected: h.crc, computed });
+                return Err(LogError::CrcMismatch {
+                    tp: Tp(tp.to_owned()),
+                    position: pos as u64,
+                    expected: h.crc,
+                    computed,
+                });
             }
         }
         pos += size;
@@ -252,7 +257,10 @@ mod tests {
             let r0 = &f.records[0];
             assert_eq!(f.slice(&input, r0.key.clone().unwrap()), b"k0");
             assert_eq!(f.slice(&input, r0.value.clone().unwrap()), b"v0");
-            assert_eq!(parse_headers(f.slice(&input, r0.headers.clone()), r0.headers_count), vec![(&b"h"[..], Some(&b"x"[..]))]);
+            assert_eq!(
+                parse_headers(f.slice(&input, r0.headers.clone()), r0.headers_count),
+                vec![(&b"h"[..], Some(&b"x"[..]))]
+            );
             assert_eq!((f.records[1].timestamp, f.records[1].key.clone()), (1003, None));
             assert_eq!(f.records[2].offset, 2);
         }

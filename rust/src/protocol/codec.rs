@@ -174,7 +174,6 @@ impl Reader {
         if compact && n > 32767 {
             return Err(ProtocolError::bad_length(label, pos, n));
         }
-        #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
         let raw = self.take_slice(label, n as usize)?;
         match std::str::from_utf8(raw) {
             Ok(s) => Ok(Some(s.to_owned())),
@@ -187,11 +186,15 @@ impl Reader {
         if n < 0 {
             return Ok(None);
         }
-        #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
         self.take_bytes(label, n as usize).map(Some)
     }
 
-    pub fn records_opt(&mut self, label: &str, compact: bool, nullable: bool) -> Result<Option<Records>, ProtocolError> {
+    pub fn records_opt(
+        &mut self,
+        label: &str,
+        compact: bool,
+        nullable: bool,
+    ) -> Result<Option<Records>, ProtocolError> {
         Ok(self.bytes_opt(label, compact, nullable)?.map(Records::Bytes))
     }
 
@@ -199,20 +202,23 @@ impl Reader {
     pub fn array_len(&mut self, label: &str, compact: bool, nullable: bool) -> Result<i32, ProtocolError> {
         let pos = self.pos;
         let n = self.length(label, compact, true, nullable)?;
-        #[allow(clippy::cast_possible_wrap)]
         if n > self.remaining() as i64 {
             return Err(ProtocolError(format!(
                 "{label}: array of {n} element(s) at position {pos}, but only {} byte(s) follow",
                 self.remaining()
             )));
         }
-        #[allow(clippy::cast_possible_truncation)]
         Ok(n as i32)
     }
 
     /// An array: its count (null is `None`, where allowed), then each element read by `item`.
-    pub fn array<T>(&mut self, label: &str, compact: bool, nullable: bool, mut item: impl FnMut(&mut Reader) -> Result<T, ProtocolError>)
-        -> Result<Option<Vec<T>>, ProtocolError> {
+    pub fn array<T>(
+        &mut self,
+        label: &str,
+        compact: bool,
+        nullable: bool,
+        mut item: impl FnMut(&mut Reader) -> Result<T, ProtocolError>,
+    ) -> Result<Option<Vec<T>>, ProtocolError> {
         let n = self.array_len(label, compact, nullable)?;
         let Ok(n) = usize::try_from(n) else { return Ok(None) };
         let mut items = Vec::with_capacity(n);
@@ -224,8 +230,11 @@ impl Reader {
 
     /// A tagged-field section: `known(tag, payload)` reads a tag it knows and returns true;
     /// every other tag is kept raw in the result.
-    pub fn tagged_fields(&mut self, label: &str, mut known: impl FnMut(u32, &mut Reader) -> Result<bool, ProtocolError>)
-        -> Result<TaggedFields, ProtocolError> {
+    pub fn tagged_fields(
+        &mut self,
+        label: &str,
+        mut known: impl FnMut(u32, &mut Reader) -> Result<bool, ProtocolError>,
+    ) -> Result<TaggedFields, ProtocolError> {
         let count = self.uvarint(label)?;
         let mut unknown = TaggedFields::new();
         for _ in 0..count {
@@ -276,7 +285,6 @@ impl Records {
     pub fn len(&self) -> usize {
         match self {
             Records::Bytes(b) => b.len(),
-            #[allow(clippy::cast_possible_truncation)]
             Records::File(r) => r.length as usize,
         }
     }
@@ -374,17 +382,22 @@ impl Writer {
 
     pub fn uvarint(&mut self, mut v: u32) {
         while v >= 0x80 {
-            #[allow(clippy::cast_possible_truncation)]
             self.buf.push((v as u8) | 0x80);
             v >>= 7;
         }
-        #[allow(clippy::cast_possible_truncation)]
         self.buf.push(v as u8);
     }
 
     /// A length prefix (`None` = null, refused unless `nullable`).
-    fn length(&mut self, label: &str, n: Option<usize>, compact: bool, wide: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    fn length(
+        &mut self,
+        label: &str,
+        n: Option<usize>,
+        compact: bool,
+        wide: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         let Some(n) = n else {
             if !nullable {
                 return Err(ProtocolError::null_value(label, version));
@@ -409,8 +422,14 @@ impl Writer {
         Ok(())
     }
 
-    pub fn string_opt(&mut self, label: &str, v: Option<&String>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn string_opt(
+        &mut self,
+        label: &str,
+        v: Option<&String>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, v.map(String::len), compact, false, nullable, version)?;
         if let Some(s) = v {
             self.buf.extend_from_slice(s.as_bytes());
@@ -418,8 +437,14 @@ impl Writer {
         Ok(())
     }
 
-    pub fn bytes_opt(&mut self, label: &str, v: Option<&Bytes>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn bytes_opt(
+        &mut self,
+        label: &str,
+        v: Option<&Bytes>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, v.map(Bytes::len), compact, true, nullable, version)?;
         if let Some(b) = v {
             self.buf.extend_from_slice(b);
@@ -427,8 +452,14 @@ impl Writer {
         Ok(())
     }
 
-    pub fn records_opt(&mut self, label: &str, v: Option<&Records>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn records_opt(
+        &mut self,
+        label: &str,
+        v: Option<&Records>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, v.map(Records::len), compact, true, nullable, version)?;
         match v {
             Some(Records::Bytes(b)) if b.len() < CHUNK_MIN => self.buf.extend_from_slice(b),
@@ -439,14 +470,27 @@ impl Writer {
         Ok(())
     }
 
-    pub fn array_len(&mut self, label: &str, n: Option<usize>, compact: bool, nullable: bool, version: i16)
-        -> Result<(), ProtocolError> {
+    pub fn array_len(
+        &mut self,
+        label: &str,
+        n: Option<usize>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+    ) -> Result<(), ProtocolError> {
         self.length(label, n, compact, true, nullable, version)
     }
 
     /// An array: its count (`None` is null, where allowed), then each element written by `item`.
-    pub fn array<T>(&mut self, label: &str, items: Option<&[T]>, compact: bool, nullable: bool, version: i16,
-                    mut item: impl FnMut(&mut Writer, &T) -> Result<(), ProtocolError>) -> Result<(), ProtocolError> {
+    pub fn array<T>(
+        &mut self,
+        label: &str,
+        items: Option<&[T]>,
+        compact: bool,
+        nullable: bool,
+        version: i16,
+        mut item: impl FnMut(&mut Writer, &T) -> Result<(), ProtocolError>,
+    ) -> Result<(), ProtocolError> {
         self.array_len(label, items.map(<[T]>::len), compact, nullable, version)?;
         for x in items.into_iter().flatten() {
             item(self, x)?;
@@ -464,11 +508,9 @@ impl Writer {
         for (t, b) in known {
             all.insert(*t, b);
         }
-        #[allow(clippy::cast_possible_truncation)]
         self.uvarint(all.len() as u32);
         for (t, b) in all {
             self.uvarint(t);
-            #[allow(clippy::cast_possible_truncation)]
             self.uvarint(b.len() as u32);
             self.buf.extend_from_slice(b);
         }
@@ -490,7 +532,6 @@ impl Writer {
         }
         self.len += match &c {
             Chunk::Bytes(b) => b.len(),
-            #[allow(clippy::cast_possible_truncation)]
             Chunk::File(r) => r.length as usize,
         };
         self.chunks.push(c);

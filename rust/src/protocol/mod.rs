@@ -11,7 +11,9 @@
 //! The broker's data path (Produce, Fetch), the follower fetchers and our client share it.
 
 pub mod codec;
+#[rustfmt::skip] // generated (tools/gen_*.py): the generator's layout, checked byte for byte
 pub mod error_codes;
+#[rustfmt::skip] // generated (tools/gen_*.py): the generator's layout, checked byte for byte
 pub mod messages;
 
 pub use codec::{Bytes, Chunk, Message, ProtocolError, Reader, Records, TaggedFields, Uuid, Writer};

@@ -16,17 +16,17 @@ use std::borrow::Cow;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::gil::EnterCore;
 use super::log::{codec_named, extract_bytes};
 use crate::batch::{self, BatchHeader};
-use crate::client::buffer_pool;
 use crate::client::accumulator::{Accumulator, AccumulatorConfig, NewRecord, ProducerBatch as EngineBatch};
+use crate::client::buffer_pool;
 use crate::client::error::ClientError;
 use crate::client::murmur2 as hash;
 use crate::client::records::{self, AbortedTxn, Fetched};
@@ -73,7 +73,10 @@ fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
         return Err(PyTypeError::new_err("expected bytes, str or a bytes-like object, got int"));
     }
     extract_bytes(obj).map(Cow::Owned).map_err(|_| {
-        PyTypeError::new_err(format!("expected bytes, str or a bytes-like object, got {}", obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())))
+        PyTypeError::new_err(format!(
+            "expected bytes, str or a bytes-like object, got {}",
+            obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
     })
 }
 
@@ -140,7 +143,10 @@ pub struct RecordMetadata {
 #[pymethods]
 impl RecordMetadata {
     fn __repr__(&self) -> String {
-        format!("RecordMetadata(topic={:?}, partition={}, offset={}, timestamp={})", self.topic, self.partition, self.offset, self.timestamp)
+        format!(
+            "RecordMetadata(topic={:?}, partition={}, offset={}, timestamp={})",
+            self.topic, self.partition, self.offset, self.timestamp
+        )
     }
 }
 
@@ -331,7 +337,14 @@ impl ProducerBatch {
         signature = (producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false),
         text_signature = "($self, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False)"
     )]
-    fn seal(&mut self, py: Python<'_>, producer_id: i64, producer_epoch: i16, base_sequence: i32, transactional: bool) -> PyResult<Py<PyBytes>> {
+    fn seal(
+        &mut self,
+        py: Python<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+        transactional: bool,
+    ) -> PyResult<Py<PyBytes>> {
         let key = (producer_id, producer_epoch, base_sequence, transactional);
         if let Some((k, b)) = &self.sealed {
             if *k == key {
@@ -343,7 +356,11 @@ impl ProducerBatch {
         };
         let codec = self.codec;
         let bytes = py.detach(|| {
-            let region = if codec == Codec::None { Cow::Borrowed(&b.records[..]) } else { Cow::Owned(compression::compress(codec, &b.records)) };
+            let region = if codec == Codec::None {
+                Cow::Borrowed(&b.records[..])
+            } else {
+                Cow::Owned(compression::compress(codec, &b.records))
+            };
             let mut attributes = codec.id();
             if transactional {
                 attributes |= batch::TRANSACTIONAL_BIT;
@@ -374,7 +391,10 @@ impl ProducerBatch {
         self.batch.is_none()
     }
     fn __repr__(&self) -> String {
-        format!("<ProducerBatch {}-{} records={} size={} attempts={}>", self.topic, self.partition, self.record_count, self.size, self.attempts)
+        format!(
+            "<ProducerBatch {}-{} records={} size={} attempts={}>",
+            self.topic, self.partition, self.record_count, self.size, self.attempts
+        )
     }
 }
 
@@ -382,10 +402,17 @@ impl ProducerBatch {
 impl RecordAccumulator {
     #[new]
     #[pyo3(signature = (waker, batch_size=16384, linger_ms=5, buffer_memory=33_554_432, max_request_size=1_048_576, compression="none"))]
-    fn new(waker: &PyWaker, batch_size: usize, linger_ms: i64, buffer_memory: usize, max_request_size: usize, compression: &str) -> PyResult<Self> {
+    fn new(
+        waker: &PyWaker,
+        batch_size: usize,
+        linger_ms: i64,
+        buffer_memory: usize,
+        max_request_size: usize,
+        compression: &str,
+    ) -> PyResult<Self> {
         let codec = codec_named(compression)?;
-        let config = AccumulatorConfig { batch_size: batch_size.max(1), linger_ms, buffer_memory, max_request_size, codec };
-        #[allow(clippy::cast_sign_loss)]
+        let config =
+            AccumulatorConfig { batch_size: batch_size.max(1), linger_ms, buffer_memory, max_request_size, codec };
         let seed = wall_ms() as u64 ^ u64::from(std::process::id()).rotate_left(32);
         Ok(RecordAccumulator {
             state: Mutex::new(AccState { acc: Accumulator::new(config, seed), incomplete: 0, completed_batches: 0 }),
@@ -397,7 +424,7 @@ impl RecordAccumulator {
 
     /// Appends one record; returns its future. `timestamp` None means now.
     #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp=None, headers=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn append(
         &self,
         topic: &str,
@@ -437,7 +464,12 @@ impl RecordAccumulator {
         let appended = {
             let mut g = lock(&self.state);
             let r = g.acc.append(topic, partition, &rec, now, |p| {
-                Arc::new(Shared { topic: Arc::from(topic), partition: p, state: Mutex::new(Outcome::default()), done: Condvar::new() })
+                Arc::new(Shared {
+                    topic: Arc::from(topic),
+                    partition: p,
+                    state: Mutex::new(Outcome::default()),
+                    done: Condvar::new(),
+                })
             });
             if r.is_ok() {
                 g.incomplete += 1;
@@ -517,7 +549,14 @@ impl RecordAccumulator {
         signature = (batch, base_offset=-1, log_append_time=-1, error=None),
         text_signature = "($self, batch, base_offset=-1, log_append_time=-1, error=None)"
     )]
-    fn complete(&self, py: Python<'_>, batch: &Bound<'_, ProducerBatch>, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) {
+    fn complete(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, ProducerBatch>,
+        base_offset: i64,
+        log_append_time: i64,
+        error: Option<Py<PyAny>>,
+    ) {
         let Some(b) = batch.borrow_mut().batch.take() else {
             return;
         };
@@ -684,10 +723,11 @@ impl RecordSet {
         let f = &self.fetched;
         let r = &f.records[i];
         let headers = if r.headers_count > 0 {
-            let items: Vec<(String, Option<Bound<'_, PyBytes>>)> = records::parse_headers(f.slice(raw, r.headers.clone()), r.headers_count)
-                .into_iter()
-                .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v))))
-                .collect();
+            let items: Vec<(String, Option<Bound<'_, PyBytes>>)> =
+                records::parse_headers(f.slice(raw, r.headers.clone()), r.headers_count)
+                    .into_iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v))))
+                    .collect();
             Some(PyList::new(py, items)?.unbind())
         } else {
             None
@@ -811,9 +851,10 @@ pub fn decode_records(
         }
     };
     let name = format!("{}-{partition}", topic.to_str()?);
-    let aborted: Option<Vec<AbortedTxn>> =
-        aborted.map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
-    let fetched = py.enter_core(|| records::decode_fetched(&name, &input, fetch_offset, check_crcs, aborted.as_deref()));
+    let aborted: Option<Vec<AbortedTxn>> = aborted
+        .map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
+    let fetched =
+        py.enter_core(|| records::decode_fetched(&name, &input, fetch_offset, check_crcs, aborted.as_deref()));
     let fetched = match fetched {
         Ok(f) => f,
         Err(e) => {
@@ -827,7 +868,6 @@ pub fn decode_records(
 /// Kafka's murmur2 of `data`, as the Java client's signed int.
 #[pyfunction]
 pub fn murmur2(data: &Bound<'_, PyAny>) -> PyResult<i32> {
-    #[allow(clippy::cast_possible_wrap)]
     Ok(hash::murmur2(&bytes_of(data)?) as i32)
 }
 

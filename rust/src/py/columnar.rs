@@ -1,14 +1,14 @@
 //! `decode_columns`: record batches to Arrow-layout buffers (see `crate::columnar`);
 //! `decode_avro_columns`: Avro, JSON and Protobuf values to Arrow-layout columns (see
 //! `crate::avro_columns`, `crate::json_columns`, `crate::proto_columns`).
-use pyo3::prelude::*;
 use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::gil::EnterCore;
 use super::log::extract_bytes;
-use crate::client::records::AbortedTxn;
 use crate::avro_columns::{self, Built, Column, Kind, Program};
+use crate::client::records::AbortedTxn;
 use crate::columnar;
 use crate::proto_columns::{ProtoField, ProtoType};
 
@@ -25,9 +25,11 @@ pub fn decode_columns<'py>(
     aborted: Option<Vec<(i64, i64)>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let bytes = extract_bytes(records)?;
-    let aborted: Option<Vec<AbortedTxn>> =
-        aborted.map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
-    let c = py.enter_core(|| columnar::decode_columns(&bytes, start_offset, end_offset, include_headers, aborted.as_deref()))?;
+    let aborted: Option<Vec<AbortedTxn>> = aborted
+        .map(|a| a.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect());
+    let c = py.enter_core(|| {
+        columnar::decode_columns(&bytes, start_offset, end_offset, include_headers, aborted.as_deref())
+    })?;
     let d = PyDict::new(py);
     let b = |v: &[u8]| PyBytes::new(py, v);
     d.set_item("count", c.count)?;
@@ -35,7 +37,9 @@ pub fn decode_columns<'py>(
     d.set_item("offset", b(&c.offset))?;
     d.set_item("timestamp_us", b(&c.timestamp_us))?;
     d.set_item("timestamp_type", b(&c.timestamp_type))?;
-    for (name, col) in [("key", &c.key), ("value", &c.value), ("header_key", &c.header_keys), ("header_value", &c.header_values)] {
+    for (name, col) in
+        [("key", &c.key), ("value", &c.value), ("header_key", &c.header_keys), ("header_value", &c.header_values)]
+    {
         d.set_item(format!("{name}_validity"), b(&col.validity))?;
         d.set_item(format!("{name}_offsets"), b(&col.offsets))?;
         d.set_item(format!("{name}_data"), b(&col.data))?;

@@ -29,21 +29,86 @@ use crate::error::LogError;
 use crate::protocol::ProtocolError;
 
 create_exception!(logbroker._core, LogBrokerError, PyException, "Base class of every storage-engine error.");
-create_exception!(logbroker._core, CorruptRecordError, LogBrokerError, "A record batch is torn, mis-framed or fails its CRC.");
-create_exception!(logbroker._core, RecordTooLargeError, LogBrokerError, "A batch exceeds message.max.bytes (or a request exceeds segment.bytes).");
-create_exception!(logbroker._core, InvalidRecordError, LogBrokerError, "A well-framed batch breaks a rule (offset deltas, empty batch, codec, contiguity).");
-create_exception!(logbroker._core, OffsetOutOfRangeError, LogBrokerError, "An offset outside [log start offset, log end offset].");
-create_exception!(logbroker._core, OutOfOrderSequenceError, LogBrokerError, "An idempotent producer's sequence number does not continue its last batch.");
-create_exception!(logbroker._core, InvalidProducerEpochError, LogBrokerError, "A producer epoch older than the current one (fenced).");
-create_exception!(logbroker._core, InvalidTxnStateError, LogBrokerError, "A producer's batch that does not fit its open (or missing) transaction.");
-create_exception!(logbroker._core, CoordinatorFencedError, LogBrokerError, "A transaction marker from an older transaction coordinator epoch.");
-create_exception!(logbroker._core, KafkaStorageError, LogBrokerError, "An I/O failure (including a full disk), a corrupt index or checkpoint, or a closed log.");
-create_exception!(logbroker._core, InvalidConfigError, LogBrokerError, "A configuration key with a bad value, or an unknown key.");
+create_exception!(
+    logbroker._core,
+    CorruptRecordError,
+    LogBrokerError,
+    "A record batch is torn, mis-framed or fails its CRC."
+);
+create_exception!(
+    logbroker._core,
+    RecordTooLargeError,
+    LogBrokerError,
+    "A batch exceeds message.max.bytes (or a request exceeds segment.bytes)."
+);
+create_exception!(
+    logbroker._core,
+    InvalidRecordError,
+    LogBrokerError,
+    "A well-framed batch breaks a rule (offset deltas, empty batch, codec, contiguity)."
+);
+create_exception!(
+    logbroker._core,
+    OffsetOutOfRangeError,
+    LogBrokerError,
+    "An offset outside [log start offset, log end offset]."
+);
+create_exception!(
+    logbroker._core,
+    OutOfOrderSequenceError,
+    LogBrokerError,
+    "An idempotent producer's sequence number does not continue its last batch."
+);
+create_exception!(
+    logbroker._core,
+    InvalidProducerEpochError,
+    LogBrokerError,
+    "A producer epoch older than the current one (fenced)."
+);
+create_exception!(
+    logbroker._core,
+    InvalidTxnStateError,
+    LogBrokerError,
+    "A producer's batch that does not fit its open (or missing) transaction."
+);
+create_exception!(
+    logbroker._core,
+    CoordinatorFencedError,
+    LogBrokerError,
+    "A transaction marker from an older transaction coordinator epoch."
+);
+create_exception!(
+    logbroker._core,
+    KafkaStorageError,
+    LogBrokerError,
+    "An I/O failure (including a full disk), a corrupt index or checkpoint, or a closed log."
+);
+create_exception!(
+    logbroker._core,
+    InvalidConfigError,
+    LogBrokerError,
+    "A configuration key with a bad value, or an unknown key."
+);
 
-create_exception!(logbroker._core, RaftError, PyException, "The controller quorum's Raft state: a metadata-log I/O failure or corruption, a bad configuration or message.");
-create_exception!(logbroker._core, NoLeaderError, RaftError, "A proposal while no controller leader is known (retry after an election).");
+create_exception!(
+    logbroker._core,
+    RaftError,
+    PyException,
+    "The controller quorum's Raft state: a metadata-log I/O failure or corruption, a bad configuration or message."
+);
+create_exception!(
+    logbroker._core,
+    NoLeaderError,
+    RaftError,
+    "A proposal while no controller leader is known (retry after an election)."
+);
 
-create_exception!(logbroker._core, KafkaProtocolError, PyValueError, "A Kafka protocol frame that does not decode, or a message that cannot be encoded.");
+create_exception!(
+    logbroker._core,
+    KafkaProtocolError,
+    PyValueError,
+    "A Kafka protocol frame that does not decode, or a message that cannot be encoded."
+);
 
 impl From<ProtocolError> for PyErr {
     fn from(e: ProtocolError) -> PyErr {

@@ -37,7 +37,12 @@ pub fn crc32c(data: &Bound<'_, PyAny>) -> PyResult<u32> {
 /// `limit` bytes (ValueError naming the codec and the cause). Client telemetry pushes
 /// (PushTelemetry, KIP-714) are compressed this way.
 #[pyfunction]
-pub fn decompress<'py>(py: Python<'py>, codec: &str, data: &Bound<'py, PyAny>, limit: usize) -> PyResult<Bound<'py, PyBytes>> {
+pub fn decompress<'py>(
+    py: Python<'py>,
+    codec: &str,
+    data: &Bound<'py, PyAny>,
+    limit: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
     let c = codec_named(codec)?;
     let input = extract_bytes(data)?;
     let out = py
@@ -50,7 +55,14 @@ pub fn decompress<'py>(py: Python<'py>, codec: &str, data: &Bound<'py, PyAny>, l
 /// (`a`, `b`): RSA `n`, `e`; EC `x`, `y`; Ed25519 `x`, `b""` (jws.rs). ValueError for an
 /// algorithm not accepted. Releases the GIL.
 #[pyfunction]
-pub fn jws_verify(py: Python<'_>, alg: &str, a: &[u8], b: &[u8], signing_input: &[u8], signature: &[u8]) -> PyResult<bool> {
+pub fn jws_verify(
+    py: Python<'_>,
+    alg: &str,
+    a: &[u8],
+    b: &[u8],
+    signing_input: &[u8],
+    signature: &[u8],
+) -> PyResult<bool> {
     py.detach(|| crate::jws::verify(alg, a, b, signing_input, signature))
         .map_err(pyo3::exceptions::PyValueError::new_err)
 }
@@ -84,7 +96,7 @@ pub fn validate_batches(py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<
     signature = (records, base_timestamp=0, compression="none", producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=false),
     text_signature = "(records, base_timestamp=0, compression='none', producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False)"
 )]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)] // the Python function's arguments and tuples (_core.pyi)
 pub fn encode_batch<'py>(
     py: Python<'py>,
     records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>, i64, Vec<(Vec<u8>, Option<Vec<u8>>)>)>,

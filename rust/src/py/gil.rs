@@ -5,8 +5,8 @@
 //! entering; the `Ungil` bound on `Python::detach` keeps Python objects out of the closure.
 //! The closure's error type is converted to `PyErr` on the way out (`LogError` through
 //! `errors.rs`, `io::Error` through pyo3's errno mapping, e.g. EAGAIN → `BlockingIOError`).
-use pyo3::prelude::*;
 use pyo3::marker::Ungil;
+use pyo3::prelude::*;
 
 pub trait EnterCore {
     fn enter_core<T, E, F>(self, f: F) -> PyResult<T>

@@ -8,11 +8,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 
 use super::gil::EnterCore;
+use crate::batch::EndTxnMarker;
 use crate::cleaner::CompactionResult;
 use crate::compression::Codec;
 use crate::config::LogConfig;
 use crate::file_region::FileRegion;
-use crate::batch::EndTxnMarker;
 use crate::log::{AppendResult, KeyValue, Log};
 
 /// `(offset, timestamp, key, value)` as `Log.read_records` returns it.
@@ -42,7 +42,9 @@ pub fn roll_and_flush(py: Python<'_>, logs: Vec<PyRef<'_, PyLog>>, now_ms: i64) 
 
 pub fn codec_named(name: &str) -> PyResult<Codec> {
     Codec::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!("unknown compression {name:?}: none, gzip, snappy, lz4 or zstd"))
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown compression {name:?}: none, gzip, snappy, lz4 or zstd"
+        ))
     })
 }
 
@@ -170,7 +172,13 @@ impl PyLog {
         py.detach(|| self.log.update_high_watermark(hw))
     }
 
-    fn append_as_leader(&self, py: Python<'_>, records: &Bound<'_, PyAny>, leader_epoch: i32, now_ms: i64) -> PyResult<PyAppendResult> {
+    fn append_as_leader(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> PyResult<PyAppendResult> {
         let bytes = extract_bytes(records)?;
         let r = py.enter_core(|| self.log.append_as_leader(bytes, leader_epoch, now_ms))?;
         Ok(PyAppendResult(r))
@@ -204,14 +212,21 @@ impl PyLog {
         let records = py.enter_core(|| self.log.read_records(start_offset, max_offset, max_records))?;
         Ok(records
             .into_iter()
-            .map(|r| (r.offset, r.timestamp, r.key.map(|k| PyBytes::new(py, &k)), r.value.map(|v| PyBytes::new(py, &v))))
+            .map(|r| {
+                (r.offset, r.timestamp, r.key.map(|k| PyBytes::new(py, &k)), r.value.map(|v| PyBytes::new(py, &v)))
+            })
             .collect())
     }
 
     /// As `read_records`, with each record's producer id and transactional bit, plus one
     /// entry per transaction marker (key and value None).
     #[pyo3(signature = (start_offset, max_offset=None))]
-    fn read_records_with_markers<'py>(&self, py: Python<'py>, start_offset: i64, max_offset: Option<i64>) -> PyResult<Vec<PyTxnRecord<'py>>> {
+    fn read_records_with_markers<'py>(
+        &self,
+        py: Python<'py>,
+        start_offset: i64,
+        max_offset: Option<i64>,
+    ) -> PyResult<Vec<PyTxnRecord<'py>>> {
         let records = py.enter_core(|| self.log.read_records_with_markers(start_offset, max_offset))?;
         Ok(records
             .into_iter()
@@ -230,7 +245,7 @@ impl PyLog {
     }
 
     /// Writes a transaction's end marker (COMMIT if `commit`, else ABORT) as the leader.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
     fn append_end_txn_marker(
         &self,
         py: Python<'_>,
@@ -242,7 +257,8 @@ impl PyLog {
         now_ms: i64,
     ) -> PyResult<PyAppendResult> {
         let marker = EndTxnMarker { commit, coordinator_epoch };
-        let r = py.enter_core(|| self.log.append_end_txn_marker(producer_id, producer_epoch, marker, leader_epoch, now_ms))?;
+        let r = py
+            .enter_core(|| self.log.append_end_txn_marker(producer_id, producer_epoch, marker, leader_epoch, now_ms))?;
         Ok(PyAppendResult(r))
     }
 
@@ -258,7 +274,10 @@ impl PyLog {
     /// `[(producer_id, first_offset), ...]` of the aborted transactions overlapping
     /// `[fetch_offset, upper)`.
     fn aborted_transactions(&self, py: Python<'_>, fetch_offset: i64, upper: i64) -> Vec<(i64, i64)> {
-        py.detach(|| self.log.aborted_transactions(fetch_offset, upper)).into_iter().map(|a| (a.producer_id, a.first_offset)).collect()
+        py.detach(|| self.log.aborted_transactions(fetch_offset, upper))
+            .into_iter()
+            .map(|a| (a.producer_id, a.first_offset))
+            .collect()
     }
 
     /// `[(first_offset, producer_id), ...]` of the open transactions, oldest first.
@@ -319,7 +338,14 @@ impl PyLog {
     }
 
     #[pyo3(signature = (fetch_offset, max_bytes, max_offset=None, min_one_message=true))]
-    fn read(&self, py: Python<'_>, fetch_offset: i64, max_bytes: i64, max_offset: Option<i64>, min_one_message: bool) -> PyResult<Option<PyFileRegion>> {
+    fn read(
+        &self,
+        py: Python<'_>,
+        fetch_offset: i64,
+        max_bytes: i64,
+        max_offset: Option<i64>,
+        min_one_message: bool,
+    ) -> PyResult<Option<PyFileRegion>> {
         let r = py.enter_core(|| self.log.read(fetch_offset, non_negative(max_bytes), max_offset, min_one_message))?;
         Ok(r.map(PyFileRegion))
     }
@@ -329,10 +355,17 @@ impl PyLog {
     /// or None when there is nothing below `max_offset`. For share fetches, which name the
     /// offsets they hand out; one `pread` with the GIL released.
     #[pyo3(signature = (fetch_offset, max_bytes, max_offset=None))]
-    fn read_batches<'py>(&self, py: Python<'py>, fetch_offset: i64, max_bytes: i64, max_offset: Option<i64>)
-        -> PyResult<Option<(Bound<'py, PyBytes>, i64)>> {
+    fn read_batches<'py>(
+        &self,
+        py: Python<'py>,
+        fetch_offset: i64,
+        max_bytes: i64,
+        max_offset: Option<i64>,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, i64)>> {
         let found = py.enter_core(|| -> crate::error::Result<Option<(Vec<u8>, i64)>> {
-            let Some(region) = self.log.read(fetch_offset, non_negative(max_bytes), max_offset, true)? else { return Ok(None) };
+            let Some(region) = self.log.read(fetch_offset, non_negative(max_bytes), max_offset, true)? else {
+                return Ok(None);
+            };
             let Some(end) = self.log.offset_after(&region)? else { return Ok(None) };
             Ok(Some((region.read_to_vec()?, end)))
         })?;
@@ -565,7 +598,7 @@ impl PyFileRegion {
     /// Marks this object for the protocol codec's `Writer`: a `records` value that is
     /// sent with sendfile, not copied into the response buffer.
     #[getter]
-    #[allow(clippy::unused_self)]
+    #[allow(clippy::unused_self)] // a Python property: pyo3 getters take &self
     fn is_file_region(&self) -> bool {
         true
     }

@@ -14,17 +14,16 @@
 //! - `server.rs`: `NetworkServer` (the Rust network layer the broker serves requests through).
 //!
 //! The signatures are mirrored in `python/logbroker/_core.pyi`.
-// pyo3 extracts arguments as owned values (String, PathBuf, HashMap, Vec).
-#![allow(clippy::needless_pass_by_value)]
 
 use pyo3::prelude::*;
 
-mod columnar;
 mod client;
+mod columnar;
 mod errors;
 mod functions;
 mod gil;
 mod log;
+#[rustfmt::skip] // generated (tools/gen_*.py): the generator's layout, checked byte for byte
 mod messages;
 mod protocol;
 mod raft;

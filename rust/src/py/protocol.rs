@@ -81,7 +81,8 @@ impl<'py> Cx<'py> {
             let zero = cls.call1((py.None(), py.None(), py.None(), py.None(), 0))?;
             Ok((cls.unbind(), zero.unbind()))
         })?;
-        let new = OBJECT_NEW.get_or_try_init(py, || py.get_type::<pyo3::types::PyAny>().getattr("__new__").map(Bound::unbind))?;
+        let new = OBJECT_NEW
+            .get_or_try_init(py, || py.get_type::<pyo3::types::PyAny>().getattr("__new__").map(Bound::unbind))?;
         Ok(Cx { py, classes, new, uuid, input: None })
     }
 
@@ -210,7 +211,8 @@ impl FromPy for Bytes {
         if let Ok(b) = o.cast::<PyBytes>() {
             return Ok(Bytes::copy_from_slice(b.as_bytes()));
         }
-        let buf = PyBuffer::<u8>::get(o).map_err(|_| PyTypeError::new_err(format!("a {} is not bytes-like", type_name(o))))?;
+        let buf = PyBuffer::<u8>::get(o)
+            .map_err(|_| PyTypeError::new_err(format!("a {} is not bytes-like", type_name(o))))?;
         Ok(Bytes::from(buf.to_vec(o.py())?))
     }
 }
@@ -326,7 +328,7 @@ impl FromPy for TaggedFields {
 /// `bytearray` cannot be resized) until the last slice of it is dropped.
 struct Exported(PyBuffer<u8>);
 
-#[allow(unsafe_code)]
+#[allow(unsafe_code)] // reads a Python buffer export in place; SAFETY below
 impl AsRef<[u8]> for Exported {
     fn as_ref(&self) -> &[u8] {
         // SAFETY: the buffer is C-contiguous (checked in `exported`), its memory stays valid
@@ -336,7 +338,8 @@ impl AsRef<[u8]> for Exported {
 }
 
 fn exported(buf: &Bound<'_, PyAny>) -> PyResult<Bytes> {
-    let b = PyBuffer::<u8>::get(buf).map_err(|_| PyTypeError::new_err(format!("a {} is not bytes-like", type_name(buf))))?;
+    let b = PyBuffer::<u8>::get(buf)
+        .map_err(|_| PyTypeError::new_err(format!("a {} is not bytes-like", type_name(buf))))?;
     if !b.is_c_contiguous() {
         return Ok(Bytes::from(extract_bytes(buf)?));
     }
@@ -346,19 +349,23 @@ fn exported(buf: &Bound<'_, PyAny>) -> PyResult<Bytes> {
 /// Decodes one instance of class `cls_id` at `buf[pos:]` (version checked by the caller):
 /// `(object, end position)`. Records fields are memoryview slices of `buf`.
 #[pyfunction]
-pub fn protocol_decode<'py>(py: Python<'py>, cls_id: usize, buf: &Bound<'py, PyAny>, pos: usize, version: i16)
-    -> PyResult<(Bound<'py, PyAny>, usize)> {
+pub fn protocol_decode<'py>(
+    py: Python<'py>,
+    cls_id: usize,
+    buf: &Bound<'py, PyAny>,
+    pos: usize,
+    version: i16,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
     let all = exported(buf)?;
     if pos > all.len() {
-        return Err(KafkaProtocolError::new_err(format!("position {pos} is past the end of a {}-byte buffer", all.len())));
+        return Err(KafkaProtocolError::new_err(format!(
+            "position {pos} is past the end of a {}-byte buffer",
+            all.len()
+        )));
     }
     let mut cx = Cx::new(py)?;
-    cx.input = Some(Input {
-        buf: buf.clone(),
-        view: std::cell::OnceCell::new(),
-        base: all.as_ptr() as usize,
-        len: all.len(),
-    });
+    cx.input =
+        Some(Input { buf: buf.clone(), view: std::cell::OnceCell::new(), base: all.as_ptr() as usize, len: all.len() });
     let mut r = Reader::new(all.slice(pos..));
     let obj = messages::decode(&cx, cls_id, &mut r, version)?;
     Ok((obj, pos + r.position()))
@@ -366,7 +373,12 @@ pub fn protocol_decode<'py>(py: Python<'py>, cls_id: usize, buf: &Bound<'py, PyA
 
 /// Encodes `obj` (an instance of class `cls_id`) at `version`: the bytes.
 #[pyfunction]
-pub fn protocol_encode<'py>(py: Python<'py>, cls_id: usize, obj: &Bound<'py, PyAny>, version: i16) -> PyResult<Bound<'py, PyBytes>> {
+pub fn protocol_encode<'py>(
+    py: Python<'py>,
+    cls_id: usize,
+    obj: &Bound<'py, PyAny>,
+    version: i16,
+) -> PyResult<Bound<'py, PyBytes>> {
     let mut w = Writer::new();
     messages::encode(cls_id, obj, &mut w, version)?;
     into_pybytes(py, &[], w)
@@ -375,13 +387,21 @@ pub fn protocol_encode<'py>(py: Python<'py>, cls_id: usize, obj: &Bound<'py, PyA
 /// A whole frame: the 4-byte size, then `header` (class `header_id`, at `header_version`),
 /// then `body` (class `body_id`, at `version`), as one bytes object.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub fn protocol_encode_frame<'py>(py: Python<'py>, header_id: usize, header: &Bound<'py, PyAny>, header_version: i16,
-    body_id: usize, body: &Bound<'py, PyAny>, version: i16) -> PyResult<Bound<'py, PyBytes>> {
+#[allow(clippy::too_many_arguments)] // the Python function's keyword arguments, one by one (_core.pyi)
+pub fn protocol_encode_frame<'py>(
+    py: Python<'py>,
+    header_id: usize,
+    header: &Bound<'py, PyAny>,
+    header_version: i16,
+    body_id: usize,
+    body: &Bound<'py, PyAny>,
+    version: i16,
+) -> PyResult<Bound<'py, PyBytes>> {
     let mut w = Writer::new();
     messages::encode(header_id, header, &mut w, header_version)?;
     messages::encode(body_id, body, &mut w, version)?;
-    let size = i32::try_from(w.len()).map_err(|_| KafkaProtocolError::new_err(format!("a frame of {} bytes is too large", w.len())))?;
+    let size = i32::try_from(w.len())
+        .map_err(|_| KafkaProtocolError::new_err(format!("a frame of {} bytes is too large", w.len())))?;
     into_pybytes(py, &size.to_be_bytes(), w)
 }
 
@@ -397,7 +417,9 @@ fn into_pybytes<'py>(py: Python<'py>, prefix: &[u8], w: Writer) -> PyResult<Boun
                     out[at..at + b.len()].copy_from_slice(b);
                     at += b.len();
                 }
-                crate::protocol::Chunk::File(_) => return Err(PyTypeError::new_err("a file region cannot be encoded here")),
+                crate::protocol::Chunk::File(_) => {
+                    return Err(PyTypeError::new_err("a file region cannot be encoded here"))
+                }
             }
         }
         Ok(())
@@ -408,8 +430,13 @@ fn into_pybytes<'py>(py: Python<'py>, prefix: &[u8], w: Writer) -> PyResult<Boun
 /// `(bytes, consumed)`. `api_key` -1 means the request header (`request` true) or the
 /// response header. Malformed input raises `KafkaProtocolError` naming field and position.
 #[pyfunction]
-pub fn protocol_reencode(py: Python<'_>, api_key: i16, version: i16, request: bool, body: &Bound<'_, PyAny>)
-    -> PyResult<(Py<PyBytes>, usize)> {
+pub fn protocol_reencode(
+    py: Python<'_>,
+    api_key: i16,
+    version: i16,
+    request: bool,
+    body: &Bound<'_, PyAny>,
+) -> PyResult<(Py<PyBytes>, usize)> {
     let body = Bytes::from(extract_bytes(body)?);
     let (out, used) = py.detach(|| {
         if api_key == -1 {

@@ -18,8 +18,11 @@ impl From<RaftError> for PyErr {
     }
 }
 
-type Ready<'py> = (Vec<(u64, Bound<'py, PyBytes>)>, Option<(u64, u64, Bound<'py, PyBytes>)>,
-    Vec<(u64, u64, bool, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>);
+type Ready<'py> = (
+    Vec<(u64, Bound<'py, PyBytes>)>,
+    Option<(u64, u64, Bound<'py, PyBytes>)>,
+    Vec<(u64, u64, bool, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>,
+);
 
 #[pyclass(name = "RaftNode", module = "logbroker._core", frozen)]
 pub struct PyRaftNode {
@@ -38,8 +41,15 @@ impl PyRaftNode {
 impl PyRaftNode {
     #[new]
     #[pyo3(signature = (node_id, voters, directory, election_tick = 10, heartbeat_tick = 2, observer = false))]
-    fn new(py: Python<'_>, node_id: u64, voters: Vec<u64>, directory: std::path::PathBuf, election_tick: usize,
-           heartbeat_tick: usize, observer: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        node_id: u64,
+        voters: Vec<u64>,
+        directory: std::path::PathBuf,
+        election_tick: usize,
+        heartbeat_tick: usize,
+        observer: bool,
+    ) -> PyResult<Self> {
         let cfg = NodeConfig { id: node_id, voters, observer, election_tick, heartbeat_tick };
         let node = py.detach(|| QuorumNode::open(&directory, &cfg))?;
         Ok(PyRaftNode { id: node_id, node: Mutex::new(node) })

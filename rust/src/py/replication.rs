@@ -28,20 +28,33 @@ impl PyReplicaFetcherManager {
     #[new]
     #[pyo3(signature = (node_id, max_wait_ms=500, min_bytes=1, response_max_bytes=10_485_760, partition_max_bytes=1_048_576,
                         backoff_ms=1000, socket_timeout_ms=30_000, tls=None, sasl=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(node_id: i32, max_wait_ms: i32, min_bytes: i32, response_max_bytes: i32, partition_max_bytes: i32, backoff_ms: u64,
-           socket_timeout_ms: u64, tls: Option<InterBrokerTls>, sasl: Option<InterBrokerSasl>) -> PyResult<Self> {
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
+    fn new(
+        node_id: i32,
+        max_wait_ms: i32,
+        min_bytes: i32,
+        response_max_bytes: i32,
+        partition_max_bytes: i32,
+        backoff_ms: u64,
+        socket_timeout_ms: u64,
+        tls: Option<InterBrokerTls>,
+        sasl: Option<InterBrokerSasl>,
+    ) -> PyResult<Self> {
         let tls = match tls {
             None => None,
             Some((trust, chain, key, verify_hostname)) => {
                 let identity = chain.as_deref().zip(key.as_deref());
-                Some(client_config(&trust, identity, verify_hostname).map_err(|e| PyValueError::new_err(format!("inter-broker TLS: {e}")))?)
+                Some(
+                    client_config(&trust, identity, verify_hostname)
+                        .map_err(|e| PyValueError::new_err(format!("inter-broker TLS: {e}")))?,
+                )
             }
         };
         let sasl = match sasl {
             None => None,
             Some((listener, mechanism, username, password)) => {
-                let mechanism = Mechanism::parse(&mechanism).map_err(|e| PyValueError::new_err(format!("inter-broker SASL on listener {listener}: {e}")))?;
+                let mechanism = Mechanism::parse(&mechanism)
+                    .map_err(|e| PyValueError::new_err(format!("inter-broker SASL on listener {listener}: {e}")))?;
                 Some(SaslCredentials { listener, mechanism, username, password })
             }
         };
@@ -65,8 +78,14 @@ impl PyReplicaFetcherManager {
 
     /// Follow `partitions` (`[(replica, topic id (16 bytes), leader epoch)]`) from broker
     /// `source` at `host:port`.
-    fn follow(&self, py: Python<'_>, source: i32, host: &str, port: i32,
-              partitions: Vec<(Bound<'_, PyReplicaPartition>, Bound<'_, PyBytes>, i32)>) -> PyResult<()> {
+    fn follow(
+        &self,
+        py: Python<'_>,
+        source: i32,
+        host: &str,
+        port: i32,
+        partitions: Vec<(Bound<'_, PyReplicaPartition>, Bound<'_, PyBytes>, i32)>,
+    ) -> PyResult<()> {
         let mut reqs = Vec::with_capacity(partitions.len());
         for (part, id, epoch) in partitions {
             let inner = std::sync::Arc::clone(&part.get().0);

@@ -9,12 +9,12 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::log::{extract_bytes, PyFileRegion, PyLog};
 use crate::protocol::{Bytes, Chunk};
-use crate::server::partition::{BrokerEndpoint, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
 use crate::server::authorizer::{Acl, Authorizer};
-use crate::server::quota::{ClientQuotas, Component, Entity, Limits};
 use crate::server::metrics::LATENCY_BUCKETS_MS;
-use crate::server::produce::Verdict;
+use crate::server::partition::{BrokerEndpoint, CurrentLeader, LeaderState, Partition, PartitionTable, TopicView};
 use crate::server::principal_mapping::PrincipalMapper;
+use crate::server::produce::Verdict;
+use crate::server::quota::{ClientQuotas, Component, Entity, Limits};
 use crate::server::transport::{tls_config, ClientAuth};
 use crate::server::{Event, ListenerConfig, LogLine, NetworkServer, ServerConfig, DATA_PATH_APIS};
 use pyo3::exceptions::PyValueError;
@@ -94,7 +94,11 @@ impl PyClientQuotas {
                 let slot = match kind.as_str() {
                     crate::server::quota::USER => &mut entity.user,
                     crate::server::quota::CLIENT_ID => &mut entity.client_id,
-                    other => return Err(PyValueError::new_err(format!("quota entity type {other:?} is not user or client-id"))),
+                    other => {
+                        return Err(PyValueError::new_err(format!(
+                            "quota entity type {other:?} is not user or client-id"
+                        )))
+                    }
                 };
                 if *slot != Component::Absent {
                     return Err(PyValueError::new_err(format!("quota entity names {kind:?} twice")));
@@ -122,7 +126,9 @@ impl PyClientQuotas {
     /// responses throttled and their total throttle time, since start.
     fn stats(&self) -> std::collections::HashMap<&'static str, u64> {
         let [(pn, pms), (fn_, fms)] = self.0.stats();
-        [("produce_throttled", pn), ("produce_throttle_ms", pms), ("fetch_throttled", fn_), ("fetch_throttle_ms", fms)].into_iter().collect()
+        [("produce_throttled", pn), ("produce_throttle_ms", pms), ("fetch_throttled", fn_), ("fetch_throttle_ms", fms)]
+            .into_iter()
+            .collect()
     }
 }
 
@@ -147,9 +153,18 @@ impl PyPartitionTable {
     }
 
     /// Adds (or replaces) a local replica; returns its handle.
-    #[allow(clippy::too_many_arguments)]
-    fn add(&self, topic: &str, index: i32, node_id: i32, log: &PyLog, leader: i32, leader_epoch: i32, isr: Vec<i32>,
-           min_insync_replicas: i32) -> PyReplicaPartition {
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
+    fn add(
+        &self,
+        topic: &str,
+        index: i32,
+        node_id: i32,
+        log: &PyLog,
+        leader: i32,
+        leader_epoch: i32,
+        isr: Vec<i32>,
+        min_insync_replicas: i32,
+    ) -> PyReplicaPartition {
         let state = LeaderState { leader, leader_epoch, isr, min_insync_replicas };
         PyReplicaPartition(self.0.add(topic, index, node_id, log.shared(), state))
     }
@@ -195,8 +210,11 @@ impl PyPartitionTable {
     /// Per hosted partition, for the metrics endpoint: `(topic, partition, is leader,
     /// bytes in, records in, bytes out, replication bytes out, log size bytes, segments, log
     /// start offset, LEO, HW)`. The counters are monotonic (see server/metrics.rs).
-    #[allow(clippy::type_complexity)]
-    fn partition_stats(&self, py: Python<'_>) -> Vec<(String, i32, bool, u64, u64, u64, u64, u64, usize, i64, i64, i64)> {
+    #[allow(clippy::type_complexity)] // the Python tuples pyo3 converts, spelled out as _core.pyi has them
+    fn partition_stats(
+        &self,
+        py: Python<'_>,
+    ) -> Vec<(String, i32, bool, u64, u64, u64, u64, u64, usize, i64, i64, i64)> {
         py.detach(|| {
             self.0
                 .all()
@@ -233,14 +251,23 @@ impl PyPartitionTable {
 
     /// A metadata delta for the cluster view: topics created or changed (name, id, [(partition,
     /// leader, leader epoch)]), topics removed by name, and every broker when they changed.
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity)] // the Python tuples pyo3 converts, spelled out as _core.pyi has them
     #[pyo3(signature = (node_id, topics, removed, brokers=None))]
-    fn update_metadata(&self, py: Python<'_>, node_id: i32, topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
-                       removed: Vec<String>, brokers: Option<Vec<(i32, String, i32, Option<String>)>>) -> PyResult<()> {
+    fn update_metadata(
+        &self,
+        py: Python<'_>,
+        node_id: i32,
+        topics: Vec<(String, Bound<'_, PyBytes>, Vec<(i32, i32, i32)>)>,
+        removed: Vec<String>,
+        brokers: Option<Vec<(i32, String, i32, Option<String>)>>,
+    ) -> PyResult<()> {
         let mut named = Vec::with_capacity(topics.len());
         for (name, id, parts) in topics {
             let id: [u8; 16] = id.as_bytes().try_into().map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!("topic id of {name:?} is {} bytes, not 16", id.as_bytes().len()))
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "topic id of {name:?} is {} bytes, not 16",
+                    id.as_bytes().len()
+                ))
             })?;
             named.push((name, id, parts));
         }
@@ -248,11 +275,16 @@ impl PyPartitionTable {
             let topics = named
                 .into_iter()
                 .map(|(name, id, parts)| {
-                    let leaders = parts.into_iter().map(|(p, leader, leader_epoch)| (p, CurrentLeader { leader, leader_epoch })).collect();
+                    let leaders = parts
+                        .into_iter()
+                        .map(|(p, leader, leader_epoch)| (p, CurrentLeader { leader, leader_epoch }))
+                        .collect();
                     (name, TopicView { id, leaders })
                 })
                 .collect();
-            let brokers = brokers.map(|b| b.into_iter().map(|(id, host, port, rack)| (id, BrokerEndpoint { host, port, rack })).collect());
+            let brokers = brokers.map(|b| {
+                b.into_iter().map(|(id, host, port, rack)| (id, BrokerEndpoint { host, port, rack })).collect()
+            });
             self.0.update_metadata(node_id, topics, &removed, brokers);
         });
         Ok(())
@@ -299,7 +331,8 @@ impl PyReplicaPartition {
 #[pyfunction]
 #[pyo3(signature = (der, rules="DEFAULT"))]
 pub fn certificate_principal(der: &[u8], rules: &str) -> PyResult<String> {
-    let mapper = PrincipalMapper::parse(rules).map_err(|e| PyValueError::new_err(format!("ssl.principal.mapping.rules: {e}")))?;
+    let mapper = PrincipalMapper::parse(rules)
+        .map_err(|e| PyValueError::new_err(format!("ssl.principal.mapping.rules: {e}")))?;
     mapper.principal(der).map_err(PyValueError::new_err)
 }
 
@@ -340,10 +373,18 @@ impl PyNetworkServer {
     /// they do not parse).
     #[pyo3(signature = (listeners, max_frame, queued_max_request_bytes, idle_ms, fetch_session_slots, partitions, sasl_max_receive=524_288,
                         ssl_principal_mapping_rules="DEFAULT"))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, listeners: Vec<PyListener>, max_frame: usize, queued_max_request_bytes: i64, idle_ms: i64,
-           fetch_session_slots: usize, partitions: &PyPartitionTable, sasl_max_receive: usize,
-           ssl_principal_mapping_rules: &str) -> PyResult<Self> {
+    #[allow(clippy::too_many_arguments)] // the Python method's keyword arguments, one by one (_core.pyi)
+    fn new(
+        py: Python<'_>,
+        listeners: Vec<PyListener>,
+        max_frame: usize,
+        queued_max_request_bytes: i64,
+        idle_ms: i64,
+        fetch_session_slots: usize,
+        partitions: &PyPartitionTable,
+        sasl_max_receive: usize,
+        ssl_principal_mapping_rules: &str,
+    ) -> PyResult<Self> {
         let principal_mapping = PrincipalMapper::parse(ssl_principal_mapping_rules)
             .map_err(|e| PyValueError::new_err(format!("ssl.principal.mapping.rules: {e}")))?;
         let mut configs = Vec::with_capacity(listeners.len());
@@ -361,7 +402,10 @@ impl PyNetworkServer {
                             )))
                         }
                     };
-                    Some(tls_config(&chain, &key, trust.as_deref(), auth).map_err(|e| PyValueError::new_err(format!("listener {name}: {e}")))?)
+                    Some(
+                        tls_config(&chain, &key, trust.as_deref(), auth)
+                            .map_err(|e| PyValueError::new_err(format!("listener {name}: {e}")))?,
+                    )
                 }
             };
             configs.push(ListenerConfig { name, host, port, tls, sasl });
@@ -414,7 +458,6 @@ impl PyNetworkServer {
         events
             .into_iter()
             .map(|ev| match ev {
-                #[allow(clippy::cast_possible_wrap)]
                 Event::Request { conn, frame, peer, principal, listener } => (
                     conn as i64,
                     Some(PyBytes::new(py, &frame)),
@@ -424,7 +467,6 @@ impl PyNetworkServer {
                     None,
                     i32::try_from(listener).unwrap_or(-1),
                 ),
-                #[allow(clippy::cast_possible_wrap)]
                 Event::Verify { conn, frame, peer, verification: v } => (
                     conn as i64,
                     Some(PyBytes::new(py, &frame)),
@@ -434,10 +476,15 @@ impl PyNetworkServer {
                     Some((v.transactional_id, v.producer_id, v.producer_epoch, v.partitions, v.verify_only, v.version)),
                     -1,
                 ),
-                #[allow(clippy::cast_possible_wrap)]
-                Event::Closed { conn, peer, reason, fault } => {
-                    (conn as i64, None, peer, Some(reason), if fault { LogLine::WARNING } else { LogLine::DEBUG }, None, -1)
-                }
+                Event::Closed { conn, peer, reason, fault } => (
+                    conn as i64,
+                    None,
+                    peer,
+                    Some(reason),
+                    if fault { LogLine::WARNING } else { LogLine::DEBUG },
+                    None,
+                    -1,
+                ),
                 Event::Fatal(msg) => (-1, None, String::new(), Some(msg), LogLine::ERROR, None, -1),
                 Event::Log(line) => (-2, None, String::new(), Some(line.message), line.level, None, -1),
                 Event::HighWatermark { topic, partition } => (-3, None, topic.to_string(), None, partition, None, -1),

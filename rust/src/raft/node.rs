@@ -79,7 +79,6 @@ pub struct QuorumNode {
     failed: Option<String>,
 }
 
-#[allow(clippy::needless_pass_by_value)] // used as map_err(raft_err)
 fn raft_err(e: raft::Error) -> RaftError {
     RaftError::Raft(e.to_string())
 }
@@ -89,7 +88,9 @@ impl QuorumNode {
     pub fn open(dir: &Path, cfg: &NodeConfig) -> Result<Self, RaftError> {
         if cfg.observer && cfg.voters.contains(&cfg.id) {
             return Err(RaftError::Config(format!(
-                "node {} is one of the voters {:?}, so it cannot be a broker-only observer", cfg.id, cfg.voters)));
+                "node {} is one of the voters {:?}, so it cannot be a broker-only observer",
+                cfg.id, cfg.voters
+            )));
         }
         let store = DurableStorage::open(dir, &cfg.voters)?;
         let created = store.creation_voters();
@@ -145,15 +146,20 @@ impl QuorumNode {
     /// A message from a peer (raft-proto bytes).
     pub fn step(&mut self, msg: &[u8]) -> Result<(), RaftError> {
         self.check()?;
-        let m = Message::parse_from_bytes(msg).map_err(|e| RaftError::BadMessage(format!("{} bytes: {e}", msg.len())))?;
+        let m =
+            Message::parse_from_bytes(msg).map_err(|e| RaftError::BadMessage(format!("{} bytes: {e}", msg.len())))?;
         let conf = self.raw.raft.prs().conf();
-        if conf.voters().contains(self.raw.raft.id) && !conf.voters().contains(m.from)
+        if conf.voters().contains(self.raw.raft.id)
+            && !conf.voters().contains(m.from)
             && !FROM_OBSERVERS.contains(&m.get_msg_type())
         {
             // to a voter, an observer only answers the leader and forwards proposals; anything
             // else (a vote request, an append) from outside the voters is a misconfigured node
             return Err(RaftError::BadMessage(format!(
-                "{:?} from node {}, which is not a voter", m.get_msg_type(), m.from)));
+                "{:?} from node {}, which is not a voter",
+                m.get_msg_type(),
+                m.from
+            )));
         }
         if self.joining() && m.get_msg_type() == MessageType::MsgAppend && m.index == 0 {
             // no configuration yet: never replay the log from index 1 over it; wait for the
@@ -192,7 +198,11 @@ impl QuorumNode {
     pub fn add_learner(&mut self, id: u64) -> Result<bool, RaftError> {
         self.check()?;
         let conf = self.raw.raft.prs().conf();
-        if !self.is_leader() || conf.voters().contains(id) || conf.learners().contains(&id) || self.raw.raft.has_pending_conf() {
+        if !self.is_leader()
+            || conf.voters().contains(id)
+            || conf.learners().contains(&id)
+            || self.raw.raft.has_pending_conf()
+        {
             return Ok(false);
         }
         let cc = ConfChange { change_type: ConfChangeType::AddLearnerNode, node_id: id, ..Default::default() };
@@ -208,8 +218,10 @@ impl QuorumNode {
             if voters.contains(&id) {
                 Some(format!("node {id} is already a voter"))
             } else if !learners.contains(&id) {
-                Some(format!("node {id} is not an observer of the metadata log: start it (with \
-                              controller.quorum.bootstrap.servers) first"))
+                Some(format!(
+                    "node {id} is not an observer of the metadata log: start it (with \
+                              controller.quorum.bootstrap.servers) first"
+                ))
             } else {
                 None
             }
@@ -232,8 +244,13 @@ impl QuorumNode {
 
     /// One voter change, proposed on the leader when no other is pending; `refuse` says why
     /// the change makes no sense for the current (voters, learners), if it does not.
-    fn change_membership(&mut self, change_type: ConfChangeType, id: u64, context: Vec<u8>,
-                         refuse: impl FnOnce(&[u64], &[u64]) -> Option<String>) -> Result<bool, RaftError> {
+    fn change_membership(
+        &mut self,
+        change_type: ConfChangeType,
+        id: u64,
+        context: Vec<u8>,
+        refuse: impl FnOnce(&[u64], &[u64]) -> Option<String>,
+    ) -> Result<bool, RaftError> {
         self.check()?;
         if !self.is_leader() || self.raw.raft.has_pending_conf() {
             return Ok(false);
@@ -377,13 +394,20 @@ impl QuorumNode {
                     self.store.set_conf_state(cs);
                 }
                 EntryType::EntryConfChangeV2 => {
-                    let cc = ConfChangeV2::parse_from_bytes(&e.data).map_err(|x| RaftError::BadMessage(x.to_string()))?;
+                    let cc =
+                        ConfChangeV2::parse_from_bytes(&e.data).map_err(|x| RaftError::BadMessage(x.to_string()))?;
                     let cs = self.raw.apply_conf_change(&cc).map_err(raft_err)?;
                     self.store.set_conf_state(cs);
                 }
                 EntryType::EntryNormal => {}
             }
-            out.committed.push(Committed { index: e.index, term: e.term, normal, context: e.context.to_vec(), data: e.data.to_vec() });
+            out.committed.push(Committed {
+                index: e.index,
+                term: e.term,
+                normal,
+                context: e.context.to_vec(),
+                data: e.data.to_vec(),
+            });
         }
         Ok(())
     }

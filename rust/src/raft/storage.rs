@@ -42,7 +42,10 @@ const SNAPSHOT: &str = "snapshot";
 const VOTERS: &str = "voters";
 
 fn parse_voters(path: &Path, raw: &[u8]) -> Result<Vec<u64>, RaftError> {
-    let corrupt = || RaftError::Corrupt { path: path.to_path_buf(), what: format!("voter list {:?}", String::from_utf8_lossy(raw)) };
+    let corrupt = || RaftError::Corrupt {
+        path: path.to_path_buf(),
+        what: format!("voter list {:?}", String::from_utf8_lossy(raw)),
+    };
     let text = std::str::from_utf8(raw).map_err(|_| corrupt())?;
     if text.trim().is_empty() {
         return Ok(Vec::new());
@@ -73,8 +76,13 @@ impl raft::Storage for RaftStore {
         self.mem.initial_state()
     }
 
-    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>,
-               context: raft::GetEntriesContext) -> raft::Result<Vec<Entry>> {
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: raft::GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
         self.mem.entries(low, high, max_size, context)
     }
 
@@ -192,7 +200,9 @@ impl DurableStorage {
         let mut held = None;
         if let Some(raw) = read_file(&snap_path)? {
             let (recs, _) = unframe(&raw);
-            let rec = recs.first().ok_or_else(|| RaftError::Corrupt { path: snap_path.clone(), what: "snapshot record".into() })?;
+            let rec = recs
+                .first()
+                .ok_or_else(|| RaftError::Corrupt { path: snap_path.clone(), what: "snapshot record".into() })?;
             let snap = Snapshot::parse_from_bytes(rec)
                 .map_err(|e| RaftError::Corrupt { path: snap_path.clone(), what: format!("snapshot: {e}") })?;
             mem.wl().apply_snapshot(snap.clone()).map_err(|e| RaftError::Raft(e.to_string()))?;
@@ -313,7 +323,9 @@ impl DurableStorage {
             let md = snap.mut_metadata();
             md.index = index;
             md.term = term;
-            md.set_conf_state(raft::Storage::initial_state(&self.mem).map_err(|e| RaftError::Raft(e.to_string()))?.conf_state);
+            md.set_conf_state(
+                raft::Storage::initial_state(&self.mem).map_err(|e| RaftError::Raft(e.to_string()))?.conf_state,
+            );
         }
         let payload = snap.write_to_bytes().map_err(|e| RaftError::Raft(e.to_string()))?;
         write_atomic(&self.dir, SNAPSHOT, &frame(&payload))?;
@@ -336,7 +348,9 @@ impl DurableStorage {
         let Some(raw) = read_file(&path)? else { return Ok(None) };
         let (recs, _) = unframe(&raw);
         let Some(rec) = recs.first() else { return Ok(None) };
-        Snapshot::parse_from_bytes(rec).map(Some).map_err(|e| RaftError::Corrupt { path, what: format!("snapshot: {e}") })
+        Snapshot::parse_from_bytes(rec)
+            .map(Some)
+            .map_err(|e| RaftError::Corrupt { path, what: format!("snapshot: {e}") })
     }
 
     fn rewrite_log(&mut self) -> Result<(), RaftError> {
@@ -439,7 +453,10 @@ mod tests {
         let s = DurableStorage::open(dir.path(), &[1]).unwrap();
         assert_eq!(all(&s), vec![(3, 1, b"c".to_vec())]);
         let snap = s.snapshot().unwrap().unwrap();
-        assert_eq!((snap.get_metadata().index, snap.get_metadata().term, snap.data.to_vec()), (2, 1, b"image at 2".to_vec()));
+        assert_eq!(
+            (snap.get_metadata().index, snap.get_metadata().term, snap.data.to_vec()),
+            (2, 1, b"image at 2".to_vec())
+        );
     }
 
     #[test]
@@ -456,7 +473,12 @@ mod tests {
         let hs = raft::Storage::initial_state(s.mem()).unwrap().hard_state;
         assert_eq!((hs.term, hs.vote, hs.commit), (1, 1, 3));
         // and a hard state written before the snapshot (an older file) is raised on open
-        write_atomic(dir.path(), HARD_STATE, &encode_hard_state(&HardState { term: 1, vote: 1, commit: 1, ..Default::default() })).unwrap();
+        write_atomic(
+            dir.path(),
+            HARD_STATE,
+            &encode_hard_state(&HardState { term: 1, vote: 1, commit: 1, ..Default::default() }),
+        )
+        .unwrap();
         let s = DurableStorage::open(dir.path(), &[1]).unwrap();
         assert_eq!(raft::Storage::initial_state(s.mem()).unwrap().hard_state.commit, 3);
     }

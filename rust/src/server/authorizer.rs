@@ -112,7 +112,8 @@ impl Acl {
     }
 
     fn applies_to(&self, principal: &str, host: &str) -> bool {
-        (self.principal == principal || self.principal == WILDCARD_PRINCIPAL) && (self.host == WILDCARD || self.host == host)
+        (self.principal == principal || self.principal == WILDCARD_PRINCIPAL)
+            && (self.host == WILDCARD || self.host == host)
     }
 
     fn grants(&self, operation: i8) -> bool {
@@ -292,9 +293,15 @@ mod tests {
         let caller = Caller { peer: "127.0.0.1:5000", principal: "User:bob", listener: 1, client_id: "c", conn: 7 };
         let line = caller.denial(op::WRITE, resource::TOPIC, "orders", "Produce");
         assert_eq!(line.level, LogLine::DEBUG);
-        assert_eq!(line.message, r#"User:bob from 127.0.0.1:5000 denied WRITE on TOPIC "orders" (Produce, listener 1)"#);
+        assert_eq!(
+            line.message,
+            r#"User:bob from 127.0.0.1:5000 denied WRITE on TOPIC "orders" (Produce, listener 1)"#
+        );
         let line = caller.denial(op::CLUSTER_ACTION, resource::CLUSTER, CLUSTER_NAME, "Fetch");
-        assert_eq!(line.message, r#"User:bob from 127.0.0.1:5000 denied CLUSTER_ACTION on CLUSTER "kafka-cluster" (Fetch, listener 1)"#);
+        assert_eq!(
+            line.message,
+            r#"User:bob from 127.0.0.1:5000 denied CLUSTER_ACTION on CLUSTER "kafka-cluster" (Fetch, listener 1)"#
+        );
     }
 
     #[test]

@@ -113,7 +113,10 @@ impl Connection {
     /// Kafka's SSL principal: `User:` and the subject of the client's certificate (RFC 2253)
     /// as `ssl.principal.mapping.rules` maps it, or `User:ANONYMOUS` when it sent none. Err: a
     /// subject that cannot be read or that no rule maps.
-    pub fn certificate_principal(&self, mapping: &super::principal_mapping::PrincipalMapper) -> Result<Arc<str>, String> {
+    pub fn certificate_principal(
+        &self,
+        mapping: &super::principal_mapping::PrincipalMapper,
+    ) -> Result<Arc<str>, String> {
         match self.transport.peer_certificate() {
             None => Ok(Arc::from(super::ANONYMOUS)),
             Some(der) => mapping.principal(der).map(Arc::from),
@@ -148,9 +151,12 @@ impl Connection {
     }
 
     /// Reads until a whole frame is here, the socket is drained, or the pool is full.
-    #[allow(clippy::too_many_lines)]
     /// `max_frame` is the limit and the name of its config key (for the error).
-    pub fn read_frame(&mut self, pool: &MemoryPool, (max_frame, limit_key): (usize, &str)) -> Result<ReadOutcome, ConnError> {
+    pub fn read_frame(
+        &mut self,
+        pool: &MemoryPool,
+        (max_frame, limit_key): (usize, &str),
+    ) -> Result<ReadOutcome, ConnError> {
         debug_assert_eq!(self.phase, Phase::Reading);
         loop {
             if let Some(p) = &mut self.partial {
@@ -296,7 +302,6 @@ impl Connection {
         while let Some(front) = self.out.front() {
             let (n, len) = match front {
                 Chunk::Bytes(b) => {
-                    #[allow(clippy::cast_possible_truncation)]
                     let off = self.out_off as usize;
                     match self.transport.write(&b[off..]) {
                         Ok(n) => (n as u64, b.len() as u64),

@@ -1,7 +1,6 @@
 //! The data path (Produce, Fetch, the HW rule, parking) against real logs in a temp dir,
 //! without sockets: requests are encoded with the codec, served by `produce::handle` /
 //! `fetch::handle`, and the response frames decoded again.
-#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 
 use std::sync::Arc;
 
@@ -10,10 +9,10 @@ use super::fetch;
 use super::fetch_session::FetchSessionCache;
 use super::partition::{BrokerEndpoint, ClusterView, CurrentLeader, LeaderState, PartitionTable, TopicView};
 use super::produce;
-use crate::protocol::error_codes as code;
 use crate::builder::{BatchBuilder, Rec};
 use crate::config::LogConfig;
 use crate::log::Log;
+use crate::protocol::error_codes as code;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use crate::protocol::messages::fetch_response::FetchResponse;
 use crate::protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
@@ -84,7 +83,11 @@ fn produce_req(acks: i16, partition: i32, values: &[&[u8]]) -> ProduceRequest {
         timeout_ms: 1000,
         topic_data: vec![TopicProduceData {
             name: "t".into(),
-            partition_data: vec![PartitionProduceData { index: partition, records: Some(Records::Bytes(Bytes::from(batch))), ..Default::default() }],
+            partition_data: vec![PartitionProduceData {
+                index: partition,
+                records: Some(Records::Bytes(Bytes::from(batch))),
+                ..Default::default()
+            }],
             ..Default::default()
         }],
         ..Default::default()
@@ -100,7 +103,13 @@ fn fetch_req(offset: i64, min_bytes: i32, max_wait_ms: i32) -> FetchRequest {
         session_epoch: -1,
         topics: vec![FetchTopic {
             topic: "t".into(),
-            partitions: vec![FetchPartition { partition: 0, fetch_offset: offset, partition_max_bytes: 1 << 20, current_leader_epoch: -1, ..Default::default() }],
+            partitions: vec![FetchPartition {
+                partition: 0,
+                fetch_offset: offset,
+                partition_max_bytes: 1 << 20,
+                current_leader_epoch: -1,
+                ..Default::default()
+            }],
             ..Default::default()
         }],
         ..Default::default()
@@ -112,14 +121,25 @@ fn produce_then_fetch_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, &ANON, 0, &mut logs, None, 0).unwrap();
+    let out =
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b"]), 9), 9, 7, &ANON, 0, &mut logs, None, 0)
+            .unwrap();
     let produce::Outcome::Done(Some(chunks)) = out else { panic!("acks=all with the leader alone answers at once") };
     let resp: ProduceResponse = decode(chunks, 9, true);
     let pr = &resp.responses[0].partition_responses[0];
     assert_eq!((pr.error_code, pr.base_offset), (code::NONE, 0));
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (2, 2));
 
-    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(0, 1, 500), 12), 12, 8, &ANON, &mut logs).unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut FetchSessionCache::new(10),
+        &mut body(&fetch_req(0, 1, 500), 12),
+        12,
+        8,
+        &ANON,
+        &mut logs,
+    )
+    .unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!("data is there") };
     let resp: FetchResponse = decode(chunks, 12, true);
     let pd = &resp.responses[0].partitions[0];
@@ -133,7 +153,8 @@ fn produce_errors_name_the_partition() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
     let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap()
+        produce::handle(&table, &mut body(&produce_req(-1, 5, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0)
+            .unwrap()
     else {
         panic!()
     };
@@ -148,7 +169,9 @@ fn produce_errors_name_the_partition() {
     let last = raw.len() - 1;
     raw[last] ^= 0xff;
     req.topic_data[0].partition_data[0].records = Some(Records::Bytes(Bytes::from(raw)));
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) =
+        produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap()
+    else {
         panic!()
     };
     let resp: ProduceResponse = decode(chunks, 9, true);
@@ -162,7 +185,18 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
     let mut logs = Vec::new();
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a", b"b", b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap();
+    let out = produce::handle(
+        &table,
+        &mut body(&produce_req(-1, 0, &[b"a", b"b", b"c"]), 9),
+        9,
+        3,
+        &ANON,
+        0,
+        &mut logs,
+        None,
+        0,
+    )
+    .unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!("follower 2 has not fetched: the HW is behind") };
     assert_eq!((p.log.log_end_offset(), p.log.high_watermark()), (3, 0));
     assert!(pending.try_complete(false).unwrap().is_none());
@@ -176,7 +210,8 @@ fn acks_all_waits_for_the_isr_and_times_out_naming_the_hw() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NONE);
 
     // Another write the follower never fetches: at the deadline, REQUEST_TIMED_OUT.
-    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
+    let out = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"d"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0)
+        .unwrap();
     let produce::Outcome::Wait(mut pending) = out else { panic!() };
     let resp: ProduceResponse = decode(pending.try_complete(true).unwrap().unwrap(), 9, true);
     let pr = &resp.responses[0].partition_responses[0];
@@ -189,32 +224,73 @@ fn fetch_long_poll_parks_until_data_and_below_the_hw() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
-    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(0, 1, 500), 11), 11, 1, &ANON, &mut logs).unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut FetchSessionCache::new(10),
+        &mut body(&fetch_req(0, 1, 500), 11),
+        11,
+        1,
+        &ANON,
+        &mut logs,
+    )
+    .unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!("an empty log parks the fetch") };
     assert_eq!(pending.waiting_on.len(), 1);
     assert!(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().is_none());
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap();
+    let _ =
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap();
     assert_eq!(p.log.high_watermark(), 1);
-    let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
+    let resp: FetchResponse = decode(
+        pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(),
+        11,
+        false,
+    );
     assert!(!resp.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
     // Out of range: answered at once with the error, and logged.
-    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(9, 1, 500), 11), 11, 3, &ANON, &mut logs).unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut FetchSessionCache::new(10),
+        &mut body(&fetch_req(9, 1, 500), 11),
+        11,
+        3,
+        &ANON,
+        &mut logs,
+    )
+    .unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!() };
     let resp: FetchResponse = decode(chunks, 11, false);
     assert_eq!(resp.responses[0].partitions[0].error_code, code::OFFSET_OUT_OF_RANGE);
     assert!(logs.iter().any(|l| l.message.contains("fetch offset 9 of t-0 is outside [log start 0, LEO 1]")));
     // A deleted partition (gone from the image, then removed) answers a parked fetch with
     // UNKNOWN_TOPIC_OR_PARTITION.
-    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&fetch_req(1, 1, 500), 11), 11, 4, &ANON, &mut logs).unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut FetchSessionCache::new(10),
+        &mut body(&fetch_req(1, 1, 500), 11),
+        11,
+        4,
+        &ANON,
+        &mut logs,
+    )
+    .unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!() };
     table.set_metadata(1, ClusterView::default());
     table.remove("t", 0);
-    let resp: FetchResponse = decode(pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(), 11, false);
+    let resp: FetchResponse = decode(
+        pending.try_complete(&table, &mut FetchSessionCache::new(10), false, &mut logs).unwrap().unwrap(),
+        11,
+        false,
+    );
     assert_eq!(resp.responses[0].partitions[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
 }
 
 /// Serves `req` (Fetch v12) that must be answered at once (not parked): its response.
-fn fetch_now(table: &PartitionTable, sessions: &mut FetchSessionCache, req: &FetchRequest, correlation_id: i32) -> FetchResponse {
+fn fetch_now(
+    table: &PartitionTable,
+    sessions: &mut FetchSessionCache,
+    req: &FetchRequest,
+    correlation_id: i32,
+) -> FetchResponse {
     let out = fetch::handle(table, sessions, &mut body(req, 12), 12, correlation_id, &ANON, &mut Vec::new()).unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!("request {correlation_id} was parked") };
     decode(chunks, 12, true)
@@ -233,7 +309,8 @@ fn fetch_sessions_send_only_news() {
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
+    let _ =
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
     // Open a session (epoch 0): a full response carrying the new session id.
     let req = in_session(fetch_req(0, 0, 0), 0, 0);
     let resp = fetch_now(&table, &mut sessions, &req, 1);
@@ -252,7 +329,8 @@ fn fetch_sessions_send_only_news() {
     let resp = fetch_now(&table, &mut sessions, &inc2, 3);
     assert!(resp.responses.is_empty(), "{resp:?}");
     // A new record moves the HW: the partition is back in the response.
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
+    let _ =
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b"]), 9), 9, 4, &ANON, 0, &mut logs, None, 0).unwrap();
     let mut inc3 = in_session(fetch_req(1, 0, 0), id, 3);
     inc3.topics.clear();
     let resp = fetch_now(&table, &mut sessions, &inc3, 5);
@@ -284,7 +362,9 @@ fn a_session_request_moves_the_epoch_when_taken_in_not_when_answered() {
     // Epoch 1 parks (nothing to read, a long poll); its connection goes away unanswered.
     let mut inc = in_session(fetch_req(0, 1, 10_000), id, 1);
     inc.topics.clear();
-    let fetch::Outcome::Wait(_dropped) = fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap() else {
+    let fetch::Outcome::Wait(_dropped) =
+        fetch::handle(&table, &mut sessions, &mut body(&inc, 12), 12, 2, &ANON, &mut logs).unwrap()
+    else {
         panic!("an empty partition long-polls")
     };
     // Sent again at epoch 1, it is refused: the session may differ from what the client holds.
@@ -304,7 +384,8 @@ fn a_session_reads_the_replica_it_found_until_the_table_replaces_or_removes_it()
     let (table, _p) = table_with(dir.path(), vec![1]);
     let mut sessions = FetchSessionCache::new(10);
     let mut logs = Vec::new();
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
+    let _ =
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap();
     let id = fetch_now(&table, &mut sessions, &in_session(fetch_req(1, 0, 0), 0, 0), 1).session_id;
     let mut epoch = 0;
     let mut next = |table: &PartitionTable, sessions: &mut FetchSessionCache| {
@@ -319,8 +400,14 @@ fn a_session_reads_the_replica_it_found_until_the_table_replaces_or_removes_it()
     table.add("t", 0, 1, log, LeaderState { leader: 1, leader_epoch: 0, isr: vec![1], min_insync_replicas: 1 });
     let resp = next(&table, &mut sessions);
     let part = &resp.responses[0].partitions[0];
-    assert_eq!((part.error_code, part.high_watermark), (code::OFFSET_OUT_OF_RANGE, 0), "the new replica is read: {resp:?}");
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b", b"c"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap();
+    assert_eq!(
+        (part.error_code, part.high_watermark),
+        (code::OFFSET_OUT_OF_RANGE, 0),
+        "the new replica is read: {resp:?}"
+    );
+    let _ =
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"b", b"c"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0)
+            .unwrap();
     assert_eq!(next(&table, &mut sessions).responses[0].partitions[0].high_watermark, 2);
     // Removed: the session's partition is answered with an error, not from the old replica.
     table.remove("t", 0);
@@ -348,7 +435,8 @@ fn produce_at_a_non_leader_names_the_leader_from_v10() {
     assert_eq!(pr.error_code, code::NOT_LEADER_OR_FOLLOWER);
     assert_eq!((pr.current_leader.leader_id, pr.current_leader.leader_epoch), (2, 6));
     assert_eq!(pr.error_message.as_deref(), Some("broker 1 is not the leader of t-0: broker 2 is (leader epoch 6)"));
-    let eps: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id, e.host.as_str(), e.port, e.rack.clone())).collect();
+    let eps: Vec<_> =
+        resp.node_endpoints.iter().map(|e| (e.node_id, e.host.as_str(), e.port, e.rack.clone())).collect();
     assert_eq!(eps, [(2, "localhost", 9002, None)]);
     assert_eq!(p.log.log_end_offset(), 0, "nothing written at a follower");
 
@@ -358,12 +446,17 @@ fn produce_at_a_non_leader_names_the_leader_from_v10() {
     req.topic_data[0].name = "u".into();
     let second = req.topic_data[0].partition_data[0].clone();
     req.topic_data[0].partition_data.push(PartitionProduceData { index: 1, ..second });
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) =
+        produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap()
+    else {
         panic!()
     };
     let resp: ProduceResponse = decode(chunks, 11, true);
     for pr in &resp.responses[0].partition_responses {
-        assert_eq!((pr.error_code, pr.current_leader.leader_id, pr.current_leader.leader_epoch), (code::NOT_LEADER_OR_FOLLOWER, 3, 4));
+        assert_eq!(
+            (pr.error_code, pr.current_leader.leader_id, pr.current_leader.leader_epoch),
+            (code::NOT_LEADER_OR_FOLLOWER, 3, 4)
+        );
     }
     let eps: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id, e.port, e.rack.clone())).collect();
     assert_eq!(eps, [(3, 9003, Some("r3".to_owned()))]);
@@ -378,17 +471,36 @@ fn produce_at_a_non_leader_names_the_leader_from_v10() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
     assert_eq!(resp.responses[0].partition_responses[0].error_message.as_deref(), Some("partition u-2 does not exist"));
     let resp = produce_to("nope", 0, 11, &table);
-    assert_eq!(resp.responses[0].partition_responses[0].error_message.as_deref(), Some("topic \"nope\" does not exist"));
+    assert_eq!(
+        resp.responses[0].partition_responses[0].error_message.as_deref(),
+        Some("topic \"nope\" does not exist")
+    );
     assert!(resp.node_endpoints.is_empty());
 }
 
-fn fetch_of(version: i16, topic: &str, id: [u8; 16], partition: i32, epoch: i32, table: &PartitionTable) -> FetchResponse {
+fn fetch_of(
+    version: i16,
+    topic: &str,
+    id: [u8; 16],
+    partition: i32,
+    epoch: i32,
+    table: &PartitionTable,
+) -> FetchResponse {
     let mut req = fetch_req(0, 0, 0);
     req.topics[0].topic = if version >= 13 { String::new() } else { topic.into() };
     req.topics[0].topic_id = if version >= 13 { id } else { [0; 16] };
     req.topics[0].partitions[0].partition = partition;
     req.topics[0].partitions[0].current_leader_epoch = epoch;
-    let out = fetch::handle(table, &mut FetchSessionCache::new(10), &mut body(&req, version), version, 1, &ANON, &mut Vec::new()).unwrap();
+    let out = fetch::handle(
+        table,
+        &mut FetchSessionCache::new(10),
+        &mut body(&req, version),
+        version,
+        1,
+        &ANON,
+        &mut Vec::new(),
+    )
+    .unwrap();
     let fetch::Outcome::Done(chunks, _) = out else { panic!("errors and max_wait 0 answer at once") };
     decode(chunks, version, version >= 12)
 }
@@ -408,32 +520,58 @@ fn fetch_by_topic_id_and_leader_hints() {
     }
     // An id the image does not have: UNKNOWN_TOPIC_ID.
     let resp = fetch_of(16, "", [5; 16], 0, -1, &table);
-    assert_eq!((resp.responses[0].topic_id, resp.responses[0].partitions[0].error_code), ([5; 16], code::UNKNOWN_TOPIC_ID));
+    assert_eq!(
+        (resp.responses[0].topic_id, resp.responses[0].partitions[0].error_code),
+        ([5; 16], code::UNKNOWN_TOPIC_ID)
+    );
     // Led elsewhere: NOT_LEADER_OR_FOLLOWER, CurrentLeader from v12, NodeEndpoints from v16.
     let resp = fetch_of(16, "", U_ID, 1, -1, &table);
     let pd = &resp.responses[0].partitions[0];
-    assert_eq!((pd.error_code, pd.current_leader.leader_id, pd.current_leader.leader_epoch), (code::NOT_LEADER_OR_FOLLOWER, 3, 4));
+    assert_eq!(
+        (pd.error_code, pd.current_leader.leader_id, pd.current_leader.leader_epoch),
+        (code::NOT_LEADER_OR_FOLLOWER, 3, 4)
+    );
     assert_eq!(resp.node_endpoints.iter().map(|e| (e.node_id, e.port)).collect::<Vec<_>>(), [(3, 9003)]);
     let resp = fetch_of(12, "u", [0; 16], 1, -1, &table);
     let pd = &resp.responses[0].partitions[0];
     assert_eq!((pd.error_code, pd.current_leader.leader_id), (code::NOT_LEADER_OR_FOLLOWER, 3));
     let resp = fetch_of(11, "u", [0; 16], 1, -1, &table);
-    assert_eq!((resp.responses[0].partitions[0].error_code, resp.responses[0].partitions[0].current_leader.leader_id), (code::NOT_LEADER_OR_FOLLOWER, -1));
+    assert_eq!(
+        (resp.responses[0].partitions[0].error_code, resp.responses[0].partitions[0].current_leader.leader_id),
+        (code::NOT_LEADER_OR_FOLLOWER, -1)
+    );
     // An old leader epoch is fenced, and told the current one; a newer one is unknown.
     table.get("t", 0).unwrap().update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1], min_insync_replicas: 1 });
     let resp = fetch_of(16, "", T_ID, 0, 2, &table);
     let pd = &resp.responses[0].partitions[0];
-    assert_eq!((pd.error_code, pd.current_leader.leader_id, pd.current_leader.leader_epoch), (code::FENCED_LEADER_EPOCH, 1, 3));
+    assert_eq!(
+        (pd.error_code, pd.current_leader.leader_id, pd.current_leader.leader_epoch),
+        (code::FENCED_LEADER_EPOCH, 1, 3)
+    );
     assert_eq!(fetch_of(16, "", T_ID, 0, 4, &table).responses[0].partitions[0].error_code, code::UNKNOWN_LEADER_EPOCH);
     // Nonexistent partition of a known topic.
-    assert_eq!(fetch_of(16, "", T_ID, 7, -1, &table).responses[0].partitions[0].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        fetch_of(16, "", T_ID, 7, -1, &table).responses[0].partitions[0].error_code,
+        code::UNKNOWN_TOPIC_OR_PARTITION
+    );
 }
 
 #[test]
 fn a_v15_follower_names_itself_in_replica_state() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
-    let out = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11), 11, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+    let out = produce::handle(
+        &table,
+        &mut body(&produce_req(1, 0, &[b"a", b"b"]), 11),
+        11,
+        1,
+        &ANON,
+        0,
+        &mut Vec::new(),
+        None,
+        0,
+    )
+    .unwrap();
     assert!(matches!(out, produce::Outcome::Done(Some(_))));
     assert_eq!(p.log.high_watermark(), 0, "follower 2 has not fetched");
     let mut req = fetch_req(2, 0, 0);
@@ -441,7 +579,9 @@ fn a_v15_follower_names_itself_in_replica_state() {
     req.topics[0].topic_id = T_ID;
     req.replica_state.replica_id = 2;
     req.replica_state.replica_epoch = 1;
-    let out = fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&req, 15), 15, 1, &ANON, &mut Vec::new()).unwrap();
+    let out =
+        fetch::handle(&table, &mut FetchSessionCache::new(10), &mut body(&req, 15), 15, 1, &ANON, &mut Vec::new())
+            .unwrap();
     assert!(matches!(out, fetch::Outcome::Done(..) | fetch::Outcome::Wait(_)));
     assert_eq!(p.log.high_watermark(), 2, "the follower's fetch offset moved the HW");
 }
@@ -453,7 +593,9 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     let mut logs = Vec::new();
     // min.insync.replicas=2 and ISR [1, 2]: parked until follower 2 has the record.
     p.update(LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 2 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0).unwrap()
+    let produce::Outcome::Wait(mut pending) =
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"a"]), 9), 9, 1, &ANON, 0, &mut logs, None, 0)
+            .unwrap()
     else {
         panic!("parked for follower 2")
     };
@@ -468,7 +610,9 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     // Parked again; then another broker becomes leader: NOT_LEADER_OR_FOLLOWER at once,
     // although the local HW may never move again.
     p.update(LeaderState { leader: 1, leader_epoch: 1, isr: vec![1, 2], min_insync_replicas: 1 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap()
+    let produce::Outcome::Wait(mut pending) =
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"b"]), 9), 9, 2, &ANON, 0, &mut logs, None, 0)
+            .unwrap()
     else {
         panic!("parked for follower 2")
     };
@@ -478,7 +622,9 @@ fn a_parked_acks_all_produce_settles_on_leadership_and_isr_changes() {
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_LEADER_OR_FOLLOWER);
     // ... and leadership away and back (a new epoch) is no better: the tail may be rewritten.
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
-    let produce::Outcome::Wait(mut pending) = produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap()
+    let produce::Outcome::Wait(mut pending) =
+        produce::handle(&table, &mut body(&produce_req(-1, 0, &[b"c"]), 9), 9, 3, &ANON, 0, &mut logs, None, 0)
+            .unwrap()
     else {
         panic!()
     };
@@ -492,15 +638,39 @@ fn the_leader_answers_a_diverging_epoch_and_tracks_follower_catch_up() {
     let dir = tempfile::tempdir().unwrap();
     let (table, p) = table_with(dir.path(), vec![1, 2]);
     // Epoch 0: offsets 0-1; epoch 3: offsets 2-3.
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+    let _ = produce::handle(
+        &table,
+        &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9),
+        9,
+        1,
+        &ANON,
+        0,
+        &mut Vec::new(),
+        None,
+        0,
+    )
+    .unwrap();
     p.update(LeaderState { leader: 1, leader_epoch: 3, isr: vec![1, 2], min_insync_replicas: 1 });
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9), 9, 2, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+    let _ = produce::handle(
+        &table,
+        &mut body(&produce_req(1, 0, &[b"c", b"d"]), 9),
+        9,
+        2,
+        &ANON,
+        0,
+        &mut Vec::new(),
+        None,
+        0,
+    )
+    .unwrap();
     assert_eq!(p.log.epoch_entries(), [(0, 0), (3, 2)]);
     let follower_fetch = |offset: i64, last_epoch: i32| -> FetchResponse {
         let mut req = fetch_req(offset, 0, 0);
         req.replica_id = 2;
         req.topics[0].partitions[0].last_fetched_epoch = last_epoch;
-        let out = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new()).unwrap();
+        let out =
+            fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new())
+                .unwrap();
         let fetch::Outcome::Done(chunks, _) = out else { panic!("answered at once") };
         decode(chunks, 12, true)
     };
@@ -537,18 +707,40 @@ fn consumers_read_from_followers_and_leaders_name_a_replica_in_their_rack() {
     let dir = tempfile::tempdir().unwrap();
     // Broker 1 leads t-0 with ISR [1, 2, 3]; broker 3 is in rack "r3" (view_with_t).
     let (table, p) = table_with(dir.path(), vec![1, 2, 3]);
-    let _ = produce::handle(&table, &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+    let _ = produce::handle(
+        &table,
+        &mut body(&produce_req(1, 0, &[b"a", b"b"]), 9),
+        9,
+        1,
+        &ANON,
+        0,
+        &mut Vec::new(),
+        None,
+        0,
+    )
+    .unwrap();
     let consumer_fetch = |version: i16, rack: &str| -> FetchResponse {
         let mut req = fetch_req(0, 0, 0);
         req.rack_id = rack.to_owned();
-        let out = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, version), version, 1, &ANON, &mut Vec::new()).unwrap();
+        let out = fetch::handle(
+            &table,
+            &mut FetchSessionCache::new(1),
+            &mut body(&req, version),
+            version,
+            1,
+            &ANON,
+            &mut Vec::new(),
+        )
+        .unwrap();
         let fetch::Outcome::Done(chunks, _) = out else { panic!("answered at once") };
         decode(chunks, version, version >= 12)
     };
     let follower_caught_up = |replica: i32, offset: i64| {
         let mut req = fetch_req(offset, 0, 0);
         req.replica_id = replica;
-        let _ = fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new()).unwrap();
+        let _ =
+            fetch::handle(&table, &mut FetchSessionCache::new(1), &mut body(&req, 12), 12, 1, &ANON, &mut Vec::new())
+                .unwrap();
     };
     follower_caught_up(2, 2);
     follower_caught_up(3, 2);
@@ -607,7 +799,11 @@ fn hw_moves_of_a_watched_partition_are_reported_for_the_control_plane() {
 }
 
 fn txn_req(version_12_txn_id: Option<&str>, pid: i64, epoch: i16, seq: i32, values: &[&[u8]]) -> ProduceRequest {
-    let batch = BatchBuilder::new().producer(pid, epoch, seq).transactional(true).records(values.iter().map(|v| Rec::value(v))).build();
+    let batch = BatchBuilder::new()
+        .producer(pid, epoch, seq)
+        .transactional(true)
+        .records(values.iter().map(|v| Rec::value(v)))
+        .build();
     let mut req = produce_req(1, 0, &[]);
     req.transactional_id = version_12_txn_id.map(str::to_owned);
     req.topic_data[0].partition_data[0].records = Some(Records::Bytes(Bytes::from(batch)));
@@ -625,7 +821,9 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     let mut logs = Vec::new();
     let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
     // v12, no transaction open here: nothing appended, the partitions to add
-    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 12), 12, 1, &ANON, 0, &mut logs, None, 0).unwrap() else {
+    let produce::Outcome::Verify(v) =
+        produce::handle(&table, &mut body(&req, 12), 12, 1, &ANON, 0, &mut logs, None, 0).unwrap()
+    else {
         panic!("expected a verification")
     };
     assert_eq!(
@@ -642,37 +840,61 @@ fn transactions_v2_produce_goes_to_the_coordinator_once_per_transaction() {
     assert_eq!(p.log.log_end_offset(), 0);
     // v11 (transactions v1) appends without asking
     let req11 = txn_req(Some("tx"), 6, 0, 0, &[b"v1"]);
-    assert!(matches!(produce::handle(&table, &mut body(&req11, 11), 11, 2, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(
+        produce::handle(&table, &mut body(&req11, 11), 11, 2, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::Outcome::Done(_)
+    ));
     assert_eq!(p.log.log_end_offset(), 1);
     // the coordinator refused: its error, nothing appended
-    let produce::Outcome::Done(Some(chunks)) =
-        produce::handle(&table, &mut body(&req, 12), 12, 3, &ANON, 0, &mut logs, Some(&[verdict(code::NOT_ENOUGH_REPLICAS)]), 0).unwrap()
-    else {
+    let produce::Outcome::Done(Some(chunks)) = produce::handle(
+        &table,
+        &mut body(&req, 12),
+        12,
+        3,
+        &ANON,
+        0,
+        &mut logs,
+        Some(&[verdict(code::NOT_ENOUGH_REPLICAS)]),
+        0,
+    )
+    .unwrap() else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::NOT_ENOUGH_REPLICAS);
     assert_eq!(p.log.log_end_offset(), 1);
     // not among the verdicts: not added, refused
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 4, &ANON, 0, &mut logs, Some(&[]), 0).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) =
+        produce::handle(&table, &mut body(&req, 12), 12, 4, &ANON, 0, &mut logs, Some(&[]), 0).unwrap()
+    else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
     assert_eq!(resp.responses[0].partition_responses[0].error_code, code::INVALID_TXN_STATE);
     // added: appended, and the transaction is open here
-    let produce::Outcome::Done(Some(chunks)) = produce::handle(&table, &mut body(&req, 12), 12, 5, &ANON, 0, &mut logs, Some(&[verdict(code::NONE)]), 0).unwrap() else {
+    let produce::Outcome::Done(Some(chunks)) =
+        produce::handle(&table, &mut body(&req, 12), 12, 5, &ANON, 0, &mut logs, Some(&[verdict(code::NONE)]), 0)
+            .unwrap()
+    else {
         panic!("expected a response")
     };
     let resp: ProduceResponse = decode(chunks, 12, true);
-    assert_eq!((resp.responses[0].partition_responses[0].error_code, resp.responses[0].partition_responses[0].base_offset), (code::NONE, 1));
+    assert_eq!(
+        (resp.responses[0].partition_responses[0].error_code, resp.responses[0].partition_responses[0].base_offset),
+        (code::NONE, 1)
+    );
     assert!(p.log.has_ongoing_transaction(5, 0));
     // the next batch of the open transaction appends at once
     let next = txn_req(Some("tx"), 5, 0, 1, &[b"b"]);
-    assert!(matches!(produce::handle(&table, &mut body(&next, 12), 12, 6, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(
+        produce::handle(&table, &mut body(&next, 12), 12, 6, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::Outcome::Done(_)
+    ));
     assert_eq!(p.log.log_end_offset(), 3);
     // a non-transactional v12 produce never goes to the coordinator
     assert!(matches!(
-        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::handle(&table, &mut body(&produce_req(1, 0, &[b"x"]), 12), 12, 7, &ANON, 0, &mut logs, None, 0)
+            .unwrap(),
         produce::Outcome::Done(_)
     ));
 }
@@ -683,29 +905,46 @@ fn transactions_v1_first_batches_are_checked_when_verification_is_on() {
     let (table, p) = table_with(dir.path(), vec![1]);
     let mut logs = Vec::new();
     let req = txn_req(Some("tx"), 5, 0, 0, &[b"a"]);
-    assert!(matches!(produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(
+        produce::handle(&table, &mut body(&req, 11), 11, 1, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::Outcome::Done(_)
+    ));
     table.set_verify_transactions_v1(true);
     let req = txn_req(Some("tx"), 6, 0, 0, &[b"b"]);
-    let produce::Outcome::Verify(v) = produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap() else {
+    let produce::Outcome::Verify(v) =
+        produce::handle(&table, &mut body(&req, 9), 9, 2, &ANON, 0, &mut logs, None, 0).unwrap()
+    else {
         panic!("expected a verification")
     };
     assert!(v.verify_only && v.version == 9 && v.partitions == vec![("t".to_owned(), 0)]);
     // the producer of the open transaction goes on without asking
     let req = txn_req(Some("tx"), 5, 0, 1, &[b"c"]);
-    assert!(matches!(produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap(), produce::Outcome::Done(_)));
+    assert!(matches!(
+        produce::handle(&table, &mut body(&req, 9), 9, 3, &ANON, 0, &mut logs, None, 0).unwrap(),
+        produce::Outcome::Done(_)
+    ));
     assert_eq!(p.log.log_end_offset(), 2);
 }
 
 #[test]
 fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_as_their_sessions_allow() {
-    use super::expected_followers::{identity, ExpectedFollowers, NewLeadership, PATIENCE, SHORT_POLL, SPACING_PER_PARTITION};
+    use super::expected_followers::{
+        identity, ExpectedFollowers, NewLeadership, PATIENCE, SHORT_POLL, SPACING_PER_PARTITION,
+    };
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let table = PartitionTable::new();
     let poll = mio::Poll::new().unwrap();
     assert!(table.wakeup().attach(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap()));
-    let open = |i: i32| Arc::new(Log::open(&dir.path().join(format!("t-{i}")), "t", i, LogConfig::default(), None, 0).unwrap());
-    let state = |leader: i32, leader_epoch: i32, isr: Vec<i32>| LeaderState { leader, leader_epoch, isr, min_insync_replicas: 1 };
+    let open = |i: i32| {
+        Arc::new(Log::open(&dir.path().join(format!("t-{i}")), "t", i, LogConfig::default(), None, 0).unwrap())
+    };
+    let state = |leader: i32, leader_epoch: i32, isr: Vec<i32>| LeaderState {
+        leader,
+        leader_epoch,
+        isr,
+        min_insync_replicas: 1,
+    };
     let led = |t: &PartitionTable| -> Vec<(usize, Vec<i32>)> {
         t.wakeup().take_new_leaderships().into_iter().map(|l| (l.replica, l.followers)).collect()
     };
@@ -734,7 +973,11 @@ fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_a
     // ... and its next fetch, still without t-0, parks until the spacing allows another
     assert_eq!(expected.park_until(2, [identity(&p1)].into_iter(), 1000, long, now), spaced);
     assert!(expected.expects(2));
-    assert_eq!(expected.park_until(2, [identity(&p1), identity(&p0)].into_iter(), 1000, long, now), long, "2 reads t-0: a full long poll");
+    assert_eq!(
+        expected.park_until(2, [identity(&p1), identity(&p0)].into_iter(), 1000, long, now),
+        long,
+        "2 reads t-0: a full long poll"
+    );
     assert!(!expected.expects(2), "met expectations are dropped");
     // follower 3 has 20,000 partitions: one early answer, then none within the 500 ms
     assert_eq!(expected.park_until(3, std::iter::empty(), 20_000, long, now), now + SHORT_POLL);
@@ -742,7 +985,11 @@ fn a_new_leadership_is_announced_and_its_followers_are_answered_early_as_often_a
     assert!(expected.expects(3));
     assert_eq!(expected.note(leadership(), now + SHORT_POLL), [2, 3].into_iter().collect());
     assert_eq!(expected.answer_early(3, 20_000, long, now + SHORT_POLL), long, "not even for a new leadership");
-    assert_eq!(expected.park_until(3, std::iter::empty(), 1, now + PATIENCE * 3, now + PATIENCE * 2), now + PATIENCE * 3, "after PATIENCE 3 is not waited for");
+    assert_eq!(
+        expected.park_until(3, std::iter::empty(), 1, now + PATIENCE * 3, now + PATIENCE * 2),
+        now + PATIENCE * 3,
+        "after PATIENCE 3 is not waited for"
+    );
     assert!(!expected.expects(3));
 }
 
@@ -753,10 +1000,22 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
     let dir = tempfile::tempdir().unwrap();
     let (table, p0) = table_with(dir.path(), vec![1, 2]);
     let log = Arc::new(Log::open(&dir.path().join("t-1"), "t", 1, LogConfig::default(), None, 0).unwrap());
-    let p1 = table.add("t", 1, 1, log, LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 1 });
+    let p1 =
+        table.add("t", 1, 1, log, LeaderState { leader: 1, leader_epoch: 0, isr: vec![1, 2], min_insync_replicas: 1 });
     let mut sessions = FetchSessionCache::new(10);
     let produce = |partition: i32, values: &[&[u8]]| {
-        let _ = produce::handle(&table, &mut body(&produce_req(1, partition, values), 9), 9, 1, &ANON, 0, &mut Vec::new(), None, 0).unwrap();
+        let _ = produce::handle(
+            &table,
+            &mut body(&produce_req(1, partition, values), 9),
+            9,
+            1,
+            &ANON,
+            0,
+            &mut Vec::new(),
+            None,
+            0,
+        )
+        .unwrap();
     };
     // Follower 2's request (v12) listing `(partition, fetch offset)` of topic t.
     let follower = |listed: &[(i32, i64)], id: i32, epoch: i32, min_bytes: i32| {
@@ -764,7 +1023,13 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
         req.replica_id = 2;
         req.topics[0].partitions = listed
             .iter()
-            .map(|&(partition, fetch_offset)| FetchPartition { partition, fetch_offset, partition_max_bytes: 1 << 20, current_leader_epoch: -1, ..Default::default() })
+            .map(|&(partition, fetch_offset)| FetchPartition {
+                partition,
+                fetch_offset,
+                partition_max_bytes: 1 << 20,
+                current_leader_epoch: -1,
+                ..Default::default()
+            })
             .collect();
         if listed.is_empty() {
             req.topics.clear();
@@ -772,7 +1037,11 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
         req
     };
     let answered = |resp: &FetchResponse| -> Vec<(i32, i64, bool)> {
-        resp.responses.iter().flat_map(|t| &t.partitions).map(|d| (d.partition_index, d.high_watermark, d.records.as_ref().is_some_and(|r| !r.is_empty()))).collect()
+        resp.responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|d| (d.partition_index, d.high_watermark, d.records.as_ref().is_some_and(|r| !r.is_empty())))
+            .collect()
     };
     let caught_up = |p: &super::partition::Partition| p.follower_states()[0].1;
 
@@ -793,7 +1062,9 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
     std::thread::sleep(Duration::from_millis(5));
     let before = now_ms();
     // (a long poll with every partition quiet parks: the session's changes will wake it)
-    let out = fetch::handle(&table, &mut sessions, &mut body(&follower(&[], id, 3, 1), 12), 12, 4, &ANON, &mut Vec::new()).unwrap();
+    let out =
+        fetch::handle(&table, &mut sessions, &mut body(&follower(&[], id, 3, 1), 12), 12, 4, &ANON, &mut Vec::new())
+            .unwrap();
     let fetch::Outcome::Wait(idle) = out else { panic!("nothing to read: parked") };
     assert_eq!((idle.waiting_on.len(), idle.partitions()), (0, 2), "nothing read, of a session of 2");
     let (s0, s1) = (caught_up(&p0), caught_up(&p1));
@@ -810,12 +1081,22 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
     assert_eq!(answered(&resp), [(1, 0, true)]);
     assert_eq!(caught_up(&p1).last_caught_up_ms, s1.last_caught_up_ms, "a fetch behind the LEO is not a catch-up");
     // A long poll of the session parks on t-1 and is answered by a change of quiet t-0.
-    let out = fetch::handle(&table, &mut sessions, &mut body(&follower(&[(1, 1)], id, 5, 1), 12), 12, 6, &ANON, &mut Vec::new()).unwrap();
+    let out = fetch::handle(
+        &table,
+        &mut sessions,
+        &mut body(&follower(&[(1, 1)], id, 5, 1), 12),
+        12,
+        6,
+        &ANON,
+        &mut Vec::new(),
+    )
+    .unwrap();
     let fetch::Outcome::Wait(mut pending) = out else { panic!("nothing to send: parked") };
     assert_eq!(pending.waiting_on.len(), 1, "only the loud t-1 is read");
     assert!(pending.changes().is_some());
     produce(0, &[b"d"]);
-    let resp: FetchResponse = decode(pending.try_complete(&table, &mut sessions, false, &mut Vec::new()).unwrap().unwrap(), 12, true);
+    let resp: FetchResponse =
+        decode(pending.try_complete(&table, &mut sessions, false, &mut Vec::new()).unwrap().unwrap(), 12, true);
     assert_eq!(answered(&resp), [(1, 1, false), (0, 2, true)], "t-1's new HW, t-0's record");
     // Removed from the table: a quiet partition is read again and answered with an error.
     let resp = fetch_now(&table, &mut sessions, &follower(&[(0, 3)], id, 6, 0), 7);
@@ -828,7 +1109,11 @@ fn a_follower_session_reads_only_what_changed_and_keeps_its_quiet_partitions_cau
     assert_ne!(resp.responses[0].partitions[0].error_code, code::NONE, "{resp:?}");
     // Forgotten by the session: t-0's follower no longer counts as fetching it.
     let mut forget = follower(&[], id, 9, 0);
-    forget.forgotten_topics_data = vec![crate::protocol::messages::fetch_request::ForgottenTopic { topic: "t".into(), partitions: vec![0, 1], ..Default::default() }];
+    forget.forgotten_topics_data = vec![crate::protocol::messages::fetch_request::ForgottenTopic {
+        topic: "t".into(),
+        partitions: vec![0, 1],
+        ..Default::default()
+    }];
     let _ = fetch_now(&table, &mut sessions, &forget, 10);
     let left = caught_up(&p0);
     std::thread::sleep(Duration::from_millis(5));

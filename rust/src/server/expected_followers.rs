@@ -108,7 +108,14 @@ impl ExpectedFollowers {
     /// `fetched` (replica identities, `identity`): earlier (`SHORT_POLL`, spaced) while the
     /// follower is expected to add a partition the fetch does not read. Expectations met or
     /// past are dropped.
-    pub fn park_until(&mut self, replica: i32, fetched: impl Iterator<Item = usize>, partitions: usize, deadline: Instant, now: Instant) -> Instant {
+    pub fn park_until(
+        &mut self,
+        replica: i32,
+        fetched: impl Iterator<Item = usize>,
+        partitions: usize,
+        deadline: Instant,
+        now: Instant,
+    ) -> Instant {
         let Some(f) = self.by_replica.get_mut(&replica) else { return deadline };
         f.expected.retain(|(_, until)| *until > now);
         if f.expected.is_empty() || f.next_early.is_some_and(|t| t.max(now + SHORT_POLL) >= deadline) {

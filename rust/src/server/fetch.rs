@@ -45,16 +45,21 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fetch_session::{next_epoch, session_key, CachedPartition, FetchSessionCache, Resolved, Session, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
-use super::session_changes::SessionChanges;
-use super::partition::{NotServed, Partition, PartitionTable};
 use super::authorizer::{op, resource, Caller, CLUSTER_NAME};
+use super::fetch_session::{
+    next_epoch, session_key, CachedPartition, FetchSessionCache, Resolved, Session, SessionError, FINAL_EPOCH,
+    INITIAL_EPOCH,
+};
+use super::partition::{NotServed, Partition, PartitionTable};
 use super::quota;
 use super::request::{error_code_for, frame_response};
-use crate::protocol::error_codes as code;
+use super::session_changes::SessionChanges;
 use super::LogLine;
+use crate::protocol::error_codes as code;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest};
-use crate::protocol::messages::fetch_response::{AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
+use crate::protocol::messages::fetch_response::{
+    AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
 use crate::protocol::{Bytes, Chunk, ProtocolError, Reader, Records, Uuid};
 
 pub const MIN_VERSION: i16 = 4;
@@ -178,7 +183,13 @@ fn cached_of(t: &Target) -> CachedPartition {
 
 /// The partitions to read and the session mode, or a top-level session error code. A
 /// follower's incremental round reads only the session's loud partitions (`session_changes.rs`).
-fn resolve(sessions: &mut FetchSessionCache, req: &FetchRequest, version: i16, conn: u64, replica_id: i32) -> Result<(Vec<Target>, SessionMode), i16> {
+fn resolve(
+    sessions: &mut FetchSessionCache,
+    req: &FetchRequest,
+    version: i16,
+    conn: u64,
+    replica_id: i32,
+) -> Result<(Vec<Target>, SessionMode), i16> {
     let listed = || {
         req.topics
             .iter()
@@ -304,10 +315,10 @@ pub fn handle(
     // than the quota allows over the windows (Kafka's getMaxValueInQuotaWindow).
     let quotas = table.client_quotas();
     let user = quota::user_of(caller.principal);
-    let quota_max = if replica_id < 0 { quotas.max_value_in_window(quota::FETCH, user, caller.client_id) } else { None };
+    let quota_max =
+        if replica_id < 0 { quotas.max_value_in_window(quota::FETCH, user, caller.client_id) } else { None };
     let mut max_bytes = req.max_bytes;
     if let Some(limit) = quota_max {
-        #[allow(clippy::cast_possible_truncation)]
         let limit = limit.clamp(1.0, f64::from(i32::MAX)) as i32;
         max_bytes = max_bytes.min(limit);
     }
@@ -344,7 +355,12 @@ pub fn handle(
 /// The local replica `t` reads, checked as `PartitionTable::replica_for` checks it: the one
 /// found for it last while the table still has it (no lookup by name or id per read), else
 /// looked up by name (v4-12) or topic id (v13+) and remembered in `t`.
-fn replica(table: &PartitionTable, t: &mut Target, version: i16, follower_ok: bool) -> Result<Arc<Partition>, NotServed> {
+fn replica(
+    table: &PartitionTable,
+    t: &mut Target,
+    version: i16,
+    follower_ok: bool,
+) -> Result<Arc<Partition>, NotServed> {
     if let Some(part) = t.part.0.as_ref().filter(|p| !p.is_removed()) {
         return PartitionTable::check_replica(Arc::clone(part), t.current_leader_epoch, follower_ok);
     }
@@ -427,7 +443,6 @@ impl PendingFetch {
 
     /// Reads every partition; the response if there is enough data, an error, nothing to
     /// wait on, or `expired`; otherwise `None` with `waiting_on` set.
-    #[allow(clippy::too_many_lines)]
     pub fn try_complete(
         &mut self,
         table: &PartitionTable,
@@ -492,7 +507,11 @@ impl PendingFetch {
                     data.aborted_transactions = None;
                     errors = true;
                     if let Some(l) = why.current_leader().filter(|_| self.version >= 12 && self.hints) {
-                        data.current_leader = LeaderIdAndEpoch { leader_id: l.leader, leader_epoch: l.leader_epoch, ..Default::default() };
+                        data.current_leader = LeaderIdAndEpoch {
+                            leader_id: l.leader,
+                            leader_epoch: l.leader_epoch,
+                            ..Default::default()
+                        };
                         hinted.push(l.leader);
                     }
                 }
@@ -516,7 +535,8 @@ impl PendingFetch {
                     let diverging = (t.last_fetched_epoch >= 0)
                         .then(|| lg.end_offset_for_epoch(t.last_fetched_epoch))
                         .filter(|&(epoch, end)| epoch < t.last_fetched_epoch || end < t.fetch_offset);
-                    let elsewhere = racks.as_ref().map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
+                    let elsewhere =
+                        racks.as_ref().map_or(-1, |r| part.preferred_read_replica(t.fetch_offset, &self.rack_id, r));
                     if elsewhere >= 0 {
                         data.preferred_read_replica = elsewhere;
                         errors = true; // answer now: the consumer moves to that replica
@@ -569,7 +589,10 @@ impl PendingFetch {
                                 errors = true;
                                 let ours = data.error_code == code::KAFKA_STORAGE_ERROR && !part.is_removed();
                                 let level = if ours { LogLine::ERROR } else { LogLine::INFO };
-                                logs.push(LogLine::new(level, format!("fetch from {}: reading {} failed: {e}", self.peer, part.name())));
+                                logs.push(LogLine::new(
+                                    level,
+                                    format!("fetch from {}: reading {} failed: {e}", self.peer, part.name()),
+                                ));
                             }
                         }
                     } else if follower && t.fetch_offset == leo {
@@ -612,7 +635,9 @@ impl PendingFetch {
                 session_id = sessions.create(cached, self.conn, self.changes.clone());
                 if let Some(s) = sessions.get_mut(session_id).filter(|_| session_id != 0) {
                     for (t, settled) in self.targets.iter().zip(&settled) {
-                        if let Some(at) = s.position(&session_key(t.topic_id, &t.topic, t.partition)).filter(|_| *settled) {
+                        if let Some(at) =
+                            s.position(&session_key(t.topic_id, &t.topic, t.partition)).filter(|_| *settled)
+                        {
                             self.go_quiet(s, at, t);
                         }
                     }
@@ -626,7 +651,9 @@ impl PendingFetch {
                     // of it came in since (the epoch): the i-th target is its i-th partition.
                     let in_order = s.partitions.len() == self.targets.len();
                     for (i, (t, d)) in self.targets.iter().zip(&datas).enumerate() {
-                        let same = |c: &CachedPartition| c.partition == t.partition && c.topic_id == t.topic_id && c.topic == t.topic;
+                        let same = |c: &CachedPartition| {
+                            c.partition == t.partition && c.topic_id == t.topic_id && c.topic == t.topic
+                        };
                         let at = if in_order && same(&s.partitions[i]) {
                             Some(i)
                         } else {
@@ -674,9 +701,11 @@ impl PendingFetch {
         // Client quotas: the record bytes sent count toward the consumer's rate; the answer
         // carries the throttle time, and the network thread mutes the connection for it.
         if let Some((user, client_id)) = &self.quota {
-            self.throttle_ms = table.client_quotas().record(quota::FETCH, user, client_id, total, super::partition::now_ms());
+            self.throttle_ms =
+                table.client_quotas().record(quota::FETCH, user, client_id, total, super::partition::now_ms());
         }
-        let mut resp = FetchResponse { session_id, responses: topics, throttle_time_ms: self.throttle_ms, ..Default::default() };
+        let mut resp =
+            FetchResponse { session_id, responses: topics, throttle_time_ms: self.throttle_ms, ..Default::default() };
         if self.version >= 16 && !hinted.is_empty() {
             resp.node_endpoints = table
                 .endpoints_of(hinted)

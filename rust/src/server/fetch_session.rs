@@ -58,7 +58,11 @@ pub const FINAL_EPOCH: i32 = -1;
 
 /// The epoch after `epoch` in a session: 1, 2, ... `i32::MAX`, then 1 again.
 pub fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX || epoch < 1 { 1 } else { epoch + 1 }
+    if epoch == i32::MAX || epoch < 1 {
+        1
+    } else {
+        epoch + 1
+    }
 }
 
 /// One partition of a session: what the client asked for and what we last told it.
@@ -195,11 +199,17 @@ impl Session {
         if gone.is_empty() {
             return Vec::new();
         }
-        let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions).into_iter().partition(|c| !gone.contains(&c.key()));
+        let (kept, dropped): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.partitions).into_iter().partition(|c| !gone.contains(&c.key()));
         self.partitions = kept;
         if !dropped.is_empty() {
             self.index = self.partitions.iter().enumerate().map(|(i, c)| (c.key(), i)).collect();
-            self.by_replica = self.partitions.iter().enumerate().filter_map(|(i, c)| c.part.0.as_deref().map(|p| (identity(p), i))).collect();
+            self.by_replica = self
+                .partitions
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.part.0.as_deref().map(|p| (identity(p), i)))
+                .collect();
             self.loud = self.partitions.iter().enumerate().filter(|(_, c)| !c.quiet).map(|(i, _)| i).collect();
         }
         dropped

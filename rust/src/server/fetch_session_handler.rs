@@ -33,9 +33,9 @@ use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use super::fetch_session::next_epoch;
+use super::partition_hash::PartitionHashMap;
 use crate::protocol::error_codes as code;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
-use super::partition_hash::PartitionHashMap;
 use crate::protocol::Uuid;
 
 /// A followed partition: (topic name, partition index).
@@ -128,7 +128,12 @@ impl FetchSessionHandler {
             if full || before != Some(&held) {
                 match topics.last_mut() {
                     Some(t) if t.topic == *key.0 && t.topic_id == topic_id => t.partitions.push(p),
-                    _ => topics.push(FetchTopic { topic: key.0.to_string(), topic_id, partitions: vec![p], ..Default::default() }),
+                    _ => topics.push(FetchTopic {
+                        topic: key.0.to_string(),
+                        topic_id,
+                        partitions: vec![p],
+                        ..Default::default()
+                    }),
                 }
             }
             next.insert(key, held);
@@ -165,7 +170,12 @@ impl FetchSessionHandler {
 fn forget(out: &mut Vec<ForgottenTopic>, key: &Key, topic_id: Uuid) {
     match out.last_mut() {
         Some(t) if t.topic == *key.0 && t.topic_id == topic_id => t.partitions.push(key.1),
-        _ => out.push(ForgottenTopic { topic: key.0.to_string(), topic_id, partitions: vec![key.1], ..Default::default() }),
+        _ => out.push(ForgottenTopic {
+            topic: key.0.to_string(),
+            topic_id,
+            partitions: vec![key.1],
+            ..Default::default()
+        }),
     }
 }
 
@@ -174,12 +184,21 @@ mod tests {
     use super::*;
 
     fn want(topic: &str, id: u8, partition: i32, offset: i64) -> (Key, Uuid, FetchPartition) {
-        let p = FetchPartition { partition, fetch_offset: offset, current_leader_epoch: 3, partition_max_bytes: 1000, ..Default::default() };
+        let p = FetchPartition {
+            partition,
+            fetch_offset: offset,
+            current_leader_epoch: 3,
+            partition_max_bytes: 1000,
+            ..Default::default()
+        };
         ((Arc::from(topic), partition), [id; 16], p)
     }
 
     fn listed(r: &SessionRequest) -> Vec<(String, i32, i64)> {
-        r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.topic.clone(), p.partition, p.fetch_offset))).collect()
+        r.topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic.clone(), p.partition, p.fetch_offset)))
+            .collect()
     }
 
     fn forgotten(r: &SessionRequest) -> Vec<(String, Uuid, Vec<i32>)> {

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds (milliseconds) of the request-time histogram buckets; one more bucket, +Inf.
-pub const LATENCY_BUCKETS_MS: [f64; 14] = [0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0];
+pub const LATENCY_BUCKETS_MS: [f64; 14] =
+    [0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0];
 /// API keys 0..MAX_API_KEY are measured (Kafka's keys stop below 100).
 pub const MAX_API_KEY: usize = 128;
 
@@ -92,7 +93,6 @@ impl RequestStats {
                     running
                 })
                 .collect();
-            #[allow(clippy::cast_precision_loss)]
             let total_ms = a.total_us.load(Ordering::Relaxed) as f64 / 1000.0;
             out.push((i16::try_from(k).unwrap_or(i16::MAX), count, total_ms, cumulative));
         }

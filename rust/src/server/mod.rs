@@ -21,7 +21,6 @@
 //! Thread-safety: `NetworkServer` methods may be called from any thread.
 
 pub mod authorizer;
-pub mod quota;
 pub mod connection;
 pub mod expected_followers;
 pub mod fetch;
@@ -34,11 +33,12 @@ pub mod partition;
 pub mod partition_hash;
 pub mod principal_mapping;
 pub mod produce;
-pub mod session_changes;
+pub mod quota;
 pub mod replica_fetcher;
 pub mod request;
-pub mod schema_ids;
 pub mod sasl_client;
+pub mod schema_ids;
+pub mod session_changes;
 pub mod tls_client;
 pub mod transport;
 pub mod x500;
@@ -151,17 +151,35 @@ pub enum Event {
 #[derive(Debug)]
 pub enum Command {
     /// The answer to the request in flight on `conn` (`None`: no response, e.g. acks=0).
-    Respond { conn: u64, chunks: Option<Vec<Chunk>> },
+    Respond {
+        conn: u64,
+        chunks: Option<Vec<Chunk>>,
+    },
     /// Serve the Produce `frame` of `conn` again, after its coordinator's `verdicts`.
-    ServeVerified { conn: u64, frame: Bytes, verdicts: Vec<produce::Verdict> },
+    ServeVerified {
+        conn: u64,
+        frame: Bytes,
+        verdicts: Vec<produce::Verdict>,
+    },
     /// Close `conn` (a protocol violation); the reason is reported back as a fault.
-    Close { conn: u64, reason: Option<String> },
+    Close {
+        conn: u64,
+        reason: Option<String>,
+    },
     /// `conn` authenticated (SASL) as `principal`; the session ends after `session_ms`
     /// (KIP-368, `None`: never), when only re-authentication is served.
-    Authenticated { conn: u64, principal: Arc<str>, session_ms: Option<u64> },
+    Authenticated {
+        conn: u64,
+        principal: Arc<str>,
+        session_ms: Option<u64>,
+    },
     /// Answer the request in flight on `conn`, then close it once the answer is written
     /// (a failed authentication: the client reads why, and gets no second try on it).
-    RespondAndClose { conn: u64, chunks: Vec<Chunk>, reason: String },
+    RespondAndClose {
+        conn: u64,
+        chunks: Vec<Chunk>,
+        reason: String,
+    },
     Shutdown,
 }
 
@@ -231,7 +249,10 @@ impl NetworkServer {
         for l in &config.listeners {
             let (host, port) = (l.host.as_str(), l.port);
             let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("listener {}: {host}:{port} resolves to no address", l.name))
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("listener {}: {host}:{port} resolves to no address", l.name),
+                )
             })?;
             let listener = TcpListener::bind(addr)
                 .map_err(|e| io::Error::new(e.kind(), format!("listener {} cannot bind {host}:{port}: {e}", l.name)))?;
@@ -244,7 +265,10 @@ impl NetworkServer {
         let poll = Poll::new()?;
         let wakeup = Arc::clone(table.wakeup());
         if !wakeup.attach(Waker::new(poll.registry(), WAKER)?) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the partition table already serves another network server"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the partition table already serves another network server",
+            ));
         }
         let (notify_tx, notify_rx) = UnixStream::pair()?;
         notify_tx.set_nonblocking(true)?;

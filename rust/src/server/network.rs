@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
-use super::connection::{ConnError, Connection, Phase, ReadOutcome};
 use super::authorizer::Caller;
-use super::transport::Transport;
-use super::request::{decode_header, peek_api};
+use super::connection::{ConnError, Connection, Phase, ReadOutcome};
 use super::expected_followers::ExpectedFollowers;
 use super::fetch_session::FetchSessionCache;
 use super::partition::Partition;
+use super::request::{decode_header, peek_api};
+use super::transport::Transport;
 use super::{fetch, produce, quota, Command, Event, Shared, ANONYMOUS};
 use crate::protocol::messages::{FetchRequest, ProduceRequest};
 use crate::protocol::{Chunk, Message, ProtocolError, Reader};
@@ -101,7 +101,10 @@ pub struct NetworkLoop {
 impl NetworkLoop {
     pub fn new(poll: Poll, mut listeners: Vec<TcpListener>, shared: Arc<Shared>) -> io::Result<Self> {
         if listeners.len() > MAX_LISTENERS {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} listeners; at most {MAX_LISTENERS}", listeners.len())));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} listeners; at most {MAX_LISTENERS}", listeners.len()),
+            ));
         }
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(FIRST_LISTENER + i), Interest::READABLE)?;
@@ -148,7 +151,10 @@ impl NetworkLoop {
             if self.last_tick.elapsed() >= TICK {
                 self.last_tick = Instant::now();
                 self.close_idle();
-                self.shared.stats.fetch_session_partitions.store(self.sessions.partitions_cached() as u64, Ordering::Relaxed);
+                self.shared
+                    .stats
+                    .fetch_session_partitions
+                    .store(self.sessions.partitions_cached() as u64, Ordering::Relaxed);
             }
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
@@ -166,15 +172,28 @@ impl NetworkLoop {
                     let _ = stream.set_nodelay(true);
                     let id = self.next_id;
                     self.next_id += 1;
-                    #[allow(clippy::cast_possible_truncation)]
-                    if let Err(e) = self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE | Interest::WRITABLE) {
-                        self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("registering the connection failed: {e}"), fault: true });
+                    if let Err(e) = self.poll.registry().register(
+                        &mut stream,
+                        Token(id as usize),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        self.shared.push_event(Event::Closed {
+                            conn: id,
+                            peer: peer_name(addr),
+                            reason: format!("registering the connection failed: {e}"),
+                            fault: true,
+                        });
                         continue;
                     }
                     let transport = match Transport::new(stream, tls.as_ref()) {
                         Ok(t) => t,
                         Err(e) => {
-                            self.shared.push_event(Event::Closed { conn: id, peer: peer_name(addr), reason: format!("{e}"), fault: true });
+                            self.shared.push_event(Event::Closed {
+                                conn: id,
+                                peer: peer_name(addr),
+                                reason: format!("{e}"),
+                                fault: true,
+                            });
                             continue;
                         }
                     };
@@ -320,41 +339,57 @@ impl NetworkLoop {
         }
         let mut logs = Vec::new();
         let table = Arc::clone(&self.shared.table);
-        let (principal, listener) = self
-            .conns
-            .get(&id)
-            .map_or((None, 0), |c| (c.principal.clone(), c.listener));
+        let (principal, listener) = self.conns.get(&id).map_or((None, 0), |c| (c.principal.clone(), c.listener));
         let principal = principal.unwrap_or_else(|| Arc::from(ANONYMOUS));
         let client_id = header.client_id.as_deref().unwrap_or("");
         let caller = Caller { peer, principal: &principal, listener, client_id, conn: id };
         let result: Result<Served, ProtocolError> = if api_key == 0 {
-            #[allow(clippy::cast_possible_truncation)]
-            let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            let now_ms =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             // Client quotas: the request's bytes count once (not again when a verified
             // request is served a second time).
             let throttle_ms = match self.conns.get_mut(&id) {
                 Some(c) if verdicts.is_none() => {
-                    c.throttle_ms = table.client_quotas().record(quota::PRODUCE, quota::user_of(&principal), client_id, frame.len() as u64, now_ms);
+                    c.throttle_ms = table.client_quotas().record(
+                        quota::PRODUCE,
+                        quota::user_of(&principal),
+                        client_id,
+                        frame.len() as u64,
+                        now_ms,
+                    );
                     c.throttle_ms
                 }
                 Some(c) => c.throttle_ms,
                 None => 0,
             };
-            produce::handle(&table, &mut r, version, header.correlation_id, &caller, now_ms, &mut logs, verdicts, throttle_ms).map(|o| match o {
+            produce::handle(
+                &table,
+                &mut r,
+                version,
+                header.correlation_id,
+                &caller,
+                now_ms,
+                &mut logs,
+                verdicts,
+                throttle_ms,
+            )
+            .map(|o| match o {
                 produce::Outcome::Done(chunks) => Served::Now(chunks),
                 produce::Outcome::Wait(p) => Served::Park(Parked::Produce(Box::new(p))),
                 produce::Outcome::Verify(v) => Served::Verify(v),
             })
         } else {
-            fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, &caller, &mut logs).map(|o| match o {
-                fetch::Outcome::Done(chunks, throttle_ms) => {
-                    if let Some(c) = self.conns.get_mut(&id) {
-                        c.throttle_ms = throttle_ms;
+            fetch::handle(&table, &mut self.sessions, &mut r, version, header.correlation_id, &caller, &mut logs).map(
+                |o| match o {
+                    fetch::Outcome::Done(chunks, throttle_ms) => {
+                        if let Some(c) = self.conns.get_mut(&id) {
+                            c.throttle_ms = throttle_ms;
+                        }
+                        Served::Now(Some(chunks))
                     }
-                    Served::Now(Some(chunks))
-                }
-                fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
-            })
+                    fetch::Outcome::Wait(f) => Served::Park(Parked::Fetch(f)),
+                },
+            )
         };
         for line in logs {
             self.shared.push_event(Event::Log(line));
@@ -432,7 +467,8 @@ impl NetworkLoop {
     fn park(&mut self, id: u64, mut parked: Parked) {
         if let Parked::Fetch(f) = &mut parked {
             if f.is_follower() {
-                f.deadline = self.expected.park_until(f.replica_id(), f.resolved(), f.partitions(), f.deadline, Instant::now());
+                f.deadline =
+                    self.expected.park_until(f.replica_id(), f.resolved(), f.partitions(), f.deadline, Instant::now());
             }
         }
         let for_leo = parked.waits_for_leo();
@@ -586,7 +622,6 @@ impl NetworkLoop {
             .map(|c| c.id)
             .collect();
         for id in stale {
-            #[allow(clippy::cast_possible_truncation)]
             let ms = idle.as_millis() as u64;
             self.close(id, Some((format!("idle for connections.max.idle.ms={ms}"), false)));
         }

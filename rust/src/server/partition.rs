@@ -388,7 +388,12 @@ impl Partition {
     /// leader considers: itself, and ISR followers whose LEO has reached `fetch_offset`. A
     /// replica in the client's rack is chosen (the leader if it is one; else the follower
     /// with the highest LEO, lowest id on ties); no rack match: the leader.
-    pub fn preferred_read_replica(&self, fetch_offset: i64, client_rack: &str, racks: &HashMap<i32, Option<String>>) -> i32 {
+    pub fn preferred_read_replica(
+        &self,
+        fetch_offset: i64,
+        client_rack: &str,
+        racks: &HashMap<i32, Option<String>>,
+    ) -> i32 {
         let in_rack = |id: i32| racks.get(&id).and_then(Option::as_deref) == Some(client_rack);
         if client_rack.is_empty() || in_rack(self.node_id) || fetch_offset < self.log.log_start_offset() {
             return -1;
@@ -499,7 +504,6 @@ impl ClusterView {
         let names = topics.iter().map(|(n, t)| (t.id, n.clone())).collect();
         ClusterView { topics, names, brokers }
     }
-
 }
 
 /// Why this broker cannot serve a partition as its leader.
@@ -553,7 +557,9 @@ impl NotServed {
             NotServed::FencedEpoch(l) => {
                 format!("leader epoch of {topic}-{index} is {}, newer than the request's", l.leader_epoch)
             }
-            NotServed::UnknownEpoch => format!("the request's leader epoch of {topic}-{index} is newer than broker {node_id}'s"),
+            NotServed::UnknownEpoch => {
+                format!("the request's leader epoch of {topic}-{index} is newer than broker {node_id}'s")
+            }
         }
     }
 }
@@ -718,8 +724,13 @@ impl PartitionTable {
     /// Changes the cluster view by a metadata delta: `removed` topics go, `upserted` ones
     /// (created or changed) replace their entries, and the brokers are replaced when given.
     /// The cost is the delta's, not the cluster's.
-    pub fn update_metadata(&self, node_id: i32, upserted: Vec<(String, TopicView)>, removed: &[String],
-                           brokers: Option<HashMap<i32, BrokerEndpoint>>) {
+    pub fn update_metadata(
+        &self,
+        node_id: i32,
+        upserted: Vec<(String, TopicView)>,
+        removed: &[String],
+        brokers: Option<HashMap<i32, BrokerEndpoint>>,
+    ) {
         self.node_id.store(node_id, Ordering::Relaxed);
         let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
         for name in removed {
@@ -751,7 +762,9 @@ impl PartitionTable {
         ids.sort_unstable();
         ids.dedup();
         let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
-        ids.into_iter().filter_map(|i| view.brokers.get(&i).map(|e| (i, e.host.clone(), e.port, e.rack.clone()))).collect()
+        ids.into_iter()
+            .filter_map(|i| view.brokers.get(&i).map(|e| (i, e.host.clone(), e.port, e.rack.clone())))
+            .collect()
     }
 
     /// The name of the topic with id `id`, if the image has it.
@@ -768,7 +781,13 @@ impl PartitionTable {
 
     /// As `leader_for`, but with `follower_ok` a follower replica serves too (a consumer's
     /// Fetch v11+, KIP-392); the client's leader epoch is checked against this replica's.
-    pub fn replica_for(&self, topic: &str, index: i32, current_leader_epoch: i32, follower_ok: bool) -> Result<Arc<Partition>, NotServed> {
+    pub fn replica_for(
+        &self,
+        topic: &str,
+        index: i32,
+        current_leader_epoch: i32,
+        follower_ok: bool,
+    ) -> Result<Arc<Partition>, NotServed> {
         let Some(part) = self.get(topic, index).filter(|p| !p.is_removed()) else {
             return Err(self.not_here(topic, index));
         };
@@ -777,14 +796,22 @@ impl PartitionTable {
 
     /// `replica_for`'s checks on a replica already found in the table (a fetch session
     /// remembers the replicas it reads, and looks one up again only once it was removed).
-    pub fn check_replica(part: Arc<Partition>, current_leader_epoch: i32, follower_ok: bool) -> Result<Arc<Partition>, NotServed> {
+    pub fn check_replica(
+        part: Arc<Partition>,
+        current_leader_epoch: i32,
+        follower_ok: bool,
+    ) -> Result<Arc<Partition>, NotServed> {
         let st = part.state();
         let current = CurrentLeader { leader: st.leader, leader_epoch: st.leader_epoch };
         if st.leader != part.node_id && !follower_ok {
             return Err(NotServed::NotLeader(current));
         }
         if current_leader_epoch >= 0 && current_leader_epoch != st.leader_epoch {
-            return Err(if current_leader_epoch < st.leader_epoch { NotServed::FencedEpoch(current) } else { NotServed::UnknownEpoch });
+            return Err(if current_leader_epoch < st.leader_epoch {
+                NotServed::FencedEpoch(current)
+            } else {
+                NotServed::UnknownEpoch
+            });
         }
         drop(st);
         Ok(part)

@@ -86,7 +86,8 @@ mod tests {
         // 50,000 partitions of 10,000 topics: distinct hashes, and the low bits (the bucket)
         // and the top 7 bits (hashbrown's control byte) both spread.
         let b = BuildHasherDefault::<PartitionHasher>::default();
-        let keys: Vec<(Arc<str>, i32)> = (0..10_000).flat_map(|t| (0..5).map(move |p| (Arc::from(format!("scale-{t:06}")), p))).collect();
+        let keys: Vec<(Arc<str>, i32)> =
+            (0..10_000).flat_map(|t| (0..5).map(move |p| (Arc::from(format!("scale-{t:06}")), p))).collect();
         let hashes: PartitionHashSet<u64> = keys.iter().map(|k| b.hash_one(k)).collect();
         assert_eq!(hashes.len(), keys.len());
         let low: PartitionHashSet<u64> = hashes.iter().map(|h| h & 0xffff).collect();

@@ -63,13 +63,16 @@ impl PrincipalMapper {
                 rules.push(Rule::Default);
                 rest = after;
             } else if let Some(after) = rest.strip_prefix("RULE:") {
-                let (pattern, after) = until_slash(after).ok_or_else(|| format!("rule {rest:?}: no '/' after the pattern"))?;
-                let (replacement, after) = until_slash(after).ok_or_else(|| format!("rule {rest:?}: no '/' after the replacement"))?;
+                let (pattern, after) =
+                    until_slash(after).ok_or_else(|| format!("rule {rest:?}: no '/' after the pattern"))?;
+                let (replacement, after) =
+                    until_slash(after).ok_or_else(|| format!("rule {rest:?}: no '/' after the replacement"))?;
                 let (case, after) = match after.chars().next() {
                     Some(c @ ('L' | 'U')) => (Some(c), &after[1..]),
                     _ => (None, after),
                 };
-                let pattern = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("rule pattern {pattern:?}: {e}"))?;
+                let pattern =
+                    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("rule pattern {pattern:?}: {e}"))?;
                 // Java's $1 is Rust's ${1} (a bare $1x would name a group "1x")
                 let replacement = group_ref.replace_all(&replacement, "$${$1}").into_owned();
                 rules.push(Rule::Replace { pattern, replacement, case });
@@ -92,7 +95,8 @@ impl PrincipalMapper {
     /// Kafka's principal of a client certificate (DER): `User:` and its subject (RFC 2253,
     /// `x500.rs`) as the rules map it; Err says why not (unreadable, or no rule applies).
     pub fn principal(&self, der: &[u8]) -> Result<String, String> {
-        let subject = super::x500::subject_name(der).map_err(|e| format!("the certificate's subject cannot be read: {e}"))?;
+        let subject =
+            super::x500::subject_name(der).map_err(|e| format!("the certificate's subject cannot be read: {e}"))?;
         self.name(&subject).map(|name| format!("User:{name}"))
     }
 
@@ -130,7 +134,8 @@ mod tests {
 
     #[test]
     fn rules_in_order_with_groups_and_case() {
-        let m = PrincipalMapper::parse("RULE:^CN=([^,]+),OU=brokers,.*$/$1/L, RULE:^CN=(.*?),O=(.*)$/$2-$1x/U,DEFAULT").unwrap();
+        let m = PrincipalMapper::parse("RULE:^CN=([^,]+),OU=brokers,.*$/$1/L, RULE:^CN=(.*?),O=(.*)$/$2-$1x/U,DEFAULT")
+            .unwrap();
         assert_eq!(m.name("CN=Broker1,OU=brokers,O=Example").unwrap(), "broker1");
         assert_eq!(m.name("CN=alice,O=Example").unwrap(), "EXAMPLE-ALICEX");
         assert_eq!(m.name("OU=x,O=y").unwrap(), "OU=x,O=y");

@@ -42,15 +42,16 @@ use super::authorizer::{op, resource, Caller};
 use super::metrics::PartitionStats;
 use super::partition::{Partition, PartitionTable};
 use super::request::{error_code_for, frame_response};
-use crate::protocol::error_codes as code;
-use super::LogLine;
-use crate::protocol::messages::produce_request::ProduceRequest;
-use crate::error::LogError;
 use super::schema_ids::check_framed;
-use crate::protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
-};
+use super::LogLine;
 use crate::batch::{BatchHeader, HEADER_LEN, MAGIC_AT};
+use crate::error::LogError;
+use crate::protocol::error_codes as code;
+use crate::protocol::messages::produce_request::ProduceRequest;
+use crate::protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse,
+    TopicProduceResponse,
+};
 use crate::protocol::{Chunk, ProtocolError, Reader, Records};
 
 pub const MIN_VERSION: i16 = 3;
@@ -97,17 +98,24 @@ impl PendingProduce {
             } else if st.leader != w.part.node_id || st.leader_epoch != w.leader_epoch {
                 Some((
                     code::NOT_LEADER_OR_FOLLOWER,
-                    format!("leadership of {name} moved (leader {} epoch {}, appended under epoch {})", st.leader, st.leader_epoch, w.leader_epoch),
+                    format!(
+                        "leadership of {name} moved (leader {} epoch {}, appended under epoch {})",
+                        st.leader, st.leader_epoch, w.leader_epoch
+                    ),
                 ))
             } else if w.part.log.high_watermark() >= w.offset {
                 let isr = i32::try_from(st.isr.len()).unwrap_or(i32::MAX);
-                (isr < st.min_insync_replicas).then(|| {
-                    (
-                        code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                        format!("ISR of {name} shrank to {:?}, below min.insync.replicas={}", st.isr, st.min_insync_replicas),
-                    )
-                })
-                .or(Some((code::NONE, String::new())))
+                (isr < st.min_insync_replicas)
+                    .then(|| {
+                        (
+                            code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                            format!(
+                                "ISR of {name} shrank to {:?}, below min.insync.replicas={}",
+                                st.isr, st.min_insync_replicas
+                            ),
+                        )
+                    })
+                    .or(Some((code::NONE, String::new())))
             } else {
                 None
             };
@@ -130,7 +138,8 @@ impl PendingProduce {
             w.done = true;
             let r = &mut self.response.responses[w.topic].partition_responses[w.index];
             r.error_code = code::REQUEST_TIMED_OUT;
-            r.error_message = Some(format!("HW of {} did not reach {} within {timeout_ms} ms", w.part.name(), w.offset));
+            r.error_message =
+                Some(format!("HW of {} did not reach {} within {timeout_ms} ms", w.part.name(), w.offset));
         }
         frame_response(&self.response, self.version, self.correlation_id).map(Some)
     }
@@ -268,19 +277,31 @@ pub fn handle(
                     Err(why) => {
                         let mut resp = reject(why.code(false), why.describe(name, idx, table.node_id()));
                         if let Some(l) = why.current_leader().filter(|_| version >= 10 && caller.takes_hints()) {
-                            resp.current_leader = LeaderIdAndEpoch { leader_id: l.leader, leader_epoch: l.leader_epoch, ..Default::default() };
+                            resp.current_leader = LeaderIdAndEpoch {
+                                leader_id: l.leader,
+                                leader_epoch: l.leader_epoch,
+                                ..Default::default()
+                            };
                             hinted.push(l.leader);
                         }
                         resp
                     }
                     Ok(part) => {
-                        let refused = if verifying { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
+                        let refused =
+                            if verifying { verdict_refusal(&part, pdata.records.as_ref(), verdicts) } else { None };
                         let (resp, wait_for) = match refused {
                             Some((c, msg)) => (reject(c, msg), None),
                             None => append(&part, table, pdata.records, acks, now_ms, peer, logs),
                         };
                         if let Some((offset, leader_epoch)) = wait_for {
-                            waits.push(Wait { topic: ti, index: out.partition_responses.len(), part, offset, leader_epoch, done: false });
+                            waits.push(Wait {
+                                topic: ti,
+                                index: out.partition_responses.len(),
+                                part,
+                                offset,
+                                leader_epoch,
+                                done: false,
+                            });
                         }
                         resp
                     }
@@ -304,8 +325,14 @@ pub fn handle(
             .collect();
     }
     let timeout = Duration::from_millis(u64::try_from(req.timeout_ms.max(0)).unwrap_or(0));
-    let mut pending =
-        PendingProduce { response, waits, version, correlation_id, timeout_ms: req.timeout_ms, deadline: Instant::now() + timeout };
+    let mut pending = PendingProduce {
+        response,
+        waits,
+        version,
+        correlation_id,
+        timeout_ms: req.timeout_ms,
+        deadline: Instant::now() + timeout,
+    };
     match pending.try_complete(false)? {
         Some(chunks) => Ok(Outcome::Done(Some(chunks))),
         None => Ok(Outcome::Wait(pending)),
@@ -335,7 +362,10 @@ fn refuse_unauthorized(
     let mut refusals = Vec::new();
     req.topic_data.retain(|topic| {
         let (c, why) = if txn_denied {
-            (code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, format!("{} may not write transactional id {:?}", caller.principal, txn.unwrap_or("")))
+            (
+                code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                format!("{} may not write transactional id {:?}", caller.principal, txn.unwrap_or("")),
+            )
         } else if !caller.may(authorizer, resource::TOPIC, &topic.name, op::WRITE) {
             if let Some(logs) = logs.as_deref_mut() {
                 logs.push(caller.denial(op::WRITE, resource::TOPIC, &topic.name, "Produce"));
@@ -346,7 +376,11 @@ fn refuse_unauthorized(
         };
         refusals.push(TopicProduceResponse {
             name: topic.name.clone(),
-            partition_responses: topic.partition_data.iter().map(|p| partition_response(p.index, c, Some(why.clone()))).collect(),
+            partition_responses: topic
+                .partition_data
+                .iter()
+                .map(|p| partition_response(p.index, c, Some(why.clone())))
+                .collect(),
             ..Default::default()
         });
         false
@@ -368,7 +402,9 @@ fn verdict_refusal(part: &Partition, records: Option<&Records>, verdicts: Option
     found.is_none().then(|| {
         (
             code::INVALID_TXN_STATE,
-            format!("{name}-{idx} was not added to the transaction of producer id {pid} epoch {epoch} by its coordinator"),
+            format!(
+                "{name}-{idx} was not added to the transaction of producer id {pid} epoch {epoch} by its coordinator"
+            ),
         )
     })
 }
@@ -437,7 +473,10 @@ fn append(
         Ok(res) => {
             part.maybe_increment_hw();
             PartitionStats::add(&part.stats.bytes_in, size);
-            PartitionStats::add(&part.stats.messages_in, u64::try_from(res.last_offset - res.base_offset + 1).unwrap_or(0));
+            PartitionStats::add(
+                &part.stats.messages_in,
+                u64::try_from(res.last_offset - res.base_offset + 1).unwrap_or(0),
+            );
             let resp = PartitionProduceResponse {
                 index: idx,
                 error_code: code::NONE,
@@ -456,16 +495,22 @@ fn append(
             let c = error_code_for(&e);
             // A storage failure is the broker's fault; anything else is the client's input.
             let level = if c == code::KAFKA_STORAGE_ERROR { LogLine::ERROR } else { LogLine::INFO };
-            logs.push(LogLine::new(level, format!("produce to {name}-{idx} from {peer} rejected ({}): {e}", code_name(c))));
+            logs.push(LogLine::new(
+                level,
+                format!("produce to {name}-{idx} from {peer} rejected ({}): {e}", code_name(c)),
+            ));
             let mut resp = reject(c, e.to_string());
             if let LogError::InvalidRecord { records, .. } = &e {
                 // KIP-467: the records at fault, so a client fails those and retries or fails
                 // the rest of the batch on its own terms (librdkafka: _INVALID_DIFFERENT_RECORD).
-                resp.record_errors = records.iter().map(|(i, why)| BatchIndexAndErrorMessage {
-                    batch_index: *i,
-                    batch_index_error_message: Some(why.clone()),
-                    ..Default::default()
-                }).collect();
+                resp.record_errors = records
+                    .iter()
+                    .map(|(i, why)| BatchIndexAndErrorMessage {
+                        batch_index: *i,
+                        batch_index_error_message: Some(why.clone()),
+                        ..Default::default()
+                    })
+                    .collect();
             }
             (resp, None)
         }

@@ -152,7 +152,6 @@ impl Rate {
     }
 
     /// Bytes per second now, and the window size it was measured over (ms).
-    #[allow(clippy::cast_precision_loss)]
     fn measure(&mut self, now_ms: i64, num: usize, window_ms: i64) -> (f64, i64) {
         let size = self.window_size_ms(now_ms, num, window_ms);
         let total: f64 = self.windows.iter().map(|w| w.value).sum();
@@ -255,7 +254,6 @@ impl ClientQuotas {
 
     /// The most one response may carry without certain throttling (Kafka's
     /// getMaxValueInQuotaWindow): the quota times `(num - 1)` windows.
-    #[allow(clippy::cast_precision_loss)]
     pub fn max_value_in_window(&self, kind: usize, user: &str, client_id: &str) -> Option<f64> {
         let q = self.quota_for(kind, user, client_id)?;
         let c = self.config.read().unwrap_or_else(PoisonError::into_inner);
@@ -264,7 +262,6 @@ impl ClientQuotas {
 
     /// Records `bytes` for `user`/`client_id` at `now_ms`; the throttle time (ms, 0 within
     /// the quota or without one).
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
     pub fn record(&self, kind: usize, user: &str, client_id: &str, bytes: u64, now_ms: i64) -> i32 {
         if !self.enabled(kind) {
             return 0;
@@ -301,7 +298,9 @@ impl ClientQuotas {
 
     /// Per quota type (produce, fetch): throttled responses and their total throttle time (ms).
     pub fn stats(&self) -> [(u64, u64); TYPES] {
-        [PRODUCE, FETCH].map(|k| (self.stats[k].throttled.load(Ordering::Relaxed), self.stats[k].throttle_ms.load(Ordering::Relaxed)))
+        [PRODUCE, FETCH].map(|k| {
+            (self.stats[k].throttled.load(Ordering::Relaxed), self.stats[k].throttle_ms.load(Ordering::Relaxed))
+        })
     }
 }
 

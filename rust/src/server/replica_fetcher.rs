@@ -71,8 +71,8 @@ use super::partition::Partition;
 use super::partition_hash::PartitionHashMap;
 use super::sasl_client::{self, SaslCredentials};
 use super::tls_client::PeerStream;
-use crate::protocol::error_codes as code;
 use super::LogLine;
+use crate::protocol::error_codes as code;
 use crate::protocol::messages::api_versions_request::ApiVersionsRequest;
 use crate::protocol::messages::api_versions_response::ApiVersionsResponse;
 use crate::protocol::messages::fetch_request::{FetchPartition, FetchRequest, ReplicaState};
@@ -184,7 +184,13 @@ pub struct ReplicaFetcher {
 }
 
 impl ReplicaFetcher {
-    fn start(source: i32, address: String, config: FetcherConfig, broker_epoch: Arc<AtomicI64>, events: Arc<Mutex<Vec<LogLine>>>) -> Self {
+    fn start(
+        source: i32,
+        address: String,
+        config: FetcherConfig,
+        broker_epoch: Arc<AtomicI64>,
+        events: Arc<Mutex<Vec<LogLine>>>,
+    ) -> Self {
         let shared = Arc::new(Shared {
             source,
             address,
@@ -200,7 +206,17 @@ impl ReplicaFetcher {
         let thread = std::thread::Builder::new()
             .name(format!("replica-fetcher-{source}"))
             .spawn(move || {
-                Loop { shared: s, conn: None, correlation_id: 0, fetch_version: 0, failing: false, renew_at: None, session: FetchSessionHandler::new(), order: Vec::new() }.run();
+                Loop {
+                    shared: s,
+                    conn: None,
+                    correlation_id: 0,
+                    fetch_version: 0,
+                    failing: false,
+                    renew_at: None,
+                    session: FetchSessionHandler::new(),
+                    order: Vec::new(),
+                }
+                .run();
             })
             .ok();
         ReplicaFetcher { shared, thread }
@@ -295,9 +311,20 @@ impl ReplicaFetcherManager {
         f.shared.changed.notify_all();
     }
 
-    fn fetcher<'a>(&self, fetchers: &'a mut HashMap<i32, ReplicaFetcher>, source: i32, address: &str) -> &'a ReplicaFetcher {
+    fn fetcher<'a>(
+        &self,
+        fetchers: &'a mut HashMap<i32, ReplicaFetcher>,
+        source: i32,
+        address: &str,
+    ) -> &'a ReplicaFetcher {
         fetchers.entry(source).or_insert_with(|| {
-            ReplicaFetcher::start(source, address.to_owned(), self.config.clone(), Arc::clone(&self.broker_epoch), Arc::clone(&self.events))
+            ReplicaFetcher::start(
+                source,
+                address.to_owned(),
+                self.config.clone(),
+                Arc::clone(&self.broker_epoch),
+                Arc::clone(&self.events),
+            )
         })
     }
 
@@ -385,7 +412,10 @@ impl Loop {
                     self.session.commit(session, resp.session_id);
                     if self.failing {
                         self.failing = false;
-                        self.shared.event(LogLine::INFO, format!("fetching from broker {} at {} again", self.shared.source, self.shared.address));
+                        self.shared.event(
+                            LogLine::INFO,
+                            format!("fetching from broker {} at {} again", self.shared.source, self.shared.address),
+                        );
                     }
                     self.apply(&resp, &sent);
                 }
@@ -483,7 +513,11 @@ impl Loop {
         });
         let req = FetchRequest {
             replica_id: c.node_id,
-            replica_state: ReplicaState { replica_id: c.node_id, replica_epoch: self.shared.broker_epoch.load(Ordering::Relaxed), ..Default::default() },
+            replica_state: ReplicaState {
+                replica_id: c.node_id,
+                replica_epoch: self.shared.broker_epoch.load(Ordering::Relaxed),
+                ..Default::default()
+            },
             max_wait_ms,
             min_bytes: c.min_bytes,
             max_bytes: c.response_max_bytes,
@@ -523,7 +557,11 @@ impl Loop {
         self.conn = Some(PeerStream::new(s, self.shared.config.tls.as_ref(), host)?);
         // Negotiate the Fetch version (ApiVersions v3: request header v2, response header v0).
         let resp: ApiVersionsResponse = self.call(
-            &ApiVersionsRequest { client_software_name: "logbroker-replica-fetcher".into(), client_software_version: env!("CARGO_PKG_VERSION").into(), ..Default::default() },
+            &ApiVersionsRequest {
+                client_software_name: "logbroker-replica-fetcher".into(),
+                client_software_version: env!("CARGO_PKG_VERSION").into(),
+                ..Default::default()
+            },
             3,
             Duration::from_millis(self.shared.config.socket_timeout_ms),
             false,
@@ -534,12 +572,16 @@ impl Loop {
         let fetch = resp.api_keys.iter().find(|k| k.api_key == 1).ok_or("the leader does not serve Fetch")?;
         let v = fetch.max_version.min(FETCH_MAX);
         if v < FETCH_MIN || fetch.min_version > v {
-            return Err(format!("the leader serves Fetch v{}-{}, replication needs v{FETCH_MIN}+", fetch.min_version, fetch.max_version));
+            return Err(format!(
+                "the leader serves Fetch v{}-{}, replication needs v{FETCH_MIN}+",
+                fetch.min_version, fetch.max_version
+            ));
         }
         self.fetch_version = v;
         self.renew_at = None;
         if let Some(creds) = self.shared.config.sasl.clone() {
-            let authenticate_version = resp.api_keys.iter().find(|k| k.api_key == 36).map_or(0, |k| k.max_version.min(2));
+            let authenticate_version =
+                resp.api_keys.iter().find(|k| k.api_key == 36).map_or(0, |k| k.max_version.min(2));
             let lifetime = self.authenticate(&creds, authenticate_version).map_err(|e| {
                 format!(
                     "node {} could not authenticate to broker {} at {} on listener {} ({}, user {:?}): {e}",
@@ -568,7 +610,12 @@ impl Loop {
         sasl_client::authenticate(
             creds,
             |mechanism| {
-                let r: SaslHandshakeResponse = this.borrow_mut().call(&SaslHandshakeRequest { mechanism: mechanism.to_owned(), ..Default::default() }, 1, timeout, false)?;
+                let r: SaslHandshakeResponse = this.borrow_mut().call(
+                    &SaslHandshakeRequest { mechanism: mechanism.to_owned(), ..Default::default() },
+                    1,
+                    timeout,
+                    false,
+                )?;
                 Ok((r.error_code, r.mechanisms))
             },
             |token| {
@@ -580,7 +627,13 @@ impl Loop {
     }
 
     /// Sends one request and reads its response (`flexible_response_header`: header v1).
-    fn call<Req: Message, Resp: Message>(&mut self, req: &Req, version: i16, wait: Duration, flexible_response_header: bool) -> Result<Resp, String> {
+    fn call<Req: Message, Resp: Message>(
+        &mut self,
+        req: &Req,
+        version: i16,
+        wait: Duration,
+        flexible_response_header: bool,
+    ) -> Result<Resp, String> {
         let conn = self.conn.as_mut().ok_or("not connected")?;
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let correlation_id = self.correlation_id;
@@ -600,7 +653,8 @@ impl Loop {
         frame.extend_from_slice(&i32::try_from(body.len()).map_err(|_| "request too large")?.to_be_bytes());
         frame.extend_from_slice(&body);
         conn.write_all(&frame).and_then(|()| conn.flush()).map_err(|e| format!("sending {}: {e}", Req::NAME))?;
-        conn.set_read_timeout(Some(wait + Duration::from_millis(self.shared.config.socket_timeout_ms))).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(wait + Duration::from_millis(self.shared.config.socket_timeout_ms)))
+            .map_err(|e| e.to_string())?;
         let mut size = [0u8; 4];
         conn.read_exact(&mut size).map_err(|e| format!("reading the {} response: {e}", Req::NAME))?;
         let size = i32::from_be_bytes(size);
@@ -633,10 +687,18 @@ impl Loop {
         }
         let by_id = self.fetch_version >= 13;
         for t in &mut req.topics {
-            if by_id { t.topic.clear() } else { t.topic_id = Uuid::default() }
+            if by_id {
+                t.topic.clear();
+            } else {
+                t.topic_id = Uuid::default();
+            }
         }
         for t in &mut req.forgotten_topics_data {
-            if by_id { t.topic.clear() } else { t.topic_id = Uuid::default() }
+            if by_id {
+                t.topic.clear();
+            } else {
+                t.topic_id = Uuid::default();
+            }
         }
         let wait = Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
         let resp: FetchResponse = self.call(&req, self.fetch_version, wait, true)?;
@@ -652,7 +714,8 @@ impl Loop {
         let mut out_of_range = Vec::new();
         {
             let mut parts = lock(&self.shared.partitions);
-            let ids: PartitionHashMap<Uuid, Arc<str>> = parts.iter().map(|(k, f)| (f.topic_id, Arc::clone(&k.0))).collect();
+            let ids: PartitionHashMap<Uuid, Arc<str>> =
+                parts.iter().map(|(k, f)| (f.topic_id, Arc::clone(&k.0))).collect();
             for t in &resp.responses {
                 let topic: Arc<str> = if self.fetch_version >= 13 {
                     match ids.get(&t.topic_id) {
@@ -696,7 +759,10 @@ impl Loop {
                         format!("{name}: fetch offset {fetch_offset} is below leader {source}'s log start {}; restarting the log there", d.log_start_offset),
                     );
                     if let Err(e) = log.truncate_fully_and_start_at(d.log_start_offset) {
-                        self.shared.event(LogLine::ERROR, format!("{name}: restarting the log at {} failed: {e}", d.log_start_offset));
+                        self.shared.event(
+                            LogLine::ERROR,
+                            format!("{name}: restarting the log at {} failed: {e}", d.log_start_offset),
+                        );
                         return Some(Retry::Backoff);
                     }
                     return None;
@@ -706,7 +772,11 @@ impl Loop {
             c => {
                 let level = if matches!(
                     c,
-                    code::NOT_LEADER_OR_FOLLOWER | code::FENCED_LEADER_EPOCH | code::UNKNOWN_LEADER_EPOCH | code::UNKNOWN_TOPIC_OR_PARTITION | code::UNKNOWN_TOPIC_ID
+                    code::NOT_LEADER_OR_FOLLOWER
+                        | code::FENCED_LEADER_EPOCH
+                        | code::UNKNOWN_LEADER_EPOCH
+                        | code::UNKNOWN_TOPIC_OR_PARTITION
+                        | code::UNKNOWN_TOPIC_ID
                 ) {
                     LogLine::DEBUG
                 } else {
@@ -734,7 +804,10 @@ impl Loop {
         }
         if let Some(Records::Bytes(b)) = d.records.as_ref().filter(|r| !r.is_empty()) {
             if let Err(e) = log.append_as_follower(b.to_vec()) {
-                self.shared.event(LogLine::ERROR, format!("{name}: appending data fetched from leader {source} at offset {fetch_offset} failed: {e}"));
+                self.shared.event(
+                    LogLine::ERROR,
+                    format!("{name}: appending data fetched from leader {source} at offset {fetch_offset} failed: {e}"),
+                );
                 return Some(Retry::Backoff);
             }
         }
@@ -746,7 +819,10 @@ impl Loop {
             let start = d.log_start_offset.min(log.high_watermark());
             if start > log.log_start_offset() {
                 if let Err(e) = log.delete_records_before(start) {
-                    self.shared.event(LogLine::WARNING, format!("{name}: following leader {source}'s log start {start} failed: {e}"));
+                    self.shared.event(
+                        LogLine::WARNING,
+                        format!("{name}: following leader {source}'s log start {start} failed: {e}"),
+                    );
                 }
             }
         }
@@ -779,7 +855,13 @@ impl Loop {
         let Some(latest) = log.latest_epoch() else {
             // No epoch information: Kafka's fallback, the HW.
             let hw = log.high_watermark();
-            self.shared.event(LogLine::WARNING, format!("{name}: out of range at leader {} and no leader epochs locally; truncating to the HW {hw}", self.shared.source));
+            self.shared.event(
+                LogLine::WARNING,
+                format!(
+                    "{name}: out of range at leader {} and no leader epochs locally; truncating to the HW {hw}",
+                    self.shared.source
+                ),
+            );
             let _ = log.truncate_to(hw);
             return;
         };
@@ -787,13 +869,19 @@ impl Loop {
             replica_id: self.shared.config.node_id,
             topics: vec![OffsetForLeaderTopic {
                 topic: key.0.to_string(),
-                partitions: vec![OffsetForLeaderPartition { partition: key.1, current_leader_epoch: leader_epoch, leader_epoch: latest, ..Default::default() }],
+                partitions: vec![OffsetForLeaderPartition {
+                    partition: key.1,
+                    current_leader_epoch: leader_epoch,
+                    leader_epoch: latest,
+                    ..Default::default()
+                }],
                 ..Default::default()
             }],
             ..Default::default()
         };
         let timeout = Duration::from_millis(self.shared.config.socket_timeout_ms);
-        let resp: Result<OffsetForLeaderEpochResponse, String> = self.call(&req, OFFSET_FOR_LEADER_EPOCH_VERSION, timeout, true);
+        let resp: Result<OffsetForLeaderEpochResponse, String> =
+            self.call(&req, OFFSET_FOR_LEADER_EPOCH_VERSION, timeout, true);
         let answer = resp.ok().and_then(|r| r.topics.into_iter().next()).and_then(|t| t.partitions.into_iter().next());
         let cap = Duration::from_millis(self.shared.config.backoff_ms);
         let mut parts = lock(&self.shared.partitions);
@@ -803,14 +891,25 @@ impl Loop {
                 let to = Self::truncation_point(log, a.leader_epoch, a.end_offset);
                 self.shared.event(
                     LogLine::WARNING,
-                    format!("{name}: LEO {} is past leader {}'s log; epoch {latest} ends at {} there; truncating to {to}", log.log_end_offset(), self.shared.source, a.end_offset),
+                    format!(
+                        "{name}: LEO {} is past leader {}'s log; epoch {latest} ends at {} there; truncating to {to}",
+                        log.log_end_offset(),
+                        self.shared.source,
+                        a.end_offset
+                    ),
                 );
                 if log.truncate_to(to).is_err() {
                     f.back_off(cap);
                 }
             }
             other => {
-                self.shared.event(LogLine::WARNING, format!("{name}: OffsetForLeaderEpoch at leader {} failed ({other:?}); backing off", self.shared.source));
+                self.shared.event(
+                    LogLine::WARNING,
+                    format!(
+                        "{name}: OffsetForLeaderEpoch at leader {} failed ({other:?}); backing off",
+                        self.shared.source
+                    ),
+                );
                 f.back_off(cap);
             }
         }

@@ -23,9 +23,10 @@ pub fn error_code_for(e: &LogError) -> i16 {
         LogError::InvalidTxnState { .. } => code::INVALID_TXN_STATE,
         LogError::CoordinatorFenced { .. } => code::TRANSACTION_COORDINATOR_FENCED,
         LogError::InvalidConfig { .. } => code::INVALID_CONFIG,
-        LogError::Io { .. } | LogError::TooManyOpenFiles { .. } | LogError::CorruptIndex { .. } | LogError::Closed { .. } => {
-            code::KAFKA_STORAGE_ERROR
-        }
+        LogError::Io { .. }
+        | LogError::TooManyOpenFiles { .. }
+        | LogError::CorruptIndex { .. }
+        | LogError::Closed { .. } => code::KAFKA_STORAGE_ERROR,
     }
 }
 
@@ -48,7 +49,12 @@ pub fn peek_api(frame: &[u8]) -> Option<(i16, i16)> {
 /// Decodes the request header (v1, or v2 when `flexible`); the reader is left at the body.
 pub fn decode_header(r: &mut Reader, flexible: bool) -> Result<Header, ProtocolError> {
     let h = RequestHeader::decode(r, if flexible { 2 } else { 1 })?;
-    Ok(Header { api_key: h.request_api_key, api_version: h.request_api_version, correlation_id: h.correlation_id, client_id: h.client_id })
+    Ok(Header {
+        api_key: h.request_api_key,
+        api_version: h.request_api_version,
+        correlation_id: h.correlation_id,
+        client_id: h.client_id,
+    })
 }
 
 /// The response frame: size, header (v1 when `version` of `M` is flexible), then the body.

@@ -75,7 +75,13 @@ pub struct SaslCredentials {
 
 impl fmt::Debug for SaslCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SaslCredentials({} on {}, user {:?}, password [hidden])", self.mechanism.name(), self.listener, self.username)
+        write!(
+            f,
+            "SaslCredentials({} on {}, user {:?}, password [hidden])",
+            self.mechanism.name(),
+            self.listener,
+            self.username
+        )
     }
 }
 
@@ -157,7 +163,8 @@ impl ScramClient {
     }
 
     pub fn client_final(&mut self, server_first: &[u8]) -> Result<Vec<u8>, String> {
-        let text = std::str::from_utf8(server_first).map_err(|_| "the SCRAM server-first message is not UTF-8".to_owned())?;
+        let text =
+            std::str::from_utf8(server_first).map_err(|_| "the SCRAM server-first message is not UTF-8".to_owned())?;
         let (mut nonce, mut salt, mut iterations) = (None, None, None);
         for attr in text.split(',') {
             match attr.split_once('=') {
@@ -165,7 +172,9 @@ impl ScramClient {
                 Some(("s", v)) => salt = Some(v),
                 Some(("i", v)) => iterations = Some(v),
                 Some(("e", v)) => return Err(format!("the server refused: {v}")),
-                Some(("m", _)) => return Err("the server asks for a SCRAM extension (m=) this client does not know".to_owned()),
+                Some(("m", _)) => {
+                    return Err("the server asks for a SCRAM extension (m=) this client does not know".to_owned())
+                }
                 _ => {}
             }
         }
@@ -176,13 +185,22 @@ impl ScramClient {
             return Err("invalid server nonce: it does not extend the client nonce".to_owned());
         }
         let salt = base64_decode(salt).ok_or("the SCRAM server-first message has a salt that is not base64")?;
-        let iterations: u32 = iterations.parse().map_err(|_| format!("the SCRAM iteration count {iterations:?} is not a number"))?;
+        let iterations: u32 =
+            iterations.parse().map_err(|_| format!("the SCRAM iteration count {iterations:?} is not a number"))?;
         if iterations < MIN_ITERATIONS {
-            return Err(format!("the server asks for {iterations} SCRAM iterations, fewer than the minimum {MIN_ITERATIONS}"));
+            return Err(format!(
+                "the server asks for {iterations} SCRAM iterations, fewer than the minimum {MIN_ITERATIONS}"
+            ));
         }
         let (mac, hash, kdf) = self.mechanism.algorithms();
         let mut salted = vec![0u8; hash.output_len()];
-        pbkdf2::derive(kdf, NonZeroU32::new(iterations).unwrap_or(NonZeroU32::MIN), &salt, self.password.as_bytes(), &mut salted);
+        pbkdf2::derive(
+            kdf,
+            NonZeroU32::new(iterations).unwrap_or(NonZeroU32::MIN),
+            &salt,
+            self.password.as_bytes(),
+            &mut salted,
+        );
         self.password.clear();
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{},{text},{without_proof}", self.client_first_bare).into_bytes();
@@ -196,7 +214,8 @@ impl ScramClient {
 
     pub fn verify_server_final(&self, server_final: &[u8]) -> Result<(), String> {
         let (salted, auth_message) = self.proof_inputs.as_ref().ok_or("SCRAM server-final before server-first")?;
-        let text = std::str::from_utf8(server_final).map_err(|_| "the SCRAM server-final message is not UTF-8".to_owned())?;
+        let text =
+            std::str::from_utf8(server_final).map_err(|_| "the SCRAM server-final message is not UTF-8".to_owned())?;
         if let Some(e) = text.strip_prefix("e=") {
             return Err(format!("the server refused: {e}"));
         }
@@ -205,7 +224,9 @@ impl ScramClient {
         let (mac, _, _) = self.mechanism.algorithms();
         let expected = sign(mac, &sign(mac, salted, b"Server Key"), auth_message);
         if !equal_in_constant_time(&got, &expected) {
-            return Err("the server's SCRAM signature does not match: it does not know this user's credential".to_owned());
+            return Err(
+                "the server's SCRAM signature does not match: it does not know this user's credential".to_owned()
+            );
         }
         Ok(())
     }
@@ -312,16 +333,30 @@ mod tests {
 
     #[test]
     fn exchange_reports_what_the_broker_answered() {
-        let creds = SaslCredentials { listener: "INTERNAL".into(), mechanism: Mechanism::Plain, username: "broker".into(), password: "pw".into() };
+        let creds = SaslCredentials {
+            listener: "INTERNAL".into(),
+            mechanism: Mechanism::Plain,
+            username: "broker".into(),
+            password: "pw".into(),
+        };
         assert!(!format!("{creds:?}").contains("pw\""));
-        let lifetime = authenticate(&creds, |m| Ok((0, vec![m.to_owned()])), |t| {
-            assert_eq!(t, b"\0broker\0pw");
-            Ok((0, None, Vec::new(), 60_000))
-        });
+        let lifetime = authenticate(
+            &creds,
+            |m| Ok((0, vec![m.to_owned()])),
+            |t| {
+                assert_eq!(t, b"\0broker\0pw");
+                Ok((0, None, Vec::new(), 60_000))
+            },
+        );
         assert_eq!(lifetime, Ok(60_000));
         let refused = authenticate(&creds, |_| Ok((33, vec!["SCRAM-SHA-512".into()])), |_| unreachable!()).unwrap_err();
         assert!(refused.contains("enables SCRAM-SHA-512"), "{refused}");
-        let wrong = authenticate(&creds, |_| Ok((0, vec![])), |_| Ok((58, Some("Authentication failed".into()), Vec::new(), 0))).unwrap_err();
+        let wrong = authenticate(
+            &creds,
+            |_| Ok((0, vec![])),
+            |_| Ok((58, Some("Authentication failed".into()), Vec::new(), 0)),
+        )
+        .unwrap_err();
         assert!(wrong.contains("error 58: Authentication failed"), "{wrong}");
     }
 }

@@ -10,6 +10,7 @@
 //! nothing passes: the refusal says so.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::RwLock;
 
 #[derive(Default)]
@@ -24,7 +25,11 @@ pub struct Inner {
 }
 
 /// Why a record fails the check (None: it passes).
-pub fn check_framed(bytes: Option<&[u8]>, subject: &str, ids: Option<&HashSet<i32>>) -> Option<String> {
+pub fn check_framed<S: BuildHasher>(
+    bytes: Option<&[u8]>,
+    subject: &str,
+    ids: Option<&HashSet<i32, S>>,
+) -> Option<String> {
     let b = bytes?;
     if b.len() < 5 || b[0] != 0 {
         return Some(format!(
@@ -60,7 +65,10 @@ impl SchemaIds {
     pub fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Inner>, String> {
         let g = self.inner.read().expect("schema ids lock");
         if !g.active {
-            return Err("this broker does not serve the schema registry (schema.registry.listen), which the check needs".to_owned());
+            return Err(
+                "this broker does not serve the schema registry (schema.registry.listen), which the check needs"
+                    .to_owned(),
+            );
         }
         Ok(g)
     }

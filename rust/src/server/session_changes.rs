@@ -65,7 +65,11 @@ pub struct SessionChanges {
 
 impl SessionChanges {
     pub fn new(wakeup: Arc<Wakeup>, now_ms: i64) -> Arc<SessionChanges> {
-        Arc::new(SessionChanges { wakeup, state: Mutex::default(), clock: Arc::new(FetchClock(AtomicI64::new(now_ms))) })
+        Arc::new(SessionChanges {
+            wakeup,
+            state: Mutex::default(),
+            clock: Arc::new(FetchClock(AtomicI64::new(now_ms))),
+        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

@@ -26,7 +26,11 @@ use rustls::{CertificateError, ClientConfig, ClientConnection, DigitallySignedSt
 /// The client TLS settings for connections to other brokers. `trust`: PEM certificates of
 /// the authorities; `identity`: this broker's (chain, key) PEM; `verify_hostname`: Kafka's
 /// `ssl.endpoint.identification.algorithm=https`.
-pub fn client_config(trust: &[u8], identity: Option<(&[u8], &[u8])>, verify_hostname: bool) -> Result<Arc<ClientConfig>, String> {
+pub fn client_config(
+    trust: &[u8],
+    identity: Option<(&[u8], &[u8])>,
+    verify_hostname: bool,
+) -> Result<Arc<ClientConfig>, String> {
     let roots = truststore(trust)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
@@ -66,18 +70,28 @@ impl ServerCertVerifier for ChainOnly {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => {
-                Ok(ServerCertVerified::assertion())
-            }
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls12_signature(message, cert, dss)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls13_signature(message, cert, dss)
     }
 
@@ -97,7 +111,8 @@ impl PeerStream {
     /// (its failure is that call's error). `host` is the name the certificate must carry.
     pub fn new(sock: TcpStream, tls: Option<&Arc<ClientConfig>>, host: &str) -> Result<PeerStream, String> {
         let Some(config) = tls else { return Ok(PeerStream::Plain(sock)) };
-        let name = ServerName::try_from(host.to_owned()).map_err(|e| format!("{host} is not a TLS server name: {e}"))?;
+        let name =
+            ServerName::try_from(host.to_owned()).map_err(|e| format!("{host} is not a TLS server name: {e}"))?;
         let conn = ClientConnection::new(Arc::clone(config), name).map_err(|e| format!("TLS: {e}"))?;
         Ok(PeerStream::Tls(Box::new(StreamOwned::new(conn, sock))))
     }

@@ -48,7 +48,8 @@ pub fn keystore(chain: &[u8], key: &[u8]) -> Result<(Vec<CertificateDer<'static>
     if key.windows(b"ENCRYPTED PRIVATE KEY".len()).any(|w| w == b"ENCRYPTED PRIVATE KEY") {
         return Err("the keystore's private key is encrypted; give it unencrypted (e.g. openssl pkey -in key.pem -out plain.pem)".to_owned());
     }
-    let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("the keystore holds no usable private key: {e}"))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("the keystore holds no usable private key: {e}"))?;
     Ok((certs, key))
 }
 
@@ -68,7 +69,12 @@ pub fn truststore(trust: &[u8]) -> Result<RootCertStore, String> {
 /// The TLS server configuration of a listener, from PEM: `chain` (the broker's certificate
 /// first), `key` (PKCS#8, PKCS#1 or SEC1, not encrypted), `trust` (client CAs; needed unless
 /// `auth` is None). Errors name what is wrong.
-pub fn tls_config(chain: &[u8], key: &[u8], trust: Option<&[u8]>, auth: ClientAuth) -> Result<Arc<ServerConfig>, String> {
+pub fn tls_config(
+    chain: &[u8],
+    key: &[u8],
+    trust: Option<&[u8]>,
+    auth: ClientAuth,
+) -> Result<Arc<ServerConfig>, String> {
     let (certs, key) = keystore(chain, key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
@@ -106,7 +112,8 @@ impl Transport {
         Ok(match tls {
             None => Transport::Plain(sock),
             Some(config) => {
-                let tls = ServerConnection::new(Arc::clone(config)).map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                let tls =
+                    ServerConnection::new(Arc::clone(config)).map_err(|e| io::Error::other(format!("TLS: {e}")))?;
                 Transport::Tls(Box::new(TlsStream { tls, sock, file_buf: Vec::new() }))
             }
         })
@@ -146,7 +153,10 @@ impl Transport {
                 }
                 let got = region.read_at(offset, &mut t.file_buf[..want])?;
                 if got == 0 && want > 0 {
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment file shorter than the region (truncated?)"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "segment file shorter than the region (truncated?)",
+                    ));
                 }
                 tls_write(&mut t.tls, &mut t.sock, &t.file_buf[..got]).map(|n| n as u64)
             }

@@ -99,8 +99,16 @@ fn attribute(oid: &[u8], tag: u8, contents: &[u8], whole: &[u8]) -> String {
     };
     let text = match tag {
         0x0c | 0x13 | 0x16 | 0x14 => Some(String::from_utf8_lossy(contents).into_owned()),
-        0x1e => Some(String::from_utf16_lossy(&contents.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])).collect::<Vec<_>>())),
-        0x1c => Some(contents.chunks(4).filter_map(|c| c.try_into().ok().map(u32::from_be_bytes)).filter_map(char::from_u32).collect()),
+        0x1e => Some(String::from_utf16_lossy(
+            &contents.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])).collect::<Vec<_>>(),
+        )),
+        0x1c => Some(
+            contents
+                .chunks(4)
+                .filter_map(|c| c.try_into().ok().map(u32::from_be_bytes))
+                .filter_map(char::from_u32)
+                .collect(),
+        ),
         _ => None,
     };
     match (keyword, text) {
@@ -137,7 +145,10 @@ fn escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     let last = v.chars().count().saturating_sub(1);
     for (i, c) in v.chars().enumerate() {
-        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';') || (i == 0 && matches!(c, '#' | ' ')) || (i == last && c == ' ') {
+        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && matches!(c, '#' | ' '))
+            || (i == last && c == ' ')
+        {
             out.push('\\');
         }
         out.push(c);
