@@ -37,7 +37,7 @@ def loaded(tmp_path_factory):
         c.request(19, 5, C(topics=[C.CreatableTopic(name="q", num_partitions=1, replication_factor=1, assignments=[],
                                                    configs=[])], timeout_ms=10000, validate_only=False))
         p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
-        for i in range(RECORDS):
+        for _ in range(RECORDS):
             p.produce("q", b"x" * 100, partition=0)
         assert p.flush(30) == 0
         r = c.request(3, 12, Metadata(topics=[Metadata.MetadataRequestTopic(name="q")], allow_auto_topic_creation=False))

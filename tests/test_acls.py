@@ -68,13 +68,17 @@ def create(c: RawClient, *acls: AclBinding, version: int = 3) -> list[tuple[int,
     return [(x.error_code, x.error_message) for x in r.results]
 
 
-def describe_raw(c: RawClient, f: AclBindingFilter = AclBindingFilter(), version: int = 3):
+# The default filter of describe_raw/describe: every ACL (AclBindingFilter is frozen).
+ANY_ACL = AclBindingFilter()
+
+
+def describe_raw(c: RawClient, f: AclBindingFilter = ANY_ACL, version: int = 3):
     return c.request(29, version, Describe(
         resource_type_filter=f.resource_type, resource_name_filter=f.resource_name, pattern_type_filter=f.pattern_type,
         principal_filter=f.principal, host_filter=f.host, operation=f.operation, permission_type=f.permission_type))
 
 
-def describe(c: RawClient, f: AclBindingFilter = AclBindingFilter(), version: int = 3) -> list[AclBinding]:
+def describe(c: RawClient, f: AclBindingFilter = ANY_ACL, version: int = 3) -> list[AclBinding]:
     r = describe_raw(c, f, version)
     assert r.error_code == 0, (r.error_code, r.error_message)
     return [AclBinding(res.resource_type, res.resource_name, res.pattern_type, a.principal, a.host, a.operation,

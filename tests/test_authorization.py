@@ -472,12 +472,12 @@ def test_group_apis(broker, session):
     assert [(g.group_id, g.error_code) for g in r.groups] == [("ga-mine", 0), ("ga-theirs", GROUP_FAILED)]
     assert r.groups[0].authorized_operations == bits(READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
     # OffsetFetch: a group it may not describe; of all offsets only the describable topics'
-    O = REQUESTS[9]
-    r = s(9, 8, groups=[O.OffsetFetchRequestGroup(group_id="ga-mine", topics=None),
-                        O.OffsetFetchRequestGroup(group_id="ga-theirs", topics=None),
-                        O.OffsetFetchRequestGroup(group_id="ga-mine", topics=[
-                            O.OffsetFetchRequestTopics(name="ga-t", partition_indexes=[0]),
-                            O.OffsetFetchRequestTopics(name="ga-hidden", partition_indexes=[0])])],
+    OffsetFetch = REQUESTS[9]
+    r = s(9, 8, groups=[OffsetFetch.OffsetFetchRequestGroup(group_id="ga-mine", topics=None),
+                        OffsetFetch.OffsetFetchRequestGroup(group_id="ga-theirs", topics=None),
+                        OffsetFetch.OffsetFetchRequestGroup(group_id="ga-mine", topics=[
+                            OffsetFetch.OffsetFetchRequestTopics(name="ga-t", partition_indexes=[0]),
+                            OffsetFetch.OffsetFetchRequestTopics(name="ga-hidden", partition_indexes=[0])])],
           require_stable=False)
     everything, theirs, named = r.groups
     assert [t.name for t in everything.topics] == ["ga-t"] and everything.error_code == 0

@@ -556,7 +556,7 @@ def test_network_backs_off_after_an_authentication_failure():
     net.on_auth_error = told.append
     broker = Broker({"alice": "other"})
     waits = []
-    for attempt in range(3):
+    for _attempt in range(3):
         p = net.request(-1, metadata())
         (c,) = net.to_connect()
         net.on_connected(c)

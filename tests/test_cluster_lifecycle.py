@@ -82,7 +82,7 @@ def test_a_killed_broker_is_fenced_and_its_leaderships_move_with_bumped_epochs(c
     print(f"broker {victim_id} killed; fenced after {fenced_after:.2f} s (session timeout {SESSION_MS} ms)")
     assert SESSION_MS / 1000 * 0.8 <= fenced_after <= SESSION_MS / 1000 + 5
     _, after, _ = metadata(survivor)
-    for key, (leader, epoch, replicas, isr) in led.items():
+    for key, (_leader, epoch, _replicas, isr) in led.items():
         # replication factor 1: no other ISR member, so the partition has no leader now
         assert after[key][0] == -1 and after[key][1] == epoch + 1 and after[key][3] == isr, (key, after[key])
     for key, v in parts.items():

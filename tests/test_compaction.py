@@ -181,7 +181,7 @@ def test_stray_cleaner_files_are_removed_on_open(log, log_dir):
         put(log, b"k%d" % (i % 2), b"v" * 60)
     expect = log.read_records(0)
     log.close()
-    stray = os.path.join(log_dir, "%020d.log.cleaned" % 0)
+    stray = os.path.join(log_dir, f"{0:020d}.log.cleaned")
     with open(stray, "wb") as f:
         f.write(b"half-written")
     again = Log.open(log_dir, "compacted", 0, dict(COMPACT), 0, 0)

@@ -601,7 +601,7 @@ def test_an_emptied_group_stays_a_consumer_group_until_deleted_or_taken_over(tmp
         admin = AdminClient({"bootstrap.servers": bs})
         for gid in ("emptied", "taken-over"):
             consume_some(gid, "consumer")
-            assert wait_until(lambda: listed(admin, gid) == (str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY"),
+            assert wait_until(lambda gid=gid: listed(admin, gid) == (str(ConsumerGroupType.CONSUMER), "ConsumerGroupState.EMPTY"),
                               30, f"{gid} Empty")
         b.restart()
         bs = b.bootstrap_servers

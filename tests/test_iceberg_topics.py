@@ -195,7 +195,7 @@ def test_table_with_other_columns_is_left_alone(tmp_path: Path, caplog) -> None:
             admin.create_topics([NewTopic("other", 1, 1, {"iceberg.enable": "true", "segment.bytes": "4096",
                                                           "retention.bytes": "1"})])
         with Producer(b.bootstrap_servers, linger_ms=0) as p:
-            for i in range(100):
+            for _ in range(100):
                 p.send("other", b"x" * 100, key=b"k", partition=0).result(10)
         time.sleep(2.0)  # ten commit intervals and retention checks
         assert log_start(b.bootstrap_servers, "other", 0) == 0

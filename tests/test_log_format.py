@@ -121,7 +121,7 @@ def test_broker_events_carry_topic_partition_offset_peer_group_and_transaction(t
             assert c.request(19, 5, C(topics=[C.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1,
                                                                assignments=[], configs=[])],
                                       timeout_ms=10000, validate_only=False)).topics[0].error_code == 0
-            client = "%s:%d" % c.sock.getsockname()[:2]
+            client = "{}:{:d}".format(*c.sock.getsockname()[:2])
             P = REQUESTS[0]
             bad = bytearray(_core.encode_batch([(b"k", b"v", 0, [])], base_timestamp=1))
             bad[-1] ^= 0xFF  # covered by the CRC

@@ -42,7 +42,7 @@ def test_metrics_count_what_clients_did(tmp_path):
     with Broker(data_dir=tmp_path / "d", metrics_listen="127.0.0.1:0") as b:
         bs = b.bootstrap_servers
         p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "compression.type": "none"})
-        for i in range(100):
+        for _ in range(100):
             p.produce("m", value=b"v" * 100, partition=0)
         assert p.flush(10) == 0
         c = Consumer({"bootstrap.servers": bs, "group.id": "mg", "enable.auto.commit": False,

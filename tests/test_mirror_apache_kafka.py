@@ -63,7 +63,7 @@ def fill_source(src: str, prefix: str) -> None:
     app = Consumer({"bootstrap.servers": src, "group.id": f"{prefix}-app", "enable.auto.commit": False})
     offsets = [TopicPartition(f"{prefix}-m1", 0, 4), TopicPartition(f"{prefix}-m1", 1, 10),
                TopicPartition(f"{prefix}-m2", 0, 4)]
-    for attempt in range(10):
+    for _attempt in range(10):
         # A new group's first commit can meet a coordinator still loading (NOT_COORDINATOR on
         # Kafka 4.4 here too): librdkafka leaves the retry to the application.
         try:

@@ -114,7 +114,7 @@ def test_a_group_subscribed_to_the_topic_keeps_its_offsets(broker):
         finally:
             c.close()
         # the member left: the group is empty and no longer subscribed
-        wait_until(lambda: delete_offsets(bs, group, {"od-sub": [0]}) == (ErrorCode.NONE, {("od-sub", 0): 0}),
+        wait_until(lambda group=group: delete_offsets(bs, group, {"od-sub": [0]}) == (ErrorCode.NONE, {("od-sub", 0): 0}),
                    timeout=20, what=f"{group} deletes once empty")
         assert committed(bs, group) == {}
 

@@ -39,7 +39,7 @@ async def test_produce_consume_commit(broker):
         assert c.subscription() == ["tr"]
         n = 0
         with anyio.fail_after(30):
-            async for r in c:
+            async for _ in c:
                 n += 1
                 if n == 201:
                     break

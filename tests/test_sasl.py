@@ -53,7 +53,7 @@ def add_scram_users(bs: str, **extra) -> None:
     ups = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 4096),
                                         password.encode())
            for user, (m, password) in SCRAM_USERS.items()]
-    for user, fut in admin.alter_user_scram_credentials(ups).items():
+    for fut in admin.alter_user_scram_credentials(ups).values():
         fut.result(30)
 
 

@@ -57,7 +57,7 @@ def test_deletes_configs_modes_and_garbage():
 def test_every_node_gets_the_same_state_from_the_same_log():
     rng = random.Random(7)
     log = []
-    for i in range(300):
+    for _ in range(300):
         subject = f"s{rng.randrange(5)}"
         log.append(schema(subject, rng.randrange(1, 6), rng.randrange(1, 40), f'"t{rng.randrange(30)}"',
                           deleted=rng.random() < 0.1))
@@ -72,7 +72,7 @@ def test_every_node_gets_the_same_state_from_the_same_log():
     # index is what a scan of every version finds, also after hard deletes
     for i in range(40):
         a.apply(300 + i, records.schema_key(f"s{i % 5}", 1 + i % 6), None)  # tombstones
-    for s, versions in a.subjects.items():
+    for versions in a.subjects.values():
         for sv in versions.values():
             assert a.schemas[sv.id] == Content(sv.schema_type, sv.schema, sv.references)
     for sid in range(1, 41):

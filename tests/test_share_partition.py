@@ -104,7 +104,7 @@ def test_random_operations_agree_with_a_per_offset_model():
     for step in range(3000):
         now = step * 0.5
         hw += rng.choice([0, 0, 1, 3])
-        for off, m in model.items():  # expiry, as the model sees it
+        for m in model.values():  # expiry, as the model sees it
             if m[0] == "acq" and m[3] <= now:
                 m[0], m[2] = ("archived" if m[1] >= limit else "avail"), ""
         op = rng.random()

@@ -50,7 +50,9 @@ def test_batch_write_commits_once_and_a_failed_job_leaves_nothing(spark, bs):
     # one row names a partition the topic does not have: its task fails, the others succeed
     bad = spark.createDataFrame([(f"k{i}", f"bad-{i}", 99 if i == 29 else i % 2) for i in range(30)],
                                 "key string, value string, partition int").repartition(3)
-    with pytest.raises(Exception):
+    from pyspark.errors import PythonException  # the failed task's error, raised again on the driver
+
+    with pytest.raises(PythonException):
         (bad.write.format("logbroker").option("bootstrap.servers", bs).option("topic", "eos-fail")
          .option("transactional.id.prefix", "eos-failing").mode("append").save())
     # the tasks that succeeded wrote rows, but the driver aborted their transactions

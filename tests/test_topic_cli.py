@@ -34,7 +34,7 @@ def test_topic_commands(broker):
     assert admin.describe_configs([res])[res].result(10)["retention.ms"].value == "3600000"
 
     p = Producer({"bootstrap.servers": bs})
-    for i in range(7):
+    for _ in range(7):
         p.produce("orders", value=b"v", partition=1)
     assert p.flush(10) == 0
 

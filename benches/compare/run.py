@@ -279,7 +279,7 @@ class Comparison:
     def step_warmup(self) -> None:
         """Untimed: JIT-warm Kafka, let both create their first segments, and let Kafka create
         __consumer_offsets on the first FindCoordinator (librdkafka sends one for its group.id)."""
-        for b, peer in self.peers.items():
+        for peer in self.peers.values():
             t = self._topic("warm")
             create_topic(peer.bootstrap, t, 1)
             loadgen.java_produce(self.inst, peer.bootstrap, t, 1024, self.p.warmup_records, "1")

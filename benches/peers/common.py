@@ -159,7 +159,7 @@ def first_produce(bootstrap: str, topic: str, deadline: float, replication_facto
                   "message.timeout.ms": 10000})
     while True:
         result: list = []
-        p.produce(topic, b"ready", on_delivery=lambda err, msg: result.append(err))
+        p.produce(topic, b"ready", on_delivery=lambda err, msg, result=result: result.append(err))
         p.flush(10)
         if result and result[0] is None:
             return

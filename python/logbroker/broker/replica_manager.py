@@ -293,7 +293,7 @@ class ReplicaManager:
                 self._add(self._partition(topic, state, lg))
         for p, configs in config_changed:
             p.apply_state(p.state, self._min_isr(configs))
-        for key, (topic, state) in wanted.items():
+        for key, (_topic, state) in wanted.items():
             p = self.partitions.get(key)
             if p is not None and p.state != state:
                 p.apply_state(state)

@@ -32,6 +32,9 @@ __all__ = ["AclBinding", "AclBindingFilter", "Admin", "NewTopic"]
 
 T = TypeVar("T")
 
+# The default filter of describe_acls: matches every ACL (AclBindingFilter is frozen).
+_ALL_ACLS = AclBindingFilter()
+
 
 def offset_specs(specs: dict[Any, str | int]) -> dict[TopicPartition, int]:
     out = {}
@@ -186,7 +189,7 @@ class Admin:
         acls = list(acls)
         self._call(lambda: self._core.create_acls(acls), f"create_acls ({len(acls)})", timeout)
 
-    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter(),
+    def describe_acls(self, acl_filter: AclBindingFilter = _ALL_ACLS,
                       timeout: float | None = None) -> list[AclBinding]:
         """The ACLs the filter matches (default: every ACL), grouped by resource."""
         return self._call(lambda: self._core.describe_acls(acl_filter), "describe_acls", timeout)

@@ -399,7 +399,7 @@ class AdminCore(ClientCore):
                                 self.request_metadata_update()
                                 again: Pending[Any] = Pending()
                                 self.call_at(self.now + self.config["retry.backoff.ms"] / 1000,
-                                             lambda: attempt().add_callback(again.settle_from))
+                                             lambda again=again: attempt().add_callback(again.settle_from))
                                 return again
                             raise err
                         out[TopicPartition(t.name, p.partition_index)] = (p.offset, p.timestamp)

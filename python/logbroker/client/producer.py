@@ -157,7 +157,7 @@ class Producer(ProducerBase):
             if self._acc.partitions(topic) is None:
                 if left <= 0:
                     raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after max.block.ms={max_block * 1000:.0f}")
-                self._driver.call_wait(lambda: self._core.wait_for_topic(topic, left), left + 1.0,
+                self._driver.call_wait(lambda left=left: self._core.wait_for_topic(topic, left), left + 1.0,
                                        f"waiting for metadata of topic {topic!r}")
             else:
                 if left <= 0:

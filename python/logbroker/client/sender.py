@@ -386,7 +386,7 @@ class ProducerCore(ClientCore):
         self.acc.complete(b, base_offset, log_append_time, error)
 
     def _fail_all(self, err: BaseException) -> None:
-        for tp, st in list(self.parts.items()):
+        for st in list(self.parts.values()):
             for b in list(st.queue):
                 self._complete(b, error=err)
             st.queue.clear()
@@ -396,7 +396,7 @@ class ProducerCore(ClientCore):
     def close(self) -> None:
         self.acc.close()
         err = ClientClosedError("the producer was closed before the record was sent")
-        for tp, st in list(self.parts.items()):
+        for st in list(self.parts.values()):
             for b in list(st.queue) + list(st.in_flight):
                 self._complete(b, error=err)
         for b in self.acc.drain():

@@ -114,7 +114,8 @@ class TableWriter:
             taken = 0
             next_offset = start
             try:
-                for next_offset, batch in log_batches(src.log, start, stable, schema, max_bytes=budget):
+                # next_offset is read after the loop (the offset to resume from), hence the noqa
+                for next_offset, batch in log_batches(src.log, start, stable, schema, max_bytes=budget):  # noqa: B007
                     if batch is not None:
                         taken += batch.nbytes
                         batches.append(values.decode(batch, out_schema, ident) if values is not None else batch)

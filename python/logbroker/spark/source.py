@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 
 from logbroker.spark.extra import require_spark_extra
+from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
+from logbroker.spark.security import connection_settings
 
 require_spark_extra()
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition  # noqa: E402
 
 from logbroker.archive import STORE_KEYS, ArchiveStore  # noqa: E402
-from logbroker.spark.kafka_io import EARLIEST, LATEST, Cluster, SparkSourceError, read_range
-from logbroker.spark.security import connection_settings
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int")

@@ -69,12 +69,12 @@ async def add_raft_voter(ctx, request):
         return early
     quorum = ctx.broker.quorum
     names = [n.strip().upper() for n in ctx.broker.config.get_str("controller.listener.names").split(",")]
-    endpoint = next(((l.host, l.port) for l in request.listeners if l.name.upper() in names), None)
+    endpoint = next(((lis.host, lis.port) for lis in request.listeners if lis.name.upper() in names), None)
     if endpoint is None:
         return Response(error_code=ErrorCode.INVALID_REQUEST,
                         error_message=f"voter {request.voter_id} has no endpoint for the controller listener "
                                       f"{'/'.join(names)} (listeners given: "
-                                      f"{[(l.name, l.host, l.port) for l in request.listeners]})")
+                                      f"{[(lis.name, lis.host, lis.port) for lis in request.listeners]})")
     try:
         await quorum.add_voter(request.voter_id, directory_id.text(request.voter_directory_id), endpoint,
                                max(0.1, request.timeout_ms / 1000))
@@ -113,7 +113,7 @@ async def update_raft_voter(ctx, request):
     if not quorum.is_active:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     names = [n.strip().upper() for n in ctx.broker.config.get_str("controller.listener.names").split(",")]
-    endpoint = next(((l.host, l.port) for l in request.listeners if l.name.upper() in names), None)
+    endpoint = next(((lis.host, lis.port) for lis in request.listeners if lis.name.upper() in names), None)
     if endpoint is None:
         return answer(ErrorCode.INVALID_REQUEST)
     try:

@@ -7,7 +7,7 @@ Pure (see control.py).
 
 from __future__ import annotations
 
-from typing import Callable, Container, Mapping, Union
+from typing import Callable, Container, Mapping
 
 from logbroker.common.config import (
     BROKER_KEYS,
@@ -31,7 +31,7 @@ APPEND, SUBTRACT = 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 # A change to one key: a value to set, None to delete, or (APPEND or SUBTRACT, "v1,v2")
-Change = Union[str, None, tuple[int, str]]
+Change = str | None | tuple[int, str]
 
 
 def list_default(key: str, kind: str) -> str | None:
